@@ -1,0 +1,176 @@
+"""`deploy`: run / plan / validate a pipeline, and maintain its cache.
+
+Exit codes (pipeline.errors.ExitCode): 0 ok, 1 a stage failed, 2 bad command line,
+3 bad config or selection, 4 missing environment, 70 internal error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from pipeline.errors import DeployError, ExitCode
+from pipeline.graph import select
+from pipeline.project import Project, load_project
+from pipeline.store import Store
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Build, verify and cache a PyTorch -> ONNX -> TensorRT -> Triton pipeline from one YAML file.",
+)
+cache_app = typer.Typer(no_args_is_help=True, help="Inspect and maintain the artifact cache.")
+app.add_typer(cache_app, name="cache")
+
+ConfigArg = Annotated[Path, typer.Argument(help="Pipeline YAML, e.g. configs/resnet50.yaml.")]
+CacheOpt = Annotated[
+    Optional[Path],
+    typer.Option("--cache-dir", help="Artifact store (overrides the config and $DEPLOY_CACHE_DIR)."),
+]
+Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show tracebacks and more detail.")]
+
+
+def _console() -> Console:
+    from pipeline.logs import console_stream
+
+    return Console(file=console_stream())
+
+
+def _project(config: Path, cache_dir: Optional[Path]) -> Project:
+    return load_project(config, cache_dir)
+
+
+@app.command()
+def run(
+    config: ConfigArg,
+    force: Annotated[list[str], typer.Option("--force", "-f", help="Rerun STAGE even if cached ('all' for every stage).")] = [],  # noqa: B006
+    start: Annotated[Optional[str], typer.Option("--from", help="Run from STAGE on; earlier stages must be cached.")] = None,
+    stop: Annotated[Optional[str], typer.Option("--to", help="Stop after STAGE.")] = None,
+    only: Annotated[list[str], typer.Option("--only", help="Run only STAGE (repeatable); its inputs must be cached.")] = [],  # noqa: B006
+    cache_dir: CacheOpt = None,
+    verbose: Verbose = False,
+) -> None:
+    """Run the pipeline; stages whose inputs are unchanged come from the cache."""
+    from pipeline.runner import Runner, Selection
+    from pipeline.ui import ConsoleReporter, results_table
+
+    project = _project(config, cache_dir)
+    names = select(project.graph, only, start, stop)
+    unknown = [f for f in force if f != "all" and f not in project.graph.names()]
+    if unknown:
+        raise typer.BadParameter(f"unknown stage(s) {unknown}", param_hint="--force")
+    console = _console()
+    selection = Selection(frozenset(names), frozenset(force))
+    reporter = ConsoleReporter(console, verbose)
+    runner = Runner(project, Store(project.cache_dir), reporter, selection)
+    with reporter:
+        try:
+            runner.run()
+        finally:
+            console.print(results_table(runner.results, project.graph.names()))
+    console.print(f"summary: {project.run_dir / 'summary.json'}   repository: {project.config.repository}")
+
+
+@app.command()
+def plan(config: ConfigArg, cache_dir: CacheOpt = None) -> None:
+    """Show, per stage, whether it is cached or will run, and why."""
+    from pipeline.plan import make_plan
+    from pipeline.ui import plan_table
+
+    project = _project(config, cache_dir)
+    _console().print(plan_table(make_plan(project, Store(project.cache_dir))))
+
+
+@app.command()
+def validate(config: ConfigArg) -> None:
+    """Check a config file (schema, shapes, stage graph) without running anything."""
+    project = _project(config, None)
+    stages = " -> ".join(project.graph.names())
+    _console().print(f"[green]ok[/] {config}: {project.config.name}: {stages}")
+
+
+def _store(config: Optional[Path], cache_dir: Optional[Path]) -> Store:
+    if cache_dir is not None:
+        return Store(cache_dir)
+    if config is not None:
+        return Store(load_project(config, None).cache_dir)
+    import os
+
+    from pipeline.project import CACHE_ENV
+
+    return Store(Path(os.environ.get(CACHE_ENV, ".deploy-cache")))
+
+
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Use this config's cache_dir.")]
+
+
+@cache_app.command("ls")
+def cache_ls(config: ConfigOpt = None, cache_dir: CacheOpt = None) -> None:
+    """List cache entries: stage, key, size, age, and which pipeline's last run uses it."""
+    from pipeline.cache_cli import ls_table
+
+    _console().print(ls_table(_store(config, cache_dir)))
+
+
+@cache_app.command("gc")
+def cache_gc(
+    config: ConfigOpt = None,
+    cache_dir: CacheOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
+) -> None:
+    """Remove entries no pipeline's last run uses, and unreferenced objects."""
+    from pipeline.maintenance import collect
+
+    report = collect(_store(config, cache_dir), dry_run)
+    verb = "would remove" if dry_run else "removed"
+    _console().print(
+        f"{verb} {len(report.entries)} entries, {len(report.objects)} objects "
+        f"({report.freed_bytes / 1e6:.1f} MB)"
+    )
+
+
+@cache_app.command("verify")
+def cache_verify(config: ConfigOpt = None, cache_dir: CacheOpt = None) -> None:
+    """Rehash every cached artifact; drop entries whose files are damaged."""
+    from pipeline.maintenance import verify
+
+    console = _console()
+    bad = verify(_store(config, cache_dir))
+    for path, problem in bad:
+        console.print(f"[red]damaged[/] {path.stem[:12]}: {problem} (entry removed; the next run rebuilds it)")
+    console.print(f"{len(bad)} damaged entr{'y' if len(bad) == 1 else 'ies'}")
+    if bad:
+        raise typer.Exit(ExitCode.STAGE)
+
+
+def main() -> None:
+    verbose = any(arg in ("-v", "--verbose") for arg in sys.argv[1:])
+    sys.exit(_invoke(verbose))
+
+
+def _invoke(verbose: bool) -> int:
+    err = Console(stderr=True)
+    try:
+        code = app(standalone_mode=False)  # returns an Exit's code instead of exiting
+    except typer.TyperException as exc:  # usage errors (typer's vendored click)
+        getattr(exc, "show", lambda: err.print(str(exc)))()
+        return int(getattr(exc, "exit_code", ExitCode.USAGE))
+    except (KeyboardInterrupt, typer.Abort):
+        err.print("[yellow]interrupted[/]: the cache holds only completed stages; rerun to resume")
+        return ExitCode.INTERRUPTED
+    except DeployError as exc:
+        if verbose:
+            err.print(traceback.format_exc(), markup=False, highlight=False)
+        err.print(f"[bold red]error[/] ({type(exc).__name__}): {exc}", highlight=False)
+        return exc.exit_code
+    except Exception:  # noqa: BLE001
+        err.print(traceback.format_exc(), markup=False, highlight=False)
+        err.print("[bold red]internal error[/] in deploy itself; please report it with the traceback above")
+        return ExitCode.INTERNAL
+    return code if isinstance(code, int) else ExitCode.OK

@@ -1,0 +1,212 @@
+"""The YAML schema: one frozen pydantic model per concern, unknown keys rejected.
+
+Stage parameters are validated against the models their stages declare (see
+`pipeline.project`); this module holds what every stage shares: the model source
+and the shape spec, the single source for ONNX dynamic axes, TensorRT profiles and
+Triton dims / max_batch_size.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+DType = Literal[
+    "float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool"
+]
+Label = Literal["min", "opt", "max"]
+LABELS: tuple[Label, ...] = ("min", "opt", "max")
+
+TensorName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+DimName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+# Triton model names become directory names.
+ModelName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")]
+FactoryPath = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _resolve(value: Path | None, info: ValidationInfo) -> Path | None:
+    """Relative paths in a config are relative to the config file's directory."""
+    base = (info.context or {}).get("base_dir")
+    if value is None or value.is_absolute() or base is None:
+        return value
+    return Path(base) / value
+
+
+def _existing_file(value: Path | None, info: ValidationInfo) -> Path | None:
+    path = _resolve(value, info)
+    if path is not None and not path.is_file():
+        raise ValueError(f"file not found: {path}")
+    return path
+
+
+class InputSpec(Frozen):
+    """One model input: dims name the dynamic axes; min/opt/max are full shapes."""
+
+    name: TensorName
+    dtype: DType = "float32"
+    dims: tuple[int | DimName, ...] = Field(min_length=1)
+    min: tuple[Annotated[int, Field(ge=1)], ...]
+    opt: tuple[Annotated[int, Field(ge=1)], ...]
+    max: tuple[Annotated[int, Field(ge=1)], ...]
+    # Range of the golden random values; integer inputs (token ids) need one.
+    value_range: tuple[float, float] | None = None
+
+    @model_validator(mode="after")
+    def _check_shapes(self) -> InputSpec:
+        problems = [p for label in LABELS for p in self._label_problems(label)]
+        problems += self._order_problems()
+        if self.dtype.startswith(("int", "uint")) and self.value_range is None:
+            problems.append("value_range is required for integer inputs")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def _label_problems(self, label: Label) -> list[str]:
+        shape = getattr(self, label)
+        if len(shape) != len(self.dims):
+            return [f"{label} has {len(shape)} dims, dims has {len(self.dims)}"]
+        return [
+            f"{label}[{axis}] is {got}, but dim {axis} is static {want}"
+            for axis, (want, got) in enumerate(zip(self.dims, shape))
+            if isinstance(want, int) and want != got
+        ]
+
+    def _order_problems(self) -> list[str]:
+        if not len(self.min) == len(self.opt) == len(self.max) == len(self.dims):
+            return []
+        return [
+            f"dim {axis} ('{dim}'): need min <= opt <= max, got {lo} / {mid} / {hi}"
+            for axis, (dim, lo, mid, hi) in enumerate(zip(self.dims, self.min, self.opt, self.max))
+            if not lo <= mid <= hi
+        ]
+
+    def shape(self, label: Label) -> tuple[int, ...]:
+        return tuple(getattr(self, label))
+
+    def dynamic_axes(self) -> dict[int, str]:
+        return {axis: dim for axis, dim in enumerate(self.dims) if isinstance(dim, str)}
+
+
+class OutputSpec(Frozen):
+    name: TensorName
+
+
+class ModelSource(Frozen):
+    """Exactly one of: an import path, a local Python file + callable, a TorchScript file."""
+
+    factory: FactoryPath | None = None
+    file: Path | None = None
+    callable: Annotated[str, Field(pattern=r"^[A-Za-z_]\w*$")] | None = None
+    torchscript: Path | None = None
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    checkpoint: Path | None = None
+    seed: int = 0
+
+    _files = field_validator("file", "torchscript", "checkpoint")(_existing_file)
+
+    @field_validator("checkpoint")
+    @classmethod
+    def _checkpoint_suffix(cls, value: Path | None) -> Path | None:
+        if value is not None and value.suffix not in CHECKPOINT_SUFFIXES:
+            raise ValueError(f"checkpoint must be one of {', '.join(CHECKPOINT_SUFFIXES)}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSource:
+        given = [k for k in ("factory", "file", "torchscript") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of factory / file / torchscript (got {given or 'none'})")
+        if (self.file is None) != (self.callable is None):
+            raise ValueError("'file' and 'callable' go together")
+        if self.torchscript is not None and (self.kwargs or self.checkpoint):
+            raise ValueError("a torchscript source takes no kwargs or checkpoint")
+        return self
+
+    @property
+    def kind(self) -> Literal["factory", "file", "torchscript"]:
+        if self.factory is not None:
+            return "factory"
+        return "file" if self.file is not None else "torchscript"
+
+
+class DeployConfig(Frozen):
+    name: ModelName
+    model: ModelSource
+    inputs: tuple[InputSpec, ...] = Field(min_length=1)
+    outputs: tuple[OutputSpec, ...] = Field(min_length=1)
+    # The named dim that is axis 0 of every input; null for a model without batching.
+    batch_dim: DimName | None = "batch"
+    cache_dir: Path = Path(".deploy-cache")
+    repository: Path = Path("model_repository")
+    run_dir: Path = Path("runs")
+    # Ordered: the order here is the order of execution. Validated per stage later.
+    stages: dict[str, dict[str, Any] | None] = Field(min_length=1)
+
+    _paths = field_validator("cache_dir", "repository", "run_dir")(_resolve)
+
+    @model_validator(mode="after")
+    def _check_shape_spec(self) -> DeployConfig:
+        problems = _name_problems(self) + _shared_dim_problems(self.inputs)
+        problems += _batch_problems(self.inputs, self.batch_dim)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def input(self, name: str) -> InputSpec:
+        return next(spec for spec in self.inputs if spec.name == name)
+
+    def batch_range(self) -> tuple[int, int, int] | None:
+        """(min, opt, max) of the batch dim, or None when the model is not batched."""
+        if self.batch_dim is None:
+            return None
+        first = self.inputs[0]
+        return first.min[0], first.opt[0], first.max[0]
+
+
+def _name_problems(config: DeployConfig) -> list[str]:
+    names = [s.name for s in config.inputs] + [s.name for s in config.outputs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    return [f"tensor name '{n}' is used more than once" for n in dupes]
+
+
+def _shared_dim_problems(inputs: tuple[InputSpec, ...]) -> list[str]:
+    """A dim name shared by several inputs must have the same min/opt/max everywhere."""
+    seen: dict[str, tuple[str, tuple[int, int, int]]] = {}
+    problems = []
+    for spec in inputs:
+        for axis, dim in spec.dynamic_axes().items():
+            if axis >= min(len(spec.min), len(spec.opt), len(spec.max)):
+                continue
+            rng = (spec.min[axis], spec.opt[axis], spec.max[axis])
+            first = seen.setdefault(dim, (spec.name, rng))
+            if first[1] != rng:
+                problems.append(
+                    f"dim '{dim}' is {first[1]} (min/opt/max) in input '{first[0]}' "
+                    f"but {rng} in input '{spec.name}'"
+                )
+    return problems
+
+
+def _batch_problems(inputs: tuple[InputSpec, ...], batch_dim: str | None) -> list[str]:
+    if batch_dim is None:
+        return []
+    return [
+        f"input '{spec.name}': axis 0 must be the batch dim '{batch_dim}' "
+        f"(got {spec.dims[0]!r}); set batch_dim: null for a model without batching"
+        for spec in inputs
+        if spec.dims[0] != batch_dim
+    ]

@@ -1,0 +1,86 @@
+"""Error taxonomy: every failure the user can cause or meet maps to one exit code.
+
+Bugs in `deploy` itself are deliberately *not* `DeployError`s, so the CLI can tell
+"your input is wrong" from "we are wrong" (the latter exits INTERNAL, with a traceback).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    STAGE = 1  # a stage ran and failed (gate, conversion, ...)
+    USAGE = 2  # bad command line (typer/click's own code)
+    CONFIG = 3  # the YAML, a file it names, or the stage selection is wrong
+    ENVIRONMENT = 4  # a library, tool or device the run needs is missing
+    INTERNAL = 70  # a bug in deploy (EX_SOFTWARE)
+    INTERRUPTED = 130
+
+
+class DeployError(Exception):
+    exit_code = ExitCode.INTERNAL
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem at one place in the config, e.g. `stages.export.opset`."""
+
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message
+
+
+class ConfigError(DeployError):
+    exit_code = ExitCode.CONFIG
+
+    def __init__(self, source: str, issues: list[Issue]) -> None:
+        self.source = source
+        self.issues = issues
+        lines = "\n".join(f"  {issue}" for issue in issues)
+        super().__init__(f"{source}: {len(issues)} error(s)\n{lines}")
+
+
+class SelectionError(DeployError):
+    """A stage outside --from/--to/--only has no cached result to read from."""
+
+    exit_code = ExitCode.CONFIG
+
+
+class EnvError(DeployError):
+    exit_code = ExitCode.ENVIRONMENT
+
+
+class StageError(DeployError):
+    """A stage failed; carries where its log is and how to resume."""
+
+    exit_code = ExitCode.STAGE
+
+    def __init__(self, stage: str, message: str, log: Path, resume: str) -> None:
+        self.stage = stage
+        self.log = log
+        self.resume = resume
+        super().__init__(
+            f"stage '{stage}' failed: {message}\n  log: {log}\n  resume: {resume}"
+        )
+
+
+class StageFailed(Exception):
+    """Raised by stage code for an expected failure (a gate, a tool's error message).
+
+    The runner turns it into a StageError without a traceback on the console.
+    """
+
+
+class StageSkipped(Exception):
+    """Raised by stage code when it cannot apply here (e.g. no GPU); not a failure."""
+
+
+class MissingDependency(EnvError):
+    def __init__(self, what: str, install: str) -> None:
+        super().__init__(f"{what} is not available; install it with: {install}")

@@ -1,0 +1,61 @@
+"""Per-stage log files that also catch what native code prints.
+
+ONNX export, onnxsim and ONNX Runtime write warnings from C++ straight to file
+descriptors 1 and 2, bypassing `sys.stdout`; redirecting the descriptors while a stage
+runs keeps the console clean and the log complete.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO
+
+
+def console_stream() -> TextIO:
+    """A handle on the real terminal that survives the descriptor redirection."""
+    try:
+        return os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    except (AttributeError, OSError, ValueError):
+        return sys.stdout  # e.g. a test runner's in-memory stream
+
+
+@contextmanager
+def captured(log_path: Path) -> Iterator[logging.Logger]:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    logger = logging.getLogger(f"deploy.stage.{log_path.stem}")
+    logger.handlers.clear()
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    handler = logging.FileHandler(log_path, mode="a")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger.addHandler(handler)
+    with _redirect_fds(log_path):
+        try:
+            yield logger
+        finally:
+            handler.close()
+            logger.removeHandler(handler)
+
+
+@contextmanager
+def _redirect_fds(log_path: Path) -> Iterator[None]:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    target = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, target):
+            os.close(fd)

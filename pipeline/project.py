@@ -1,0 +1,134 @@
+"""Loads a YAML file into a validated project: shared config + stage graph.
+
+Every problem is collected and reported at once, each with its YAML path.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from pipeline.config import DeployConfig
+from pipeline.errors import ConfigError, Issue
+from pipeline.graph import Graph, build_graph
+from pipeline.registry import stage_specs
+from pipeline.stage import StageSpec
+
+CACHE_ENV = "DEPLOY_CACHE_DIR"
+
+
+@dataclass(frozen=True)
+class Project:
+    path: Path
+    config: DeployConfig
+    graph: Graph
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.config.cache_dir
+
+    @property
+    def run_dir(self) -> Path:
+        return self.config.run_dir / self.config.name
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML keeps the last of two equal keys silently; a config typo should not."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        keys = [self.construct_object(k, deep=deep) for k, _ in node.value]
+        dupes = {k for k in keys if keys.count(k) > 1}
+        if dupes:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {sorted(map(str, dupes))}", node.start_mark
+            )
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(str(path), [Issue("", "config file not found")])
+    try:
+        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (safe loader)
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), [Issue("yaml", str(exc).replace("\n", " "))]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), [Issue("", "the top level must be a mapping")])
+    return data
+
+
+def load_project(path: Path, cache_dir: Path | None = None) -> Project:
+    raw = read_yaml(path)
+    env_cache = os.environ.get(CACHE_ENV)
+    if cache_dir is not None or env_cache:
+        raw = {**raw, "cache_dir": str((cache_dir or Path(env_cache or "")).absolute())}
+    config, issues = _validate_shared(raw, path.parent)
+    stages, stage_issues = _validate_stages(raw.get("stages"))
+    issues += stage_issues
+    graph = None
+    if stages is not None and not stage_issues:
+        graph, graph_issues = _graph(stages)
+        issues += graph_issues
+    if config is not None and stages is not None and not stage_issues:
+        issues += [i for spec, params in stages if spec.check for i in spec.check(params, config)]
+    if issues or config is None or graph is None:
+        raise ConfigError(str(path), issues)
+    return Project(path, config, graph)
+
+
+def _validate_shared(raw: dict[str, Any], base: Path) -> tuple[DeployConfig | None, list[Issue]]:
+    try:
+        return DeployConfig.model_validate(raw, context={"base_dir": base}), []
+    except ValidationError as exc:
+        return None, _issues(exc)
+
+
+def _validate_stages(raw: Any) -> tuple[list[tuple[StageSpec, BaseModel]] | None, list[Issue]]:
+    if not isinstance(raw, dict) or not raw:
+        return None, []  # reported by the shared model
+    specs = stage_specs()
+    stages, issues = [], []
+    for name, params in raw.items():
+        spec = specs.get(name)
+        if spec is None:
+            issues.append(Issue(f"stages.{name}", f"unknown stage (known: {', '.join(specs)})"))
+            continue
+        try:
+            stages.append((spec, spec.params.model_validate(params or {})))
+        except ValidationError as exc:
+            issues += _issues(exc, prefix=f"stages.{name}")
+    return stages, issues
+
+
+def _graph(stages: list[tuple[StageSpec, BaseModel]]) -> tuple[Graph | None, list[Issue]]:
+    try:
+        return build_graph(stages), []
+    except ConfigError as exc:
+        return None, exc.issues
+
+
+def _issues(exc: ValidationError, prefix: str = "") -> list[Issue]:
+    return [Issue(_where(prefix, err["loc"]), _message(err)) for err in exc.errors()]
+
+
+def _where(prefix: str, loc: tuple[int | str, ...]) -> str:
+    where = prefix
+    for part in loc:
+        if isinstance(part, int):
+            where += f"[{part}]"
+        elif not part.startswith(("function-", "tagged-union", "json-or-python")):
+            where += f".{part}" if where else part
+    return where
+
+
+def _message(err: Any) -> str:
+    if err["type"] == "extra_forbidden":
+        return "unknown key"
+    if err["type"] == "missing":
+        return "required"
+    return str(err["msg"]).removeprefix("Value error, ")

@@ -1,0 +1,230 @@
+"""Runs the stage graph in order: each stage is served from the cache or executed.
+
+A stage runs in a fresh work dir under the store's tmp/; only when it returns and
+all its declared outputs exist are they moved into the store and the action entry
+written. Anything else (failure, Ctrl-C, crash) leaves the cache as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+import traceback
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
+from pathlib import Path
+from typing import Any, Protocol
+
+from pipeline import keys
+from pipeline.errors import DeployError, SelectionError, StageError, StageFailed, StageSkipped
+from pipeline.graph import Node
+from pipeline.hashing import atomic_write_text
+from pipeline.logs import captured
+from pipeline.plan import source_outputs, stage_parts, why
+from pipeline.project import Project
+from pipeline.publish import publish_tree
+from pipeline.stage import StageContext
+from pipeline.store import Entry, Output, Store
+
+
+class Status(str, Enum):
+    RAN = "ran"
+    CACHED = "cached"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+    NOT_RUN = "not run"
+
+
+@dataclass
+class StageResult:
+    name: str
+    status: Status
+    key: str | None = None
+    duration_s: float = 0.0
+    reasons: list[str] = field(default_factory=list)
+    outputs: dict[str, Output] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    log: Path | None = None
+    message: str = ""
+
+
+class Reporter(Protocol):
+    def started(self, name: str, reasons: list[str]) -> None: ...
+    def finished(self, result: StageResult) -> None: ...
+    def warn(self, message: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Selection:
+    run: frozenset[str]
+    force: frozenset[str] = frozenset()
+
+    def forced(self, name: str) -> bool:
+        return name in self.force or "all" in self.force
+
+
+class Runner:
+    def __init__(self, project: Project, store: Store, reporter: Reporter, selection: Selection) -> None:
+        self.project = project
+        self.store = store
+        self.reporter = reporter
+        self.selection = selection
+        self.resolved: dict[str, Output] = {}
+        self.results: list[StageResult] = []
+
+    def run(self) -> list[StageResult]:
+        started = time.perf_counter()
+        self.resolved = dict(source_outputs(self.project, self.store))
+        results = self.results = []
+        try:
+            for node in self._needed_nodes():
+                result = self._stage(node)
+                results.append(result)
+                if result.status is Status.FAILED:
+                    break
+        finally:
+            self._write_summary(results, time.perf_counter() - started)
+        failed = next((r for r in results if r.status is Status.FAILED), None)
+        if failed is not None:
+            raise StageError(failed.name, failed.message, failed.log or Path("?"), self.resume(failed.name))
+        return results
+
+    def resume(self, stage: str) -> str:
+        return f"deploy run {self.project.path} --from {stage}"
+
+    def _needed_nodes(self) -> Iterable[Node]:
+        """Every stage up to the last selected one; later stages aren't needed."""
+        names = self.project.graph.names()
+        last = max(names.index(n) for n in self.selection.run)
+        return self.project.graph.nodes[: last + 1]
+
+    # -- one stage -------------------------------------------------------------------
+    def _stage(self, node: Node) -> StageResult:
+        parts = stage_parts(node, self.project, self.resolved)
+        if parts is None:
+            missing = [str(r) for r in node.bindings.values() if str(r) not in self.resolved]
+            return self._report(StageResult(node.name, Status.SKIPPED, message=f"inputs unavailable: {', '.join(missing)}"))
+        key = keys.key_of(parts)
+        entry, problem = self.store.lookup(key)
+        if problem:
+            self.reporter.warn(f"{node.name}: cache entry {key[:12]} is damaged ({problem}); rebuilding")
+            self.store.drop(key)
+        if node.name not in self.selection.run:
+            return self._outside_selection(node, key, parts, entry)
+        if entry is not None and not self.selection.forced(node.name):
+            return self._hit(node, key, parts, entry)
+        reasons = ["forced"] if self.selection.forced(node.name) else why(node, self.project, self.store, parts)
+        return self._execute(node, key, parts, reasons + ([f"damaged entry: {problem}"] if problem else []))
+
+    def _outside_selection(self, node: Node, key: str, parts: dict[str, Any], entry: Entry | None) -> StageResult:
+        if entry is None:
+            raise SelectionError(
+                f"stage '{node.name}' is outside the selected stages and has no cached result "
+                f"for its current inputs; include it (e.g. --from {node.name})"
+            )
+        return self._hit(node, key, parts, entry)
+
+    def _hit(self, node: Node, key: str, parts: dict[str, Any], entry: Entry) -> StageResult:
+        result = StageResult(node.name, Status.CACHED, key, entry.duration_s, outputs=entry.outputs, metrics=entry.metrics)
+        self._accept(node, key, parts, result)
+        return self._report(result)
+
+    def _accept(self, node: Node, key: str, parts: dict[str, Any], result: StageResult) -> None:
+        self.resolved.update({f"{node.name}.{n}": o for n, o in result.outputs.items()})
+        self.store.set_head(self.project.config.name, node.name, key, parts)
+        for artifact in node.spec.outputs:
+            if artifact.publish is not None and artifact.name in result.outputs:
+                dest = getattr(self.project.config, artifact.publish.value)
+                publish_tree(self.store, result.outputs[artifact.name], dest, self.project.config.name)
+
+    def _report(self, result: StageResult) -> StageResult:
+        self.reporter.finished(result)
+        return result
+
+    def _execute(self, node: Node, key: str, parts: dict[str, Any], reasons: list[str]) -> StageResult:
+        self.reporter.started(node.name, reasons)
+        log = self.project.run_dir / "logs" / f"{node.name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"# stage {node.name}, key {key}\n# why: {'; '.join(reasons)}\n")
+        workdir = Path(tempfile.mkdtemp(dir=self.store.work_root(), prefix=f"{node.name}-"))
+        result = StageResult(node.name, Status.RAN, key, reasons=reasons, log=log)
+        start = time.perf_counter()
+        try:
+            self._call(node, workdir, log, result)
+            result.duration_s = time.perf_counter() - start
+            if result.status is Status.RAN:
+                self._store_outputs(node, key, parts, workdir, result)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        result.duration_s = time.perf_counter() - start
+        return self._report(result)
+
+    def _call(self, node: Node, workdir: Path, log: Path, result: StageResult) -> None:
+        inputs = {name: self.store.path_of(self.resolved[str(ref)]) for name, ref in node.bindings.items() if ref.stage}
+        outputs = {a.name: a for a in node.spec.outputs}
+        with captured(log) as logger:
+            ctx = StageContext(self.project.config, inputs, workdir, outputs, logger, result.metrics)
+            try:
+                node.spec.run(ctx, node.params)
+                missing = [a.name for a in node.spec.outputs if not ctx.output(a.name).exists()]
+                if missing:
+                    raise StageFailed(f"stage finished without writing output(s): {', '.join(missing)}")
+            except StageFailed as exc:
+                logger.error("%s", exc)
+                result.status, result.message = Status.FAILED, str(exc)
+            except StageSkipped as exc:
+                logger.warning("skipped: %s", exc)
+                result.status, result.message = Status.SKIPPED, str(exc)
+            except DeployError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any crash in stage code is that stage's failure
+                logger.error("unexpected error\n%s", traceback.format_exc())
+                result.status, result.message = Status.FAILED, f"{type(exc).__name__}: {exc} (traceback in the log)"
+
+    def _store_outputs(self, node: Node, key: str, parts: dict[str, Any], workdir: Path, result: StageResult) -> None:
+        for artifact in node.spec.outputs:
+            result.outputs[artifact.name] = self.store.ingest(workdir / artifact.relpath, artifact.kind)
+        entry = Entry(
+            node.name, key, parts, result.outputs, result.metrics, round(result.duration_s, 3),
+            datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+        self.store.commit(entry)
+        self._accept(node, key, parts, result)
+
+    # -- summary ---------------------------------------------------------------------------
+    def _write_summary(self, results: list[StageResult], seconds: float) -> None:
+        done = {r.name for r in results}
+        rows = [_result_json(r, self.store) for r in results]
+        rows += [{"stage": n, "status": Status.NOT_RUN.value} for n in self.project.graph.names() if n not in done]
+        ok = all(r.status is not Status.FAILED for r in results)
+        summary = {
+            "pipeline": self.project.config.name,
+            "config": str(self.project.path),
+            "status": "ok" if ok else "failed",
+            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "wall_s": round(seconds, 3),
+            "cache": str(self.store.root),
+            "stages": rows,
+        }
+        atomic_write_text(self.project.run_dir / "summary.json", json.dumps(summary, indent=1))
+
+
+def _result_json(result: StageResult, store: Store) -> dict[str, Any]:
+    return {
+        "stage": result.name,
+        "status": result.status.value,
+        "key": result.key,
+        "seconds": round(result.duration_s, 3),
+        "reasons": result.reasons,
+        "message": result.message,
+        "log": str(result.log) if result.log else None,
+        "outputs": {
+            n: {"kind": o.kind.value, "digest": o.digest, "bytes": o.size, "path": str(store.path_of(o))}
+            for n, o in result.outputs.items()
+        },
+        "metrics": result.metrics,
+    }

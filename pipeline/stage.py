@@ -1,0 +1,106 @@
+"""The stage contract: a declared spec plus a run function.
+
+Everything the cache key needs is declared here, so the key is derivable without
+running (or even importing the heavy libraries of) the stage.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from pipeline.config import DeployConfig
+from pipeline.errors import Issue
+
+# The artifact every pipeline starts from: the model as the config declares it.
+SOURCE_ARTIFACT = "model"
+
+
+class ArtifactKind(str, Enum):
+    FILE = "file"
+    TREE = "tree"  # a directory, stored as a manifest of file digests
+
+
+class Section(str, Enum):
+    """Parts of the shared config a stage may read; each one it reads enters its key."""
+
+    NAME = "name"
+    MODEL = "model"
+    SHAPES = "shapes"
+
+    def extract(self, config: DeployConfig) -> Any:
+        if self is Section.NAME:
+            return config.name
+        if self is Section.MODEL:
+            # Paths are left out on purpose: the model's identity (digests) is an input.
+            return config.model.model_dump(mode="json", include={"kwargs", "seed", "callable", "factory"})
+        return config.model_dump(mode="json", include={"inputs", "outputs", "batch_dim"})
+
+
+class Publish(str, Enum):
+    """Where a tree artifact is copied after a run, besides the cache."""
+
+    REPOSITORY = "repository"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    name: str
+    kind: ArtifactKind = ArtifactKind.FILE
+    filename: str = ""  # file name inside the stage's work dir (FILE kind)
+    publish: Publish | None = None
+
+    @property
+    def relpath(self) -> str:
+        return self.filename or self.name
+
+
+@dataclass
+class StageContext:
+    """What a running stage sees: its resolved inputs, a place for outputs, a log."""
+
+    config: DeployConfig
+    inputs: Mapping[str, Path]
+    workdir: Path
+    outputs: Mapping[str, Artifact]
+    log: logging.Logger
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def input(self, name: str) -> Path:
+        return self.inputs[name]
+
+    def output(self, name: str) -> Path:
+        return self.workdir / self.outputs[name].relpath
+
+    def record(self, key: str, value: Any) -> None:
+        """Adds a JSON-serialisable number or table to the run summary."""
+        self.metrics[key] = value
+
+
+RunFn = Callable[[StageContext, Any], None]
+CheckFn = Callable[[Any, DeployConfig], list[Issue]]
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    version: int
+    params: type[BaseModel]
+    inputs: tuple[str, ...]
+    outputs: tuple[Artifact, ...]
+    run: RunFn
+    uses: frozenset[Section] = frozenset()
+    # Distributions whose versions enter the key (read from metadata, never imported).
+    env: tuple[str, ...] = ()
+    # Cross-stage checks against the shared config, run before anything executes.
+    check: CheckFn | None = None
+    description: str = ""
+
+    def output(self, name: str) -> Artifact:
+        return next(a for a in self.outputs if a.name == name)

@@ -1,0 +1,205 @@
+"""Content-addressed artifact store with an action cache (the Bazel/DVC run-cache shape).
+
+    objects/ab/<sha256>       every output file, read-only, deduplicated by content
+    actions/ab/<key>.json     stage key -> the digests of the outputs it produced
+    trees/<digest>/           a tree artifact laid out as hard links, for readers
+    heads/<pipeline>.json     the key material each stage last ran with (for `plan`)
+    tmp/                      stage work dirs; renamed into objects/ on success
+
+An action entry is written last, atomically, after its objects are in place, so a
+crash leaves at worst unreferenced objects, never an entry pointing at nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.hashing import StatMemo, atomic_write_text, canonical_json, digest_file, digest_json
+from pipeline.stage import ArtifactKind
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class Output:
+    kind: ArtifactKind
+    digest: str
+    size: int
+
+
+@dataclass
+class Entry:
+    stage: str
+    key: str
+    components: dict[str, Any]
+    outputs: dict[str, Output]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+    created: str = ""
+    log: str | None = None  # digest of the stage log
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["outputs"] = {n: {**asdict(o), "kind": o.kind.value} for n, o in self.outputs.items()}
+        return {"schema": SCHEMA, **data}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Entry:
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"cache entry schema {data.get('schema')!r}, expected {SCHEMA}")
+        outputs = {
+            n: Output(ArtifactKind(o["kind"]), o["digest"], int(o["size"]))
+            for n, o in data["outputs"].items()
+        }
+        fields = {k: v for k, v in data.items() if k not in ("schema", "outputs")}
+        return cls(outputs=outputs, **fields)
+
+
+class Store:
+    def __init__(self, root: Path) -> None:
+        self.root = root.absolute()
+        self.memo = StatMemo(self.root / "state.json")
+
+    # -- objects -----------------------------------------------------------------
+    def object_path(self, digest: str) -> Path:
+        return self.root / "objects" / digest[:2] / digest
+
+    def ingest(self, path: Path, kind: ArtifactKind) -> Output:
+        """Moves a finished file or directory into the store."""
+        if kind is ArtifactKind.TREE:
+            return self._ingest_tree(path)
+        size = path.stat().st_size
+        return Output(kind, self._ingest_file(path), size)
+
+    def _ingest_file(self, path: Path) -> str:
+        digest = digest_file(path)
+        dest = self.object_path(digest)
+        if dest.exists() and self._object_problem(digest, dest.stat().st_size, deep=True) is None:
+            path.unlink()
+            return digest
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(path, 0o444)  # discourage edits through hard links and copies
+        os.replace(path, dest)
+        self.memo.remember(dest, digest)
+        return digest
+
+    def _ingest_tree(self, root: Path) -> Output:
+        files = sorted(p for p in root.rglob("*") if p.is_file())
+        manifest = {
+            str(p.relative_to(root)): {"size": p.stat().st_size, "digest": self._ingest_file(p)}
+            for p in files
+        }
+        text = canonical_json({"files": manifest})
+        digest = digest_json({"files": manifest})
+        tmp = self._tmp_file(text)
+        self._ingest_file(tmp)  # content-addressed like any file: same digest
+        shutil.rmtree(root, ignore_errors=True)
+        return Output(ArtifactKind.TREE, digest, sum(f["size"] for f in manifest.values()))
+
+    def _tmp_file(self, text: str) -> Path:
+        (self.root / "tmp").mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=self.root / "tmp")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        return Path(name)
+
+    def tree_manifest(self, digest: str) -> dict[str, dict[str, Any]]:
+        return dict(json.loads(self.object_path(digest).read_text())["files"])
+
+    def path_of(self, output: Output) -> Path:
+        """Where readers find an output: the object itself, or a laid-out tree."""
+        if output.kind is ArtifactKind.FILE:
+            return self.object_path(output.digest)
+        tree = self.root / "trees" / output.digest
+        if not tree.is_dir():
+            self._lay_out_tree(output.digest, tree)
+        return tree
+
+    def _lay_out_tree(self, digest: str, dest: Path) -> None:
+        tmp = Path(tempfile.mkdtemp(dir=self.work_root()))
+        for rel, meta in self.tree_manifest(digest).items():
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.link(self.object_path(meta["digest"]), target)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, dest)
+
+    # -- verification ----------------------------------------------------------------
+    def problem(self, output: Output, deep: bool = False) -> str | None:
+        """Why an output can't be served (missing, truncated, altered), or None."""
+        found = self._object_problem(output.digest, None if output.kind is ArtifactKind.TREE else output.size, deep)
+        if found or output.kind is ArtifactKind.FILE:
+            return found
+        for rel, meta in self.tree_manifest(output.digest).items():
+            bad = self._object_problem(meta["digest"], meta["size"], deep)
+            if bad:
+                return f"{rel}: {bad}"
+        return None
+
+    def _object_problem(self, digest: str, size: int | None, deep: bool) -> str | None:
+        path = self.object_path(digest)
+        if not path.is_file():
+            return f"object {digest[:12]} is missing"
+        actual = path.stat().st_size
+        if size is not None and actual != size:
+            return f"object {digest[:12]} is truncated or altered ({actual} bytes, expected {size})"
+        if not deep and self.memo.matches(path) and actual >= (1 << 20):
+            return None  # stat unchanged since we wrote it: trust it (fast path)
+        if digest_file(path) != digest:
+            return f"object {digest[:12]} does not match its digest (corrupted)"
+        self.memo.remember(path, digest)
+        return None
+
+    # -- action entries --------------------------------------------------------------
+    def entry_path(self, key: str) -> Path:
+        return self.root / "actions" / key[:2] / f"{key}.json"
+
+    def lookup(self, key: str) -> tuple[Entry | None, str | None]:
+        """(entry, None) on a verified hit; (None, why) when an entry exists but is bad."""
+        path = self.entry_path(key)
+        if not path.is_file():
+            return None, None
+        try:
+            entry = Entry.from_json(json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError) as exc:
+            return None, f"cache entry {key[:12]} is unreadable ({exc})"
+        bad = [f"{n}: {p}" for n, o in entry.outputs.items() if (p := self.problem(o))]
+        return (None, "; ".join(bad)) if bad else (entry, None)
+
+    def commit(self, entry: Entry) -> None:
+        atomic_write_text(self.entry_path(entry.key), json.dumps(entry.to_json(), indent=1))
+        self.memo.save()
+
+    def drop(self, key: str) -> None:
+        self.entry_path(key).unlink(missing_ok=True)
+
+    def entries(self) -> Iterator[tuple[Path, Entry | None]]:
+        for path in sorted((self.root / "actions").glob("*/*.json")):
+            try:
+                yield path, Entry.from_json(json.loads(path.read_text()))
+            except (ValueError, KeyError, TypeError):
+                yield path, None
+
+    def work_root(self) -> Path:
+        path = self.root / "tmp"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    # -- heads: what each pipeline's stages last ran with --------------------------------
+    def head(self, pipeline: str) -> dict[str, Any]:
+        try:
+            return dict(json.loads((self.root / "heads" / f"{pipeline}.json").read_text()))
+        except (OSError, ValueError):
+            return {}
+
+    def set_head(self, pipeline: str, stage: str, key: str, components: dict[str, Any]) -> None:
+        heads = self.head(pipeline)
+        heads[stage] = {"key": key, "components": components}
+        atomic_write_text(self.root / "heads" / f"{pipeline}.json", json.dumps(heads, indent=1))

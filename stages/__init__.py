@@ -1,0 +1,1 @@
+"""Stage modules: each defines SPEC = StageSpec(...). Heavy imports stay inside functions."""

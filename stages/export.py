@@ -1,0 +1,107 @@
+"""export: ONNX with dynamic axes from the shape spec, checked in ONNX Runtime."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.config import DeployConfig
+from pipeline.errors import StageFailed
+from pipeline.stage import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
+from stages._tolerance import Tolerance
+
+TWO_GB = 2**31  # protobuf's limit for one ONNX file
+
+
+class ExportParams(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    opset: int = Field(17, ge=13, le=23)
+    # torchscript: the legacy exporter (fast); dynamo: torch.export based (needs onnxscript).
+    exporter: Literal["torchscript", "dynamo"] = "torchscript"
+    constant_folding: bool = True
+    tolerance: Tolerance = Tolerance()
+
+
+def run(ctx: StageContext, params: ExportParams) -> None:
+    import onnx
+
+    from stages import _golden, _onnx, _parity
+    from stages._torch import load_model
+
+    golden = _golden.load(ctx.input("golden"))
+    model = load_model(ctx.config.model)
+    _check_size(model)
+    _export(model, ctx, params, golden)
+    proto = onnx.load(str(ctx.output("onnx")))
+    onnx.checker.check_model(proto)
+    _record_opset(ctx, proto, params.opset)
+    table = _parity.compare(_onnx.run_golden(_onnx.session(ctx.output("onnx")), ctx.config, golden), golden, params.tolerance)
+    ctx.record("parity", table)
+    ctx.record("headline", f"opset {ctx.metrics['opset_written']}, ORT vs eager: {_parity.headline(table)}")
+    _parity.gate("ONNX Runtime vs eager", table, params.tolerance)
+
+
+def dynamic_axes(config: DeployConfig, golden: dict[Any, Any]) -> dict[str, dict[int, str]]:
+    """Input axes from the shape spec; output axes where the reference outputs vary."""
+    from stages._golden import varying_axes
+
+    axes = {spec.name: spec.dynamic_axes() for spec in config.inputs}
+    for spec in config.outputs:
+        varying = varying_axes(golden, spec.name)
+        names = {a: (config.batch_dim if a == 0 and config.batch_dim else f"{spec.name}_{a}") for a in varying}
+        axes[spec.name] = {a: str(n) for a, n in names.items()}
+    return {k: v for k, v in axes.items() if v}
+
+
+def _export(model: Any, ctx: StageContext, params: ExportParams, golden: dict[Any, Any]) -> None:
+    import torch
+
+    from stages._torch import example_args
+
+    config = ctx.config
+    args = example_args(config, golden["opt"].inputs)
+    options: dict[str, Any] = {"dynamo": params.exporter == "dynamo"}
+    if params.exporter == "dynamo":
+        options["external_data"] = False  # one file: the default would write model.onnx.data
+    try:
+        torch.onnx.export(
+            model, args, str(ctx.output("onnx")),
+            input_names=[s.name for s in config.inputs],
+            output_names=[s.name for s in config.outputs],
+            dynamic_axes=dynamic_axes(config, golden),
+            opset_version=params.opset,
+            do_constant_folding=params.constant_folding,
+            **options,
+        )
+    except Exception as exc:
+        raise StageFailed(f"torch.onnx.export ({params.exporter}) failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _check_size(model: Any) -> None:
+    size = sum(p.numel() * p.element_size() for p in model.parameters())
+    if size >= TWO_GB:
+        raise StageFailed(f"the model's weights are {size / 1e9:.1f} GB; ONNX files over 2 GB need external data, not supported yet")
+
+
+def _record_opset(ctx: StageContext, proto: Any, requested: int) -> None:
+    written = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    ctx.record("opset_requested", requested)
+    ctx.record("opset_written", written)
+    ctx.record("nodes", len(proto.graph.node))
+    if written != requested:
+        ctx.log.warning("asked for opset %s, the exporter wrote opset %s", requested, written)
+
+
+SPEC = StageSpec(
+    name="export",
+    version=1,
+    params=ExportParams,
+    inputs=(SOURCE_ARTIFACT, "golden"),
+    outputs=(Artifact("onnx", filename="model.onnx"),),
+    run=run,
+    uses=frozenset({Section.MODEL, Section.SHAPES}),
+    env=("torch", "onnx", "onnxruntime", "onnxscript", "numpy"),
+    description="ONNX export with dynamic axes; ONNX Runtime parity vs eager",
+)

@@ -1,0 +1,71 @@
+"""trace: TorchScript via torch.jit.trace, plus the golden inputs/outputs for parity.
+
+The traced module is checked against eager PyTorch at every recorded shape (min /
+opt / max), which catches shape specialisation and data-dependent control flow
+that tracing silently bakes in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from pipeline.config import LABELS
+from pipeline.stage import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
+from stages._tolerance import Tolerance
+
+
+class TraceParams(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # TorchScript should reproduce eager almost bit for bit.
+    tolerance: Tolerance = Tolerance(atol=1e-5, rtol=1e-4, min_cosine=0.99999)
+
+
+def run(ctx: StageContext, params: TraceParams) -> None:
+    import numpy as np
+    import torch
+
+    from stages import _golden, _parity
+    from stages._torch import example_args, load_model, run_module
+
+    config = ctx.config
+    model = load_model(config.model)
+    rng = np.random.default_rng(config.model.seed)
+    inputs = {label: _golden.make_inputs(config, label, rng) for label in LABELS}
+    cases = {label: _golden.Case(inputs[label], run_module(model, config, inputs[label])) for label in LABELS}
+    ctx.log.info("reference outputs: %s", _shapes(cases))
+    traced = _trace(model, example_args(config, inputs["opt"]))
+    table = _parity.compare({lb: run_module(traced, config, inputs[lb]) for lb in LABELS}, cases, params.tolerance)
+    ctx.record("parity", table)
+    ctx.record("headline", "torchscript vs eager: " + _parity.headline(table))
+    _parity.gate("TorchScript vs eager", table, params.tolerance)
+    torch.jit.save(traced, str(ctx.output("torchscript")))
+    _golden.save(ctx.output("golden"), cases)
+
+
+def _trace(model: Any, args: tuple[Any, ...]) -> Any:
+    import torch
+
+    if isinstance(model, torch.jit.ScriptModule):
+        return model  # already TorchScript (source: torchscript)
+    with torch.no_grad():
+        return torch.jit.trace(model, args, check_trace=False)
+
+
+def _shapes(cases: dict[Any, Any]) -> dict[str, dict[str, list[int]]]:
+    return {str(label): {k: list(v.shape) for k, v in case.outputs.items()} for label, case in cases.items()}
+
+
+SPEC = StageSpec(
+    name="trace",
+    version=1,
+    params=TraceParams,
+    inputs=(SOURCE_ARTIFACT,),
+    outputs=(Artifact("torchscript", filename="model.pt"), Artifact("golden", filename="golden.npz")),
+    run=run,
+    uses=frozenset({Section.MODEL, Section.SHAPES}),
+    env=("torch", "numpy"),
+    description="TorchScript trace; records golden inputs and eager reference outputs",
+)

@@ -1,0 +1,173 @@
+"""triton_config: a Triton model repository with one model per serving format.
+
+Naming: model `<name>_<format>` (e.g. resnet50_onnx, resnet50_torchscript), each with
+`config.pbtxt` and `<version>/<default model file>`. Every config is built as Triton's
+`ModelConfig` protobuf, printed, parsed back and compared before it is written.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.config import DeployConfig
+from pipeline.errors import Issue, StageFailed
+from pipeline.stage import Artifact, ArtifactKind, Publish, Section, StageContext, StageSpec
+
+Format = Literal["onnx", "torchscript"]
+# format -> (platform, default model file name, upstream artifact)
+FORMATS: dict[str, tuple[str, str, str]] = {
+    "onnx": ("onnxruntime_onnx", "model.onnx", "onnx"),
+    "torchscript": ("pytorch_libtorch", "model.pt", "torchscript"),
+}
+TRITON_TYPES = {
+    "float32": "TYPE_FP32", "float16": "TYPE_FP16", "bfloat16": "TYPE_BF16", "float64": "TYPE_FP64",
+    "int64": "TYPE_INT64", "int32": "TYPE_INT32", "int8": "TYPE_INT8", "uint8": "TYPE_UINT8", "bool": "TYPE_BOOL",
+}
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DynamicBatching(Frozen):
+    max_queue_delay_us: int = Field(100, ge=0)
+    preferred_batch_sizes: tuple[Annotated[int, Field(ge=1)], ...] = ()
+
+
+class InstanceGroup(Frozen):
+    kind: Literal["auto", "cpu", "gpu"] = "cpu"
+    count: int = Field(1, ge=1)
+
+
+class TritonParams(Frozen):
+    formats: tuple[Format, ...] = Field(("onnx", "torchscript"), min_length=1)
+    # Default: the shape spec's max batch (0 when the model has no batch dim).
+    max_batch_size: int | None = Field(None, ge=0)
+    version: int = Field(1, ge=1)
+    dynamic_batching: DynamicBatching | None = DynamicBatching()
+    instance_group: InstanceGroup = InstanceGroup()
+
+
+def max_batch(params: TritonParams, config: DeployConfig) -> int:
+    batch = config.batch_range()
+    if params.max_batch_size is not None:
+        return params.max_batch_size
+    return 0 if batch is None else batch[2]
+
+
+def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
+    where, issues = "stages.triton_config", []
+    batch = config.batch_range()
+    size = max_batch(params, config)
+    if batch is None and size > 0:
+        issues.append(Issue(f"{where}.max_batch_size", "must be 0: the model has no batch dim (batch_dim: null)"))
+    if batch is not None and size > batch[2]:
+        issues.append(Issue(f"{where}.max_batch_size", f"{size} exceeds the shape spec's max batch {batch[2]}"))
+    if params.dynamic_batching is not None and size == 0:
+        issues.append(Issue(f"{where}.dynamic_batching", "needs max_batch_size > 0"))
+    too_big = [b for b in (params.dynamic_batching.preferred_batch_sizes if params.dynamic_batching else ()) if b > size]
+    if too_big:
+        issues.append(Issue(f"{where}.dynamic_batching.preferred_batch_sizes", f"{too_big} exceed max_batch_size {size}"))
+    if len(set(params.formats)) != len(params.formats):
+        issues.append(Issue(f"{where}.formats", "lists a format twice"))
+    return issues
+
+
+def run(ctx: StageContext, params: TritonParams) -> None:
+    from stages import _golden
+
+    golden = _golden.load(ctx.input("golden"))
+    root = ctx.output("repository")
+    for fmt in params.formats:
+        name = f"{ctx.config.name}_{fmt}"
+        if fmt == "onnx":
+            _check_onnx_names(ctx)
+        text = render(model_config(name, fmt, params, ctx.config, golden))
+        _write_model(root / name, params.version, text, ctx.input(FORMATS[fmt][2]), FORMATS[fmt][1])
+        ctx.log.info("wrote %s:\n%s", name, text)
+    ctx.record("models", [f"{ctx.config.name}_{fmt}" for fmt in params.formats])
+    ctx.record("headline", ", ".join(f"{ctx.config.name}_{fmt}" for fmt in params.formats))
+
+
+def model_config(name: str, fmt: str, params: TritonParams, config: DeployConfig, golden: Any) -> Any:
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    size = max_batch(params, config)
+    proto = pb.ModelConfig(name=name, platform=FORMATS[fmt][0], max_batch_size=size)
+    for i, spec in enumerate(config.inputs):
+        dims = [-1 if isinstance(d, str) else d for d in spec.dims][1 if size else 0 :]
+        proto.input.add(name=_io_name(fmt, spec.name, i), data_type=_type(pb, spec.dtype), dims=dims)
+    for i, spec in enumerate(config.outputs):
+        proto.output.add(name=_io_name(fmt, spec.name, i), data_type=_type(pb, str(golden["opt"].outputs[spec.name].dtype)), dims=_output_dims(golden, spec.name, size))
+    if params.dynamic_batching is not None:
+        proto.dynamic_batching.max_queue_delay_microseconds = params.dynamic_batching.max_queue_delay_us
+        proto.dynamic_batching.preferred_batch_size.extend(params.dynamic_batching.preferred_batch_sizes)
+    kind = {"auto": "KIND_AUTO", "cpu": "KIND_CPU", "gpu": "KIND_GPU"}[params.instance_group.kind]
+    proto.instance_group.add(kind=pb.ModelInstanceGroup.Kind.Value(kind), count=params.instance_group.count)
+    return proto
+
+
+def _io_name(fmt: str, name: str, index: int) -> str:
+    # The libtorch backend maps tensors by the `<name>__<index>` convention.
+    return f"{name}__{index}" if fmt == "torchscript" else name
+
+
+def _type(pb: Any, dtype: str) -> int:
+    if dtype not in TRITON_TYPES:
+        raise StageFailed(f"no Triton data type for {dtype}")
+    return int(pb.DataType.Value(TRITON_TYPES[dtype]))
+
+
+def _output_dims(golden: Any, name: str, max_batch_size: int) -> list[int]:
+    from stages._golden import varying_axes
+
+    shape = golden["opt"].outputs[name].shape
+    varying = varying_axes(golden, name)
+    dims = [-1 if axis in varying else int(n) for axis, n in enumerate(shape)]
+    return dims[1:] if max_batch_size else dims
+
+
+def render(proto: Any) -> str:
+    """Protobuf text format, proven to parse back into an equal ModelConfig."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    text = text_format.MessageToString(proto)
+    parsed = text_format.Parse(text, pb.ModelConfig())
+    if parsed != proto:
+        raise StageFailed(f"config.pbtxt for {proto.name} does not round-trip through ModelConfig")
+    return str(text)
+
+
+def _check_onnx_names(ctx: StageContext) -> None:
+    import onnx
+
+    graph = onnx.load(str(ctx.input("onnx")), load_external_data=False).graph
+    want = {s.name for s in ctx.config.inputs} | {s.name for s in ctx.config.outputs}
+    have = {i.name for i in graph.input} | {o.name for o in graph.output}
+    if want - have:
+        raise StageFailed(f"the ONNX model lacks tensors the config names: {sorted(want - have)}")
+
+
+def _write_model(model_dir: Path, version: int, text: str, source: Path, filename: str) -> None:
+    (model_dir / str(version)).mkdir(parents=True)
+    (model_dir / "config.pbtxt").write_text(text)
+    shutil.copyfile(source, model_dir / str(version) / filename)
+
+
+SPEC = StageSpec(
+    name="triton_config",
+    version=1,
+    params=TritonParams,
+    inputs=("onnx", "torchscript", "golden"),
+    outputs=(Artifact("repository", ArtifactKind.TREE, publish=Publish.REPOSITORY),),
+    run=run,
+    uses=frozenset({Section.NAME, Section.SHAPES}),
+    env=("tritonclient", "protobuf", "onnx"),
+    check=check,
+    description="Triton model repository: config.pbtxt (validated as ModelConfig) + model files",
+)
