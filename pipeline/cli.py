@@ -9,15 +9,16 @@ from __future__ import annotations
 import sys
 import traceback
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
 
 from pipeline.errors import DeployError, ExitCode
-from pipeline.graph import select
-from pipeline.project import Project, load_project
-from pipeline.store import Store
+
+if TYPE_CHECKING:
+    from pipeline.project import Project
+    from pipeline.store import Store
 
 app = typer.Typer(
     add_completion=False,
@@ -43,6 +44,8 @@ def _console() -> Console:
 
 
 def _project(config: Path, cache_dir: Optional[Path]) -> Project:
+    from pipeline.project import load_project
+
     return load_project(config, cache_dir)
 
 
@@ -57,7 +60,9 @@ def run(
     verbose: Verbose = False,
 ) -> None:
     """Run the pipeline; stages whose inputs are unchanged come from the cache."""
+    from pipeline.graph import select
     from pipeline.runner import Runner, Selection
+    from pipeline.store import Store
     from pipeline.ui import ConsoleReporter, results_table
 
     project = _project(config, cache_dir)
@@ -69,18 +74,19 @@ def run(
     selection = Selection(frozenset(names), frozenset(force))
     reporter = ConsoleReporter(console, verbose)
     runner = Runner(project, Store(project.cache_dir), reporter, selection)
-    with reporter:
-        try:
+    try:
+        with reporter:
             runner.run()
-        finally:
-            console.print(results_table(runner.results, project.graph.names()))
-    console.print(f"summary: {project.run_dir / 'summary.json'}   repository: {project.config.repository}")
+    finally:
+        console.print(results_table(runner.results, project.graph.names()))
+        console.print(f"summary: {project.run_dir / 'summary.json'}   repository: {project.config.repository}")
 
 
 @app.command()
 def plan(config: ConfigArg, cache_dir: CacheOpt = None) -> None:
     """Show, per stage, whether it is cached or will run, and why."""
     from pipeline.plan import make_plan
+    from pipeline.store import Store
     from pipeline.ui import plan_table
 
     project = _project(config, cache_dir)
@@ -96,13 +102,15 @@ def validate(config: ConfigArg) -> None:
 
 
 def _store(config: Optional[Path], cache_dir: Optional[Path]) -> Store:
-    if cache_dir is not None:
-        return Store(cache_dir)
-    if config is not None:
-        return Store(load_project(config, None).cache_dir)
     import os
 
     from pipeline.project import CACHE_ENV
+    from pipeline.store import Store
+
+    if cache_dir is not None:
+        return Store(cache_dir)
+    if config is not None:
+        return Store(_project(config, None).cache_dir)
 
     return Store(Path(os.environ.get(CACHE_ENV, ".deploy-cache")))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from pipeline.errors import Issue
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -158,14 +159,6 @@ class DeployConfig(Frozen):
 
     _paths = field_validator("cache_dir", "repository", "run_dir")(_resolve)
 
-    @model_validator(mode="after")
-    def _check_shape_spec(self) -> DeployConfig:
-        problems = _name_problems(self) + _shared_dim_problems(self.inputs)
-        problems += _batch_problems(self.inputs, self.batch_dim)
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
     def input(self, name: str) -> InputSpec:
         return next(spec for spec in self.inputs if spec.name == name)
 
@@ -177,36 +170,42 @@ class DeployConfig(Frozen):
         return first.min[0], first.opt[0], first.max[0]
 
 
-def _name_problems(config: DeployConfig) -> list[str]:
+def shape_issues(config: DeployConfig) -> list[Issue]:
+    """Checks across inputs that one InputSpec alone cannot make."""
+    return _name_issues(config) + _shared_dim_issues(config.inputs) + _batch_issues(config)
+
+
+def _name_issues(config: DeployConfig) -> list[Issue]:
     names = [s.name for s in config.inputs] + [s.name for s in config.outputs]
     dupes = sorted({n for n in names if names.count(n) > 1})
-    return [f"tensor name '{n}' is used more than once" for n in dupes]
+    return [Issue("inputs/outputs", f"tensor name '{n}' is used more than once") for n in dupes]
 
 
-def _shared_dim_problems(inputs: tuple[InputSpec, ...]) -> list[str]:
+def _shared_dim_issues(inputs: tuple[InputSpec, ...]) -> list[Issue]:
     """A dim name shared by several inputs must have the same min/opt/max everywhere."""
     seen: dict[str, tuple[str, tuple[int, int, int]]] = {}
-    problems = []
-    for spec in inputs:
+    issues = []
+    for index, spec in enumerate(inputs):
         for axis, dim in spec.dynamic_axes().items():
-            if axis >= min(len(spec.min), len(spec.opt), len(spec.max)):
-                continue
             rng = (spec.min[axis], spec.opt[axis], spec.max[axis])
             first = seen.setdefault(dim, (spec.name, rng))
             if first[1] != rng:
-                problems.append(
-                    f"dim '{dim}' is {first[1]} (min/opt/max) in input '{first[0]}' "
-                    f"but {rng} in input '{spec.name}'"
-                )
-    return problems
+                issues.append(Issue(
+                    f"inputs[{index}]",
+                    f"dim '{dim}' is {first[1]} (min/opt/max) in input '{first[0]}' but {rng} in input '{spec.name}'",
+                ))
+    return issues
 
 
-def _batch_problems(inputs: tuple[InputSpec, ...], batch_dim: str | None) -> list[str]:
-    if batch_dim is None:
+def _batch_issues(config: DeployConfig) -> list[Issue]:
+    if config.batch_dim is None:
         return []
     return [
-        f"input '{spec.name}': axis 0 must be the batch dim '{batch_dim}' "
-        f"(got {spec.dims[0]!r}); set batch_dim: null for a model without batching"
-        for spec in inputs
-        if spec.dims[0] != batch_dim
+        Issue(
+            f"inputs[{index}].dims",
+            f"axis 0 must be the batch dim '{config.batch_dim}' (got {spec.dims[0]!r}); "
+            "or set batch_dim: null for a model without batching",
+        )
+        for index, spec in enumerate(config.inputs)
+        if spec.dims[0] != config.batch_dim
     ]

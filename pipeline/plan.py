@@ -46,13 +46,15 @@ def stage_parts(node: Node, project: Project, resolved: dict[str, Output]) -> di
     return keys.components(node.spec, node.params, project.config, digests)
 
 
-def why(node: Node, project: Project, store: Store, parts: dict[str, Any] | None) -> list[str]:
+def why(
+    node: Node, project: Project, store: Store, parts: dict[str, Any] | None, resolved: dict[str, Output]
+) -> list[str]:
     last = store.head(project.config.name).get(node.name, {}).get("components")
     if parts is not None:
         return keys.reasons(last, parts) or ["same key as the last run, but no cache entry for it"]
     own = keys.components(node.spec, node.params, project.config, {})
     changed = [r for r in keys.reasons(last, own) if not r.startswith(("inputs.", "inputs:"))]
-    waiting = [str(ref.stage) for ref in node.bindings.values() if ref.stage]
+    waiting = [str(ref.stage) for ref in node.bindings.values() if str(ref) not in resolved]
     return [f"waits for {', '.join(dict.fromkeys(waiting))}", *changed]
 
 
@@ -62,7 +64,7 @@ def make_plan(project: Project, store: Store) -> list[PlanRow]:
     for node in project.graph.nodes:
         parts = stage_parts(node, project, resolved)
         if parts is None:
-            rows.append(PlanRow(node.name, Action.PENDING, None, why(node, project, store, None)))
+            rows.append(PlanRow(node.name, Action.PENDING, None, why(node, project, store, None, resolved)))
             continue
         key = keys.key_of(parts)
         entry, problem = store.lookup(key)
@@ -71,5 +73,5 @@ def make_plan(project: Project, store: Store) -> list[PlanRow]:
             rows.append(PlanRow(node.name, Action.CACHED, key))
         else:
             extra = [f"cache entry is damaged: {problem}"] if problem else []
-            rows.append(PlanRow(node.name, Action.RUN, key, why(node, project, store, parts) + extra))
+            rows.append(PlanRow(node.name, Action.RUN, key, why(node, project, store, parts, resolved) + extra))
     return rows

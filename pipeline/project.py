@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from pipeline.config import DeployConfig
+from pipeline.config import DeployConfig, shape_issues
 from pipeline.errors import ConfigError, Issue
 from pipeline.graph import Graph, build_graph
 from pipeline.registry import stage_specs
@@ -83,9 +83,10 @@ def load_project(path: Path, cache_dir: Path | None = None) -> Project:
 
 def _validate_shared(raw: dict[str, Any], base: Path) -> tuple[DeployConfig | None, list[Issue]]:
     try:
-        return DeployConfig.model_validate(raw, context={"base_dir": base}), []
+        config = DeployConfig.model_validate(raw, context={"base_dir": base})
     except ValidationError as exc:
         return None, _issues(exc)
+    return config, shape_issues(config)
 
 
 def _validate_stages(raw: Any) -> tuple[list[tuple[StageSpec, BaseModel]] | None, list[Issue]]:

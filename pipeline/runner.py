@@ -117,7 +117,7 @@ class Runner:
             return self._outside_selection(node, key, parts, entry)
         if entry is not None and not self.selection.forced(node.name):
             return self._hit(node, key, parts, entry)
-        reasons = ["forced"] if self.selection.forced(node.name) else why(node, self.project, self.store, parts)
+        reasons = ["forced"] if self.selection.forced(node.name) else why(node, self.project, self.store, parts, self.resolved)
         return self._execute(node, key, parts, reasons + ([f"damaged entry: {problem}"] if problem else []))
 
     def _outside_selection(self, node: Node, key: str, parts: dict[str, Any], entry: Entry | None) -> StageResult:

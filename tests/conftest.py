@@ -1,0 +1,92 @@
+"""Shared fixtures: tiny configs written into tmp dirs, the CLI in a subprocess, and a
+small CNN trained on scikit-learn's digits (real weights for the numeric gates)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "configs" / "tiny.yaml"
+HEAVY = ("torch", "onnx", "onnxruntime", "onnxsim", "tensorrt", "tritonclient")
+
+
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def tiny_dict(workdir: Path) -> dict[str, Any]:
+    data = yaml.safe_load(TINY.read_text())
+    data["model"]["file"] = str(ROOT / "configs" / "models" / "tiny_cnn.py")
+    data["cache_dir"] = str(workdir / "cache")
+    data["repository"] = str(workdir / "model_repository")
+    data["run_dir"] = str(workdir / "runs")
+    return data
+
+
+@pytest.fixture
+def write_config(tmp_path: Path) -> Callable[..., Path]:
+    """write_config(override={...}, name="x.yaml") -> path of a tiny config in tmp_path."""
+
+    def write(override: dict[str, Any] | None = None, name: str = "tiny.yaml", replace: dict[str, Any] | None = None) -> Path:
+        data = merge(tiny_dict(tmp_path), override or {})
+        data.update(replace or {})
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    return write
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    inherited = {k: v for k, v in os.environ.items() if k != "DEPLOY_CACHE_DIR"}
+    full_env = {**inherited, "COLUMNS": "200", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=1800
+    )
+
+
+@pytest.fixture(scope="session")
+def digits_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    """TinyCNN trained on sklearn's 8x8 digits; returns (state_dict path, test accuracy)."""
+    import numpy as np
+    import torch
+    from sklearn.datasets import load_digits
+
+    sys.path.insert(0, str(ROOT / "configs" / "models"))
+    from tiny_cnn import tiny_cnn
+
+    digits = load_digits()
+    x = torch.tensor(digits.images / 16.0, dtype=torch.float32).unsqueeze(1)
+    y = torch.tensor(digits.target)
+    torch.manual_seed(0)
+    order = torch.randperm(len(x))
+    train, test = order[:1400], order[1400:]
+    model = tiny_cnn(width=8)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(30):
+        for batch in train.split(64):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
+            opt.step()
+    model.eval()
+    with torch.no_grad():
+        accuracy = float((model(x[test]).argmax(1) == y[test]).float().mean())
+    path = tmp_path_factory.mktemp("digits") / "tiny_digits.pt"
+    torch.save(model.state_dict(), path)
+    np.save(path.with_suffix(".npy"), x[test].numpy())
+    return path, accuracy

@@ -1,0 +1,147 @@
+"""The CLI in a subprocess, as a user or Jenkins runs it."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from pipeline.errors import ExitCode
+from tests.conftest import HEAVY, run_cli
+
+PROBE = """
+import sys
+from pipeline.cli import main
+sys.argv = ["deploy", *{args!r}]
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+heavy = sorted(m for m in {heavy!r} if m in sys.modules)
+print("HEAVY=" + ",".join(heavy), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def heavy_imports(*args: str) -> tuple[int, list[str]]:
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE.format(args=list(args), heavy=HEAVY)], capture_output=True, text=True, timeout=600
+    )
+    line = next(l for l in proc.stderr.splitlines() if l.startswith("HEAVY="))
+    return proc.returncode, [m for m in line.removeprefix("HEAVY=").split(",") if m]
+
+
+@pytest.fixture(scope="module")
+def cached_config(tmp_path_factory):
+    from tests.conftest import tiny_dict
+
+    import yaml
+
+    tmp = tmp_path_factory.mktemp("cli")
+    path = tmp / "tiny.yaml"
+    path.write_text(yaml.safe_dump(tiny_dict(tmp), sort_keys=False))
+    first = run_cli("run", str(path))
+    assert first.returncode == 0, first.stderr
+    return path
+
+
+def test_help_and_cached_run_import_no_heavy_library(cached_config):
+    assert heavy_imports("--help") == (0, [])
+    assert heavy_imports("run", str(cached_config)) == (0, [])
+    assert heavy_imports("plan", str(cached_config)) == (0, [])
+
+
+def test_first_run_writes_summary_and_parseable_repository(cached_config):
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    summary = json.loads((cached_config.parent / "runs" / "tiny" / "summary.json").read_text())
+    assert summary["status"] == "ok" and [s["stage"] for s in summary["stages"]][0] == "trace"
+    repo = cached_config.parent / "model_repository"
+    for model in ("tiny_onnx", "tiny_torchscript"):
+        config = text_format.Parse((repo / model / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+        assert config.name == model and config.max_batch_size == 16
+        assert list(config.input[0].dims) == [1, 8, 8] and list(config.output[0].dims) == [10]
+    assert (repo / "tiny_onnx" / "1" / "model.onnx").stat().st_size > 1000
+
+
+def test_second_run_reports_every_stage_cached(cached_config):
+    proc = run_cli("run", str(cached_config))
+    assert proc.returncode == 0
+    rows = [l for l in proc.stdout.splitlines() if l.startswith("│")]
+    assert len(rows) >= 5 and all("cached" in l for l in rows if l.split("│")[1].strip())
+
+
+def test_plan_names_the_changed_param(cached_config):
+    import yaml
+
+    data = yaml.safe_load(cached_config.read_text())
+    data["stages"]["validate"]["min_cosine"] = 0.99
+    edited = cached_config.with_name("edited.yaml")
+    edited.write_text(yaml.safe_dump(data, sort_keys=False))
+    proc = run_cli("plan", str(edited))
+    assert proc.returncode == 0
+    lines = {l.split("│")[1].strip(): l for l in proc.stdout.splitlines() if l.count("│") > 3}
+    assert "will run" in lines["validate"] and "params.min_cosine: 0.9999 -> 0.99" in lines["validate"]
+    assert all("cached" in lines[s] for s in ("trace", "export", "simplify", "triton_config"))
+
+
+def test_repository_is_restored_from_cache_when_deleted(cached_config):
+    import shutil
+
+    repo = cached_config.parent / "model_repository"
+    shutil.rmtree(repo / "tiny_onnx")
+    assert run_cli("run", str(cached_config)).returncode == 0
+    assert (repo / "tiny_onnx" / "config.pbtxt").is_file()
+
+
+def test_stage_failure_exit_code_names_log_and_resume(cached_config):
+    import yaml
+
+    data = yaml.safe_load(cached_config.read_text())
+    data["stages"]["validate"].update({"atol": 0.0, "rtol": 0.0, "min_cosine": 1.0})
+    strict = cached_config.with_name("strict.yaml")
+    strict.write_text(yaml.safe_dump(data, sort_keys=False))
+    proc = run_cli("run", str(strict))
+    assert proc.returncode == ExitCode.STAGE
+    assert "stage 'validate' failed: onnxruntime vs eager parity failed" in proc.stderr
+    assert "validate.log" in proc.stderr and f"deploy run {strict} --from validate" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_force_stage_is_a_usage_error(cached_config):
+    proc = run_cli("run", str(cached_config), "--force", "nope")
+    assert proc.returncode == ExitCode.USAGE and "nope" in proc.stderr + proc.stdout
+
+
+def test_cache_ls_verify_gc(cached_config):
+    cache = cached_config.parent / "cache"
+    listing = run_cli("cache", "ls", "--cache-dir", str(cache))
+    assert listing.returncode == 0 and "triton_config" in listing.stdout and "tiny" in listing.stdout
+    assert run_cli("cache", "verify", "--cache-dir", str(cache)).returncode == 0
+    stray = cache / "objects" / "ff" / ("f" * 64)
+    stray.parent.mkdir(parents=True, exist_ok=True)
+    stray.write_bytes(b"orphan")
+    gc = run_cli("cache", "gc", "--cache-dir", str(cache))
+    assert gc.returncode == 0 and not stray.exists()
+    assert run_cli("run", str(cached_config)).returncode == 0  # nothing live was collected
+    assert "ran" not in run_cli("run", str(cached_config)).stdout.split("deploy run")[-1]
+
+
+def test_cache_verify_finds_and_drops_damaged_entries(cached_config):
+    import os
+
+    from pipeline.store import Store
+
+    store = Store(cached_config.parent / "cache")
+    entry, _ = store.lookup(store.head("tiny")["trace"]["key"])
+    golden = store.object_path(entry.outputs["golden"].digest)
+    os.chmod(golden, 0o644)
+    golden.write_bytes(b"garbage")
+    proc = run_cli("cache", "verify", "--cache-dir", str(store.root))
+    assert proc.returncode == ExitCode.STAGE and "trace.golden" in proc.stdout
+    rerun = run_cli("run", str(cached_config))
+    assert rerun.returncode == 0 and "ran" in rerun.stdout

@@ -1,0 +1,119 @@
+"""Config errors: every problem reported at once, each naming its YAML path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import ConfigError, ExitCode
+from pipeline.project import load_project
+from tests.conftest import run_cli
+
+
+def issues_of(path: Path) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_project(path)
+    return [str(i) for i in info.value.issues]
+
+
+def test_tiny_config_is_valid(write_config):
+    project = load_project(write_config())
+    assert project.graph.names() == ["trace", "export", "simplify", "validate", "triton_config"]
+    assert project.config.batch_range() == (1, 4, 16)
+
+
+@pytest.mark.parametrize(
+    ("override", "where", "fragment"),
+    [
+        ({"stages": {"export": {"opset": 11}}}, "stages.export.opset", "greater than or equal to 13"),
+        ({"stages": {"export": {"opsett": 17}}}, "stages.export.opsett", "unknown key"),
+        ({"stages": {"simplify": {"on_failure": "ignore"}}}, "stages.simplify.on_failure", "'fail' or 'passthrough'"),
+        ({"stages": {"validate": {"atol": -1}}}, "stages.validate.atol", "greater than or equal to 0"),
+        ({"stages": {"triton_config": {"max_batch_size": 64}}}, "stages.triton_config.max_batch_size", "exceeds the shape spec's max batch 16"),
+        ({"stages": {"triton_config": {"dynamic_batching": {"preferred_batch_sizes": [32]}}}}, "stages.triton_config.dynamic_batching.preferred_batch_sizes", "exceed max_batch_size"),
+        ({"stages": {"bogus": {}}}, "stages.bogus", "unknown stage"),
+        ({"model": {"kwargs": {"width": 8}, "seed": "x"}}, "model.seed", "integer"),
+        ({"model": {"file": "/nonexistent/model.py"}}, "model.file", "file not found"),
+        ({"model": {"factory": "not a path"}}, "model.factory", "should match pattern"),
+        ({"batch_dim": "N"}, "inputs[0].dims", "axis 0 must be the batch dim 'N'"),
+        ({"name": "bad name!"}, "name", "should match pattern"),
+        ({"cache": "x"}, "cache", "unknown key"),
+    ],
+)
+def test_each_error_names_its_field(write_config, override, where, fragment):
+    issues = issues_of(write_config(override))
+    assert any(i.startswith(f"{where}:") and fragment in i for i in issues), issues
+
+
+@pytest.mark.parametrize(
+    ("shape_override", "fragment"),
+    [
+        ({"min": [8, 1, 8, 8], "opt": [4, 1, 8, 8]}, "need min <= opt <= max"),
+        ({"max": [16, 1, 9, 8]}, "max[2] is 9, but dim 2 is static 8"),
+        ({"opt": [4, 1, 8]}, "opt has 3 dims, dims has 4"),
+        ({"dtype": "int64"}, "value_range is required for integer inputs"),
+    ],
+)
+def test_shape_spec_cross_checks(write_config, shape_override, fragment):
+    base = write_config()
+    import yaml
+
+    data = yaml.safe_load(base.read_text())
+    data["inputs"][0].update(shape_override)
+    base.write_text(yaml.safe_dump(data, sort_keys=False))
+    issues = issues_of(base)
+    assert any(i.startswith("inputs[0]:") and fragment in i for i in issues), issues
+
+
+def test_batch_dim_must_agree_across_inputs(write_config):
+    second = {"name": "mask", "dims": ["batch", 4], "min": [1, 4], "opt": [2, 4], "max": [16, 4]}
+    path = write_config(replace={"inputs": [*__import__("yaml").safe_load(write_config().read_text())["inputs"], second]})
+    issues = issues_of(path)
+    assert any("dim 'batch' is (1, 4, 16)" in i and "(1, 2, 16) in input 'mask'" in i for i in issues), issues
+
+
+def test_all_errors_are_reported_at_once(write_config):
+    path = write_config({"name": "no spaces", "stages": {"export": {"opset": 5}, "validate": {"rtol": -1}}})
+    issues = issues_of(path)
+    assert {i.split(":")[0] for i in issues} >= {"name", "stages.export.opset", "stages.validate.rtol"}
+
+
+def test_stage_order_is_checked_against_artifacts(write_config):
+    path = write_config(replace={"stages": {"validate": {}, "trace": {}, "export": {}}})
+    issues = issues_of(path)
+    assert any(i.startswith("stages.validate:") and "from stage 'trace', which comes later" in i for i in issues), issues
+
+
+def test_dropping_simplify_binds_validate_to_export(write_config):
+    path = write_config(replace={"stages": {"trace": {}, "export": {}, "validate": {}}})
+    graph = load_project(path).graph
+    assert str(graph.node("validate").bindings["onnx"]) == "export.onnx"
+    assert str(load_project(write_config()).graph.node("validate").bindings["onnx"]) == "simplify.onnx"
+
+
+def test_duplicate_yaml_key_and_syntax_errors(tmp_path):
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("name: a\nname: b\n")
+    assert "duplicate key" in issues_of(dup)[0]
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: [unclosed\n")
+    assert issues_of(broken)[0].startswith("yaml:")
+
+
+def test_cli_reports_config_errors_without_traceback(write_config):
+    path = write_config({"stages": {"export": {"opset": 5}}})
+    proc = run_cli("run", str(path))
+    assert proc.returncode == ExitCode.CONFIG
+    assert "stages.export.opset" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert not (path.parent / "cache").exists()  # nothing ran, nothing written
+    verbose = run_cli("run", str(path), "-v")
+    assert verbose.returncode == ExitCode.CONFIG and "Traceback" in verbose.stderr
+
+
+def test_cli_validate_command(write_config):
+    ok = run_cli("validate", str(write_config()))
+    assert ok.returncode == 0 and "trace -> export" in ok.stdout
+    missing = run_cli("validate", "/nonexistent.yaml")
+    assert missing.returncode == ExitCode.CONFIG and "config file not found" in missing.stderr

@@ -1,0 +1,131 @@
+"""The runner on the tiny model with real torch / ONNX / ONNX Runtime: hits, misses,
+invalidation per param and per input, damaged entries, selection, failures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import SelectionError, StageError
+from pipeline.plan import Action, make_plan
+from pipeline.project import load_project
+from pipeline.runner import Status
+from pipeline.store import Store
+from tests.helpers import Recorder, run, statuses
+
+
+@pytest.fixture
+def warm(write_config):
+    path = write_config()
+    first = run(path)
+    assert set(statuses(first).values()) == {"ran"}
+    return path
+
+
+def test_second_run_is_all_cached(warm):
+    assert set(statuses(run(warm)).values()) == {"cached"}
+
+
+def test_tolerance_change_reruns_only_validate(warm, write_config):
+    edited = write_config({"stages": {"validate": {"atol": 0.001}}})
+    plan = {row.name: row for row in make_plan(load_project(edited), Store(load_project(edited).cache_dir))}
+    assert plan["validate"].action is Action.RUN and plan["validate"].reasons == ["params.atol: 0.0001 -> 0.001"]
+    assert {n for n, r in plan.items() if r.action is not Action.CACHED} == {"validate"}
+    result = run(edited)
+    assert statuses(result) == {"trace": "cached", "export": "cached", "simplify": "cached", "validate": "ran", "triton_config": "cached"}
+    assert result["validate"].reasons == ["params.atol: 0.0001 -> 0.001"]
+
+
+def test_opset_change_reruns_export_and_what_reads_it(warm, write_config):
+    edited = write_config({"stages": {"export": {"opset": 18}}})
+    project = load_project(edited)
+    plan = {row.name: row for row in make_plan(project, Store(project.cache_dir))}
+    assert plan["trace"].action is Action.CACHED
+    assert plan["export"].reasons == ["params.opset: 17 -> 18"]
+    assert plan["simplify"].action is Action.PENDING and plan["simplify"].reasons == ["waits for export"]
+    result = run(edited)
+    assert statuses(result)["trace"] == "cached"
+    assert {statuses(result)[n] for n in ("export", "simplify", "validate", "triton_config")} == {"ran"}
+    assert result["export"].metrics["opset_written"] == 18
+
+
+def test_checkpoint_change_reruns_from_trace(write_config, digits_checkpoint, tmp_path):
+    import torch
+
+    checkpoint, _ = digits_checkpoint
+    path = write_config({"model": {"checkpoint": str(checkpoint)}})
+    assert set(statuses(run(path)).values()) == {"ran"}
+    state = torch.load(checkpoint)
+    state["head.bias"] += 1.0
+    other = tmp_path / "other.pt"
+    torch.save(state, other)
+    result = run(write_config({"model": {"checkpoint": str(other)}}))
+    assert result["trace"].status is Status.RAN
+    assert any(r.startswith("inputs.model:") for r in result["trace"].reasons), result["trace"].reasons
+
+
+def test_damaged_entry_is_rebuilt_not_served(warm):
+    store = Store(load_project(warm).cache_dir)
+    export_key = store.head("tiny")["export"]["key"]
+    entry, _ = store.lookup(export_key)
+    obj = store.object_path(entry.outputs["onnx"].digest)
+    os.chmod(obj, 0o644)
+    obj.write_bytes(obj.read_bytes()[:100])  # truncated
+    recorder = Recorder()
+    result = run(warm, recorder=recorder)
+    assert result["export"].status is Status.RAN
+    assert any("export" in w and "truncated" in w for w in recorder.warnings), recorder.warnings
+    assert any("damaged" in r for r in result["export"].reasons)
+    # The export is deterministic: the rebuilt ONNX is byte-identical, so nothing after it reruns.
+    assert statuses(result)["simplify"] == "cached"
+    assert obj.stat().st_size == entry.outputs["onnx"].size
+
+
+def test_selection_only_force_from_to(warm, write_config):
+    assert statuses(run(warm, only=["validate"], force=["validate"])) == {
+        "trace": "cached", "export": "cached", "simplify": "cached", "validate": "ran"
+    }
+    assert statuses(run(warm, stop="export")) == {"trace": "cached", "export": "cached"}
+    assert set(statuses(run(warm, start="simplify", force=["all"])).values()) >= {"ran", "cached"}
+    forced = statuses(run(warm, force=["all"]))
+    assert set(forced.values()) == {"ran"}
+
+
+def test_from_without_cached_upstream_is_a_selection_error(write_config):
+    with pytest.raises(SelectionError, match="stage 'trace' is outside the selected stages"):
+        run(write_config(), start="simplify")
+
+
+SPECIALISED = '''
+import torch
+from torch import nn
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x):
+        # int() freezes the traced batch size into the graph: eager and trace disagree
+        return self.fc(x.flatten(1)) * int(x.shape[0])
+
+def build():
+    return Scaled()
+'''
+
+
+def test_trace_gate_failure_leaves_nothing_in_the_cache(write_config, tmp_path):
+    model = tmp_path / "scaled.py"
+    model.write_text(SPECIALISED)
+    path = write_config(replace={"model": {"file": str(model), "callable": "build"}})
+    with pytest.raises(StageError) as info:
+        run(path)
+    err = info.value
+    assert err.stage == "trace" and "TorchScript vs eager parity failed" in str(err)
+    assert "min/logits" in str(err) and "--from trace" in err.resume
+    assert err.log.is_file() and "parity failed" in err.log.read_text()
+    cache = load_project(path).cache_dir
+    assert not list(cache.glob("actions/*/*.json")) and not list(cache.glob("objects/*/*"))
+    assert not list(cache.glob("tmp/*"))

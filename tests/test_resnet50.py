@@ -1,0 +1,32 @@
+"""End to end: configs/resnet50.yaml through the CLI, cold then warm (CPU, ~1 min)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+
+@pytest.mark.slow
+def test_resnet50_cold_then_fully_cached(tmp_path):
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    config = ROOT / "configs" / "resnet50.yaml"
+    cold = run_cli("run", str(config), cwd=tmp_path)
+    assert cold.returncode == 0, cold.stderr[-3000:]
+    summary = json.loads((tmp_path / "runs" / "resnet50" / "summary.json").read_text())
+    assert [s["status"] for s in summary["stages"]] == ["ran"] * 5
+    validate = next(s for s in summary["stages"] if s["stage"] == "validate")
+    assert validate["metrics"]["parity"]["onnxruntime"]["passed"]
+    for model in ("resnet50_onnx", "resnet50_torchscript"):
+        text = (tmp_path / "model_repository" / model / "config.pbtxt").read_text()
+        parsed = text_format.Parse(text, model_config_pb2.ModelConfig())
+        assert parsed.max_batch_size == 32 and list(parsed.input[0].dims) == [3, 224, 224]
+        assert list(parsed.output[0].dims) == [1000]
+    warm = run_cli("run", str(config), cwd=tmp_path)
+    assert warm.returncode == 0
+    summary = json.loads((tmp_path / "runs" / "resnet50" / "summary.json").read_text())
+    assert [s["status"] for s in summary["stages"]] == ["cached"] * 5
