@@ -8,9 +8,11 @@
 
 from __future__ import annotations
 
+import os
 import platform
+import re
+import sys
 from functools import cache
-from importlib import metadata
 from typing import Any
 
 from pipeline.config import DeployConfig
@@ -20,9 +22,35 @@ from pipeline.stage import StageSpec
 KEY_SCHEMA = 1
 
 
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+@cache
+def _installed() -> dict[str, str]:
+    """name -> version from the `.dist-info` folder names on sys.path (first wins, as
+    for imports). One directory scan instead of importing importlib.metadata (~25 ms
+    of a warm run's 0.5 s budget)."""
+    found: dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            names = [e.name for e in os.scandir(entry or ".") if e.name.endswith(".dist-info")]
+        except OSError:
+            continue
+        for folder in names:
+            name, _, version = folder.removesuffix(".dist-info").partition("-")
+            found.setdefault(_normalise(name), version)
+    return found
+
+
 @cache
 def dist_version(name: str) -> str | None:
-    """A distribution's version from its metadata: no import, a few ms."""
+    """A distribution's version, read from metadata, never by importing it."""
+    version = _installed().get(_normalise(name))
+    if version is not None:
+        return version
+    from importlib import metadata  # egg-info and other layouts the scan misses
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

@@ -201,5 +201,8 @@ class Store:
 
     def set_head(self, pipeline: str, stage: str, key: str, components: dict[str, Any]) -> None:
         heads = self.head(pipeline)
-        heads[stage] = {"key": key, "components": components}
+        record = {"key": key, "components": components}
+        if heads.get(stage) == record:
+            return  # a cached rerun: nothing new to record
+        heads[stage] = record
         atomic_write_text(self.root / "heads" / f"{pipeline}.json", json.dumps(heads, indent=1))
