@@ -64,7 +64,7 @@ class StatMemo:
     def matches(self, path: Path) -> bool:
         """True when the file's stat equals what was memoised (a cheap freshness check)."""
         known = self._entries.get(str(path.absolute()))
-        return bool(known) and known[:3] == stat_token(path)
+        return known is not None and known[:3] == stat_token(path)
 
     def remember(self, path: Path, value: str) -> None:
         self._entries[str(path.absolute())] = [*stat_token(path), value]

@@ -11,6 +11,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from pipeline.store import Output, Store
 
@@ -44,7 +45,7 @@ def _sync_model(store: Store, target: Path, files: dict[str, dict[str, object]],
     return True
 
 
-def _current(target: Path, stamp: dict[str, object]) -> bool:
+def _current(target: Path, stamp: dict[str, Any]) -> bool:
     """Same stamp and every file present with its recorded size: nothing to copy."""
     try:
         if json.loads((target / STAMP).read_text()) != stamp:

@@ -92,7 +92,7 @@ class Store:
 
     def _ingest_tree(self, root: Path) -> Output:
         files = sorted(p for p in root.rglob("*") if p.is_file())
-        manifest = {
+        manifest: dict[str, dict[str, Any]] = {
             str(p.relative_to(root)): {"size": p.stat().st_size, "digest": self._ingest_file(p)}
             for p in files
         }
@@ -101,7 +101,7 @@ class Store:
         tmp = self._tmp_file(text)
         self._ingest_file(tmp)  # content-addressed like any file: same digest
         shutil.rmtree(root, ignore_errors=True)
-        return Output(ArtifactKind.TREE, digest, sum(f["size"] for f in manifest.values()))
+        return Output(ArtifactKind.TREE, digest, sum(int(f["size"]) for f in manifest.values()))
 
     def _tmp_file(self, text: str) -> Path:
         (self.root / "tmp").mkdir(parents=True, exist_ok=True)

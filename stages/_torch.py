@@ -66,7 +66,7 @@ def _load_checkpoint(model: torch.nn.Module, path: Path) -> None:
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
-        state = load_file(str(path))
+        state: Any = load_file(str(path))
     else:
         state = torch.load(path, map_location="cpu", weights_only=True)
     if isinstance(state, dict) and set(state) == {"state_dict"}:

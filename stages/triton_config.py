@@ -101,8 +101,10 @@ def model_config(name: str, fmt: str, params: TritonParams, config: DeployConfig
     for i, spec in enumerate(config.inputs):
         dims = [-1 if isinstance(d, str) else d for d in spec.dims][1 if size else 0 :]
         proto.input.add(name=_io_name(fmt, spec.name, i), data_type=_type(pb, spec.dtype), dims=dims)
-    for i, spec in enumerate(config.outputs):
-        proto.output.add(name=_io_name(fmt, spec.name, i), data_type=_type(pb, str(golden["opt"].outputs[spec.name].dtype)), dims=_output_dims(golden, spec.name, size))
+    for i, out in enumerate(config.outputs):
+        dtype = str(golden["opt"].outputs[out.name].dtype)
+        dims = _output_dims(golden, out.name, size)
+        proto.output.add(name=_io_name(fmt, out.name, i), data_type=_type(pb, dtype), dims=dims)
     if params.dynamic_batching is not None:
         proto.dynamic_batching.max_queue_delay_microseconds = params.dynamic_batching.max_queue_delay_us
         proto.dynamic_batching.preferred_batch_size.extend(params.dynamic_batching.preferred_batch_sizes)
