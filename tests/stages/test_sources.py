@@ -1,0 +1,63 @@
+"""Model sources: import path, file + callable, checkpoints (.pt / .safetensors), TorchScript."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.errors import StageError
+from tests.helpers import run
+from tests.stages.test_stages import output_path
+
+
+def test_safetensors_checkpoint_gives_the_same_golden_as_pt(write_config, digits_checkpoint, tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    from stages import _golden
+
+    checkpoint, _ = digits_checkpoint
+    st = tmp_path / "digits.safetensors"
+    save_file(torch.load(checkpoint), str(st))
+    pt_path = write_config({"model": {"checkpoint": str(checkpoint)}}, name="pt.yaml")
+    st_path = write_config({"model": {"checkpoint": str(st)}}, name="st.yaml")
+    pt = _golden.load(output_path(pt_path, run(pt_path, stop="trace"), "trace", "golden"))
+    st_cases = _golden.load(output_path(st_path, run(st_path, stop="trace"), "trace", "golden"))
+    assert (pt["opt"].outputs["logits"] == st_cases["opt"].outputs["logits"]).all()
+
+
+def test_torchscript_source_runs_through_export_and_validate(write_config, tmp_path):
+    first = write_config(name="first.yaml")
+    results = run(first, stop="trace")
+    scripted = tmp_path / "tiny.pt"
+    scripted.write_bytes(output_path(first, results, "trace", "torchscript").read_bytes())
+    path = write_config(replace={"model": {"torchscript": str(scripted)}}, name="ts.yaml")
+    assert {r.status.value for r in run(path, stop="validate").values()} == {"ran"}
+
+
+def test_factory_import_path(write_config):
+    path = write_config(replace={"model": {"factory": "torch.nn:Identity"}, "stages": {"trace": {}}})
+    assert run(path)["trace"].status.value == "ran"
+
+
+@pytest.mark.parametrize(
+    ("model", "fragment"),
+    [
+        ({"factory": "no_such_module_xyz:build"}, "cannot import 'no_such_module_xyz'"),
+        ({"factory": "torch.nn:NoSuchThing"}, "has no attribute 'NoSuchThing'"),
+        ({"factory": "torch.nn:Linear", "kwargs": {"bogus": 1}}, "calling the model factory failed"),
+    ],
+)
+def test_bad_model_source_fails_trace_with_a_clear_message(write_config, model, fragment):
+    path = write_config(replace={"model": model, "stages": {"trace": {}}})
+    with pytest.raises(StageError, match=fragment):
+        run(path)
+
+
+def test_checkpoint_that_does_not_fit_names_the_file(write_config, tmp_path):
+    import torch
+
+    bad = tmp_path / "wrong.pt"
+    torch.save({"unrelated.weight": torch.zeros(3)}, bad)
+    path = write_config({"model": {"checkpoint": str(bad)}, "stages": {}})
+    with pytest.raises(StageError, match="wrong.pt does not fit the model"):
+        run(path)
