@@ -68,7 +68,7 @@ def results_table(results: list[StageResult], names: list[str]) -> Table:
         table.add_row(
             name,
             f"[{STYLE[result.status]}]{result.status.value}[/]",
-            f"{result.duration_s:.2f}s" if result.status is Status.RAN else "",
+            f"{result.duration_s:.2f}s" if result.status in (Status.RAN, Status.FAILED) else "",
             _outputs(result.outputs),
             _notes(result),
         )

@@ -28,6 +28,7 @@ def metrics(actual: np.ndarray, ref: np.ndarray, tol: Tolerance) -> dict[str, An
         "max_rel": float(rel.max(initial=0.0)),
         "mean_rel": float(rel.mean()) if a.size else 0.0,
         "cosine": cosine,
+        "within_tolerance": within,
         "passed": within and cosine >= tol.min_cosine,
     }
 
@@ -56,10 +57,13 @@ def failures(table: dict[str, dict[str, dict[str, Any]]], tol: Tolerance) -> lis
 
 
 def _numbers(m: dict[str, Any], tol: Tolerance) -> str:
-    return (
-        f"max_abs {m['max_abs']:.3g} (atol {tol.atol:g}, rtol {tol.rtol:g}), "
-        f"cosine {m['cosine']:.6f} (min {tol.min_cosine:g})"
-    )
+    """Names the threshold(s) broken, with the numbers."""
+    broken = []
+    if not m["within_tolerance"]:
+        broken.append(f"|diff| > atol {tol.atol:g} + rtol {tol.rtol:g}*|ref| (max_abs {m['max_abs']:.3g}, max_rel {m['max_rel']:.3g})")
+    if m["cosine"] < tol.min_cosine:
+        broken.append(f"cosine {m['cosine']:.9g} < min_cosine {tol.min_cosine:g}")
+    return "; ".join(broken)
 
 
 def gate(what: str, table: dict[str, dict[str, dict[str, Any]]], tol: Tolerance) -> None:

@@ -89,13 +89,16 @@ def test_plan_names_the_changed_param(cached_config):
     assert all("cached" in lines[s] for s in ("trace", "export", "simplify", "triton_config"))
 
 
-def test_repository_is_restored_from_cache_when_deleted(cached_config):
+def test_repository_is_restored_from_cache_when_deleted_or_edited(cached_config):
     import shutil
 
     repo = cached_config.parent / "model_repository"
+    original = (repo / "tiny_torchscript" / "config.pbtxt").read_text()
     shutil.rmtree(repo / "tiny_onnx")
+    (repo / "tiny_torchscript" / "config.pbtxt").write_text("max_batch_size: 1\n")
     assert run_cli("run", str(cached_config)).returncode == 0
     assert (repo / "tiny_onnx" / "config.pbtxt").is_file()
+    assert (repo / "tiny_torchscript" / "config.pbtxt").read_text() == original
 
 
 def test_stage_failure_exit_code_names_log_and_resume(cached_config):

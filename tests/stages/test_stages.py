@@ -70,7 +70,7 @@ def test_validate_passes_trained_model_and_reports_numbers(write_config, digits_
 def test_validate_gate_fails_beyond_threshold(write_config, digits_checkpoint):
     checkpoint, _ = digits_checkpoint
     path = write_config({"model": {"checkpoint": str(checkpoint)}, "stages": {"validate": {"atol": 0.0, "rtol": 0.0, "runtimes": ["onnxruntime"]}}})
-    with pytest.raises(StageError, match=r"onnxruntime vs eager parity failed: .*max_abs [0-9.e-]+ \(atol 0, rtol 0\)"):
+    with pytest.raises(StageError, match=r"onnxruntime vs eager parity failed: .*\|diff\| > atol 0 \+ rtol 0\*\|ref\| \(max_abs [0-9.e-]+"):
         run(path)
 
 
