@@ -57,9 +57,11 @@ def dist_version(name: str) -> str | None:
         return None
 
 
-def environment(spec: StageSpec) -> dict[str, str | None]:
-    env: dict[str, str | None] = {"python": platform.python_version()}
+def environment(spec: StageSpec, params: Any) -> dict[str, Any]:
+    env: dict[str, Any] = {"python": platform.python_version()}
     env.update({name: dist_version(name) for name in spec.env})
+    if spec.identity is not None:
+        env.update(spec.identity(params))
     return env
 
 
@@ -73,7 +75,7 @@ def components(
         "params": params.model_dump(mode="json"),
         "config": {s.value: s.extract(config) for s in sorted(spec.uses, key=lambda s: s.value)},
         "inputs": dict(sorted(inputs.items())),
-        "env": environment(spec),
+        "env": environment(spec, params),
     }
 
 

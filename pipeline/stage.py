@@ -85,6 +85,7 @@ class StageContext:
 
 RunFn = Callable[[StageContext, Any], None]
 CheckFn = Callable[[Any, DeployConfig], list[Issue]]
+IdentityFn = Callable[[Any], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,9 @@ class StageSpec:
     uses: frozenset[Section] = frozenset()
     # Distributions whose versions enter the key (read from metadata, never imported).
     env: tuple[str, ...] = ()
+    # What else the output depends on that no library version says: a server binary's
+    # digest, a docker image, a GPU's compute capability. Must be cheap: no heavy imports.
+    identity: IdentityFn | None = None
     # Cross-stage checks against the shared config, run before anything executes.
     check: CheckFn | None = None
     description: str = ""

@@ -1,7 +1,9 @@
 """triton_config: a Triton model repository with one model per serving format.
 
 Naming: model `<name>_<format>` (e.g. resnet50_onnx, resnet50_torchscript), each with
-`config.pbtxt` and `<version>/<default model file>`. Every config is built as Triton's
+`config.pbtxt` and `<version>/<default model file>`. The `python` format serves the ONNX
+file with ONNX Runtime under Triton's python backend (`<version>/model.py` + `model.onnx`):
+the CPU serving format that runs on any server with the python backend. Every config is built as Triton's
 `ModelConfig` protobuf, printed, parsed back and compared before it is written.
 """
 
@@ -17,12 +19,14 @@ from pipeline.config import DeployConfig
 from pipeline.errors import Issue, StageFailed
 from pipeline.stage import Artifact, ArtifactKind, Publish, Section, StageContext, StageSpec
 
-Format = Literal["onnx", "torchscript"]
-# format -> (platform, default model file name, upstream artifact)
+Format = Literal["onnx", "torchscript", "python"]
+# format -> (platform or backend, default model file name, upstream artifact)
 FORMATS: dict[str, tuple[str, str, str]] = {
     "onnx": ("onnxruntime_onnx", "model.onnx", "onnx"),
     "torchscript": ("pytorch_libtorch", "model.pt", "torchscript"),
+    "python": ("python", "model.onnx", "onnx"),
 }
+PYTHON_MODEL = Path(__file__).with_name("_triton_python_model.py")
 TRITON_TYPES = {
     "float32": "TYPE_FP32", "float16": "TYPE_FP16", "bfloat16": "TYPE_BF16", "float64": "TYPE_FP64",
     "int64": "TYPE_INT64", "int32": "TYPE_INT32", "int8": "TYPE_INT8", "uint8": "TYPE_UINT8", "bool": "TYPE_BOOL",
@@ -84,10 +88,12 @@ def run(ctx: StageContext, params: TritonParams) -> None:
     root = ctx.output("repository")
     for fmt in params.formats:
         name = f"{ctx.config.name}_{fmt}"
-        if fmt == "onnx":
+        if fmt in ("onnx", "python"):
             _check_onnx_names(ctx)
         text = render(model_config(name, fmt, params, ctx.config, golden))
         _write_model(root / name, params.version, text, ctx.input(FORMATS[fmt][2]), FORMATS[fmt][1])
+        if fmt == "python":
+            shutil.copyfile(PYTHON_MODEL, root / name / str(params.version) / "model.py")
         ctx.log.info("wrote %s:\n%s", name, text)
     ctx.record("models", [f"{ctx.config.name}_{fmt}" for fmt in params.formats])
     ctx.record("headline", ", ".join(f"{ctx.config.name}_{fmt}" for fmt in params.formats))
@@ -97,23 +103,28 @@ def model_config(name: str, fmt: str, params: TritonParams, config: DeployConfig
     from tritonclient.grpc import model_config_pb2 as pb
 
     size = max_batch(params, config)
-    proto = pb.ModelConfig(name=name, platform=FORMATS[fmt][0], max_batch_size=size)
+    proto = pb.ModelConfig(name=name, max_batch_size=size)
+    if fmt == "python":
+        proto.backend = "python"
+    else:
+        proto.platform = FORMATS[fmt][0]
     for i, spec in enumerate(config.inputs):
         dims = [-1 if isinstance(d, str) else d for d in spec.dims][1 if size else 0 :]
-        proto.input.add(name=_io_name(fmt, spec.name, i), data_type=_type(pb, spec.dtype), dims=dims)
+        proto.input.add(name=io_name(fmt, spec.name, i), data_type=_type(pb, spec.dtype), dims=dims)
     for i, out in enumerate(config.outputs):
         dtype = str(golden["opt"].outputs[out.name].dtype)
         dims = _output_dims(golden, out.name, size)
-        proto.output.add(name=_io_name(fmt, out.name, i), data_type=_type(pb, dtype), dims=dims)
+        proto.output.add(name=io_name(fmt, out.name, i), data_type=_type(pb, dtype), dims=dims)
     if params.dynamic_batching is not None:
         proto.dynamic_batching.max_queue_delay_microseconds = params.dynamic_batching.max_queue_delay_us
         proto.dynamic_batching.preferred_batch_size.extend(params.dynamic_batching.preferred_batch_sizes)
-    kind = {"auto": "KIND_AUTO", "cpu": "KIND_CPU", "gpu": "KIND_GPU"}[params.instance_group.kind]
+    # The python format runs ONNX Runtime's CPU provider: its instances are CPU instances.
+    kind = "KIND_CPU" if fmt == "python" else {"auto": "KIND_AUTO", "cpu": "KIND_CPU", "gpu": "KIND_GPU"}[params.instance_group.kind]
     proto.instance_group.add(kind=pb.ModelInstanceGroup.Kind.Value(kind), count=params.instance_group.count)
     return proto
 
 
-def _io_name(fmt: str, name: str, index: int) -> str:
+def io_name(fmt: str, name: str, index: int) -> str:
     # The libtorch backend maps tensors by the `<name>__<index>` convention.
     return f"{name}__{index}" if fmt == "torchscript" else name
 
@@ -163,7 +174,7 @@ def _write_model(model_dir: Path, version: int, text: str, source: Path, filenam
 
 SPEC = StageSpec(
     name="triton_config",
-    version=1,
+    version=2,
     params=TritonParams,
     inputs=("onnx", "torchscript", "golden"),
     outputs=(Artifact("repository", ArtifactKind.TREE, publish=Publish.REPOSITORY),),

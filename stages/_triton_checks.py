@@ -1,0 +1,170 @@
+"""What the smoke stage checks on each model a live server loaded: its metadata against
+the shape spec, golden inputs over HTTP and gRPC against the eager reference, and (with
+dynamic batching) that concurrent requests were really batched. Imports tritonclient."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+from pipeline.config import DeployConfig
+from stages._golden import Case
+from stages._triton_server import Server, repository_index
+from stages.triton_config import TRITON_TYPES, io_name
+
+PROTOCOLS = {"http": httpclient, "grpc": grpcclient}
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str  # the name the server uses (torchscript: <name>__<i>)
+    spec_name: str  # the name in the shape spec / golden data
+    datatype: str
+    shape: list[int]
+
+
+def client(server: Server, protocol: str, timeout_s: float) -> Any:
+    if protocol == "http":
+        return httpclient.InferenceServerClient(server.http, network_timeout=timeout_s, connection_timeout=timeout_s)
+    return grpcclient.InferenceServerClient(server.grpc)
+
+
+# -- readiness of models ----------------------------------------------------------------------
+def wait_models(server: Server, models: list[str], deadline: float) -> dict[str, dict[str, str]]:
+    """Polls until each model is READY or UNAVAILABLE; those still loading at the
+    deadline are reported as timed out."""
+    states: dict[str, dict[str, str]] = {}
+    while time.monotonic() < deadline:
+        states = repository_index(server)
+        if all(states.get(m, {}).get("state") in ("READY", "UNAVAILABLE") for m in models):
+            return {m: states[m] for m in models}
+        time.sleep(0.2)
+    return {
+        m: states.get(m, {}) if states.get(m, {}).get("state") in ("READY", "UNAVAILABLE")
+        else {"state": "TIMEOUT", "reason": f"not ready before the startup timeout (state {states.get(m, {}).get('state', 'unknown')})"}
+        for m in models
+    }
+
+
+# -- expectations from the shape spec -----------------------------------------------------------
+def expected(config: DeployConfig, fmt: str, golden: dict[str, Case]) -> tuple[list[Tensor], list[Tensor]]:
+    inputs = [
+        Tensor(io_name(fmt, s.name, i), s.name, _dtype(s.dtype), [-1 if isinstance(d, str) else d for d in s.dims])
+        for i, s in enumerate(config.inputs)
+    ]
+    outputs = []
+    for i, s in enumerate(config.outputs):
+        shapes = [case.outputs[s.name].shape for case in golden.values()]
+        shape = [-1 if len({sh[a] for sh in shapes}) > 1 else n for a, n in enumerate(shapes[0])]
+        dtype = _dtype(str(golden["opt"].outputs[s.name].dtype))
+        outputs.append(Tensor(io_name(fmt, s.name, i), s.name, dtype, shape))
+    return inputs, outputs
+
+
+def _dtype(name: str) -> str:
+    return TRITON_TYPES[name].removeprefix("TYPE_")
+
+
+def metadata_problems(meta: dict[str, Any], inputs: list[Tensor], outputs: list[Tensor]) -> list[str]:
+    problems = []
+    for kind, want in (("input", inputs), ("output", outputs)):
+        have = {t["name"]: t for t in meta.get(f"{kind}s", [])}
+        for tensor in want:
+            got = have.get(tensor.name)
+            if got is None:
+                problems.append(f"{kind} '{tensor.name}' missing (server has {sorted(have)})")
+                continue
+            shape = [int(d) for d in got["shape"]]
+            if got["datatype"] != tensor.datatype or shape != tensor.shape:
+                problems.append(
+                    f"{kind} '{tensor.name}': server says {got['datatype']} {shape}, "
+                    f"shape spec says {tensor.datatype} {tensor.shape}"
+                )
+    return problems
+
+
+def batch_problem(server_config: dict[str, Any], max_batch: int | None) -> str | None:
+    size = int(server_config.get("max_batch_size", 0))
+    if max_batch is not None and size > max_batch:
+        return f"max_batch_size {size} exceeds the shape spec's max batch {max_batch}"
+    return None
+
+
+# -- inference --------------------------------------------------------------------------------
+def infer(
+    conn: Any, protocol: str, model: str, case: Case, inputs: list[Tensor], outputs: list[Tensor], max_batch_size: int
+) -> dict[str, np.ndarray]:
+    """Runs a golden case, split into chunks of at most the model's max_batch_size."""
+    total = len(case.inputs[inputs[0].spec_name])
+    step = max_batch_size or total
+    parts = [
+        _infer_chunk(conn, protocol, model, case, inputs, outputs, slice(lo, lo + step))
+        for lo in range(0, total, step)
+    ]
+    if len(parts) == 1:
+        return parts[0]
+    return {t.spec_name: np.concatenate([p[t.spec_name] for p in parts]) for t in outputs}
+
+
+def _infer_chunk(
+    conn: Any, protocol: str, model: str, case: Case, inputs: list[Tensor], outputs: list[Tensor], rows: slice
+) -> dict[str, np.ndarray]:
+    module = PROTOCOLS[protocol]
+    requests = []
+    for tensor in inputs:
+        array = np.ascontiguousarray(case.inputs[tensor.spec_name][rows])
+        request = module.InferInput(tensor.name, list(array.shape), tensor.datatype)
+        request.set_data_from_numpy(array)
+        requests.append(request)
+    wanted = [module.InferRequestedOutput(t.name) for t in outputs]
+    result = conn.infer(model, requests, outputs=wanted)
+    return {t.spec_name: result.as_numpy(t.name) for t in outputs}
+
+
+def batching(server: Server, model: str, case: Case, inputs: list[Tensor], requests: int, timeout_s: float) -> dict[str, Any]:
+    """Fires `requests` single-item requests at once and reads Triton's statistics: with
+    dynamic batching, executions must be fewer than inferences. gRPC's async_infer is
+    truly concurrent (the HTTP client's gevent pool sends them one after another)."""
+    conn = grpcclient.InferenceServerClient(server.grpc)
+    before = _counts(conn, model)
+    errors: list[Any] = []
+    done = threading.Semaphore(0)
+
+    def finished(result: Any, error: Any) -> None:
+        if error is not None:
+            errors.append(error)
+        done.release()
+
+    for _ in range(requests):
+        conn.async_infer(model, _single_item(case, inputs), finished, client_timeout=timeout_s)
+    for _ in range(requests):
+        if not done.acquire(timeout=timeout_s):
+            raise TimeoutError(f"batching check: no answer within {timeout_s} s")
+    after = _counts(conn, model)
+    conn.close()
+    inferences, executions = after[0] - before[0], after[1] - before[1]
+    return {
+        "requests": requests, "inferences": inferences, "executions": executions,
+        "batched": executions < inferences, "errors": [str(e) for e in errors[:3]],
+    }
+
+
+def _single_item(case: Case, inputs: list[Tensor]) -> list[Any]:
+    items = []
+    for tensor in inputs:
+        array = np.ascontiguousarray(case.inputs[tensor.spec_name][:1])
+        item = grpcclient.InferInput(tensor.name, list(array.shape), tensor.datatype)
+        item.set_data_from_numpy(array)
+        items.append(item)
+    return items
+
+
+def _counts(conn: Any, model: str) -> tuple[int, int]:
+    stats = conn.get_inference_statistics(model, as_json=True)["model_stats"]
+    return sum(int(s.get("inference_count", 0)) for s in stats), sum(int(s.get("execution_count", 0)) for s in stats)

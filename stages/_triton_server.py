@@ -1,0 +1,317 @@
+"""A tritonserver for the smoke stage and `deploy serve`: found, started, watched, stopped.
+
+Our own servers bind to loopback on free ports, run in their own process group and die
+with us (PR_SET_PDEATHSIG), so no tritonserver outlives a run: not on success, failure,
+Ctrl-C, nor when the pipeline process itself is killed. Only stdlib and pydantic at
+import time; tritonclient is imported by the checks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from pipeline.errors import MissingDependency, StageFailed
+
+PR_SET_PDEATHSIG = 1
+PORT_RETRIES = 3
+
+
+class ServerSpec(BaseModel):
+    """Which server: auto (tritonserver on PATH, else the nvidia-pytriton wheel's),
+    a binary, a docker image, or the URL of a running server (never stopped by us)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["auto", "binary", "docker", "url"] = "auto"
+    path: Path | None = None
+    image: str | None = None
+    gpus: bool = False
+    url: str | None = None  # HTTP endpoint of a running server, host:port
+    grpc_url: str | None = None  # its gRPC endpoint, host:port
+    host: str = "127.0.0.1"  # where our own server listens; loopback unless changed
+    http_port: int | None = Field(None, ge=1, le=65535)
+    grpc_port: int | None = Field(None, ge=1, le=65535)
+    metrics_port: int | None = Field(None, ge=1, le=65535)
+    startup_timeout_s: float = Field(120, gt=0)
+    stop_grace_s: float = Field(10, ge=0)
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> ServerSpec:
+        needs = {"binary": ("path",), "docker": ("image",), "url": ("url", "grpc_url")}.get(self.kind, ())
+        missing = [name for name in needs if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"server kind '{self.kind}' needs {', '.join(missing)}")
+        return self
+
+
+@dataclass
+class Server:
+    http: str  # host:port
+    grpc: str
+    log_path: Path
+    backends: set[str] | None  # None: unknown (a URL or an image)
+    process: subprocess.Popen[bytes] | None = None
+    container: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no server log)"
+
+
+@dataclass(frozen=True)
+class Launch:
+    binary: Path
+    backend_dir: Path | None
+    env: dict[str, str]
+
+
+# -- identity (for the cache key: cheap, no server started) ---------------------------------
+def identity(spec: ServerSpec) -> dict[str, Any]:
+    if spec.kind == "docker":
+        return {"triton_server": f"docker:{spec.image}"}
+    if spec.kind == "url":
+        return {"triton_server": f"url:{spec.url}"}
+    binary = _binary(spec)
+    if binary is None:
+        return {"triton_server": "not found"}
+    st = binary.stat()
+    return {"triton_server": f"{binary}:{st.st_size}:{st.st_mtime_ns}"}
+
+
+def _binary(spec: ServerSpec) -> Path | None:
+    if spec.kind == "binary":
+        return spec.path
+    on_path = shutil.which("tritonserver")
+    if on_path:
+        return Path(on_path)
+    root = _pytriton_root()
+    return root / "tritonserver" / "bin" / "tritonserver" if root else None
+
+
+def _pytriton_root() -> Path | None:
+    found = importlib.util.find_spec("pytriton")
+    return Path(found.origin).parent if found and found.origin else None
+
+
+# -- locating a local binary ------------------------------------------------------------------
+def locate(spec: ServerSpec, workdir: Path) -> Launch:
+    binary = _binary(spec)
+    if binary is None or not binary.is_file():
+        raise MissingDependency(
+            "tritonserver", "pip install nvidia-pytriton (ships one), or put tritonserver on PATH"
+        )
+    root = _pytriton_root()
+    if root is not None and binary.is_relative_to(root):
+        return _pytriton_launch(root, binary, workdir)
+    backends = binary.parent.parent / "backends"
+    return Launch(binary, backends if backends.is_dir() else None, _env(None))
+
+
+def _pytriton_launch(root: Path, binary: Path, workdir: Path) -> Launch:
+    """The wheel's server needs its bundled libraries and a python-backend stub built
+    for this interpreter; the backend dir is assembled in our work dir rather than
+    written into the installed package."""
+    server = root / "tritonserver"
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    stub = server / "python_backend_stubs" / version / "triton_python_backend_stub"
+    if not stub.is_file():
+        raise MissingDependency(f"a python-backend stub for Python {version}", "a Python version nvidia-pytriton supports")
+    backends = workdir / "backends"
+    python = backends / "python"
+    python.mkdir(parents=True, exist_ok=True)
+    for source in (*sorted((server / "backends" / "python").glob("*.*")), stub):
+        target = python / source.name
+        if not target.exists():
+            target.symlink_to(source)
+    libs = root.parent / "nvidia_pytriton.libs"
+    return Launch(binary, backends, _env(libs if libs.is_dir() else None))
+
+
+def _env(libs: Path | None) -> dict[str, str]:
+    env = dict(os.environ)
+    # The python-backend stub imports numpy and onnxruntime from this environment.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    if libs is not None:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(libs), env.get("LD_LIBRARY_PATH", "")) if p)
+    return env
+
+
+# -- ports --------------------------------------------------------------------------------------
+def free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_or_free(host: str, wanted: int | None, notes: list[str]) -> int:
+    if wanted is None:
+        return free_port(host)
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, wanted))
+        return wanted
+    except OSError:
+        chosen = free_port(host)
+        notes.append(f"port {wanted} is in use; using {chosen}")
+        return chosen
+
+
+# -- starting and stopping -------------------------------------------------------------------
+@contextmanager
+def serving(spec: ServerSpec, repo: Path, models: list[str], workdir: Path) -> Iterator[Server]:
+    """A live server with `models` loading; always stopped (ours) on the way out."""
+    server = _start(spec, repo, models, workdir)
+    try:
+        wait_live(server, time.monotonic() + spec.startup_timeout_s)
+        yield server
+    finally:
+        stop(server, spec.stop_grace_s)
+
+
+def _start(spec: ServerSpec, repo: Path, models: list[str], workdir: Path) -> Server:
+    log = workdir / "server.log"
+    if spec.kind == "url":
+        log.write_text(f"existing server at {spec.url}; its log is not ours\n")
+        return Server(str(spec.url), str(spec.grpc_url), log, None)
+    if spec.kind == "docker":
+        return _start_docker(spec, repo, models, log)
+    launch = locate(spec, workdir)
+    for attempt in range(PORT_RETRIES):
+        server = _start_local(spec, launch, repo, models, log)
+        if not _lost_port_race(server):
+            return server
+        server.notes.append(f"attempt {attempt + 1}: a port was taken before the server bound it; retrying")
+    return server
+
+
+def _start_local(spec: ServerSpec, launch: Launch, repo: Path, models: list[str], log: Path) -> Server:
+    notes: list[str] = []
+    ports = [port_or_free(spec.host, p, notes) for p in (spec.http_port, spec.grpc_port, spec.metrics_port)]
+    command = [str(launch.binary), f"--model-repository={repo}", "--model-control-mode=explicit"]
+    command += [f"--load-model={m}" for m in models]
+    command += _network_flags(spec.host, ports) + ["--exit-on-error=false", "--log-verbose=0"]
+    if launch.backend_dir is not None:
+        command.append(f"--backend-directory={launch.backend_dir}")
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=launch.env,
+            start_new_session=True, preexec_fn=_die_with_parent,
+        )
+    backends = {p.name for p in launch.backend_dir.iterdir()} if launch.backend_dir else None
+    return Server(f"{spec.host}:{ports[0]}", f"{spec.host}:{ports[1]}", log, backends, process, notes=notes)
+
+
+def _network_flags(host: str, ports: list[int]) -> list[str]:
+    return [
+        f"--http-address={host}", f"--http-port={ports[0]}",
+        f"--grpc-address={host}", f"--grpc-port={ports[1]}",
+        f"--metrics-address={host}", f"--metrics-port={ports[2]}",
+    ]
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: the kernel kills it if our process dies."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _lost_port_race(server: Server) -> bool:
+    """True when the server exited because a port we picked was taken meanwhile."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and server.process and server.process.poll() is None:
+        if "already in use" in server.log_tail(20) or _answers(server.http, "/v2/health/live"):
+            break
+        time.sleep(0.1)
+    return bool(server.process and server.process.poll() is not None and "already in use" in server.log_tail(40))
+
+
+def _start_docker(spec: ServerSpec, repo: Path, models: list[str], log: Path) -> Server:
+    if shutil.which("docker") is None:
+        raise MissingDependency("docker", "a Docker engine, or server kind auto/binary/url")
+    notes: list[str] = []
+    ports = [port_or_free(spec.host, p, notes) for p in (spec.http_port, spec.grpc_port, spec.metrics_port)]
+    name = f"deploy-smoke-{os.getpid()}-{int(time.time())}"
+    command = ["docker", "run", "-d", "--rm", "--name", name, "-v", f"{repo}:/models:ro"]
+    command += [f"-p{spec.host}:{port}:{inner}" for port, inner in zip(ports, (8000, 8001, 8002))]
+    command += ["--gpus", "all"] if spec.gpus else []
+    command += [str(spec.image), "tritonserver", "--model-repository=/models", "--model-control-mode=explicit"]
+    command += [f"--load-model={m}" for m in models] + ["--exit-on-error=false"]
+    started = subprocess.run(command, capture_output=True, text=True)
+    if started.returncode != 0:
+        raise StageFailed(f"docker run failed: {started.stderr.strip()}")
+    return Server(f"{spec.host}:{ports[0]}", f"{spec.host}:{ports[1]}", log, None, container=name, notes=notes)
+
+
+def stop(server: Server, grace_s: float) -> None:
+    if server.container is not None:
+        logs = subprocess.run(["docker", "logs", server.container], capture_output=True, text=True)
+        server.log_path.write_text(logs.stdout + logs.stderr)
+        subprocess.run(["docker", "stop", "-t", str(int(grace_s)), server.container], capture_output=True)
+        return
+    process = server.process
+    if process is None or process.poll() is not None:
+        return
+    _signal_group(process, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        _signal_group(process, signal.SIGKILL)
+        process.wait()
+    _signal_group(process, signal.SIGKILL)  # stubs left in the group, if any
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+# -- readiness -------------------------------------------------------------------------------
+def wait_live(server: Server, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if server.process is not None and server.process.poll() is not None:
+            raise StageFailed(
+                f"tritonserver exited with code {server.process.returncode} while starting; "
+                f"server log tail:\n{server.log_tail()}"
+            )
+        if _answers(server.http, "/v2/health/live"):
+            return
+        time.sleep(0.1)
+    raise StageFailed(f"tritonserver did not become live in time; server log tail:\n{server.log_tail()}")
+
+
+def _answers(host_port: str, path: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{host_port}{path}", timeout=2) as reply:
+            return bool(reply.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def repository_index(server: Server) -> dict[str, dict[str, str]]:
+    """model -> {state, reason} as the server reports them."""
+    request = urllib.request.Request(f"http://{server.http}/v2/repository/index", data=b"{}", method="POST")
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return {m["name"]: m for m in json.loads(reply.read()) if "name" in m}
