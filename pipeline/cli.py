@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.console import Console
 
-from pipeline.errors import DeployError, ExitCode
+from pipeline.errors import DeployError, ExitCode, StageFailed
 
 if TYPE_CHECKING:
     from pipeline.project import Project
@@ -102,6 +102,24 @@ def validate(config: ConfigArg) -> None:
     _console().print(f"[green]ok[/] {config}: {project.config.name}: {stages}")
 
 
+@app.command()
+def serve(
+    config: ConfigArg,
+    http_port: Annotated[Optional[int], typer.Option(help="HTTP port (default: the config's, else a free one).")] = None,
+    grpc_port: Annotated[Optional[int], typer.Option(help="gRPC port (default: the config's, else a free one).")] = None,
+) -> None:
+    """Serve the generated model repository on a local tritonserver until Ctrl-C."""
+    from stages.smoke import SmokeParams, serve as serve_repository
+
+    project = _project(config, None)
+    params = project.graph.node("smoke").params if "smoke" in project.graph.names() else SmokeParams()
+    assert isinstance(params, SmokeParams)
+    ports = {k: v for k, v in (("http_port", http_port), ("grpc_port", grpc_port)) if v is not None}
+    params = params.model_copy(update={"server": params.server.model_copy(update=ports)})
+    console = _console()
+    serve_repository(project.config, params, project.config.repository, console.print)
+
+
 def _store(config: Optional[Path], cache_dir: Optional[Path]) -> Store:
     from pipeline.project import CACHE_ENV
     from pipeline.store import Store
@@ -174,6 +192,9 @@ def _invoke(verbose: bool) -> int:
     except (KeyboardInterrupt, typer.Abort):
         err.print("[yellow]interrupted[/]: the cache holds only completed stages; rerun to resume")
         return ExitCode.INTERRUPTED
+    except StageFailed as exc:  # raised outside a pipeline run, e.g. by `deploy serve`
+        err.print(f"[bold red]error[/]: {exc}", highlight=False, markup=False)
+        return ExitCode.STAGE
     except DeployError as exc:
         if verbose:
             err.print(traceback.format_exc(), markup=False, highlight=False)

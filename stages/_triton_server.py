@@ -299,7 +299,10 @@ def wait_live(server: Server, deadline: float) -> None:
         if _answers(server.http, "/v2/health/live"):
             return
         time.sleep(0.1)
-    raise StageFailed(f"tritonserver did not become live in time; server log tail:\n{server.log_tail()}")
+    raise StageFailed(
+        "tritonserver did not become live within the startup timeout (it loads the models "
+        f"before it answers, so a model whose initialization hangs shows up here); server log tail:\n{server.log_tail()}"
+    )
 
 
 def _answers(host_port: str, path: str) -> bool:

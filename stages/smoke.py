@@ -14,6 +14,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -195,6 +196,32 @@ def _verdict(report: dict[str, Any], server: Any) -> None:
         lines = [f"{m}: {'; '.join(r['problems'])}" for m, r in failed.items()] or ["no model could be smoke-tested"]
         tail = server.log_tail(25) if server is not None else ""
         raise StageFailed("Triton smoke test failed:\n  " + "\n  ".join(lines) + f"\nserver log tail:\n{tail}")
+
+
+def serve(config: Any, params: SmokeParams, repository: Path, say: Callable[[str], None]) -> None:
+    """`deploy serve`: the same server on the published repository, in the foreground,
+    until Ctrl-C (which the context manager turns into a clean stop)."""
+    import tempfile
+
+    from stages import _triton_checks as checks
+    from stages import _triton_server as ts
+
+    with tempfile.TemporaryDirectory(prefix="deploy-serve-") as tmp:
+        models = {m: fmt for m, fmt in _formats(repository).items() if m.startswith(f"{config.name}_")}
+        if not models:
+            raise StageFailed(f"no models of '{config.name}' in {repository}; run `deploy run` first")
+        backends = _backends(params, Path(tmp))
+        loadable = [m for m, (_, backend) in models.items() if backends is None or backend in backends]
+        with ts.serving(params.server, repository.absolute(), loadable, Path(tmp)) as server:
+            say(f"HTTP  http://{server.http}\ngRPC  {server.grpc}\nserver log  {server.log_path}")
+            for name, state in checks.wait_models(server, loadable, time.monotonic() + params.server.startup_timeout_s).items():
+                say(f"model {name}: {state.get('state')} {state.get('reason', '')}".rstrip())
+            for name in sorted(set(models) - set(loadable)):
+                say(f"model {name}: not loaded ({_skipped(models[name][1])['reason']})")
+            say("serving; Ctrl-C stops the server")
+            while server.process is None or server.process.poll() is None:
+                time.sleep(0.5)
+            raise StageFailed(f"tritonserver exited; log tail:\n{server.log_tail()}")
 
 
 def _headline(report: dict[str, Any]) -> str:

@@ -7,6 +7,7 @@ import copy
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,12 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def tiny_dict(workdir: Path) -> dict[str, Any]:
+def tiny_dict(workdir: Path, smoke: bool = False) -> dict[str, Any]:
+    """configs/tiny.yaml rooted in `workdir`; without the smoke stage unless asked, so
+    that only tests marked `triton` start a server."""
     data = yaml.safe_load(TINY.read_text())
+    if not smoke:
+        data["stages"].pop("smoke")
     data["model"]["file"] = str(ROOT / "configs" / "models" / "tiny_cnn.py")
     data["cache_dir"] = str(workdir / "cache")
     data["repository"] = str(workdir / "model_repository")
@@ -42,8 +47,11 @@ def tiny_dict(workdir: Path) -> dict[str, Any]:
 def write_config(tmp_path: Path) -> Callable[..., Path]:
     """write_config(override={...}, name="x.yaml") -> path of a tiny config in tmp_path."""
 
-    def write(override: dict[str, Any] | None = None, name: str = "tiny.yaml", replace: dict[str, Any] | None = None) -> Path:
-        data = merge(tiny_dict(tmp_path), override or {})
+    def write(
+        override: dict[str, Any] | None = None, name: str = "tiny.yaml",
+        replace: dict[str, Any] | None = None, smoke: bool = False,
+    ) -> Path:
+        data = merge(tiny_dict(tmp_path, smoke), override or {})
         data.update(replace or {})
         path = tmp_path / name
         path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -90,3 +98,31 @@ def digits_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, f
     torch.save(model.state_dict(), path)
     np.save(path.with_suffix(".npy"), x[test].numpy())
     return path, accuracy
+
+
+def tritonservers() -> set[int]:
+    import psutil
+
+    found = set()
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        try:
+            if proc.info["name"] == "tritonserver" or "tritonserver" in " ".join(proc.info["cmdline"] or [])[:200].split(" ")[0]:
+                found.add(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_orphan_tritonserver():
+    """After the whole suite, no tritonserver we started may still be running."""
+    before = tritonservers()
+    yield
+    import psutil
+
+    deadline = time.monotonic() + 10  # a server stopped by SIGKILL needs a moment to be reaped
+    while (left := tritonservers() - before) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in left:
+        psutil.Process(pid).kill()
+    assert not left, f"tritonserver processes outlived the test suite: {sorted(left)}"

@@ -1,0 +1,206 @@
+"""The smoke stage against a real tritonserver (the one in the nvidia-pytriton wheel):
+a passing run, each fault it must catch, and the server's lifecycle."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import ExitCode, StageFailed
+from pipeline.project import load_project
+from pipeline.stage import StageContext
+from pipeline.store import Store
+from stages import smoke
+from tests.conftest import run_cli, tritonservers
+from tests.helpers import run
+
+pytestmark = pytest.mark.triton
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The tiny pipeline up to triton_config: (config, repository tree, golden file)."""
+    import yaml
+
+    from tests.conftest import tiny_dict
+
+    tmp = tmp_path_factory.mktemp("smoke")
+    path = tmp / "tiny.yaml"
+    path.write_text(yaml.safe_dump(tiny_dict(tmp, smoke=True), sort_keys=False))
+    results = run(path, stop="triton_config")
+    store = Store(tmp / "cache")
+    return path, store.path_of(results["triton_config"].outputs["repository"]), store.path_of(results["trace"].outputs["golden"])
+
+
+def python_only_repo(built, tmp_path) -> Path:
+    repo = tmp_path / "repo"
+    shutil.copytree(built[1] / "tiny_python", repo / "tiny_python")
+    for path in repo.rglob("*"):
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    return repo
+
+
+def smoke_run(built, repo, tmp_path, **params):
+    config = load_project(built[0]).config
+    work = tmp_path / "work"
+    work.mkdir()
+    outputs = {a.name: a for a in smoke.SPEC.outputs}
+    ctx = StageContext(config, {"repository": repo, "golden": built[2]}, work, outputs, logging.getLogger("smoke-test"))
+    before = tritonservers()
+    try:
+        smoke.run(ctx, smoke.SmokeParams.model_validate(params))
+    finally:
+        assert not tritonservers() - before, "the stage left a tritonserver running"
+    return ctx
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_full_smoke_passes_over_http_and_grpc_with_batching(built, tmp_path):
+    ctx = smoke_run(built, built[1], tmp_path)
+    report = json.loads(ctx.output("report").read_text())
+    python = report["models"]["tiny_python"]
+    assert python["status"] == "passed" and set(python["protocols"]) == {"http", "grpc"}
+    for protocol in ("http", "grpc"):
+        assert {label for label in python["protocols"][protocol]} == {"min", "opt", "max"}
+        assert python["protocols"][protocol]["max"]["logits"]["max_abs"] < 1e-5
+    assert python["batching"]["batched"] and python["batching"]["executions"] < python["batching"]["inferences"] == 64
+    assert report["models"]["tiny_onnx"] == {"status": "skipped", "reason": "the server has no 'onnxruntime' backend"}
+    assert report["server"]["version"] and "python" in report["server"]["backends"]
+    assert "Started GRPCInferenceService" in ctx.output("server_log").read_text()
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        (("config.pbtxt", 'name: "logits"', 'name: "logit"'), "output 'logits' missing (server has ['logit'])"),
+        (("config.pbtxt", "dims: 8\n  dims: 8", "dims: 9\n  dims: 8"), "input 'image': server says FP32 [-1, 1, 9, 8], shape spec says FP32 [-1, 1, 8, 8]"),
+        (("config.pbtxt", "max_batch_size: 16", "max_batch_size: 64"), "max_batch_size 64 exceeds the shape spec's max batch 16"),
+    ],
+)
+def test_config_faults_are_caught(built, tmp_path, fault, expected):
+    repo = python_only_repo(built, tmp_path)
+    edit(repo / "tiny_python" / fault[0], fault[1], fault[2])
+    with pytest.raises(StageFailed) as info:
+        smoke_run(built, repo, tmp_path)
+    assert expected in str(info.value)
+    assert "server log tail" in str(info.value)
+
+
+def test_corrupted_model_file_is_caught(built, tmp_path):
+    repo = python_only_repo(built, tmp_path)
+    (repo / "tiny_python" / "1" / "model.onnx").write_bytes(b"\x08\x07not an onnx file")
+    with pytest.raises(StageFailed, match=r"tiny_python: UNAVAILABLE: .*(onnx|ONNX|protobuf|Protobuf)"):
+        smoke_run(built, repo, tmp_path)
+
+
+def test_wrong_numbers_fail_the_tolerance(built, tmp_path, digits_checkpoint, write_config):
+    """A model with other (trained) weights answers with other numbers than the reference."""
+    checkpoint, _ = digits_checkpoint
+    other = write_config({"model": {"checkpoint": str(checkpoint)}}, name="digits.yaml")
+    results = run(other, stop="export")
+    trained_onnx = Store(load_project(other).cache_dir).path_of(results["export"].outputs["onnx"])
+    repo = python_only_repo(built, tmp_path)
+    shutil.copyfile(trained_onnx, repo / "tiny_python" / "1" / "model.onnx")
+    with pytest.raises(StageFailed, match=r"tiny_python: http min/logits: .*cosine"):
+        smoke_run(built, repo, tmp_path)
+
+
+def test_server_that_never_gets_ready_times_out_and_is_stopped(built, tmp_path):
+    repo = python_only_repo(built, tmp_path)
+    edit(repo / "tiny_python" / "1" / "model.py", "    def initialize(self, args):\n", "    def initialize(self, args):\n        import time; time.sleep(600)\n")
+    start = time.monotonic()
+    with pytest.raises(StageFailed, match=r"(?s)did not become live within the startup timeout.*loading: tiny_python"):
+        smoke_run(built, repo, tmp_path, server={"startup_timeout_s": 5, "stop_grace_s": 2})
+    assert time.monotonic() - start < 60
+
+
+def test_port_in_use_picks_another(built, tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        ctx = smoke_run(built, python_only_repo(built, tmp_path), tmp_path, server={"http_port": port}, batching_requests=0)
+    report = json.loads(ctx.output("report").read_text())
+    assert report["models"]["tiny_python"]["status"] == "passed"
+    assert f"port {port} is in use" in report["server"]["notes"][0]
+    assert report["server"]["http"] != f"127.0.0.1:{port}"
+
+
+def test_full_pipeline_cli_then_cached_without_server(tmp_path, write_config):
+    path = write_config(smoke=True)
+    first = run_cli("run", str(path))
+    assert first.returncode == 0, first.stderr[-3000:]
+    summary = json.loads((tmp_path / "runs" / "tiny" / "summary.json").read_text())
+    smoke_row = next(s for s in summary["stages"] if s["stage"] == "smoke")
+    assert smoke_row["status"] == "ran"
+    assert smoke_row["metrics"]["smoke"]["models"]["tiny_python"]["protocols"]["grpc"]["opt"]["logits"]["passed"]
+    again = run_cli("run", str(path))
+    summary = json.loads((tmp_path / "runs" / "tiny" / "summary.json").read_text())
+    assert again.returncode == 0 and {s["status"] for s in summary["stages"]} == {"cached"}
+
+
+def wait_for_server(before: set[int], timeout: float = 120) -> set[int]:
+    deadline = time.monotonic() + timeout
+    while not (started := tritonservers() - before) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert started, "no tritonserver started"
+    return started
+
+
+def wait_gone(pids: set[int], timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while pids & tritonservers() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not pids & tritonservers()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_server_dies_with_an_interrupted_or_killed_pipeline(built, write_config, sig):
+    path = write_config(smoke=True, name=f"sig{int(sig)}.yaml")
+    run(path, stop="triton_config")
+    before = tritonservers()
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "run", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    started = wait_for_server(before)
+    time.sleep(1.0)
+    os.kill(proc.pid, sig)
+    proc.communicate(timeout=120)
+    assert wait_gone(started), "tritonserver outlived the pipeline process"
+    if sig == signal.SIGINT:
+        assert proc.returncode == ExitCode.INTERRUPTED
+        assert not list((path.parent / "cache").glob("tmp/*"))
+
+
+def test_deploy_serve_answers_and_stops_on_ctrl_c(built):
+    path = built[0]
+    assert run_cli("run", str(path), "--to", "triton_config").returncode == 0
+    before = tritonservers()
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "serve", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    while proc.poll() is None and not any("serving;" in l for l in lines):
+        lines.append(proc.stdout.readline())
+    assert any("tiny_python: READY" in l for l in lines), lines
+    http = next(l.split()[1] for l in lines if l.startswith("HTTP"))
+    import urllib.request
+
+    with urllib.request.urlopen(f"{http}/v2/models/tiny_python/ready", timeout=10) as reply:
+        assert reply.status == 200
+    started = tritonservers() - before
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode in (0, ExitCode.INTERRUPTED)
+    assert wait_gone(started)
