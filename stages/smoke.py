@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.config import Label
 from pipeline.errors import StageFailed
 from pipeline.stage import Artifact, Section, StageContext, StageSpec
 from stages._tolerance import Tolerance
@@ -170,7 +171,7 @@ def _golden_parity(conn: Any, protocol: str, name: str, golden: Any, inputs: Any
     from stages import _parity
     from stages import _triton_checks as checks
 
-    results: dict[str, Any] = {}
+    results: dict[Label, Any] = {}
     for label, case in golden.items():
         try:
             results[label] = checks.infer(conn, protocol, name, case, inputs, outputs, max_batch_size)
