@@ -182,11 +182,49 @@ def port_or_free(host: str, wanted: int | None, notes: list[str]) -> int:
 def serving(spec: ServerSpec, repo: Path, models: list[str], workdir: Path) -> Iterator[Server]:
     """A live server with `models` loading; always stopped (ours) on the way out."""
     server = _start(spec, repo, models, workdir)
+    loaded: list[str] = []
     try:
         wait_live(server, time.monotonic() + spec.startup_timeout_s)
+        if spec.kind == "url":
+            loaded = _load_into_existing(server, models)
         yield server
     finally:
+        _unload(server, loaded)
         stop(server, spec.stop_grace_s)
+
+
+def _load_into_existing(server: Server, models: list[str]) -> list[str]:
+    """On a server we did not start, load what isn't loaded yet (explicit mode), and
+    remember it, so that exactly those are unloaded afterwards."""
+    states = repository_index(server)
+    loaded = []
+    for model in models:
+        if states.get(model, {}).get("state") == "READY":
+            server.notes.append(f"{model} was already loaded; left as it was")
+            continue
+        error = _post(server, f"/v2/repository/models/{model}/load")
+        if error is None:
+            loaded.append(model)
+        else:
+            server.notes.append(f"could not load {model} through the model-control API: {error}")
+    return loaded
+
+
+def _unload(server: Server, models: list[str]) -> None:
+    for model in models:
+        _post(server, f"/v2/repository/models/{model}/unload")
+
+
+def _post(server: Server, path: str) -> str | None:
+    """None on success, else the server's error message."""
+    request = urllib.request.Request(f"http://{server.http}{path}", data=b"{}", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=600):
+            return None
+    except urllib.error.HTTPError as exc:
+        return exc.read().decode(errors="replace")
+    except (urllib.error.URLError, OSError) as exc:
+        return str(exc)
 
 
 def _start(spec: ServerSpec, repo: Path, models: list[str], workdir: Path) -> Server:

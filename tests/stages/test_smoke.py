@@ -204,3 +204,25 @@ def test_deploy_serve_answers_and_stops_on_ctrl_c(built):
     proc.communicate(timeout=60)
     assert proc.returncode in (0, ExitCode.INTERRUPTED)
     assert wait_gone(started)
+
+
+def test_existing_server_by_url_gets_models_loaded_and_unloaded(built, tmp_path):
+    """A server we don't own (explicit model control, nothing loaded): the stage loads
+    the models through the API, checks them, unloads them, and leaves the server up."""
+    from stages import _triton_server as ts
+
+    repo = python_only_repo(built, tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with ts.serving(ts.ServerSpec(), repo, [], outside) as server:
+        ctx = smoke_run(
+            built, repo, tmp_path,
+            server={"kind": "url", "url": server.http, "grpc_url": server.grpc},
+        )
+        report = json.loads(ctx.output("report").read_text())
+        assert report["models"]["tiny_python"]["status"] == "passed"
+        assert server.process.poll() is None  # not ours to stop
+        deadline = time.monotonic() + 30
+        while ts.repository_index(server)["tiny_python"]["state"] == "UNLOADING" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ts.repository_index(server)["tiny_python"]["state"] == "UNAVAILABLE"  # unloaded again
