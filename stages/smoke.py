@@ -231,11 +231,19 @@ def _headline(report: dict[str, Any]) -> str:
         if result["status"] == "skipped":
             parts.append(f"{name}: skipped")
             continue
-        protocols = "+".join(result.get("protocols", {})) or "-"
-        batched = result.get("batching", {})
-        extra = f", {batched['inferences']} req in {batched['executions']} exec" if batched else ""
-        parts.append(f"{name}: {result['status']} ({protocols}{extra})")
+        parts.append(f"{name}: {result['status']} ({_model_numbers(result)})")
     return "; ".join(parts)
+
+
+def _model_numbers(result: dict[str, Any]) -> str:
+    from stages._parity import headline
+
+    tables = result.get("protocols", {})
+    numbers = [f"{p} {headline(t)}" for p, t in tables.items()] or ["no inference"]
+    batched = result.get("batching")
+    if batched:
+        numbers.append(f"{batched['inferences']} requests in {batched['executions']} executions")
+    return ", ".join(numbers)
 
 
 SPEC = StageSpec(

@@ -10,6 +10,7 @@ from tests.conftest import ROOT, run_cli
 
 
 @pytest.mark.slow
+@pytest.mark.triton
 def test_resnet50_cold_then_fully_cached(tmp_path):
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
@@ -18,10 +19,15 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     cold = run_cli("run", str(config), cwd=tmp_path)
     assert cold.returncode == 0, cold.stderr[-3000:]
     summary = json.loads((tmp_path / "runs" / "resnet50" / "summary.json").read_text())
-    assert [s["status"] for s in summary["stages"]] == ["ran"] * 5
+    assert [s["status"] for s in summary["stages"]] == ["ran"] * 6
     validate = next(s for s in summary["stages"] if s["stage"] == "validate")
     assert validate["metrics"]["parity"]["onnxruntime"]["passed"]
-    for model in ("resnet50_onnx", "resnet50_torchscript"):
+    smoke = next(s for s in summary["stages"] if s["stage"] == "smoke")["metrics"]["smoke"]["models"]
+    assert smoke["resnet50_python"]["status"] == "passed"
+    for protocol in ("http", "grpc"):
+        assert smoke["resnet50_python"]["protocols"][protocol]["max"]["logits"]["passed"]
+    assert smoke["resnet50_onnx"]["status"] == "skipped"  # the wheel's server has no onnxruntime backend
+    for model in ("resnet50_onnx", "resnet50_torchscript", "resnet50_python"):
         text = (tmp_path / "model_repository" / model / "config.pbtxt").read_text()
         parsed = text_format.Parse(text, model_config_pb2.ModelConfig())
         assert parsed.max_batch_size == 32 and list(parsed.input[0].dims) == [3, 224, 224]
@@ -29,4 +35,4 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     warm = run_cli("run", str(config), cwd=tmp_path)
     assert warm.returncode == 0
     summary = json.loads((tmp_path / "runs" / "resnet50" / "summary.json").read_text())
-    assert [s["status"] for s in summary["stages"]] == ["cached"] * 5
+    assert [s["status"] for s in summary["stages"]] == ["cached"] * 6
