@@ -109,7 +109,8 @@ def serve(
     grpc_port: Annotated[Optional[int], typer.Option(help="gRPC port (default: the config's, else a free one).")] = None,
 ) -> None:
     """Serve the generated model repository on a local tritonserver until Ctrl-C."""
-    from stages.smoke import SmokeParams, serve as serve_repository
+    from stages.smoke import SmokeParams
+    from stages.smoke import serve as serve_repository
 
     project = _project(config, None)
     params = project.graph.node("smoke").params if "smoke" in project.graph.names() else SmokeParams()
@@ -187,7 +188,11 @@ def _invoke(verbose: bool) -> int:
     try:
         code = app(standalone_mode=False)  # returns an Exit's code instead of exiting
     except typer.TyperException as exc:  # usage errors (typer's vendored click)
-        getattr(exc, "show", lambda: err.print(str(exc)))()
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        else:
+            err.print(str(exc))
         return int(getattr(exc, "exit_code", ExitCode.USAGE))
     except (KeyboardInterrupt, typer.Abort):
         err.print("[yellow]interrupted[/]: the cache holds only completed stages; rerun to resume")

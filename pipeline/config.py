@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pipeline.errors import Issue
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -20,6 +19,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from pipeline.errors import Issue
 
 DType = Literal[
     "float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool"

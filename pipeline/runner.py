@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pipeline import keys
-from pipeline.errors import DeployError, SelectionError, StageError, StageFailed, StageSkipped
+from pipeline.errors import (
+    DeployError,
+    SelectionError,
+    StageError,
+    StageFailed,
+    StageSkipped,
+)
 from pipeline.graph import Node
 from pipeline.hashing import atomic_write_text
 from pipeline.logs import captured

@@ -21,7 +21,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.hashing import StatMemo, atomic_write_text, canonical_json, digest_file, digest_json
+from pipeline.hashing import (
+    StatMemo,
+    atomic_write_text,
+    canonical_json,
+    digest_file,
+    digest_json,
+)
 from pipeline.stage import ArtifactKind
 
 SCHEMA = 1

@@ -13,8 +13,8 @@ import json
 import os
 import shutil
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.config import Label
 from pipeline.errors import StageFailed
 from pipeline.stage import Artifact, Section, StageContext, StageSpec
+from stages._server_spec import ServerSpec, identity
 from stages._tolerance import Tolerance
-from stages._triton_server import ServerSpec, identity
 
 Protocol = Literal["http", "grpc"]
 # config.pbtxt platform/backend -> (serving format, backend directory name)

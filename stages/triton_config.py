@@ -17,7 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config import DeployConfig
 from pipeline.errors import Issue, StageFailed
-from pipeline.stage import Artifact, ArtifactKind, Publish, Section, StageContext, StageSpec
+from pipeline.stage import (
+    Artifact,
+    ArtifactKind,
+    Publish,
+    Section,
+    StageContext,
+    StageSpec,
+)
 
 Format = Literal["onnx", "torchscript", "python"]
 # format -> (platform or backend, default model file name, upstream artifact)

@@ -36,9 +36,9 @@ def heavy_imports(*args: str) -> tuple[int, list[str]]:
 
 @pytest.fixture(scope="module")
 def cached_config(tmp_path_factory):
-    from tests.conftest import tiny_dict
-
     import yaml
+
+    from tests.conftest import tiny_dict
 
     tmp = tmp_path_factory.mktemp("cli")
     path = tmp / "tiny.yaml"

@@ -4,7 +4,6 @@ invalidation per param and per input, damaged entries, selection, failures."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 

@@ -1,0 +1,72 @@
+"""Which tritonserver to use, and its identity for the cache key.
+
+Light on purpose (stdlib + pydantic): the smoke stage's module imports it at discovery
+time, on every `deploy` invocation, and the key is computed on every run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class ServerSpec(BaseModel):
+    """Which server: auto (tritonserver on PATH, else the nvidia-pytriton wheel's),
+    a binary, a docker image, or the URL of a running server (never stopped by us)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["auto", "binary", "docker", "url"] = "auto"
+    path: Path | None = None
+    image: str | None = None
+    gpus: bool = False
+    url: str | None = None  # HTTP endpoint of a running server, host:port
+    grpc_url: str | None = None  # its gRPC endpoint, host:port
+    host: str = "127.0.0.1"  # where our own server listens; loopback unless changed
+    http_port: int | None = Field(None, ge=1, le=65535)
+    grpc_port: int | None = Field(None, ge=1, le=65535)
+    metrics_port: int | None = Field(None, ge=1, le=65535)
+    startup_timeout_s: float = Field(120, gt=0)
+    stop_grace_s: float = Field(10, ge=0)
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> ServerSpec:
+        needs = {"binary": ("path",), "docker": ("image",), "url": ("url", "grpc_url")}.get(self.kind, ())
+        missing = [name for name in needs if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"server kind '{self.kind}' needs {', '.join(missing)}")
+        return self
+
+
+# -- identity (for the cache key: cheap, no server started) ---------------------------------
+def identity(spec: ServerSpec) -> dict[str, Any]:
+    if spec.kind == "docker":
+        return {"triton_server": f"docker:{spec.image}"}
+    if spec.kind == "url":
+        return {"triton_server": f"url:{spec.url}"}
+    binary = find_binary(spec)
+    if binary is None:
+        return {"triton_server": "not found"}
+    st = binary.stat()
+    return {"triton_server": f"{binary}:{st.st_size}:{st.st_mtime_ns}"}
+
+
+def find_binary(spec: ServerSpec) -> Path | None:
+    if spec.kind == "binary":
+        return spec.path
+    on_path = shutil.which("tritonserver")
+    if on_path:
+        return Path(on_path)
+    root = pytriton_root()
+    return root / "tritonserver" / "bin" / "tritonserver" if root else None
+
+
+def pytriton_root() -> Path | None:
+    found = importlib.util.find_spec("pytriton")
+    return Path(found.origin).parent if found and found.origin else None
+
+
