@@ -40,7 +40,7 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-def _resolve(value: Path | None, info: ValidationInfo) -> Path | None:
+def resolve_path(value: Path | None, info: ValidationInfo) -> Path | None:
     """Relative paths in a config are relative to the config file's directory."""
     base = (info.context or {}).get("base_dir")
     if value is None or value.is_absolute() or base is None:
@@ -49,7 +49,7 @@ def _resolve(value: Path | None, info: ValidationInfo) -> Path | None:
 
 
 def _existing_file(value: Path | None, info: ValidationInfo) -> Path | None:
-    path = _resolve(value, info)
+    path = resolve_path(value, info)
     if path is not None and not path.is_file():
         raise ValueError(f"file not found: {path}")
     return path
@@ -158,7 +158,7 @@ class DeployConfig(Frozen):
     # Ordered: the order here is the order of execution. Validated per stage later.
     stages: dict[str, dict[str, Any] | None] = Field(min_length=1)
 
-    _paths = field_validator("cache_dir", "repository", "run_dir")(_resolve)
+    _paths = field_validator("cache_dir", "repository", "run_dir")(resolve_path)
 
     def input(self, name: str) -> InputSpec:
         return next(spec for spec in self.inputs if spec.name == name)

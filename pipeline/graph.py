@@ -52,12 +52,9 @@ def build_graph(stages: list[tuple[StageSpec, BaseModel]]) -> Graph:
     all_producers = {a.name: spec.name for spec, _ in stages for a in spec.outputs}
     nodes, issues = [], []
     for spec, params in stages:
-        bindings = {name: latest[name] for name in spec.inputs if name in latest}
-        issues += [
-            _unbound(spec.name, name, all_producers.get(name))
-            for name in spec.inputs
-            if name not in latest
-        ]
+        wanted = spec.inputs_for(params)
+        bindings = {name: latest[name] for name in wanted if name in latest}
+        issues += [_unbound(spec.name, name, all_producers.get(name)) for name in wanted if name not in latest]
         nodes.append(Node(spec, params, bindings))
         latest.update({a.name: ArtifactRef(spec.name, a.name) for a in spec.outputs})
     if issues:

@@ -68,7 +68,7 @@ def load_project(path: Path, cache_dir: Path | None = None) -> Project:
     if cache_dir is not None or env_cache:
         raw = {**raw, "cache_dir": str((cache_dir or Path(env_cache or "")).absolute())}
     config, issues = _validate_shared(raw, path.parent)
-    stages, stage_issues = _validate_stages(raw.get("stages"))
+    stages, stage_issues = _validate_stages(raw.get("stages"), path.parent)
     issues += stage_issues
     graph = None
     if stages is not None and not stage_issues:
@@ -89,7 +89,7 @@ def _validate_shared(raw: dict[str, Any], base: Path) -> tuple[DeployConfig | No
     return config, shape_issues(config)
 
 
-def _validate_stages(raw: Any) -> tuple[list[tuple[StageSpec, BaseModel]] | None, list[Issue]]:
+def _validate_stages(raw: Any, base: Path) -> tuple[list[tuple[StageSpec, BaseModel]] | None, list[Issue]]:
     if not isinstance(raw, dict) or not raw:
         return None, []  # reported by the shared model
     specs = stage_specs()
@@ -100,7 +100,7 @@ def _validate_stages(raw: Any) -> tuple[list[tuple[StageSpec, BaseModel]] | None
             issues.append(Issue(f"stages.{name}", f"unknown stage (known: {', '.join(specs)})"))
             continue
         try:
-            stages.append((spec, spec.params.model_validate(params or {})))
+            stages.append((spec, spec.params.model_validate(params or {}, context={"base_dir": base})))
         except ValidationError as exc:
             issues += _issues(exc, prefix=f"stages.{name}")
     return stages, issues

@@ -86,6 +86,7 @@ class StageContext:
 RunFn = Callable[[StageContext, Any], None]
 CheckFn = Callable[[Any, DeployConfig], list[Issue]]
 IdentityFn = Callable[[Any], dict[str, Any]]
+InputsFn = Callable[[Any], tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,13 @@ class StageSpec:
     identity: IdentityFn | None = None
     # Cross-stage checks against the shared config, run before anything executes.
     check: CheckFn | None = None
+    # The inputs this stage reads with these params, when that depends on them (e.g.
+    # triton_config reads onnx_int8 only when asked to serve INT8); default: `inputs`.
+    select_inputs: InputsFn | None = None
     description: str = ""
+
+    def inputs_for(self, params: Any) -> tuple[str, ...]:
+        return self.select_inputs(params) if self.select_inputs is not None else self.inputs
 
     def output(self, name: str) -> Artifact:
         return next(a for a in self.outputs if a.name == name)

@@ -14,6 +14,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,8 +60,8 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
     server = None
     try:
         backends = _backends(params, scratch)
-        loadable = [m for m, (_, backend) in models.items() if backends is None or backend in backends]
-        report["models"] = {m: _skipped(backend) for m, (_, backend) in models.items() if m not in loadable}
+        loadable = [m for m, info in models.items() if backends is None or info.backend in backends]
+        report["models"] = {m: _skipped(info.backend) for m, info in models.items() if m not in loadable}
         with ts.serving(params.server, repo, loadable, scratch) as server:
             report["server"] = _server_info(server, params)
             report["models"].update(_check_all(server, loadable, models, ctx, params, golden))
@@ -76,7 +77,15 @@ def _private_copy(tree: Path, dest: Path) -> Path:
     return dest
 
 
-def _formats(repo: Path) -> dict[str, tuple[str, str]]:
+@dataclass(frozen=True)
+class Model:
+    fmt: str
+    backend: str
+    precision: str
+    directory: Path
+
+
+def _formats(repo: Path) -> dict[str, Model]:
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
 
@@ -84,7 +93,9 @@ def _formats(repo: Path) -> dict[str, tuple[str, str]]:
     for path in sorted(repo.glob("*/config.pbtxt")):
         config = text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
         kind = config.platform or config.backend
-        found[path.parent.name] = PLATFORMS.get(kind, (kind, kind))
+        fmt, backend = PLATFORMS.get(kind, (kind, kind))
+        precision = config.parameters["deploy_precision"].string_value if "deploy_precision" in config.parameters else "fp32"
+        found[path.parent.name] = Model(fmt, backend, precision, path.parent)
     return found
 
 
@@ -111,7 +122,7 @@ def _server_info(server: Any, params: SmokeParams) -> dict[str, Any]:
     }
 
 
-def _check_all(server: Any, loadable: list[str], models: dict[str, tuple[str, str]], ctx: StageContext, params: SmokeParams, golden: Any) -> dict[str, Any]:
+def _check_all(server: Any, loadable: list[str], models: dict[str, Model], ctx: StageContext, params: SmokeParams, golden: Any) -> dict[str, Any]:
     from stages import _triton_checks as checks
 
     states = checks.wait_models(server, loadable, time.monotonic() + params.server.startup_timeout_s)
@@ -119,9 +130,9 @@ def _check_all(server: Any, loadable: list[str], models: dict[str, tuple[str, st
     for name in loadable:
         state = states[name]
         if state.get("state") != "READY":
-            results[name] = _unavailable(state, models[name][1], params)
+            results[name] = _unavailable(state, models[name].backend, params)
             continue
-        results[name] = _check_model(server, name, models[name][0], ctx, params, golden)
+        results[name] = _check_model(server, name, models[name], ctx, params, _reference(models[name], golden, ctx))
     return results
 
 
@@ -133,12 +144,29 @@ def _unavailable(state: dict[str, str], backend: str, params: SmokeParams) -> di
     return {"status": "failed", "problems": [f"{state.get('state', '?')}: {reason}"]}
 
 
-def _check_model(server: Any, name: str, fmt: str, ctx: StageContext, params: SmokeParams, golden: Any) -> dict[str, Any]:
+def _reference(model: Model, golden: Any, ctx: StageContext) -> Any:
+    """FP32 models answer for the whole chain: compared with the eager reference. A
+    reduced-precision model is compared with ONNX Runtime running the very file served
+    (serving parity); its accuracy against FP32 is the quantize stage's gate."""
+    if model.precision == "fp32":
+        return golden
+    from stages import _onnx
+    from stages._golden import Case
+
+    files = sorted(model.directory.glob("*/model.onnx"))
+    if not files:
+        return golden
+    local = _onnx.run_golden(_onnx.session(files[-1]), ctx.config, golden)
+    return {label: Case(case.inputs, local[label]) for label, case in golden.items()}
+
+
+def _check_model(server: Any, name: str, model: Model, ctx: StageContext, params: SmokeParams, golden: Any) -> dict[str, Any]:
     from stages import _parity
     from stages import _triton_checks as checks
 
-    inputs, outputs = checks.expected(ctx.config, fmt, golden)
-    result: dict[str, Any] = {"status": "passed", "format": fmt, "problems": [], "protocols": {}}
+    inputs, outputs = checks.expected(ctx.config, model.fmt, golden)
+    reference = "eager PyTorch" if model.precision == "fp32" else f"local ONNX Runtime on the served {model.precision} file"
+    result: dict[str, Any] = {"status": "passed", "format": model.fmt, "precision": model.precision, "reference": reference, "problems": [], "protocols": {}}
     batch = ctx.config.batch_range()
     for protocol in params.protocols:
         conn = checks.client(server, protocol, params.request_timeout_s)
@@ -208,17 +236,17 @@ def serve(config: Any, params: SmokeParams, repository: Path, say: Callable[[str
     from stages import _triton_server as ts
 
     with tempfile.TemporaryDirectory(prefix="deploy-serve-") as tmp:
-        models = {m: fmt for m, fmt in _formats(repository).items() if m.startswith(f"{config.name}_")}
+        models = {m: info for m, info in _formats(repository).items() if m.startswith(f"{config.name}_")}
         if not models:
             raise StageFailed(f"no models of '{config.name}' in {repository}; run `deploy run` first")
         backends = _backends(params, Path(tmp))
-        loadable = [m for m, (_, backend) in models.items() if backends is None or backend in backends]
+        loadable = [m for m, info in models.items() if backends is None or info.backend in backends]
         with ts.serving(params.server, repository.absolute(), loadable, Path(tmp)) as server:
             say(f"HTTP  http://{server.http}\ngRPC  {server.grpc}\nserver log  {server.log_path}")
             for name, state in checks.wait_models(server, loadable, time.monotonic() + params.server.startup_timeout_s).items():
                 say(f"model {name}: {state.get('state')} {state.get('reason', '')}".rstrip())
             for name in sorted(set(models) - set(loadable)):
-                say(f"model {name}: not loaded ({_skipped(models[name][1])['reason']})")
+                say(f"model {name}: not loaded ({_skipped(models[name].backend)['reason']})")
             say("serving; Ctrl-C stops the server")
             while server.process is None or server.process.poll() is None:
                 time.sleep(0.5)

@@ -10,6 +10,7 @@ the CPU serving format that runs on any server with the python backend. Every co
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -61,6 +62,9 @@ class TritonParams(Frozen):
     version: int = Field(1, ge=1)
     dynamic_batching: DynamicBatching | None = DynamicBatching()
     instance_group: InstanceGroup = InstanceGroup()
+    # fp32: the exported model; int8 / fp16: the quantize / fp16 stages' ONNX, served in
+    # the ONNX-based formats as <name>_<format>_<precision>.
+    precisions: tuple[Literal["fp32", "int8", "fp16"], ...] = Field(("fp32",), min_length=1)
 
 
 def max_batch(params: TritonParams, config: DeployConfig) -> int:
@@ -88,25 +92,52 @@ def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
     return issues
 
 
+@dataclass(frozen=True)
+class Served:
+    """One Triton model: a format of the model at one precision."""
+
+    model: str
+    fmt: str
+    precision: str
+    artifact: str
+
+
+def served(params: TritonParams, name: str) -> list[Served]:
+    """resnet50_onnx, resnet50_python, resnet50_python_int8, ... (fp32 keeps the short name).
+    Reduced precisions apply to the ONNX-based formats (onnx, python)."""
+    out = []
+    for fmt in params.formats:
+        for precision in params.precisions if FORMATS[fmt][2] == "onnx" else ("fp32",):
+            suffix = "" if precision == "fp32" else f"_{precision}"
+            artifact = FORMATS[fmt][2] + suffix
+            out.append(Served(f"{name}_{fmt}{suffix}", fmt, precision, artifact))
+    return out
+
+
+def inputs_for(params: TritonParams) -> tuple[str, ...]:
+    return ("golden", *dict.fromkeys(s.artifact for s in served(params, "x")))
+
+
 def run(ctx: StageContext, params: TritonParams) -> None:
     from stages import _golden
 
     golden = _golden.load(ctx.input("golden"))
     root = ctx.output("repository")
-    for fmt in params.formats:
-        name = f"{ctx.config.name}_{fmt}"
-        if fmt in ("onnx", "python"):
-            _check_onnx_names(ctx)
-        text = render(model_config(name, fmt, params, ctx.config, golden))
-        _write_model(root / name, params.version, text, ctx.input(FORMATS[fmt][2]), FORMATS[fmt][1])
-        if fmt == "python":
-            shutil.copyfile(PYTHON_MODEL, root / name / str(params.version) / "model.py")
-        ctx.log.info("wrote %s:\n%s", name, text)
-    ctx.record("models", [f"{ctx.config.name}_{fmt}" for fmt in params.formats])
-    ctx.record("headline", ", ".join(f"{ctx.config.name}_{fmt}" for fmt in params.formats))
+    models = served(params, ctx.config.name)
+    for entry in models:
+        source = ctx.input(entry.artifact)
+        if entry.artifact.startswith("onnx"):
+            _check_onnx_names(ctx, source)
+        text = render(model_config(entry.model, entry.fmt, params, ctx.config, golden, entry.precision))
+        _write_model(root / entry.model, params.version, text, source, FORMATS[entry.fmt][1])
+        if entry.fmt == "python":
+            shutil.copyfile(PYTHON_MODEL, root / entry.model / str(params.version) / "model.py")
+        ctx.log.info("wrote %s:\n%s", entry.model, text)
+    ctx.record("models", [m.model for m in models])
+    ctx.record("headline", ", ".join(m.model for m in models))
 
 
-def model_config(name: str, fmt: str, params: TritonParams, config: DeployConfig, golden: Any) -> Any:
+def model_config(name: str, fmt: str, params: TritonParams, config: DeployConfig, golden: Any, precision: str = "fp32") -> Any:
     from tritonclient.grpc import model_config_pb2 as pb
 
     size = max_batch(params, config)
@@ -128,6 +159,8 @@ def model_config(name: str, fmt: str, params: TritonParams, config: DeployConfig
     # The python format runs ONNX Runtime's CPU provider: its instances are CPU instances.
     kind = "KIND_CPU" if fmt == "python" else {"auto": "KIND_AUTO", "cpu": "KIND_CPU", "gpu": "KIND_GPU"}[params.instance_group.kind]
     proto.instance_group.add(kind=pb.ModelInstanceGroup.Kind.Value(kind), count=params.instance_group.count)
+    # Read back by the smoke stage to pick the tolerance for this precision.
+    proto.parameters["deploy_precision"].string_value = precision
     return proto
 
 
@@ -163,10 +196,10 @@ def render(proto: Any) -> str:
     return str(text)
 
 
-def _check_onnx_names(ctx: StageContext) -> None:
+def _check_onnx_names(ctx: StageContext, source: Path) -> None:
     import onnx
 
-    graph = onnx.load(str(ctx.input("onnx")), load_external_data=False).graph
+    graph = onnx.load(str(source), load_external_data=False).graph
     want = {s.name for s in ctx.config.inputs} | {s.name for s in ctx.config.outputs}
     have = {i.name for i in graph.input} | {o.name for o in graph.output}
     if want - have:
@@ -181,7 +214,7 @@ def _write_model(model_dir: Path, version: int, text: str, source: Path, filenam
 
 SPEC = StageSpec(
     name="triton_config",
-    version=2,
+    version=3,
     params=TritonParams,
     inputs=("onnx", "torchscript", "golden"),
     outputs=(Artifact("repository", ArtifactKind.TREE, publish=Publish.REPOSITORY),),
@@ -189,5 +222,6 @@ SPEC = StageSpec(
     uses=frozenset({Section.NAME, Section.SHAPES}),
     env=("tritonclient", "protobuf", "onnx"),
     check=check,
+    select_inputs=inputs_for,
     description="Triton model repository: config.pbtxt (validated as ModelConfig) + model files",
 )

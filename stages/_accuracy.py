@@ -1,0 +1,60 @@
+"""The accuracy gate for reduced precision: the INT8 / FP16 model against the FP32 model
+on held-out inputs. Cosine and max-abs per output, and for class-score outputs top-1
+and top-k agreement (is FP32's class among the low-precision model's k best?)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stages._tolerance import AccuracyGate
+
+
+def measure(reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np.ndarray]], k: int) -> dict[str, dict[str, Any]]:
+    """output -> metrics over all samples."""
+    result = {}
+    for name in reference[0]:
+        ref = np.concatenate([r[name] for r in reference]).astype(np.float64)
+        got = np.concatenate([c[name] for c in candidate]).astype(np.float64)
+        result[name] = _metrics(ref, got, k)
+    return result
+
+
+def _metrics(ref: np.ndarray, got: np.ndarray, k: int) -> dict[str, Any]:
+    flat_r, flat_g = ref.reshape(len(ref), -1), got.reshape(len(got), -1)
+    per_sample = np.sum(flat_r * flat_g, 1) / np.maximum(np.linalg.norm(flat_r, axis=1) * np.linalg.norm(flat_g, axis=1), 1e-30)
+    diff = np.abs(ref - got)
+    out: dict[str, Any] = {
+        "samples": len(ref),
+        "cosine": float(np.sum(flat_r * flat_g) / max(np.linalg.norm(flat_r) * np.linalg.norm(flat_g), 1e-30)),
+        "min_sample_cosine": float(per_sample.min()),
+        "max_abs": float(diff.max()),
+        "mean_abs": float(diff.mean()),
+    }
+    if ref.ndim == 2 and ref.shape[1] > 1:
+        top1 = ref.argmax(1)
+        topk = np.argsort(-got, axis=1)[:, : min(k, got.shape[1])]
+        out["top1_agreement"] = float(np.mean(top1 == got.argmax(1)))
+        out[f"top{k}_agreement"] = float(np.mean([t in row for t, row in zip(top1, topk)]))
+    return out
+
+
+def failures(metrics: dict[str, dict[str, Any]], gate: AccuracyGate) -> list[str]:
+    bad = []
+    for name, m in metrics.items():
+        if m["cosine"] < gate.min_cosine:
+            bad.append(f"{name}: cosine {m['cosine']:.5f} < min_cosine {gate.min_cosine}")
+        if gate.max_abs is not None and m["max_abs"] > gate.max_abs:
+            bad.append(f"{name}: max_abs {m['max_abs']:.4g} > max_abs {gate.max_abs}")
+        bad += _agreement(name, m, "top1_agreement", gate.min_top1_agreement)
+        bad += _agreement(name, m, f"top{gate.top_k}_agreement", gate.min_topk_agreement)
+    return bad
+
+
+def _agreement(name: str, m: dict[str, Any], key: str, minimum: float | None) -> list[str]:
+    if minimum is None:
+        return []
+    if key not in m:
+        return [f"{name}: {key} asked for, but the output is not a [batch, classes] score"]
+    return [f"{name}: {key} {m[key]:.3f} < {minimum}"] if m[key] < minimum else []

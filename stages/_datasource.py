@@ -1,0 +1,148 @@
+"""Where calibration and held-out inputs come from: random (smoke only), a directory of
+images with declared preprocessing, or .npy / .npz arrays. The model is pydantic only
+(imported at discovery); loading imports numpy (and PIL for images) when it runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from pipeline.config import resolve_path
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pipeline.config import DeployConfig
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".ppm")
+
+
+class Preprocess(BaseModel):
+    """Image -> tensor: resize the shorter side, center-crop, scale, normalise, lay out."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    resize: int = Field(256, ge=1)
+    crop: int = Field(224, ge=1)
+    scale: float = 1 / 255
+    mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
+    std: tuple[float, float, float] = (0.229, 0.224, 0.225)
+    layout: Literal["NCHW", "NHWC"] = "NCHW"
+
+
+class DataSource(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["random", "images", "arrays"] = "random"
+    path: Path | None = None  # images: a directory; arrays: .npy (one input) or .npz (by input name)
+    count: int = Field(32, ge=1)
+    offset: int = Field(0, ge=0)  # skip this many samples (e.g. to hold out the calibration ones)
+    seed: int = 1234
+    preprocess: Preprocess = Preprocess()
+
+    @field_validator("path")
+    @classmethod
+    def _exists(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        path = resolve_path(value, info)
+        if path is not None and not path.exists():
+            raise ValueError(f"not found: {path}")
+        return path
+
+    @model_validator(mode="after")
+    def _path_given(self) -> DataSource:
+        if self.kind != "random" and self.path is None:
+            raise ValueError(f"a '{self.kind}' source needs a path")
+        return self
+
+
+def load(source: DataSource, config: DeployConfig) -> list[dict[str, np.ndarray]]:
+    """`count` samples (after skipping `offset`), each a batch-1 feed {input name: array}."""
+    from pipeline.errors import StageFailed
+
+    if source.kind == "random":
+        return _random(source, config)
+    if source.path is None or not source.path.exists():
+        raise StageFailed(f"data source path not found: {source.path}")
+    window = slice(source.offset, source.offset + source.count)
+    if source.kind == "images":
+        arrays = _images(source, config, window)
+    else:
+        arrays = {k: v[window] for k, v in _arrays(source, config).items()}
+    found = min(len(v) for v in arrays.values())
+    if found < source.count:
+        raise StageFailed(f"{source.path}: {found} samples after offset {source.offset}, {source.count} wanted")
+    return [{k: v[i : i + 1] for k, v in arrays.items()} for i in range(source.count)]
+
+
+def _random(source: DataSource, config: DeployConfig) -> list[dict[str, np.ndarray]]:
+    import numpy as np
+
+    from stages._golden import make_inputs
+
+    rng = np.random.default_rng(source.seed + source.offset)
+    return [{k: v[:1] for k, v in make_inputs(config, "opt", rng).items()} for _ in range(source.count)]
+
+
+def _arrays(source: DataSource, config: DeployConfig) -> dict[str, np.ndarray]:
+    import numpy as np
+
+    from pipeline.errors import StageFailed
+
+    names = [spec.name for spec in config.inputs]
+    assert source.path is not None
+    if source.path.suffix == ".npy":
+        if len(names) != 1:
+            raise StageFailed(f"{source.path}: a .npy file feeds one input; the model has {names}: use .npz")
+        return {names[0]: np.load(source.path).astype(config.inputs[0].dtype)}
+    with np.load(source.path) as data:
+        missing = [n for n in names if n not in data.files]
+        if missing:
+            raise StageFailed(f"{source.path}: no array for input(s) {missing} (has {data.files})")
+        return {spec.name: data[spec.name].astype(spec.dtype) for spec in config.inputs}
+
+
+def _images(source: DataSource, config: DeployConfig, window: slice) -> dict[str, np.ndarray]:
+    import numpy as np
+    from PIL import Image
+
+    from pipeline.errors import StageFailed
+
+    assert source.path is not None
+    if len(config.inputs) != 1:
+        raise StageFailed("an image source feeds a single-input model")
+    files = sorted(p for p in source.path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)[window]
+    if not files:
+        raise StageFailed(f"{source.path}: no images ({', '.join(IMAGE_SUFFIXES)}) after offset {source.offset}")
+    pixels = [_preprocess(Image.open(f).convert("RGB"), source.preprocess) for f in files]
+    return {config.inputs[0].name: np.stack(pixels).astype(config.inputs[0].dtype)}
+
+
+def _preprocess(image: object, pre: Preprocess) -> np.ndarray:
+    import numpy as np
+    from PIL import Image
+
+    assert isinstance(image, Image.Image)
+    ratio = pre.resize / min(image.size)
+    image = image.resize((round(image.width * ratio), round(image.height * ratio)), Image.Resampling.BILINEAR)
+    left, top = (image.width - pre.crop) // 2, (image.height - pre.crop) // 2
+    pixels = np.asarray(image.crop((left, top, left + pre.crop, top + pre.crop)), dtype=np.float32) * pre.scale
+    pixels = (pixels - np.array(pre.mean, np.float32)) / np.array(pre.std, np.float32)
+    return pixels.transpose(2, 0, 1) if pre.layout == "NCHW" else pixels
+
+
+def fingerprint(source: DataSource | None) -> str | None:
+    """What the data is, for the cache key, without loading it: a file's sha256, a
+    directory's listing with sizes and mtimes (images are many; rehashing them all on
+    every run would cost more than the run)."""
+    import hashlib
+    import os
+
+    if source is None or source.path is None or not source.path.exists():
+        return None
+    if source.path.is_file():
+        with open(source.path, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    listing = sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(source.path) if e.is_file())
+    return hashlib.sha256(repr(listing).encode()).hexdigest()
