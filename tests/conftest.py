@@ -96,7 +96,9 @@ def digits_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, f
         accuracy = float((model(x[test]).argmax(1) == y[test]).float().mean())
     path = tmp_path_factory.mktemp("digits") / "tiny_digits.pt"
     torch.save(model.state_dict(), path)
-    np.save(path.with_suffix(".npy"), x[test].numpy())
+    np.save(path.parent / "train.npy", x[train].numpy())
+    np.save(path.parent / "test.npy", x[test].numpy())
+    np.save(path.parent / "test_labels.npy", y[test].numpy())
     return path, accuracy
 
 
