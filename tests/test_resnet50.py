@@ -19,7 +19,7 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     cold = run_cli("run", str(config), cwd=tmp_path)
     assert cold.returncode == 0, cold.stderr[-3000:]
     summary = json.loads((tmp_path / "runs" / "resnet50" / "summary.json").read_text())
-    assert [s["status"] for s in summary["stages"]] == ["ran"] * 6
+    assert [s["status"] for s in summary["stages"]] == ["ran"] * 7
     validate = next(s for s in summary["stages"] if s["stage"] == "validate")
     assert validate["metrics"]["parity"]["onnxruntime"]["passed"]
     smoke = next(s for s in summary["stages"] if s["stage"] == "smoke")["metrics"]["smoke"]["models"]
@@ -27,6 +27,9 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     for protocol in ("http", "grpc"):
         assert smoke["resnet50_python"]["protocols"][protocol]["max"]["logits"]["passed"]
     assert smoke["resnet50_onnx"]["status"] == "skipped"  # the wheel's server has no onnxruntime backend
+    assert smoke["resnet50_python_int8"]["status"] == "passed"
+    quantize = next(s for s in summary["stages"] if s["stage"] == "quantize")["metrics"]["accuracy"]
+    assert quantize["outputs"]["logits"]["cosine"] >= 0.99
     for model in ("resnet50_onnx", "resnet50_torchscript", "resnet50_python"):
         text = (tmp_path / "model_repository" / model / "config.pbtxt").read_text()
         parsed = text_format.Parse(text, model_config_pb2.ModelConfig())
@@ -35,4 +38,4 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     warm = run_cli("run", str(config), cwd=tmp_path)
     assert warm.returncode == 0
     summary = json.loads((tmp_path / "runs" / "resnet50" / "summary.json").read_text())
-    assert [s["status"] for s in summary["stages"]] == ["cached"] * 6
+    assert [s["status"] for s in summary["stages"]] == ["cached"] * 7
