@@ -38,11 +38,22 @@ def source_outputs(project: Project, store: Store) -> dict[str, Output]:
     return {SOURCE_ARTIFACT: Output(ArtifactKind.FILE, digest, 0)}
 
 
-def stage_parts(node: Node, project: Project, resolved: dict[str, Output]) -> dict[str, Any] | None:
-    """The key material of a stage, or None while an input's digest is unknown."""
-    if any(str(ref) not in resolved for ref in node.bindings.values()):
-        return None
-    digests = {name: resolved[str(ref)].digest for name, ref in node.bindings.items()}
+ABSENT = "absent"
+
+
+def stage_parts(
+    node: Node, project: Project, resolved: dict[str, Output], absent: frozenset[str] = frozenset()
+) -> dict[str, Any] | None:
+    """The key material of a stage, or None while an input's digest is unknown. Optional
+    inputs whose producer was skipped enter the key as absent."""
+    digests = {}
+    for name, ref in node.bindings.items():
+        if str(ref) in resolved:
+            digests[name] = resolved[str(ref)].digest
+        elif name in node.spec.optional_inputs and str(ref) in absent:
+            digests[name] = ABSENT
+        else:
+            return None
     return keys.components(node.spec, node.params, project.config, digests)
 
 

@@ -80,6 +80,7 @@ class Runner:
         self.reporter = reporter
         self.selection = selection
         self.resolved: dict[str, Output] = {}
+        self.absent: set[str] = set()  # outputs of skipped stages
         self.results: list[StageResult] = []
 
     def run(self) -> list[StageResult]:
@@ -110,10 +111,10 @@ class Runner:
 
     # -- one stage -------------------------------------------------------------------
     def _stage(self, node: Node) -> StageResult:
-        parts = stage_parts(node, self.project, self.resolved)
+        parts = stage_parts(node, self.project, self.resolved, frozenset(self.absent))
         if parts is None:
             missing = [str(r) for r in node.bindings.values() if str(r) not in self.resolved]
-            return self._report(StageResult(node.name, Status.SKIPPED, message=f"inputs unavailable: {', '.join(missing)}"))
+            return self._skip(node, StageResult(node.name, Status.SKIPPED, message=f"inputs unavailable: {', '.join(missing)}"))
         key = keys.key_of(parts)
         entry, problem = self.store.lookup(key)
         if problem:
@@ -134,7 +135,13 @@ class Runner:
             )
         return self._hit(node, key, parts, entry)
 
+    def _skip(self, node: Node, result: StageResult) -> StageResult:
+        self.absent.update(f"{node.name}.{a.name}" for a in node.spec.outputs)
+        return self._report(result)
+
     def _hit(self, node: Node, key: str, parts: dict[str, Any], entry: Entry) -> StageResult:
+        if entry.skipped is not None:  # a remembered skip: same TensorRT / GPU as then
+            return self._skip(node, StageResult(node.name, Status.SKIPPED, key, message=entry.skipped))
         result = StageResult(node.name, Status.CACHED, key, entry.duration_s, outputs=entry.outputs, metrics=entry.metrics)
         self._accept(node, key, parts, result)
         return self._report(result)
@@ -164,13 +171,27 @@ class Runner:
             result.duration_s = time.perf_counter() - start
             if result.status is Status.RAN:
                 self._store_outputs(node, key, parts, workdir, result)
+            elif result.status is Status.SKIPPED:
+                self._remember_skip(node, key, parts, result)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         result.duration_s = time.perf_counter() - start
+        if result.status is Status.SKIPPED:
+            return self._skip(node, result)
         return self._report(result)
 
+    def _remember_skip(self, node: Node, key: str, parts: dict[str, Any], result: StageResult) -> None:
+        """A skip depends only on the key's inputs (e.g. TensorRT version, GPU): cached like
+        a result, so a warm run does not even try to import TensorRT again."""
+        self.store.commit(Entry(node.name, key, parts, {}, result.metrics, skipped=result.message))
+        self.store.set_head(self.project.config.name, node.name, key, parts)
+
     def _call(self, node: Node, workdir: Path, log: Path, result: StageResult) -> None:
-        inputs = {name: self.store.path_of(self.resolved[str(ref)]) for name, ref in node.bindings.items() if ref.stage}
+        inputs = {
+            name: self.store.path_of(self.resolved[str(ref)])
+            for name, ref in node.bindings.items()
+            if ref.stage and str(ref) in self.resolved
+        }
         outputs = {a.name: a for a in node.spec.outputs}
         with captured(log) as logger:
             ctx = StageContext(self.project.config, inputs, workdir, outputs, logger, result.metrics)

@@ -108,6 +108,9 @@ class StageSpec:
     # The inputs this stage reads with these params, when that depends on them (e.g.
     # triton_config reads onnx_int8 only when asked to serve INT8); default: `inputs`.
     select_inputs: InputsFn | None = None
+    # Inputs the stage can do without when their producer was skipped (e.g. no engine
+    # without TensorRT): the key records them as absent and the stage decides.
+    optional_inputs: frozenset[str] = frozenset()
     description: str = ""
 
     def inputs_for(self, params: Any) -> tuple[str, ...]:

@@ -50,6 +50,7 @@ class Entry:
     duration_s: float = 0.0
     created: str = ""
     log: str | None = None  # digest of the stage log
+    skipped: str | None = None  # why the stage did not apply here (then no outputs)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -27,12 +27,13 @@ from pipeline.stage import (
     StageSpec,
 )
 
-Format = Literal["onnx", "torchscript", "python"]
+Format = Literal["onnx", "torchscript", "python", "plan"]
 # format -> (platform or backend, default model file name, upstream artifact)
 FORMATS: dict[str, tuple[str, str, str]] = {
     "onnx": ("onnxruntime_onnx", "model.onnx", "onnx"),
     "torchscript": ("pytorch_libtorch", "model.pt", "torchscript"),
     "python": ("python", "model.onnx", "onnx"),
+    "plan": ("tensorrt_plan", "model.plan", "engine"),
 }
 PYTHON_MODEL = Path(__file__).with_name("_triton_python_model.py")
 TRITON_TYPES = {
@@ -55,6 +56,16 @@ class InstanceGroup(Frozen):
     count: int = Field(1, ge=1)
 
 
+class PlanOptions(Frozen):
+    """TensorRT-only settings for the `plan` format."""
+
+    # instance_group.profile: the optimization profiles (by index) instances may use.
+    profiles: tuple[Annotated[int, Field(ge=0)], ...] = ()
+    # cc_model_filenames: compute capability -> plan file, for a repository that ships
+    # engines for several GPUs (e.g. {"8.0": "model_a100.plan"}).
+    cc_model_filenames: dict[str, str] = Field(default_factory=dict)
+
+
 class TritonParams(Frozen):
     formats: tuple[Format, ...] = Field(("onnx", "torchscript"), min_length=1)
     # Default: the shape spec's max batch (0 when the model has no batch dim).
@@ -65,6 +76,7 @@ class TritonParams(Frozen):
     # fp32: the exported model; int8 / fp16: the quantize / fp16 stages' ONNX, served in
     # the ONNX-based formats as <name>_<format>_<precision>.
     precisions: tuple[Literal["fp32", "int8", "fp16"], ...] = Field(("fp32",), min_length=1)
+    plan: PlanOptions = PlanOptions()
 
 
 def max_batch(params: TritonParams, config: DeployConfig) -> int:
@@ -123,7 +135,10 @@ def run(ctx: StageContext, params: TritonParams) -> None:
 
     golden = _golden.load(ctx.input("golden"))
     root = ctx.output("repository")
-    models = served(params, ctx.config.name)
+    models = [m for m in served(params, ctx.config.name) if m.artifact in ctx.inputs]
+    for missing in [m for m in served(params, ctx.config.name) if m.artifact not in ctx.inputs]:
+        ctx.log.warning("%s not written: no %s artifact (its stage was skipped)", missing.model, missing.artifact)
+        ctx.record(f"not_written.{missing.model}", f"no {missing.artifact} (stage skipped)")
     for entry in models:
         source = ctx.input(entry.artifact)
         if entry.artifact.startswith("onnx"):
@@ -156,9 +171,13 @@ def model_config(name: str, fmt: str, params: TritonParams, config: DeployConfig
     if params.dynamic_batching is not None:
         proto.dynamic_batching.max_queue_delay_microseconds = params.dynamic_batching.max_queue_delay_us
         proto.dynamic_batching.preferred_batch_size.extend(params.dynamic_batching.preferred_batch_sizes)
-    # The python format runs ONNX Runtime's CPU provider: its instances are CPU instances.
-    kind = "KIND_CPU" if fmt == "python" else {"auto": "KIND_AUTO", "cpu": "KIND_CPU", "gpu": "KIND_GPU"}[params.instance_group.kind]
-    proto.instance_group.add(kind=pb.ModelInstanceGroup.Kind.Value(kind), count=params.instance_group.count)
+    # The python format runs ONNX Runtime's CPU provider: its instances are CPU instances;
+    # a TensorRT plan runs on GPUs only.
+    kind = {"python": "KIND_CPU", "plan": "KIND_GPU"}.get(fmt) or {"auto": "KIND_AUTO", "cpu": "KIND_CPU", "gpu": "KIND_GPU"}[params.instance_group.kind]
+    group = proto.instance_group.add(kind=pb.ModelInstanceGroup.Kind.Value(kind), count=params.instance_group.count)
+    if fmt == "plan":
+        group.profile.extend(str(p) for p in params.plan.profiles)
+        proto.cc_model_filenames.update(params.plan.cc_model_filenames)
     # Read back by the smoke stage to pick the tolerance for this precision.
     proto.parameters["deploy_precision"].string_value = precision
     return proto
@@ -223,5 +242,6 @@ SPEC = StageSpec(
     env=("tritonclient", "protobuf", "onnx"),
     check=check,
     select_inputs=inputs_for,
+    optional_inputs=frozenset({"engine"}),
     description="Triton model repository: config.pbtxt (validated as ModelConfig) + model files",
 )

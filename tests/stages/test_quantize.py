@@ -16,6 +16,7 @@ from pipeline.project import load_project
 from tests.helpers import run
 from tests.stages.test_stages import output_path
 
+
 def digits_config(write_config, checkpoint, quantize, name="q.yaml"):
     stages = {"trace": {}, "export": {}, "simplify": {}, "quantize": quantize}
     return write_config(replace={"stages": stages}, override={"model": {"checkpoint": str(checkpoint)}}, name=name)
