@@ -121,6 +121,30 @@ def serve(
     serve_repository(project.config, params, project.config.repository, console.print)
 
 
+@app.command()
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
+) -> None:
+    """Report packages, TensorRT, GPU, CUDA, tritonserver and docker, with what to install."""
+    import json
+    from dataclasses import asdict
+
+    from rich.table import Table
+
+    from pipeline.doctor import checks
+
+    results = checks()
+    if as_json:
+        print(json.dumps([asdict(c) for c in results], indent=1))
+        return
+    table = Table(title="deploy doctor", title_justify="left")
+    for column in ("check", "ok", "detail", "to fix"):
+        table.add_column(column)
+    for c in results:
+        table.add_row(c.name, "[green]yes[/]" if c.ok else "[yellow]no[/]", c.detail, c.fix)
+    _console().print(table)
+
+
 def _store(config: Optional[Path], cache_dir: Optional[Path]) -> Store:
     from pipeline.project import CACHE_ENV
     from pipeline.store import Store

@@ -43,9 +43,9 @@ def _metrics(ref: np.ndarray, got: np.ndarray, k: int) -> dict[str, Any]:
 def failures(metrics: dict[str, dict[str, Any]], gate: AccuracyGate) -> list[str]:
     bad = []
     for name, m in metrics.items():
-        if m["cosine"] < gate.min_cosine:
+        if not m["cosine"] >= gate.min_cosine:  # also catches NaN from overflowed outputs
             bad.append(f"{name}: cosine {m['cosine']:.5f} < min_cosine {gate.min_cosine}")
-        if gate.max_abs is not None and m["max_abs"] > gate.max_abs:
+        if gate.max_abs is not None and not m["max_abs"] <= gate.max_abs:
             bad.append(f"{name}: max_abs {m['max_abs']:.4g} > max_abs {gate.max_abs}")
         bad += _agreement(name, m, "top1_agreement", gate.min_top1_agreement)
         bad += _agreement(name, m, f"top{gate.top_k}_agreement", gate.min_topk_agreement)
@@ -57,4 +57,25 @@ def _agreement(name: str, m: dict[str, Any], key: str, minimum: float | None) ->
         return []
     if key not in m:
         return [f"{name}: {key} asked for, but the output is not a [batch, classes] score"]
-    return [f"{name}: {key} {m[key]:.3f} < {minimum}"] if m[key] < minimum else []
+    return [f"{name}: {key} {m[key]:.3f} < {minimum}"] if not m[key] >= minimum else []
+
+
+def gate_against_fp32(
+    fp32: Any, candidate: Any, feeds: list[dict[str, np.ndarray]], names: list[str], gate: AccuracyGate
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Runs both ONNX files in ONNX Runtime on the held-out feeds; (metrics, failures)."""
+    from stages._onnx import session
+
+    ref_sess, cand_sess = session(fp32), session(candidate)
+    reference = [dict(zip(names, ref_sess.run(names, feed))) for feed in feeds]
+    got = [dict(zip(names, cand_sess.run(names, feed))) for feed in feeds]
+    metrics = measure(reference, got, gate.top_k)
+    return metrics, failures(metrics, gate)
+
+
+def headline(label: str, metrics: dict[str, dict[str, Any]]) -> str:
+    parts = []
+    for name, m in metrics.items():
+        agree = f", top-1 agree {m['top1_agreement']:.3f}" if "top1_agreement" in m else ""
+        parts.append(f"{name}: cos {m['cosine']:.5f}, max|Δ| {m['max_abs']:.3g}{agree}")
+    return f"{label} vs FP32 on held-out: " + "; ".join(parts)

@@ -16,7 +16,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.config import DeployConfig
 from pipeline.errors import StageFailed
 from pipeline.stage import Artifact, Section, StageContext, StageSpec
 from stages._datasource import DataSource, fingerprint
@@ -55,12 +54,12 @@ def run(ctx: StageContext, params: QuantizeParams) -> None:
     calibration = _datasource.load(params.calibration, ctx.config)
     holdout = _datasource.load(holdout_source(params), ctx.config)
     _quantize(ctx.input("onnx"), ctx.output("onnx_int8"), calibration, params, ctx.workdir)
-    metrics = _accuracy.measure(_outputs(ctx.input("onnx"), holdout, ctx.config), _outputs(ctx.output("onnx_int8"), holdout, ctx.config), params.gate.top_k)
+    names = [spec.name for spec in ctx.config.outputs]
+    metrics, bad = _accuracy.gate_against_fp32(ctx.input("onnx"), ctx.output("onnx_int8"), holdout, names, params.gate)
     report = {"target": params.target, "method": params.method, "calibration_samples": len(calibration), "holdout_samples": len(holdout), "outputs": metrics, "gate": params.gate.model_dump()}
     ctx.record("accuracy", report)
-    ctx.record("headline", _headline(metrics))
+    ctx.record("headline", _accuracy.headline("INT8", metrics))
     ctx.output("accuracy").write_text(json.dumps(report, indent=1))
-    bad = _accuracy.failures(metrics, params.gate)
     if bad:
         raise StageFailed("INT8 accuracy gate failed: " + "; ".join(bad))
 
@@ -95,22 +94,6 @@ def _reader(samples: list[Any]) -> Any:
             return next(self.feeds, None)
 
     return Reader()
-
-
-def _outputs(path: Path, feeds: list[Any], config: DeployConfig) -> list[dict[str, Any]]:
-    from stages._onnx import session
-
-    sess = session(path)
-    names = [spec.name for spec in config.outputs]
-    return [dict(zip(names, sess.run(names, feed))) for feed in feeds]
-
-
-def _headline(metrics: dict[str, dict[str, Any]]) -> str:
-    parts = []
-    for name, m in metrics.items():
-        agree = f", top-1 agree {m['top1_agreement']:.3f}" if "top1_agreement" in m else ""
-        parts.append(f"{name}: cos {m['cosine']:.5f}, max|Δ| {m['max_abs']:.3g}{agree}")
-    return "INT8 vs FP32 on held-out: " + "; ".join(parts)
 
 
 SPEC = StageSpec(

@@ -1,0 +1,61 @@
+"""fp16: an FP16 ONNX (I/O kept FP32, numerically sensitive ops kept FP32) with
+onnxconverter-common, gated on accuracy against the FP32 model like INT8. It is also
+the input of strongly typed TensorRT 11 FP16 builds (build.source: fp16)."""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.errors import StageFailed
+from pipeline.stage import Artifact, Section, StageContext, StageSpec
+from stages._datasource import DataSource, fingerprint
+from stages._tolerance import AccuracyGate
+
+# Reductions, exponentials and normalisations overflow or lose precision in FP16.
+SENSITIVE_OPS = ("Softmax", "LogSoftmax", "ReduceMean", "ReduceSum", "ReduceL2", "Exp", "Log", "Pow", "LayerNormalization", "Erf")
+
+
+class Fp16Params(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    keep_fp32_ops: tuple[str, ...] = SENSITIVE_OPS
+    holdout: DataSource = DataSource(count=16)
+    gate: AccuracyGate = AccuracyGate(min_cosine=0.999)
+    max_finite: float = Field(65504.0, gt=0)
+
+
+def run(ctx: StageContext, params: Fp16Params) -> None:
+    import onnx
+    from onnxconverter_common import float16
+
+    from stages import _accuracy, _datasource
+
+    model = onnx.load(str(ctx.input("onnx")))
+    block = list(float16.DEFAULT_OP_BLOCK_LIST) + list(params.keep_fp32_ops)
+    converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=block, max_finite_val=params.max_finite)
+    onnx.save(converted, str(ctx.output("onnx_fp16")))
+    holdout = _datasource.load(params.holdout, ctx.config)
+    names = [spec.name for spec in ctx.config.outputs]
+    metrics, bad = _accuracy.gate_against_fp32(ctx.input("onnx"), ctx.output("onnx_fp16"), holdout, names, params.gate)
+    report = {"holdout_samples": len(holdout), "kept_fp32": list(params.keep_fp32_ops), "outputs": metrics, "gate": params.gate.model_dump()}
+    ctx.record("accuracy", report)
+    ctx.record("headline", _accuracy.headline("FP16", metrics))
+    ctx.output("accuracy").write_text(json.dumps(report, indent=1))
+    if bad:
+        raise StageFailed("FP16 accuracy gate failed: " + "; ".join(bad))
+
+
+SPEC = StageSpec(
+    name="fp16",
+    version=1,
+    params=Fp16Params,
+    inputs=("onnx",),
+    outputs=(Artifact("onnx_fp16", filename="model.fp16.onnx"), Artifact("accuracy", filename="accuracy.json")),
+    run=run,
+    uses=frozenset({Section.SHAPES}),
+    env=("onnx", "onnxruntime", "onnxconverter-common", "numpy"),
+    identity=lambda p: {"holdout_data": fingerprint(p.holdout)},
+    description="FP16 ONNX (FP32 I/O and sensitive ops), accuracy-gated against FP32",
+)
