@@ -32,10 +32,14 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 
 def tiny_dict(workdir: Path, smoke: bool = False) -> dict[str, Any]:
     """configs/tiny.yaml rooted in `workdir`; without the smoke stage unless asked, so
-    that only tests marked `triton` start a server."""
+    that only tests marked `triton` start a server, and without the TensorRT build
+    (tests/stages/test_build.py covers it), so that statuses don't depend on TensorRT."""
     data = yaml.safe_load(TINY.read_text())
     if not smoke:
         data["stages"].pop("smoke")
+    data["stages"].pop("build")
+    formats = data["stages"]["triton_config"]["formats"]
+    data["stages"]["triton_config"]["formats"] = [f for f in formats if f != "plan"]
     data["model"]["file"] = str(ROOT / "configs" / "models" / "tiny_cnn.py")
     data["cache_dir"] = str(workdir / "cache")
     data["repository"] = str(workdir / "model_repository")
