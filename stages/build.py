@@ -204,7 +204,8 @@ def _builder_config(trt_module: Any, builder: trt.Builder, params: BuildParams, 
 def _profile(trt_module: Any, builder: trt.Builder, shapes: dict[str, ProfileShapes]) -> trt.IOptimizationProfile:
     profile = builder.create_optimization_profile()
     for name, s in shapes.items():
-        profile.set_shape(name, trt_module.Dims(s.min), trt_module.Dims(s.opt), trt_module.Dims(s.max))
+        # Dims takes a list[int] (tensorrt-stubs); pybind would take a tuple too, the stubs don't.
+        profile.set_shape(name, trt_module.Dims(list(s.min)), trt_module.Dims(list(s.opt)), trt_module.Dims(list(s.max)))
     return profile
 
 

@@ -12,7 +12,7 @@ from pydantic import Field
 from pipeline.stage import Artifact, Section, StageContext, StageSpec
 from stages._tolerance import Tolerance
 
-Runtime = Literal["onnxruntime", "torchscript"]
+Runtime = Literal["onnxruntime", "torchscript", "tensorrt"]
 
 
 class ValidateParams(Tolerance):
@@ -25,11 +25,15 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
     golden = _golden.load(ctx.input("golden"))
     report: dict[str, Any] = {"thresholds": Tolerance(**params.model_dump(exclude={"runtimes"})).model_dump()}
     for runtime in params.runtimes:
+        if runtime == "tensorrt" and "engine" not in ctx.inputs:
+            report[runtime] = {"skipped": "no engine: the build stage was skipped (no TensorRT or GPU)"}
+            continue
         table = _parity.compare(_RUNNERS[runtime](ctx, golden), golden, params)
         report[runtime] = {"passed": not _parity.failures(table, params), "shapes": table}
     ctx.record("parity", report)
-    ctx.record("headline", "; ".join(f"{r}: {_parity.headline(report[r]['shapes'])}" for r in params.runtimes))
-    for runtime in params.runtimes:
+    checked = [r for r in params.runtimes if "shapes" in report[r]]
+    ctx.record("headline", "; ".join([f"{r}: {_parity.headline(report[r]['shapes'])}" for r in checked] + [f"{r}: skipped" for r in params.runtimes if r not in checked]))
+    for runtime in checked:
         _parity.gate(f"{runtime} vs eager", report[runtime]["shapes"], params)
     ctx.output("report").write_text(json.dumps(report, indent=1))
 
@@ -49,7 +53,17 @@ def _torchscript(ctx: StageContext, golden: Any) -> Any:
     return {label: run_module(module, ctx.config, case.inputs) for label, case in golden.items()}
 
 
-_RUNNERS = {"onnxruntime": _onnxruntime, "torchscript": _torchscript}
+def _tensorrt(ctx: StageContext, golden: Any) -> Any:
+    from stages import _trt_runner
+
+    return _trt_runner.run_golden(ctx.input("engine"), ctx.config, golden)
+
+
+def inputs_for(params: ValidateParams) -> tuple[str, ...]:
+    return ("onnx", "torchscript", "golden") + (("engine",) if "tensorrt" in params.runtimes else ())
+
+
+_RUNNERS = {"onnxruntime": _onnxruntime, "torchscript": _torchscript, "tensorrt": _tensorrt}
 
 SPEC = StageSpec(
     name="validate",
@@ -60,5 +74,7 @@ SPEC = StageSpec(
     run=run,
     uses=frozenset({Section.SHAPES}),
     env=("onnxruntime", "torch", "numpy"),
+    select_inputs=inputs_for,
+    optional_inputs=frozenset({"engine"}),
     description="parity gate: ONNX Runtime and TorchScript vs the eager reference",
 )

@@ -42,8 +42,12 @@ class LayerInformationFormat(IntEnum):
     JSON = 1
 
 
-class Dims(tuple):  # type: ignore[type-arg]
-    pass
+class Dims(list):  # type: ignore[type-arg]
+    """Like the stubs' Dims(shape: list[int])."""
+
+    def __init__(self, shape: list[int]) -> None:
+        assert isinstance(shape, list), "Dims takes a list[int]"
+        super().__init__(shape)
 
 
 class Logger:

@@ -103,7 +103,7 @@ def test_build_with_the_fake_writes_raw_plan_manifest_and_profiles(write_config,
     config = fake.built[-1]["config"]
     assert config.pools[fake.MemoryPoolType.WORKSPACE] == 64 << 20 and config.builder_optimization_level == 5
     assert config.hardware_compatibility_level == fake.HardwareCompatibilityLevel.AMPERE_PLUS
-    assert [p.shapes["image"][2] for p in config.profiles] == [(2, 1, 8, 8), (16, 1, 8, 8)]
+    assert [list(p.shapes["image"][2]) for p in config.profiles] == [[2, 1, 8, 8], [16, 1, 8, 8]]
 
 
 def test_without_tensorrt_the_build_is_skipped_and_the_rest_completes(write_config):
@@ -133,7 +133,7 @@ def test_mypy_with_the_stubs_catches_trt_8_api_misuse(tmp_path):
     wrong = (ROOT / "stages" / "build.py").read_text()
     wrong = wrong.replace("builder.build_serialized_network(network, config)", "builder.build_engine(network, config)")
     wrong = wrong.replace("config.set_memory_pool_limit(trt_module.MemoryPoolType.WORKSPACE, params.workspace_mib << 20)", "config.max_workspace_size = params.workspace_mib << 20")
-    wrong = wrong.replace("trt_module.Dims(s.min), trt_module.Dims(s.opt), trt_module.Dims(s.max)", "s.min, s.opt, s.max")
+    wrong = wrong.replace("trt_module.Dims(list(s.min)), trt_module.Dims(list(s.opt)), trt_module.Dims(list(s.max))", "s.min, s.opt, s.max")
     copy = tmp_path / "stages_copy" / "build_wrong.py"
     copy.parent.mkdir()
     copy.write_text(wrong)
@@ -162,3 +162,13 @@ def test_real_tensorrt_builds_the_tiny_engine(write_config):
 
     plan = output_path(path, results, "build", "engine").read_bytes()
     assert len(plan) > 1000 and not plan.startswith(b"{")
+
+
+def test_validate_reports_tensorrt_skipped_without_an_engine(write_config):
+    if real_tensorrt():
+        pytest.skip("TensorRT is installed here")
+    stages = {"trace": {}, "export": {}, "build": {}, "validate": {"runtimes": ["onnxruntime", "tensorrt"]}}
+    results = run(write_config(replace={"stages": stages}))
+    assert statuses(results) == {"trace": "ran", "export": "ran", "build": "skipped", "validate": "ran"}
+    report = results["validate"].metrics["parity"]
+    assert report["onnxruntime"]["passed"] and "skipped" in report["tensorrt"]
