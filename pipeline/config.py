@@ -37,7 +37,7 @@ CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 def resolve_path(value: Path | None, info: ValidationInfo) -> Path | None:

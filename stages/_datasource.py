@@ -29,7 +29,7 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".ppm")
 class Preprocess(BaseModel):
     """Image -> tensor: resize the shorter side, center-crop, scale, normalise, lay out."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     resize: int = Field(256, ge=1)
     crop: int = Field(224, ge=1)
@@ -40,7 +40,7 @@ class Preprocess(BaseModel):
 
 
 class DataSource(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     kind: Literal["random", "images", "arrays"] = "random"
     path: Path | None = None  # images: a directory; arrays: .npy (one input) or .npz (by input name)

@@ -18,7 +18,7 @@ class ServerSpec(BaseModel):
     """Which server: auto (tritonserver on PATH, else the nvidia-pytriton wheel's),
     a binary, a docker image, or the URL of a running server (never stopped by us)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     kind: Literal["auto", "binary", "docker", "url"] = "auto"
     path: Path | None = None

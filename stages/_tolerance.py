@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class Tolerance(BaseModel):
     """Pass when |actual - ref| <= atol + rtol * |ref| everywhere and cosine >= min_cosine."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     atol: float = Field(1e-4, ge=0)
     rtol: float = Field(1e-3, ge=0)
@@ -17,7 +17,7 @@ class Tolerance(BaseModel):
 
 
 class AccuracyGate(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     min_cosine: float = Field(0.99, ge=-1, le=1)
     max_abs: float | None = Field(None, ge=0)

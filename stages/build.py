@@ -34,7 +34,7 @@ TRT_DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu1
 
 
 class ProfileShapes(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     min: tuple[int, ...]
     opt: tuple[int, ...]
@@ -44,14 +44,14 @@ class ProfileShapes(BaseModel):
 class Profile(BaseModel):
     """One optimization profile; inputs not listed take the shape spec's min/opt/max."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     shapes: dict[str, ProfileShapes] = Field(default_factory=dict)
 
 
 class BuildParams(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     source: Source = "fp32"  # which ONNX: the exported one, the fp16 stage's, or quantize's Q/DQ
     profiles: tuple[Profile, ...] = Field((Profile(name="default"),), min_length=1)

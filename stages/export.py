@@ -15,7 +15,7 @@ TWO_GB = 2**31  # protobuf's limit for one ONNX file
 
 
 class ExportParams(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     opset: int = Field(17, ge=13, le=23)
     # torchscript: the legacy exporter (fast); dynamo: torch.export based (needs onnxscript).

@@ -18,7 +18,7 @@ SENSITIVE_OPS = ("Softmax", "LogSoftmax", "ReduceMean", "ReduceSum", "ReduceL2",
 
 
 class Fp16Params(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     keep_fp32_ops: tuple[str, ...] = SENSITIVE_OPS
     holdout: DataSource = DataSource(count=16)

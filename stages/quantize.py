@@ -26,7 +26,7 @@ Method = Literal["minmax", "entropy", "percentile"]
 
 
 class QuantizeParams(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     target: Target = "onnxruntime"
     method: Method = "minmax"

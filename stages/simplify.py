@@ -13,7 +13,7 @@ from stages._tolerance import Tolerance
 
 
 class SimplifyParams(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     enabled: bool = True
     # passthrough: when onnxsim fails, hand the unsimplified model on (with a warning).

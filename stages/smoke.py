@@ -37,7 +37,7 @@ PLATFORMS = {
 
 
 class SmokeParams(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     server: ServerSpec = ServerSpec()
     protocols: tuple[Protocol, ...] = Field(("http", "grpc"), min_length=1)

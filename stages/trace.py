@@ -17,7 +17,7 @@ from stages._tolerance import Tolerance
 
 
 class TraceParams(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     # TorchScript should reproduce eager almost bit for bit.
     tolerance: Tolerance = Tolerance(atol=1e-5, rtol=1e-4, min_cosine=0.99999)

@@ -43,7 +43,7 @@ TRITON_TYPES = {
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class DynamicBatching(Frozen):
