@@ -33,9 +33,15 @@ PROBE = (
 )
 
 
+def deploy_command() -> list[str]:
+    """The `deploy` console script beside this interpreter (what users run), else -m."""
+    script = Path(sys.executable).with_name("deploy")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "pipeline"]
+
+
 def timed_run(config: Path, cwd: Path) -> tuple[float, dict]:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pipeline", "run", str(config)], cwd=cwd, capture_output=True, text=True)
+    proc = subprocess.run([*deploy_command(), "run", str(config)], cwd=cwd, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"deploy run failed:\n{proc.stderr}")
