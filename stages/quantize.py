@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.errors import StageFailed
+from pipeline.config import DeployConfig
+from pipeline.errors import Issue, MissingDependency, StageFailed
 from pipeline.stage import Artifact, Section, StageContext, StageSpec
 from stages._datasource import DataSource, fingerprint
 from stages._tolerance import AccuracyGate
@@ -29,6 +30,10 @@ class QuantizeParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     target: Target = "onnxruntime"
+    # onnxruntime.quantization, or NVIDIA ModelOpt's ONNX PTQ (Q/DQ "following TensorRT
+    # rules"; only for target tensorrt; needs nvidia-modelopt[onnx], whose pins conflict
+    # with this project's onnx / onnxruntime: never run here).
+    quantizer: Literal["onnxruntime", "modelopt"] = "onnxruntime"
     method: Method = "minmax"
     per_channel: bool = True
     # ORT's quant_pre_process (shape inference + graph optimisation) before quantizing.
@@ -39,6 +44,18 @@ class QuantizeParams(BaseModel):
     holdout: DataSource | None = None
     holdout_count: int = Field(32, ge=1)
     gate: AccuracyGate = AccuracyGate()
+
+
+def check(params: QuantizeParams, config: DeployConfig) -> list[Issue]:
+    where = "stages.quantize"
+    if params.quantizer != "modelopt":
+        return []
+    issues = []
+    if params.target != "tensorrt":
+        issues.append(Issue(f"{where}.quantizer", "modelopt writes Q/DQ for TensorRT: set target: tensorrt"))
+    if params.method == "percentile":
+        issues.append(Issue(f"{where}.method", "modelopt calibrates with minmax ('max') or entropy only"))
+    return issues
 
 
 def holdout_source(params: QuantizeParams) -> DataSource:
@@ -53,7 +70,10 @@ def run(ctx: StageContext, params: QuantizeParams) -> None:
 
     calibration = _datasource.load(params.calibration, ctx.config)
     holdout = _datasource.load(holdout_source(params), ctx.config)
-    _quantize(ctx.input("onnx"), ctx.output("onnx_int8"), calibration, params, ctx.workdir)
+    if params.quantizer == "modelopt":
+        _quantize_modelopt(ctx.input("onnx"), ctx.output("onnx_int8"), calibration, params)
+    else:
+        _quantize(ctx.input("onnx"), ctx.output("onnx_int8"), calibration, params, ctx.workdir)
     names = [spec.name for spec in ctx.config.outputs]
     metrics, bad = _accuracy.gate_against_fp32(ctx.input("onnx"), ctx.output("onnx_int8"), holdout, names, params.gate)
     report = {"target": params.target, "method": params.method, "calibration_samples": len(calibration), "holdout_samples": len(holdout), "outputs": metrics, "gate": params.gate.model_dump()}
@@ -83,6 +103,23 @@ def _quantize(source: Path, dest: Path, calibration: list[Any], params: Quantize
     )
 
 
+def _quantize_modelopt(source: Path, dest: Path, calibration: list[Any], params: QuantizeParams) -> None:
+    """ModelOpt's documented API: quantize(onnx_path, quantize_mode, calibration_data,
+    calibration_method, calibration_eps, output_path). Unverified: not installable here."""
+    import numpy as np
+
+    try:
+        from modelopt.onnx.quantization import quantize
+    except ImportError as exc:
+        raise MissingDependency(f"NVIDIA ModelOpt ({exc})", "pip install 'nvidia-modelopt[onnx]'") from exc
+    data = {name: np.concatenate([sample[name] for sample in calibration]) for name in calibration[0]}
+    quantize(
+        onnx_path=str(source), quantize_mode="int8", calibration_data=data,
+        calibration_method={"minmax": "max", "entropy": "entropy"}[params.method],
+        calibration_eps=["cpu"], output_path=str(dest),
+    )
+
+
 def _reader(samples: list[Any]) -> Any:
     from onnxruntime.quantization import CalibrationDataReader
 
@@ -106,5 +143,6 @@ SPEC = StageSpec(
     uses=frozenset({Section.SHAPES}),
     env=("onnx", "onnxruntime", "numpy", "pillow"),
     identity=lambda p: {"calibration_data": fingerprint(p.calibration), "holdout_data": fingerprint(p.holdout)},
-    description="INT8 Q/DQ ONNX (onnxruntime.quantization), accuracy-gated against FP32",
+    check=check,
+    description="INT8 Q/DQ ONNX (onnxruntime.quantization or ModelOpt), accuracy-gated against FP32",
 )

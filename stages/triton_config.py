@@ -9,6 +9,7 @@ the CPU serving format that runs on any server with the python backend. Every co
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,7 +128,18 @@ def served(params: TritonParams, name: str) -> list[Served]:
 
 
 def inputs_for(params: TritonParams) -> tuple[str, ...]:
-    return ("golden", *dict.fromkeys(s.artifact for s in served(params, "x")))
+    extra = ("manifest",) if "plan" in params.formats else ()
+    return ("golden", *dict.fromkeys(s.artifact for s in served(params, "x")), *extra)
+
+
+def check_engine_batch(manifest: dict[str, Any], params: TritonParams, size: int) -> None:
+    """Triton refuses a plan whose profiles can't take max_batch_size ("configuration
+    specified max-batch N but TensorRT engine only supports max-batch M")."""
+    profiles = list(manifest["profiles"].values())
+    used = [profiles[i] for i in params.plan.profiles] if params.plan.profiles else profiles
+    engine_max = min(min(shape["max"][0] for shape in p.values()) for p in used)
+    if size > engine_max:
+        raise StageFailed(f"max_batch_size {size} exceeds the engine's profiles' max batch {engine_max}")
 
 
 def run(ctx: StageContext, params: TritonParams) -> None:
@@ -139,6 +151,8 @@ def run(ctx: StageContext, params: TritonParams) -> None:
     for missing in [m for m in served(params, ctx.config.name) if m.artifact not in ctx.inputs]:
         ctx.log.warning("%s not written: no %s artifact (its stage was skipped)", missing.model, missing.artifact)
         ctx.record(f"not_written.{missing.model}", f"no {missing.artifact} (stage skipped)")
+    if any(m.fmt == "plan" for m in models) and "manifest" in ctx.inputs:
+        check_engine_batch(json.loads(ctx.input("manifest").read_text()), params, max_batch(params, ctx.config))
     for entry in models:
         source = ctx.input(entry.artifact)
         if entry.artifact.startswith("onnx"):
@@ -242,6 +256,6 @@ SPEC = StageSpec(
     env=("tritonclient", "protobuf", "onnx"),
     check=check,
     select_inputs=inputs_for,
-    optional_inputs=frozenset({"engine"}),
+    optional_inputs=frozenset({"engine", "manifest"}),
     description="Triton model repository: config.pbtxt (validated as ModelConfig) + model files",
 )

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from pipeline.errors import ConfigError, StageFailed, StageSkipped
+from pipeline.errors import ConfigError, StageError, StageFailed, StageSkipped
 from pipeline.project import load_project
 from stages import build
 from tests.conftest import ROOT
@@ -172,3 +172,19 @@ def test_validate_reports_tensorrt_skipped_without_an_engine(write_config):
     assert statuses(results) == {"trace": "ran", "export": "ran", "build": "skipped", "validate": "ran"}
     report = results["validate"].metrics["parity"]
     assert report["onnxruntime"]["passed"] and "skipped" in report["tensorrt"]
+
+
+def test_triton_plan_max_batch_is_checked_against_the_engine_profiles(write_config, monkeypatch):
+    monkeypatch.setattr(build, "_tensorrt", lambda p: fake)
+    monkeypatch.setattr(build, "gpu_identity", lambda: "Fake GPU (sm 9.0)")
+    small = [{"name": "small", "shapes": {"image": {"min": [1, 1, 8, 8], "opt": [2, 1, 8, 8], "max": [4, 1, 8, 8]}}}]
+    stages = {"trace": {}, "export": {}, "build": {"profiles": small}, "triton_config": {"formats": ["plan"], "max_batch_size": 8}}
+    with pytest.raises(StageError, match="max_batch_size 8 exceeds the engine's profiles' max batch 4"):
+        run(write_config(replace={"stages": stages}))
+    stages["triton_config"]["max_batch_size"] = 4
+    results = run(write_config(replace={"stages": stages}, name="ok.yaml"))
+    from tests.stages.test_stages import output_path
+
+    tree = output_path(write_config(replace={"stages": stages}, name="ok.yaml"), results, "triton_config", "repository")
+    assert (tree / "tiny_plan" / "1" / "model.plan").read_bytes() == fake.PLAN
+    assert 'platform: "tensorrt_plan"' in (tree / "tiny_plan" / "config.pbtxt").read_text()

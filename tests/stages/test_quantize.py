@@ -125,3 +125,23 @@ def test_image_source_preprocessing(tmp_path):
     assert np.allclose(red, (1.0 - 0.485) / 0.229, atol=1e-5)
     with pytest.raises(Exception, match="3 samples|2 samples|wanted"):
         load(DataSource(kind="images", path=tmp_path, count=3, offset=1), config)
+
+
+def test_modelopt_quantizer_is_checked_and_says_how_to_install(write_config, digits_checkpoint):
+    checkpoint, _ = digits_checkpoint
+    with pytest.raises(ConfigError) as info:
+        load_project(digits_config(write_config, checkpoint, {"quantizer": "modelopt", "method": "percentile"}, name="mo1.yaml"))
+    text = [str(i) for i in info.value.issues]
+    assert any("stages.quantize.quantizer: modelopt writes Q/DQ for TensorRT" in t for t in text)
+    assert any("stages.quantize.method:" in t for t in text)
+    try:
+        import modelopt.onnx.quantization  # noqa: F401
+
+        pytest.skip("ModelOpt is installed here")
+    except ImportError:
+        pass
+    from pipeline.errors import MissingDependency
+
+    path = digits_config(write_config, checkpoint, {"quantizer": "modelopt", "target": "tensorrt", "calibration": {"count": 4}, "holdout_count": 4}, name="mo2.yaml")
+    with pytest.raises(MissingDependency, match=r"nvidia-modelopt\[onnx\]"):
+        run(path)
