@@ -194,7 +194,8 @@ class Runner:
         }
         outputs = {a.name: a for a in node.spec.outputs}
         with captured(log) as logger:
-            ctx = StageContext(self.project.config, inputs, workdir, outputs, logger, result.metrics)
+            persistent = self.store.root / "persistent" / node.name
+            ctx = StageContext(self.project.config, inputs, workdir, outputs, logger, result.metrics, persistent)
             try:
                 node.spec.run(ctx, node.params)
                 missing = [a.name for a in node.spec.outputs if not ctx.output(a.name).exists()]

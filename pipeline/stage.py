@@ -71,6 +71,9 @@ class StageContext:
     outputs: Mapping[str, Artifact]
     log: logging.Logger
     metrics: dict[str, Any] = field(default_factory=dict)
+    # A per-stage directory in the cache that outlives runs, for things that speed a
+    # stage up without being its result (TensorRT's timing cache). Not in any key.
+    persistent: Path | None = None
 
     def input(self, name: str) -> Path:
         return self.inputs[name]

@@ -15,8 +15,10 @@ provenance manifest and layer information go beside it.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -177,16 +179,37 @@ def run(ctx: StageContext, params: BuildParams) -> None:
     if not parser.parse_from_file(str(ctx.input(source_artifact(params)))):
         errors = [str(parser.get_error(i).desc()) for i in range(parser.num_errors)]
         raise StageFailed("TensorRT's ONNX parser failed: " + "; ".join(errors))
-    config = _builder_config(trt_module, builder, params, major, ctx.config)
+    slot = timing_cache_slot(ctx, trt_module.__version__)
+    config = _builder_config(trt_module, builder, params, major, ctx.config, slot)
     plan = builder.build_serialized_network(network, config)
     if plan is None:
         raise StageFailed("TensorRT could not build the engine (see the stage log)")
     ctx.output("engine").write_bytes(bytes(plan))  # raw engine bytes only: Triton reads them as is
-    ctx.output("timing_cache").write_bytes(bytes(config.get_timing_cache().serialize()))
+    timing = bytes(config.get_timing_cache().serialize())
+    ctx.output("timing_cache").write_bytes(timing)
+    if slot is not None:
+        _save_slot(slot, timing)
     _describe(ctx, trt_module, logger, bytes(plan), params, major)
 
 
-def _builder_config(trt_module: Any, builder: trt.Builder, params: BuildParams, major: int, deploy: DeployConfig) -> trt.IBuilderConfig:
+def timing_cache_slot(ctx: StageContext, version: str) -> Path | None:
+    """The timing cache carried from build to build: one per TensorRT version and GPU,
+    as TensorRT requires (a cache from another version or device is invalid)."""
+    gpu = gpu_identity()
+    if ctx.persistent is None or gpu is None:
+        return None
+    slug = re.sub(r"[^A-Za-z0-9.]+", "_", f"{version}_{gpu}").strip("_")
+    return ctx.persistent / f"timing_{slug}.cache"
+
+
+def _save_slot(slot: Path, data: bytes) -> None:
+    slot.parent.mkdir(parents=True, exist_ok=True)
+    tmp = slot.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(slot)
+
+
+def _builder_config(trt_module: Any, builder: trt.Builder, params: BuildParams, major: int, deploy: DeployConfig, slot: Path | None) -> trt.IBuilderConfig:
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt_module.MemoryPoolType.WORKSPACE, params.workspace_mib << 20)
     config.builder_optimization_level = params.optimization_level
@@ -197,7 +220,8 @@ def _builder_config(trt_module: Any, builder: trt.Builder, params: BuildParams, 
         config.hardware_compatibility_level = getattr(trt_module.HardwareCompatibilityLevel, level)
     for profile in params.profiles:
         config.add_optimization_profile(_profile(trt_module, builder, profile_shapes(deploy, profile)))
-    config.set_timing_cache(config.create_timing_cache(b""), False)
+    previous = slot.read_bytes() if slot is not None and slot.is_file() else b""
+    config.set_timing_cache(config.create_timing_cache(previous), False)
     return config
 
 

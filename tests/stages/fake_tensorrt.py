@@ -58,8 +58,11 @@ class Logger:
 
 
 class ITimingCache:
+    def __init__(self, previous: bytes) -> None:
+        self.previous = previous
+
     def serialize(self) -> bytes:
-        return b"timing-cache"
+        return self.previous + b"+timing"
 
 
 class IOptimizationProfile:
@@ -91,7 +94,7 @@ class IBuilderConfig:
         return len(self.profiles) - 1
 
     def create_timing_cache(self, serialized_timing_cache: bytes) -> ITimingCache:
-        return ITimingCache()
+        return ITimingCache(bytes(serialized_timing_cache))
 
     def set_timing_cache(self, cache: ITimingCache, ignore_mismatch: bool) -> bool:
         self.cache = cache

@@ -188,3 +188,15 @@ def test_triton_plan_max_batch_is_checked_against_the_engine_profiles(write_conf
     tree = output_path(write_config(replace={"stages": stages}, name="ok.yaml"), results, "triton_config", "repository")
     assert (tree / "tiny_plan" / "1" / "model.plan").read_bytes() == fake.PLAN
     assert 'platform: "tensorrt_plan"' in (tree / "tiny_plan" / "config.pbtxt").read_text()
+
+
+def test_timing_cache_is_carried_from_build_to_build(write_config, monkeypatch):
+    monkeypatch.setattr(build, "_tensorrt", lambda p: fake)
+    monkeypatch.setattr(build, "gpu_identity", lambda: "Fake GPU (sm 9.0)")
+    fake.built.clear()
+    stages = {"trace": {}, "export": {}, "build": {"optimization_level": 2}}
+    run(write_config(replace={"stages": stages}))
+    assert fake.built[-1]["config"].cache.previous == b""
+    stages["build"]["optimization_level"] = 4  # a different build, same TensorRT and GPU
+    run(write_config(replace={"stages": stages}))
+    assert fake.built[-1]["config"].cache.previous == b"+timing"
