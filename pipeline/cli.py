@@ -122,6 +122,24 @@ def serve(
 
 
 @app.command()
+def bench(
+    model: Annotated[Path, typer.Argument(help="An .onnx (ONNX Runtime) or .pt/.ts (TorchScript) file.")],
+    shapes: Annotated[Optional[str], typer.Option("--shapes", help="NAME:DxDxD,... (as trtexec).")] = None,
+    warmup: Annotated[float, typer.Option("--warmUp", min=0, help="Warm-up time, ms.")] = 200.0,
+    duration: Annotated[float, typer.Option("--duration", min=0, help="Minimum timed duration, s.")] = 3.0,
+    iterations: Annotated[int, typer.Option("--iterations", min=1, help="Minimum timed calls.")] = 10,
+    percentile: Annotated[str, typer.Option("--percentile", help="Comma-separated, e.g. 90,95,99.")] = "90,95,99",
+    export_times: Annotated[Optional[Path], typer.Option("--exportTimes", help="Write per-call times (JSON).")] = None,
+    runtime: Annotated[str, typer.Option("--runtime", help="auto | onnxruntime | torchscript.")] = "auto",
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="Intra-op threads.")] = None,
+) -> None:
+    """Time one model file the way trtexec does (warm-up, duration, percentiles)."""
+    from pipeline.bench_cli import bench_file
+
+    bench_file(model, shapes, warmup, duration, iterations, percentile, export_times, runtime, threads)
+
+
+@app.command()
 def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:

@@ -1,0 +1,69 @@
+"""`deploy bench MODEL_FILE`: trtexec-style output on real ONNX Runtime and TorchScript."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.errors import ExitCode
+from stages import _bench
+from tests.conftest import run_cli
+from tests.helpers import run
+from tests.stages.test_stages import output_path
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    import yaml
+
+    from tests.conftest import tiny_dict
+
+    tmp = tmp_path_factory.mktemp("bench")
+    path = tmp / "tiny.yaml"
+    path.write_text(yaml.safe_dump(tiny_dict(tmp), sort_keys=False))
+    results = run(path, stop="export")
+    return output_path(path, results, "export", "onnx"), output_path(path, results, "trace", "torchscript")
+
+
+def test_onnx_bench_prints_trtexec_summary_and_exports_times(models, tmp_path):
+    times = tmp_path / "times.json"
+    proc = run_cli("bench", str(models[0]), "--runtime", "onnxruntime", "--shapes", "image:4x1x8x8", "--warmUp", "50",
+                   "--duration", "0.3", "--iterations", "50", "--percentile", "50,99", "--exportTimes", str(times))
+    assert proc.returncode == 0, proc.stderr
+    assert "=== Performance summary (onnxruntime, batch 4) ===" in proc.stdout
+    assert "percentile(50%)" in proc.stdout and "percentile(99%)" in proc.stdout and "Total Host Walltime" in proc.stdout
+    rows = json.loads(times.read_text())
+    assert len(rows) >= 50 and all(r["latencyMs"] > 0 for r in rows)
+    assert rows == sorted(rows, key=lambda r: r["startMs"])
+
+
+def test_torchscript_bench(models):
+    proc = run_cli("bench", str(models[1]), "--runtime", "torchscript", "--shapes", "x:2x1x8x8", "--duration", "0.2")
+    assert proc.returncode == 0, proc.stderr
+    assert "(torchscript, batch 2)" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--shapes", "image=1x1"], "is not NAME:DxDxD"),
+        ([], "has dynamic dims"),
+        (["--shapes", "nope:1x1x8x8,image:1x1x8x8"], "no input(s) ['nope']"),
+        (["--shapes", "image:1x1x8x8", "--percentile", "0"], "not a list of percentiles"),
+    ],
+)
+def test_bad_arguments_are_usage_errors(models, args, fragment):
+    proc = run_cli("bench", str(models[0]), "--runtime", "onnxruntime", "--duration", "0.1", *args)
+    assert proc.returncode == ExitCode.USAGE, proc.stdout + proc.stderr
+    assert fragment in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_measure_honours_duration_and_iterations():
+    settings = _bench.Settings(warmup_ms=10, duration_s=0.05, iterations=500, percentiles=(50.0, 100.0))
+    timing = _bench.measure(lambda: None, settings)
+    assert len(timing.latencies_ms) >= 500 and timing.wall_s >= 0.05 and timing.warmup_calls >= 1
+    summary = _bench.summarize(timing, batch=4, settings=settings)
+    assert summary["percentiles_ms"]["p100"] == summary["max_ms"]
+    assert summary["items_per_s"] == pytest.approx(4 * summary["qps"])
+    assert _bench.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0 and _bench.percentile([1.0, 2.0, 3.0, 4.0], 99) == 4.0
