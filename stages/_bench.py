@@ -42,7 +42,8 @@ def measure(call: Callable[[], Any], settings: Settings) -> Timing:
     while warmups == 0 or (time.perf_counter_ns() - warm_start) / 1e6 < settings.warmup_ms:
         call()
         warmups += 1
-    latencies, starts = [], []
+    latencies: list[float] = []
+    starts: list[float] = []
     origin = time.perf_counter_ns()
     deadline = origin + int(settings.duration_s * 1e9)
     while len(latencies) < settings.iterations or time.perf_counter_ns() < deadline:
