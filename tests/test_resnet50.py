@@ -22,7 +22,7 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     summary = json.loads((tmp_path / "runs" / "resnet50" / "summary.json").read_text())
     states = {s["stage"]: s["status"] for s in summary["stages"]}
     expected_build = "ran" if real_tensorrt() else "skipped"
-    assert states.pop("build") == expected_build and set(states.values()) == {"ran"} and len(states) == 7
+    assert states.pop("build") == expected_build and set(states.values()) == {"ran"} and len(states) == 8
     validate = next(s for s in summary["stages"] if s["stage"] == "validate")
     assert validate["metrics"]["parity"]["onnxruntime"]["passed"]
     smoke = next(s for s in summary["stages"] if s["stage"] == "smoke")["metrics"]["smoke"]["models"]
@@ -33,6 +33,8 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     assert smoke["resnet50_python_int8"]["status"] == "passed"
     quantize = next(s for s in summary["stages"] if s["stage"] == "quantize")["metrics"]["accuracy"]
     assert quantize["outputs"]["logits"]["cosine"] >= 0.99
+    bench = next(s for s in summary["stages"] if s["stage"] == "bench")["metrics"]["bench"]
+    assert {(r["runtime"], r["batch"]) for r in bench} == {(rt, b) for rt in ("eager", "torchscript", "onnxruntime", "onnxruntime_int8") for b in (1, 8)}
     for model in ("resnet50_onnx", "resnet50_torchscript", "resnet50_python"):
         text = (tmp_path / "model_repository" / model / "config.pbtxt").read_text()
         parsed = text_format.Parse(text, model_config_pb2.ModelConfig())
