@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from pipeline.config import DeployConfig, shape_issues
 from pipeline.errors import ConfigError, Issue
 from pipeline.graph import Graph, build_graph
-from pipeline.registry import stage_specs
+from pipeline.registry import stage_names, stage_spec
 from pipeline.stage import StageSpec
 
 CACHE_ENV = "DEPLOY_CACHE_DIR"
@@ -97,12 +97,11 @@ def _validate_shared(raw: dict[str, Any], base: Path) -> tuple[DeployConfig | No
 def _validate_stages(raw: Any, base: Path) -> tuple[list[tuple[StageSpec, BaseModel]] | None, list[Issue]]:
     if not isinstance(raw, dict) or not raw:
         return None, []  # reported by the shared model
-    specs = stage_specs()
     stages, issues = [], []
     for name, params in raw.items():
-        spec = specs.get(name)
+        spec = stage_spec(str(name))
         if spec is None:
-            issues.append(Issue(f"stages.{name}", f"unknown stage (known: {', '.join(specs)})"))
+            issues.append(Issue(f"stages.{name}", f"unknown stage (known: {', '.join(stage_names())})"))
             continue
         try:
             stages.append((spec, spec.params.model_validate(params or {}, context={"base_dir": base})))

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from types import TracebackType
+from typing import Any
 
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from pipeline.plan import Action, PlanRow
@@ -27,41 +27,54 @@ class ConsoleReporter:
     def __init__(self, console: Console, verbose: bool = False) -> None:
         self.console = console
         self.verbose = verbose
-        self.progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console
-        )
-        self.tasks: dict[str, TaskID] = {}
+        self.progress: Any = None  # created when a stage first runs: a cached run needs none
+        self.tasks: dict[str, Any] = {}
 
     def __enter__(self) -> ConsoleReporter:
-        self.progress.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.progress.stop()
+        if self.progress is not None:
+            self.progress.stop()
+
+    def _live(self) -> Any:
+        if self.progress is None:
+            from rich.progress import (
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+            self.progress = Progress(*columns, console=self.console)
+            self.progress.start()
+        return self.progress
 
     def started(self, name: str, reasons: list[str]) -> None:
         why = reasons[0] if reasons else ""
         more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
-        self.tasks[name] = self.progress.add_task(f"[bold]{name}[/] running — {why}{more}", total=None)
+        self.tasks[name] = self._live().add_task(f"[bold]{name}[/] running — {why}{more}", total=None)
 
     def finished(self, result: StageResult) -> None:
+        task = self.tasks.get(result.name)
+        if task is None:
+            return  # cached or skipped without running: the table says so
         text = f"[bold]{result.name}[/] [{STYLE[result.status]}]{result.status.value}[/]"
         if result.message:
             text += f" — {result.message.splitlines()[0]}"
-        task = self.tasks.get(result.name)
-        if task is None:
-            task = self.progress.add_task(text, total=1)
         self.progress.update(task, description=text, total=1, completed=1)
         self.progress.stop_task(task)
 
     def warn(self, message: str) -> None:
-        self.progress.console.print(f"[yellow]warning:[/] {message}")
+        self.console.print(f"[yellow]warning:[/] {message}")
 
 
 def results_table(results: list[StageResult], names: list[str]) -> Table:
     table = Table(title="deploy run", title_justify="left")
-    for column in ("stage", "status", "time", "outputs", "notes"):
+    for column in ("stage", "status", "time", "outputs"):
         table.add_column(column)
+    table.add_column("notes", no_wrap=True, overflow="ellipsis", max_width=100)
     seen = {r.name: r for r in results}
     for name in names:
         result = seen.get(name, StageResult(name, Status.NOT_RUN))
