@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/pipeline_bench.py [configs/resnet50.yaml] [--repeat 5]
 
 Each measurement is a fresh `deploy run` process in a scratch directory with its own
-cache. Prints a Markdown table and writes benchmarks/results/pipeline_<name>.json.
+cache; warm runs start 5 s after the cold one, after one discarded warm run. Prints a Markdown table and writes benchmarks/results/pipeline_<name>.json.
 The warm run also lists any heavy library it imported (the goal: none).
 """
 
@@ -76,6 +76,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         cold, cold_status = timed_run(config, scratch)
+        # Let the machine settle after a minute-long CPU-bound run (the server's exit, file
+        # system write-back), and discard one warm run, as any timing loop warms up.
+        time.sleep(5)
+        timed_run(config, scratch)
         warm = [timed_run(config, scratch) for _ in range(args.repeat)]
         heavy = heavy_in_warm_run(config, scratch)
         edit_wall, edit_status = timed_run(edited_copy(config, scratch), scratch)
