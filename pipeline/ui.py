@@ -72,9 +72,8 @@ class ConsoleReporter:
 
 def results_table(results: list[StageResult], names: list[str]) -> Table:
     table = Table(title="deploy run", title_justify="left")
-    for column in ("stage", "status", "time", "outputs"):
+    for column in ("stage", "status", "time", "outputs", "notes"):
         table.add_column(column)
-    table.add_column("notes", no_wrap=True, overflow="ellipsis", max_width=100)
     seen = {r.name: r for r in results}
     for name in names:
         result = seen.get(name, StageResult(name, Status.NOT_RUN))
@@ -92,11 +91,16 @@ def _outputs(outputs: dict[str, Output]) -> str:
     return ", ".join(f"{n} {_size(o.size)}" for n, o in outputs.items())
 
 
+NOTE_CHARS = 90  # the summary JSON has the full text; long cells make rendering slow
+
+
 def _notes(result: StageResult) -> str:
     if result.message:
-        return result.message.splitlines()[0]
-    headline = result.metrics.get("headline")
-    return str(headline) if headline else "; ".join(result.reasons[:2])
+        text = result.message.splitlines()[0]
+    else:
+        headline = result.metrics.get("headline")
+        text = str(headline) if headline else "; ".join(result.reasons[:2])
+    return text if len(text) <= NOTE_CHARS else text[: NOTE_CHARS - 1] + "…"
 
 
 def _size(n: int) -> str:
