@@ -21,10 +21,10 @@ class Case:
 
 
 def make_inputs(config: DeployConfig, label: Label, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    return {spec.name: _random(spec, spec.shape(label), rng) for spec in config.inputs}
+    return {spec.name: random_input(spec, spec.shape(label), rng) for spec in config.inputs}
 
 
-def _random(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+def random_input(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     if spec.dtype == "bool":
         return rng.integers(0, 2, size=shape).astype(bool)
     if spec.value_range is not None:

@@ -97,10 +97,10 @@ def _callable(runtime: str, ctx: StageContext, batch: int, threads: int | None) 
 
 
 def _input(rng: Any, spec: Any, batch: int) -> Any:
-    from stages._golden import _random
+    from stages._golden import random_input
 
     shape = (batch, *spec.opt[1:]) if spec.dims and isinstance(spec.dims[0], str) else spec.opt
-    return _random(spec, tuple(shape), rng)
+    return random_input(spec, tuple(shape), rng)
 
 
 def _ort(path: Any, feeds: dict[str, Any], threads: int | None) -> Callable[[], Any]:
