@@ -20,6 +20,8 @@ from pipeline.errors import Issue
 
 # The artifact every pipeline starts from: the model as the config declares it.
 SOURCE_ARTIFACT = "model"
+# The metrics key under which a stage's tables for the run report are kept.
+REPORT_KEY = "report"
 
 
 class ArtifactKind(str, Enum):
@@ -84,6 +86,12 @@ class StageContext:
     def record(self, key: str, value: Any) -> None:
         """Adds a JSON-serialisable number or table to the run summary."""
         self.metrics[key] = value
+
+    def report_table(self, title: str, columns: list[str], rows: list[list[Any]], note: str = "") -> None:
+        """A table for the run report (pipeline/report.py renders every stage's tables,
+        and embeds its .png outputs, without knowing the stage)."""
+        table = {"title": title, "columns": columns, "rows": rows, "note": note}
+        self.metrics.setdefault(REPORT_KEY, []).append(table)
 
 
 RunFn = Callable[[StageContext, Any], None]

@@ -86,10 +86,35 @@ def report_lines(name: str, s: dict[str, Any]) -> list[str]:
         f"median = {s['median_ms']:.4g} ms, {pcts}",
         f"[I] Total Host Walltime: {s['wall_s']:.4g} s ({s['iterations']} iterations after {s['warmup_calls']} warm-up calls)",
     ]
+    lines += [f"[I] {GPU_PHASES[k]}: {_stats_text(v)}" for k, v in s.get("gpu", {}).items()]
+    if "server" in s:
+        server = s["server"]
+        phases = ", ".join(f"{k.removesuffix('_us').replace('_', ' ')} {server[k]:.0f} us" for k in SERVER_PHASES)
+        lines.append(f"[I] Server (per request): {phases}; client + network {server['client_overhead_us']:.0f} us; "
+                     f"avg server batch {server['avg_server_batch']:.2f}")
     if not s["stable"]:
         lines.append(f"[W] * The coefficient of variation is {100 * s['cv']:.1f} % (> {100 * UNSTABLE_CV:.0f} %): results are unstable; "
                      "close other work or run longer (--duration).")
     return lines
+
+
+GPU_PHASES = {"h2d_ms": "H2D Latency", "compute_ms": "GPU Compute Time", "d2h_ms": "D2H Latency"}
+SERVER_PHASES = ("queue_us", "compute_input_us", "compute_infer_us", "compute_output_us")
+
+
+def phase_summary(phases: Sequence[tuple[float, float, float]], settings: Settings) -> dict[str, dict[str, float]]:
+    """trtexec's H2D / GPU compute / D2H split, from per-call CUDA event times (ms)."""
+    return {name: _stats([p[i] for p in phases], settings) for i, name in enumerate(GPU_PHASES)}
+
+
+def _stats(values: Sequence[float], settings: Settings) -> dict[str, float]:
+    ordered = sorted(values)
+    found = {"min": ordered[0], "max": ordered[-1], "mean": statistics.fmean(ordered), "median": statistics.median(ordered)}
+    return found | {f"p{p:g}": percentile(ordered, p) for p in settings.percentiles}
+
+
+def _stats_text(stats: dict[str, float]) -> str:
+    return ", ".join(f"{'percentile(' + k[1:] + '%)' if k.startswith('p') else k} = {v:.4g} ms" for k, v in stats.items())
 
 
 def export_times(path: Path, timing: Timing) -> None:

@@ -1,14 +1,21 @@
-"""Runtimes `deploy bench` can time a model file in: ONNX Runtime (.onnx) and
-TorchScript (.pt / .ts). Each returns a zero-argument call over fixed random inputs."""
+"""The runtimes the bench stage and `deploy bench` time: each becomes a zero-argument
+call over fixed random inputs (and, on a GPU, a per-call H2D / compute / D2H record).
+Heavy libraries are imported inside the functions that need them."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pipeline.errors import ConfigError, Issue
+from pipeline.config import DeployConfig
+from pipeline.errors import ConfigError, Issue, StageFailed
+from pipeline.stage import StageContext
+
+if TYPE_CHECKING:
+    from stages._bench_triton import Feed
 
 SHAPE = re.compile(r"^([A-Za-z_][\w.:/-]*):(\d+(?:x\d+)*)$")
 ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
@@ -26,18 +33,100 @@ def parse_shapes(text: str | None) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def onnxruntime(path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None) -> tuple[Callable[[], Any], int]:
+@dataclass(frozen=True)
+class Timed:
+    call: Callable[[], Any]
+    phases: list[tuple[float, float, float]] | None = None  # per call (ms), GPU runtimes only
+
+
+# -- the bench stage: inputs from the shape spec -------------------------------------------------
+def spec_feeds(config: DeployConfig, batch: int) -> dict[str, Any]:
+    """Random inputs at the shape spec's opt shape, with the batch axis set to `batch`."""
     import numpy as np
+
+    from stages._golden import random_input
+
+    rng = np.random.default_rng(0)
+    batched = config.batch_dim is not None
+    return {s.name: random_input(s, (batch, *s.opt[1:]) if batched else s.opt, rng) for s in config.inputs}
+
+
+def triton_feeds(config: DeployConfig, fmt: str, batch: int) -> list[Feed]:
+    from stages._bench_triton import Feed
+    from stages.triton_config import TRITON_TYPES, io_name
+
+    feeds = spec_feeds(config, batch)
+    return [
+        Feed(io_name(fmt, s.name, i), feeds[s.name], TRITON_TYPES[s.dtype].removeprefix("TYPE_"))
+        for i, s in enumerate(config.inputs)
+    ]
+
+
+def make(runtime: str, ctx: StageContext, feeds: dict[str, Any], device: str, threads: int | None) -> Timed:
+    if runtime.startswith("onnxruntime"):
+        artifact = {"onnxruntime": "onnx", "onnxruntime_int8": "onnx_int8", "onnxruntime_fp16": "onnx_fp16"}[runtime]
+        return Timed(_ort_call(_ort_session(ctx.input(artifact), threads, device), feeds))
+    if runtime == "tensorrt":
+        from stages import _bench_gpu
+
+        return _bench_gpu.tensorrt(ctx.input("engine"), ctx.config, feeds)
+    module = _torch_module(runtime, ctx, threads)
+    if device == "cuda":
+        from stages import _bench_gpu
+
+        return _bench_gpu.torch_module(module, [feeds[s.name] for s in ctx.config.inputs])
+    return Timed(_torch_call(module, [feeds[s.name] for s in ctx.config.inputs]))
+
+
+def _torch_module(runtime: str, ctx: StageContext, threads: int | None) -> Any:
+    import torch
+
+    from stages._torch import load_model
+
+    if threads:
+        torch.set_num_threads(threads)
+    if runtime == "eager":
+        return load_model(ctx.config.model)
+    return torch.jit.load(str(ctx.input("torchscript")), map_location="cpu").eval()
+
+
+def _torch_call(module: Any, arrays: list[Any]) -> Callable[[], Any]:
+    import torch
+
+    args = [torch.from_numpy(a) for a in arrays]
+
+    def call() -> Any:
+        with torch.inference_mode():
+            return module(*args)
+
+    return call
+
+
+def _ort_session(path: Path, threads: int | None, device: str) -> Any:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     if threads:
         options.intra_op_num_threads = threads
-    sess = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    provider = "CUDAExecutionProvider" if device == "cuda" else "CPUExecutionProvider"
+    if provider not in ort.get_available_providers():
+        raise StageFailed(f"device: cuda needs onnxruntime-gpu; this onnxruntime has {ort.get_available_providers()}")
+    return ort.InferenceSession(str(path), options, providers=[provider])
+
+
+def _ort_call(sess: Any, feeds: dict[str, Any]) -> Callable[[], Any]:
+    names = [o.name for o in sess.get_outputs()]
+    return lambda: sess.run(names, feeds)
+
+
+# -- `deploy bench FILE`: inputs from --shapes or the model -------------------------------------
+def onnxruntime(path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None) -> tuple[Callable[[], Any], int]:
+    import numpy as np
+
+    sess = _ort_session(path, threads, "cpu")
     feeds = {i.name: _random(np, _shape(i.name, i.shape, shapes), ORT_TYPES.get(i.type, "float32")) for i in sess.get_inputs()}
     _unknown(shapes, feeds)
-    names = [o.name for o in sess.get_outputs()]
-    return (lambda: sess.run(names, feeds)), _batch(feeds)
+    return _ort_call(sess, feeds), _batch(feeds)
 
 
 def torchscript(path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None) -> tuple[Callable[[], Any], int]:
@@ -49,13 +138,8 @@ def torchscript(path: Path, shapes: dict[str, tuple[int, ...]], threads: int | N
     if not shapes:
         raise ConfigError("--shapes", [Issue("--shapes", "TorchScript files carry no input shapes: give --shapes NAME:DxD,...")])
     module = torch.jit.load(str(path), map_location="cpu").eval()
-    args = [torch.from_numpy(_random(np, shape, "float32")) for shape in shapes.values()]
-
-    def call() -> Any:
-        with torch.inference_mode():
-            return module(*args)
-
-    return call, args[0].shape[0] if args[0].dim() else 1
+    arrays = [_random(np, shape, "float32") for shape in shapes.values()]
+    return _torch_call(module, arrays), arrays[0].shape[0] if arrays[0].ndim else 1
 
 
 def _shape(name: str, declared: list[Any], given: dict[str, tuple[int, ...]]) -> tuple[int, ...]:

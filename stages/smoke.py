@@ -10,11 +10,9 @@ Models whose backend the server lacks are reported skipped, with that reason.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,17 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.config import Label
 from pipeline.errors import StageFailed
 from pipeline.stage import Artifact, Section, StageContext, StageSpec
+from stages import _triton_repo as triton_repo
 from stages._server_spec import ServerSpec, identity
+from stages._triton_repo import Model
 from stages._tolerance import Tolerance
 
 Protocol = Literal["http", "grpc"]
-# config.pbtxt platform/backend -> (serving format, backend directory name)
-PLATFORMS = {
-    "onnxruntime_onnx": ("onnx", "onnxruntime"),
-    "pytorch_libtorch": ("torchscript", "pytorch"),
-    "tensorrt_plan": ("plan", "tensorrt"),
-    "python": ("python", "python"),
-}
 
 
 class SmokeParams(BaseModel):
@@ -54,62 +47,19 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
     golden = _golden.load(ctx.input("golden"))
     scratch = ctx.workdir / "server"  # backends dir, server log: not outputs
     scratch.mkdir()
-    repo = _private_copy(ctx.input("repository"), scratch / "repository")
-    models = _formats(repo)
+    repo = triton_repo.private_copy(ctx.input("repository"), scratch / "repository")
+    models = triton_repo.models(repo)
     report: dict[str, Any] = {"models": {}}
     server = None
     try:
-        backends = _backends(params, scratch)
-        loadable = [m for m, info in models.items() if backends is None or info.backend in backends]
-        report["models"] = {m: _skipped(info.backend) for m, info in models.items() if m not in loadable}
+        loadable = triton_repo.loadable(models, triton_repo.backends(params.server, scratch))
+        report["models"] = {m: triton_repo.skipped(info.backend) for m, info in models.items() if m not in loadable}
         with ts.serving(params.server, repo, loadable, scratch) as server:
             report["server"] = _server_info(server, params)
             report["models"].update(_check_all(server, loadable, models, ctx, params, golden))
     finally:
         _finish(ctx, report, server)
     _verdict(report, server)
-
-
-def _private_copy(tree: Path, dest: Path) -> Path:
-    """Hard-linked copy: the server and its python stubs may write beside the models
-    (__pycache__), which must not land in the cache's laid-out tree."""
-    shutil.copytree(tree, dest, copy_function=os.link)
-    return dest
-
-
-@dataclass(frozen=True)
-class Model:
-    fmt: str
-    backend: str
-    precision: str
-    directory: Path
-
-
-def _formats(repo: Path) -> dict[str, Model]:
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
-
-    found = {}
-    for path in sorted(repo.glob("*/config.pbtxt")):
-        config = text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
-        kind = config.platform or config.backend
-        fmt, backend = PLATFORMS.get(kind, (kind, kind))
-        precision = config.parameters["deploy_precision"].string_value if "deploy_precision" in config.parameters else "fp32"
-        found[path.parent.name] = Model(fmt, backend, precision, path.parent)
-    return found
-
-
-def _backends(params: SmokeParams, workdir: Path) -> set[str] | None:
-    from stages import _triton_server as ts
-
-    if params.server.kind in ("url", "docker"):
-        return None  # unknown until a load is tried
-    launch = ts.locate(params.server, workdir)
-    return {p.name for p in launch.backend_dir.iterdir()} if launch.backend_dir else None
-
-
-def _skipped(backend: str) -> dict[str, Any]:
-    return {"status": "skipped", "reason": f"the server has no '{backend}' backend"}
 
 
 def _server_info(server: Any, params: SmokeParams) -> dict[str, Any]:
@@ -140,7 +90,7 @@ def _unavailable(state: dict[str, str], backend: str, params: SmokeParams) -> di
     reason = state.get("reason", "")
     # A server we did not configure (URL, image) reports a missing backend only on load.
     if params.server.kind in ("url", "docker") and "backend" in reason and "not found" in reason.lower():
-        return _skipped(backend) | {"reason": reason}
+        return triton_repo.skipped(backend) | {"reason": reason}
     return {"status": "failed", "problems": [f"{state.get('state', '?')}: {reason}"]}
 
 
@@ -236,17 +186,16 @@ def serve(config: Any, params: SmokeParams, repository: Path, say: Callable[[str
     from stages import _triton_server as ts
 
     with tempfile.TemporaryDirectory(prefix="deploy-serve-") as tmp:
-        models = {m: info for m, info in _formats(repository).items() if m.startswith(f"{config.name}_")}
+        models = {m: info for m, info in triton_repo.models(repository).items() if m.startswith(f"{config.name}_")}
         if not models:
             raise StageFailed(f"no models of '{config.name}' in {repository}; run `deploy run` first")
-        backends = _backends(params, Path(tmp))
-        loadable = [m for m, info in models.items() if backends is None or info.backend in backends]
+        loadable = triton_repo.loadable(models, triton_repo.backends(params.server, Path(tmp)))
         with ts.serving(params.server, repository.absolute(), loadable, Path(tmp)) as server:
             say(f"HTTP  http://{server.http}\ngRPC  {server.grpc}\nserver log  {server.log_path}")
             for name, state in checks.wait_models(server, loadable, time.monotonic() + params.server.startup_timeout_s).items():
                 say(f"model {name}: {state.get('state')} {state.get('reason', '')}".rstrip())
             for name in sorted(set(models) - set(loadable)):
-                say(f"model {name}: not loaded ({_skipped(models[name].backend)['reason']})")
+                say(f"model {name}: not loaded ({triton_repo.skipped(models[name].backend)['reason']})")
             say("serving; Ctrl-C stops the server")
             while server.process is None or server.process.poll() is None:
                 time.sleep(0.5)

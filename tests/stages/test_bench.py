@@ -32,7 +32,7 @@ def test_bench_times_every_runtime_at_every_batch(write_config):
     assert eager["speedup_vs_eager"] == pytest.approx(1.0)
     assert data["host"]["host_cores"] and data["host"]["host_cpu"]
     table = output_path(path, results, "bench", "table").read_text()
-    assert table.count("\n") == 2 + 12 and "| onnxruntime_int8 | 16 |" in table
+    assert table.count("\n") == 2 + 12 and "| onnxruntime_int8 | cpu | 16 | 1 |" in table
     assert output_path(path, results, "bench", "plot").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -1,0 +1,73 @@
+"""A generated Triton repository as the smoke and bench stages see it: which models it
+holds, in which format and precision, and which of them a given server can load.
+
+Light at import (stdlib, pydantic via the server spec); protobuf and tritonclient are
+imported by the functions that parse configs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stages._server_spec import ServerSpec
+
+# config.pbtxt platform/backend -> (serving format, backend directory name)
+PLATFORMS = {
+    "onnxruntime_onnx": ("onnx", "onnxruntime"),
+    "pytorch_libtorch": ("torchscript", "pytorch"),
+    "tensorrt_plan": ("plan", "tensorrt"),
+    "python": ("python", "python"),
+}
+
+
+@dataclass(frozen=True)
+class Model:
+    fmt: str
+    backend: str
+    precision: str
+    directory: Path
+
+
+def private_copy(tree: Path, dest: Path) -> Path:
+    """Hard-linked copy: the server and its python stubs may write beside the models
+    (__pycache__), which must not land in the cache's laid-out tree."""
+    shutil.copytree(tree, dest, copy_function=os.link)
+    return dest
+
+
+def models(repo: Path) -> dict[str, Model]:
+    """model name -> what its config.pbtxt says (parsed as Triton's ModelConfig)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    found = {}
+    for path in sorted(repo.glob("*/config.pbtxt")):
+        config = text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
+        kind = config.platform or config.backend
+        fmt, backend = PLATFORMS.get(kind, (kind, kind))
+        precision = config.parameters["deploy_precision"].string_value if "deploy_precision" in config.parameters else "fp32"
+        found[path.parent.name] = Model(fmt, backend, precision, path.parent)
+    return found
+
+
+def backends(spec: ServerSpec, workdir: Path) -> set[str] | None:
+    """The backends a local server has; None where that is unknown until a load is
+    tried (a URL or a docker image)."""
+    from stages import _triton_server as ts
+
+    if spec.kind in ("url", "docker"):
+        return None
+    launch = ts.locate(spec, workdir)
+    return {p.name for p in launch.backend_dir.iterdir()} if launch.backend_dir else None
+
+
+def loadable(found: dict[str, Model], have: set[str] | None) -> list[str]:
+    return [name for name, info in found.items() if have is None or info.backend in have]
+
+
+def skipped(backend: str) -> dict[str, Any]:
+    return {"status": "skipped", "reason": f"the server has no '{backend}' backend"}
