@@ -62,7 +62,7 @@ def run(
 ) -> None:
     """Run the pipeline; stages whose inputs are unchanged come from the cache."""
     from pipeline.graph import select
-    from pipeline.runner import Runner, Selection
+    from pipeline.runner import REPORT_FILE, Runner, Selection
     from pipeline.store import Store
     from pipeline.ui import ConsoleReporter, results_table
 
@@ -80,7 +80,8 @@ def run(
             runner.run()
     finally:
         console.print(results_table(runner.results, project.graph.names()))
-        console.print(f"summary: {project.run_dir / 'summary.json'}   repository: {project.config.repository}")
+        console.print(f"summary: {project.run_dir / 'summary.json'}   report: {project.run_dir / REPORT_FILE}   "
+                      f"repository: {project.config.repository}")
 
 
 @app.command()

@@ -19,7 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
-from pipeline import keys
+from pipeline import keys, report
 from pipeline.errors import (
     DeployError,
     SelectionError,
@@ -35,6 +35,9 @@ from pipeline.project import Project
 from pipeline.publish import publish_tree
 from pipeline.stage import StageContext
 from pipeline.store import Entry, Output, Store
+
+
+REPORT_FILE = "report.html"
 
 
 class Status(str, Enum):
@@ -239,6 +242,16 @@ class Runner:
             "stages": rows,
         }
         atomic_write_text(self.project.run_dir / "summary.json", json.dumps(summary, indent=1))
+        report.write(self.project.run_dir / REPORT_FILE, summary, self._images(results))
+
+    def _images(self, results: list[StageResult]) -> dict[str, list[Path]]:
+        """stage -> its .png artifacts in the store, for the run report."""
+        found: dict[str, list[Path]] = {}
+        for result in results:
+            spec = self.project.graph.node(result.name).spec
+            pngs = [a.name for a in spec.outputs if a.relpath.endswith(".png") and a.name in result.outputs]
+            found[result.name] = [self.store.path_of(result.outputs[n]) for n in pngs]
+        return found
 
 
 def _result_json(result: StageResult, store: Store) -> dict[str, Any]:

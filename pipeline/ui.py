@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipeline.plan import Action, PlanRow
+from pipeline.report import human_size
 from pipeline.runner import StageResult, Status
 from pipeline.store import Output
 
@@ -88,7 +89,7 @@ def results_table(results: list[StageResult], names: list[str]) -> Table:
 
 
 def _outputs(outputs: dict[str, Output]) -> str:
-    return ", ".join(f"{n} {_size(o.size)}" for n, o in outputs.items())
+    return ", ".join(f"{n} {human_size(o.size)}" for n, o in outputs.items())
 
 
 NOTE_CHARS = 90  # the summary JSON has the full text; long cells make rendering slow
@@ -101,14 +102,6 @@ def _notes(result: StageResult) -> str:
         headline = result.metrics.get("headline")
         text = str(headline) if headline else "; ".join(result.reasons[:2])
     return text if len(text) <= NOTE_CHARS else text[: NOTE_CHARS - 1] + "…"
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
-        n /= 1000  # type: ignore[assignment]
-    return str(n)
 
 
 def plan_table(rows: list[PlanRow]) -> Table:

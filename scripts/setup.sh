@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # Creates .venv with deploy and everything its stages and tests use.
 # Idempotent: a second call only checks that the pinned packages are installed.
+#   scripts/setup.sh           the pipeline
+#   scripts/setup.sh --tests   also the system tools some tests drive: Chromium (the run
+#                              report's screenshot) and Groovy + a JDK (the Jenkinsfile dry run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--tests" ]; then
+    scripts/system_deps.sh
+elif [ -n "${1:-}" ]; then
+    echo "usage: scripts/setup.sh [--tests]" >&2
+    exit 2
+fi
 PYTHON=${PYTHON:-python3.11}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[all,dev]'

@@ -79,3 +79,16 @@ def headline(label: str, metrics: dict[str, dict[str, Any]]) -> str:
         agree = f", top-1 agree {m['top1_agreement']:.3f}" if "top1_agreement" in m else ""
         parts.append(f"{name}: cos {m['cosine']:.5f}, max|Δ| {m['max_abs']:.3g}{agree}")
     return f"{label} vs FP32 on held-out: " + "; ".join(parts)
+
+
+def report_table(ctx: Any, label: str, metrics: dict[str, dict[str, Any]], samples: int) -> None:
+    """The run report's view of the gate: one row per output."""
+    columns = ["output", "cosine", "min sample cosine", "max |Δ|", "mean |Δ|", "top-1 agreement", "top-k agreement"]
+    rows = [[name, f"{m['cosine']:.6f}", f"{m['min_sample_cosine']:.6f}", f"{m['max_abs']:.4g}", f"{m['mean_abs']:.4g}",
+             _maybe(m.get("top1_agreement")), _maybe(next((v for k, v in m.items() if k.startswith("top") and k != "top1_agreement"), None))]
+            for name, m in metrics.items()]
+    ctx.report_table(f"{label} vs FP32 on {samples} held-out samples", columns, rows)
+
+
+def _maybe(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"

@@ -77,3 +77,15 @@ def headline(table: dict[str, dict[str, dict[str, Any]]]) -> str:
     if not rows:
         return "no comparable outputs"
     return f"max|Δ| {max(m['max_abs'] for m in rows):.2g}, min cos {min(m['cosine'] for m in rows):.6f}"
+
+
+def report_rows(what: str, table: dict[str, dict[str, dict[str, Any]]]) -> list[list[Any]]:
+    """Rows for the run report: one per shape and output."""
+    return [
+        [what, label, name, m.get("error", "")] if "max_abs" not in m else
+        [what, label, name, f"{m['max_abs']:.3g}", f"{m['mean_abs']:.3g}", f"{m['max_rel']:.3g}", f"{m['cosine']:.7f}", "yes" if m["passed"] else "NO"]
+        for label, outs in table.items() for name, m in outs.items()
+    ]
+
+
+REPORT_COLUMNS = ["runtime", "shape", "output", "max |Δ|", "mean |Δ|", "max rel", "cosine", "passed"]

@@ -16,8 +16,9 @@ import os
 import platform
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from pipeline.config import Frozen
 from pipeline.errors import StageFailed
 from pipeline.stage import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
 from stages import _bench_output
@@ -34,11 +35,7 @@ ARTIFACT = {
 IN_PROCESS = ("eager", "torchscript", "onnxruntime", "onnxruntime_int8", "onnxruntime_fp16", "tensorrt")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-
-class TritonBench(_Frozen):
+class TritonBench(Frozen):
     """The `triton` runtime: a server of the same kinds as the smoke stage's."""
 
     server: ServerSpec = ServerSpec()
@@ -47,7 +44,7 @@ class TritonBench(_Frozen):
     batch: int = Field(1, ge=1)  # items per request (perf_analyzer's -b)
 
 
-class BenchParams(_Frozen):
+class BenchParams(Frozen):
     runtimes: tuple[Runtime, ...] = Field(("eager", "torchscript", "onnxruntime"), min_length=1)
     batches: tuple[int, ...] | None = None  # default: the shape spec's min / opt / max batch
     warmup_ms: float = Field(200, ge=0)

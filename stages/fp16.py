@@ -42,6 +42,7 @@ def run(ctx: StageContext, params: Fp16Params) -> None:
     report = {"holdout_samples": len(holdout), "kept_fp32": list(params.keep_fp32_ops), "outputs": metrics, "gate": params.gate.model_dump()}
     ctx.record("accuracy", report)
     ctx.record("headline", _accuracy.headline("FP16", metrics))
+    _accuracy.report_table(ctx, "FP16", metrics, len(holdout))
     ctx.output("accuracy").write_text(json.dumps(report, indent=1))
     if bad:
         raise StageFailed("FP16 accuracy gate failed: " + "; ".join(bad))
@@ -49,7 +50,7 @@ def run(ctx: StageContext, params: Fp16Params) -> None:
 
 SPEC = StageSpec(
     name="fp16",
-    version=1,
+    version=2,
     params=Fp16Params,
     inputs=("onnx",),
     outputs=(Artifact("onnx_fp16", filename="model.fp16.onnx"), Artifact("accuracy", filename="accuracy.json")),

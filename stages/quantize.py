@@ -79,6 +79,7 @@ def run(ctx: StageContext, params: QuantizeParams) -> None:
     report = {"target": params.target, "method": params.method, "calibration_samples": len(calibration), "holdout_samples": len(holdout), "outputs": metrics, "gate": params.gate.model_dump()}
     ctx.record("accuracy", report)
     ctx.record("headline", _accuracy.headline("INT8", metrics))
+    _accuracy.report_table(ctx, "INT8", metrics, len(holdout))
     ctx.output("accuracy").write_text(json.dumps(report, indent=1))
     if bad:
         raise StageFailed("INT8 accuracy gate failed: " + "; ".join(bad))
@@ -135,7 +136,7 @@ def _reader(samples: list[Any]) -> Any:
 
 SPEC = StageSpec(
     name="quantize",
-    version=1,
+    version=2,
     params=QuantizeParams,
     inputs=("onnx",),
     outputs=(Artifact("onnx_int8", filename="model.int8.onnx"), Artifact("accuracy", filename="accuracy.json")),

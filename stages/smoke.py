@@ -162,6 +162,7 @@ def _golden_parity(conn: Any, protocol: str, name: str, golden: Any, inputs: Any
 def _finish(ctx: StageContext, report: dict[str, Any], server: Any) -> None:
     ctx.record("smoke", report)
     ctx.record("headline", _headline(report))
+    _report_table(ctx, report)
     if server is not None and server.log_path.exists():
         ctx.log.info("server log:\n%s", server.log_path.read_text(errors="replace"))
         shutil.copyfile(server.log_path, ctx.output("server_log"))
@@ -212,6 +213,14 @@ def _headline(report: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def _report_table(ctx: StageContext, report: dict[str, Any]) -> None:
+    server = report.get("server", {})
+    rows = [[name, r["status"], r.get("format", ""), r.get("precision", ""),
+             r.get("reason") or "; ".join(r.get("problems", [])) or _model_numbers(r)] for name, r in report.get("models", {}).items()]
+    title = f"Triton smoke test (tritonserver {server.get('version', '?')}, {server.get('kind', '?')})"
+    ctx.report_table(title, ["model", "status", "format", "precision", "parity (golden inputs) / reason"], rows)
+
+
 def _model_numbers(result: dict[str, Any]) -> str:
     from stages._parity import headline
 
@@ -225,7 +234,7 @@ def _model_numbers(result: dict[str, Any]) -> str:
 
 SPEC = StageSpec(
     name="smoke",
-    version=1,
+    version=2,
     params=SmokeParams,
     inputs=("repository", "golden"),
     outputs=(Artifact("report", filename="smoke.json"), Artifact("server_log", filename="server.log")),

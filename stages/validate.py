@@ -33,6 +33,9 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
     ctx.record("parity", report)
     checked = [r for r in params.runtimes if "shapes" in report[r]]
     ctx.record("headline", "; ".join([f"{r}: {_parity.headline(report[r]['shapes'])}" for r in checked] + [f"{r}: skipped" for r in params.runtimes if r not in checked]))
+    rows = [row for r in checked for row in _parity.report_rows(r, report[r]["shapes"])]
+    skipped = "; ".join(f"{r}: {report[r]['skipped']}" for r in params.runtimes if r not in checked)
+    ctx.report_table("Parity vs the eager reference", _parity.REPORT_COLUMNS, rows, note=skipped)
     for runtime in checked:
         _parity.gate(f"{runtime} vs eager", report[runtime]["shapes"], params)
     ctx.output("report").write_text(json.dumps(report, indent=1))
@@ -67,7 +70,7 @@ _RUNNERS = {"onnxruntime": _onnxruntime, "torchscript": _torchscript, "tensorrt"
 
 SPEC = StageSpec(
     name="validate",
-    version=1,
+    version=2,
     params=ValidateParams,
     inputs=("onnx", "torchscript", "golden"),
     outputs=(Artifact("report", filename="parity.json"),),

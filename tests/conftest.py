@@ -64,6 +64,20 @@ def write_config(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
+def cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `gpu` need a CUDA GPU; without one they are skipped, with that reason."""
+    gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
+    if gpu_tests and not cuda_available():
+        for item in gpu_tests:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)"))
+
+
 def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     inherited = {k: v for k, v in os.environ.items() if k != "DEPLOY_CACHE_DIR"}
     full_env = {**inherited, "COLUMNS": "200", **(env or {})}

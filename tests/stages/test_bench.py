@@ -47,3 +47,69 @@ def test_regression_gate_fails_with_the_numbers(write_config):
     path = bench_config(write_config, {"runtimes": ["onnxruntime"], "batches": [1], "gate": {"max_latency_ms": {"onnxruntime@1": 0.000001}, "min_speedup_vs_eager": {"onnxruntime": 1.5}}})
     with pytest.raises(StageError, match=r"benchmark regression gate failed: onnxruntime@1: p99 [0-9.]+ ms > 1e-06 ms"):
         run(path)
+
+
+def triton_config(write_config, bench, name="triton.yaml"):
+    stages = {"trace": {}, "export": {}, "triton_config": {"formats": ["onnx", "python"], "max_batch_size": 16,
+                                                          "dynamic_batching": {"max_queue_delay_us": 2000}},
+              "bench": {**FAST, "duration_s": 0.3, "iterations": 20, "runtimes": ["onnxruntime", "triton"], "batches": [1], **bench}}
+    return write_config(replace={"stages": stages}, name=name)
+
+
+@pytest.mark.triton
+def test_triton_sweep_reports_client_latency_and_the_server_share(write_config):
+    path = triton_config(write_config, {"triton": {"concurrency": [1, 4]}})
+    results = run(path)
+    data = json.loads(output_path(path, results, "bench", "results").read_text())
+    served = [r for r in data["results"] if r["runtime"].startswith("triton:")]
+    # Only the python model: the wheel's server has no onnxruntime backend.
+    assert [(r["runtime"], r["concurrency"]) for r in served] == [("triton:tiny_python", 1), ("triton:tiny_python", 4)]
+    for row in served:
+        server = row["server"]
+        assert row["iterations"] >= 20 and server["requests"] >= row["iterations"]
+        assert server["compute_infer_us"] > 0 and server["executions"] >= 1
+        # The client waits for everything the server does, and then some.
+        assert 1000 * row["mean_ms"] > server["queue_us"] + server["compute_infer_us"] and server["client_overhead_us"] > 0
+    single, four = served
+    assert single["server"]["avg_server_batch"] == pytest.approx(1.0)
+    assert four["server"]["avg_server_batch"] > 1.0, "4 concurrent clients with a 2 ms queue delay were never batched"
+    assert "speedup_vs_eager" not in four
+    assert "**Triton server-side, per request**" in output_path(path, results, "bench", "table").read_text()
+    assert data["settings"]["triton"]["concurrency"] == [1, 4]
+
+
+@pytest.mark.triton
+def test_gate_names_the_triton_cell(write_config):
+    path = triton_config(write_config, {"runtimes": ["triton"], "triton": {"concurrency": [2]},
+                                        "gate": {"max_latency_ms": {"triton:tiny_python@1/c2": 1e-6}}})
+    with pytest.raises(StageError, match=r"triton:tiny_python@1/c2: p99 [0-9.]+ ms > 1e-06 ms"):
+        run(path)
+
+
+def test_triton_models_must_exist_in_the_repository(write_config):
+    path = triton_config(write_config, {"runtimes": ["triton"], "triton": {"models": ["nope"]}})
+    with pytest.raises(StageError, match=r"bench.triton.models: \['nope'\] not in the repository"):
+        run(path)
+
+
+def test_server_identity_enters_the_key_only_with_triton(write_config):
+    with_triton = load_project(triton_config(write_config, {}))
+    without = load_project(bench_config(write_config, {}))
+    env = [keys.components(p.graph.node("bench").spec, p.graph.node("bench").params, p.config, {})["env"] for p in (with_triton, without)]
+    assert "triton_server" in env[0] and "triton_server" not in env[1]
+
+
+@pytest.mark.gpu
+def test_cuda_rows_split_h2d_compute_d2h(write_config):
+    path = bench_config(write_config, {"runtimes": ["eager", "torchscript"], "batches": [1, 16], "device": "cuda"})
+    results = run(path)
+    rows = json.loads(output_path(path, results, "bench", "results").read_text())["results"]
+    assert {(r["runtime"], r["batch"], r["device"]) for r in rows} == {(rt, b, "cuda") for rt in ("eager", "torchscript") for b in (1, 16)}
+    for row in rows:
+        phases = row["gpu"]
+        assert all(phases[k]["median"] > 0 for k in ("h2d_ms", "compute_ms", "d2h_ms"))
+        # The GPU's share of the call cannot exceed the host's wall time for it.
+        assert sum(phases[k]["median"] for k in ("h2d_ms", "compute_ms", "d2h_ms")) <= row["max_ms"]
+    small, big = (next(r for r in rows if r["runtime"] == "eager" and r["batch"] == b) for b in (1, 16))
+    assert big["gpu"]["h2d_ms"]["median"] > small["gpu"]["h2d_ms"]["median"], "16x the input bytes should take longer to copy"
+    assert "GPU phases" in output_path(path, results, "bench", "table").read_text()

@@ -1,0 +1,114 @@
+"""The run report: one self-contained HTML file beside the run summary.
+
+It knows no stage: it shows every stage's status, time, artifacts and headline, then
+the tables each stage put in its metrics (StageContext.report_table) and, inline as
+base64, each .png artifact it produced. Stdlib only, so a cached run can afford it.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pipeline.stage import REPORT_KEY
+
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#1d1d1f;padding:0 16px}
+h1{font-size:22px;margin-bottom:4px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}
+h3{font-size:15px;margin:18px 0 6px}table{border-collapse:collapse;margin:6px 0 4px;font-size:13px}
+th,td{border:1px solid #d0d0d0;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f2f2f4}
+td.num{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555}.note{color:#666;font-size:12px}
+.ran{color:#137333}.cached{color:#0b57d0}.skipped{color:#b06000}.failed{color:#c5221f;font-weight:bold}
+.not.run{color:#888}img{max-width:100%;border:1px solid #eee;margin:8px 0}
+"""
+
+
+def write(path: Path, summary: dict[str, Any], images: dict[str, list[Path]]) -> None:
+    """`summary`: the run summary (as written to summary.json); `images`: stage -> its
+    .png artifacts, in the store."""
+    from pipeline.hashing import atomic_write_text
+
+    atomic_write_text(path, render(summary, images))
+
+
+def render(summary: dict[str, Any], images: dict[str, list[Path]]) -> str:
+    stages = summary["stages"]
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>deploy: {_e(summary['pipeline'])}</title>",
+        f"<style>{STYLE}</style></head><body>",
+        f"<h1>deploy run: {_e(summary['pipeline'])} — <span class='{_e(summary['status'])}'>{_e(summary['status'])}</span></h1>",
+        f"<p class='meta'>config {_e(summary['config'])} · finished {_e(summary['finished'])} · "
+        f"{summary['wall_s']:.2f} s · cache {_e(summary['cache'])}</p>",
+        "<h2>Stages</h2>", _stage_table(stages),
+    ]
+    for stage in stages:
+        parts += _stage_section(stage, images.get(stage["stage"], []))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _stage_table(stages: list[dict[str, Any]]) -> str:
+    rows = [[
+        s["stage"], _status(s["status"]), f"{s.get('seconds', 0):.2f} s" if s["status"] in ("ran", "failed") else "",
+        (s.get("key") or "")[:12], ", ".join(f"{n} ({human_size(o['bytes'])})" for n, o in s.get("outputs", {}).items()),
+        s.get("message") or str(s.get("metrics", {}).get("headline", "")),
+    ] for s in stages]
+    return _table(["stage", "status", "time", "key", "artifacts", "notes"], rows, raw_columns={1})
+
+
+def _stage_section(stage: dict[str, Any], pngs: list[Path]) -> list[str]:
+    tables = stage.get("metrics", {}).get(REPORT_KEY, [])
+    if not tables and not pngs:
+        return []
+    parts = [f"<h2 id='{_e(stage['stage'])}'>{_e(stage['stage'])}</h2>"]
+    for table in tables:
+        parts.append(f"<h3>{_e(table['title'])}</h3>")
+        parts.append(_table(table["columns"], table["rows"]))
+        if table.get("note"):
+            parts.append(f"<p class='note'>{_e(table['note'])}</p>")
+    parts += [f"<img alt='{_e(p.name)}' src='data:image/png;base64,{_png(p)}'>" for p in pngs]
+    return parts
+
+
+def _table(columns: list[str], rows: Iterable[list[Any]], raw_columns: frozenset[int] | set[int] = frozenset()) -> str:
+    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(_cell(v, i in raw_columns) for i, v in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cell(value: Any, raw: bool) -> str:
+    if raw:
+        return f"<td>{value}</td>"
+    numeric = isinstance(value, (int, float)) or _looks_numeric(str(value))
+    return f"<td class='num'>{_e(value)}</td>" if numeric else f"<td>{_e(value)}</td>"
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text.replace(",", ""))
+    except ValueError:
+        return False
+    return True
+
+
+def _status(status: str) -> str:
+    return f"<span class='{_e(status)}'>{_e(status)}</span>"
+
+
+def _png(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def human_size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
