@@ -22,7 +22,7 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     summary = json.loads((tmp_path / "runs" / "resnet50" / "summary.json").read_text())
     states = {s["stage"]: s["status"] for s in summary["stages"]}
     expected_build = "ran" if real_tensorrt() else "skipped"
-    assert states.pop("build") == expected_build and set(states.values()) == {"ran"} and len(states) == 8
+    assert states.pop("build") == expected_build and set(states.values()) == {"ran"} and len(states) == 9
     validate = next(s for s in summary["stages"] if s["stage"] == "validate")
     assert validate["metrics"]["parity"]["onnxruntime"]["passed"]
     smoke = next(s for s in summary["stages"] if s["stage"] == "smoke")["metrics"]["smoke"]["models"]
@@ -34,7 +34,15 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     quantize = next(s for s in summary["stages"] if s["stage"] == "quantize")["metrics"]["accuracy"]
     assert quantize["outputs"]["logits"]["cosine"] >= 0.99
     bench = next(s for s in summary["stages"] if s["stage"] == "bench")["metrics"]["bench"]
-    assert {(r["runtime"], r["batch"]) for r in bench} == {(rt, b) for rt in ("eager", "torchscript", "onnxruntime", "onnxruntime_int8") for b in (1, 8)}
+    in_process = {(r["runtime"], r["batch"]) for r in bench if r["concurrency"] == 1 and r["device"] == "cpu"}
+    assert in_process == {(rt, b) for rt in ("eager", "torchscript", "onnxruntime", "onnxruntime_int8") for b in (1, 8)}
+    served = {(r["runtime"], r["concurrency"]) for r in bench if r["device"] == "server"}
+    assert served == {(f"triton:resnet50_{m}", c) for m in ("python", "python_int8") for c in (1, 2, 4)}
+    stats = next(s for s in summary["stages"] if s["stage"] == "stats")["metrics"]["stats"]
+    # ~25.5 M parameters (BatchNorm folded into the convs) and the published ~4.1 GMACs at 224x224.
+    assert 25.4e6 < stats["params"] < 25.6e6 and stats["flops"] / 2 == pytest.approx(4.1e9, rel=0.02)
+    report = (tmp_path / "runs" / "resnet50" / "report.html").read_text()
+    assert report.count("data:image/png;base64,") == 1 and "Triton: server-side time per request" in report
     for model in ("resnet50_onnx", "resnet50_torchscript", "resnet50_python"):
         text = (tmp_path / "model_repository" / model / "config.pbtxt").read_text()
         parsed = text_format.Parse(text, model_config_pb2.ModelConfig())

@@ -19,7 +19,7 @@ def issues_of(path: Path) -> list[str]:
 
 def test_tiny_config_is_valid(write_config):
     project = load_project(write_config())
-    assert project.graph.names() == ["trace", "export", "simplify", "validate", "triton_config"]
+    assert project.graph.names() == ["trace", "export", "simplify", "stats", "validate", "triton_config"]
     assert project.config.batch_range() == (1, 4, 16)
 
 

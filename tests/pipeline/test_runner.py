@@ -33,7 +33,7 @@ def test_tolerance_change_reruns_only_validate(warm, write_config):
     assert plan["validate"].action is Action.RUN and plan["validate"].reasons == ["params.atol: 0.0001 -> 0.001"]
     assert {n for n, r in plan.items() if r.action is not Action.CACHED} == {"validate"}
     result = run(edited)
-    assert statuses(result) == {"trace": "cached", "export": "cached", "simplify": "cached", "validate": "ran", "triton_config": "cached"}
+    assert statuses(result) == {"trace": "cached", "export": "cached", "simplify": "cached", "stats": "cached", "validate": "ran", "triton_config": "cached"}
     assert result["validate"].reasons == ["params.atol: 0.0001 -> 0.001"]
 
 
@@ -84,7 +84,7 @@ def test_damaged_entry_is_rebuilt_not_served(warm):
 
 def test_selection_only_force_from_to(warm, write_config):
     assert statuses(run(warm, only=["validate"], force=["validate"])) == {
-        "trace": "cached", "export": "cached", "simplify": "cached", "validate": "ran"
+        "trace": "cached", "export": "cached", "simplify": "cached", "stats": "cached", "validate": "ran"
     }
     assert statuses(run(warm, stop="export")) == {"trace": "cached", "export": "cached"}
     assert set(statuses(run(warm, start="simplify", force=["all"])).values()) >= {"ran", "cached"}
