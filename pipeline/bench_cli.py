@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -11,26 +13,46 @@ from pipeline.errors import ConfigError, Issue
 RUNTIMES = {".onnx": "onnxruntime", ".pt": "torchscript", ".ts": "torchscript"}
 
 
-def bench_file(
-    model: Path, shapes: str | None, warmup_ms: float, duration_s: float, iterations: int,
-    percentiles: str, export: Path | None, runtime: str, threads: int | None,
-) -> None:
+@dataclass(frozen=True)
+class BenchRequest:
+    """`deploy bench`'s options, as trtexec names them where the concept is the same."""
+
+    shapes: str | None
+    warmup_ms: float
+    duration_s: float
+    iterations: int
+    percentiles: str
+    export: Path | None
+    runtime: str
+    threads: int | None
+    streams: int
+
+
+def bench_file(model: Path, request: BenchRequest) -> None:
     from stages import _bench, _bench_runtimes
 
-    chosen = _runtime(model, runtime)
-    settings = _bench.Settings(warmup_ms, duration_s, iterations, _percentiles(percentiles))
+    chosen = _runtime(model, request.runtime)
+    settings = _bench.Settings(request.warmup_ms, request.duration_s, request.iterations, _percentiles(request.percentiles))
     make = _bench_runtimes.onnxruntime if chosen == "onnxruntime" else _bench_runtimes.torchscript
     try:
-        call, batch = make(model, _bench_runtimes.parse_shapes(shapes), threads)
+        call, batch = make(model, _bench_runtimes.parse_shapes(request.shapes), request.threads)
     except ConfigError as exc:  # a --shapes problem is a command-line problem
         raise typer.BadParameter("; ".join(i.message for i in exc.issues), param_hint="--shapes") from None
-    typer.echo(f"[I] Model: {model} ({chosen}), shapes: {shapes or 'from the model'}")
-    timing = _bench.measure(call, settings)
+    typer.echo(f"[I] Model: {model} ({chosen}), shapes: {request.shapes or 'from the model'}, streams: {request.streams}")
+    timing = _timing(call, settings, request.streams)
     for line in _bench.report_lines(chosen, _bench.summarize(timing, batch, settings)):
         typer.echo(line)
-    if export is not None:
-        _bench.export_times(export, timing)
-        typer.echo(f"[I] Per-call times written to {export}")
+    if request.export is not None:
+        _bench.export_times(request.export, timing)
+        typer.echo(f"[I] Per-call times written to {request.export}")
+
+
+def _timing(call: Any, settings: Any, streams: int) -> Any:
+    from stages import _bench, _bench_streams
+
+    if streams == 1:
+        return _bench.measure(call, settings)
+    return _bench_streams.measure([call] * streams, settings)[0]  # one session, called from every stream
 
 
 def _runtime(model: Path, runtime: str) -> str:

@@ -133,11 +133,13 @@ def bench(
     export_times: Annotated[Optional[Path], typer.Option("--exportTimes", help="Write per-call times (JSON).")] = None,
     runtime: Annotated[str, typer.Option("--runtime", help="auto | onnxruntime | torchscript.")] = "auto",
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="Intra-op threads.")] = None,
+    streams: Annotated[int, typer.Option("--streams", "--concurrency", min=1, help="Parallel closed-loop streams.")] = 1,
 ) -> None:
     """Time one model file the way trtexec does (warm-up, duration, percentiles)."""
-    from pipeline.bench_cli import bench_file
+    from pipeline.bench_cli import BenchRequest, bench_file
 
-    bench_file(model, shapes, warmup, duration, iterations, percentile, export_times, runtime, threads)
+    request = BenchRequest(shapes, warmup, duration, iterations, percentile, export_times, runtime, threads, streams)
+    bench_file(model, request)
 
 
 @app.command()

@@ -1,12 +1,10 @@
 """End-to-end timing through a live tritonserver, measured the way perf_analyzer does.
 
-For each concurrency N, N closed-loop gRPC clients each send their next request as soon
-as the previous one is answered. After a time-based warm-up, a window of at least
-`duration` seconds and at least `iterations` requests is measured: the client latency of
-every request that started and finished inside it, throughput as those requests over the
-window, and from Triton's statistics API (read at the window's edges) the server's share
-per request: queue, compute input / infer / output, and the average batch the dynamic
-batcher formed. What remains of the client latency is the client + network overhead.
+For each concurrency N, N closed-loop gRPC clients (stages/_bench_streams.py): client
+latency percentiles and throughput over the measured window, and from Triton's
+statistics API, read at the window's edges, the server's share per request: queue,
+compute input / infer / output, and the average batch the dynamic batcher formed. What
+remains of the client latency is the client + network overhead.
 
 perf_analyzer itself ships only in Triton's SDK image (the `perf-analyzer` wheel on PyPI
 is an empty placeholder), hence this loop on tritonclient. Imports tritonclient.
@@ -14,21 +12,19 @@ is an empty placeholder), hence this loop on tritonclient. Imports tritonclient.
 
 from __future__ import annotations
 
-import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 import tritonclient.grpc as grpcclient
-from tritonclient.utils import InferenceServerException
 
 from pipeline.errors import StageFailed
+from stages import _bench_streams as streams
 from stages._bench import Settings, Timing, summarize
 
 # Triton's per-request duration statistics, in the order a request passes them.
 PHASES = ("queue", "compute_input", "compute_infer", "compute_output")
-POLL_S = 0.01
 
 
 @dataclass(frozen=True)
@@ -36,36 +32,6 @@ class Feed:
     name: str  # the server's input name
     array: np.ndarray
     datatype: str  # Triton's, e.g. FP32
-
-
-@dataclass
-class _Clients:
-    """The closed-loop clients of one concurrency level and what they recorded."""
-
-    url: str
-    model: str
-    feeds: list[Feed]
-    stop: threading.Event = field(default_factory=threading.Event)
-    records: list[list[tuple[int, int]]] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    def worker(self, index: int) -> None:
-        conn = grpcclient.InferenceServerClient(self.url)
-        request = _request(self.feeds)
-        mine = self.records[index]
-        try:
-            while not self.stop.is_set():
-                begin = time.perf_counter_ns()
-                conn.infer(self.model, request)
-                mine.append((begin, time.perf_counter_ns()))
-        except InferenceServerException as exc:
-            self.errors.append(str(exc.message()))
-            self.stop.set()
-        finally:
-            conn.close()
-
-    def started_since(self, origin: int) -> int:
-        return sum(1 for rows in self.records for begin, _ in rows if begin >= origin)
 
 
 def _request(feeds: list[Feed]) -> list[Any]:
@@ -89,48 +55,18 @@ def sweep(url: str, model: str, feeds: list[Feed], concurrency: tuple[int, ...],
 
 
 def _window(url: str, model: str, feeds: list[Feed], level: int, settings: Settings) -> tuple[Timing, dict[str, Any]]:
-    clients = _Clients(url, model, feeds, records=[[] for _ in range(level)])
-    threads = [threading.Thread(target=clients.worker, args=(i,), daemon=True) for i in range(level)]
+    clients = [grpcclient.InferenceServerClient(url) for _ in range(level)]
+    requests = [_request(feeds) for _ in range(level)]
     stats = grpcclient.InferenceServerClient(url)
+    calls = [partial(conn.infer, model, request) for conn, request in zip(clients, requests)]
     try:
-        for thread in threads:
-            thread.start()
-        _sleep_while(clients, settings.warmup_ms / 1000)
-        before, origin = _statistics(stats, model), time.perf_counter_ns()
-        _wait_window(clients, origin, settings)
-        end, after = time.perf_counter_ns(), _statistics(stats, model)
+        timing, (before, after) = streams.measure(calls, settings, lambda: _statistics(stats, model))
+    except StageFailed as exc:
+        raise StageFailed(f"Triton benchmark of {model} at concurrency {level}: {exc}") from None
     finally:
-        clients.stop.set()
-        for thread in threads:
-            thread.join()
-        stats.close()
-    if clients.errors:
-        raise StageFailed(f"Triton benchmark of {model} at concurrency {level}: {clients.errors[0]}")
-    return _timing(clients, origin, end), _server_share(before, after)
-
-
-def _sleep_while(clients: _Clients, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and not clients.stop.is_set():
-        time.sleep(POLL_S)
-
-
-def _wait_window(clients: _Clients, origin: int, settings: Settings) -> None:
-    """At least `duration` and at least `iterations` requests started in the window
-    (and, for the last of those to finish, a little more)."""
-    deadline = origin + int(settings.duration_s * 1e9)
-    while not clients.stop.is_set():
-        if time.perf_counter_ns() >= deadline and clients.started_since(origin) > settings.iterations + len(clients.records):
-            return
-        time.sleep(POLL_S)
-
-
-def _timing(clients: _Clients, origin: int, end: int) -> Timing:
-    inside = sorted((b, e) for rows in clients.records for b, e in rows if b >= origin and e <= end)
-    warmups = sum(1 for rows in clients.records for b, _ in rows if b < origin)
-    latencies = [(e - b) / 1e6 for b, e in inside]
-    starts = [(b - origin) / 1e6 for b, _ in inside]
-    return Timing(latencies, starts, (end - origin) / 1e9, warmups)
+        for conn in [*clients, stats]:
+            conn.close()
+    return timing, _server_share(before, after)
 
 
 def _statistics(conn: Any, model: str) -> dict[str, int]:

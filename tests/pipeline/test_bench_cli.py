@@ -67,3 +67,42 @@ def test_measure_honours_duration_and_iterations():
     assert summary["percentiles_ms"]["p100"] == summary["max_ms"]
     assert summary["items_per_s"] == pytest.approx(4 * summary["qps"])
     assert _bench.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0 and _bench.percentile([1.0, 2.0, 3.0, 4.0], 99) == 4.0
+
+
+def test_streams_overlap_their_calls(models, tmp_path):
+    times = tmp_path / "times.json"
+    proc = run_cli("bench", str(models[0]), "--runtime", "onnxruntime", "--shapes", "image:4x1x8x8", "--streams", "3", "--duration", "0.3",
+                   "--iterations", "30", "--exportTimes", str(times))
+    assert proc.returncode == 0, proc.stderr
+    assert "streams: 3" in proc.stdout and "=== Performance summary (onnxruntime, batch 4) ===" in proc.stdout
+    rows = json.loads(times.read_text())
+    assert len(rows) >= 30
+    # With three closed-loop streams, some call starts before the previous one has ended.
+    overlaps = sum(1 for a, b in zip(rows, rows[1:]) if b["startMs"] < a["startMs"] + a["latencyMs"])
+    assert overlaps > len(rows) // 4
+
+
+def test_stream_measurement_counts_only_calls_inside_the_window():
+    import time
+
+    from stages import _bench_streams
+
+    settings = _bench.Settings(warmup_ms=20, duration_s=0.1, iterations=10, percentiles=(50.0,))
+    edges = iter(range(100))
+    timing, (before, after) = _bench_streams.measure([lambda: time.sleep(0.005)] * 2, settings, lambda: next(edges))
+    assert (before, after) == (0, 1) and timing.warmup_calls >= 2
+    assert len(timing.latencies_ms) >= 10 and all(4.5 <= lat < 50 for lat in timing.latencies_ms)
+    assert all(0 <= s <= 1000 * timing.wall_s for s in timing.starts_ms)
+    # Two streams of 5 ms calls: about 400 calls/s, not the 200 of one.
+    assert len(timing.latencies_ms) / timing.wall_s > 250
+
+
+def test_a_failing_stream_fails_the_measurement():
+    from pipeline.errors import StageFailed
+    from stages import _bench_streams
+
+    def broken() -> None:
+        raise RuntimeError("model exploded")
+
+    with pytest.raises(StageFailed, match="a stream failed: RuntimeError: model exploded"):
+        _bench_streams.measure([broken], _bench.Settings(warmup_ms=0, duration_s=0.01, iterations=1))
