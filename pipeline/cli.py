@@ -19,6 +19,7 @@ from pipeline.errors import DeployError, ExitCode, StageFailed
 
 if TYPE_CHECKING:
     from pipeline.project import Project
+    from pipeline.runner import Runner
     from pipeline.store import Store
 
 app = typer.Typer(
@@ -50,6 +51,10 @@ def _project(config: Path, cache_dir: Optional[Path]) -> Project:
     return load_project(config, cache_dir)
 
 
+JunitOpt = Annotated[Optional[Path], typer.Option("--junit", help="Also write a JUnit XML file: one testcase per stage.")]
+JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Also write the run summary (JSON) to this file.")]
+
+
 @app.command()
 def run(
     config: ConfigArg,
@@ -58,30 +63,63 @@ def run(
     stop: Annotated[Optional[str], typer.Option("--to", help="Stop after STAGE.")] = None,
     only: Annotated[list[str], typer.Option("--only", help="Run only STAGE (repeatable); its inputs must be cached.")] = [],  # noqa: B006
     cache_dir: CacheOpt = None,
+    junit: JunitOpt = None,
+    summary_json: JsonOpt = None,
     verbose: Verbose = False,
 ) -> None:
     """Run the pipeline; stages whose inputs are unchanged come from the cache."""
     from pipeline.graph import select
-    from pipeline.runner import REPORT_FILE, Runner, Selection
+    from pipeline.runner import Runner, Selection
     from pipeline.store import Store
-    from pipeline.ui import ConsoleReporter, results_table
+    from pipeline.ui import ConsoleReporter
 
-    project = _project(config, cache_dir)
-    names = select(project.graph, only, start, stop)
+    try:
+        project = _project(config, cache_dir)
+        names = select(project.graph, only, start, stop)
+    except DeployError as exc:
+        _ci_files_for_config_error(config, exc, junit, summary_json)
+        raise
     unknown = [f for f in force if f != "all" and f not in project.graph.names()]
     if unknown:
         raise typer.BadParameter(f"unknown stage(s) {unknown}", param_hint="--force")
-    console = _console()
-    selection = Selection(frozenset(names), frozenset(force))
-    reporter = ConsoleReporter(console, verbose)
-    runner = Runner(project, Store(project.cache_dir), reporter, selection)
+    reporter = ConsoleReporter(_console(), verbose)
+    runner = Runner(project, Store(project.cache_dir), reporter, Selection(frozenset(names), frozenset(force)))
     try:
         with reporter:
             runner.run()
     finally:
-        console.print(results_table(runner.results, project.graph.names()))
-        console.print(f"summary: {project.run_dir / 'summary.json'}   report: {project.run_dir / REPORT_FILE}   "
-                      f"repository: {project.config.repository}")
+        _finish_run(project, runner, reporter.console, junit, summary_json)
+
+
+def _finish_run(project: Project, runner: Runner, console: Console, junit: Optional[Path], summary_json: Optional[Path]) -> None:
+    """The table, where the summary and report are, and the CI files asked for."""
+    import json
+
+    from pipeline import junit as junit_xml
+    from pipeline.hashing import atomic_write_text
+    from pipeline.runner import REPORT_FILE
+    from pipeline.ui import results_table
+
+    console.print(results_table(runner.results, project.graph.names()))
+    console.print(f"summary: {project.run_dir / 'summary.json'}   report: {project.run_dir / REPORT_FILE}   "
+                  f"repository: {project.config.repository}")
+    if junit is not None and runner.summary:
+        junit_xml.write(junit, runner.summary)
+    if summary_json is not None and runner.summary:
+        atomic_write_text(summary_json, json.dumps(runner.summary, indent=1))
+
+
+def _ci_files_for_config_error(config: Path, exc: DeployError, junit: Optional[Path], summary_json: Optional[Path]) -> None:
+    import json
+
+    from pipeline import junit as junit_xml
+    from pipeline.hashing import atomic_write_text
+
+    if junit is not None:
+        junit_xml.config_failure(junit, str(config), str(exc))
+    if summary_json is not None:
+        summary = {"config": str(config), "status": "config error", "message": str(exc), "stages": []}
+        atomic_write_text(summary_json, json.dumps(summary, indent=1))
 
 
 @app.command()

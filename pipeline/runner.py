@@ -85,6 +85,7 @@ class Runner:
         self.resolved: dict[str, Output] = {}
         self.absent: set[str] = set()  # outputs of skipped stages
         self.results: list[StageResult] = []
+        self.summary: dict[str, Any] = {}  # the run summary, once written
 
     def run(self) -> list[StageResult]:
         started = time.perf_counter()
@@ -241,6 +242,7 @@ class Runner:
             "cache": str(self.store.root),
             "stages": rows,
         }
+        self.summary = summary
         atomic_write_text(self.project.run_dir / "summary.json", json.dumps(summary, indent=1))
         report.write(self.project.run_dir / REPORT_FILE, summary, self._images(results))
 

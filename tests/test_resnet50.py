@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -17,8 +18,12 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     from tritonclient.grpc import model_config_pb2
 
     config = ROOT / "configs" / "resnet50.yaml"
-    cold = run_cli("run", str(config), cwd=tmp_path)
+    cold = run_cli("run", str(config), "--junit", "junit.xml", cwd=tmp_path)
     assert cold.returncode == 0, cold.stderr[-3000:]
+    cases = {c.get("name"): c for c in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")}
+    assert list(cases) == ["trace", "export", "simplify", "stats", "quantize", "build", "validate", "triton_config", "smoke", "bench"]
+    build_skip = cases.pop("build").find("skipped")
+    assert (build_skip is None) == real_tensorrt() and all(c.find("skipped") is None and c.find("failure") is None for c in cases.values())
     summary = json.loads((tmp_path / "runs" / "resnet50" / "summary.json").read_text())
     states = {s["stage"]: s["status"] for s in summary["stages"]}
     expected_build = "ran" if real_tensorrt() else "skipped"

@@ -1,0 +1,66 @@
+"""`deploy run --junit FILE`: one JUnit testcase per pipeline stage, for CI servers.
+
+ran or cached -> passed (the status and key in system-out); skipped -> skipped with the
+reason; failed -> failure with the message and the tail of the stage's log; stages that
+never started (after a failure, or past --to) -> skipped, saying why. A config that does
+not load is one failed testcase named `config`, so a CI job still shows why. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+LOG_TAIL_LINES = 60
+
+
+def write(path: Path, summary: dict[str, Any]) -> None:
+    from pipeline.hashing import atomic_write_text
+
+    suite = ET.Element("testsuite", name=f"deploy.{summary['pipeline']}", timestamp=summary["finished"])
+    cases = [_case(summary["pipeline"], stage) for stage in summary["stages"]]
+    suite.extend(cases)
+    _count(suite, cases, summary.get("wall_s", 0.0))
+    ET.indent(suite)
+    atomic_write_text(path, ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n")
+
+
+def config_failure(path: Path, config: str, message: str) -> None:
+    """The JUnit file of a run that stopped before any stage: the config did not load."""
+    stage = {"stage": "config", "status": "failed", "message": message, "seconds": 0.0}
+    write(path, {"pipeline": Path(config).stem, "finished": "", "wall_s": 0.0, "stages": [stage]})
+
+
+def _case(pipeline: str, stage: dict[str, Any]) -> ET.Element:
+    status, message = stage["status"], stage.get("message") or ""
+    spent = stage.get("seconds", 0.0) if status in ("ran", "failed") else 0.0  # a cached stage costs this run nothing
+    case = ET.Element("testcase", classname=f"deploy.{pipeline}", name=stage["stage"], time=f"{spent:.3f}")
+    if status == "failed":
+        failure = ET.SubElement(case, "failure", message=message.splitlines()[0] if message else "failed")
+        failure.text = f"{message}\n\nlog: {stage.get('log')}\n{_tail(stage.get('log'))}"
+    elif status == "skipped":
+        ET.SubElement(case, "skipped", message=message or "skipped")
+    elif status == "not run":
+        ET.SubElement(case, "skipped", message="not run: an earlier stage failed, or it lies outside the selected stages")
+    else:
+        out = ET.SubElement(case, "system-out")
+        out.text = f"{status}; key {stage.get('key')}; {stage.get('metrics', {}).get('headline', '')}".rstrip("; ")
+    return case
+
+
+def _count(suite: ET.Element, cases: list[ET.Element], wall_s: float) -> None:
+    suite.set("tests", str(len(cases)))
+    suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
+    suite.set("skipped", str(sum(1 for c in cases if c.find("skipped") is not None)))
+    suite.set("errors", "0")
+    suite.set("time", f"{wall_s:.3f}")
+
+
+def _tail(log: str | None) -> str:
+    if not log:
+        return ""
+    try:
+        return "\n".join(Path(log).read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
+    except OSError:
+        return "(log not readable)"

@@ -1,0 +1,55 @@
+"""`deploy run --junit FILE --json FILE`: what a CI server reads, per stage."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from pipeline.errors import ExitCode
+from tests.conftest import run_cli
+
+STRICT = {"atol": 0.0, "rtol": 0.0, "min_cosine": 1.0}  # ONNX Runtime differs from eager by ~1e-8
+
+
+def stages(validate):
+    return {"trace": {}, "export": {}, "build": {"required": False}, "validate": {"runtimes": ["onnxruntime"], **validate},
+            "triton_config": {"formats": ["onnx"], "max_batch_size": 16}}
+
+
+def cases(path):
+    suite = ET.parse(path).getroot()
+    return suite, {c.get("name"): c for c in suite.iter("testcase")}
+
+
+def test_one_testcase_per_stage_with_its_status(write_config, tmp_path):
+    junit, summary = tmp_path / "junit.xml", tmp_path / "summary.json"
+    config = write_config(replace={"stages": stages(STRICT)})
+    failed = run_cli("run", str(config), "--junit", str(junit), "--json", str(summary))
+    assert failed.returncode == ExitCode.STAGE
+    suite, by_name = cases(junit)
+    assert list(by_name) == ["trace", "export", "build", "validate", "triton_config"]
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("5", "1", "2")
+    assert by_name["trace"].find("failure") is None and by_name["trace"].find("skipped") is None
+    assert "TensorRT" in by_name["build"].find("skipped").get("message")
+    failure = by_name["validate"].find("failure")
+    assert "parity failed" in failure.get("message") and "validate.log" in failure.text and "ERROR" in failure.text
+    assert "not run" in by_name["triton_config"].find("skipped").get("message")
+    assert json.loads(summary.read_text())["status"] == "failed"
+
+    fixed = write_config(replace={"stages": stages({})})
+    assert run_cli("run", str(fixed), "--junit", str(junit), "--json", str(summary)).returncode == 0
+    suite, by_name = cases(junit)
+    assert (suite.get("failures"), suite.get("skipped")) == ("0", "1")
+    assert by_name["trace"].find("system-out").text.startswith("cached; key ") and by_name["trace"].get("time") == "0.000"
+    assert by_name["validate"].find("system-out").text.startswith("ran; key ")
+    assert [s["status"] for s in json.loads(summary.read_text())["stages"]] == ["cached", "cached", "skipped", "ran", "ran"]
+
+
+def test_a_config_that_does_not_load_is_one_failed_testcase(write_config, tmp_path):
+    junit, summary = tmp_path / "junit.xml", tmp_path / "summary.json"
+    config = write_config({"stages": {"export": {"opset": 5}}})
+    proc = run_cli("run", str(config), "--junit", str(junit), "--json", str(summary))
+    assert proc.returncode == ExitCode.CONFIG and "Traceback" not in proc.stderr
+    _, by_name = cases(junit)
+    assert list(by_name) == ["config"] and "stages.export.opset" in by_name["config"].find("failure").text
+    assert json.loads(summary.read_text())["status"] == "config error"

@@ -1,0 +1,140 @@
+"""The Jenkins job without a Jenkins server: the Jenkinsfile is parsed and dry-run by
+Groovy (tests/jenkins/dry_run.groovy), and the shell steps it records are checked against
+the README and the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, run_cli
+
+HARNESS = ROOT / "tests" / "jenkins" / "dry_run.groovy"
+CONFIGS = sorted(p.stem for p in (ROOT / "configs").glob("*.yaml"))
+
+
+def java_home() -> str | None:
+    """Debian's groovy launcher wants JAVA_HOME (its default-java link may be missing)."""
+    if os.environ.get("JAVA_HOME") and Path(os.environ["JAVA_HOME"], "bin", "java").is_file():
+        return os.environ["JAVA_HOME"]
+    java = shutil.which("javac") or shutil.which("java")
+    return str(Path(java).resolve().parents[1]) if java else None
+
+
+needs_groovy = pytest.mark.skipif(
+    shutil.which("groovy") is None or java_home() is None,
+    reason="needs Groovy and a JDK (scripts/setup.sh --tests installs Debian's groovy and default-jdk-headless)",
+)
+
+
+def dry_run(*params: str) -> list[dict[str, Any]]:
+    env = {**os.environ, "JAVA_HOME": str(java_home())}
+    proc = subprocess.run(["groovy", str(HARNESS), str(ROOT / "Jenkinsfile"), *params], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture(scope="module")
+def steps() -> list[dict[str, Any]]:
+    return dry_run()
+
+
+def shell(steps: list[dict[str, Any]], where: str = "") -> list[str]:
+    return [s["args"][0] for s in steps if s["step"] == "sh" and where in "/".join(s["path"])]
+
+
+def readme_block(title: str) -> list[str]:
+    """The lines of the README's fenced block right after a line containing `title`."""
+    text = (ROOT / "README.md").read_text()
+    block = re.search(re.escape(title) + r".*?\n```[a-z]*\n(.*?)\n```", text, re.S)
+    assert block, f"README has no block after {title!r}"
+    return [line for line in block.group(1).splitlines() if line and not line.startswith("#")]
+
+
+@needs_groovy
+def test_the_matrix_covers_every_config(steps):
+    cells = [p[-1] for s in steps if s["step"] == "agent" and (p := s["path"]) and p[-1].startswith("cell:")]
+    assert cells == [f"cell:CONFIG={name}" for name in CONFIGS]
+    for name in CONFIGS:  # the job names files by the pipeline name (runs/<name>, <name>_* models)
+        assert yaml.safe_load((ROOT / "configs" / f"{name}.yaml").read_text())["name"] == name
+
+
+@needs_groovy
+def test_recorded_commands_are_the_ones_the_readme_documents(steps):
+    setup, tests = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1].split(" && ")
+    tests_stage = shell(steps, "stage:Tests")
+    assert tests_stage[:2] == [setup, f"{tests} --junitxml=reports/pytest.xml"]  # the README's test command
+    documented = readme_block("step of the job, in order")
+    for name in CONFIGS:
+        cell = [command.replace(name, "<name>") for command in shell(steps, f"cell:CONFIG={name}")]
+        assert tests_stage + cell == documented
+
+
+@needs_groovy
+def test_results_are_published_and_archived_and_servers_cleaned_up(steps):
+    junit = [s["args"][0]["testResults"] for s in steps if s["step"] == "junit"]
+    assert junit == ["reports/pytest.xml", *[f"reports/deploy-{n}.xml" for n in CONFIGS]]
+    archived = [s["args"][0]["artifacts"] for s in steps if s["step"] == "archiveArtifacts"]
+    assert all(f"model_repository/{n}_*/**" in a and f"runs/{n}/**" in a for n, a in zip(CONFIGS, archived))
+    cleanups = [s["path"] for s in steps if s["step"] == "sh" and s["args"][0] == "scripts/ci_cleanup.sh"]
+    assert len(cleanups) == 1 + len(CONFIGS) and all(p[-2:] == ["post", "always"] for p in cleanups)
+
+
+@needs_groovy
+def test_every_stage_has_a_timeout_and_the_cache_is_persistent(steps):
+    stages = {"/".join(s["path"]) + f"/stage:{s['args'][0]}" for s in steps if s["step"] == "stage" and s["args"][0] != "Pipelines"}
+    timed = {"/".join(s["path"][:-1]) for s in steps if s["step"] == "timeout" and s["path"][-1] == "options"}
+    assert stages and stages <= timed
+    env = {s["args"][0]: s["args"][1] for s in steps if s["step"] == "env"}
+    assert env["DEPLOY_CACHE_DIR"] == "/var/cache/deploy"
+    labels = {s["args"][0] for s in dry_run("AGENT_LABEL=gpu", "STAGE_CACHE=/srv/cache") if s["step"] == "label"}
+    assert labels == {"gpu"}
+
+
+@needs_groovy
+def test_recorded_deploy_commands_parse_and_their_configs_load(steps, tmp_path):
+    import typer
+
+    from pipeline.cli import app
+
+    deploy = [shlex.split(c) for c in shell(steps) if c.startswith(".venv/bin/deploy ")]
+    assert len(deploy) == 2 * len(CONFIGS)
+    group = typer.main.get_command(app)
+    for argv in deploy:
+        name, *rest = argv[1:]
+        command = group.get_command(group.make_context("deploy", [name]), name)  # type: ignore[attr-defined]
+        context = command.make_context(name, list(rest))  # raises on an unknown option or a bad value
+        config = ROOT / context.params["config"]
+        for verb in ("validate", "plan"):
+            proc = run_cli(verb, str(config), cwd=tmp_path, env={"DEPLOY_CACHE_DIR": str(tmp_path / "cache")})
+            assert proc.returncode == 0, proc.stderr
+
+
+def test_ci_cleanup_stops_only_stray_servers_of_this_cache(tmp_path):
+    cache = tmp_path / "cache"
+    old, young = cache / "tmp" / "smoke-old", cache / "tmp" / "smoke-young"
+    for folder in (old, young):
+        folder.mkdir(parents=True)
+    os.utime(old, (0, 0))
+    sleeper = ["python3", "-c", "import time; time.sleep(120)"]
+    ours = subprocess.Popen([*sleeper, "tritonserver", f"--model-repository={cache.resolve()}/tmp/smoke-young/server/repository"])
+    theirs = subprocess.Popen([*sleeper, "tritonserver", "--model-repository=/somewhere/else"])
+    try:
+        done = subprocess.run([str(ROOT / "scripts" / "ci_cleanup.sh")], env={**os.environ, "DEPLOY_CACHE_DIR": str(cache)},
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and f"stopping stray tritonserver(s): {ours.pid}" in done.stdout
+        assert ours.wait(timeout=10) != 0 and theirs.poll() is None
+        assert not old.exists() and young.exists()
+    finally:
+        for proc in (ours, theirs):
+            proc.kill()
+            proc.wait()
