@@ -73,6 +73,8 @@ def run(
     from pipeline.store import Store
     from pipeline.ui import ConsoleReporter
 
+    for option, path in (("--junit", junit), ("--json", summary_json)):
+        _check_writable(option, path)
     try:
         project = _project(config, cache_dir)
         names = select(project.graph, only, start, stop)
@@ -88,11 +90,23 @@ def run(
         with reporter:
             runner.run()
     finally:
-        _finish_run(project, runner, reporter.console, junit, summary_json)
+        written = _finish_run(project, runner, reporter.console, junit, summary_json)
+    if not written:
+        raise typer.Exit(ExitCode.CONFIG)
 
 
-def _finish_run(project: Project, runner: Runner, console: Console, junit: Optional[Path], summary_json: Optional[Path]) -> None:
-    """The table, where the summary and report are, and the CI files asked for."""
+def _check_writable(option: str, path: Optional[Path]) -> None:
+    """A CI file we could not write at the end of a long run is found out now."""
+    if path is None:
+        return
+    existing = next(p for p in (path, *path.absolute().parents) if p.exists())
+    if path.is_dir() or not os.access(existing if existing != path else path.parent, os.W_OK):
+        raise typer.BadParameter(f"cannot write {path}", param_hint=option)
+
+
+def _finish_run(project: Project, runner: Runner, console: Console, junit: Optional[Path], summary_json: Optional[Path]) -> bool:
+    """The table, where the summary and report are, and the CI files asked for; False when
+    one of those could not be written."""
     import json
 
     from pipeline import junit as junit_xml
@@ -103,10 +117,15 @@ def _finish_run(project: Project, runner: Runner, console: Console, junit: Optio
     console.print(results_table(runner.results, project.graph.names()))
     console.print(f"summary: {project.run_dir / 'summary.json'}   report: {project.run_dir / REPORT_FILE}   "
                   f"repository: {project.config.repository}")
-    if junit is not None and runner.summary:
-        junit_xml.write(junit, runner.summary)
-    if summary_json is not None and runner.summary:
-        atomic_write_text(summary_json, json.dumps(runner.summary, indent=1))
+    try:
+        if junit is not None and runner.summary:
+            junit_xml.write(junit, runner.summary)
+        if summary_json is not None and runner.summary:
+            atomic_write_text(summary_json, json.dumps(runner.summary, indent=1))
+    except OSError as exc:  # printed, not raised: it must not hide the run's own outcome
+        console.print(f"[bold red]error[/]: could not write a --junit / --json file: {exc}", highlight=False)
+        return False
+    return True
 
 
 def _ci_files_for_config_error(config: Path, exc: DeployError, junit: Optional[Path], summary_json: Optional[Path]) -> None:

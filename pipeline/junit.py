@@ -8,17 +8,22 @@ not load is one failed testcase named `config`, so a CI job still shows why. Std
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 LOG_TAIL_LINES = 60
+# Characters XML 1.0 forbids; stage logs catch native libraries' terminal colour codes.
+NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def write(path: Path, summary: dict[str, Any]) -> None:
     from pipeline.hashing import atomic_write_text
 
-    suite = ET.Element("testsuite", name=f"deploy.{summary['pipeline']}", timestamp=summary["finished"])
+    suite = ET.Element("testsuite", name=f"deploy.{summary['pipeline']}")
+    if summary.get("finished"):
+        suite.set("timestamp", summary["finished"])
     cases = [_case(summary["pipeline"], stage) for stage in summary["stages"]]
     suite.extend(cases)
     _count(suite, cases, summary.get("wall_s", 0.0))
@@ -29,23 +34,23 @@ def write(path: Path, summary: dict[str, Any]) -> None:
 def config_failure(path: Path, config: str, message: str) -> None:
     """The JUnit file of a run that stopped before any stage: the config did not load."""
     stage = {"stage": "config", "status": "failed", "message": message, "seconds": 0.0}
-    write(path, {"pipeline": Path(config).stem, "finished": "", "wall_s": 0.0, "stages": [stage]})
+    write(path, {"pipeline": Path(config).stem, "wall_s": 0.0, "stages": [stage]})
 
 
 def _case(pipeline: str, stage: dict[str, Any]) -> ET.Element:
-    status, message = stage["status"], stage.get("message") or ""
+    status, message = stage["status"], _xml(stage.get("message") or "")
     spent = stage.get("seconds", 0.0) if status in ("ran", "failed") else 0.0  # a cached stage costs this run nothing
     case = ET.Element("testcase", classname=f"deploy.{pipeline}", name=stage["stage"], time=f"{spent:.3f}")
     if status == "failed":
         failure = ET.SubElement(case, "failure", message=message.splitlines()[0] if message else "failed")
-        failure.text = f"{message}\n\nlog: {stage.get('log')}\n{_tail(stage.get('log'))}"
+        failure.text = f"{message}\n\nlog: {stage.get('log')}\n{_xml(_tail(stage.get('log')))}"
     elif status == "skipped":
         ET.SubElement(case, "skipped", message=message or "skipped")
     elif status == "not run":
         ET.SubElement(case, "skipped", message="not run: an earlier stage failed, or it lies outside the selected stages")
     else:
         out = ET.SubElement(case, "system-out")
-        out.text = f"{status}; key {stage.get('key')}; {stage.get('metrics', {}).get('headline', '')}".rstrip("; ")
+        out.text = _xml(f"{status}; key {stage.get('key')}; {stage.get('metrics', {}).get('headline', '')}".rstrip("; "))
     return case
 
 
@@ -64,3 +69,7 @@ def _tail(log: str | None) -> str:
         return "\n".join(Path(log).read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
     except OSError:
         return "(log not readable)"
+
+
+def _xml(text: str) -> str:
+    return NOT_XML.sub("\ufffd", text)

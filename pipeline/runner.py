@@ -244,7 +244,10 @@ class Runner:
         }
         self.summary = summary
         atomic_write_text(self.project.run_dir / "summary.json", json.dumps(summary, indent=1))
-        report.write(self.project.run_dir / REPORT_FILE, summary, self._images(results))
+        try:
+            report.write(self.project.run_dir / REPORT_FILE, summary, self._images(results))
+        except Exception as exc:  # noqa: BLE001 - the report must never hide the run's own outcome
+            self.reporter.warn(f"run report not written: {type(exc).__name__}: {exc}")
 
     def _images(self, results: list[StageResult]) -> dict[str, list[Path]]:
         """stage -> its .png artifacts in the store, for the run report."""

@@ -5,7 +5,8 @@
 # tests that need them are skipped with that reason.
 set -euo pipefail
 missing=()
-command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
+    || command -v google-chrome >/dev/null 2>&1 || missing+=(chromium)
 command -v groovy >/dev/null 2>&1 || missing+=(groovy)
 command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
 [ ${#missing[@]} -eq 0 ] && exit 0
@@ -21,6 +22,10 @@ if ! command -v apt-get >/dev/null 2>&1; then
     echo "no apt-get: install ${missing[*]} yourself; the tests that need them will be skipped" >&2
     exit 0
 fi
-"${sudo[@]}" apt-get update -qq
-DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
-echo "installed: ${missing[*]}"
+# sudo resets the environment: DEBIAN_FRONTEND goes through env.
+if "${sudo[@]}" apt-get update -qq \
+    && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; then
+    echo "installed: ${missing[*]}"
+else
+    echo "could not install ${missing[*]}; the tests that need them will be skipped" >&2
+fi

@@ -57,7 +57,9 @@ def measure(call: Callable[[], Any], settings: Settings) -> Timing:
 
 def percentile(sorted_values: Sequence[float], p: float) -> float:
     """Nearest-rank percentile, as trtexec reports it."""
-    rank = max(1, math.ceil(p / 100 * len(sorted_values)))
+    # p * n / 100, rounded first: 0.07 * 100 is 7.000000000000001 in floats, and its
+    # ceiling would skip a rank.
+    rank = max(1, math.ceil(round(p * len(sorted_values) / 100, 9)))
     return sorted_values[rank - 1]
 
 

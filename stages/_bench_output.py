@@ -38,6 +38,11 @@ def speedups(rows: list[Row]) -> None:
             row["speedup_vs_eager"] = eager[row["batch"]] / row["median_ms"]
 
 
+def tail(row: Row) -> str:
+    """The highest configured percentile's key, e.g. 'p99'."""
+    return max(row["percentiles_ms"], key=lambda k: float(k[1:]))
+
+
 def cell_key(row: Row) -> str:
     key = f"{row['runtime']}@{row['batch']}"
     return key if row["concurrency"] == 1 else f"{key}/c{row['concurrency']}"
@@ -128,8 +133,8 @@ def _per_batch(lat: Any, thr: Any, rows: list[Row]) -> None:
         mine = [r for r in rows if r["runtime"] == runtime]
         batches = [r["batch"] for r in mine]
         (line,) = lat.plot(batches, [r["median_ms"] for r in mine], marker="o", label=f"{runtime} median")
-        tail = list(mine[0]["percentiles_ms"])[-1]
-        lat.plot(batches, [r["percentiles_ms"][tail] for r in mine], linestyle="--", color=line.get_color(), alpha=0.6, label=f"{runtime} {tail}")
+        top = tail(mine[0])
+        lat.plot(batches, [r["percentiles_ms"][top] for r in mine], linestyle="--", color=line.get_color(), alpha=0.6, label=f"{runtime} {top}")
         thr.plot(batches, [r["items_per_s"] for r in mine], marker="o", color=line.get_color(), label=runtime)
     ticks = sorted({r["batch"] for r in rows})
     lat.set_xticks(ticks)
@@ -145,8 +150,7 @@ def _per_concurrency(ax: Any, rows: list[Row]) -> None:
         mine = [r for r in rows if r["runtime"] == runtime]
         ax.plot([r["concurrency"] for r in mine], [r["items_per_s"] for r in mine], marker="o", label=runtime.removeprefix("triton:"))
         for r in mine:
-            tail = list(r["percentiles_ms"])[-1]
-            ax.annotate(f"{tail} {r['percentiles_ms'][tail]:.3g} ms", (r["concurrency"], r["items_per_s"]), fontsize=6)
+            ax.annotate(f"{tail(r)} {r['percentiles_ms'][tail(r)]:.3g} ms", (r["concurrency"], r["items_per_s"]), fontsize=6)
     ax.set_xticks(sorted({r["concurrency"] for r in rows}))
     ax.set(xlabel="concurrent requests", ylabel="items / s", title="Triton end to end (client side)")
     ax.legend(fontsize=7)
@@ -155,13 +159,20 @@ def _per_concurrency(ax: Any, rows: list[Row]) -> None:
 # -- gate ---------------------------------------------------------------------------------------
 def gate(rows: list[Row], limits: RegressionGate) -> None:
     bad = [problem for r in rows for problem in _cell_problems(r, limits)]
+    bad += _unmatched(rows, limits)
     if bad:
         raise StageFailed("benchmark regression gate failed: " + "; ".join(bad))
 
 
+def _unmatched(rows: list[Row], limits: RegressionGate) -> list[str]:
+    """A gate key that names no measured cell is a typo, not a pass."""
+    known = {cell_key(r) for r in rows} | {r["runtime"] for r in rows}
+    keys = [*limits.max_latency_ms, *limits.min_items_per_s, *limits.min_speedup_vs_eager]
+    return [f"gate key '{k}' matches no measured cell (cells: {', '.join(sorted(known))})" for k in dict.fromkeys(keys) if k not in known]
+
+
 def _cell_problems(r: Row, limits: RegressionGate) -> list[str]:
-    key, problems = cell_key(r), []
-    name = list(r["percentiles_ms"])[-1]
+    key, problems, name = cell_key(r), [], tail(r)
     limit = limits.max_latency_ms.get(key, limits.max_latency_ms.get(r["runtime"]))
     if limit is not None and r["percentiles_ms"][name] > limit:
         problems.append(f"{key}: {name} {r['percentiles_ms'][name]:.3f} ms > {limit} ms")
@@ -169,6 +180,9 @@ def _cell_problems(r: Row, limits: RegressionGate) -> list[str]:
     if floor is not None and r["items_per_s"] < floor:
         problems.append(f"{key}: {r['items_per_s']:.1f} items/s < {floor}")
     need = limits.min_speedup_vs_eager.get(r["runtime"])
-    if need is not None and r["concurrency"] == 1 and r.get("speedup_vs_eager", 0.0) < need:
-        problems.append(f"{key}: {r.get('speedup_vs_eager', 0.0):.2f}x eager < {need}x")
+    if need is not None and r["concurrency"] == 1:
+        if "speedup_vs_eager" not in r:
+            problems.append(f"{key}: no eager row at batch {r['batch']} to compare with (add eager to runtimes / batches)")
+        elif r["speedup_vs_eager"] < need:
+            problems.append(f"{key}: {r['speedup_vs_eager']:.2f}x eager < {need}x")
     return problems

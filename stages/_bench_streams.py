@@ -2,8 +2,9 @@
 
 Each stream sends its next call as soon as the previous one returns. After a time-based
 warm-up, a window of at least `duration` seconds and at least `iterations` calls is
-measured: latency of every call that started and finished inside it, throughput as those
-calls over the window. A `snapshot` taken at the window's edges lets the caller read
+measured as perf_analyzer does: the calls that *completed* inside it give the throughput
+(their count over the window) and the latencies (a call that started before the window
+counts; one still running at its end does not), the set a server's counters also see. A `snapshot` taken at the window's edges lets the caller read
 counters that cover the same window (Triton's statistics). Stdlib only.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,8 +41,13 @@ class _Streams:
             self.errors.append(f"{type(exc).__name__}: {exc}")
             self.stop.set()
 
-    def started_since(self, origin: int) -> int:
-        return sum(1 for rows in self.records for begin, _ in rows if begin >= origin)
+    def completed_since(self, origin: int) -> int:
+        """Calls that ended after `origin` (each stream's records are in end order)."""
+        return sum(len(rows) - bisect_left(rows, origin, key=_end) for rows in self.records)
+
+
+def _end(record: tuple[int, int]) -> int:
+    return record[1]
 
 
 def measure(calls: Sequence[Callable[[], Any]], settings: Settings, snapshot: Callable[[], Any] | None = None) -> tuple[Timing, tuple[Any, Any]]:
@@ -72,17 +79,15 @@ def _sleep(streams: _Streams, seconds: float) -> None:
 
 
 def _wait_window(streams: _Streams, origin: int, settings: Settings) -> None:
-    """Until `duration` has passed and more than `iterations` calls have started, one
-    per stream to spare (the last call of each stream ends after the window)."""
+    """Until `duration` has passed and at least `iterations` calls have completed."""
     deadline = origin + int(settings.duration_s * 1e9)
-    wanted = settings.iterations + len(streams.calls)
     while not streams.stop.is_set():
-        if time.perf_counter_ns() >= deadline and streams.started_since(origin) >= wanted:
+        if time.perf_counter_ns() >= deadline and streams.completed_since(origin) >= settings.iterations:
             return
         time.sleep(POLL_S)
 
 
 def _timing(streams: _Streams, origin: int, end: int) -> Timing:
-    inside = sorted((b, e) for rows in streams.records for b, e in rows if b >= origin and e <= end)
-    warmups = sum(1 for rows in streams.records for b, _ in rows if b < origin)
+    inside = sorted((b, e) for rows in streams.records for b, e in rows if origin <= e <= end)
+    warmups = sum(1 for rows in streams.records for _, e in rows if e < origin)
     return Timing([(e - b) / 1e6 for b, e in inside], [(b - origin) / 1e6 for b, _ in inside], (end - origin) / 1e9, warmups)

@@ -48,7 +48,7 @@ def count(path: Path, feeds: dict[str, np.ndarray]) -> list[NodeCount]:
 def _node(graph: Any, node: Any) -> NodeCount:
     tensors = [graph.tensormap[name] for name in (*node.input, *node.output) if name in graph.tensormap]
     moved = sum(int(t.get_memsize()) for t in tensors)
-    return NodeCount(node.op_type, 2.0 * float(sum(node.macs)), int(node.params), moved)
+    return NodeCount(node.op_type, 2.0 * float(node.macs[0]), int(node.params), moved)  # [1]: backward MACs
 
 
 def roofline_s(node: NodeCount, target: Target) -> float:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import os
 import platform
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, PositiveInt
 
 from pipeline.config import Frozen
 from pipeline.errors import StageFailed
@@ -40,17 +41,17 @@ class TritonBench(Frozen):
 
     server: ServerSpec = ServerSpec()
     models: tuple[str, ...] | None = None  # default: every model of this pipeline the server can load
-    concurrency: tuple[int, ...] = Field((1, 2, 4), min_length=1)
+    concurrency: tuple[PositiveInt, ...] = Field((1, 2, 4), min_length=1)
     batch: int = Field(1, ge=1)  # items per request (perf_analyzer's -b)
 
 
 class BenchParams(Frozen):
     runtimes: tuple[Runtime, ...] = Field(("eager", "torchscript", "onnxruntime"), min_length=1)
-    batches: tuple[int, ...] | None = None  # default: the shape spec's min / opt / max batch
+    batches: tuple[PositiveInt, ...] | None = Field(None, min_length=1)  # default: the shape spec's min / opt / max batch
     warmup_ms: float = Field(200, ge=0)
     duration_s: float = Field(3.0, ge=0)
     iterations: int = Field(10, ge=1)
-    percentiles: tuple[float, ...] = (90.0, 95.0, 99.0)
+    percentiles: tuple[Annotated[float, Field(gt=0, le=100)], ...] = Field((90.0, 95.0, 99.0), min_length=1)
     threads: int | None = Field(None, ge=1)
     device: Literal["cpu", "cuda"] = "cpu"  # where eager / TorchScript / ONNX Runtime run
     triton: TritonBench = TritonBench()
@@ -113,7 +114,8 @@ def _in_process(ctx: StageContext, params: BenchParams, settings: Settings, runt
     feeds = _bench_runtimes.spec_feeds(ctx.config, batch)
     timed = _bench_runtimes.make(runtime, ctx, feeds, params.device, params.threads)
     timing = _bench.measure(timed.call, settings)
-    row = {"runtime": runtime, "device": params.device, "concurrency": 1, **_bench.summarize(timing, batch, settings)}
+    device = "cuda" if runtime == "tensorrt" else params.device
+    row = {"runtime": runtime, "device": device, "concurrency": 1, **_bench.summarize(timing, batch, settings)}
     if timed.phases is not None:
         row["gpu"] = _bench.phase_summary(timed.phases[-len(timing.latencies_ms):], settings)
     ctx.log.info("\n".join(report_lines(runtime, row)))
@@ -129,7 +131,7 @@ def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> 
     scratch = ctx.workdir / "server"
     scratch.mkdir()
     tree = repo.private_copy(ctx.input("repository"), scratch / "repository")
-    names = _triton_models(params.triton, repo.models(tree), repo.backends(params.triton.server, scratch))
+    names = _triton_models(params.triton, repo.models(tree), lambda: repo.backends(params.triton.server, scratch))
     rows = []
     with ts.serving(params.triton.server, tree, list(names), scratch) as server:
         states = wait_models(server, list(names), _deadline(params.triton.server))
@@ -150,10 +152,11 @@ def _deadline(spec: ServerSpec) -> float:
     return time.monotonic() + spec.startup_timeout_s
 
 
-def _triton_models(bench: TritonBench, found: dict[str, Any], have: set[str] | None) -> dict[str, Any]:
+def _triton_models(bench: TritonBench, found: dict[str, Any], backends: Callable[[], set[str] | None]) -> dict[str, Any]:
     from stages import _triton_repo as repo
 
     if bench.models is None:
+        have = backends()
         names = repo.loadable(found, have)
         if not names:
             raise StageFailed(f"the server can load none of {sorted(found)} (its backends: {sorted(have or [])})")
@@ -170,7 +173,7 @@ def inputs_for(params: BenchParams) -> tuple[str, ...]:
 
 SPEC = StageSpec(
     name="bench",
-    version=2,
+    version=3,
     params=BenchParams,
     inputs=(SOURCE_ARTIFACT, "torchscript", "onnx"),
     outputs=(Artifact("results", filename="bench.json"), Artifact("table", filename="bench.md"), Artifact("plot", filename="bench.png")),

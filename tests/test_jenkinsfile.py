@@ -119,17 +119,19 @@ def test_recorded_deploy_commands_parse_and_their_configs_load(steps, tmp_path):
             assert proc.returncode == 0, proc.stderr
 
 
-def test_ci_cleanup_stops_only_stray_servers_of_this_cache(tmp_path):
-    cache = tmp_path / "cache"
+def test_ci_cleanup_stops_only_stray_servers_of_this_checkout(tmp_path):
+    checkout, elsewhere = tmp_path / "workspace", tmp_path / "other-workspace"
+    cache = checkout / ".deploy-cache"
     old, young = cache / "tmp" / "smoke-old", cache / "tmp" / "smoke-young"
-    for folder in (old, young):
+    for folder in (old, young, elsewhere):
         folder.mkdir(parents=True)
     os.utime(old, (0, 0))
-    sleeper = ["python3", "-c", "import time; time.sleep(120)"]
-    ours = subprocess.Popen([*sleeper, "tritonserver", f"--model-repository={cache.resolve()}/tmp/smoke-young/server/repository"])
-    theirs = subprocess.Popen([*sleeper, "tritonserver", "--model-repository=/somewhere/else"])
+    # Stand-ins for servers: named tritonserver in their command line, as deploy starts them.
+    server = ["python3", "-c", "import time; time.sleep(120)", "tritonserver", f"--model-repository={young}/server/repository"]
+    ours = subprocess.Popen(server, cwd=checkout)
+    theirs = subprocess.Popen(server, cwd=elsewhere)  # another matrix cell sharing the cache
     try:
-        done = subprocess.run([str(ROOT / "scripts" / "ci_cleanup.sh")], env={**os.environ, "DEPLOY_CACHE_DIR": str(cache)},
+        done = subprocess.run([str(ROOT / "scripts" / "ci_cleanup.sh"), str(checkout)], env={**os.environ, "DEPLOY_CACHE_DIR": str(cache)},
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0 and f"stopping stray tritonserver(s): {ours.pid}" in done.stdout
         assert ours.wait(timeout=10) != 0 and theirs.poll() is None

@@ -1,11 +1,13 @@
-"""The bench stage on a CUDA GPU: eager PyTorch and TorchScript with trtexec's H2D /
-GPU compute / D2H split, for the model of a pipeline config.
+"""The bench stage with longer, steadier settings than a config's, for the README tables.
 
-    python benchmarks/gpu_bench.py [configs/resnet50.yaml] [--batches 1 8 32] [--duration 3]
+    .venv/bin/python benchmarks/bench_stage.py [configs/resnet50.yaml] [--duration 3] [--batches 1 8]
+    python benchmarks/bench_stage.py --device cuda --batches 1 8 32      (on a GPU machine)
 
-Writes a derived config (trace + bench with device: cuda) into a scratch directory, runs
-`deploy run` on it there (its own cache) and prints the bench stage's Markdown table.
-Needs torch with CUDA and a GPU; TensorRT rows need an engine, which needs TensorRT.
+cpu: the config's stages (smoke left out) with its bench runtimes, Triton included.
+cuda: trace + bench of eager PyTorch and TorchScript on the GPU, with trtexec's H2D / GPU
+compute / D2H split (TensorRT rows need an engine, which needs TensorRT).
+Writes the derived config into a scratch directory, runs `deploy run` there (its own cache,
+so a cold run first) and prints the bench stage's Markdown table and the host.
 """
 
 from __future__ import annotations
@@ -22,14 +24,18 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def derived(config: Path, batches: list[int], duration: float, scratch: Path) -> Path:
+def derived(config: Path, args: argparse.Namespace, scratch: Path) -> Path:
     data = yaml.safe_load(config.read_text())
     model = data["model"]
     for key in ("file", "checkpoint", "torchscript"):
         if key in model:  # relative to the original config's folder
             model[key] = str((config.parent / model[key]).resolve())
-    bench = {"runtimes": ["eager", "torchscript"], "batches": batches, "device": "cuda", "duration_s": duration, "iterations": 50}
-    data["stages"] = {"trace": data["stages"].get("trace") or {}, "bench": bench}
+    stages = data["stages"]
+    bench = {**(stages.get("bench") or {}), "batches": args.batches, "device": args.device, "duration_s": args.duration, "iterations": 20}
+    if args.device == "cuda":
+        data["stages"] = {"trace": stages.get("trace") or {}, "bench": {**bench, "runtimes": ["eager", "torchscript"]}}
+    else:
+        data["stages"] = {name: params for name, params in stages.items() if name != "smoke"} | {"bench": bench}
     data.update(cache_dir=str(scratch / "cache"), run_dir=str(scratch / "runs"), repository=str(scratch / "repo"))
     path = scratch / config.name
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -39,11 +45,12 @@ def derived(config: Path, batches: list[int], duration: float, scratch: Path) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config", nargs="?", type=Path, default=ROOT / "configs" / "resnet50.yaml")
-    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--duration", type=float, default=3.0)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="gpu-bench-") as tmp:
-        path = derived(args.config.resolve(), args.batches, args.duration, Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="bench-stage-") as tmp:
+        path = derived(args.config.resolve(), args, Path(tmp))
         proc = subprocess.run([sys.executable, "-m", "pipeline", "run", str(path)], cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
             sys.exit(f"deploy run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
