@@ -35,6 +35,8 @@ def test_one_testcase_per_stage_with_its_status(write_config, tmp_path):
     assert "parity failed" in failure.get("message") and "validate.log" in failure.text and "ERROR" in failure.text
     assert "not run" in by_name["triton_config"].find("skipped").get("message")
     assert json.loads(summary.read_text())["status"] == "failed"
+    report = (tmp_path / "runs" / "tiny" / "report.html").read_text()  # the run report says the same
+    assert "<span class='failed'>failed</span>" in report and "parity failed" in report and "<span class='not run'>not run</span>" in report
 
     fixed = write_config(replace={"stages": stages({})})
     assert run_cli("run", str(fixed), "--junit", str(junit), "--json", str(summary)).returncode == 0
