@@ -98,6 +98,7 @@ def test_stream_measurement_counts_calls_completed_inside_the_window():
     assert len(two.latencies_ms) >= 10 and min(two.latencies_ms) >= 4.5
     # Every counted call ended inside the window; one may have started before it.
     assert all(-lat <= s and s + lat <= 1000 * two.wall_s + 1e-6 for s, lat in zip(two.starts_ms, two.latencies_ms))
+    assert min(two.starts_ms) < 0, "the calls in flight when the window opened completed inside it and count"
     # Two streams of sleeping calls complete about twice as many calls as one.
     assert len(two.latencies_ms) / two.wall_s > 1.5 * len(one.latencies_ms) / one.wall_s
 
