@@ -107,21 +107,16 @@ def _check_writable(option: str, path: Optional[Path]) -> None:
 def _finish_run(project: Project, runner: Runner, console: Console, junit: Optional[Path], summary_json: Optional[Path]) -> bool:
     """The table, where the summary and report are, and the CI files asked for; False when
     one of those could not be written."""
-    import json
-
-    from pipeline import junit as junit_xml
-    from pipeline.hashing import atomic_write_text
     from pipeline.runner import REPORT_FILE
     from pipeline.ui import results_table
 
     console.print(results_table(runner.results, project.graph.names()))
     console.print(f"summary: {project.run_dir / 'summary.json'}   report: {project.run_dir / REPORT_FILE}   "
                   f"repository: {project.config.repository}")
+    if not runner.summary:
+        return True
     try:
-        if junit is not None and runner.summary:
-            junit_xml.write(junit, runner.summary)
-        if summary_json is not None and runner.summary:
-            atomic_write_text(summary_json, json.dumps(runner.summary, indent=1))
+        _write_ci_files(runner.summary, junit, summary_json)
     except OSError as exc:  # printed, not raised: it must not hide the run's own outcome
         console.print(f"[bold red]error[/]: could not write a --junit / --json file: {exc}", highlight=False)
         return False
@@ -129,15 +124,22 @@ def _finish_run(project: Project, runner: Runner, console: Console, junit: Optio
 
 
 def _ci_files_for_config_error(config: Path, exc: DeployError, junit: Optional[Path], summary_json: Optional[Path]) -> None:
+    """A config that does not load is one failed stage, `config`, for a CI server."""
+    failed = {"stage": "config", "status": "failed", "message": str(exc), "seconds": 0.0}
+    summary = {"pipeline": config.stem, "config": str(config), "status": "config error", "message": str(exc),
+               "wall_s": 0.0, "stages": [failed]}
+    _write_ci_files(summary, junit, summary_json)
+
+
+def _write_ci_files(summary: dict[str, object], junit: Optional[Path], summary_json: Optional[Path]) -> None:
     import json
 
     from pipeline import junit as junit_xml
     from pipeline.hashing import atomic_write_text
 
     if junit is not None:
-        junit_xml.config_failure(junit, str(config), str(exc))
+        junit_xml.write(junit, summary)
     if summary_json is not None:
-        summary = {"config": str(config), "status": "config error", "message": str(exc), "stages": []}
         atomic_write_text(summary_json, json.dumps(summary, indent=1))
 
 

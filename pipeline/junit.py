@@ -2,8 +2,8 @@
 
 ran or cached -> passed (the status and key in system-out); skipped -> skipped with the
 reason; failed -> failure with the message and the tail of the stage's log; stages that
-never started (after a failure, or past --to) -> skipped, saying why. A config that does
-not load is one failed testcase named `config`, so a CI job still shows why. Stdlib only.
+never started (after a failure, or past --to) -> skipped, saying why. (The CLI reports a
+config that does not load as one failed stage named `config`.) Stdlib only.
 """
 
 from __future__ import annotations
@@ -29,12 +29,6 @@ def write(path: Path, summary: dict[str, Any]) -> None:
     _count(suite, cases, summary.get("wall_s", 0.0))
     ET.indent(suite)
     atomic_write_text(path, ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n")
-
-
-def config_failure(path: Path, config: str, message: str) -> None:
-    """The JUnit file of a run that stopped before any stage: the config did not load."""
-    stage = {"stage": "config", "status": "failed", "message": message, "seconds": 0.0}
-    write(path, {"pipeline": Path(config).stem, "wall_s": 0.0, "stages": [stage]})
 
 
 def _case(pipeline: str, stage: dict[str, Any]) -> ET.Element:

@@ -63,9 +63,10 @@ def triton_feeds(config: DeployConfig, fmt: str, batch: int) -> list[Feed]:
 
 
 def make(runtime: str, ctx: StageContext, feeds: dict[str, Any], device: str, threads: int | None) -> Timed:
+    from stages.bench import ARTIFACT
+
     if runtime.startswith("onnxruntime"):
-        artifact = {"onnxruntime": "onnx", "onnxruntime_int8": "onnx_int8", "onnxruntime_fp16": "onnx_fp16"}[runtime]
-        return Timed(_ort_call(_ort_session(ctx.input(artifact), threads, device), feeds))
+        return Timed(_ort_call(_ort_session(ctx.input(ARTIFACT[runtime]), threads, device), feeds))
     if runtime == "tensorrt":
         from stages import _bench_gpu
 

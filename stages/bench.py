@@ -33,7 +33,6 @@ ARTIFACT = {
     "eager": SOURCE_ARTIFACT, "torchscript": "torchscript", "onnxruntime": "onnx", "onnxruntime_int8": "onnx_int8",
     "onnxruntime_fp16": "onnx_fp16", "tensorrt": "engine", "triton": "repository",
 }
-IN_PROCESS = ("eager", "torchscript", "onnxruntime", "onnxruntime_int8", "onnxruntime_fp16", "tensorrt")
 
 
 class TritonBench(Frozen):

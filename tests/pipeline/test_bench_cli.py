@@ -74,10 +74,10 @@ def test_measure_honours_duration_and_iterations():
 
 def test_streams_overlap_their_calls(models, tmp_path):
     times = tmp_path / "times.json"
-    proc = run_cli("bench", str(models[0]), "--runtime", "onnxruntime", "--shapes", "image:4x1x8x8", "--streams", "3", "--duration", "0.3",
+    proc = run_cli("bench", str(models[0]), "--runtime", "onnxruntime", "--shapes", "image:512x1x8x8", "--threads", "1", "--streams", "3", "--duration", "0.3",
                    "--iterations", "30", "--exportTimes", str(times))
     assert proc.returncode == 0, proc.stderr
-    assert "streams: 3" in proc.stdout and "=== Performance summary (onnxruntime, batch 4) ===" in proc.stdout
+    assert "streams: 3" in proc.stdout and "=== Performance summary (onnxruntime, batch 512) ===" in proc.stdout
     rows = json.loads(times.read_text())
     assert len(rows) >= 30
     # With three closed-loop streams, some call starts before the previous one has ended.
