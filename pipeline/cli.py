@@ -1,7 +1,8 @@
 """`deploy`: run / plan / validate a pipeline, and maintain its cache.
 
 Exit codes (pipeline.errors.ExitCode): 0 ok, 1 a stage failed, 2 bad command line,
-3 bad config or selection, 4 missing environment, 70 internal error, 130 interrupted.
+3 bad config or selection, 4 missing environment, 10 `plan --detailed-exitcode`: something
+will run, 70 internal error, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -9,15 +10,18 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from pipeline.errors import DeployError, ExitCode, StageFailed
 
 if TYPE_CHECKING:
+    from pipeline.plan import PlanRow
     from pipeline.project import Project
     from pipeline.runner import Runner
     from pipeline.store import Store
@@ -68,31 +72,45 @@ def run(
     verbose: Verbose = False,
 ) -> None:
     """Run the pipeline; stages whose inputs are unchanged come from the cache."""
+    for option, path in (("--junit", junit), ("--json", summary_json)):
+        _check_writable(option, path)
+    runner: Runner | None = None
+    console = _console()
+    try:
+        runner = _runner(config, cache_dir, _Choice(force, start, stop, only), console, verbose)
+        with runner.reporter:  # type: ignore[attr-defined]
+            runner.run()
+    except DeployError as exc:
+        if runner is None or not runner.summary:  # rejected: no summary or report was written
+            _ci_files_for_rejection(config, exc, junit, summary_json)
+        raise
+    finally:
+        written = _finish_run(runner, console, verbose, junit, summary_json) if runner and runner.summary else True
+    if not written:
+        raise typer.Exit(ExitCode.CONFIG)
+
+
+@dataclass(frozen=True)
+class _Choice:
+    force: list[str]
+    start: Optional[str]
+    stop: Optional[str]
+    only: list[str]
+
+
+def _runner(config: Path, cache_dir: Optional[Path], choice: _Choice, console: Console, verbose: bool) -> Runner:
     from pipeline.graph import select
     from pipeline.runner import Runner, Selection
     from pipeline.store import Store
     from pipeline.ui import ConsoleReporter
 
-    for option, path in (("--junit", junit), ("--json", summary_json)):
-        _check_writable(option, path)
-    try:
-        project = _project(config, cache_dir)
-        names = select(project.graph, only, start, stop)
-    except DeployError as exc:
-        _ci_files_for_config_error(config, exc, junit, summary_json)
-        raise
-    unknown = [f for f in force if f != "all" and f not in project.graph.names()]
+    project = _project(config, cache_dir)
+    names = select(project.graph, choice.only, choice.start, choice.stop)
+    unknown = [f for f in choice.force if f != "all" and f not in project.graph.names()]
     if unknown:
         raise typer.BadParameter(f"unknown stage(s) {unknown}", param_hint="--force")
-    reporter = ConsoleReporter(_console(), verbose)
-    runner = Runner(project, Store(project.cache_dir), reporter, Selection(frozenset(names), frozenset(force)))
-    try:
-        with reporter:
-            runner.run()
-    finally:
-        written = _finish_run(project, runner, reporter.console, junit, summary_json)
-    if not written:
-        raise typer.Exit(ExitCode.CONFIG)
+    selection = Selection(frozenset(names), frozenset(choice.force))
+    return Runner(project, Store(project.cache_dir), ConsoleReporter(console, verbose), selection)
 
 
 def _check_writable(option: str, path: Optional[Path]) -> None:
@@ -104,29 +122,38 @@ def _check_writable(option: str, path: Optional[Path]) -> None:
         raise typer.BadParameter(f"cannot write {path}", param_hint=option)
 
 
-def _finish_run(project: Project, runner: Runner, console: Console, junit: Optional[Path], summary_json: Optional[Path]) -> bool:
-    """The table, where the summary and report are, and the CI files asked for; False when
-    one of those could not be written."""
+def _finish_run(runner: Runner, console: Console, verbose: bool, junit: Optional[Path], summary_json: Optional[Path]) -> bool:
+    """The results, where the summary and report are, and the CI files asked for; False
+    when one of those could not be written."""
     from pipeline.runner import REPORT_FILE
-    from pipeline.ui import results_table
+    from pipeline.ui import results_table, summary_lines
 
-    console.print(results_table(runner.results, project.graph.names()))
-    console.print(f"summary: {project.run_dir / 'summary.json'}   report: {project.run_dir / REPORT_FILE}   "
-                  f"repository: {project.config.repository}")
-    if not runner.summary:
-        return True
+    project, plain = runner.project, not console.is_terminal
+    if plain:
+        for line in summary_lines(runner.results, project.graph.names()):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    else:
+        console.print(results_table(runner.results, project.graph.names(), full_notes=verbose))
+    console.print(f"run {runner.summary['status']}   summary: {project.run_dir / 'summary.json'}   "
+                  f"report: {project.run_dir / REPORT_FILE}   repository: {project.config.repository}",
+                  markup=False, highlight=False, soft_wrap=plain)
     try:
         _write_ci_files(runner.summary, junit, summary_json)
     except OSError as exc:  # printed, not raised: it must not hide the run's own outcome
-        console.print(f"[bold red]error[/]: could not write a --junit / --json file: {exc}", highlight=False)
+        console.print(Text.assemble(("error", "bold red"), f": could not write a --junit / --json file: {exc}"))
         return False
     return True
 
 
-def _ci_files_for_config_error(config: Path, exc: DeployError, junit: Optional[Path], summary_json: Optional[Path]) -> None:
-    """A config that does not load is one failed stage, `config`, for a CI server."""
-    failed = {"stage": "config", "status": "failed", "message": str(exc), "seconds": 0.0}
-    summary = {"pipeline": config.stem, "config": str(config), "status": "config error", "message": str(exc),
+def _ci_files_for_rejection(config: Path, exc: DeployError, junit: Optional[Path], summary_json: Optional[Path]) -> None:
+    """An invocation rejected before anything ran (a config that does not load, a
+    selection whose upstream isn't cached) is one failed pseudo-stage for a CI server:
+    `config` or `selection`."""
+    from pipeline.errors import SelectionError
+
+    what = "selection" if isinstance(exc, SelectionError) else "config"
+    failed = {"stage": what, "status": "failed", "message": str(exc), "seconds": 0.0}
+    summary = {"pipeline": config.stem, "config": str(config), "status": f"{what} error", "message": str(exc),
                "wall_s": 0.0, "stages": [failed]}
     _write_ci_files(summary, junit, summary_json)
 
@@ -144,14 +171,38 @@ def _write_ci_files(summary: dict[str, object], junit: Optional[Path], summary_j
 
 
 @app.command()
-def plan(config: ConfigArg, cache_dir: CacheOpt = None) -> None:
-    """Show, per stage, whether it is cached or will run, and why."""
-    from pipeline.plan import make_plan
+def plan(
+    config: ConfigArg,
+    cache_dir: CacheOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON (one object per stage).")] = False,
+    detailed_exitcode: Annotated[bool, typer.Option(
+        "--detailed-exitcode", help=f"Exit {ExitCode.WILL_RUN} when some stage will (or may) run, 0 when all is cached.",
+    )] = False,
+) -> None:
+    """Show, per stage, whether it is cached, skipped or will run, and why."""
+    from pipeline.plan import make_plan, will_run
     from pipeline.store import Store
-    from pipeline.ui import plan_table
 
     project = _project(config, cache_dir)
-    _console().print(plan_table(make_plan(project, Store(project.cache_dir))))
+    rows = make_plan(project, Store(project.cache_dir))
+    _print_plan(rows, as_json)
+    if detailed_exitcode and will_run(rows):
+        raise typer.Exit(ExitCode.WILL_RUN)
+
+
+def _print_plan(rows: list[PlanRow], as_json: bool) -> None:
+    import json
+
+    from pipeline.ui import plan_lines, plan_table
+
+    console = _console()
+    if as_json:
+        print(json.dumps([r.to_json() for r in rows], indent=1))
+    elif console.is_terminal:
+        console.print(plan_table(rows))
+    else:
+        for line in plan_lines(rows):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

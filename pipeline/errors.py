@@ -17,6 +17,7 @@ class ExitCode(IntEnum):
     USAGE = 2  # bad command line (typer/click's own code)
     CONFIG = 3  # the YAML, a file it names, or the stage selection is wrong
     ENVIRONMENT = 4  # a library, tool or device the run needs is missing
+    WILL_RUN = 10  # `deploy plan --detailed-exitcode`: some stage will (or may) run
     INTERNAL = 70  # a bug in deploy (EX_SOFTWARE)
     INTERRUPTED = 130
 
@@ -61,13 +62,15 @@ class StageError(DeployError):
 
     exit_code = ExitCode.STAGE
 
-    def __init__(self, stage: str, message: str, log: Path, resume: str) -> None:
+    def __init__(
+        self, stage: str, message: str, log: Path | None, resume: str, exit_code: ExitCode = ExitCode.STAGE
+    ) -> None:
         self.stage = stage
         self.log = log
         self.resume = resume
-        super().__init__(
-            f"stage '{stage}' failed: {message}\n  log: {log}\n  resume: {resume}"
-        )
+        self.exit_code = exit_code  # the cause's: a missing library inside a stage stays 4
+        where = f"\n  log: {log}" if log is not None else ""
+        super().__init__(f"stage '{stage}' failed: {message}{where}\n  resume: {resume}")
 
 
 class StageFailed(Exception):

@@ -1,13 +1,23 @@
 """The stage graph, built from artifact names and validated when built.
 
-Stages run in the order the YAML lists them. Each declared input binds to the
-*nearest earlier* stage that outputs an artifact of that name, so a transform such
-as `simplify` (onnx -> onnx) can be dropped from the YAML and `validate` then reads
-`export`'s ONNX. A missing or later producer is a config error, found before running.
+The YAML's key order means nothing (a config written by `yaml.safe_dump` sorts keys).
+Binding, per artifact name:
+
+- its *origin* is the one stage that outputs it without reading it (export for `onnx`);
+  the pipeline's source `model` has no stage;
+- its *transforms* read and rewrite it (simplify: onnx -> onnx); they form a chain after
+  the origin, ordered by the stages' phase, then name;
+- a stage that reads the artifact binds to the end of that chain, a transform to the link
+  before it. So dropping `simplify` makes `validate` read `export`'s ONNX.
+
+Stages run in dependency order; among stages that are ready at the same time, by phase
+(convert, analyse, verify, package, serve, measure), then by name. An artifact nobody
+makes, two origins of one artifact that some stage reads, or a cycle is a config error.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from pydantic import BaseModel
@@ -35,10 +45,17 @@ class Node:
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def wanted(self) -> tuple[str, ...]:
+        return self.spec.inputs_for(self.params)
+
+    def upstream(self) -> set[str]:
+        return {ref.stage for ref in self.bindings.values() if ref.stage is not None}
+
 
 @dataclass(frozen=True)
 class Graph:
-    nodes: tuple[Node, ...]
+    nodes: tuple[Node, ...]  # in execution order
 
     def names(self) -> list[str]:
         return [node.name for node in self.nodes]
@@ -47,33 +64,88 @@ class Graph:
         return next(node for node in self.nodes if node.name == name)
 
 
-def build_graph(stages: list[tuple[StageSpec, BaseModel]]) -> Graph:
-    latest: dict[str, ArtifactRef] = {SOURCE_ARTIFACT: ArtifactRef(None, SOURCE_ARTIFACT)}
-    all_producers = {a.name: spec.name for spec, _ in stages for a in spec.outputs}
-    nodes, issues = [], []
-    for spec, params in stages:
-        wanted = spec.inputs_for(params)
-        bindings = {name: latest[name] for name in wanted if name in latest}
-        issues += [_unbound(spec.name, name, all_producers.get(name)) for name in wanted if name not in latest]
-        nodes.append(Node(spec, params, bindings))
-        latest.update({a.name: ArtifactRef(spec.name, a.name) for a in spec.outputs})
+Stage = tuple[StageSpec, BaseModel]
+
+
+def canonical(spec: StageSpec) -> tuple[int, str]:
+    return (int(spec.phase), spec.name)
+
+
+def build_graph(stages: list[Stage]) -> Graph:
+    ordered = sorted(stages, key=lambda s: canonical(s[0]))
+    chains, issues = _chains(ordered)
+    nodes = [Node(spec, params, {}) for spec, params in ordered]
+    for node in nodes:
+        issues += _bind(node, chains)
     if issues:
         raise ConfigError("stage graph", issues)
-    return Graph(tuple(nodes))
+    return Graph(_execution_order(nodes))
 
 
-def _unbound(stage: str, artifact: str, producer: str | None) -> Issue:
-    where = f"stages.{stage}"
-    if producer is None:
-        return Issue(where, f"needs artifact '{artifact}', which no stage in this config produces")
-    return Issue(
-        where,
-        f"needs artifact '{artifact}' from stage '{producer}', which comes later; list it earlier",
-    )
+def _chains(stages: list[Stage]) -> tuple[dict[str, list[str | None]], list[Issue]]:
+    """artifact -> [origin, transform, ...]; None stands for the pipeline's source."""
+    chains: dict[str, list[str | None]] = {SOURCE_ARTIFACT: [None]}
+    origins: dict[str, list[str]] = {}
+    transforms: dict[str, list[str]] = {}
+    for spec, params in stages:  # canonical order, so each chain is too
+        reads = set(spec.inputs_for(params))
+        for artifact in (a.name for a in spec.outputs):
+            (transforms if artifact in reads else origins).setdefault(artifact, []).append(spec.name)
+    issues = []
+    for artifact in sorted(set(origins) | set(transforms)):
+        found = origins.get(artifact, [])
+        if len(found) > 1:
+            chains[artifact] = []  # ambiguous: an error only for a stage that reads it
+            continue
+        chains[artifact] = [*found, *transforms.get(artifact, [])]
+        if not found:
+            issues.append(_no_origin(artifact, transforms[artifact]))
+    return chains, issues
+
+
+def _no_origin(artifact: str, readers: list[str]) -> Issue:
+    return Issue(f"stages.{readers[0]}", f"needs artifact '{artifact}', which no stage in this config produces")
+
+
+def _bind(node: Node, chains: dict[str, list[str | None]]) -> list[Issue]:
+    issues = []
+    for artifact in node.wanted:
+        chain = chains.get(artifact)
+        if chain is None:
+            issues.append(Issue(f"stages.{node.name}", f"needs artifact '{artifact}', which no stage in this config produces"))
+        elif not chain:
+            issues.append(Issue(f"stages.{node.name}", f"needs artifact '{artifact}', which several stages produce; keep one"))
+        elif node.name not in chain:
+            node.bindings[artifact] = ArtifactRef(chain[-1], artifact)
+        elif (link := chain.index(node.name)) > 0:  # a transform reads the link before it
+            node.bindings[artifact] = ArtifactRef(chain[link - 1], artifact)
+    return issues
+
+
+def _execution_order(nodes: list[Node]) -> tuple[Node, ...]:
+    """Kahn's algorithm; among ready stages the canonical (phase, name) order."""
+    by_name = {n.name: n for n in nodes}
+    waiting = {n.name: n.upstream() for n in nodes}
+    ready = [(canonical(n.spec), n.name) for n in nodes if not waiting[n.name]]
+    heapq.heapify(ready)
+    order: list[Node] = []
+    while ready:
+        _, name = heapq.heappop(ready)
+        order.append(by_name[name])
+        for other, needs in waiting.items():
+            if name in needs:
+                needs.discard(name)
+                if not needs:
+                    heapq.heappush(ready, (canonical(by_name[other].spec), other))
+    if len(order) < len(nodes):
+        stuck = sorted(set(by_name) - {n.name for n in order})
+        raise ConfigError("stage graph", [Issue("stages", f"stages depend on each other in a cycle: {', '.join(stuck)}")])
+    return tuple(order)
 
 
 def select(graph: Graph, only: list[str], start: str | None, stop: str | None) -> list[str]:
-    """Names of the stages to run: --only, or the range --from..--to (inclusive)."""
+    """Names of the stages to run: --only, or the range --from..--to (inclusive) of the
+    execution order."""
     names = graph.names()
     unknown = [n for n in [*only, start, stop] if n is not None and n not in names]
     if unknown:
@@ -88,3 +160,4 @@ def select(graph: Graph, only: list[str], start: str | None, stop: str | None) -
     if lo > hi:
         raise ConfigError("command line", [Issue("--from/--to", f"'{start}' comes after '{stop}'")])
     return names[lo : hi + 1]
+

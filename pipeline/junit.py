@@ -1,6 +1,7 @@
 """`deploy run --junit FILE`: one JUnit testcase per pipeline stage, for CI servers.
 
-ran or cached -> passed (the status and key in system-out); skipped -> skipped with the
+ran or cached -> passed (the status and key in system-out, which starts with "PARTIAL:
+..." when the stage passed only in part, e.g. smoke with models skipped); skipped -> skipped with the
 reason; failed -> failure with the message and the tail of the stage's log; stages that
 never started (after a failure, or past --to) -> skipped, saying why. (The CLI reports a
 config that does not load as one failed stage named `config`.) Stdlib only.
@@ -44,7 +45,8 @@ def _case(pipeline: str, stage: dict[str, Any]) -> ET.Element:
         ET.SubElement(case, "skipped", message="not run: an earlier stage failed, or it lies outside the selected stages")
     else:
         out = ET.SubElement(case, "system-out")
-        out.text = _xml(f"{status}; key {stage.get('key')}; {stage.get('metrics', {}).get('headline', '')}".rstrip("; "))
+        partial = f"PARTIAL: {stage['partial']}\n" if stage.get("partial") else ""
+        out.text = _xml(partial + f"{status}; key {stage.get('key')}; {stage.get('metrics', {}).get('headline', '')}".rstrip("; "))
     return case
 
 

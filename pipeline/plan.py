@@ -22,7 +22,12 @@ from pipeline.store import Output, Store
 class Action(str, Enum):
     CACHED = "cached"
     RUN = "run"
-    PENDING = "pending"  # reruns if an upstream stage's output changes
+    PENDING = "pending"  # reruns unless an upstream stage reproduces its earlier output
+    SKIP = "skip"  # a remembered skip (e.g. no TensorRT), or an input whose producer skips
+
+    @property
+    def text(self) -> str:
+        return {"cached": "cached", "run": "will run", "pending": "runs if upstream output changes", "skip": "skipped"}[self.value]
 
 
 @dataclass
@@ -31,6 +36,9 @@ class PlanRow:
     action: Action
     key: str | None
     reasons: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.name, "action": self.action.value, "key": self.key, "reasons": self.reasons}
 
 
 def source_outputs(project: Project, store: Store) -> dict[str, Output]:
@@ -66,23 +74,90 @@ def why(
     own = keys.components(node.spec, node.params, project.config, {})
     changed = [r for r in keys.reasons(last, own) if not r.startswith(("inputs.", "inputs:"))]
     waiting = [str(ref.stage) for ref in node.bindings.values() if str(ref) not in resolved]
-    return [f"waits for {', '.join(dict.fromkeys(waiting))}", *changed]
+    return [f"after {', '.join(dict.fromkeys(waiting))} runs", *changed]
+
+
+@dataclass
+class _Walk:
+    """What the plan knows while it walks the graph in execution order."""
+
+    project: Project
+    store: Store
+    resolved: dict[str, Output]
+    absent: set[str] = field(default_factory=set)  # outputs of stages that will skip
+    _entries: dict[str, list[dict[str, Any]]] | None = None
+
+    def entries(self, stage: str) -> list[dict[str, Any]]:
+        """Key material of every cached entry of `stage` (read once, on first need)."""
+        if self._entries is None:
+            self._entries = {}
+            for _, entry in self.store.entries():
+                if entry is not None:
+                    self._entries.setdefault(entry.stage, []).append(entry.components)
+        return self._entries.get(stage, [])
 
 
 def make_plan(project: Project, store: Store) -> list[PlanRow]:
-    resolved = {f"{n}": o for n, o in source_outputs(project, store).items()}
-    rows = []
-    for node in project.graph.nodes:
-        parts = stage_parts(node, project, resolved)
-        if parts is None:
-            rows.append(PlanRow(node.name, Action.PENDING, None, why(node, project, store, None, resolved)))
-            continue
-        key = keys.key_of(parts)
-        entry, problem = store.lookup(key)
-        if entry is not None:
-            resolved.update({f"{node.name}.{n}": o for n, o in entry.outputs.items()})
-            rows.append(PlanRow(node.name, Action.CACHED, key))
-        else:
-            extra = [f"cache entry is damaged: {problem}"] if problem else []
-            rows.append(PlanRow(node.name, Action.RUN, key, why(node, project, store, parts, resolved) + extra))
-    return rows
+    """The same decisions `Runner` makes, from keys alone: cached, a remembered skip,
+    certain to run, or pending on an upstream stage's new output."""
+    walk = _Walk(project, store, dict(source_outputs(project, store)))
+    return [_row(node, walk) for node in project.graph.nodes]
+
+
+def _row(node: Node, walk: _Walk) -> PlanRow:
+    outputs = [f"{node.name}.{a.name}" for a in node.spec.outputs]
+    missing = _absent_inputs(node, walk)
+    if missing:
+        walk.absent.update(outputs)
+        return PlanRow(node.name, Action.SKIP, None, [f"inputs unavailable: {', '.join(missing)}"])
+    parts = stage_parts(node, walk.project, walk.resolved, frozenset(walk.absent))
+    if parts is None:
+        return _unknown_key(node, walk)
+    key = keys.key_of(parts)
+    entry, problem = walk.store.lookup(key)
+    if entry is not None and entry.skipped is not None:
+        walk.absent.update(outputs)
+        return PlanRow(node.name, Action.SKIP, key, [f"cached skip: {entry.skipped}"])
+    if entry is not None:
+        walk.resolved.update({f"{node.name}.{n}": o for n, o in entry.outputs.items()})
+        return PlanRow(node.name, Action.CACHED, key)
+    extra = [f"cache entry is damaged: {problem}"] if problem else []
+    return PlanRow(node.name, Action.RUN, key, why(node, walk.project, walk.store, parts, walk.resolved) + extra)
+
+
+def _absent_inputs(node: Node, walk: _Walk) -> list[str]:
+    """Required inputs whose producer will skip: the runner skips this stage too."""
+    return [str(ref) for name, ref in node.bindings.items() if str(ref) in walk.absent and name not in node.spec.optional_inputs]
+
+
+def _unknown_key(node: Node, walk: _Walk) -> PlanRow:
+    """An upstream stage will run, so this key is not known yet. It can still hit only if
+    some cached entry of this stage has the same own key material and agrees on every
+    input already known; otherwise it certainly runs."""
+    reasons = why(node, walk.project, walk.store, None, walk.resolved)
+    if any(_could_match(node, walk, found) for found in walk.entries(node.name)):
+        return PlanRow(node.name, Action.PENDING, None, reasons)
+    return PlanRow(node.name, Action.RUN, None, [*reasons, "no cached result for these parameters and known inputs"])
+
+
+def _could_match(node: Node, walk: _Walk, found: dict[str, Any]) -> bool:
+    own = keys.components(node.spec, node.params, walk.project.config, {})
+    if {k: v for k, v in found.items() if k != "inputs"} != {k: v for k, v in own.items() if k != "inputs"}:
+        return False
+    known = _known_inputs(node, walk)
+    return all(found.get("inputs", {}).get(name) == digest for name, digest in known.items())
+
+
+def _known_inputs(node: Node, walk: _Walk) -> dict[str, str]:
+    known = {}
+    for name, ref in node.bindings.items():
+        if str(ref) in walk.resolved:
+            known[name] = walk.resolved[str(ref)].digest
+        elif str(ref) in walk.absent:
+            known[name] = ABSENT
+    return known
+
+
+def will_run(rows: list[PlanRow]) -> bool:
+    """Whether `deploy run` would execute any stage (pending ones count: they may)."""
+    return any(r.action in (Action.RUN, Action.PENDING) for r in rows)

@@ -8,6 +8,7 @@ tell cheaply that it is already current, and which directories a pipeline owns.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -36,6 +37,9 @@ def _sync_model(store: Store, target: Path, files: dict[str, dict[str, object]],
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    # mkdtemp makes it 0700: a tritonserver running as another user (a container's
+    # --user, runAsNonRoot, NFS) could not read it. Give it the modes mkdir would.
+    tmp.chmod(0o777 & ~_umask())
     for rel, meta in files.items():
         (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(store.object_path(str(meta["digest"])), tmp / rel)
@@ -43,6 +47,12 @@ def _sync_model(store: Store, target: Path, files: dict[str, dict[str, object]],
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
     return True
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # the only portable way to read it is to set it
+    os.umask(mask)
+    return mask
 
 
 def _current(target: Path, stamp: dict[str, Any]) -> bool:

@@ -23,18 +23,13 @@ th,td{border:1px solid #d0d0d0;padding:3px 8px;text-align:left;vertical-align:to
 td.num{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555}.note{color:#666;font-size:12px}
 .ran{color:#137333}.cached{color:#0b57d0}.skipped{color:#b06000}.failed{color:#c5221f;font-weight:bold}
 .not.run{color:#888}img{max-width:100%;border:1px solid #eee;margin:8px 0}
+pre.failure{background:#fdf1f0;border:1px solid #f0c0bc;padding:8px 12px;white-space:pre-wrap;font-size:13px}
 """
 
 
-def write(path: Path, summary: dict[str, Any], images: dict[str, list[Path]]) -> None:
+def render(summary: dict[str, Any], images: dict[str, list[Path]]) -> str:
     """`summary`: the run summary (as written to summary.json); `images`: stage -> its
     .png artifacts, in the store."""
-    from pipeline.hashing import atomic_write_text
-
-    atomic_write_text(path, render(summary, images))
-
-
-def render(summary: dict[str, Any], images: dict[str, list[Path]]) -> str:
     stages = summary["stages"]
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>deploy: {_e(summary['pipeline'])}</title>",
@@ -42,6 +37,8 @@ def render(summary: dict[str, Any], images: dict[str, list[Path]]) -> str:
         f"<h1>deploy run: {_e(summary['pipeline'])} — <span class='{_e(summary['status'])}'>{_e(summary['status'])}</span></h1>",
         f"<p class='meta'>config {_e(summary['config'])} · finished {_e(summary['finished'])} · "
         f"{summary['wall_s']:.2f} s · cache {_e(summary['cache'])}</p>",
+        *_provenance(summary.get("provenance")),
+        *_failures(stages),
         "<h2>Stages</h2>", _stage_table(stages),
     ]
     for stage in stages:
@@ -50,13 +47,44 @@ def render(summary: dict[str, Any], images: dict[str, list[Path]]) -> str:
     return "\n".join(parts)
 
 
+def _provenance(found: dict[str, Any] | None) -> list[str]:
+    if not found:
+        return []
+    libraries = ", ".join(f"{n} {v}" for n, v in found.get("libraries", {}).items() if v)
+    return [
+        f"<p class='meta'>host {_e(found.get('host'))} · {_e(found.get('cpu'))} · {_e(found.get('cores'))} cores · "
+        f"Python {_e(found.get('python'))} · commit {_e(found.get('commit') or 'not in a git repository')}</p>",
+        f"<p class='meta'>{_e(libraries)}</p>",
+    ]
+
+
+def _failures(stages: list[dict[str, Any]]) -> list[str]:
+    """A failure's whole text, readable, before anything else."""
+    parts = []
+    for stage in (s for s in stages if s["status"] == "failed"):
+        log = f"<p class='meta'>log: {_e(stage['log'])}</p>" if stage.get("log") else ""
+        parts += [f"<h2 class='failed'>{_e(stage['stage'])} failed</h2>", f"<pre class='failure'>{_e(stage.get('message', ''))}</pre>", log]
+    return parts
+
+
 def _stage_table(stages: list[dict[str, Any]]) -> str:
     rows = [[
-        s["stage"], _status(s["status"]), f"{s.get('seconds', 0):.2f} s" if s["status"] in ("ran", "failed") else "",
+        s["stage"], _status(s["status"], s.get("partial")), _time(s),
         (s.get("key") or "")[:12], ", ".join(f"{n} ({human_size(o['bytes'])})" for n, o in s.get("outputs", {}).items()),
-        s.get("message") or str(s.get("metrics", {}).get("headline", "")),
+        s.get("partial") or (s.get("message") or "").split("\n")[0] or str(s.get("metrics", {}).get("headline", "")),
     ] for s in stages]
     return _table(["stage", "status", "time", "key", "artifacts", "notes"], rows, raw_columns={1})
+
+
+def _time(stage: dict[str, Any]) -> str:
+    """This run's time, or for a cached stage what it took when it ran (and when)."""
+    seconds = stage.get("seconds", 0)
+    if stage["status"] in ("ran", "failed"):
+        return f"{seconds:.2f} s"
+    if stage["status"] == "cached":
+        made = f", made {stage['created']}" if stage.get("created") else ""
+        return f"0 s (ran {seconds:.2f} s{made})"
+    return ""
 
 
 def _stage_section(stage: dict[str, Any], pngs: list[Path]) -> list[str]:
@@ -94,8 +122,9 @@ def _looks_numeric(text: str) -> bool:
     return True
 
 
-def _status(status: str) -> str:
-    return f"<span class='{_e(status)}'>{_e(status)}</span>"
+def _status(status: str, partial: str | None = None) -> str:
+    shown = f"<span class='{_e(status)}'>{_e(status)}</span>"
+    return shown + " <span class='skipped'>· partial</span>" if partial else shown
 
 
 def _png(path: Path) -> str:

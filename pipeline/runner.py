@@ -7,7 +7,6 @@ written. Anything else (failure, Ctrl-C, crash) leaves the cache as it was.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import time
@@ -19,25 +18,25 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
-from pipeline import keys, report
+from pipeline import history, keys, provenance
 from pipeline.errors import (
     DeployError,
+    ExitCode,
     SelectionError,
     StageError,
     StageFailed,
     StageSkipped,
 )
 from pipeline.graph import Node
-from pipeline.hashing import atomic_write_text
 from pipeline.logs import captured
-from pipeline.plan import source_outputs, stage_parts, why
+from pipeline.plan import Action, make_plan, source_outputs, stage_parts, why
 from pipeline.project import Project
 from pipeline.publish import publish_tree
-from pipeline.stage import StageContext
+from pipeline.stage import PARTIAL_KEY, StageContext
 from pipeline.store import Entry, Output, Store
 
 
-REPORT_FILE = "report.html"
+REPORT_FILE = history.REPORT_FILE
 
 
 class Status(str, Enum):
@@ -46,6 +45,14 @@ class Status(str, Enum):
     SKIPPED = "skipped"
     FAILED = "failed"
     NOT_RUN = "not run"
+
+
+class RunStatus(str, Enum):
+    """The whole run's outcome, as the summary, report and CI files state it."""
+
+    OK = "ok"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
 
 
 @dataclass
@@ -59,6 +66,16 @@ class StageResult:
     metrics: dict[str, Any] = field(default_factory=dict)
     log: Path | None = None
     message: str = ""
+    # A failure's exit code: a stage's own failure (1), a missing library (4), a stage
+    # outside the selection with nothing cached (3).
+    exit_code: ExitCode = ExitCode.STAGE
+    created: str = ""  # when a cached result was made
+
+    @property
+    def partial(self) -> str | None:
+        """Set by a stage that passed with parts of it skipped (StageContext.partial)."""
+        note = self.metrics.get(PARTIAL_KEY)
+        return str(note) if note else None
 
 
 class Reporter(Protocol):
@@ -88,21 +105,37 @@ class Runner:
         self.summary: dict[str, Any] = {}  # the run summary, once written
 
     def run(self) -> list[StageResult]:
+        """Runs the needed stages; the summary and report are written only once the
+        invocation is accepted (a rejected selection leaves the last ones intact)."""
         started = time.perf_counter()
         self.resolved = dict(source_outputs(self.project, self.store))
+        self._preflight()
         results = self.results = []
+        outcome = RunStatus.INTERRUPTED  # unless the loop below completes
         try:
             for node in self._needed_nodes():
                 result = self._stage(node)
                 results.append(result)
                 if result.status is Status.FAILED:
                     break
+            outcome = RunStatus.FAILED if _failed(results) else RunStatus.OK
         finally:
-            self._write_summary(results, time.perf_counter() - started)
-        failed = next((r for r in results if r.status is Status.FAILED), None)
+            self._write_summary(results, time.perf_counter() - started, outcome)
+        failed = _failed(results)
         if failed is not None:
-            raise StageError(failed.name, failed.message, failed.log or Path("?"), self.resume(failed.name))
+            raise StageError(failed.name, failed.message, failed.log, self.resume(failed.name), failed.exit_code)
         return results
+
+    def _preflight(self) -> None:
+        """A stage outside --from/--to/--only that certainly has no cached result is
+        rejected before anything runs or is written."""
+        needed = {n.name for n in self._needed_nodes()}
+        outside = needed - self.selection.run
+        if not outside:
+            return
+        for row in make_plan(self.project, self.store):
+            if row.name in outside and row.action is Action.RUN:
+                raise SelectionError(_outside_message(row.name))
 
     def resume(self, stage: str) -> str:
         return f"deploy run {self.project.path} --from {stage}"
@@ -132,11 +165,9 @@ class Runner:
         return self._execute(node, key, parts, reasons + ([f"damaged entry: {problem}"] if problem else []))
 
     def _outside_selection(self, node: Node, key: str, parts: dict[str, Any], entry: Entry | None) -> StageResult:
-        if entry is None:
-            raise SelectionError(
-                f"stage '{node.name}' is outside the selected stages and has no cached result "
-                f"for its current inputs; include it (e.g. --from {node.name})"
-            )
+        if entry is None:  # found only now: an upstream stage's new output changed its key
+            result = StageResult(node.name, Status.FAILED, key, message=_outside_message(node.name), exit_code=ExitCode.CONFIG)
+            return self._report(result)
         return self._hit(node, key, parts, entry)
 
     def _skip(self, node: Node, result: StageResult) -> StageResult:
@@ -146,7 +177,9 @@ class Runner:
     def _hit(self, node: Node, key: str, parts: dict[str, Any], entry: Entry) -> StageResult:
         if entry.skipped is not None:  # a remembered skip: same TensorRT / GPU as then
             return self._skip(node, StageResult(node.name, Status.SKIPPED, key, message=entry.skipped))
-        result = StageResult(node.name, Status.CACHED, key, entry.duration_s, outputs=entry.outputs, metrics=entry.metrics)
+        result = StageResult(
+            node.name, Status.CACHED, key, entry.duration_s, outputs=entry.outputs, metrics=entry.metrics, created=entry.created
+        )
         self._accept(node, key, parts, result)
         return self._report(result)
 
@@ -211,8 +244,9 @@ class Runner:
             except StageSkipped as exc:
                 logger.warning("skipped: %s", exc)
                 result.status, result.message = Status.SKIPPED, str(exc)
-            except DeployError:
-                raise
+            except DeployError as exc:  # e.g. a library the stage needs is missing: exit code kept
+                logger.error("%s", exc)
+                result.status, result.message, result.exit_code = Status.FAILED, str(exc), exc.exit_code
             except Exception as exc:  # noqa: BLE001 - any crash in stage code is that stage's failure
                 logger.error("unexpected error\n%s", traceback.format_exc())
                 result.status, result.message = Status.FAILED, f"{type(exc).__name__}: {exc} (traceback in the log)"
@@ -228,26 +262,22 @@ class Runner:
         self._accept(node, key, parts, result)
 
     # -- summary ---------------------------------------------------------------------------
-    def _write_summary(self, results: list[StageResult], seconds: float) -> None:
+    def _write_summary(self, results: list[StageResult], seconds: float, outcome: RunStatus) -> None:
         done = {r.name for r in results}
         rows = [_result_json(r, self.store) for r in results]
         rows += [{"stage": n, "status": Status.NOT_RUN.value} for n in self.project.graph.names() if n not in done]
-        ok = all(r.status is not Status.FAILED for r in results)
         summary = {
             "pipeline": self.project.config.name,
             "config": str(self.project.path),
-            "status": "ok" if ok else "failed",
+            "status": outcome.value,
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "wall_s": round(seconds, 3),
             "cache": str(self.store.root),
+            "provenance": provenance.collect(self.project.path),
             "stages": rows,
         }
         self.summary = summary
-        atomic_write_text(self.project.run_dir / "summary.json", json.dumps(summary, indent=1))
-        try:
-            report.write(self.project.run_dir / REPORT_FILE, summary, self._images(results))
-        except Exception as exc:  # noqa: BLE001 - the report must never hide the run's own outcome
-            self.reporter.warn(f"run report not written: {type(exc).__name__}: {exc}")
+        history.record(self.project.run_dir, summary, self._images(results), self.reporter.warn)
 
     def _images(self, results: list[StageResult]) -> dict[str, list[Path]]:
         """stage -> its .png artifacts in the store, for the run report."""
@@ -259,6 +289,15 @@ class Runner:
         return found
 
 
+def _failed(results: list[StageResult]) -> StageResult | None:
+    return next((r for r in results if r.status is Status.FAILED), None)
+
+
+def _outside_message(stage: str) -> str:
+    return (f"stage '{stage}' is outside the selected stages and has no cached result "
+            f"for its current inputs; include it (e.g. --from {stage})")
+
+
 def _result_json(result: StageResult, store: Store) -> dict[str, Any]:
     return {
         "stage": result.name,
@@ -267,6 +306,8 @@ def _result_json(result: StageResult, store: Store) -> dict[str, Any]:
         "seconds": round(result.duration_s, 3),
         "reasons": result.reasons,
         "message": result.message,
+        "partial": result.partial,
+        "created": result.created or None,
         "log": str(result.log) if result.log else None,
         "outputs": {
             n: {"kind": o.kind.value, "digest": o.digest, "bytes": o.size, "path": str(store.path_of(o))}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, IntEnum
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,8 @@ from pipeline.errors import Issue
 SOURCE_ARTIFACT = "model"
 # The metrics key under which a stage's tables for the run report are kept.
 REPORT_KEY = "report"
+# The metrics key of a stage that passed with parts of its work skipped.
+PARTIAL_KEY = "partial"
 
 
 class ArtifactKind(str, Enum):
@@ -43,6 +45,19 @@ class Section(str, Enum):
             # Paths are left out on purpose: the model's identity (digests) is an input.
             return config.model.model_dump(mode="json", include={"kwargs", "seed", "callable", "factory"})
         return config.model_dump(mode="json", include={"inputs", "outputs", "batch_dim"})
+
+
+class Phase(IntEnum):
+    """Where a stage sits in a pipeline, used only to order stages that the artifact
+    graph leaves independent (and transforms of the same artifact): gates run before
+    packaging, a server check before measurements. Never a dependency by itself."""
+
+    CONVERT = 1
+    ANALYZE = 2
+    VERIFY = 3
+    PACKAGE = 4
+    SERVE = 5
+    MEASURE = 6
 
 
 class Publish(str, Enum):
@@ -87,6 +102,11 @@ class StageContext:
         """Adds a JSON-serialisable number or table to the run summary."""
         self.metrics[key] = value
 
+    def partial(self, note: str) -> None:
+        """The stage passed, but only partly (e.g. "passed 2, skipped 3 (no onnxruntime
+        backend)"): shown as `partial` in the console, JUnit output and run report."""
+        self.metrics[PARTIAL_KEY] = note
+
     def report_table(self, title: str, columns: list[str], rows: list[list[Any]], note: str = "") -> None:
         """A table for the run report (pipeline/report.py renders every stage's tables,
         and embeds its .png outputs, without knowing the stage)."""
@@ -123,6 +143,7 @@ class StageSpec:
     # without TensorRT): the key records them as absent and the stage decides.
     optional_inputs: frozenset[str] = frozenset()
     description: str = ""
+    phase: Phase = Phase.CONVERT
 
     def inputs_for(self, params: Any) -> tuple[str, ...]:
         return self.select_inputs(params) if self.select_inputs is not None else self.inputs

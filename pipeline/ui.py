@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from types import TracebackType
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from pipeline.plan import Action, PlanRow
 from pipeline.report import human_size
@@ -23,11 +26,13 @@ STYLE = {
 
 
 class ConsoleReporter:
-    """Implements the runner's Reporter with a rich live display."""
+    """Implements the runner's Reporter. On a terminal: a rich live display, then a table.
+    Elsewhere (a CI log): one plain, untruncated line per stage as it finishes."""
 
     def __init__(self, console: Console, verbose: bool = False) -> None:
         self.console = console
         self.verbose = verbose
+        self.plain = not console.is_terminal
         self.progress: Any = None  # created when a stage first runs: a cached run needs none
         self.tasks: dict[str, Any] = {}
 
@@ -53,75 +58,110 @@ class ConsoleReporter:
         return self.progress
 
     def started(self, name: str, reasons: list[str]) -> None:
-        why = reasons[0] if reasons else ""
+        if self.plain:
+            self._line(f"{name}: running ({'; '.join(reasons)})")
+            return
+        why = escape(reasons[0]) if reasons else ""
         more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
         self.tasks[name] = self._live().add_task(f"[bold]{name}[/] running — {why}{more}", total=None)
 
     def finished(self, result: StageResult) -> None:
+        if self.plain:
+            self._line(plain_line(result))
+            return
         task = self.tasks.get(result.name)
         if task is None:
             return  # cached or skipped without running: the table says so
-        text = f"[bold]{result.name}[/] [{STYLE[result.status]}]{result.status.value}[/]"
+        text = f"[bold]{result.name}[/] [{STYLE[result.status]}]{status_text(result)}[/]"
         if result.message:
-            text += f" — {result.message.splitlines()[0]}"
+            text += f" — {escape(result.message.splitlines()[0])}"
         self.progress.update(task, description=text, total=1, completed=1)
         self.progress.stop_task(task)
 
     def warn(self, message: str) -> None:
-        self.console.print(f"[yellow]warning:[/] {message}")
+        if self.plain:
+            self._line(f"warning: {message}")
+        else:
+            self.console.print(Text.assemble(("warning: ", "yellow"), message))
+
+    def _line(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
-def results_table(results: list[StageResult], names: list[str]) -> Table:
+def status_text(result: StageResult) -> str:
+    return f"{result.status.value} (partial)" if result.partial else result.status.value
+
+
+def plain_line(result: StageResult) -> str:
+    """One stage, everything on one line: for logs that are read, not watched."""
+    fields = [f"{result.name:<14}", f"{status_text(result):<16}", f"{_seconds(result):>16}"]
+    outputs = _outputs(result.outputs)
+    note = _note(result)
+    return "  ".join(fields + [outputs] * bool(outputs) + [f"| {note}"] * bool(note)).rstrip()
+
+
+def summary_lines(results: list[StageResult], names: list[str]) -> list[str]:
+    """Plain output's closing lines: stages that never started, then one total."""
+    seen = {r.name for r in results}
+    lines = [plain_line(StageResult(n, Status.NOT_RUN)) for n in names if n not in seen]
+    counts = Counter(r.status.value for r in results)
+    partial = sum(1 for r in results if r.partial)
+    told = ", ".join(f"{n} {s}" for s, n in counts.items()) + (f", {partial} partial" if partial else "")
+    return lines + [f"{len(names)} stages: {told or 'none run'}"]
+
+
+def results_table(results: list[StageResult], names: list[str], full_notes: bool = False) -> Table:
     table = Table(title="deploy run", title_justify="left")
     for column in ("stage", "status", "time", "outputs", "notes"):
         table.add_column(column)
     seen = {r.name: r for r in results}
     for name in names:
         result = seen.get(name, StageResult(name, Status.NOT_RUN))
+        style = "yellow" if result.partial else STYLE[result.status]
+        note = _note(result)
         table.add_row(
             name,
-            f"[{STYLE[result.status]}]{result.status.value}[/]",
-            f"{result.duration_s:.2f}s" if result.status in (Status.RAN, Status.FAILED) else "",
+            Text(status_text(result), style=style),
+            _seconds(result),
             _outputs(result.outputs),
-            _notes(result),
+            Text(note if full_notes or len(note) <= NOTE_CHARS else note[: NOTE_CHARS - 1] + "…"),
         )
     return table
+
+
+def _seconds(result: StageResult) -> str:
+    if result.status in (Status.RAN, Status.FAILED):
+        return f"{result.duration_s:.2f}s"
+    if result.status is Status.CACHED:
+        return f"(ran {result.duration_s:.2f}s)"  # what the cache saved this run
+    return ""
 
 
 def _outputs(outputs: dict[str, Output]) -> str:
     return ", ".join(f"{n} {human_size(o.size)}" for n, o in outputs.items())
 
 
-NOTE_CHARS = 90  # the summary JSON has the full text; long cells make rendering slow
+NOTE_CHARS = 90  # terminal table only; -v, plain output and the summary JSON have the full text
 
 
-def _notes(result: StageResult) -> str:
+def _note(result: StageResult) -> str:
+    if result.partial:
+        return result.partial
     if result.message:
-        text = result.message.splitlines()[0]
-    else:
-        headline = result.metrics.get("headline")
-        text = str(headline) if headline else "; ".join(result.reasons[:2])
-    return text if len(text) <= NOTE_CHARS else text[: NOTE_CHARS - 1] + "…"
+        return result.message.splitlines()[0]
+    headline = result.metrics.get("headline")
+    return str(headline) if headline else "; ".join(result.reasons[:2])
 
 
 def plan_table(rows: list[PlanRow]) -> Table:
-    style = {Action.CACHED: "cyan", Action.RUN: "green", Action.PENDING: "yellow"}
+    style = {Action.CACHED: "cyan", Action.RUN: "green", Action.PENDING: "yellow", Action.SKIP: "yellow"}
     table = Table(title="deploy plan", title_justify="left")
     for column in ("stage", "action", "key", "why"):
         table.add_column(column)
     for row in rows:
-        table.add_row(
-            row.name,
-            f"[{style[row.action]}]{_action_text(row.action)}[/]",
-            (row.key or "")[:12],
-            "\n".join(row.reasons),
-        )
+        table.add_row(row.name, Text(row.action.text, style=style[row.action]), (row.key or "")[:12], Text("\n".join(row.reasons)))
     return table
 
 
-def _action_text(action: Action) -> str:
-    return {
-        Action.CACHED: "cached",
-        Action.RUN: "will run",
-        Action.PENDING: "runs if upstream output changes",
-    }[action]
+def plan_lines(rows: list[PlanRow]) -> list[str]:
+    return [f"{r.name:<14}  {r.action.text:<32}  {(r.key or '')[:12]:<12}  {'; '.join(r.reasons)}".rstrip() for r in rows]

@@ -49,8 +49,8 @@ def identity(spec: ServerSpec) -> dict[str, Any]:
     if spec.kind == "url":
         return {"triton_server": f"url:{spec.url}"}
     binary = find_binary(spec)
-    if binary is None:
-        return {"triton_server": "not found"}
+    if binary is None or not binary.is_file():  # the stage says so, with the fix, when it runs
+        return {"triton_server": f"not found: {binary}"}
     st = binary.stat()
     return {"triton_server": f"{binary}:{st.st_size}:{st.st_mtime_ns}"}
 

@@ -11,9 +11,11 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from stages._server_spec import ServerSpec
+
+ServingFormat = Literal["onnx", "torchscript", "python", "plan"]
 
 # config.pbtxt platform/backend -> (serving format, backend directory name)
 PLATFORMS = {

@@ -21,7 +21,7 @@ from pydantic import Field, PositiveInt
 
 from pipeline.config import Frozen
 from pipeline.errors import StageFailed
-from pipeline.stage import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
+from pipeline.stage import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from stages import _bench_output
 from stages._bench import Settings, report_lines
 from stages._bench_output import RegressionGate
@@ -171,6 +171,7 @@ def inputs_for(params: BenchParams) -> tuple[str, ...]:
 
 
 SPEC = StageSpec(
+    phase=Phase.MEASURE,
     name="bench",
     version=3,
     params=BenchParams,

@@ -20,10 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config import Label
 from pipeline.errors import StageFailed
-from pipeline.stage import Artifact, Section, StageContext, StageSpec
+from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
 from stages import _triton_repo as triton_repo
 from stages._server_spec import ServerSpec, identity
-from stages._triton_repo import Model
+from stages._triton_repo import Model, ServingFormat
 from stages._tolerance import Tolerance
 
 Protocol = Literal["http", "grpc"]
@@ -38,6 +38,10 @@ class SmokeParams(BaseModel):
     # Dynamic-batching check: this many single-item requests sent at once (0: off).
     batching_requests: int = Field(64, ge=0)
     request_timeout_s: float = Field(120, gt=0)
+    require: tuple[ServingFormat, ...] = Field(
+        (), description="Formats that must be smoke-tested: a model of one of them skipped for a backend the "
+        "server lacks (or absent from the repository) fails the stage instead of making it partial.",
+    )
 
 
 def run(ctx: StageContext, params: SmokeParams) -> None:
@@ -53,13 +57,13 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
     server = None
     try:
         loadable = triton_repo.loadable(models, triton_repo.backends(params.server, scratch))
-        report["models"] = {m: triton_repo.skipped(info.backend) for m, info in models.items() if m not in loadable}
+        report["models"] = {m: _skipped(info) for m, info in models.items() if m not in loadable}
         with ts.serving(params.server, repo, loadable, scratch) as server:
             report["server"] = _server_info(server, params)
             report["models"].update(_check_all(server, loadable, models, ctx, params, golden))
     finally:
         _finish(ctx, report, server)
-    _verdict(report, server)
+    _verdict(report, server, params.require)
 
 
 def _server_info(server: Any, params: SmokeParams) -> dict[str, Any]:
@@ -80,17 +84,17 @@ def _check_all(server: Any, loadable: list[str], models: dict[str, Model], ctx: 
     for name in loadable:
         state = states[name]
         if state.get("state") != "READY":
-            results[name] = _unavailable(state, models[name].backend, params)
+            results[name] = _unavailable(state, models[name], params)
             continue
         results[name] = _check_model(server, name, models[name], ctx, params, _reference(models[name], golden, ctx))
     return results
 
 
-def _unavailable(state: dict[str, str], backend: str, params: SmokeParams) -> dict[str, Any]:
+def _unavailable(state: dict[str, str], model: Model, params: SmokeParams) -> dict[str, Any]:
     reason = state.get("reason", "")
     # A server we did not configure (URL, image) reports a missing backend only on load.
     if params.server.kind in ("url", "docker") and "backend" in reason and "not found" in reason.lower():
-        return triton_repo.skipped(backend) | {"reason": reason}
+        return _skipped(model) | {"reason": reason}
     return {"status": "failed", "problems": [f"{state.get('state', '?')}: {reason}"]}
 
 
@@ -162,6 +166,9 @@ def _golden_parity(conn: Any, protocol: str, name: str, golden: Any, inputs: Any
 def _finish(ctx: StageContext, report: dict[str, Any], server: Any) -> None:
     ctx.record("smoke", report)
     ctx.record("headline", _headline(report))
+    partial = _partial(report["models"])
+    if partial:
+        ctx.partial(partial)
     _report_table(ctx, report)
     if server is not None and server.log_path.exists():
         ctx.log.info("server log:\n%s", server.log_path.read_text(errors="replace"))
@@ -169,13 +176,40 @@ def _finish(ctx: StageContext, report: dict[str, Any], server: Any) -> None:
     ctx.output("report").write_text(json.dumps(report, indent=1))
 
 
-def _verdict(report: dict[str, Any], server: Any) -> None:
+def _skipped(model: Model) -> dict[str, Any]:
+    return triton_repo.skipped(model.backend) | {"format": model.fmt, "precision": model.precision, "backend": model.backend}
+
+
+def _verdict(report: dict[str, Any], server: Any, require: tuple[str, ...]) -> None:
     models = report["models"]
-    failed = {m: r for m, r in models.items() if r["status"] == "failed"}
-    if failed or not any(r["status"] == "passed" for r in models.values()):
-        lines = [f"{m}: {'; '.join(r['problems'])}" for m, r in failed.items()] or ["no model could be smoke-tested"]
+    lines = [f"{m}: {'; '.join(r['problems'])}" for m, r in models.items() if r["status"] == "failed"]
+    lines += _required_problems(models, require)
+    if not lines and not any(r["status"] == "passed" for r in models.values()):
+        lines = [_nothing_tested(models)]
+    if lines:
         tail = server.log_tail(25) if server is not None else ""
         raise StageFailed("Triton smoke test failed:\n  " + "\n  ".join(lines) + f"\nserver log tail:\n{tail}")
+
+
+def _required_problems(models: dict[str, Any], require: tuple[str, ...]) -> list[str]:
+    """smoke.require: a format whose models were skipped (or never made) fails the stage."""
+    problems = [f"{m}: required format '{r['format']}' was skipped: {r['reason']}" for m, r in models.items()
+                if r["status"] == "skipped" and r.get("format") in require]
+    present = {r.get("format") for r in models.values()}
+    problems += [f"required format '{f}' is not in the repository; add it to stages.triton_config.formats" for f in require if f not in present]
+    return problems
+
+
+def _nothing_tested(models: dict[str, Any]) -> str:
+    """Why nothing ran, and the one-line fix."""
+    lacking = {r["backend"]: m for m, r in models.items() if r["status"] == "skipped" and r.get("backend")}
+    if not lacking:
+        return "no model could be smoke-tested: the repository has no models"
+    missing = ", ".join(f"'{b}' backend (for {m})" for b, m in lacking.items())
+    return (f"no model could be smoke-tested: the server has no {missing}. Fix: add `python` to "
+            "stages.triton_config.formats (ONNX Runtime under the python backend, which every tritonserver has), "
+            "or point smoke.server at a Triton that has those backends (kind: binary with path, or kind: docker with an "
+            "NGC tritonserver image)")
 
 
 def serve(config: Any, params: SmokeParams, repository: Path, say: Callable[[str], None]) -> None:
@@ -201,6 +235,16 @@ def serve(config: Any, params: SmokeParams, repository: Path, say: Callable[[str
             while server.process is None or server.process.poll() is None:
                 time.sleep(0.5)
             raise StageFailed(f"tritonserver exited; log tail:\n{server.log_tail()}")
+
+
+def _partial(models: dict[str, Any]) -> str | None:
+    """e.g. "passed 2, skipped 3 (no onnxruntime, pytorch backend)"; None when nothing was skipped."""
+    skipped = [r for r in models.values() if r["status"] == "skipped"]
+    if not skipped:
+        return None
+    passed = sum(1 for r in models.values() if r["status"] == "passed")
+    backends = ", ".join(sorted({r.get("backend") or "?" for r in skipped}))
+    return f"passed {passed}, skipped {len(skipped)} (no {backends} backend)"
 
 
 def _headline(report: dict[str, Any]) -> str:
@@ -233,6 +277,7 @@ def _model_numbers(result: dict[str, Any]) -> str:
 
 
 SPEC = StageSpec(
+    phase=Phase.SERVE,
     name="smoke",
     version=2,
     params=SmokeParams,

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from pipeline.config import Frozen, Label
-from pipeline.stage import Artifact, Section, StageContext, StageSpec
+from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
 
 
 class Hardware(Frozen):
@@ -84,6 +84,7 @@ def _report(ctx: StageContext, stats: dict[str, Any]) -> None:
 
 
 SPEC = StageSpec(
+    phase=Phase.ANALYZE,
     name="stats",
     version=1,
     params=StatsParams,

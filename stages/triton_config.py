@@ -22,6 +22,7 @@ from pipeline.errors import Issue, StageFailed
 from pipeline.stage import (
     Artifact,
     ArtifactKind,
+    Phase,
     Publish,
     Section,
     StageContext,
@@ -68,7 +69,9 @@ class PlanOptions(Frozen):
 
 
 class TritonParams(Frozen):
-    formats: tuple[Format, ...] = Field(("onnx", "torchscript"), min_length=1)
+    # python is in the defaults so that they work on the default server (the
+    # nvidia-pytriton wheel's, which has only the python backend).
+    formats: tuple[Format, ...] = Field(("onnx", "torchscript", "python"), min_length=1)
     # Default: the shape spec's max batch (0 when the model has no batch dim).
     max_batch_size: int | None = Field(None, ge=0)
     version: int = Field(1, ge=1)
@@ -246,6 +249,7 @@ def _write_model(model_dir: Path, version: int, text: str, source: Path, filenam
 
 
 SPEC = StageSpec(
+    phase=Phase.PACKAGE,
     name="triton_config",
     version=3,
     params=TritonParams,

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from pipeline.stage import Artifact, Section, StageContext, StageSpec
+from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
 from stages._tolerance import Tolerance
 
 Runtime = Literal["onnxruntime", "torchscript", "tensorrt"]
@@ -69,6 +69,7 @@ def inputs_for(params: ValidateParams) -> tuple[str, ...]:
 _RUNNERS = {"onnxruntime": _onnxruntime, "torchscript": _torchscript, "tensorrt": _tensorrt}
 
 SPEC = StageSpec(
+    phase=Phase.VERIFY,
     name="validate",
     version=2,
     params=ValidateParams,

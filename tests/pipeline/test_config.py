@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pipeline.errors import ConfigError, ExitCode
 from pipeline.project import load_project
-from tests.conftest import run_cli
+from tests.conftest import run_cli, tiny_dict
 
 
 def issues_of(path: Path) -> list[str]:
@@ -79,10 +80,33 @@ def test_all_errors_are_reported_at_once(write_config):
     assert {i.split(":")[0] for i in issues} >= {"name", "stages.export.opset", "stages.validate.rtol"}
 
 
-def test_stage_order_is_checked_against_artifacts(write_config):
-    path = write_config(replace={"stages": {"validate": {}, "trace": {}, "export": {}}})
+def test_stage_order_comes_from_the_artifacts_not_the_yaml(write_config):
+    listed = load_project(write_config()).graph.names()
+    reversed_yaml = write_config(replace={"stages": dict(reversed(list(tiny_dict(write_config().parent)["stages"].items())))}, name="r.yaml")
+    assert load_project(reversed_yaml).graph.names() == listed == [
+        "trace", "export", "simplify", "stats", "validate", "triton_config"
+    ]
+
+
+def test_a_config_dumped_with_sorted_keys_loads_and_binds_the_same(write_config, tmp_path):
+    """yaml.safe_dump sorts keys by default, so `export` comes before `trace`, whose golden
+    data it reads: the artifact graph, not the YAML, orders the stages."""
+    original = load_project(write_config())
+    data = yaml.safe_load(write_config().read_text())
+    sorted_path = tmp_path / "sorted.yaml"
+    sorted_path.write_text(yaml.safe_dump(data))  # sort_keys=True, the default
+    listed = list(yaml.safe_load(sorted_path.read_text())["stages"])
+    assert listed == sorted(listed) and listed.index("export") < listed.index("trace")
+    project = load_project(sorted_path)
+    assert project.graph.names() == original.graph.names()
+    for node in project.graph.nodes:
+        assert {k: str(v) for k, v in node.bindings.items()} == {k: str(v) for k, v in original.graph.node(node.name).bindings.items()}
+
+
+def test_a_transform_without_its_origin_is_a_config_error(write_config):
+    path = write_config(replace={"stages": {"trace": {}, "simplify": {}, "validate": {}}})
     issues = issues_of(path)
-    assert any(i.startswith("stages.validate:") and "from stage 'trace', which comes later" in i for i in issues), issues
+    assert any(i.startswith("stages.simplify:") and "needs artifact 'onnx', which no stage in this config produces" in i for i in issues), issues
 
 
 def test_dropping_simplify_binds_validate_to_export(write_config):

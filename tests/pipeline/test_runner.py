@@ -43,7 +43,7 @@ def test_opset_change_reruns_export_and_what_reads_it(warm, write_config):
     plan = {row.name: row for row in make_plan(project, Store(project.cache_dir))}
     assert plan["trace"].action is Action.CACHED
     assert plan["export"].reasons == ["params.opset: 17 -> 18"]
-    assert plan["simplify"].action is Action.PENDING and plan["simplify"].reasons == ["waits for export"]
+    assert plan["simplify"].action is Action.PENDING and plan["simplify"].reasons == ["after export runs"]
     result = run(edited)
     assert statuses(result)["trace"] == "cached"
     assert {statuses(result)[n] for n in ("export", "simplify", "validate", "triton_config")} == {"ran"}

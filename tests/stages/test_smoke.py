@@ -226,3 +226,39 @@ def test_existing_server_by_url_gets_models_loaded_and_unloaded(built, tmp_path)
         while ts.repository_index(server)["tiny_python"]["state"] == "UNLOADING" and time.monotonic() < deadline:
             time.sleep(0.1)
         assert ts.repository_index(server)["tiny_python"]["state"] == "UNAVAILABLE"  # unloaded again
+
+
+def test_default_formats_pass_on_the_default_server_and_say_partial(tmp_path, write_config):
+    """`triton_config: {}` and `smoke: {}` on the wheel's server (python backend only):
+    the python model passes; onnx and torchscript are skipped, which every output shows."""
+    path = write_config(replace={"stages": {"trace": {}, "export": {}, "triton_config": {}, "smoke": {}}})
+    junit = tmp_path / "junit.xml"
+    proc = run_cli("run", str(path), "--junit", str(junit))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    note = "passed 1, skipped 2 (no onnxruntime, pytorch backend)"
+    smoke_line = next(line for line in proc.stdout.splitlines() if line.startswith("smoke "))
+    assert "ran (partial)" in smoke_line and note in smoke_line
+    import xml.etree.ElementTree as ET
+
+    case = next(c for c in ET.parse(junit).getroot().iter("testcase") if c.get("name") == "smoke")
+    assert case.find("system-out").text.startswith(f"PARTIAL: {note}")
+    report = (tmp_path / "runs" / "tiny" / "report.html").read_text()
+    assert "· partial" in report and note in report
+    again = run_cli("run", str(path))  # cached: still partial
+    assert "cached (partial)" in next(line for line in again.stdout.splitlines() if line.startswith("smoke "))
+
+
+def test_no_testable_model_names_the_missing_backend_and_the_fix(tmp_path, write_config):
+    path = write_config(replace={"stages": {"trace": {}, "export": {}, "triton_config": {"formats": ["onnx"]}, "smoke": {}}})
+    proc = run_cli("run", str(path))
+    assert proc.returncode == ExitCode.STAGE and "Traceback" not in proc.stderr
+    assert "the server has no 'onnxruntime' backend (for tiny_onnx)" in proc.stderr
+    assert "add `python` to stages.triton_config.formats" in proc.stderr
+
+
+def test_a_required_format_that_was_skipped_fails(tmp_path, write_config):
+    stages = {"trace": {}, "export": {}, "triton_config": {"formats": ["onnx", "python"]}, "smoke": {"require": ["python", "onnx"]}}
+    proc = run_cli("run", str(write_config(replace={"stages": stages})))
+    assert proc.returncode == ExitCode.STAGE
+    assert "tiny_onnx: required format 'onnx' was skipped: the server has no 'onnxruntime' backend" in proc.stderr
+    assert "tiny_python" not in proc.stderr.split("server log tail")[0]  # it passed
