@@ -99,12 +99,12 @@ def _chains(stages: list[Stage]) -> tuple[dict[str, list[str | None]], list[Issu
             continue
         chains[artifact] = [*found, *transforms.get(artifact, [])]
         if not found:
-            issues.append(_no_origin(artifact, transforms[artifact]))
+            issues.append(_unmade(transforms[artifact][0], artifact))
     return chains, issues
 
 
-def _no_origin(artifact: str, readers: list[str]) -> Issue:
-    return Issue(f"stages.{readers[0]}", f"needs artifact '{artifact}', which no stage in this config produces")
+def _unmade(stage: str, artifact: str) -> Issue:
+    return Issue(f"stages.{stage}", f"needs artifact '{artifact}', which no stage in this config produces")
 
 
 def _bind(node: Node, chains: dict[str, list[str | None]]) -> list[Issue]:
@@ -112,7 +112,7 @@ def _bind(node: Node, chains: dict[str, list[str | None]]) -> list[Issue]:
     for artifact in node.wanted:
         chain = chains.get(artifact)
         if chain is None:
-            issues.append(Issue(f"stages.{node.name}", f"needs artifact '{artifact}', which no stage in this config produces"))
+            issues.append(_unmade(node.name, artifact))
         elif not chain:
             issues.append(Issue(f"stages.{node.name}", f"needs artifact '{artifact}', which several stages produce; keep one"))
         elif node.name not in chain:

@@ -144,5 +144,6 @@ def test_modelopt_quantizer_is_checked_and_says_how_to_install(write_config, dig
     from pipeline.errors import MissingDependency
 
     path = digits_config(write_config, checkpoint, {"quantizer": "modelopt", "target": "tensorrt", "calibration": {"count": 4}, "holdout_count": 4}, name="mo2.yaml")
-    with pytest.raises(MissingDependency, match=r"nvidia-modelopt\[onnx\]"):
-        run(path)
+    with pytest.raises(StageError, match=r"stage 'quantize' failed: .*nvidia-modelopt\[onnx\]") as failed:
+        run(path)  # the stage fails, keeping the missing library's exit code
+    assert failed.value.exit_code == MissingDependency("x", "y").exit_code
