@@ -79,7 +79,8 @@ def test_full_smoke_passes_over_http_and_grpc_with_batching(built, tmp_path):
         assert {label for label in python["protocols"][protocol]} == {"min", "opt", "max"}
         assert python["protocols"][protocol]["max"]["logits"]["max_abs"] < 1e-5
     assert python["batching"]["batched"] and python["batching"]["executions"] < python["batching"]["inferences"] == 64
-    assert report["models"]["tiny_onnx"] == {"status": "skipped", "reason": "the server has no 'onnxruntime' backend"}
+    assert report["models"]["tiny_onnx"] == {"status": "skipped", "reason": "the server has no 'onnxruntime' backend",
+                                              "format": "onnx", "precision": "fp32", "backend": "onnxruntime"}
     assert report["server"]["version"] and "python" in report["server"]["backends"]
     assert "Started GRPCInferenceService" in ctx.output("server_log").read_text()
 
