@@ -26,13 +26,17 @@ class BenchRequest:
     runtime: str
     threads: int | None
     streams: int
+    # perf_analyzer's stability rule: the last K windows agree within ±percentage, up to max trials.
+    stability_windows: int = 3
+    stability_percentage: float = 10.0
+    max_trials: int = 10
 
 
 def bench_file(model: Path, request: BenchRequest) -> None:
     from stages import _bench, _bench_runtimes
 
     chosen = _runtime(model, request.runtime)
-    settings = _bench.Settings(request.warmup_ms, request.duration_s, request.iterations, _percentiles(request.percentiles))
+    settings = _settings(request)
     make = _bench_runtimes.onnxruntime if chosen == "onnxruntime" else _bench_runtimes.torchscript
     try:
         call, batch = make(model, _bench_runtimes.parse_shapes(request.shapes), request.threads)
@@ -40,11 +44,22 @@ def bench_file(model: Path, request: BenchRequest) -> None:
         raise typer.BadParameter("; ".join(i.message for i in exc.issues), param_hint="--shapes") from None
     typer.echo(f"[I] Model: {model} ({chosen}), shapes: {request.shapes or 'from the model'}, streams: {request.streams}")
     timing = _timing(call, settings, request.streams)
-    for line in _bench.report_lines(chosen, _bench.summarize(timing, batch, settings)):
+    for line in _bench.report_lines(chosen, _bench.summarize(timing, batch, settings), settings):
         typer.echo(line)
     if request.export is not None:
         _bench.export_times(request.export, timing)
         typer.echo(f"[I] Per-call times written to {request.export}")
+
+
+def _settings(request: BenchRequest) -> Any:
+    from stages import _bench
+
+    if not 0 < request.stability_percentage < 100:
+        raise typer.BadParameter(f"{request.stability_percentage} is not in (0, 100)", param_hint="--stability-percentage")
+    if request.max_trials < request.stability_windows:
+        raise typer.BadParameter(f"{request.max_trials} < --stability-windows {request.stability_windows}", param_hint="--max-trials")
+    return _bench.Settings(request.warmup_ms, request.duration_s, request.iterations, _percentiles(request.percentiles),
+                           request.stability_windows, request.stability_percentage / 100, request.max_trials)
 
 
 def _timing(call: Any, settings: Any, streams: int) -> Any:

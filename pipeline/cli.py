@@ -26,14 +26,39 @@ if TYPE_CHECKING:
     from pipeline.runner import Runner
     from pipeline.store import Store
 
+# -h everywhere; subcommands inherit it from the group's context.
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    context_settings=HELP_OPTIONS,
     help="Build, verify and cache a PyTorch -> ONNX -> TensorRT -> Triton pipeline from one YAML file.",
 )
-cache_app = typer.Typer(no_args_is_help=True, help="Inspect and maintain the artifact cache.")
+cache_app = typer.Typer(no_args_is_help=True, context_settings=HELP_OPTIONS, help="Inspect and maintain the artifact cache.")
 app.add_typer(cache_app, name="cache")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("deploy")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            found = "unknown"
+        typer.echo(f"deploy {found}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Build, verify and cache a PyTorch -> ONNX -> TensorRT -> Triton pipeline from one YAML file."""
 
 ConfigArg = Annotated[Path, typer.Argument(help="Pipeline YAML, e.g. configs/resnet50.yaml.")]
 CacheOpt = Annotated[
@@ -213,23 +238,36 @@ def validate(config: ConfigArg) -> None:
     _console().print(f"[green]ok[/] {config}: {project.config.name}: {stages}")
 
 
+_PORT_HELP = "port. Default: the config's {0}, else a free one. Taken: exit 4."
+
+
 @app.command()
 def serve(
     config: ConfigArg,
-    http_port: Annotated[Optional[int], typer.Option(help="HTTP port (default: the config's, else a free one).")] = None,
-    grpc_port: Annotated[Optional[int], typer.Option(help="gRPC port (default: the config's, else a free one).")] = None,
+    http_port: Annotated[Optional[int], typer.Option(min=1, max=65535, help="HTTP " + _PORT_HELP.format("http_port"))] = None,
+    grpc_port: Annotated[Optional[int], typer.Option(min=1, max=65535, help="gRPC " + _PORT_HELP.format("grpc_port"))] = None,
+    metrics_port: Annotated[Optional[int], typer.Option(min=1, max=65535, help="Metrics " + _PORT_HELP.format("metrics_port"))] = None,
 ) -> None:
-    """Serve the generated model repository on a local tritonserver until Ctrl-C."""
+    """Serve the generated model repository on a local tritonserver; prints its HTTP, gRPC
+    and metrics addresses. Ctrl-C, SIGTERM or SIGHUP stop it (server and temp dir gone)
+    and exit 0; exit 1 if the server dies on its own, 4 if a port asked for is taken."""
     from stages.smoke import SmokeParams
     from stages.smoke import serve as serve_repository
 
     project = _project(config, None)
     params = project.graph.node("smoke").params if "smoke" in project.graph.names() else SmokeParams()
     assert isinstance(params, SmokeParams)
-    ports = {k: v for k, v in (("http_port", http_port), ("grpc_port", grpc_port)) if v is not None}
+    given = {"http_port": http_port, "grpc_port": grpc_port, "metrics_port": metrics_port}
+    ports = {name: port for name, port in given.items() if port is not None}
     params = params.model_copy(update={"server": params.server.model_copy(update=ports)})
+    # A taken port is named as the user gave it: the option, else the config's key.
+    origins = {name: "--" + name.replace("_", "-") if name in ports else f"stages.smoke.server.{name} in {config}" for name in given}
     console = _console()
-    serve_repository(project.config, params, project.config.repository, console.print)
+
+    def say(line: str) -> None:  # model names and server reasons are text, never markup
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    serve_repository(project.config, params, project.config.repository, say, origins)
 
 
 @app.command()
@@ -244,11 +282,15 @@ def bench(
     runtime: Annotated[str, typer.Option("--runtime", help="auto | onnxruntime | torchscript.")] = "auto",
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="Intra-op threads.")] = None,
     streams: Annotated[int, typer.Option("--streams", "--concurrency", min=1, help="Parallel closed-loop streams.")] = 1,
+    stability_windows: Annotated[int, typer.Option("--stability-windows", min=1, help="Stop once the last K windows agree.")] = 3,
+    stability_percentage: Annotated[float, typer.Option("--stability-percentage", help="Allowed spread of those windows, ± % of their mean.")] = 10.0,
+    max_trials: Annotated[int, typer.Option("--max-trials", min=1, help="Most windows before giving up (marked unstable).")] = 10,
 ) -> None:
-    """Time one model file the way trtexec does (warm-up, duration, percentiles)."""
+    """Time one model file the way trtexec does (warm-up, duration, percentiles), in windows until stable as perf_analyzer."""
     from pipeline.bench_cli import BenchRequest, bench_file
 
-    request = BenchRequest(shapes, warmup, duration, iterations, percentile, export_times, runtime, threads, streams)
+    request = BenchRequest(shapes, warmup, duration, iterations, percentile, export_times, runtime, threads, streams,
+                           stability_windows, stability_percentage, max_trials)
     bench_file(model, request)
 
 
@@ -347,21 +389,24 @@ def _invoke(verbose: bool) -> int:
         if show is not None:
             show()
         else:
-            err.print(str(exc))
+            err.print(str(exc), markup=False, highlight=False)
         return int(getattr(exc, "exit_code", ExitCode.USAGE))
     except (KeyboardInterrupt, typer.Abort):
         err.print("[yellow]interrupted[/]: the cache holds only completed stages; rerun to resume")
         return ExitCode.INTERRUPTED
+    # The label is styled, the message is not markup: model names, paths and server log
+    # lines hold brackets that markup would eat, misread, or choke on (a stray `[/]`).
     except StageFailed as exc:  # raised outside a pipeline run, e.g. by `deploy serve`
-        err.print(f"[bold red]error[/]: {exc}", highlight=False, markup=False)
+        err.print(Text.assemble(("error", "bold red"), f": {exc}"), highlight=False)
         return ExitCode.STAGE
     except DeployError as exc:
         if verbose:
             err.print(traceback.format_exc(), markup=False, highlight=False)
-        err.print(f"[bold red]error[/] ({type(exc).__name__}): {exc}", highlight=False)
+        err.print(Text.assemble(("error", "bold red"), f" ({type(exc).__name__}): {exc}"), highlight=False)
         return exc.exit_code
     except Exception:  # noqa: BLE001
         err.print(traceback.format_exc(), markup=False, highlight=False)
         err.print("[bold red]internal error[/] in deploy itself; please report it with the traceback above")
         return ExitCode.INTERNAL
     return code if isinstance(code, int) else ExitCode.OK
+

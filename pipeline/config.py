@@ -58,14 +58,25 @@ def _existing_file(value: Path | None, info: ValidationInfo) -> Path | None:
 class InputSpec(Frozen):
     """One model input: dims name the dynamic axes; min/opt/max are full shapes."""
 
-    name: TensorName
-    dtype: DType = "float32"
-    dims: tuple[int | DimName, ...] = Field(min_length=1)
-    min: tuple[Annotated[int, Field(ge=1)], ...]
-    opt: tuple[Annotated[int, Field(ge=1)], ...]
-    max: tuple[Annotated[int, Field(ge=1)], ...]
+    name: TensorName = Field(description="Input name in ONNX, TensorRT and Triton: `[A-Za-z_][A-Za-z0-9_]*`.")
+    dtype: DType = Field("float32", description="Element type.")
+    dims: tuple[int | DimName, ...] = Field(
+        min_length=1,
+        description="One entry per axis: an int is a static size, a name a dynamic dim (axis 0: the batch dim).",
+    )
+    min: tuple[Annotated[int, Field(ge=1)], ...] = Field(
+        description="Smallest full shape (TensorRT profile min); static dims repeat their size."
+    )
+    opt: tuple[Annotated[int, Field(ge=1)], ...] = Field(
+        description="The shape to optimise for (TensorRT profile opt; golden inputs and stats use it)."
+    )
+    max: tuple[Annotated[int, Field(ge=1)], ...] = Field(
+        description="Largest full shape (TensorRT profile max; its batch is Triton's default max_batch_size)."
+    )
     # Range of the golden random values; integer inputs (token ids) need one.
-    value_range: tuple[float, float] | None = None
+    value_range: tuple[float, float] | None = Field(
+        None, description="[low, high] of the random golden values; required for integer inputs (e.g. token ids)."
+    )
 
     @model_validator(mode="after")
     def _check_shapes(self) -> InputSpec:
@@ -104,19 +115,25 @@ class InputSpec(Frozen):
 
 
 class OutputSpec(Frozen):
-    name: TensorName
+    name: TensorName = Field(description="Output name in ONNX, TensorRT and Triton: `[A-Za-z_][A-Za-z0-9_]*`.")
 
 
 class ModelSource(Frozen):
     """Exactly one of: an import path, a local Python file + callable, a TorchScript file."""
 
-    factory: FactoryPath | None = None
-    file: Path | None = None
-    callable: Annotated[str, Field(pattern=r"^[A-Za-z_]\w*$")] | None = None
-    torchscript: Path | None = None
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    checkpoint: Path | None = None
-    seed: int = 0
+    factory: FactoryPath | None = Field(
+        None, description="Import path `module:callable` of a function returning the nn.Module (e.g. torchvision.models:resnet50)."
+    )
+    file: Path | None = Field(None, description="A local Python file defining the model (with `callable`).")
+    callable: Annotated[str, Field(pattern=r"^[A-Za-z_]\w*$")] | None = Field(
+        None, description="The function in `file` that returns the nn.Module."
+    )
+    torchscript: Path | None = Field(None, description="An existing TorchScript file, used as it is.")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments passed to the factory / callable.")
+    checkpoint: Path | None = Field(
+        None, description="A state_dict loaded into the model: .pt, .pth or .safetensors."
+    )
+    seed: int = Field(0, description="Seeds random initialisation and the golden inputs, so runs are reproducible.")
 
     _files = field_validator("file", "torchscript", "checkpoint")(_existing_file)
 
@@ -146,17 +163,34 @@ class ModelSource(Frozen):
 
 
 class DeployConfig(Frozen):
-    name: ModelName
-    model: ModelSource
-    inputs: tuple[InputSpec, ...] = Field(min_length=1)
-    outputs: tuple[OutputSpec, ...] = Field(min_length=1)
+    name: ModelName = Field(
+        description="Pipeline name, the prefix of the Triton model names: letters, digits, `_`, `.` and `-`, not starting with `.` or `-`."
+    )
+    model: ModelSource = Field(
+        description="Where the model comes from: exactly one of `factory`, `file` + `callable`, `torchscript`."
+    )
+    inputs: tuple[InputSpec, ...] = Field(
+        min_length=1,
+        description="One shape spec per input: the single source of ONNX dynamic axes, TensorRT profiles and Triton dims.",
+    )
+    outputs: tuple[OutputSpec, ...] = Field(min_length=1, description="The model's outputs, in order.")
     # The named dim that is axis 0 of every input; null for a model without batching.
-    batch_dim: DimName | None = "batch"
-    cache_dir: Path = Path(".deploy-cache")
-    repository: Path = Path("model_repository")
-    run_dir: Path = Path("runs")
-    # Ordered: the order here is the order of execution. Validated per stage later.
-    stages: dict[str, dict[str, Any] | None] = Field(min_length=1)
+    batch_dim: DimName | None = Field(
+        "batch", description="The named dim that is axis 0 of every input; null for a model without batching."
+    )
+    cache_dir: Path = Field(
+        Path(".deploy-cache"), description="Artifact store; overridden by $DEPLOY_CACHE_DIR and by --cache-dir."
+    )
+    repository: Path = Field(Path("model_repository"), description="Where the Triton model repository is published.")
+    run_dir: Path = Field(
+        Path("runs"), description="Run records: `<run_dir>/<name>/summary.json` and `<run_dir>/<name>/logs/<stage>.log`."
+    )
+    # Key order means nothing (pipeline.graph orders the stages). Validated per stage later.
+    stages: dict[str, dict[str, Any] | None] = Field(
+        min_length=1,
+        description="The stages to run: stage name -> its parameters (sections below); `{}` or null takes the defaults. "
+        "Key order does not matter: stages run in dependency order.",
+    )
 
     _paths = field_validator("cache_dir", "repository", "run_dir")(resolve_path)
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.errors import StageFailed
 from pipeline.stage import StageContext
-from stages._bench import GPU_PHASES, SERVER_PHASES
+from stages._bench import GPU_PHASES, SERVER_PHASES, required_samples
 
 Row = dict[str, Any]
 
@@ -23,10 +23,20 @@ class RegressionGate(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     # Keys: "runtime", "runtime@batch", or for Triton "triton:MODEL@batch/cN" (N: concurrency).
-    # Latency is the highest configured percentile.
-    max_latency_ms: dict[str, float] = Field(default_factory=dict)
-    min_items_per_s: dict[str, float] = Field(default_factory=dict)
-    min_speedup_vs_eager: dict[str, float] = Field(default_factory=dict)  # runtime -> x, at every batch
+    # Latency is the highest configured percentile. A cell with too few samples for it
+    # (p99 needs 100) fails the gate with that reason: gating on what is really the maximum
+    # of a few samples would pass or fail by chance.
+    max_latency_ms: dict[str, float] = Field(
+        default_factory=dict,
+        description="Cell -> highest latency allowed at the highest percentile, ms. Cell keys: `runtime` (all its cells), "
+        "`runtime@batch`, or `triton:MODEL@batch/cN` (N: concurrency); a cell with too few samples for the percentile fails.",
+    )
+    min_items_per_s: dict[str, float] = Field(
+        default_factory=dict, description="Cell -> least throughput, items/s (keys as max_latency_ms)."
+    )
+    min_speedup_vs_eager: dict[str, float] = Field(
+        default_factory=dict, description="Runtime -> least speed-up over eager PyTorch, at every batch (single-stream rows)."
+    )
 
 
 def speedups(rows: list[Row]) -> None:
@@ -50,14 +60,35 @@ def cell_key(row: Row) -> str:
 
 # -- tables -----------------------------------------------------------------------------------
 def latency_table(rows: list[Row], percentiles: tuple[float, ...]) -> tuple[list[str], list[list[Any]]]:
+    """One line per cell; `n` is the sample count the statistics rest on, a percentile with
+    fewer samples than it needs is marked `*` (see `footnote`)."""
     pcols = [f"p{p:g}" for p in percentiles]
-    columns = ["runtime", "device", "batch", "concurrency", "median ms", *[f"{c} ms" for c in pcols], "items/s", "× eager", "stable"]
+    columns = ["runtime", "device", "batch", "concurrency", "n", "median ms", *[f"{c} ms" for c in pcols], "items/s", "× eager", "stable", "windows"]
     body = [
-        [r["runtime"], r["device"], r["batch"], r["concurrency"], _f(r["median_ms"], 3), *[_f(r["percentiles_ms"][c], 3) for c in pcols],
-         _f(r["items_per_s"], 1), _f(r["speedup_vs_eager"], 2) if "speedup_vs_eager" in r else "", "yes" if r["stable"] else "no"]
+        [r["runtime"], r["device"], r["batch"], r["concurrency"], r["iterations"], _f(r["median_ms"], 3), *[_percentile_cell(r, c) for c in pcols],
+         _f(r["items_per_s"], 1), _f(r["speedup_vs_eager"], 2) if "speedup_vs_eager" in r else "", "yes" if r["stable"] else "no", r.get("windows_used", "")]
         for r in rows
     ]
     return columns, body
+
+
+def supported(row: Row, key: str) -> bool:
+    """Rows from before the support map counted every percentile as supported."""
+    return bool(row.get("percentiles_supported", {}).get(key, True))
+
+
+def _percentile_cell(row: Row, key: str) -> str:
+    return _f(row["percentiles_ms"][key], 3) + ("" if supported(row, key) else "*")
+
+
+def footnote(rows: list[Row]) -> str:
+    """What `*` means, naming only the percentiles that carry it."""
+    marked = dict.fromkeys(k for r in rows for k in r["percentiles_ms"] if not supported(r, k))
+    if not marked:
+        return ""
+    needs = ", ".join(f"{k} needs {required_samples(float(k[1:]))}" for k in marked)
+    return (f"* fewer samples than the percentile needs (n >= 1 / (1 - p): {needs}): "
+            "the value is at or near the sample maximum, not a supported percentile.")
 
 
 def gpu_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
@@ -83,6 +114,8 @@ def _f(value: float, digits: int) -> str:
 
 def markdown(rows: list[Row], percentiles: tuple[float, ...]) -> str:
     parts = [_markdown(*latency_table(rows, percentiles))]
+    if footnote(rows):
+        parts.append("\\" + footnote(rows) + "\n")  # escaped: a line starting with * is a list item
     for title, (columns, body) in (("GPU phases", gpu_table(rows)), ("Triton server-side, per request", server_table(rows))):
         if body:
             parts.append(f"**{title}**\n\n" + _markdown(columns, body))
@@ -96,7 +129,8 @@ def _markdown(columns: list[str], body: list[list[Any]]) -> str:
 
 
 def report(ctx: StageContext, rows: list[Row], skipped: dict[str, str], percentiles: tuple[float, ...]) -> None:
-    note = "; ".join(f"{k} skipped: {v}" for k, v in skipped.items())
+    notes = [*(f"{k} skipped: {v}" for k, v in skipped.items()), footnote(rows)]
+    note = "; ".join(n for n in notes if n)
     ctx.report_table("Latency and throughput", *latency_table(rows, percentiles), note=note)
     for title, (columns, body) in (("GPU phases (CUDA events)", gpu_table(rows)), ("Triton: server-side time per request", server_table(rows))):
         if body:
@@ -150,7 +184,7 @@ def _per_concurrency(ax: Any, rows: list[Row]) -> None:
         mine = [r for r in rows if r["runtime"] == runtime]
         ax.plot([r["concurrency"] for r in mine], [r["items_per_s"] for r in mine], marker="o", label=runtime.removeprefix("triton:"))
         for r in mine:
-            ax.annotate(f"{tail(r)} {r['percentiles_ms'][tail(r)]:.3g} ms", (r["concurrency"], r["items_per_s"]), fontsize=6)
+            ax.annotate(f"{tail(r)} {_percentile_cell(r, tail(r))} ms", (r["concurrency"], r["items_per_s"]), fontsize=6)
     ax.set_xticks(sorted({r["concurrency"] for r in rows}))
     ax.set(xlabel="concurrent requests", ylabel="items / s", title="Triton end to end (client side)")
     ax.legend(fontsize=7)
@@ -172,10 +206,8 @@ def _unmatched(rows: list[Row], limits: RegressionGate) -> list[str]:
 
 
 def _cell_problems(r: Row, limits: RegressionGate) -> list[str]:
-    key, problems, name = cell_key(r), [], tail(r)
-    limit = limits.max_latency_ms.get(key, limits.max_latency_ms.get(r["runtime"]))
-    if limit is not None and r["percentiles_ms"][name] > limit:
-        problems.append(f"{key}: {name} {r['percentiles_ms'][name]:.3f} ms > {limit} ms")
+    key = cell_key(r)
+    problems = _latency_problems(r, key, limits.max_latency_ms.get(key, limits.max_latency_ms.get(r["runtime"])))
     floor = limits.min_items_per_s.get(key, limits.min_items_per_s.get(r["runtime"]))
     if floor is not None and r["items_per_s"] < floor:
         problems.append(f"{key}: {r['items_per_s']:.1f} items/s < {floor}")
@@ -186,3 +218,16 @@ def _cell_problems(r: Row, limits: RegressionGate) -> list[str]:
         elif r["speedup_vs_eager"] < need:
             problems.append(f"{key}: {r['speedup_vs_eager']:.2f}x eager < {need}x")
     return problems
+
+
+def _latency_problems(r: Row, key: str, limit: float | None) -> list[str]:
+    """The highest configured percentile against its limit, refused when too few samples
+    support it (the gate's documented choice: no silent gating on a near-maximum)."""
+    name = tail(r)
+    if limit is None:
+        return []
+    if not supported(r, name):
+        return [f"{key}: {name} is not supported by {r['iterations']} samples (needs >= {required_samples(float(name[1:]))}); "
+                "raise iterations / duration_s or gate on a lower percentile"]
+    value = r["percentiles_ms"][name]
+    return [f"{key}: {name} {value:.3f} ms > {limit} ms"] if value > limit else []

@@ -1,8 +1,9 @@
 """End-to-end timing through a live tritonserver, measured the way perf_analyzer does.
 
 For each concurrency N, N closed-loop gRPC clients (stages/_bench_streams.py): client
-latency percentiles and throughput over the measured window, and from Triton's
-statistics API, read at the window's edges, the server's share per request: queue,
+latency percentiles and throughput over the kept windows (windows are added until the last
+K agree, perf_analyzer's stability rule), and from Triton's statistics API, read at the
+kept windows' edges, the server's share per request: queue,
 compute input / infer / output, and the average batch the dynamic batcher formed. What
 remains of the client latency is the client + network overhead.
 

@@ -31,23 +31,27 @@ class Preprocess(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    resize: int = Field(256, ge=1)
-    crop: int = Field(224, ge=1)
-    scale: float = 1 / 255
-    mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
-    std: tuple[float, float, float] = (0.229, 0.224, 0.225)
-    layout: Literal["NCHW", "NHWC"] = "NCHW"
+    resize: int = Field(256, ge=1, description="Resize the shorter side to this many pixels.")
+    crop: int = Field(224, ge=1, description="Then center-crop to crop x crop.")
+    scale: float = Field(1 / 255, description="Multiply pixel values (0-255) by this (default 1/255).")
+    mean: tuple[float, float, float] = Field((0.485, 0.456, 0.406), description="Per-channel (RGB) mean subtracted after scaling.")
+    std: tuple[float, float, float] = Field((0.229, 0.224, 0.225), description="Per-channel (RGB) std divided by after that.")
+    layout: Literal["NCHW", "NHWC"] = Field("NCHW", description="Axis order of the resulting tensor.")
 
 
 class DataSource(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    kind: Literal["random", "images", "arrays"] = "random"
-    path: Path | None = None  # images: a directory; arrays: .npy (one input) or .npz (by input name)
-    count: int = Field(32, ge=1)
-    offset: int = Field(0, ge=0)  # skip this many samples (e.g. to hold out the calibration ones)
-    seed: int = 1234
-    preprocess: Preprocess = Preprocess()
+    kind: Literal["random", "images", "arrays"] = Field(
+        "random", description="random: random inputs (smoke tests only); images: a directory of images; arrays: .npy / .npz."
+    )
+    path: Path | None = Field(
+        None, description="images: a directory; arrays: a .npy file (one input) or .npz (arrays by input name)."
+    )
+    count: int = Field(32, ge=1, description="Number of samples.")
+    offset: int = Field(0, ge=0, description="Skip this many samples first (e.g. to hold out the calibration ones).")
+    seed: int = Field(1234, description="kind random: seed of the random samples.")
+    preprocess: Preprocess = Field(Preprocess(), description="kind images: image -> tensor preprocessing.")
 
     @field_validator("path")
     @classmethod

@@ -20,18 +20,24 @@ class ServerSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    kind: Literal["auto", "binary", "docker", "url"] = "auto"
-    path: Path | None = None
-    image: str | None = None
-    gpus: bool = False
-    url: str | None = None  # HTTP endpoint of a running server, host:port
-    grpc_url: str | None = None  # its gRPC endpoint, host:port
-    host: str = "127.0.0.1"  # where our own server listens; loopback unless changed
-    http_port: int | None = Field(None, ge=1, le=65535)
-    grpc_port: int | None = Field(None, ge=1, le=65535)
-    metrics_port: int | None = Field(None, ge=1, le=65535)
-    startup_timeout_s: float = Field(120, gt=0)
-    stop_grace_s: float = Field(10, ge=0)
+    kind: Literal["auto", "binary", "docker", "url"] = Field(
+        "auto",
+        description="auto: tritonserver on PATH, else the nvidia-pytriton wheel's; binary: `path`; docker: `image`; "
+        "url: a running server (`url`, `grpc_url`), never stopped by deploy.",
+    )
+    path: Path | None = Field(None, description="kind binary: the tritonserver executable.")
+    image: str | None = Field(None, description="kind docker: the Triton image, e.g. `nvcr.io/nvidia/tritonserver:<tag>-py3`.")
+    gpus: bool = Field(False, description="kind docker: run the container with --gpus all.")
+    url: str | None = Field(None, description="kind url: HTTP endpoint of the running server, host:port.")
+    grpc_url: str | None = Field(None, description="kind url: its gRPC endpoint, host:port.")
+    host: str = Field("127.0.0.1", description="Where a server deploy starts listens; loopback unless changed.")
+    http_port: int | None = Field(None, ge=1, le=65535, description="HTTP port of a server deploy starts; null: a free port.")
+    grpc_port: int | None = Field(None, ge=1, le=65535, description="gRPC port of a server deploy starts; null: a free port.")
+    metrics_port: int | None = Field(
+        None, ge=1, le=65535, description="Metrics port of a server deploy starts; null: a free port."
+    )
+    startup_timeout_s: float = Field(120, gt=0, description="Seconds to wait for the server to become ready.")
+    stop_grace_s: float = Field(10, ge=0, description="Seconds between asking the server to stop and killing it.")
 
     @model_validator(mode="after")
     def _kind_fields(self) -> ServerSpec:

@@ -1,9 +1,10 @@
 """A tritonserver for the smoke stage and `deploy serve`: found, started, watched, stopped.
 
-Our own servers bind to loopback on free ports, run in their own process group and die
-with us (PR_SET_PDEATHSIG), so no tritonserver outlives a run: not on success, failure,
-Ctrl-C, nor when the pipeline process itself is killed. Only stdlib and pydantic at
-import time; tritonclient is imported by the checks.
+Our own servers bind to loopback, on the ports configured or given (a taken one is an
+error: something else answers there) and on free ports for the rest; they run in their
+own process group and die with us (PR_SET_PDEATHSIG), so no tritonserver outlives a run:
+not on success, failure, Ctrl-C, SIGTERM, nor when the pipeline process itself is killed.
+Only stdlib and pydantic at import time; tritonclient is imported by the checks.
 """
 
 from __future__ import annotations
@@ -16,19 +17,43 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
-from pipeline.errors import MissingDependency, StageFailed
+from pipeline.errors import EnvError, MissingDependency, StageFailed
 from stages._server_spec import ServerSpec, find_binary, pytriton_root
 
 PR_SET_PDEATHSIG = 1
 PORT_RETRIES = 3
+PORT_FIELDS = ("http_port", "grpc_port", "metrics_port")
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class PortInUse(EnvError):
+    """A port that was asked for (config or command line) is taken: exit 4, never a
+    silent move to another port, since clients were told to use that one."""
+
+    def __init__(self, host: str, port: int, origin: str) -> None:
+        self.port = port
+        super().__init__(
+            f"port {port} ({origin}) is already in use on {host}; stop what listens there, "
+            f"choose another port, or leave {origin} unset to use a free one"
+        )
+
+
+class StopRequested(Exception):
+    """SIGINT, SIGTERM or SIGHUP while a foreground server runs (`deploy serve`)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signal_name = signal.Signals(signum).name
+        super().__init__(f"stopped by {self.signal_name}")
 
 
 @dataclass
@@ -36,6 +61,7 @@ class Server:
     http: str  # host:port
     grpc: str
     log_path: Path
+    metrics: str | None  # host:port; None: not ours to know (a URL)
     backends: set[str] | None  # None: unknown (a URL or an image)
     process: subprocess.Popen[bytes] | None = None
     container: str | None = None
@@ -105,24 +131,44 @@ def free_port(host: str) -> int:
         return int(sock.getsockname()[1])
 
 
-def port_or_free(host: str, wanted: int | None, notes: list[str]) -> int:
+def port_or_free(host: str, wanted: int | None, origin: str) -> int:
+    """`wanted` if it can be bound, a free port when none was asked for; a taken
+    `wanted` raises PortInUse naming it and `origin` (e.g. "--http-port")."""
     if wanted is None:
         return free_port(host)
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # SO_REUSEADDR as the server sets it: a port held only by closed connections
+        # (TIME_WAIT, e.g. right after a restart) is free; one with a listener is not.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
             sock.bind((host, wanted))
-        return wanted
-    except OSError:
-        chosen = free_port(host)
-        notes.append(f"port {wanted} is in use; using {chosen}")
-        return chosen
+        except OSError as exc:
+            raise PortInUse(host, wanted, origin) from exc
+    return wanted
+
+
+def choose_ports(spec: ServerSpec, origins: Mapping[str, str]) -> list[int]:
+    """HTTP, gRPC and metrics ports: the explicit ones checked (`origins` names where
+    each came from, default `server.<field>`), then free ones that differ from them all."""
+    explicit = {name: port_or_free(spec.host, getattr(spec, name), origins.get(name, f"server.{name}"))
+                for name in PORT_FIELDS if getattr(spec, name) is not None}
+    ports: list[int] = []
+    for name in PORT_FIELDS:
+        port = explicit.get(name)
+        while port is None or (name not in explicit and port in [*explicit.values(), *ports]):
+            port = free_port(spec.host)
+        ports.append(port)
+    return ports
 
 
 # -- starting and stopping -------------------------------------------------------------------
 @contextmanager
-def serving(spec: ServerSpec, repo: Path, models: list[str], workdir: Path) -> Iterator[Server]:
-    """A live server with `models` loading; always stopped (ours) on the way out."""
-    server = _start(spec, repo, models, workdir)
+def serving(
+    spec: ServerSpec, repo: Path, models: list[str], workdir: Path, origins: Mapping[str, str] | None = None,
+) -> Iterator[Server]:
+    """A live server with `models` loading; always stopped (ours) on the way out.
+    `origins`: where explicit ports came from, for the error when one is taken."""
+    server = _start(spec, repo, models, workdir, origins or {})
     loaded: list[str] = []
     try:
         wait_live(server, time.monotonic() + spec.startup_timeout_s)
@@ -168,25 +214,30 @@ def _post(server: Server, path: str) -> str | None:
         return str(exc)
 
 
-def _start(spec: ServerSpec, repo: Path, models: list[str], workdir: Path) -> Server:
+def _start(spec: ServerSpec, repo: Path, models: list[str], workdir: Path, origins: Mapping[str, str]) -> Server:
     log = workdir / "server.log"
     if spec.kind == "url":
         log.write_text(f"existing server at {spec.url}; its log is not ours\n")
-        return Server(str(spec.url), str(spec.grpc_url), log, None)
+        return Server(str(spec.url), str(spec.grpc_url), log, None, None)
     if spec.kind == "docker":
-        return _start_docker(spec, repo, models, log)
+        return _start_docker(spec, repo, models, log, origins)
     launch = locate(spec, workdir)
+    notes: list[str] = []
     for attempt in range(PORT_RETRIES):
-        server = _start_local(spec, launch, repo, models, log)
+        # Each attempt checks the explicit ports again: one taken meanwhile is PortInUse,
+        # never retried; a retry only ever re-picks the free ones.
+        server = _start_local(spec, launch, repo, models, log, origins)
+        server.notes[:0] = notes
         if not _lost_port_race(server):
             return server
-        server.notes.append(f"attempt {attempt + 1}: a port was taken before the server bound it; retrying")
+        notes.append(f"attempt {attempt + 1}: a port was taken before the server bound it; retrying")
     return server
 
 
-def _start_local(spec: ServerSpec, launch: Launch, repo: Path, models: list[str], log: Path) -> Server:
-    notes: list[str] = []
-    ports = [port_or_free(spec.host, p, notes) for p in (spec.http_port, spec.grpc_port, spec.metrics_port)]
+def _start_local(
+    spec: ServerSpec, launch: Launch, repo: Path, models: list[str], log: Path, origins: Mapping[str, str],
+) -> Server:
+    ports = choose_ports(spec, origins)
     command = [str(launch.binary), f"--model-repository={repo}", "--model-control-mode=explicit"]
     command += [f"--load-model={m}" for m in models]
     command += _network_flags(spec.host, ports) + ["--exit-on-error=false", "--log-verbose=0"]
@@ -198,7 +249,8 @@ def _start_local(spec: ServerSpec, launch: Launch, repo: Path, models: list[str]
             start_new_session=True, preexec_fn=_die_with_parent,
         )
     backends = {p.name for p in launch.backend_dir.iterdir()} if launch.backend_dir else None
-    return Server(f"{spec.host}:{ports[0]}", f"{spec.host}:{ports[1]}", log, backends, process, notes=notes)
+    http, grpc, metrics = (f"{spec.host}:{port}" for port in ports)
+    return Server(http, grpc, log, metrics, backends, process)
 
 
 def _network_flags(host: str, ports: list[int]) -> list[str]:
@@ -225,11 +277,10 @@ def _lost_port_race(server: Server) -> bool:
     return bool(server.process and server.process.poll() is not None and "already in use" in server.log_tail(40))
 
 
-def _start_docker(spec: ServerSpec, repo: Path, models: list[str], log: Path) -> Server:
+def _start_docker(spec: ServerSpec, repo: Path, models: list[str], log: Path, origins: Mapping[str, str]) -> Server:
     if shutil.which("docker") is None:
         raise MissingDependency("docker", "a Docker engine, or server kind auto/binary/url")
-    notes: list[str] = []
-    ports = [port_or_free(spec.host, p, notes) for p in (spec.http_port, spec.grpc_port, spec.metrics_port)]
+    ports = choose_ports(spec, origins)
     name = f"deploy-smoke-{os.getpid()}-{int(time.time())}"
     command = ["docker", "run", "-d", "--rm", "--name", name, "-v", f"{repo}:/models:ro"]
     command += [f"-p{spec.host}:{port}:{inner}" for port, inner in zip(ports, (8000, 8001, 8002))]
@@ -239,7 +290,8 @@ def _start_docker(spec: ServerSpec, repo: Path, models: list[str], log: Path) ->
     started = subprocess.run(command, capture_output=True, text=True)
     if started.returncode != 0:
         raise StageFailed(f"docker run failed: {started.stderr.strip()}")
-    return Server(f"{spec.host}:{ports[0]}", f"{spec.host}:{ports[1]}", log, None, container=name, notes=notes)
+    http, grpc, metrics = (f"{spec.host}:{port}" for port in ports)
+    return Server(http, grpc, log, metrics, None, container=name)
 
 
 def stop(server: Server, grace_s: float) -> None:
@@ -265,6 +317,30 @@ def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
         os.killpg(process.pid, sig)
     except ProcessLookupError:
         pass
+
+
+@contextmanager
+def stop_requests() -> Iterator[None]:
+    """For a foreground server: SIGINT, SIGTERM and SIGHUP raise StopRequested once, so
+    that `with` blocks stop the server and remove temp dirs on every polite kill, not
+    only on Ctrl-C. Later signals are ignored: they would cut that cleanup short (it is
+    bounded by stop_grace_s). Off the main thread, where Python delivers no signals,
+    nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        raise StopRequested(signum)
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 # -- readiness -------------------------------------------------------------------------------

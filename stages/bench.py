@@ -17,7 +17,7 @@ import platform
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, model_validator
 
 from pipeline.config import Frozen
 from pipeline.errors import StageFailed
@@ -38,23 +38,55 @@ ARTIFACT = {
 class TritonBench(Frozen):
     """The `triton` runtime: a server of the same kinds as the smoke stage's."""
 
-    server: ServerSpec = ServerSpec()
-    models: tuple[str, ...] | None = None  # default: every model of this pipeline the server can load
-    concurrency: tuple[PositiveInt, ...] = Field((1, 2, 4), min_length=1)
-    batch: int = Field(1, ge=1)  # items per request (perf_analyzer's -b)
+    server: ServerSpec = Field(ServerSpec(), description="Which tritonserver to start or reach (as smoke.server).")
+    models: tuple[str, ...] | None = Field(
+        None, description="Triton models to measure; null: every model of this pipeline the server can load."
+    )
+    concurrency: tuple[PositiveInt, ...] = Field(
+        (1, 2, 4), min_length=1, description="Closed-loop gRPC clients, one sweep point each (perf_analyzer's --concurrency-range)."
+    )
+    batch: int = Field(1, ge=1, description="Items per request (perf_analyzer's -b).")
 
 
 class BenchParams(Frozen):
-    runtimes: tuple[Runtime, ...] = Field(("eager", "torchscript", "onnxruntime"), min_length=1)
-    batches: tuple[PositiveInt, ...] | None = Field(None, min_length=1)  # default: the shape spec's min / opt / max batch
-    warmup_ms: float = Field(200, ge=0)
-    duration_s: float = Field(3.0, ge=0)
-    iterations: int = Field(10, ge=1)
-    percentiles: tuple[Annotated[float, Field(gt=0, le=100)], ...] = Field((90.0, 95.0, 99.0), min_length=1)
-    threads: int | None = Field(None, ge=1)
-    device: Literal["cpu", "cuda"] = "cpu"  # where eager / TorchScript / ONNX Runtime run
-    triton: TritonBench = TritonBench()
-    gate: RegressionGate = RegressionGate()
+    runtimes: tuple[Runtime, ...] = Field(
+        ("eager", "torchscript", "onnxruntime"), min_length=1,
+        description="What to time; a runtime whose artifact's stage was skipped (e.g. tensorrt without an engine) "
+        "is reported skipped. eager is the baseline of the speed-ups.",
+    )
+    batches: tuple[PositiveInt, ...] | None = Field(
+        None, min_length=1, description="Batch sizes of the in-process runtimes; null: the shape spec's min / opt / max batch."
+    )
+    warmup_ms: float = Field(200, ge=0, description="Untimed warm-up per cell, ms (trtexec --warmUp).")
+    duration_s: float = Field(
+        3.0, ge=0, description="Measure at least this long per cell, seconds (trtexec --duration) ..."
+    )
+    iterations: int = Field(10, ge=1, description="... and at least this many calls (trtexec --iterations).")
+    percentiles: tuple[Annotated[float, Field(gt=0, le=100)], ...] = Field(
+        (90.0, 95.0, 99.0), min_length=1, description="Latency percentiles to report; the highest is the gate's latency."
+    )
+    stability_windows: int = Field(3, ge=1, description="K: stop once the last K windows agree (perf_analyzer's default 3)")
+    stability_threshold: float = Field(
+        0.10, gt=0, lt=1, description="each of the K windows' throughput and median latency within ± this fraction of their mean (--stability-percentage)")
+    max_windows: int = Field(10, ge=1, description="windows to try before giving up and marking the cell unstable (perf_analyzer's --max-trials)")
+    threads: int | None = Field(None, ge=1, description="Intra-op threads for ONNX Runtime / PyTorch; null: their defaults.")
+    device: Literal["cpu", "cuda"] = Field(
+        "cpu",
+        description="Where eager / TorchScript / ONNX Runtime run; on cuda the PyTorch rows split H2D / compute / D2H "
+        "(ONNX Runtime needs onnxruntime-gpu).",
+    )
+    triton: TritonBench = Field(TritonBench(), description="Settings of the `triton` runtime (end to end through a server).")
+    gate: RegressionGate = Field(RegressionGate(), description="Optional regression gate: fails the stage with the numbers.")
+
+    @model_validator(mode="after")
+    def _enough_windows(self) -> BenchParams:
+        if self.max_windows < self.stability_windows:
+            raise ValueError(f"max_windows ({self.max_windows}) must be >= stability_windows ({self.stability_windows})")
+        return self
+
+    def settings(self) -> Settings:
+        return Settings(warmup_ms=self.warmup_ms, duration_s=self.duration_s, iterations=self.iterations, percentiles=self.percentiles,
+                        stability_windows=self.stability_windows, stability_threshold=self.stability_threshold, max_windows=self.max_windows)
 
 
 def host_identity() -> dict[str, Any]:
@@ -86,7 +118,7 @@ def batch_sizes(params: BenchParams, ctx: StageContext) -> list[int]:
 
 
 def run(ctx: StageContext, params: BenchParams) -> None:
-    settings = Settings(params.warmup_ms, params.duration_s, params.iterations, params.percentiles)
+    settings = params.settings()
     rows: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
     for runtime in params.runtimes:
@@ -117,7 +149,7 @@ def _in_process(ctx: StageContext, params: BenchParams, settings: Settings, runt
     row = {"runtime": runtime, "device": device, "concurrency": 1, **_bench.summarize(timing, batch, settings)}
     if timed.phases is not None:
         row["gpu"] = _bench.phase_summary(timed.phases[-len(timing.latencies_ms):], settings)
-    ctx.log.info("\n".join(report_lines(runtime, row)))
+    ctx.log.info("\n".join(report_lines(runtime, row, settings)))
     return row
 
 
@@ -140,7 +172,7 @@ def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> 
             feeds = _bench_runtimes.triton_feeds(ctx.config, model.fmt, params.triton.batch)
             for row in _bench_triton.sweep(server.grpc, name, feeds, params.triton.concurrency, settings):
                 rows.append({"runtime": f"triton:{name}", "device": "server", **row})
-                ctx.log.info("\n".join(report_lines(f"triton:{name}, concurrency {row['concurrency']}", row)))
+                ctx.log.info("\n".join(report_lines(f"triton:{name}, concurrency {row['concurrency']}", row, settings)))
         ctx.log.info("server log:\n%s", server.log_tail(200))
     return rows
 
@@ -173,7 +205,7 @@ def inputs_for(params: BenchParams) -> tuple[str, ...]:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="bench",
-    version=3,
+    version=4,  # 4: stability windows, sample counts and percentile support in every row
     params=BenchParams,
     inputs=(SOURCE_ARTIFACT, "torchscript", "onnx"),
     outputs=(Artifact("results", filename="bench.json"), Artifact("table", filename="bench.md"), Artifact("plot", filename="bench.png")),

@@ -38,9 +38,9 @@ TRT_DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu1
 class ProfileShapes(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    min: tuple[int, ...]
-    opt: tuple[int, ...]
-    max: tuple[int, ...]
+    min: tuple[int, ...] = Field(description="Smallest full shape of this input in this profile.")
+    opt: tuple[int, ...] = Field(description="The shape TensorRT optimises this profile for.")
+    max: tuple[int, ...] = Field(description="Largest full shape of this input in this profile.")
 
 
 class Profile(BaseModel):
@@ -48,23 +48,31 @@ class Profile(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    name: str
-    shapes: dict[str, ProfileShapes] = Field(default_factory=dict)
+    name: str = Field(description="Profile name, unique (recorded in the engine manifest).")
+    shapes: dict[str, ProfileShapes] = Field(
+        default_factory=dict, description="Input name -> its shapes in this profile; inputs not listed take the shape spec's."
+    )
 
 
 class BuildParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    source: Source = "fp32"  # which ONNX: the exported one, the fp16 stage's, or quantize's Q/DQ
-    profiles: tuple[Profile, ...] = Field((Profile(name="default"),), min_length=1)
-    workspace_mib: int = Field(4096, ge=1)
-    optimization_level: int = Field(3, ge=0, le=5)
+    source: Source = Field(
+        "fp32", description="Which ONNX: fp32 the exported (simplified) one, fp16 the fp16 stage's, int8 quantize's Q/DQ."
+    )
+    profiles: tuple[Profile, ...] = Field(
+        (Profile(name="default"),), min_length=1, description="TensorRT optimization profiles, in order."
+    )
+    workspace_mib: int = Field(4096, ge=1, description="TensorRT workspace memory pool limit, MiB.")
+    optimization_level: int = Field(3, ge=0, le=5, description="TensorRT builder optimization level.")
     # TensorRT 10 only: weakly typed FP16 for an FP32 source (TensorRT 11 rejects it).
-    fp16: bool = False
-    version_compatible: bool = False
-    hardware_compatibility: Literal["none", "ampere_plus", "same_compute_capability"] = "none"
+    fp16: bool = Field(False, description="TensorRT 10 only: allow FP16 kernels for an FP32 source (weak typing).")
+    version_compatible: bool = Field(False, description="Build a version-compatible engine (runs on later TensorRT versions).")
+    hardware_compatibility: Literal["none", "ampere_plus", "same_compute_capability"] = Field(
+        "none", description="TensorRT hardware compatibility level: which other GPUs the engine may run on."
+    )
     # Fail, rather than skip, where TensorRT or a GPU is missing.
-    required: bool = False
+    required: bool = Field(False, description="Fail, rather than skip, where TensorRT or a GPU is missing.")
 
 
 def source_artifact(params: BuildParams) -> str:

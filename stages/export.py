@@ -17,11 +17,13 @@ TWO_GB = 2**31  # protobuf's limit for one ONNX file
 class ExportParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    opset: int = Field(17, ge=13, le=23)
+    opset: int = Field(17, ge=13, le=23, description="ONNX opset version.")
     # torchscript: the legacy exporter (fast); dynamo: torch.export based (needs onnxscript).
-    exporter: Literal["torchscript", "dynamo"] = "torchscript"
-    constant_folding: bool = True
-    tolerance: Tolerance = Tolerance()
+    exporter: Literal["torchscript", "dynamo"] = Field(
+        "torchscript", description="torchscript: the legacy exporter (fast); dynamo: torch.export based (needs onnxscript)."
+    )
+    constant_folding: bool = Field(True, description="Fold constants during export.")
+    tolerance: Tolerance = Field(Tolerance(), description="ONNX Runtime vs eager outputs on the golden inputs.")
 
 
 def run(ctx: StageContext, params: ExportParams) -> None:

@@ -20,10 +20,10 @@ SENSITIVE_OPS = ("Softmax", "LogSoftmax", "ReduceMean", "ReduceSum", "ReduceL2",
 class Fp16Params(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    keep_fp32_ops: tuple[str, ...] = SENSITIVE_OPS
-    holdout: DataSource = DataSource(count=16)
-    gate: AccuracyGate = AccuracyGate(min_cosine=0.999)
-    max_finite: float = Field(65504.0, gt=0)
+    keep_fp32_ops: tuple[str, ...] = Field(SENSITIVE_OPS, description="ONNX op types kept in FP32 (numerically sensitive).")
+    holdout: DataSource = Field(DataSource(count=16), description="Inputs for the accuracy gate.")
+    gate: AccuracyGate = Field(AccuracyGate(min_cosine=0.999), description="FP16 vs FP32 outputs on the holdout inputs.")
+    max_finite: float = Field(65504.0, gt=0, description="Constants (weights) beyond ± this are clipped to it when converted (default: FP16's largest finite value).")
 
 
 def run(ctx: StageContext, params: Fp16Params) -> None:

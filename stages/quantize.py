@@ -29,21 +29,36 @@ Method = Literal["minmax", "entropy", "percentile"]
 class QuantizeParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    target: Target = "onnxruntime"
+    target: Target = Field(
+        "onnxruntime",
+        description="Who runs the INT8 model: onnxruntime (uint8 activations) or tensorrt (symmetric int8 Q/DQ).",
+    )
     # onnxruntime.quantization, or NVIDIA ModelOpt's ONNX PTQ (Q/DQ "following TensorRT
     # rules"; only for target tensorrt; needs nvidia-modelopt[onnx], whose pins conflict
     # with this project's onnx / onnxruntime: never run here).
-    quantizer: Literal["onnxruntime", "modelopt"] = "onnxruntime"
-    method: Method = "minmax"
-    per_channel: bool = True
+    quantizer: Literal["onnxruntime", "modelopt"] = Field(
+        "onnxruntime",
+        description="onnxruntime.quantization, or NVIDIA ModelOpt's ONNX PTQ (target tensorrt only; "
+        "needs nvidia-modelopt[onnx]; unverified).",
+    )
+    method: Method = Field("minmax", description="Calibration method: how activation ranges are chosen.")
+    per_channel: bool = Field(True, description="Per-channel weight scales (else per-tensor).")
     # ORT's quant_pre_process (shape inference + graph optimisation) before quantizing.
-    preprocess: bool = True
-    calibration: DataSource = DataSource()
+    preprocess: bool = Field(
+        True, description="Run ONNX Runtime's quant_pre_process (shape inference + graph optimisation) first."
+    )
+    calibration: DataSource = Field(
+        DataSource(), description="Calibration inputs; use real data (images / arrays) for a meaningful INT8 model."
+    )
     # Held-out inputs for the gate; default: the `holdout_count` samples that follow the
     # calibration samples in the same source.
-    holdout: DataSource | None = None
-    holdout_count: int = Field(32, ge=1)
-    gate: AccuracyGate = AccuracyGate()
+    holdout: DataSource | None = Field(
+        None,
+        description="Held-out inputs for the accuracy gate; null: the holdout_count samples that follow the "
+        "calibration ones in the same source.",
+    )
+    holdout_count: int = Field(32, ge=1, description="Held-out samples taken when holdout is null.")
+    gate: AccuracyGate = Field(AccuracyGate(), description="INT8 vs FP32 outputs on the held-out inputs.")
 
 
 def check(params: QuantizeParams, config: DeployConfig) -> list[Issue]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.errors import StageFailed
 from pipeline.stage import Artifact, Section, StageContext, StageSpec
@@ -15,10 +15,12 @@ from stages._tolerance import Tolerance
 class SimplifyParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    enabled: bool = True
+    enabled: bool = Field(True, description="false: hand the exported model on unchanged.")
     # passthrough: when onnxsim fails, hand the unsimplified model on (with a warning).
-    on_failure: Literal["fail", "passthrough"] = "fail"
-    tolerance: Tolerance = Tolerance()
+    on_failure: Literal["fail", "passthrough"] = Field(
+        "fail", description="When onnxsim fails: fail the stage, or hand the unsimplified model on (with a warning)."
+    )
+    tolerance: Tolerance = Field(Tolerance(), description="Simplified model (ONNX Runtime) vs eager outputs on the golden inputs.")
 
 
 def run(ctx: StageContext, params: SimplifyParams) -> None:

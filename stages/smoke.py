@@ -32,12 +32,14 @@ Protocol = Literal["http", "grpc"]
 class SmokeParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    server: ServerSpec = ServerSpec()
-    protocols: tuple[Protocol, ...] = Field(("http", "grpc"), min_length=1)
-    tolerance: Tolerance = Tolerance()
+    server: ServerSpec = Field(ServerSpec(), description="Which tritonserver to start or reach.")
+    protocols: tuple[Protocol, ...] = Field(("http", "grpc"), min_length=1, description="Protocols the inference checks use.")
+    tolerance: Tolerance = Field(Tolerance(), description="Served outputs vs the eager reference on the golden inputs.")
     # Dynamic-batching check: this many single-item requests sent at once (0: off).
-    batching_requests: int = Field(64, ge=0)
-    request_timeout_s: float = Field(120, gt=0)
+    batching_requests: int = Field(
+        64, ge=0, description="Dynamic-batching check: this many single-item requests sent at once; 0: off."
+    )
+    request_timeout_s: float = Field(120, gt=0, description="Timeout of each request to the server, seconds.")
     require: tuple[ServingFormat, ...] = Field(
         (), description="Formats that must be smoke-tested: a model of one of them skipped for a backend the "
         "server lacks (or absent from the repository) fails the stage instead of making it partial.",
@@ -212,9 +214,24 @@ def _nothing_tested(models: dict[str, Any]) -> str:
             "NGC tritonserver image)")
 
 
-def serve(config: Any, params: SmokeParams, repository: Path, say: Callable[[str], None]) -> None:
+def serve(
+    config: Any, params: SmokeParams, repository: Path, say: Callable[[str], None],
+    origins: dict[str, str] | None = None,
+) -> None:
     """`deploy serve`: the same server on the published repository, in the foreground,
-    until Ctrl-C (which the context manager turns into a clean stop)."""
+    until Ctrl-C, SIGTERM or SIGHUP; each stops the server, removes the temp dir and
+    returns normally (a requested stop is a success). `origins`: where explicit ports
+    came from (e.g. {"http_port": "--http-port"}), for the error when one is taken."""
+    from stages import _triton_server as ts
+
+    with ts.stop_requests():
+        try:
+            _serve_until_stopped(config, params, repository, say, origins or {})
+        except ts.StopRequested as stop:
+            say(f"{stop}; server stopped")
+
+
+def _serve_until_stopped(config: Any, params: SmokeParams, repository: Path, say: Callable[[str], None], origins: dict[str, str]) -> None:
     import tempfile
 
     from stages import _triton_checks as checks
@@ -225,13 +242,14 @@ def serve(config: Any, params: SmokeParams, repository: Path, say: Callable[[str
         if not models:
             raise StageFailed(f"no models of '{config.name}' in {repository}; run `deploy run` first")
         loadable = triton_repo.loadable(models, triton_repo.backends(params.server, Path(tmp)))
-        with ts.serving(params.server, repository.absolute(), loadable, Path(tmp)) as server:
-            say(f"HTTP  http://{server.http}\ngRPC  {server.grpc}\nserver log  {server.log_path}")
+        with ts.serving(params.server, repository.absolute(), loadable, Path(tmp), origins) as server:
+            metrics = f"http://{server.metrics}/metrics" if server.metrics else "(not known for this server)"
+            say(f"HTTP     http://{server.http}\ngRPC     {server.grpc}\nmetrics  {metrics}\nserver log  {server.log_path}")
             for name, state in checks.wait_models(server, loadable, time.monotonic() + params.server.startup_timeout_s).items():
                 say(f"model {name}: {state.get('state')} {state.get('reason', '')}".rstrip())
             for name in sorted(set(models) - set(loadable)):
                 say(f"model {name}: not loaded ({triton_repo.skipped(models[name].backend)['reason']})")
-            say("serving; Ctrl-C stops the server")
+            say("serving; Ctrl-C or SIGTERM stops the server")
             while server.process is None or server.process.poll() is None:
                 time.sleep(0.5)
             raise StageFailed(f"tritonserver exited; log tail:\n{server.log_tail()}")

@@ -19,9 +19,9 @@ from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
 
 
 class Hardware(Frozen):
-    name: str = Field(min_length=1)
-    peak_tflops: float = Field(gt=0)  # at the precision the model runs in
-    bandwidth_gbps: float = Field(gt=0)  # memory bandwidth, GB/s
+    name: str = Field(min_length=1, description="Label of the target in the report.")
+    peak_tflops: float = Field(gt=0, description="Peak TFLOP/s at the precision the model runs in (data sheet).")
+    bandwidth_gbps: float = Field(gt=0, description="Memory bandwidth, GB/s (data sheet).")
 
 
 # NVIDIA's H100 SXM data sheet: 989 dense FP16 tensor TFLOP/s, 3.35 TB/s HBM3.
@@ -29,8 +29,10 @@ H100_FP16 = Hardware(name="H100 SXM FP16", peak_tflops=989, bandwidth_gbps=3350)
 
 
 class StatsParams(Frozen):
-    shape: Label = "opt"  # which shape of the shape spec to count at
-    targets: tuple[Hardware, ...] = Field((H100_FP16,), min_length=1)
+    shape: Label = Field("opt", description="Which shape of the shape spec to count FLOPs and bytes at.")
+    targets: tuple[Hardware, ...] = Field(
+        (H100_FP16,), min_length=1, description="Hardware for the roofline: declared figures, not measured."
+    )
 
 
 def run(ctx: StageContext, params: StatsParams) -> None:

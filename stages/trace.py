@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config import LABELS
 from pipeline.stage import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
@@ -20,7 +20,10 @@ class TraceParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     # TorchScript should reproduce eager almost bit for bit.
-    tolerance: Tolerance = Tolerance(atol=1e-5, rtol=1e-4, min_cosine=0.99999)
+    tolerance: Tolerance = Field(
+        Tolerance(atol=1e-5, rtol=1e-4, min_cosine=0.99999),
+        description="TorchScript vs eager outputs on the golden inputs (tighter than elsewhere: tracing should be almost exact).",
+    )
 
 
 def run(ctx: StageContext, params: TraceParams) -> None:

@@ -49,38 +49,59 @@ class Frozen(BaseModel):
 
 
 class DynamicBatching(Frozen):
-    max_queue_delay_us: int = Field(100, ge=0)
-    preferred_batch_sizes: tuple[Annotated[int, Field(ge=1)], ...] = ()
+    max_queue_delay_us: int = Field(100, ge=0, description="How long Triton may hold a request to form a larger batch, µs.")
+    preferred_batch_sizes: tuple[Annotated[int, Field(ge=1)], ...] = Field(
+        (), description="Batch sizes Triton prefers to form; each at most max_batch_size."
+    )
 
 
 class InstanceGroup(Frozen):
-    kind: Literal["auto", "cpu", "gpu"] = "cpu"
-    count: int = Field(1, ge=1)
+    kind: Literal["auto", "cpu", "gpu"] = Field(
+        "cpu", description="Where model instances run (Triton KIND_*); the python format always uses cpu, plan gpu."
+    )
+    count: int = Field(1, ge=1, description="Model instances per device.")
 
 
 class PlanOptions(Frozen):
     """TensorRT-only settings for the `plan` format."""
 
     # instance_group.profile: the optimization profiles (by index) instances may use.
-    profiles: tuple[Annotated[int, Field(ge=0)], ...] = ()
+    profiles: tuple[Annotated[int, Field(ge=0)], ...] = Field(
+        (), description="instance_group.profile: the optimization profiles (by index) instances may use; empty: all."
+    )
     # cc_model_filenames: compute capability -> plan file, for a repository that ships
     # engines for several GPUs (e.g. {"8.0": "model_a100.plan"}).
-    cc_model_filenames: dict[str, str] = Field(default_factory=dict)
+    cc_model_filenames: dict[str, str] = Field(
+        default_factory=dict,
+        description='Compute capability -> plan file name, for engines for several GPUs (e.g. {"8.0": "model_a100.plan"}).',
+    )
 
 
 class TritonParams(Frozen):
     # python is in the defaults so that they work on the default server (the
     # nvidia-pytriton wheel's, which has only the python backend).
-    formats: tuple[Format, ...] = Field(("onnx", "torchscript", "python"), min_length=1)
+    formats: tuple[Format, ...] = Field(
+        ("onnx", "torchscript", "python"), min_length=1,
+        description="One Triton model `<name>_<format>` per format; python serves the ONNX file with ONNX Runtime "
+        "(Triton's python backend); plan needs the build stage's engine.",
+    )
     # Default: the shape spec's max batch (0 when the model has no batch dim).
-    max_batch_size: int | None = Field(None, ge=0)
-    version: int = Field(1, ge=1)
-    dynamic_batching: DynamicBatching | None = DynamicBatching()
-    instance_group: InstanceGroup = InstanceGroup()
+    max_batch_size: int | None = Field(
+        None, ge=0, description="null: the shape spec's max batch (0 without a batch dim); must not exceed it."
+    )
+    version: int = Field(1, ge=1, description="Model version directory in the repository.")
+    dynamic_batching: DynamicBatching | None = Field(
+        DynamicBatching(), description="Triton dynamic batching; null: off."
+    )
+    instance_group: InstanceGroup = Field(InstanceGroup(), description="Model instances (Triton instance_group).")
     # fp32: the exported model; int8 / fp16: the quantize / fp16 stages' ONNX, served in
     # the ONNX-based formats as <name>_<format>_<precision>.
-    precisions: tuple[Literal["fp32", "int8", "fp16"], ...] = Field(("fp32",), min_length=1)
-    plan: PlanOptions = PlanOptions()
+    precisions: tuple[Literal["fp32", "int8", "fp16"], ...] = Field(
+        ("fp32",), min_length=1,
+        description="fp32: the exported model; int8 / fp16: the quantize / fp16 stages' ONNX, served in the "
+        "ONNX-based formats as `<name>_<format>_<precision>`.",
+    )
+    plan: PlanOptions = Field(PlanOptions(), description="Settings of the plan (TensorRT) format only.")
 
 
 def max_batch(params: TritonParams, config: DeployConfig) -> int:

@@ -16,7 +16,10 @@ Runtime = Literal["onnxruntime", "torchscript", "tensorrt"]
 
 
 class ValidateParams(Tolerance):
-    runtimes: tuple[Runtime, ...] = Field(("onnxruntime", "torchscript"), min_length=1)
+    runtimes: tuple[Runtime, ...] = Field(
+        ("onnxruntime", "torchscript"), min_length=1,
+        description="Runtimes compared with the eager reference on the golden inputs (tensorrt: the built engine).",
+    )
 
 
 def run(ctx: StageContext, params: ValidateParams) -> None:

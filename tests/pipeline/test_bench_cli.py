@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -94,7 +95,10 @@ def test_stream_measurement_counts_calls_completed_inside_the_window():
     edges = iter(range(100))
     one, _ = _bench_streams.measure([lambda: time.sleep(0.005)], settings)
     two, (before, after) = _bench_streams.measure([lambda: time.sleep(0.005)] * 2, settings, lambda: next(edges))
-    assert (before, after) == (0, 1) and two.warmup_calls >= 2
+    # Two snapshots per window edge (just before and just after it); the pair returned
+    # brackets the kept (last three) windows from outside.
+    edge = len(two.windows) - 3
+    assert (before, after) == (2 * edge, 2 * len(two.windows) + 1) and two.warmup_calls >= 2
     assert len(two.latencies_ms) >= 10 and min(two.latencies_ms) >= 4.5
     # Every counted call ended inside the window; one may have started before it.
     assert all(-lat <= s and s + lat <= 1000 * two.wall_s + 1e-6 for s, lat in zip(two.starts_ms, two.latencies_ms))
@@ -112,3 +116,105 @@ def test_a_failing_stream_fails_the_measurement():
 
     with pytest.raises(StageFailed, match="a stream failed: RuntimeError: model exploded"):
         _bench_streams.measure([broken], _bench.Settings(warmup_ms=0, duration_s=0.01, iterations=1))
+
+
+# -- perf_analyzer's stability rule and percentile support ----------------------------------------
+NOISY_THEN_STEADY = [1.0, 5.0, 1.0, 5.0, 2.5]  # ms per window: windows 0-3 disagree, then steady
+
+
+def _kept(summary, settings):
+    return summary["windows"][-settings.stability_windows:]
+
+
+def test_windows_are_added_until_the_last_k_agree():
+    from tests.helpers import WindowedLatency
+
+    settings = _bench.Settings(warmup_ms=0, duration_s=0, iterations=60, percentiles=(50.0,), stability_threshold=0.25)
+    summary = _bench.summarize(_bench.measure(WindowedLatency(NOISY_THEN_STEADY, per_window=20), settings), 1, settings)
+    # The earliest window set of three that agrees is 4, 5, 6 (all 2.5 ms): seven windows.
+    assert summary["stable"] and summary["windows_used"] >= 7 and len(summary["windows"]) == summary["windows_used"]
+    # Statistics come from the kept windows only: no 1 ms or 5 ms sample among them.
+    assert all(2.4 < w["median_ms"] < 4.0 for w in _kept(summary, settings))
+    assert summary["iterations"] == sum(w["n"] for w in _kept(summary, settings)) == 60
+    assert summary["min_ms"] >= 2.5 and summary["median_ms"] < 4.0
+
+
+def test_windows_stop_at_the_maximum_and_the_run_is_marked_unstable():
+    from tests.helpers import WindowedLatency
+
+    settings = _bench.Settings(warmup_ms=0, duration_s=0, iterations=30, percentiles=(50.0,), max_windows=5)
+    summary = _bench.summarize(_bench.measure(WindowedLatency([1.0, 5.0] * 10, per_window=10), settings), 1, settings)
+    assert summary["windows_used"] == 5 and not summary["stable"] and summary["iterations"] == 30
+    lines = _bench.report_lines("x", summary, settings)
+    assert any(line.startswith("[W] * The last 3 of 5 windows differ by more than ±10 %") for line in lines)
+
+
+def test_stream_windows_are_added_until_stable_and_capped():
+    from stages import _bench_streams
+    from tests.helpers import WindowedLatency
+
+    settings = _bench.Settings(warmup_ms=10, duration_s=0.15, iterations=6, percentiles=(50.0,), stability_threshold=0.25)
+    steady = WindowedLatency(NOISY_THEN_STEADY)
+    timing, (before, after) = _bench_streams.measure([steady] * 2, settings, steady.edge)
+    summary = _bench.summarize(timing, 1, settings)
+    assert summary["stable"] and summary["windows_used"] >= 7
+    used = summary["windows_used"]
+    assert (before, after) == (2 * (used - 3) + 1, 2 * used + 2), "the snapshots just outside the kept windows' edges"
+    assert all(2.4 < w["median_ms"] < 4.0 for w in _kept(summary, settings)) and summary["median_ms"] < 4.0
+    capped = dataclasses.replace(settings, max_windows=4)
+    noisy = WindowedLatency([1.0, 5.0] * 10)
+    summary = _bench.summarize(_bench_streams.measure([noisy] * 2, capped, noisy.edge)[0], 1, capped)
+    assert summary["windows_used"] == 4 and not summary["stable"]
+
+
+@pytest.mark.parametrize(("p", "needs"), [(50, 2), (90, 10), (95, 20), (99, 100), (99.9, 1000), (100, 1)])
+def test_a_percentile_needs_one_over_one_minus_p_samples(p, needs):
+    assert _bench.required_samples(p) == needs
+    assert _bench.supported(p, needs) and (needs == 1 or not _bench.supported(p, needs - 1))
+
+
+def test_p99_of_twenty_samples_is_computed_but_marked_unsupported():
+    settings = _bench.Settings(percentiles=(90.0, 95.0, 99.0))
+    timing = _bench.Timing([float(i) for i in range(1, 21)], [0.0] * 20, 1.0, 1)
+    summary = _bench.summarize(timing, 1, settings)
+    assert summary["percentiles_ms"]["p99"] == 20.0
+    assert summary["percentiles_supported"] == {"p90": True, "p95": True, "p99": False}
+    latency = next(line for line in _bench.report_lines("x", summary, settings) if line.startswith("[I] Latency"))
+    assert "percentile(95%) = 19 ms" in latency and "percentile(99%) = n/a (needs >= 100 samples, have 20)" in latency
+
+
+def test_stability_settings_reach_the_measurement(models):
+    proc = run_cli("bench", str(models[0]), "--runtime", "onnxruntime", "--shapes", "image:1x1x8x8", "--warmUp", "0",
+                   "--duration", "0", "--iterations", "12", "--percentile", "50,99", "--stability-windows", "2", "--max-trials", "2")
+    assert proc.returncode == 0, proc.stderr
+    # Two windows of ceil(12 / 2) calls each: both kept, twelve samples, too few for p99.
+    assert "[I] Windows: 2 in" in proc.stdout and "statistics from the last 2" in proc.stdout
+    assert "n = 12 iterations" in proc.stdout and "percentile(99%) = n/a (needs >= 100 samples, have 12)" in proc.stdout
+    assert "percentile(50%) = " in proc.stdout and "percentile(50%) = n/a" not in proc.stdout
+
+
+def test_streams_take_the_stability_settings(models):
+    proc = run_cli("bench", str(models[0]), "--runtime", "onnxruntime", "--shapes", "image:1x1x8x8", "--warmUp", "10", "--streams", "2",
+                   "--duration", "0.05", "--iterations", "10", "--stability-windows", "1", "--max-trials", "1", "--stability-percentage", "5")
+    assert proc.returncode == 0, proc.stderr
+    assert "[I] Windows: 1 in" in proc.stdout and "Stable: the last 1 windows agree within ±5 %" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [(["--stability-windows", "3", "--max-trials", "2"], "--max-trials"), (["--stability-percentage", "0"], "--stability-percentage"),
+     (["--stability-percentage", "100"], "not in (0, 100)")],
+)
+def test_bad_stability_settings_are_usage_errors(models, args, fragment):
+    proc = run_cli("bench", str(models[0]), "--runtime", "onnxruntime", "--shapes", "image:1x1x8x8", "--duration", "0", *args)
+    assert proc.returncode == ExitCode.USAGE, proc.stdout + proc.stderr
+    assert fragment in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_stability_needs_both_throughput_and_median_latency_to_agree():
+    settings = _bench.Settings(stability_windows=3, stability_threshold=0.10)
+    steady = [_bench.Window(100, 1.0, 10.0)] * 3
+    assert _bench.is_stable(steady, settings) and not _bench.is_stable(steady[:2], settings)
+    assert not _bench.is_stable([*steady[:2], _bench.Window(100, 1.0, 12.0)], settings), "median latency 12 vs mean 10.7"
+    assert not _bench.is_stable([*steady[:2], _bench.Window(125, 1.0, 10.0)], settings), "throughput 125 vs mean 108"
+    assert _bench.is_stable([_bench.Window(100, 1.0, 30.0), *steady], settings), "only the last K windows count"

@@ -151,3 +151,60 @@ def test_cache_verify_finds_and_drops_damaged_entries(cached_config):
     assert proc.returncode == ExitCode.STAGE and "trace.golden" in proc.stdout
     rerun = run_cli("run", str(cached_config))
     assert rerun.returncode == 0 and "ran" in rerun.stdout
+
+
+@pytest.mark.parametrize("kind", ["StageFailed", "DeployError"])
+def test_error_messages_are_styled_text_never_markup(tmp_path, write_config, kind):
+    """`error` is styled, the message printed as it is: no literal `[bold red]error[/]`
+    (markup switched off for the whole line), and brackets in user text (here a path)
+    are neither eaten as markup nor fatal to rich (a stray `[/]`)."""
+    if kind == "StageFailed":  # `deploy serve` before anything was published
+        repo = tmp_path / "repo[red]x[/]"
+        proc = run_cli("serve", str(write_config(replace={"repository": str(repo)})))
+        code, expected = ExitCode.STAGE, f"error: no models of 'tiny' in {repo}; run `deploy run` first"
+    else:  # a ConfigError
+        missing = tmp_path / "x[red]y[/].yaml"
+        proc = run_cli("validate", str(missing))
+        code, expected = ExitCode.CONFIG, f"error (ConfigError): {missing}: 1 error(s)"
+    assert proc.returncode == code, proc.stderr
+    assert proc.stderr.startswith(expected), proc.stderr
+    assert "[bold red]" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_version_prints_the_distribution_version_without_heavy_imports():
+    from importlib.metadata import version
+
+    proc = run_cli("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"deploy {version('deploy')}"
+    assert heavy_imports("--version") == (0, [])
+
+
+def _command_paths() -> list[list[str]]:
+    """Every command and group of the CLI, as argv prefixes: [], ["run"], ["cache", "ls"], ..."""
+    import typer
+
+    from pipeline.cli import app
+
+    def walk(command, prefix):
+        yield prefix
+        for name, sub in sorted(getattr(command, "commands", {}).items()):
+            yield from walk(sub, [*prefix, name])
+
+    return list(walk(typer.main.get_command(app), []))
+
+
+def test_short_help_is_an_alias_for_help_everywhere():
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    proc = run_cli("-h")
+    assert proc.returncode == 0 and "Usage:" in proc.stdout and "--version" in proc.stdout, proc.stderr
+    paths = _command_paths()
+    assert ["run"] in paths and ["cache", "ls"] in paths
+    runner = CliRunner()
+    for path in paths:
+        short, long = runner.invoke(app, [*path, "-h"]), runner.invoke(app, [*path, "--help"])
+        assert short.exit_code == 0, (path, short.output)
+        assert short.output == long.output and "Usage:" in short.output, path

@@ -124,10 +124,55 @@ def test_gate_keys_that_match_no_cell_fail_the_stage(write_config):
 @pytest.mark.parametrize(
     ("bench", "where"),
     [({"percentiles": [150]}, "stages.bench.percentiles[0]"), ({"percentiles": []}, "stages.bench.percentiles"),
-     ({"batches": [0]}, "stages.bench.batches[0]"), ({"triton": {"concurrency": [0]}}, "stages.bench.triton.concurrency[0]")],
+     ({"batches": [0]}, "stages.bench.batches[0]"), ({"triton": {"concurrency": [0]}}, "stages.bench.triton.concurrency[0]"),
+     ({"stability_windows": 0}, "stages.bench.stability_windows"), ({"stability_threshold": 1.0}, "stages.bench.stability_threshold"),
+     ({"stability_threshold": 0}, "stages.bench.stability_threshold"), ({"max_windows": 2}, "max_windows (2) must be >= stability_windows (3)")],
 )
 def test_bad_bench_settings_name_their_field(write_config, bench, where):
     from pipeline.errors import ConfigError
 
     with pytest.raises(ConfigError, match=re.escape(where)):
         load_project(bench_config(write_config, bench))
+
+
+def test_stability_settings_reach_every_cell_and_the_table_shows_n(write_config):
+    path = bench_config(write_config, {"runtimes": ["onnxruntime"], "batches": [1, 4], "stability_windows": 2, "max_windows": 2, "percentiles": [50, 99]})
+    results = run(path)
+    rows = json.loads(output_path(path, results, "bench", "results").read_text())["results"]
+    for row in rows:
+        # max_windows = K = 2: exactly two windows, both kept.
+        assert row["windows_used"] == len(row["windows"]) == 2
+        assert row["iterations"] == sum(w["n"] for w in row["windows"]) and row["percentiles_supported"]["p50"]
+    table = output_path(path, results, "bench", "table").read_text()
+    header = table.splitlines()[0]
+    assert "| concurrency | n | median ms |" in header and "| stable | windows |" in header
+    assert f"| onnxruntime | cpu | 4 | 1 | {rows[1]['iterations']} |" in table
+
+
+def _row(latencies, runtime="onnxruntime", percentiles=(50.0, 99.0)):
+    from stages import _bench
+
+    settings = _bench.Settings(percentiles=percentiles)
+    summary = _bench.summarize(_bench.Timing(latencies, [0.0] * len(latencies), 1.0, 1), 1, settings)
+    return {"runtime": runtime, "device": "cpu", "concurrency": 1, **summary}
+
+
+def test_tables_mark_unsupported_percentiles_with_a_footnote():
+    from stages import _bench_output
+
+    rows = [_row([1.0] * 20), _row([1.0] * 100, runtime="eager")]
+    table = _bench_output.markdown(rows, (50.0, 99.0))
+    assert "| onnxruntime | cpu | 1 | 1 | 20 | 1.000 | 1.000 | 1.000* |" in table
+    assert "| eager | cpu | 1 | 1 | 100 | 1.000 | 1.000 | 1.000 |" in table
+    assert "\\* fewer samples than the percentile needs (n >= 1 / (1 - p): p99 needs 100)" in table
+    assert "fewer samples" not in _bench_output.markdown(rows[1:], (50.0, 99.0))
+
+
+def test_gate_refuses_a_percentile_the_samples_do_not_support():
+    from pipeline.errors import StageFailed
+    from stages._bench_output import RegressionGate, gate
+
+    limits = RegressionGate(max_latency_ms={"onnxruntime": 1000.0})
+    gate([_row([1.0] * 100)], limits)  # p99 supported and within the limit
+    with pytest.raises(StageFailed, match=r"onnxruntime@1: p99 is not supported by 20 samples \(needs >= 100\); raise iterations"):
+        gate([_row([1.0] * 20)], limits)
