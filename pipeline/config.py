@@ -8,6 +8,7 @@ Triton dims / max_batch_size.
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -75,18 +76,29 @@ class InputSpec(Frozen):
     )
     # Range of the golden random values; integer inputs (token ids) need one.
     value_range: tuple[float, float] | None = Field(
-        None, description="[low, high] of the random golden values; required for integer inputs (e.g. token ids)."
+        None,
+        description="Range of the random golden values: integers are drawn from low..high *inclusive* "
+        "(`[0, 1]` gives 0s and 1s), floats uniformly from [low, high). Required for integer inputs (e.g. token ids).",
     )
 
     @model_validator(mode="after")
     def _check_shapes(self) -> InputSpec:
         problems = [p for label in LABELS for p in self._label_problems(label)]
         problems += self._order_problems()
-        if self.dtype.startswith(("int", "uint")) and self.value_range is None:
-            problems.append("value_range is required for integer inputs")
+        problems += self._range_problems()
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _range_problems(self) -> list[str]:
+        if self.value_range is None:
+            integer = self.dtype.startswith(("int", "uint"))
+            return ["value_range is required for integer inputs"] if integer else []
+        low, high = self.value_range
+        if low >= high:
+            # Equal bounds make every golden value the same: parity on constants proves nothing.
+            return [f"value_range needs low < high (got [{low:g}, {high:g}]): equal bounds give a constant input"]
+        return []
 
     def _label_problems(self, label: Label) -> list[str]:
         shape = getattr(self, label)
@@ -114,8 +126,21 @@ class InputSpec(Frozen):
         return {axis: dim for axis, dim in enumerate(self.dims) if isinstance(dim, str)}
 
 
+class OutputKind(str, Enum):
+    """What an output holds, which decides the metrics that make sense for it."""
+
+    LOGITS = "logits"  # class scores: top-1 / top-k agreement apply
+    EMBEDDING = "embedding"  # a vector compared by direction (cosine)
+    OTHER = "other"
+
+
 class OutputSpec(Frozen):
     name: TensorName = Field(description="Output name in ONNX, TensorRT and Triton: `[A-Za-z_][A-Za-z0-9_]*`.")
+    kind: OutputKind = Field(
+        OutputKind.OTHER,
+        description="logits (class scores, shaped [batch, classes]: top-1 / top-k agreement gates apply), "
+        "embedding or other (cosine and absolute / relative error only).",
+    )
 
 
 class ModelSource(Frozen):
@@ -134,14 +159,27 @@ class ModelSource(Frozen):
         None, description="A state_dict loaded into the model: .pt, .pth or .safetensors."
     )
     seed: int = Field(0, description="Seeds random initialisation and the golden inputs, so runs are reproducible.")
+    golden_inputs: Path | None = Field(
+        None,
+        description="An .npz of golden inputs, keyed by input name (used at every shape: each array is cut to the "
+        "min / opt / max shape from its start) or by `<min|opt|max>.<input>` (used as it is); for inputs random "
+        "values cannot represent (token ids of real text, masks, images). Inputs it lacks are drawn at random.",
+    )
 
-    _files = field_validator("file", "torchscript", "checkpoint")(_existing_file)
+    _files = field_validator("file", "torchscript", "checkpoint", "golden_inputs")(_existing_file)
 
     @field_validator("checkpoint")
     @classmethod
     def _checkpoint_suffix(cls, value: Path | None) -> Path | None:
         if value is not None and value.suffix not in CHECKPOINT_SUFFIXES:
             raise ValueError(f"checkpoint must be one of {', '.join(CHECKPOINT_SUFFIXES)}")
+        return value
+
+    @field_validator("golden_inputs")
+    @classmethod
+    def _npz_suffix(cls, value: Path | None) -> Path | None:
+        if value is not None and value.suffix != ".npz":
+            raise ValueError("golden_inputs must be an .npz file (numpy.savez), keyed by input name")
         return value
 
     @model_validator(mode="after")

@@ -6,6 +6,7 @@ Bugs in `deploy` itself are deliberately *not* `DeployError`s, so the CLI can te
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -87,3 +88,27 @@ class StageSkipped(Exception):
 class MissingDependency(EnvError):
     def __init__(self, what: str, install: str) -> None:
         super().__init__(f"{what} is not available; install it with: {install}")
+
+
+# Terminal colour / cursor sequences: libraries (torch.onnx's exporter) put them in their
+# messages; in a log file or a Jenkins console they are noise.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def plain(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, plain; its type's name if it has none."""
+    lines = plain(str(exc)).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def root_cause(exc: BaseException) -> str:
+    """`Type: first line` of the innermost cause: the error that started it, not the
+    wrappers' advice around it."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    lines = plain(str(exc)).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__

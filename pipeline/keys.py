@@ -20,6 +20,7 @@ from pipeline.hashing import digest_json
 from pipeline.stage import StageSpec
 
 KEY_SCHEMA = 1
+NEVER_RAN = "never ran with this cache"
 
 
 def _normalise(name: str) -> str:
@@ -86,7 +87,7 @@ def key_of(parts: dict[str, Any]) -> str:
 def reasons(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
     """Human-readable differences, e.g. 'params.opset: 17 -> 18'."""
     if not old:
-        return ["never ran with this cache"]
+        return [NEVER_RAN]
     flat_old, flat_new = _flatten(old), _flatten(new)
     changed = []
     for path in sorted(set(flat_old) | set(flat_new)):

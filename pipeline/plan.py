@@ -7,8 +7,10 @@ byte-identical (the exports are deterministic).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 from pipeline import keys
@@ -17,6 +19,8 @@ from pipeline.project import Project
 from pipeline.source import source_digest
 from pipeline.stage import SOURCE_ARTIFACT, ArtifactKind
 from pipeline.store import Output, Store
+
+NEVER_RAN = keys.NEVER_RAN
 
 
 class Action(str, Enum):
@@ -77,6 +81,30 @@ def why(
     return [f"after {', '.join(dict.fromkeys(waiting))} runs", *changed]
 
 
+@dataclass(frozen=True)
+class Failure:
+    key: str | None
+    message: str
+    finished: str
+
+    def reason(self, key: str | None) -> str:
+        same = " with this same key" if key is not None and key == self.key else ""
+        first = self.message.strip().splitlines()[0] if self.message.strip() else "no message"
+        return f"failed in the last run ({self.finished}){same}: {first}"
+
+
+def last_failures(summary: Path) -> dict[str, Failure]:
+    """stage -> its failure in the run that wrote `summary`; {} when there is none."""
+    try:
+        data = json.loads(summary.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {
+        str(s.get("stage")): Failure(s.get("key"), str(s.get("message", "")), str(data.get("finished", "?")))
+        for s in data.get("stages", []) if isinstance(s, dict) and s.get("status") == "failed"
+    }
+
+
 @dataclass
 class _Walk:
     """What the plan knows while it walks the graph in execution order."""
@@ -86,6 +114,13 @@ class _Walk:
     resolved: dict[str, Output]
     absent: set[str] = field(default_factory=set)  # outputs of stages that will skip
     _entries: dict[str, list[dict[str, Any]]] | None = None
+    _failures: dict[str, Failure] | None = None
+
+    def failure(self, stage: str) -> Failure | None:
+        """How `stage` failed in the last run, if it did (the summary is read on first need)."""
+        if self._failures is None:
+            self._failures = last_failures(self.project.run_dir / "summary.json")
+        return self._failures.get(stage)
 
     def entries(self, stage: str) -> list[dict[str, Any]]:
         """Key material of every cached entry of `stage` (read once, on first need)."""
@@ -122,7 +157,15 @@ def _row(node: Node, walk: _Walk) -> PlanRow:
         walk.resolved.update({f"{node.name}.{n}": o for n, o in entry.outputs.items()})
         return PlanRow(node.name, Action.CACHED, key)
     extra = [f"cache entry is damaged: {problem}"] if problem else []
-    return PlanRow(node.name, Action.RUN, key, why(node, walk.project, walk.store, parts, walk.resolved) + extra)
+    return PlanRow(node.name, Action.RUN, key, _with_failure(node, walk, key, why(node, walk.project, walk.store, parts, walk.resolved)) + extra)
+
+
+def _with_failure(node: Node, walk: _Walk, key: str | None, reasons: list[str]) -> list[str]:
+    """A stage that failed last time says so first ("never ran" would be untrue)."""
+    failure = walk.failure(node.name)
+    if failure is None:
+        return reasons
+    return [failure.reason(key), *(r for r in reasons if r != NEVER_RAN)]
 
 
 def _absent_inputs(node: Node, walk: _Walk) -> list[str]:
@@ -134,7 +177,7 @@ def _unknown_key(node: Node, walk: _Walk) -> PlanRow:
     """An upstream stage will run, so this key is not known yet. It can still hit only if
     some cached entry of this stage has the same own key material and agrees on every
     input already known; otherwise it certainly runs."""
-    reasons = why(node, walk.project, walk.store, None, walk.resolved)
+    reasons = _with_failure(node, walk, None, why(node, walk.project, walk.store, None, walk.resolved))
     if any(_could_match(node, walk, found) for found in walk.entries(node.name)):
         return PlanRow(node.name, Action.PENDING, None, reasons)
     return PlanRow(node.name, Action.RUN, None, [*reasons, "no cached result for these parameters and known inputs"])

@@ -47,15 +47,18 @@ class _UniqueKeyLoader(_SafeLoader):  # type: ignore[valid-type,misc]
 
     def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
         keys = [self.construct_object(k, deep=deep) for k, _ in node.value]
-        dupes = {k for k in keys if keys.count(k) > 1}
-        if dupes:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {sorted(map(str, dupes))}", node.start_mark
-            )
+        seen: set[Any] = set()
+        for (key_node, _), key in zip(node.value, keys):
+            if key in seen:
+                line = key_node.start_mark.line + 1
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{key}' at line {line}")
+            seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
+    if path.is_dir():
+        raise ConfigError(str(path), [Issue("", "is a directory; give the config file (e.g. configs/resnet50.yaml)")])
     if not path.is_file():
         raise ConfigError(str(path), [Issue("", "config file not found")])
     try:
@@ -118,7 +121,15 @@ def _graph(stages: list[tuple[StageSpec, BaseModel]]) -> tuple[Graph | None, lis
 
 
 def _issues(exc: ValidationError, prefix: str = "") -> list[Issue]:
-    return [Issue(_where(prefix, err["loc"]), _message(err)) for err in exc.errors()]
+    errors = exc.errors()
+    return [Issue(_where(prefix, err["loc"]), _message(err)) for err in errors if not _echo(err, errors)]
+
+
+def _echo(err: Any, errors: list[Any]) -> bool:
+    """pydantic checks a list's length after dropping its invalid items, so one bad input
+    also reports 'inputs: should have at least 1 item': noise next to the real error."""
+    loc = tuple(err["loc"])
+    return err["type"] == "too_short" and any(tuple(o["loc"])[: len(loc)] == loc and len(o["loc"]) > len(loc) for o in errors)
 
 
 def _where(prefix: str, loc: tuple[int | str, ...]) -> str:

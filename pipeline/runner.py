@@ -26,12 +26,15 @@ from pipeline.errors import (
     StageError,
     StageFailed,
     StageSkipped,
+    plain,
+    root_cause,
 )
 from pipeline.graph import Node
 from pipeline.logs import captured
 from pipeline.plan import Action, make_plan, source_outputs, stage_parts, why
 from pipeline.project import Project
 from pipeline.publish import publish_tree
+from pipeline.writable import require_writable
 from pipeline.stage import PARTIAL_KEY, StageContext
 from pipeline.store import Entry, Output, Store
 
@@ -126,10 +129,20 @@ class Runner:
             raise StageError(failed.name, failed.message, failed.log, self.resume(failed.name), failed.exit_code)
         return results
 
+    def _places(self, nodes: Iterable[Node]) -> dict[str, Path]:
+        """The directories this run writes: the repository only if a stage publishes."""
+        config = self.project.config
+        places = {"cache_dir": self.store.root, "run_dir": config.run_dir}
+        if any(a.publish is not None for n in nodes for a in n.spec.outputs):
+            places["repository"] = config.repository
+        return places
+
     def _preflight(self) -> None:
         """A stage outside --from/--to/--only that certainly has no cached result is
         rejected before anything runs or is written."""
-        needed = {n.name for n in self._needed_nodes()}
+        nodes = self._needed_nodes()
+        require_writable(self._places(nodes))
+        needed = {n.name for n in nodes}
         outside = needed - self.selection.run
         if not outside:
             return
@@ -239,17 +252,18 @@ class Runner:
                 if missing:
                     raise StageFailed(f"stage finished without writing output(s): {', '.join(missing)}")
             except StageFailed as exc:
-                logger.error("%s", exc)
-                result.status, result.message = Status.FAILED, str(exc)
+                # The cause (e.g. an exporter's pages of advice) goes to the log in full.
+                logger.error("%s", exc, exc_info=exc.__cause__ is not None)
+                result.status, result.message = Status.FAILED, plain(str(exc))
             except StageSkipped as exc:
                 logger.warning("skipped: %s", exc)
                 result.status, result.message = Status.SKIPPED, str(exc)
             except DeployError as exc:  # e.g. a library the stage needs is missing: exit code kept
                 logger.error("%s", exc)
-                result.status, result.message, result.exit_code = Status.FAILED, str(exc), exc.exit_code
+                result.status, result.message, result.exit_code = Status.FAILED, plain(str(exc)), exc.exit_code
             except Exception as exc:  # noqa: BLE001 - any crash in stage code is that stage's failure
                 logger.error("unexpected error\n%s", traceback.format_exc())
-                result.status, result.message = Status.FAILED, f"{type(exc).__name__}: {exc} (traceback in the log)"
+                result.status, result.message = Status.FAILED, f"{root_cause(exc)} (traceback in the log)"
 
     def _store_outputs(self, node: Node, key: str, parts: dict[str, Any], workdir: Path, result: StageResult) -> None:
         for artifact in node.spec.outputs:

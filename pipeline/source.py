@@ -1,8 +1,9 @@
 """The model's identity, computed without importing torch.
 
 It is the digest of the pipeline's source artifact (`model`): the factory path and
-kwargs, the seed, the digests of the checkpoint / source file / TorchScript file, and
-the version of the package the factory comes from (so upgrading torchvision rebuilds).
+kwargs, the seed, the digests of the checkpoint / source file / TorchScript file / golden
+inputs, and the version of the package the factory comes from (so upgrading torchvision
+rebuilds).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pipeline.keys import dist_version
 def identity(model: ModelSource, memo: StatMemo) -> dict[str, Any]:
     ident: dict[str, Any] = model.model_dump(mode="json", include={"factory", "callable", "kwargs", "seed"})
     ident["kind"] = model.kind
-    for name in ("file", "checkpoint", "torchscript"):
+    for name in ("file", "checkpoint", "torchscript", "golden_inputs"):
         path = getattr(model, name)
         if path is not None:
             ident[f"{name}_sha256"] = memo.digest(path)

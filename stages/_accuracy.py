@@ -1,49 +1,66 @@
 """The accuracy gate for reduced precision: the INT8 / FP16 model against the FP32 model
-on held-out inputs. Cosine and max-abs per output, and for class-score outputs top-1
-and top-k agreement (is FP32's class among the low-precision model's k best?)."""
+on held-out inputs. Cosine and max-abs per output, and for outputs declared as class
+scores (`kind: logits`) top-1 and top-k agreement (is FP32's class among the
+low-precision model's k best?)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from pipeline.config import OutputKind, OutputSpec
 from stages._tolerance import AccuracyGate
 
 
-def measure(reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np.ndarray]], k: int) -> dict[str, dict[str, Any]]:
+def measure(
+    reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np.ndarray]], k: int, kinds: Mapping[str, OutputKind]
+) -> dict[str, dict[str, Any]]:
     """output -> metrics over all samples."""
     result = {}
     for name in reference[0]:
         ref = np.concatenate([r[name] for r in reference]).astype(np.float64)
         got = np.concatenate([c[name] for c in candidate]).astype(np.float64)
-        result[name] = _metrics(ref, got, k)
+        result[name] = _metrics(ref, got) | (_agreement_metrics(ref, got, k) if kinds[name] is OutputKind.LOGITS else {})
     return result
 
 
-def _metrics(ref: np.ndarray, got: np.ndarray, k: int) -> dict[str, Any]:
+def _metrics(ref: np.ndarray, got: np.ndarray) -> dict[str, Any]:
     flat_r, flat_g = ref.reshape(len(ref), -1), got.reshape(len(got), -1)
-    per_sample = np.sum(flat_r * flat_g, 1) / np.maximum(np.linalg.norm(flat_r, axis=1) * np.linalg.norm(flat_g, axis=1), 1e-30)
+    norms = np.linalg.norm(flat_r, axis=1) * np.linalg.norm(flat_g, axis=1)
+    # A sample whose output is all zeros has no direction: its cosine is NaN, not 0 or 1.
+    per_sample = np.sum(flat_r * flat_g, 1) / np.where(norms > 0, norms, np.nan)
+    total = float(np.linalg.norm(flat_r) * np.linalg.norm(flat_g))
     diff = np.abs(ref - got)
-    out: dict[str, Any] = {
+    scale = float(np.abs(ref).max(initial=0.0))
+    return {
         "samples": len(ref),
-        "cosine": float(np.sum(flat_r * flat_g) / max(np.linalg.norm(flat_r) * np.linalg.norm(flat_g), 1e-30)),
-        "min_sample_cosine": float(per_sample.min()),
+        "cosine": None if total == 0 else float(np.sum(flat_r * flat_g) / total),  # NaN outputs stay NaN
+        "min_sample_cosine": float(np.nanmin(per_sample)) if np.any(norms > 0) else None,
+        "zero_samples": int(np.sum(norms == 0)),
         "max_abs": float(diff.max()),
         "mean_abs": float(diff.mean()),
+        "scaled_err": float(diff.max()) / scale if scale > 0 else None,
     }
-    if ref.ndim == 2 and ref.shape[1] > 1:
-        top1 = ref.argmax(1)
-        topk = np.argsort(-got, axis=1)[:, : min(k, got.shape[1])]
-        out["top1_agreement"] = float(np.mean(top1 == got.argmax(1)))
-        out[f"top{k}_agreement"] = float(np.mean([t in row for t, row in zip(top1, topk)]))
-    return out
+
+
+def _agreement_metrics(ref: np.ndarray, got: np.ndarray, k: int) -> dict[str, Any]:
+    """Top-1 and top-k agreement, for outputs declared as class scores ([batch, classes])."""
+    if ref.ndim != 2 or ref.shape[1] < 2:
+        return {}
+    top1 = ref.argmax(1)
+    topk = np.argsort(-got, axis=1)[:, : min(k, got.shape[1])]
+    return {"top1_agreement": float(np.mean(top1 == got.argmax(1))),
+            f"top{k}_agreement": float(np.mean([t in row for t, row in zip(top1, topk)]))}
 
 
 def failures(metrics: dict[str, dict[str, Any]], gate: AccuracyGate) -> list[str]:
     bad = []
     for name, m in metrics.items():
-        if not m["cosine"] >= gate.min_cosine:  # also catches NaN from overflowed outputs
+        if m["cosine"] is None:
+            bad.append(f"{name}: cosine undefined, the outputs are all zeros on the held-out inputs (use real data)")
+        elif not m["cosine"] >= gate.min_cosine:  # also catches NaN from overflowed outputs
             bad.append(f"{name}: cosine {m['cosine']:.5f} < min_cosine {gate.min_cosine}")
         if gate.max_abs is not None and not m["max_abs"] <= gate.max_abs:
             bad.append(f"{name}: max_abs {m['max_abs']:.4g} > max_abs {gate.max_abs}")
@@ -56,20 +73,21 @@ def _agreement(name: str, m: dict[str, Any], key: str, minimum: float | None) ->
     if minimum is None:
         return []
     if key not in m:
-        return [f"{name}: {key} asked for, but the output is not a [batch, classes] score"]
+        return [f"{name}: {key} asked for, but the output is not declared `kind: logits` with shape [batch, classes]"]
     return [f"{name}: {key} {m[key]:.3f} < {minimum}"] if not m[key] >= minimum else []
 
 
 def gate_against_fp32(
-    fp32: Any, candidate: Any, feeds: list[dict[str, np.ndarray]], names: list[str], gate: AccuracyGate
+    fp32: Any, candidate: Any, feeds: list[dict[str, np.ndarray]], outputs: Sequence[OutputSpec], gate: AccuracyGate
 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Runs both ONNX files in ONNX Runtime on the held-out feeds; (metrics, failures)."""
     from stages._onnx import session
 
+    names = [spec.name for spec in outputs]
     ref_sess, cand_sess = session(fp32), session(candidate)
     reference = [dict(zip(names, ref_sess.run(names, feed))) for feed in feeds]
     got = [dict(zip(names, cand_sess.run(names, feed))) for feed in feeds]
-    metrics = measure(reference, got, gate.top_k)
+    metrics = measure(reference, got, gate.top_k, {spec.name: spec.kind for spec in outputs})
     return metrics, failures(metrics, gate)
 
 
@@ -77,18 +95,19 @@ def headline(label: str, metrics: dict[str, dict[str, Any]]) -> str:
     parts = []
     for name, m in metrics.items():
         agree = f", top-1 agree {m['top1_agreement']:.3f}" if "top1_agreement" in m else ""
-        parts.append(f"{name}: cos {m['cosine']:.5f}, max|Δ| {m['max_abs']:.3g}{agree}")
+        parts.append(f"{name}: cos {_maybe(m['cosine'], '.5f')}, max|Δ| {m['max_abs']:.3g}{agree}")
     return f"{label} vs FP32 on held-out: " + "; ".join(parts)
 
 
 def report_table(ctx: Any, label: str, metrics: dict[str, dict[str, Any]], samples: int) -> None:
     """The run report's view of the gate: one row per output."""
-    columns = ["output", "cosine", "min sample cosine", "max |Δ|", "mean |Δ|", "top-1 agreement", "top-k agreement"]
-    rows = [[name, f"{m['cosine']:.6f}", f"{m['min_sample_cosine']:.6f}", f"{m['max_abs']:.4g}", f"{m['mean_abs']:.4g}",
-             _maybe(m.get("top1_agreement")), _maybe(next((v for k, v in m.items() if k.startswith("top") and k != "top1_agreement"), None))]
+    columns = ["output", "cosine", "min sample cosine", "max |Δ|", "max |Δ| / max |ref|", "mean |Δ|", "top-1 agreement", "top-k agreement"]
+    rows = [[name, _maybe(m["cosine"], ".6f"), _maybe(m["min_sample_cosine"], ".6f"), f"{m['max_abs']:.4g}", _maybe(m["scaled_err"], ".3g"),
+             f"{m['mean_abs']:.4g}", _maybe(m.get("top1_agreement"), ".3f"),
+             _maybe(next((v for k, v in m.items() if k.startswith("top") and k != "top1_agreement"), None), ".3f")]
             for name, m in metrics.items()]
     ctx.report_table(f"{label} vs FP32 on {samples} held-out samples", columns, rows)
 
 
-def _maybe(value: float | None) -> str:
-    return "" if value is None else f"{value:.3f}"
+def _maybe(value: float | None, spec: str) -> str:
+    return "" if value is None else format(value, spec)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.config import DeployConfig
-from pipeline.errors import ConfigError, Issue, StageFailed
+from pipeline.errors import ConfigError, Issue, StageFailed, first_line
 from pipeline.stage import StageContext
 
 if TYPE_CHECKING:
@@ -112,7 +112,10 @@ def _ort_session(path: Path, threads: int | None, device: str) -> Any:
     provider = "CUDAExecutionProvider" if device == "cuda" else "CPUExecutionProvider"
     if provider not in ort.get_available_providers():
         raise StageFailed(f"device: cuda needs onnxruntime-gpu; this onnxruntime has {ort.get_available_providers()}")
-    return ort.InferenceSession(str(path), options, providers=[provider])
+    try:
+        return ort.InferenceSession(str(path), options, providers=[provider])
+    except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail / InvalidGraph / ... types
+        raise StageFailed(f"ONNX Runtime cannot load {path}: {first_line(exc)}") from exc
 
 
 def _ort_call(sess: Any, feeds: dict[str, Any]) -> Callable[[], Any]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.config import LABELS, DeployConfig, InputSpec, Label
+from pipeline.errors import ConfigError, Issue, StageFailed
 
 
 @dataclass(frozen=True)
@@ -20,8 +21,20 @@ class Case:
     outputs: dict[str, np.ndarray]
 
 
+FIELD = "model.golden_inputs"
+
+
 def make_inputs(config: DeployConfig, label: Label, rng: np.random.Generator) -> dict[str, np.ndarray]:
     return {spec.name: random_input(spec, spec.shape(label), rng) for spec in config.inputs}
+
+
+def golden_inputs(config: DeployConfig, rng: np.random.Generator) -> dict[Label, dict[str, np.ndarray]]:
+    """The inputs at min / opt / max: from `model.golden_inputs` where it has them, else
+    random; refused when any is constant (parity on a constant input proves nothing)."""
+    given = _load_given(config.model.golden_inputs)
+    cases = {label: {spec.name: _one_input(spec, label, rng, given) for spec in config.inputs} for label in LABELS}
+    refuse_constant("golden input", cases, _input_hint(config))
+    return cases
 
 
 def random_input(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -30,9 +43,70 @@ def random_input(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generat
     if spec.value_range is not None:
         low, high = spec.value_range
         if spec.dtype.startswith(("int", "uint")):
-            return rng.integers(int(low), int(high), size=shape).astype(spec.dtype)
+            # Inclusive, as documented: value_range [0, 1] is a real mask, not all zeros.
+            return rng.integers(int(low), int(high), size=shape, endpoint=True).astype(spec.dtype)
         return rng.uniform(low, high, size=shape).astype(_np_dtype(spec.dtype))
     return rng.standard_normal(size=shape).astype(_np_dtype(spec.dtype))
+
+
+def _load_given(path: Path | None) -> dict[str, np.ndarray]:
+    if path is None:
+        return {}
+    try:
+        with np.load(path) as data:
+            return {key: data[key] for key in data.files}
+    except (OSError, ValueError) as exc:  # not a zip, truncated, pickled objects
+        raise ConfigError(str(path), [Issue(FIELD, f"cannot read as .npz: {exc}")]) from exc
+
+
+def _one_input(spec: InputSpec, label: Label, rng: np.random.Generator, given: dict[str, np.ndarray]) -> np.ndarray:
+    want = spec.shape(label)
+    exact, shared = given.get(f"{label}.{spec.name}"), given.get(spec.name)
+    if exact is not None:
+        _check_shape(spec, label, exact, exact.shape == want)
+        return _cast(spec, exact)
+    if shared is not None:
+        fits = shared.ndim == len(want) and all(have >= need for have, need in zip(shared.shape, want))
+        _check_shape(spec, label, shared, fits)
+        # The leading block: a batch's first rows, a token sequence's first tokens.
+        return _cast(spec, shared[tuple(slice(0, n) for n in want)])
+    return random_input(spec, want, rng)
+
+
+def _check_shape(spec: InputSpec, label: Label, array: np.ndarray, fits: bool) -> None:
+    if not fits:
+        where = f"{FIELD}[{spec.name}]"
+        raise ConfigError(where, [Issue(where, f"shape {list(array.shape)} cannot give the {label} shape {list(spec.shape(label))}")])
+
+
+def _cast(spec: InputSpec, array: np.ndarray) -> np.ndarray:
+    dtype = np.dtype(_np_dtype(spec.dtype))
+    if not np.can_cast(array.dtype, dtype, casting="same_kind"):
+        where = f"{FIELD}[{spec.name}]"
+        raise ConfigError(where, [Issue(where, f"dtype {array.dtype} cannot be cast to the input's {dtype}")])
+    return np.ascontiguousarray(array.astype(dtype))
+
+
+def refuse_constant(what: str, cases: dict[Label, dict[str, np.ndarray]], hint: str) -> None:
+    """Raises StageFailed naming every tensor that is constant at some shape."""
+    bad = sorted({f"{name} at {label} ({_value(a)})" for label, arrays in cases.items() for name, a in arrays.items() if _constant(a)})
+    if bad:
+        raise StageFailed(f"{what}s are constant, so parity would compare nothing: {', '.join(bad)}. {hint}")
+
+
+def _constant(array: np.ndarray) -> bool:
+    flat = array.reshape(-1)
+    return flat.size > 1 and bool(np.all(flat == flat[0]))
+
+
+def _value(array: np.ndarray) -> str:
+    return f"all {array.reshape(-1)[0].item()!r}"
+
+
+def _input_hint(config: DeployConfig) -> str:
+    if config.model.golden_inputs is not None:
+        return f"Give varied values in {FIELD} ({config.model.golden_inputs})."
+    return "Widen the input's value_range, or give real inputs in model.golden_inputs (.npz keyed by input name)."
 
 
 def _np_dtype(dtype: str) -> str:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.config import OutputKind, OutputSpec
+from pipeline.errors import Issue
+
 
 class Tolerance(BaseModel):
     """Pass when |actual - ref| <= atol + rtol * |ref| everywhere and cosine >= min_cosine."""
@@ -35,3 +38,12 @@ class AccuracyGate(BaseModel):
         None, ge=0, le=1,
         description="For [batch, classes] outputs: least fraction of samples whose FP32 top-1 class is in the top_k; null: not checked.",
     )
+
+
+def gate_issues(gate: AccuracyGate, outputs: tuple[OutputSpec, ...], where: str) -> list[Issue]:
+    """Agreement gates need class scores: without an output declared `kind: logits` they
+    would silently judge nothing (or judge an embedding as if it were classes)."""
+    asked = [name for name in ("min_top1_agreement", "min_topk_agreement") if getattr(gate, name) is not None]
+    if not asked or any(spec.kind is OutputKind.LOGITS for spec in outputs):
+        return []
+    return [Issue(f"{where}.gate.{name}", "needs an output declared `kind: logits` (class scores) under outputs") for name in asked]

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from pipeline.config import DeployConfig, ModelSource
-from pipeline.errors import StageFailed
+from pipeline.errors import StageFailed, first_line
 
 
 def load_model(source: ModelSource) -> torch.nn.Module:
@@ -45,7 +45,8 @@ def _factory(source: ModelSource) -> Any:
         except ImportError as exc:
             raise StageFailed(f"model.factory: cannot import '{module_name}': {exc}") from exc
     if not hasattr(module, name):
-        raise StageFailed(f"model: '{module.__name__}' has no attribute '{name}'")
+        where = f"model.callable: {source.file}" if source.file is not None else f"model.factory: '{module.__name__}'"
+        raise StageFailed(f"{where} has no attribute '{name}'")
     return getattr(module, name)
 
 
@@ -57,18 +58,17 @@ def _module_from_file(path: Path) -> Any:
     sys.path.insert(0, str(path.parent))  # let the file import its siblings
     try:
         spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise StageFailed(f"model.file: {path}, line {exc.lineno}: {exc.msg}") from exc
+    except Exception as exc:  # noqa: BLE001 - any error while importing the user's file
+        raise StageFailed(f"model.file: importing {path} failed: {type(exc).__name__}: {exc}") from exc
     finally:
         sys.path.remove(str(path.parent))
     return module
 
 
 def _load_checkpoint(model: torch.nn.Module, path: Path) -> None:
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
-        state: Any = load_file(str(path))
-    else:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+    state = _read_state(path)
     if isinstance(state, dict) and set(state) == {"state_dict"}:
         state = state["state_dict"]
     try:
@@ -77,13 +77,30 @@ def _load_checkpoint(model: torch.nn.Module, path: Path) -> None:
         raise StageFailed(f"model.checkpoint {path.name} does not fit the model: {exc}") from exc
 
 
+def _read_state(path: Path) -> Any:
+    import pickle
+
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        if path.suffix == ".safetensors":
+            return load_file(str(path))
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, SafetensorError, RuntimeError, EOFError, OSError, ValueError) as exc:
+        raise StageFailed(f"model.checkpoint: cannot read {path} as a state_dict: {first_line(exc)}") from exc
+
+
 def example_args(config: DeployConfig, inputs: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
     return tuple(torch.from_numpy(np.ascontiguousarray(inputs[spec.name])) for spec in config.inputs)
 
 
 def run_module(module: Any, config: DeployConfig, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    with torch.no_grad():
-        result = module(*example_args(config, inputs))
+    try:
+        with torch.no_grad():
+            result = module(*example_args(config, inputs))
+    except Exception as exc:  # noqa: BLE001 - the user's forward: its error is the message
+        raise StageFailed(f"the model's forward raised: {type(exc).__name__}: {first_line(exc)}") from exc
     flat = _flatten(result)
     names = [spec.name for spec in config.outputs]
     if len(flat) != len(names):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,6 +129,7 @@ def _infer_chunk(
 
 
 BATCHING_ROUNDS = 3
+SETTLE_S = 5.0  # how long the statistics may lag the last response
 
 
 def batching(server: Server, model: str, case: Case, inputs: list[Tensor], requests: int, timeout_s: float) -> dict[str, Any]:
@@ -164,11 +166,23 @@ def _burst(conn: Any, model: str, request: list[Any], requests: int, timeout_s: 
     for _ in range(requests):
         if not done.acquire(timeout=timeout_s):
             raise TimeoutError(f"batching check: no answer within {timeout_s} s")
-    after = _counts(conn, model)
+    after = settled(lambda: _counts(conn, model), before[0] + requests - len(errors), SETTLE_S)
     return {
         "requests": requests, "inferences": after[0] - before[0], "executions": after[1] - before[1],
         "errors": [str(e) for e in errors[:3]],
     }
+
+
+def settled(read: Callable[[], tuple[int, int]], target: int, timeout_s: float, interval_s: float = 0.02) -> tuple[int, int]:
+    """(inferences, executions) once the inference count reaches `target`. Triton updates
+    its statistics after it sends the responses, so a read right after the last answer can
+    miss the last batch; the last read is returned when the deadline passes."""
+    deadline = time.monotonic() + timeout_s
+    counts = read()
+    while counts[0] < target and time.monotonic() < deadline:
+        time.sleep(interval_s)
+        counts = read()
+    return counts
 
 
 def _single_item(case: Case, inputs: list[Tensor]) -> list[Any]:

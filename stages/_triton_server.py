@@ -354,6 +354,9 @@ def wait_live(server: Server, deadline: float) -> None:
         if _answers(server.http, "/v2/health/live"):
             return
         time.sleep(0.1)
+    if server.process is None:  # kind url: a server someone else runs is not there
+        raise EnvError(f"no Triton server answers at http://{server.http}/v2/health/live (server.url): "
+                       "start it, or fix the url / grpc_url")
     raise StageFailed(
         "tritonserver did not become live within the startup timeout (it loads the models "
         f"before it answers, so a model whose initialization hangs shows up here); server log tail:\n{server.log_tail()}"

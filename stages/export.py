@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config import DeployConfig
-from pipeline.errors import StageFailed
+from pipeline.errors import StageFailed, root_cause
 from pipeline.stage import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
 from stages._tolerance import Tolerance
 
@@ -41,7 +41,7 @@ def run(ctx: StageContext, params: ExportParams) -> None:
     _record_opset(ctx, proto, params.opset)
     table = _parity.compare(_onnx.run_golden(_onnx.session(ctx.output("onnx")), ctx.config, golden), golden, params.tolerance)
     ctx.record("parity", table)
-    ctx.record("headline", f"opset {ctx.metrics['opset_written']}, ORT vs eager: {_parity.headline(table)}")
+    ctx.record("headline", f"opset {ctx.metrics['opset_written']}, ORT vs eager: {_parity.headline(table, params.tolerance)}")
     _parity.gate("ONNX Runtime vs eager", table, params.tolerance)
 
 
@@ -78,7 +78,9 @@ def _export(model: Any, ctx: StageContext, params: ExportParams, golden: dict[An
             **options,
         )
     except Exception as exc:
-        raise StageFailed(f"torch.onnx.export ({params.exporter}) failed: {type(exc).__name__}: {exc}") from exc
+        # The exporters wrap the error in pages of advice (with colour codes, and "see the
+        # stack trace above", which only the log has): the console gets the root cause.
+        raise StageFailed(f"torch.onnx.export ({params.exporter}) failed: {root_cause(exc)} (full message in the log)") from exc
 
 
 def _check_size(model: Any) -> None:

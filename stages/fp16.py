@@ -8,10 +8,11 @@ import json
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.errors import StageFailed
+from pipeline.config import DeployConfig
+from pipeline.errors import Issue, StageFailed
 from pipeline.stage import Artifact, Section, StageContext, StageSpec
 from stages._datasource import DataSource, fingerprint
-from stages._tolerance import AccuracyGate
+from stages._tolerance import AccuracyGate, gate_issues
 
 # Reductions, exponentials and normalisations overflow or lose precision in FP16.
 SENSITIVE_OPS = ("Softmax", "LogSoftmax", "ReduceMean", "ReduceSum", "ReduceL2", "Exp", "Log", "Pow", "LayerNormalization", "Erf")
@@ -37,8 +38,7 @@ def run(ctx: StageContext, params: Fp16Params) -> None:
     converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=block, max_finite_val=params.max_finite)
     onnx.save(converted, str(ctx.output("onnx_fp16")))
     holdout = _datasource.load(params.holdout, ctx.config)
-    names = [spec.name for spec in ctx.config.outputs]
-    metrics, bad = _accuracy.gate_against_fp32(ctx.input("onnx"), ctx.output("onnx_fp16"), holdout, names, params.gate)
+    metrics, bad = _accuracy.gate_against_fp32(ctx.input("onnx"), ctx.output("onnx_fp16"), holdout, ctx.config.outputs, params.gate)
     report = {"holdout_samples": len(holdout), "kept_fp32": list(params.keep_fp32_ops), "outputs": metrics, "gate": params.gate.model_dump()}
     ctx.record("accuracy", report)
     ctx.record("headline", _accuracy.headline("FP16", metrics))
@@ -48,9 +48,13 @@ def run(ctx: StageContext, params: Fp16Params) -> None:
         raise StageFailed("FP16 accuracy gate failed: " + "; ".join(bad))
 
 
+def check(params: Fp16Params, config: DeployConfig) -> list[Issue]:
+    return gate_issues(params.gate, config.outputs, "stages.fp16")
+
+
 SPEC = StageSpec(
     name="fp16",
-    version=2,
+    version=3,
     params=Fp16Params,
     inputs=("onnx",),
     outputs=(Artifact("onnx_fp16", filename="model.fp16.onnx"), Artifact("accuracy", filename="accuracy.json")),
@@ -58,5 +62,6 @@ SPEC = StageSpec(
     uses=frozenset({Section.SHAPES}),
     env=("onnx", "onnxruntime", "onnxconverter-common", "numpy"),
     identity=lambda p: {"holdout_data": fingerprint(p.holdout)},
+    check=check,
     description="FP16 ONNX (FP32 I/O and sensitive ops), accuracy-gated against FP32",
 )

@@ -20,7 +20,7 @@ from pipeline.config import DeployConfig
 from pipeline.errors import Issue, MissingDependency, StageFailed
 from pipeline.stage import Artifact, Section, StageContext, StageSpec
 from stages._datasource import DataSource, fingerprint
-from stages._tolerance import AccuracyGate
+from stages._tolerance import AccuracyGate, gate_issues
 
 Target = Literal["onnxruntime", "tensorrt"]
 Method = Literal["minmax", "entropy", "percentile"]
@@ -63,9 +63,9 @@ class QuantizeParams(BaseModel):
 
 def check(params: QuantizeParams, config: DeployConfig) -> list[Issue]:
     where = "stages.quantize"
+    issues = gate_issues(params.gate, config.outputs, where)
     if params.quantizer != "modelopt":
-        return []
-    issues = []
+        return issues
     if params.target != "tensorrt":
         issues.append(Issue(f"{where}.quantizer", "modelopt writes Q/DQ for TensorRT: set target: tensorrt"))
     if params.method == "percentile":
@@ -89,8 +89,7 @@ def run(ctx: StageContext, params: QuantizeParams) -> None:
         _quantize_modelopt(ctx.input("onnx"), ctx.output("onnx_int8"), calibration, params)
     else:
         _quantize(ctx.input("onnx"), ctx.output("onnx_int8"), calibration, params, ctx.workdir)
-    names = [spec.name for spec in ctx.config.outputs]
-    metrics, bad = _accuracy.gate_against_fp32(ctx.input("onnx"), ctx.output("onnx_int8"), holdout, names, params.gate)
+    metrics, bad = _accuracy.gate_against_fp32(ctx.input("onnx"), ctx.output("onnx_int8"), holdout, ctx.config.outputs, params.gate)
     report = {"target": params.target, "method": params.method, "calibration_samples": len(calibration), "holdout_samples": len(holdout), "outputs": metrics, "gate": params.gate.model_dump()}
     ctx.record("accuracy", report)
     ctx.record("headline", _accuracy.headline("INT8", metrics))
@@ -109,14 +108,68 @@ def _quantize(source: Path, dest: Path, calibration: list[Any], params: Quantize
         q.shape_inference.quant_pre_process(str(source), str(model), skip_symbolic_shape=True)
     tensorrt = params.target == "tensorrt"
     q.quantize_static(
-        str(model), str(dest), _reader(calibration),
+        str(model), str(dest), None,
         quant_format=q.QuantFormat.QDQ,
         per_channel=params.per_channel,
         activation_type=q.QuantType.QInt8 if tensorrt else q.QuantType.QUInt8,
         weight_type=q.QuantType.QInt8,
-        calibrate_method={"minmax": q.CalibrationMethod.MinMax, "entropy": q.CalibrationMethod.Entropy, "percentile": q.CalibrationMethod.Percentile}[params.method],
+        calibrate_method=_ort_method(params.method),
         extra_options={"ActivationSymmetric": tensorrt, "WeightSymmetric": True},
+        calibration_cache_path=str(_calibrate(model, calibration, params.method, work)),
     )
+
+
+# onnxruntime's CalibrationMethod member per method (looked up late: no import at discovery).
+_METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
+
+
+def _ort_method(method: Method) -> Any:
+    from onnxruntime.quantization import CalibrationMethod
+
+    return getattr(CalibrationMethod, _METHODS[method])
+
+
+def _calibrate(model: Path, calibration: list[Any], method: Method, work: Path) -> Path:
+    """Calibrates the way quantize_static would, but checks the ranges first: a -inf / inf
+    constant (a transformer's attention-mask fill) makes them infinite, which minmax turns
+    into NaN zero-points and entropy / percentile into numpy errors. The ranges reach
+    quantize_static through its calibration cache, so calibration runs once."""
+    from onnxruntime.quantization.calibrate import save_tensors_data
+
+    try:
+        ranges = _ranges(model, calibration, method, work)
+    except ValueError:  # a histogram over an infinite range: find the tensors with minmax
+        ranges = _ranges(model, calibration, "minmax", work)
+    _refuse_infinite(ranges)
+    path = work / "calibration.json"
+    save_tensors_data(ranges, path)
+    return path
+
+
+def _ranges(model: Path, calibration: list[Any], method: Method, work: Path) -> Any:
+    from onnxruntime.quantization.calibrate import create_calibrator
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    # The op types quantize_static calibrates when it is given none.
+    op_types = sorted(set(QDQRegistry) | set(QLinearOpsRegistry))
+    calibrator = create_calibrator(model, op_types, augmented_model_path=str(work / "augmented.onnx"), calibrate_method=_ort_method(method))
+    calibrator.collect_data(_reader(calibration))
+    return calibrator.compute_data()
+
+
+def _refuse_infinite(ranges: Any) -> None:
+    import numpy as np
+
+    bad = [f"{name} [{float(np.min(r.range_value[0])):g}, {float(np.max(r.range_value[1])):g}]"
+           for name, r in ranges.data.items() if not np.all(np.isfinite(r.range_value))]
+    if bad:
+        shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        raise StageFailed(
+            f"INT8 calibration ranges are not finite for {len(bad)} tensor(s): {shown}. An -inf / inf in the "
+            "graph (e.g. an attention-mask fill) cannot be statically quantized: fill with a finite value "
+            "(torch.finfo(dtype).min instead of -inf), exclude the nodes that produce or read these tensors "
+            "from quantization, or use another recipe than static activation quantization for this model."
+        )
 
 
 def _quantize_modelopt(source: Path, dest: Path, calibration: list[Any], params: QuantizeParams) -> None:
@@ -151,7 +204,7 @@ def _reader(samples: list[Any]) -> Any:
 
 SPEC = StageSpec(
     name="quantize",
-    version=2,
+    version=3,
     params=QuantizeParams,
     inputs=("onnx",),
     outputs=(Artifact("onnx_int8", filename="model.int8.onnx"), Artifact("accuracy", filename="accuracy.json")),

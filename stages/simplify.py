@@ -43,7 +43,7 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
     ctx.record("nodes_before", nodes[0])
     ctx.record("nodes_after", nodes[1])
     ctx.record("parity", table)
-    ctx.record("headline", f"nodes {nodes[0]} -> {nodes[1]}, ORT vs eager: {_parity.headline(table)}")
+    ctx.record("headline", f"nodes {nodes[0]} -> {nodes[1]}, ORT vs eager: {_parity.headline(table, params.tolerance)}")
     _parity.gate("simplified ONNX vs eager", table, params.tolerance)
 
 

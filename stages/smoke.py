@@ -64,7 +64,7 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
             report["server"] = _server_info(server, params)
             report["models"].update(_check_all(server, loadable, models, ctx, params, golden))
     finally:
-        _finish(ctx, report, server)
+        _finish(ctx, report, server, params.tolerance)
     _verdict(report, server, params.require)
 
 
@@ -165,13 +165,13 @@ def _golden_parity(conn: Any, protocol: str, name: str, golden: Any, inputs: Any
     return _parity.compare(results, golden, params.tolerance)
 
 
-def _finish(ctx: StageContext, report: dict[str, Any], server: Any) -> None:
+def _finish(ctx: StageContext, report: dict[str, Any], server: Any, tol: Tolerance) -> None:
     ctx.record("smoke", report)
-    ctx.record("headline", _headline(report))
+    ctx.record("headline", _headline(report, tol))
     partial = _partial(report["models"])
     if partial:
         ctx.partial(partial)
-    _report_table(ctx, report)
+    _report_table(ctx, report, tol)
     if server is not None and server.log_path.exists():
         ctx.log.info("server log:\n%s", server.log_path.read_text(errors="replace"))
         shutil.copyfile(server.log_path, ctx.output("server_log"))
@@ -265,29 +265,29 @@ def _partial(models: dict[str, Any]) -> str | None:
     return f"passed {passed}, skipped {len(skipped)} (no {backends} backend)"
 
 
-def _headline(report: dict[str, Any]) -> str:
+def _headline(report: dict[str, Any], tol: Tolerance) -> str:
     parts = []
     for name, result in report.get("models", {}).items():
         if result["status"] == "skipped":
             parts.append(f"{name}: skipped")
             continue
-        parts.append(f"{name}: {result['status']} ({_model_numbers(result)})")
+        parts.append(f"{name}: {result['status']} ({_model_numbers(result, tol)})")
     return "; ".join(parts)
 
 
-def _report_table(ctx: StageContext, report: dict[str, Any]) -> None:
+def _report_table(ctx: StageContext, report: dict[str, Any], tol: Tolerance) -> None:
     server = report.get("server", {})
     rows = [[name, r["status"], r.get("format", ""), r.get("precision", ""),
-             r.get("reason") or "; ".join(r.get("problems", [])) or _model_numbers(r)] for name, r in report.get("models", {}).items()]
+             r.get("reason") or "; ".join(r.get("problems", [])) or _model_numbers(r, tol)] for name, r in report.get("models", {}).items()]
     title = f"Triton smoke test (tritonserver {server.get('version', '?')}, {server.get('kind', '?')})"
     ctx.report_table(title, ["model", "status", "format", "precision", "parity (golden inputs) / reason"], rows)
 
 
-def _model_numbers(result: dict[str, Any]) -> str:
+def _model_numbers(result: dict[str, Any], tol: Tolerance) -> str:
     from stages._parity import headline
 
     tables = result.get("protocols", {})
-    numbers = [f"{p} {headline(t)}" for p, t in tables.items()] or ["no inference"]
+    numbers = [f"{p} {headline(t, tol)}" for p, t in tables.items()] or ["no inference"]
     batched = result.get("batching")
     if batched:
         numbers.append(f"{batched['inferences']} requests in {batched['executions']} executions")

@@ -11,7 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.config import LABELS
+from pipeline.config import LABELS, DeployConfig
+from pipeline.errors import Issue
 from pipeline.stage import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
 from stages._tolerance import Tolerance
 
@@ -36,16 +37,41 @@ def run(ctx: StageContext, params: TraceParams) -> None:
     config = ctx.config
     model = load_model(config.model)
     rng = np.random.default_rng(config.model.seed)
-    inputs = {label: _golden.make_inputs(config, label, rng) for label in LABELS}
+    inputs = _golden.golden_inputs(config, rng)
     cases = {label: _golden.Case(inputs[label], run_module(model, config, inputs[label])) for label in LABELS}
     ctx.log.info("reference outputs: %s", _shapes(cases))
+    _golden.refuse_constant("reference output", {lb: case.outputs for lb, case in cases.items()}, _OUTPUT_HINT)
     traced = _trace(model, example_args(config, inputs["opt"]))
     table = _parity.compare({lb: run_module(traced, config, inputs[lb]) for lb in LABELS}, cases, params.tolerance)
     ctx.record("parity", table)
-    ctx.record("headline", "torchscript vs eager: " + _parity.headline(table))
+    ctx.record("headline", "torchscript vs eager: " + _parity.headline(table, params.tolerance))
     _parity.gate("TorchScript vs eager", table, params.tolerance)
     torch.jit.save(traced, str(ctx.output("torchscript")))
     _golden.save(ctx.output("golden"), cases)
+
+
+def check(params: TraceParams, config: DeployConfig) -> list[Issue]:
+    """A TorchScript source is called with one tensor per declared input, positionally:
+    a forward that wants anything else fails here, before any stage runs."""
+    from stages._torchscript_sig import forward_args
+
+    path = config.model.torchscript
+    args = forward_args(path) if path is not None else None
+    if args is None:
+        return []
+    where = "model.torchscript"
+    issues = [Issue(where, f"forward argument '{name}' is {kind}, not a Tensor: the pipeline feeds only tensors "
+                    "(wrap the module so that forward takes tensors)") for name, kind in args if kind != "Tensor"]
+    if len(args) != len(config.inputs):
+        issues.append(Issue(where, f"forward takes {len(args)} argument(s) ({', '.join(n for n, _ in args)}), "
+                                   f"the config declares {len(config.inputs)} input(s)"))
+    return issues
+
+
+_OUTPUT_HINT = (
+    "The golden inputs do not exercise the model (e.g. an all-zero attention mask): "
+    "give real inputs in model.golden_inputs (.npz keyed by input name) or change the inputs' value_range."
+)
 
 
 def _trace(model: Any, args: tuple[Any, ...]) -> Any:
@@ -63,12 +89,13 @@ def _shapes(cases: dict[Any, Any]) -> dict[str, dict[str, list[int]]]:
 
 SPEC = StageSpec(
     name="trace",
-    version=1,
+    version=2,
     params=TraceParams,
     inputs=(SOURCE_ARTIFACT,),
     outputs=(Artifact("torchscript", filename="model.pt"), Artifact("golden", filename="golden.npz")),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),
     env=("torch", "numpy"),
+    check=check,
     description="TorchScript trace; records golden inputs and eager reference outputs",
 )

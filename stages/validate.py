@@ -35,7 +35,7 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
         report[runtime] = {"passed": not _parity.failures(table, params), "shapes": table}
     ctx.record("parity", report)
     checked = [r for r in params.runtimes if "shapes" in report[r]]
-    ctx.record("headline", "; ".join([f"{r}: {_parity.headline(report[r]['shapes'])}" for r in checked] + [f"{r}: skipped" for r in params.runtimes if r not in checked]))
+    ctx.record("headline", "; ".join([f"{r}: {_parity.headline(report[r]['shapes'], params)}" for r in checked] + [f"{r}: skipped" for r in params.runtimes if r not in checked]))
     rows = [row for r in checked for row in _parity.report_rows(r, report[r]["shapes"])]
     skipped = "; ".join(f"{r}: {report[r]['skipped']}" for r in params.runtimes if r not in checked)
     ctx.report_table("Parity vs the eager reference", _parity.REPORT_COLUMNS, rows, note=skipped)

@@ -1,0 +1,135 @@
+"""Gates that cannot be fooled: golden data that exercises the model, honest scores on
+degenerate outputs, atol measured against the reference's scale, agreement metrics only
+for declared class scores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.config import InputSpec, OutputKind, OutputSpec
+from pipeline.errors import ConfigError, ExitCode, StageError
+from pipeline.project import load_project
+from stages import _accuracy, _golden, _parity
+from stages._tolerance import Tolerance
+from tests.helpers import run
+
+ZERO_MODEL = '''
+import torch
+
+
+class Dead(torch.nn.Module):
+    """Always zero: -|x| through a ReLU."""
+
+    def forward(self, x):
+        return torch.relu(-x.abs()).flatten(1)
+
+
+def dead(width: int = 8):  # the tiny config passes width
+    return Dead()
+'''
+
+
+def test_integer_value_range_is_inclusive_so_a_mask_has_ones() -> None:
+    spec = InputSpec(name="mask", dtype="int64", dims=["batch", 16], min=[1, 16], opt=[4, 16], max=[8, 16], value_range=(0, 1))
+    drawn = _golden.random_input(spec, (8, 16), np.random.default_rng(0))
+    assert set(np.unique(drawn)) == {0, 1}
+
+
+def test_equal_value_range_bounds_are_a_config_error(write_config) -> None:
+    path = write_config({"inputs": [{"name": "image", "dims": ["batch", 1, 8, 8], "min": [1, 1, 8, 8], "opt": [4, 1, 8, 8], "max": [16, 1, 8, 8], "value_range": [2, 2]}]})
+    with pytest.raises(ConfigError, match=r"inputs\[0\]: value_range needs low < high \(got \[2, 2\]\): equal bounds"):
+        load_project(path)
+
+
+def test_constant_golden_inputs_from_a_file_are_refused(write_config, tmp_path: Path) -> None:
+    np.savez(tmp_path / "golden.npz", image=np.zeros((16, 1, 8, 8), np.float32))
+    path = write_config({"model": {"golden_inputs": str(tmp_path / "golden.npz")}})
+    with pytest.raises(StageError, match=r"golden inputs are constant.*image at max \(all 0\.0\)") as info:
+        run(path, only=["trace"])
+    assert "model.golden_inputs" in str(info.value)
+
+
+def test_golden_inputs_file_is_cut_to_each_shape_and_exact_keys_win(write_config, tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    shared, exact = rng.standard_normal((20, 1, 8, 8)).astype(np.float32), rng.standard_normal((4, 1, 8, 8)).astype(np.float32)
+    np.savez(tmp_path / "golden.npz", image=shared, **{"opt.image": exact})
+    path = write_config({"model": {"golden_inputs": str(tmp_path / "golden.npz")}})
+    results = run(path, only=["trace"])
+    store_path = load_project(path).cache_dir
+    from pipeline.store import Store
+
+    cases = _golden.load(Store(store_path).path_of(results["trace"].outputs["golden"]))
+    np.testing.assert_array_equal(cases["min"].inputs["image"], shared[:1])
+    np.testing.assert_array_equal(cases["max"].inputs["image"], shared[:16])
+    np.testing.assert_array_equal(cases["opt"].inputs["image"], exact)
+
+
+def test_golden_inputs_file_too_small_names_the_input_and_shape(write_config, tmp_path: Path) -> None:
+    np.savez(tmp_path / "golden.npz", image=np.ones((2, 1, 8, 8), np.float32))
+    path = write_config({"model": {"golden_inputs": str(tmp_path / "golden.npz")}})
+    with pytest.raises(StageError, match=r"model\.golden_inputs\[image\]: shape \[2, 1, 8, 8\] cannot give the opt shape") as info:
+        run(path, only=["trace"])
+    assert info.value.exit_code == ExitCode.CONFIG
+
+
+def test_golden_inputs_must_be_npz(write_config, tmp_path: Path) -> None:
+    (tmp_path / "golden.npy").write_bytes(b"")
+    path = write_config({"model": {"golden_inputs": str(tmp_path / "golden.npy")}})
+    with pytest.raises(ConfigError, match=r"golden_inputs must be an \.npz"):
+        load_project(path)
+
+
+def test_constant_reference_outputs_are_refused(write_config, tmp_path: Path) -> None:
+    (tmp_path / "dead.py").write_text(ZERO_MODEL)
+    path = write_config({"model": {"file": str(tmp_path / "dead.py"), "callable": "dead"}})
+    with pytest.raises(StageError, match=r"reference outputs are constant.*logits at min \(all 0\.0\).*model\.golden_inputs"):
+        run(path, only=["trace"])
+
+
+def test_zero_vs_zero_is_not_a_perfect_cosine() -> None:
+    zeros = np.zeros((2, 10), np.float32)
+    m = _parity.metrics(zeros, zeros, Tolerance())
+    assert m["cosine"] is None and not m["passed"]
+    table = {"min": {"logits": m}}
+    assert "cosine undefined" in _parity.failures(table, Tolerance())[0]
+    assert "cos undefined" in _parity.headline(table, Tolerance())
+
+
+def test_headline_says_when_atol_cannot_bite() -> None:
+    rng = np.random.default_rng(0)
+    tiny = (rng.standard_normal((4, 10)) * 1e-9).astype(np.float32)
+    wrong_but_within_atol = tiny + np.float32(5e-5)
+    m = _parity.metrics(wrong_but_within_atol, tiny, Tolerance(atol=1e-4, min_cosine=0.0))
+    assert m["within_tolerance"] and not m["atol_bites"]
+    assert m["scaled_err"] > 1000  # the error is thousands of times the reference's scale
+    headline = _parity.headline({"min": {"logits": m}}, Tolerance(atol=1e-4))
+    assert "atol 0.0001 cannot bite" in headline
+
+
+def test_atol_bites_on_outputs_of_normal_scale() -> None:
+    ref = np.linspace(-3, 3, 40, dtype=np.float32)
+    m = _parity.metrics(ref + np.float32(1e-6), ref, Tolerance())
+    assert m["atol_bites"] and m["passed"]
+    assert "cannot bite" not in _parity.headline({"min": {"out": m}}, Tolerance())
+
+
+def test_agreement_metrics_only_for_declared_logits() -> None:
+    rng = np.random.default_rng(0)
+    ref = [{"out": rng.standard_normal((8, 5))}]
+    as_logits = _accuracy.measure(ref, ref, 3, {"out": OutputKind.LOGITS})
+    as_embedding = _accuracy.measure(ref, ref, 3, {"out": OutputKind.EMBEDDING})
+    assert as_logits["out"]["top1_agreement"] == 1.0
+    assert "top1_agreement" not in as_embedding["out"]
+
+
+def test_an_agreement_gate_without_a_logits_output_is_a_config_error(write_config) -> None:
+    path = write_config({"outputs": [{"name": "logits", "kind": "embedding"}], "stages": {"fp16": {"gate": {"min_top1_agreement": 0.9}}}})
+    with pytest.raises(ConfigError, match=r"stages\.fp16\.gate\.min_top1_agreement: needs an output declared `kind: logits`"):
+        load_project(path)
+
+
+def test_output_kind_defaults_to_other() -> None:
+    assert OutputSpec(name="y").kind is OutputKind.OTHER
