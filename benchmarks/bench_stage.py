@@ -51,7 +51,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-stage-") as tmp:
         path = derived(args.config.resolve(), args, Path(tmp))
-        proc = subprocess.run([sys.executable, "-m", "pipeline", "run", str(path)], cwd=ROOT, capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-m", "deploy", "run", str(path)], cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
             sys.exit(f"deploy run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         name = yaml.safe_load(path.read_text())["name"]

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "onnx", "onnxruntime", "onnxsim", "tensorrt", "tritonclient")
 PROBE = (
     "import sys, runpy; sys.argv = ['deploy', 'run', {config!r}];\n"
-    "from pipeline.cli import main\n"
+    "from deploy.cli import main\n"
     "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
     "print('HEAVY=' + ','.join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)\n"
     "sys.exit(code)\n"
@@ -36,7 +36,7 @@ PROBE = (
 def deploy_command() -> list[str]:
     """The `deploy` console script beside this interpreter (what users run), else -m."""
     script = Path(sys.executable).with_name("deploy")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "pipeline"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "deploy"]
 
 
 def timed_run(config: Path, cwd: Path) -> tuple[float, dict]:

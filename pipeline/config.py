@@ -235,6 +235,12 @@ class DeployConfig(Frozen):
     def input(self, name: str) -> InputSpec:
         return next(spec for spec in self.inputs if spec.name == name)
 
+    def input_names(self) -> list[str]:
+        return [spec.name for spec in self.inputs]
+
+    def output_names(self) -> list[str]:
+        return [spec.name for spec in self.outputs]
+
     def batch_range(self) -> tuple[int, int, int] | None:
         """(min, opt, max) of the batch dim, or None when the model is not batched."""
         if self.batch_dim is None:

@@ -62,7 +62,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(str(path), [Issue("", "config file not found")])
     try:
-        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (safe loader)
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (safe loader)
+    except UnicodeDecodeError as exc:  # a binary file, or text in another encoding: YAML is UTF-8
+        raise ConfigError(str(path), [Issue("", f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})")]) from None
     except yaml.YAMLError as exc:
         raise ConfigError(str(path), [Issue("yaml", str(exc).replace("\n", " "))]) from None
     if not isinstance(data, dict):

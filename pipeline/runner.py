@@ -264,6 +264,9 @@ class Runner:
             except Exception as exc:  # noqa: BLE001 - any crash in stage code is that stage's failure
                 logger.error("unexpected error\n%s", traceback.format_exc())
                 result.status, result.message = Status.FAILED, f"{root_cause(exc)} (traceback in the log)"
+            except SystemExit as exc:  # the user's model code called sys.exit(): its code is not ours to exit with
+                logger.error("sys.exit() called in stage code\n%s", traceback.format_exc())
+                result.status, result.message = Status.FAILED, f"code run by the stage called sys.exit({exc.code!r}) (traceback in the log)"
 
     def _store_outputs(self, node: Node, key: str, parts: dict[str, Any], workdir: Path, result: StageResult) -> None:
         for artifact in node.spec.outputs:

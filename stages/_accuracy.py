@@ -81,12 +81,12 @@ def gate_against_fp32(
     fp32: Any, candidate: Any, feeds: list[dict[str, np.ndarray]], outputs: Sequence[OutputSpec], gate: AccuracyGate
 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Runs both ONNX files in ONNX Runtime on the held-out feeds; (metrics, failures)."""
-    from stages._onnx import session
+    from runtimes.onnxrt import OnnxRuntime
 
     names = [spec.name for spec in outputs]
-    ref_sess, cand_sess = session(fp32), session(candidate)
-    reference = [dict(zip(names, ref_sess.run(names, feed))) for feed in feeds]
-    got = [dict(zip(names, cand_sess.run(names, feed))) for feed in feeds]
+    ref_model, cand_model = OnnxRuntime(fp32, outputs=names), OnnxRuntime(candidate, outputs=names)
+    reference = [ref_model.infer(feed) for feed in feeds]
+    got = [cand_model.infer(feed) for feed in feeds]
     metrics = measure(reference, got, gate.top_k, {spec.name: spec.kind for spec in outputs})
     return metrics, failures(metrics, gate)
 

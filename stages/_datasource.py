@@ -21,7 +21,7 @@ from pipeline.config import resolve_path
 if TYPE_CHECKING:
     import numpy as np
 
-    from pipeline.config import DeployConfig
+    from pipeline.config import DeployConfig, InputSpec
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".ppm")
 
@@ -65,7 +65,22 @@ class DataSource(BaseModel):
     def _path_given(self) -> DataSource:
         if self.kind != "random" and self.path is None:
             raise ValueError(f"a '{self.kind}' source needs a path")
+        problem = _path_problem(self.kind, self.path)
+        if problem:
+            raise ValueError(problem)
         return self
+
+
+def _path_problem(kind: str, path: Path | None) -> str | None:
+    """A path of the wrong sort for its kind, found before any stage runs (not as an
+    OS or numpy error half way through the pipeline)."""
+    if path is None or not path.exists():
+        return None  # missing: reported by the path's own validator
+    if kind == "images" and not path.is_dir():
+        return f"an 'images' source needs a directory of images; {path} is a file"
+    if kind == "arrays" and (not path.is_file() or path.suffix not in (".npy", ".npz")):
+        return f"an 'arrays' source needs a .npy or .npz file; got {path}"
+    return None
 
 
 def load(source: DataSource, config: DeployConfig) -> list[dict[str, np.ndarray]]:
@@ -76,15 +91,43 @@ def load(source: DataSource, config: DeployConfig) -> list[dict[str, np.ndarray]
         return _random(source, config)
     if source.path is None or not source.path.exists():
         raise StageFailed(f"data source path not found: {source.path}")
-    window = slice(source.offset, source.offset + source.count)
-    if source.kind == "images":
-        arrays = _images(source, config, window)
-    else:
-        arrays = {k: v[window] for k, v in _arrays(source, config).items()}
+    arrays = _read(source, config, slice(source.offset, source.offset + source.count))
+    wrong = [p for spec in config.inputs if (p := _sample_shape_problem(spec, arrays[spec.name], config.batch_dim is not None))]
+    if wrong:
+        raise StageFailed(f"{source.path}: {'; '.join(wrong)}")
     found = min(len(v) for v in arrays.values())
     if found < source.count:
         raise StageFailed(f"{source.path}: {found} samples after offset {source.offset}, {source.count} wanted")
     return [{k: v[i : i + 1] for k, v in arrays.items()} for i in range(source.count)]
+
+
+def _read(source: DataSource, config: DeployConfig, window: slice) -> dict[str, np.ndarray]:
+    """The window's arrays by input name; a file numpy or PIL cannot read is named, with
+    their reason, rather than surfacing as a bare ValueError / OSError."""
+    import zipfile
+
+    from pipeline.errors import StageFailed, first_line
+
+    try:
+        if source.kind == "images":
+            return _images(source, config, window)
+        return {k: v[window] for k, v in _arrays(source, config).items()}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:  # PIL's UnidentifiedImageError is an OSError
+        raise StageFailed(f"{source.path}: cannot read this '{source.kind}' source: {first_line(exc)}") from exc
+
+
+def _sample_shape_problem(spec: InputSpec, array: np.ndarray, batched: bool) -> str | None:
+    """A sample is one row (shape [1, ...]); a wrong layout (NHWC for NCHW, a missing
+    channel axis) is named here, not left to ONNX Runtime's rank error about the model."""
+    sample = (1, *array.shape[1:])
+    first = 1 if batched else 0  # a sample's batch of 1 is the caller's choice, not the data's
+    fits = len(sample) == len(spec.dims) and all(
+        spec.min[a] <= sample[a] <= spec.max[a] for a in range(first, len(sample))
+    )
+    if fits:
+        return None
+    return (f"input '{spec.name}': samples of shape {list(sample)} do not fit the shape spec "
+            f"(dims {list(spec.dims)}, min {list(spec.min)}, max {list(spec.max)})")
 
 
 def _random(source: DataSource, config: DeployConfig) -> list[dict[str, np.ndarray]]:

@@ -13,6 +13,10 @@ import numpy as np
 
 from pipeline.config import LABELS, DeployConfig, InputSpec, Label
 from pipeline.errors import ConfigError, Issue, StageFailed
+from runtimes import arrays
+from runtimes.arrays import random_input
+from runtimes.base import Runtime
+from runtimes.dtypes import numpy_name
 
 
 @dataclass(frozen=True)
@@ -35,18 +39,6 @@ def golden_inputs(config: DeployConfig, rng: np.random.Generator) -> dict[Label,
     cases = {label: {spec.name: _one_input(spec, label, rng, given) for spec in config.inputs} for label in LABELS}
     refuse_constant("golden input", cases, _input_hint(config))
     return cases
-
-
-def random_input(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    if spec.dtype == "bool":
-        return rng.integers(0, 2, size=shape).astype(bool)
-    if spec.value_range is not None:
-        low, high = spec.value_range
-        if spec.dtype.startswith(("int", "uint")):
-            # Inclusive, as documented: value_range [0, 1] is a real mask, not all zeros.
-            return rng.integers(int(low), int(high), size=shape, endpoint=True).astype(spec.dtype)
-        return rng.uniform(low, high, size=shape).astype(_np_dtype(spec.dtype))
-    return rng.standard_normal(size=shape).astype(_np_dtype(spec.dtype))
 
 
 def _load_given(path: Path | None) -> dict[str, np.ndarray]:
@@ -80,7 +72,7 @@ def _check_shape(spec: InputSpec, label: Label, array: np.ndarray, fits: bool) -
 
 
 def _cast(spec: InputSpec, array: np.ndarray) -> np.ndarray:
-    dtype = np.dtype(_np_dtype(spec.dtype))
+    dtype = np.dtype(numpy_name(spec.dtype))
     if not np.can_cast(array.dtype, dtype, casting="same_kind"):
         where = f"{FIELD}[{spec.name}]"
         raise ConfigError(where, [Issue(where, f"dtype {array.dtype} cannot be cast to the input's {dtype}")])
@@ -109,11 +101,6 @@ def _input_hint(config: DeployConfig) -> str:
     return "Widen the input's value_range, or give real inputs in model.golden_inputs (.npz keyed by input name)."
 
 
-def _np_dtype(dtype: str) -> str:
-    # numpy has no bfloat16; golden data for such inputs is float32, cast by the runtime.
-    return "float32" if dtype == "bfloat16" else dtype
-
-
 def save(path: Path, cases: dict[Label, Case]) -> None:
     arrays = {}
     for label, case in cases.items():
@@ -136,5 +123,9 @@ def load(path: Path) -> dict[Label, Case]:
 
 def varying_axes(cases: dict[Label, Case], output: str) -> set[int]:
     """Axes of an output whose length differs across the recorded shapes: dynamic."""
-    shapes = [case.outputs[output].shape for case in cases.values()]
-    return {axis for axis in range(len(shapes[0])) if len({s[axis] for s in shapes}) > 1}
+    return arrays.varying_axes([case.outputs[output].shape for case in cases.values()])
+
+
+def run(runtime: Runtime, cases: dict[Label, Case]) -> dict[Label, dict[str, np.ndarray]]:
+    """The runtime's outputs on every recorded case's inputs."""
+    return {label: runtime.infer(case.inputs) for label, case in cases.items()}

@@ -1,4 +1,5 @@
-"""Building the model from its declared source, and running torch modules on numpy.
+"""Building the model from its declared source (factory, file + callable, TorchScript),
+with its checkpoint. Running it is runtimes.torchrt's job.
 
 Imported only from inside stage run functions: it imports torch at module level.
 """
@@ -8,20 +9,20 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from pipeline.config import DeployConfig, ModelSource
+from pipeline.config import ModelSource
 from pipeline.errors import StageFailed, first_line
 
 
 def load_model(source: ModelSource) -> torch.nn.Module:
     torch.manual_seed(source.seed)  # random init is reproducible from the config
     if source.torchscript is not None:
-        return torch.jit.load(str(source.torchscript), map_location="cpu").eval()
+        return _load_torchscript(source.torchscript)
     factory = _factory(source)
     try:
         model = factory(**source.kwargs)
@@ -32,6 +33,13 @@ def load_model(source: ModelSource) -> torch.nn.Module:
     if source.checkpoint is not None:
         _load_checkpoint(model, source.checkpoint)
     return model.eval()
+
+
+def _load_torchscript(path: Path) -> torch.nn.Module:
+    try:
+        return torch.jit.load(str(path), map_location="cpu").eval()
+    except (RuntimeError, ValueError) as exc:  # torch's zip reader: not a TorchScript archive (e.g. a pickled eager model)
+        raise StageFailed(f"model.torchscript: cannot load {path} as TorchScript: {first_line(exc)}") from exc
 
 
 def _factory(source: ModelSource) -> Any:
@@ -62,6 +70,9 @@ def _module_from_file(path: Path) -> Any:
         raise StageFailed(f"model.file: {path}, line {exc.lineno}: {exc.msg}") from exc
     except Exception as exc:  # noqa: BLE001 - any error while importing the user's file
         raise StageFailed(f"model.file: importing {path} failed: {type(exc).__name__}: {exc}") from exc
+    except SystemExit as exc:  # a training script's top-level argparse / sys.exit, run on import
+        raise StageFailed(f"model.file: importing {path} called sys.exit({exc.code!r}); "
+                          "put script code under `if __name__ == '__main__':`") from exc
     finally:
         sys.path.remove(str(path.parent))
     return module
@@ -71,6 +82,8 @@ def _load_checkpoint(model: torch.nn.Module, path: Path) -> None:
     state = _read_state(path)
     if isinstance(state, dict) and set(state) == {"state_dict"}:
         state = state["state_dict"]
+    if not isinstance(state, Mapping):  # torch.load reads any pickled container; load_state_dict would raise a bare TypeError
+        raise StageFailed(f"model.checkpoint: {path} holds a {type(state).__name__}, not a state_dict (a mapping of tensors)")
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as exc:
@@ -89,30 +102,3 @@ def _read_state(path: Path) -> Any:
         return torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, SafetensorError, RuntimeError, EOFError, OSError, ValueError) as exc:
         raise StageFailed(f"model.checkpoint: cannot read {path} as a state_dict: {first_line(exc)}") from exc
-
-
-def example_args(config: DeployConfig, inputs: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
-    return tuple(torch.from_numpy(np.ascontiguousarray(inputs[spec.name])) for spec in config.inputs)
-
-
-def run_module(module: Any, config: DeployConfig, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    try:
-        with torch.no_grad():
-            result = module(*example_args(config, inputs))
-    except Exception as exc:  # noqa: BLE001 - the user's forward: its error is the message
-        raise StageFailed(f"the model's forward raised: {type(exc).__name__}: {first_line(exc)}") from exc
-    flat = _flatten(result)
-    names = [spec.name for spec in config.outputs]
-    if len(flat) != len(names):
-        raise StageFailed(f"the model returns {len(flat)} output(s) but the config declares {len(names)}: {names}")
-    return {name: t.detach().cpu().numpy() for name, t in zip(names, flat)}
-
-
-def _flatten(result: Any) -> list[torch.Tensor]:
-    if isinstance(result, torch.Tensor):
-        return [result]
-    if isinstance(result, dict):
-        return [t for v in result.values() for t in _flatten(v)]
-    if isinstance(result, (list, tuple)):
-        return [t for v in result for t in _flatten(v)]
-    raise StageFailed(f"the model returned a {type(result).__name__}; outputs must be tensors")

@@ -26,13 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.config import DeployConfig
 from pipeline.errors import Issue, StageFailed, StageSkipped
 from pipeline.keys import dist_version
+from runtimes.devices import gpu_identity, tensorrt_version
 from pipeline.stage import Artifact, Section, StageContext, StageSpec
 
 if TYPE_CHECKING:
     import tensorrt as trt
 
 Source = Literal["fp32", "fp16", "int8"]
-TRT_DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu13-bindings", "tensorrt-cu12-bindings")
 
 
 class ProfileShapes(BaseModel):
@@ -140,21 +140,8 @@ def _profile_problems(shapes: ProfileShapes, dims: tuple[int | str, ...]) -> lis
 
 # -- identity: TensorRT version + GPU, without importing tensorrt ----------------------------
 def identity(params: BuildParams) -> dict[str, Any]:
-    version = next((v for d in TRT_DISTRIBUTIONS if (v := dist_version(d))), None)
+    version = tensorrt_version()
     return {"tensorrt": version, "gpu": gpu_identity()}
-
-
-def gpu_identity() -> str | None:
-    """'NVIDIA H100 80GB HBM3 (sm 9.0)' from nvidia-smi, or None without a GPU."""
-    if shutil.which("nvidia-smi") is None:
-        return None
-    query = ["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader", "--id=0"]
-    try:
-        out = subprocess.run(query, capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    name, _, cc = out.partition(",")
-    return f"{name.strip()} (sm {cc.strip()})" if out else None
 
 
 # -- the build ---------------------------------------------------------------------------------
@@ -267,7 +254,7 @@ SPEC = StageSpec(
     name="build",
     version=1,
     params=BuildParams,
-    inputs=("onnx",),
+    inputs=("onnx", "onnx_int8", "onnx_fp16"),
     outputs=(
         Artifact("engine", filename="model.plan"),
         Artifact("manifest", filename="manifest.json"),

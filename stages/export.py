@@ -29,7 +29,8 @@ class ExportParams(BaseModel):
 def run(ctx: StageContext, params: ExportParams) -> None:
     import onnx
 
-    from stages import _golden, _onnx, _parity
+    from runtimes.onnxrt import OnnxRuntime
+    from stages import _golden, _parity
     from stages._torch import load_model
 
     golden = _golden.load(ctx.input("golden"))
@@ -39,7 +40,7 @@ def run(ctx: StageContext, params: ExportParams) -> None:
     proto = onnx.load(str(ctx.output("onnx")))
     onnx.checker.check_model(proto)
     _record_opset(ctx, proto, params.opset)
-    table = _parity.compare(_onnx.run_golden(_onnx.session(ctx.output("onnx")), ctx.config, golden), golden, params.tolerance)
+    table = _parity.compare(_golden.run(OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names()), golden), golden, params.tolerance)
     ctx.record("parity", table)
     ctx.record("headline", f"opset {ctx.metrics['opset_written']}, ORT vs eager: {_parity.headline(table, params.tolerance)}")
     _parity.gate("ONNX Runtime vs eager", table, params.tolerance)
@@ -60,10 +61,10 @@ def dynamic_axes(config: DeployConfig, golden: dict[Any, Any]) -> dict[str, dict
 def _export(model: Any, ctx: StageContext, params: ExportParams, golden: dict[Any, Any]) -> None:
     import torch
 
-    from stages._torch import example_args
+    from runtimes.torchrt import TorchModule
 
     config = ctx.config
-    args = example_args(config, golden["opt"].inputs)
+    args = TorchModule(model, config.input_names(), config.output_names()).args(golden["opt"].inputs)
     options: dict[str, Any] = {"dynamo": params.exporter == "dynamo"}
     if params.exporter == "dynamo":
         options["external_data"] = False  # one file: the default would write model.onnx.data
@@ -106,6 +107,6 @@ SPEC = StageSpec(
     outputs=(Artifact("onnx", filename="model.onnx"),),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),
-    env=("torch", "onnx", "onnxruntime", "onnxscript", "numpy"),
+    env=("torch", "safetensors", "onnx", "onnxruntime", "onnxscript", "numpy"),
     description="ONNX export with dynamic axes; ONNX Runtime parity vs eager",
 )

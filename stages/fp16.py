@@ -60,7 +60,7 @@ SPEC = StageSpec(
     outputs=(Artifact("onnx_fp16", filename="model.fp16.onnx"), Artifact("accuracy", filename="accuracy.json")),
     run=run,
     uses=frozenset({Section.SHAPES}),
-    env=("onnx", "onnxruntime", "onnxconverter-common", "numpy"),
+    env=("onnx", "onnxruntime", "onnxconverter-common", "numpy", "pillow"),
     identity=lambda p: {"holdout_data": fingerprint(p.holdout)},
     check=check,
     description="FP16 ONNX (FP32 I/O and sensitive ops), accuracy-gated against FP32",

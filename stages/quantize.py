@@ -138,9 +138,12 @@ def _calibrate(model: Path, calibration: list[Any], method: Method, work: Path) 
 
     try:
         ranges = _ranges(model, calibration, method, work)
-    except ValueError:  # a histogram over an infinite range: find the tensors with minmax
-        ranges = _ranges(model, calibration, "minmax", work)
-    _refuse_infinite(ranges)
+    except ValueError:
+        # numpy refuses a histogram over an infinite range: minmax finds and names those
+        # tensors. Any other ValueError is ORT's own: minmax ranges must not stand in for it.
+        _refuse_infinite(_ranges(model, calibration, "minmax", work), model)
+        raise
+    _refuse_infinite(ranges, model)
     path = work / "calibration.json"
     save_tensors_data(ranges, path)
     return path
@@ -157,19 +160,41 @@ def _ranges(model: Path, calibration: list[Any], method: Method, work: Path) -> 
     return calibrator.compute_data()
 
 
-def _refuse_infinite(ranges: Any) -> None:
+def _refuse_infinite(ranges: Any, model: Path) -> None:
     import numpy as np
 
-    bad = [f"{name} [{float(np.min(r.range_value[0])):g}, {float(np.max(r.range_value[1])):g}]"
-           for name, r in ranges.data.items() if not np.all(np.isfinite(r.range_value))]
-    if bad:
-        shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
-        raise StageFailed(
-            f"INT8 calibration ranges are not finite for {len(bad)} tensor(s): {shown}. An -inf / inf in the "
-            "graph (e.g. an attention-mask fill) cannot be statically quantized: fill with a finite value "
-            "(torch.finfo(dtype).min instead of -inf), exclude the nodes that produce or read these tensors "
-            "from quantization, or use another recipe than static activation quantization for this model."
-        )
+    bad = [name for name, r in ranges.data.items() if not np.all(np.isfinite(r.range_value))]
+    if not bad:
+        return
+    producers = _producers(model)
+    shown = ", ".join(_describe(name, ranges.data[name], producers) for name in bad[:5])
+    shown += f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+    # A large finite fill (torch.finfo.min, -1e4) is no way out: it gets past this check but
+    # rounds the tensor's real values to one INT8 step, and the accuracy gate fails instead.
+    raise StageFailed(
+        f"INT8 calibration ranges are not finite for {len(bad)} tensor(s): {shown}. Static INT8 needs a "
+        "finite range per activation, so a tensor holding -inf / inf (e.g. an attention-mask fill) cannot "
+        "be quantized, and a large finite fill only trades this error for an accuracy-gate failure. Keep "
+        "the nodes that produce and read these tensors in float (the quantize stage has no option to "
+        "exclude nodes yet), or use another recipe for this model: the fp16 stage instead of quantize."
+    )
+
+
+def _describe(name: str, data: Any, producers: dict[str, str]) -> str:
+    import numpy as np
+
+    low, high = float(np.min(data.range_value[0])), float(np.max(data.range_value[1]))
+    return f"{name} [{low:g}, {high:g}] ({producers.get(name, 'a graph input')})"
+
+
+def _producers(model: Path) -> dict[str, str]:
+    """Tensor name -> the node writing it: node names are what an exclusion list takes."""
+    import onnx
+
+    graph = onnx.load(str(model), load_external_data=False).graph
+    return {
+        out: f"from {node.op_type} node {node.name or '(unnamed)'}" for node in graph.node for out in node.output
+    }
 
 
 def _quantize_modelopt(source: Path, dest: Path, calibration: list[Any], params: QuantizeParams) -> None:

@@ -30,7 +30,8 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
         return
     import onnx
 
-    from stages import _golden, _onnx, _parity
+    from runtimes.onnxrt import OnnxRuntime
+    from stages import _golden, _parity
 
     original = onnx.load(str(ctx.input("onnx")))
     simplified = _simplify(ctx, original, params)
@@ -38,7 +39,7 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
         return
     onnx.save(simplified, str(ctx.output("onnx")))
     golden = _golden.load(ctx.input("golden"))
-    table = _parity.compare(_onnx.run_golden(_onnx.session(ctx.output("onnx")), ctx.config, golden), golden, params.tolerance)
+    table = _parity.compare(_golden.run(OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names()), golden), golden, params.tolerance)
     nodes = (len(original.graph.node), len(simplified.graph.node))
     ctx.record("nodes_before", nodes[0])
     ctx.record("nodes_after", nodes[1])

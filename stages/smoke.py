@@ -21,9 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.config import Label
 from pipeline.errors import StageFailed
 from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
-from stages import _triton_repo as triton_repo
-from stages._server_spec import ServerSpec, identity
-from stages._triton_repo import Model, ServingFormat
+from serving import repository as triton_repo
+from serving.spec import ServerSpec, identity
+from serving.layout import ServingFormat
+from serving.repository import Model
 from stages._tolerance import Tolerance
 
 Protocol = Literal["http", "grpc"]
@@ -47,25 +48,34 @@ class SmokeParams(BaseModel):
 
 
 def run(ctx: StageContext, params: SmokeParams) -> None:
+    from serving.serve import serve_repository
     from stages import _golden
-    from stages import _triton_server as ts
 
     golden = _golden.load(ctx.input("golden"))
     scratch = ctx.workdir / "server"  # backends dir, server log: not outputs
     scratch.mkdir()
-    repo = triton_repo.private_copy(ctx.input("repository"), scratch / "repository")
-    models = triton_repo.models(repo)
     report: dict[str, Any] = {"models": {}}
     server = None
     try:
-        loadable = triton_repo.loadable(models, triton_repo.backends(params.server, scratch))
-        report["models"] = {m: _skipped(info) for m, info in models.items() if m not in loadable}
-        with ts.serving(params.server, repo, loadable, scratch) as server:
+        with serve_repository(params.server, ctx.input("repository"), scratch, _choose(report)) as served:
+            server = served.server
             report["server"] = _server_info(server, params)
-            report["models"].update(_check_all(server, loadable, models, ctx, params, golden))
+            report["models"].update(_check_all(served, ctx, params, golden))
     finally:
         _finish(ctx, report, server, params.tolerance)
     _verdict(report, server, params.require)
+
+
+def _choose(report: dict[str, Any]) -> Any:
+    """Loads what the server can; records the rest in the report as skipped."""
+    from serving.serve import loadable_models
+
+    def choose(found: dict[str, Model], backends: Callable[[], set[str] | None]) -> list[str]:
+        names = loadable_models(found, backends)
+        report["models"] = {m: _skipped(info) for m, info in found.items() if m not in names}
+        return names
+
+    return choose
 
 
 def _server_info(server: Any, params: SmokeParams) -> dict[str, Any]:
@@ -78,17 +88,14 @@ def _server_info(server: Any, params: SmokeParams) -> dict[str, Any]:
     }
 
 
-def _check_all(server: Any, loadable: list[str], models: dict[str, Model], ctx: StageContext, params: SmokeParams, golden: Any) -> dict[str, Any]:
-    from stages import _triton_checks as checks
-
-    states = checks.wait_models(server, loadable, time.monotonic() + params.server.startup_timeout_s)
+def _check_all(served: Any, ctx: StageContext, params: SmokeParams, golden: Any) -> dict[str, Any]:
     results = {}
-    for name in loadable:
-        state = states[name]
+    for name, state in served.states.items():
+        model = served.found[name]
         if state.get("state") != "READY":
-            results[name] = _unavailable(state, models[name], params)
+            results[name] = _unavailable(state, model, params)
             continue
-        results[name] = _check_model(server, name, models[name], ctx, params, _reference(models[name], golden, ctx))
+        results[name] = _check_model(served.server, name, model, ctx, params, _reference(model, golden, ctx))
     return results
 
 
@@ -106,19 +113,19 @@ def _reference(model: Model, golden: Any, ctx: StageContext) -> Any:
     (serving parity); its accuracy against FP32 is the quantize stage's gate."""
     if model.precision == "fp32":
         return golden
-    from stages import _onnx
-    from stages._golden import Case
+    from runtimes.onnxrt import OnnxRuntime
+    from stages._golden import Case, run
 
     files = sorted(model.directory.glob("*/model.onnx"))
     if not files:
         return golden
-    local = _onnx.run_golden(_onnx.session(files[-1]), ctx.config, golden)
+    local = run(OnnxRuntime(files[-1], outputs=ctx.config.output_names()), golden)
     return {label: Case(case.inputs, local[label]) for label, case in golden.items()}
 
 
 def _check_model(server: Any, name: str, model: Model, ctx: StageContext, params: SmokeParams, golden: Any) -> dict[str, Any]:
     from stages import _parity
-    from stages import _triton_checks as checks
+    from serving import checks
 
     inputs, outputs = checks.expected(ctx.config, model.fmt, golden)
     reference = "eager PyTorch" if model.precision == "fp32" else f"local ONNX Runtime on the served {model.precision} file"
@@ -153,7 +160,7 @@ def _golden_parity(conn: Any, protocol: str, name: str, golden: Any, inputs: Any
     from tritonclient.utils import InferenceServerException
 
     from stages import _parity
-    from stages import _triton_checks as checks
+    from serving import checks
 
     results: dict[Label, Any] = {}
     for label, case in golden.items():
@@ -214,47 +221,6 @@ def _nothing_tested(models: dict[str, Any]) -> str:
             "NGC tritonserver image)")
 
 
-def serve(
-    config: Any, params: SmokeParams, repository: Path, say: Callable[[str], None],
-    origins: dict[str, str] | None = None,
-) -> None:
-    """`deploy serve`: the same server on the published repository, in the foreground,
-    until Ctrl-C, SIGTERM or SIGHUP; each stops the server, removes the temp dir and
-    returns normally (a requested stop is a success). `origins`: where explicit ports
-    came from (e.g. {"http_port": "--http-port"}), for the error when one is taken."""
-    from stages import _triton_server as ts
-
-    with ts.stop_requests():
-        try:
-            _serve_until_stopped(config, params, repository, say, origins or {})
-        except ts.StopRequested as stop:
-            say(f"{stop}; server stopped")
-
-
-def _serve_until_stopped(config: Any, params: SmokeParams, repository: Path, say: Callable[[str], None], origins: dict[str, str]) -> None:
-    import tempfile
-
-    from stages import _triton_checks as checks
-    from stages import _triton_server as ts
-
-    with tempfile.TemporaryDirectory(prefix="deploy-serve-") as tmp:
-        models = {m: info for m, info in triton_repo.models(repository).items() if m.startswith(f"{config.name}_")}
-        if not models:
-            raise StageFailed(f"no models of '{config.name}' in {repository}; run `deploy run` first")
-        loadable = triton_repo.loadable(models, triton_repo.backends(params.server, Path(tmp)))
-        with ts.serving(params.server, repository.absolute(), loadable, Path(tmp), origins) as server:
-            metrics = f"http://{server.metrics}/metrics" if server.metrics else "(not known for this server)"
-            say(f"HTTP     http://{server.http}\ngRPC     {server.grpc}\nmetrics  {metrics}\nserver log  {server.log_path}")
-            for name, state in checks.wait_models(server, loadable, time.monotonic() + params.server.startup_timeout_s).items():
-                say(f"model {name}: {state.get('state')} {state.get('reason', '')}".rstrip())
-            for name in sorted(set(models) - set(loadable)):
-                say(f"model {name}: not loaded ({triton_repo.skipped(models[name].backend)['reason']})")
-            say("serving; Ctrl-C or SIGTERM stops the server")
-            while server.process is None or server.process.poll() is None:
-                time.sleep(0.5)
-            raise StageFailed(f"tritonserver exited; log tail:\n{server.log_tail()}")
-
-
 def _partial(models: dict[str, Any]) -> str | None:
     """e.g. "passed 2, skipped 3 (no onnxruntime, pytorch backend)"; None when nothing was skipped."""
     skipped = [r for r in models.values() if r["status"] == "skipped"]
@@ -303,7 +269,7 @@ SPEC = StageSpec(
     outputs=(Artifact("report", filename="smoke.json"), Artifact("server_log", filename="server.log")),
     run=run,
     uses=frozenset({Section.SHAPES}),
-    env=("tritonclient", "nvidia-pytriton", "onnxruntime", "numpy"),
+    env=("tritonclient", "protobuf", "nvidia-pytriton", "onnxruntime", "numpy"),
     identity=lambda params: identity(params.server),
     description="real tritonserver: metadata, HTTP + gRPC parity at min/opt/max, dynamic batching",
 )

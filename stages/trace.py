@@ -32,17 +32,19 @@ def run(ctx: StageContext, params: TraceParams) -> None:
     import torch
 
     from stages import _golden, _parity
-    from stages._torch import example_args, load_model, run_module
+    from runtimes.torchrt import TorchModule
+    from stages._torch import load_model
 
     config = ctx.config
     model = load_model(config.model)
     rng = np.random.default_rng(config.model.seed)
     inputs = _golden.golden_inputs(config, rng)
-    cases = {label: _golden.Case(inputs[label], run_module(model, config, inputs[label])) for label in LABELS}
+    eager = TorchModule(model, config.input_names(), config.output_names())
+    cases = {label: _golden.Case(inputs[label], eager.infer(inputs[label])) for label in LABELS}
     ctx.log.info("reference outputs: %s", _shapes(cases))
     _golden.refuse_constant("reference output", {lb: case.outputs for lb, case in cases.items()}, _OUTPUT_HINT)
-    traced = _trace(model, example_args(config, inputs["opt"]))
-    table = _parity.compare({lb: run_module(traced, config, inputs[lb]) for lb in LABELS}, cases, params.tolerance)
+    traced = _trace(model, eager.args(inputs["opt"]))
+    table = _parity.compare(_golden.run(TorchModule(traced, config.input_names(), config.output_names()), cases), cases, params.tolerance)
     ctx.record("parity", table)
     ctx.record("headline", "torchscript vs eager: " + _parity.headline(table, params.tolerance))
     _parity.gate("TorchScript vs eager", table, params.tolerance)
@@ -95,7 +97,7 @@ SPEC = StageSpec(
     outputs=(Artifact("torchscript", filename="model.pt"), Artifact("golden", filename="golden.npz")),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),
-    env=("torch", "numpy"),
+    env=("torch", "safetensors", "numpy"),
     check=check,
     description="TorchScript trace; records golden inputs and eager reference outputs",
 )

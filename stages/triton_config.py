@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config import DeployConfig
 from pipeline.errors import Issue, StageFailed
+from serving.layout import LAYOUTS, PYTHON_MODEL, TRITON_TYPES, ServingFormat, io_name
 from pipeline.stage import (
     Artifact,
     ArtifactKind,
@@ -29,19 +30,7 @@ from pipeline.stage import (
     StageSpec,
 )
 
-Format = Literal["onnx", "torchscript", "python", "plan"]
-# format -> (platform or backend, default model file name, upstream artifact)
-FORMATS: dict[str, tuple[str, str, str]] = {
-    "onnx": ("onnxruntime_onnx", "model.onnx", "onnx"),
-    "torchscript": ("pytorch_libtorch", "model.pt", "torchscript"),
-    "python": ("python", "model.onnx", "onnx"),
-    "plan": ("tensorrt_plan", "model.plan", "engine"),
-}
-PYTHON_MODEL = Path(__file__).with_name("_triton_python_model.py")
-TRITON_TYPES = {
-    "float32": "TYPE_FP32", "float16": "TYPE_FP16", "bfloat16": "TYPE_BF16", "float64": "TYPE_FP64",
-    "int64": "TYPE_INT64", "int32": "TYPE_INT32", "int8": "TYPE_INT8", "uint8": "TYPE_UINT8", "bool": "TYPE_BOOL",
-}
+Format = ServingFormat
 
 
 class Frozen(BaseModel):
@@ -144,9 +133,9 @@ def served(params: TritonParams, name: str) -> list[Served]:
     Reduced precisions apply to the ONNX-based formats (onnx, python)."""
     out = []
     for fmt in params.formats:
-        for precision in params.precisions if FORMATS[fmt][2] == "onnx" else ("fp32",):
+        for precision in params.precisions if LAYOUTS[fmt].artifact == "onnx" else ("fp32",):
             suffix = "" if precision == "fp32" else f"_{precision}"
-            artifact = FORMATS[fmt][2] + suffix
+            artifact = LAYOUTS[fmt].artifact + suffix
             out.append(Served(f"{name}_{fmt}{suffix}", fmt, precision, artifact))
     return out
 
@@ -182,7 +171,7 @@ def run(ctx: StageContext, params: TritonParams) -> None:
         if entry.artifact.startswith("onnx"):
             _check_onnx_names(ctx, source)
         text = render(model_config(entry.model, entry.fmt, params, ctx.config, golden, entry.precision))
-        _write_model(root / entry.model, params.version, text, source, FORMATS[entry.fmt][1])
+        _write_model(root / entry.model, params.version, text, source, LAYOUTS[entry.fmt].model_file)
         if entry.fmt == "python":
             shutil.copyfile(PYTHON_MODEL, root / entry.model / str(params.version) / "model.py")
         ctx.log.info("wrote %s:\n%s", entry.model, text)
@@ -198,7 +187,7 @@ def model_config(name: str, fmt: str, params: TritonParams, config: DeployConfig
     if fmt == "python":
         proto.backend = "python"
     else:
-        proto.platform = FORMATS[fmt][0]
+        proto.platform = LAYOUTS[fmt].platform
     for i, spec in enumerate(config.inputs):
         dims = [-1 if isinstance(d, str) else d for d in spec.dims][1 if size else 0 :]
         proto.input.add(name=io_name(fmt, spec.name, i), data_type=_type(pb, spec.dtype), dims=dims)
@@ -219,11 +208,6 @@ def model_config(name: str, fmt: str, params: TritonParams, config: DeployConfig
     # Read back by the smoke stage to pick the tolerance for this precision.
     proto.parameters["deploy_precision"].string_value = precision
     return proto
-
-
-def io_name(fmt: str, name: str, index: int) -> str:
-    # The libtorch backend maps tensors by the `<name>__<index>` convention.
-    return f"{name}__{index}" if fmt == "torchscript" else name
 
 
 def _type(pb: Any, dtype: str) -> int:
@@ -274,11 +258,11 @@ SPEC = StageSpec(
     name="triton_config",
     version=3,
     params=TritonParams,
-    inputs=("onnx", "torchscript", "golden"),
+    inputs=("golden", "onnx", "onnx_int8", "onnx_fp16", "torchscript", "engine", "manifest"),
     outputs=(Artifact("repository", ArtifactKind.TREE, publish=Publish.REPOSITORY),),
     run=run,
     uses=frozenset({Section.NAME, Section.SHAPES}),
-    env=("tritonclient", "protobuf", "onnx"),
+    env=("tritonclient", "protobuf", "onnx", "numpy"),
     check=check,
     select_inputs=inputs_for,
     optional_inputs=frozenset({"engine", "manifest"}),

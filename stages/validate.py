@@ -45,24 +45,24 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
 
 
 def _onnxruntime(ctx: StageContext, golden: Any) -> Any:
-    from stages import _onnx
+    from runtimes.onnxrt import OnnxRuntime
+    from stages._golden import run
 
-    return _onnx.run_golden(_onnx.session(ctx.input("onnx")), ctx.config, golden)
+    return run(OnnxRuntime(ctx.input("onnx"), outputs=ctx.config.output_names()), golden)
 
 
 def _torchscript(ctx: StageContext, golden: Any) -> Any:
-    import torch
+    from runtimes.torchrt import TorchModule
+    from stages._golden import run
 
-    from stages._torch import run_module
-
-    module = torch.jit.load(str(ctx.input("torchscript")), map_location="cpu").eval()
-    return {label: run_module(module, ctx.config, case.inputs) for label, case in golden.items()}
+    return run(TorchModule.torchscript(ctx.input("torchscript"), ctx.config.input_names(), ctx.config.output_names()), golden)
 
 
 def _tensorrt(ctx: StageContext, golden: Any) -> Any:
-    from stages import _trt_runner
+    from runtimes.tensorrt import TensorRTEngine
+    from stages._golden import run
 
-    return _trt_runner.run_golden(ctx.input("engine"), ctx.config, golden)
+    return run(TensorRTEngine(ctx.input("engine"), ctx.config.input_names(), ctx.config.output_names()), golden)
 
 
 def inputs_for(params: ValidateParams) -> tuple[str, ...]:
@@ -76,7 +76,7 @@ SPEC = StageSpec(
     name="validate",
     version=2,
     params=ValidateParams,
-    inputs=("onnx", "torchscript", "golden"),
+    inputs=("onnx", "torchscript", "golden", "engine"),
     outputs=(Artifact("report", filename="parity.json"),),
     run=run,
     uses=frozenset({Section.SHAPES}),

@@ -82,7 +82,7 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
     inherited = {k: v for k, v in os.environ.items() if k != "DEPLOY_CACHE_DIR"}
     full_env = {**inherited, "COLUMNS": "200", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=1800
+        [sys.executable, "-m", "deploy", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=1800
     )
 
 

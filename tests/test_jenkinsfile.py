@@ -104,7 +104,7 @@ def test_every_stage_has_a_timeout_and_the_cache_is_persistent(steps):
 def test_recorded_deploy_commands_parse_and_their_configs_load(steps, tmp_path):
     import typer
 
-    from pipeline.cli import app
+    from deploy.cli import app
 
     deploy = [shlex.split(c) for c in shell(steps) if c.startswith(".venv/bin/deploy ")]
     assert len(deploy) == 2 * len(CONFIGS)

@@ -10,6 +10,6 @@ from tests.conftest import ROOT
 
 def test_mypy_is_clean():
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "pipeline", "stages"], cwd=ROOT, capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "mypy", "deploy", "pipeline", "stages", "runtimes", "serving"], cwd=ROOT, capture_output=True, text=True, timeout=900
     )
     assert proc.returncode == 0, proc.stdout[-5000:]

@@ -14,7 +14,7 @@ from pipeline.errors import ExitCode
 def test_sigint_during_a_stage_leaves_the_cache_clean(write_config):
     path = write_config()
     log = path.parent / "runs" / "tiny" / "logs" / "trace.log"
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "run", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-m", "deploy", "run", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     # Wait until the stage is well inside torch (its first log line comes after the
     # eager reference run), so the interrupt lands mid-stage.

@@ -33,7 +33,9 @@ def test_bench_times_every_runtime_at_every_batch(write_config):
     assert eager["speedup_vs_eager"] == pytest.approx(1.0)
     assert data["host"]["host_cores"] and data["host"]["host_cpu"]
     table = output_path(path, results, "bench", "table").read_text()
-    assert table.count("\n") == 2 + 12 and "| onnxruntime_int8 | cpu | 16 | 1 |" in table
+    # A header, a rule and 12 cells; notes about unsupported percentiles may follow.
+    assert sum(1 for line in table.splitlines() if line.startswith("|")) == 2 + 12
+    assert "| onnxruntime_int8 | cpu | 16 | 1 |" in table
     assert output_path(path, results, "bench", "plot").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -150,7 +152,7 @@ def test_stability_settings_reach_every_cell_and_the_table_shows_n(write_config)
 
 
 def _row(latencies, runtime="onnxruntime", percentiles=(50.0, 99.0)):
-    from stages import _bench
+    from stages.bench import harness as _bench
 
     settings = _bench.Settings(percentiles=percentiles)
     summary = _bench.summarize(_bench.Timing(latencies, [0.0] * len(latencies), 1.0, 1), 1, settings)
@@ -158,7 +160,7 @@ def _row(latencies, runtime="onnxruntime", percentiles=(50.0, 99.0)):
 
 
 def test_tables_mark_unsupported_percentiles_with_a_footnote():
-    from stages import _bench_output
+    from stages.bench import output as _bench_output
 
     rows = [_row([1.0] * 20), _row([1.0] * 100, runtime="eager")]
     table = _bench_output.markdown(rows, (50.0, 99.0))
@@ -170,7 +172,7 @@ def test_tables_mark_unsupported_percentiles_with_a_footnote():
 
 def test_gate_refuses_a_percentile_the_samples_do_not_support():
     from pipeline.errors import StageFailed
-    from stages._bench_output import RegressionGate, gate
+    from stages.bench.output import RegressionGate, gate
 
     limits = RegressionGate(max_latency_ms={"onnxruntime": 1000.0})
     gate([_row([1.0] * 100)], limits)  # p99 supported and within the limit

@@ -58,6 +58,28 @@ def test_infinite_calibration_ranges_name_the_tensors_and_the_way_out(write_conf
     message = str(info.value)
     assert info.value.stage == "quantize" and info.value.exit_code == ExitCode.STAGE
     assert "calibration ranges are not finite" in message
-    assert "-inf" in message  # the range itself is shown with the tensor's name
-    assert "exclude" in message and "recipe" in message
+    # The masked_fill exports as a Where node: its output, its range and the node are named.
+    assert "_output_0 [-inf, " in message and "from Where node " in message
+    assert "exclude" in message and "recipe" in message and "fp16 stage" in message
     assert "ValueError" not in message and "nan" not in message.lower().replace("finite", "")
+
+
+def test_other_calibration_errors_are_not_replaced_by_minmax_ranges(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The minmax retry is only there to name infinite tensors: when its ranges are finite,
+    entropy's own error stands (a minmax cache would fail quantize_static's method check)."""
+    import numpy as np
+    from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
+
+    from stages import quantize
+
+    def ranges(model: Path, calibration: list, method: str, work: Path) -> TensorsData:
+        if method != "minmax":
+            raise ValueError("entropy's own problem")
+        return TensorsData(CalibrationMethod.MinMax, {"t": TensorData(lowest=np.float32(0), highest=np.float32(1))})
+
+    monkeypatch.setattr(quantize, "_ranges", ranges)
+    with pytest.raises(ValueError, match="entropy's own problem"):
+        quantize._calibrate(tmp_path / "model.onnx", [], "entropy", tmp_path)
+    assert not (tmp_path / "calibration.json").exists()

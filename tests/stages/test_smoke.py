@@ -132,7 +132,7 @@ def test_server_that_never_gets_ready_times_out_and_is_stopped(built, tmp_path):
 
 def test_a_configured_port_that_is_taken_is_an_error_naming_it(built, tmp_path):
     """Clients were told that port: moving silently to another one would hide the clash."""
-    from stages._triton_server import PortInUse
+    from serving.server import PortInUse
 
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -176,7 +176,7 @@ def test_server_dies_with_an_interrupted_or_killed_pipeline(built, write_config,
     path = write_config(smoke=True, name=f"sig{int(sig)}.yaml")
     run(path, stop="triton_config")
     before = tritonservers()
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "run", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-m", "deploy", "run", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     started = wait_for_server(before)
     time.sleep(1.0)
     os.kill(proc.pid, sig)
@@ -191,7 +191,7 @@ def test_deploy_serve_answers_and_stops_on_ctrl_c(built):
     path = built[0]
     assert run_cli("run", str(path), "--to", "triton_config").returncode == 0
     before = tritonservers()
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "serve", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "deploy", "serve", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []
     while proc.poll() is None and not any("serving;" in l for l in lines):
         lines.append(proc.stdout.readline())
@@ -211,7 +211,7 @@ def test_deploy_serve_answers_and_stops_on_ctrl_c(built):
 def test_existing_server_by_url_gets_models_loaded_and_unloaded(built, tmp_path):
     """A server we don't own (explicit model control, nothing loaded): the stage loads
     the models through the API, checks them, unloads them, and leaves the server up."""
-    from stages import _triton_server as ts
+    from serving import server as ts
 
     repo = python_only_repo(built, tmp_path)
     outside = tmp_path / "outside"
@@ -314,7 +314,7 @@ def test_deploy_serve_on_a_taken_port_exits_4_naming_it(published, tmp_path, ori
             config.write_text(yaml.safe_dump(data, sort_keys=False))
             label, args = f"stages.smoke.server.http_port in {config}", []
         # A server that moved to another port would serve until killed: the timeout fails the test.
-        proc = subprocess.run([sys.executable, "-m", "pipeline", "serve", str(config), *args], capture_output=True,
+        proc = subprocess.run([sys.executable, "-m", "deploy", "serve", str(config), *args], capture_output=True,
                               text=True, timeout=90, env=serve_env(tmpdir))
     assert proc.returncode == ExitCode.ENVIRONMENT, proc.stderr
     assert f"error (PortInUse): port {port} ({label}) is already in use on 127.0.0.1" in proc.stderr
@@ -356,11 +356,11 @@ def test_deploy_serve_prints_metrics_and_stops_cleanly_on_sigterm(published):
     the temp dir as Ctrl-C does, and exits 0; the printed metrics address answers."""
     import psutil
 
-    from stages._triton_server import free_port
+    from serving.server import free_port
 
     path, repository, tmpdir = published
     metrics_port = free_port("127.0.0.1")
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "serve", str(path), "--metrics-port", str(metrics_port)],
+    proc = subprocess.Popen([sys.executable, "-m", "deploy", "serve", str(path), "--metrics-port", str(metrics_port)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=serve_env(tmpdir))
     try:
         out = Lines(proc)

@@ -22,7 +22,7 @@ from itertools import pairwise
 from typing import Any
 
 from pipeline.errors import StageFailed
-from stages._bench import Settings, Timing, Window, finished, window_of
+from stages.bench.harness import Settings, Timing, Window, finished, window_of
 
 POLL_S = 0.01
 

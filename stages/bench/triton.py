@@ -21,8 +21,8 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 
 from pipeline.errors import StageFailed
-from stages import _bench_streams as streams
-from stages._bench import Settings, Timing, summarize
+from stages.bench import streams
+from stages.bench.harness import Settings, Timing, summarize
 
 # Triton's per-request duration statistics, in the order a request passes them.
 PHASES = ("queue", "compute_input", "compute_infer", "compute_output")

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import FrameType
 
 from pipeline.errors import EnvError, MissingDependency, StageFailed
-from stages._server_spec import ServerSpec, find_binary, pytriton_root
+from serving.spec import ServerSpec, find_binary, pytriton_root
 
 PR_SET_PDEATHSIG = 1
 PORT_RETRIES = 3
@@ -84,6 +84,9 @@ class Launch:
 # -- locating a local binary ------------------------------------------------------------------
 def locate(spec: ServerSpec, workdir: Path) -> Launch:
     binary = find_binary(spec)
+    if spec.kind == "binary" and (binary is None or not binary.is_file()):
+        # The user named this file: say which, not how to install some other server.
+        raise EnvError(f"tritonserver is not available: server.path {binary} (server kind 'binary') is not a file")
     if binary is None or not binary.is_file():
         raise MissingDependency(
             "tritonserver", "pip install nvidia-pytriton (ships one), or put tritonserver on PATH"

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.errors import StageFailed
 from pipeline.stage import StageContext
-from stages._bench import GPU_PHASES, SERVER_PHASES, required_samples
+from stages.bench.harness import GPU_PHASES, SERVER_PHASES, required_samples
 
 Row = dict[str, Any]
 

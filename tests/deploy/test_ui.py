@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 
 from pipeline.runner import StageResult, Status
-from pipeline.ui import ConsoleReporter, results_table
+from deploy.ui import ConsoleReporter, results_table
 from tests.conftest import run_cli
 
 LONG = "TensorRT is not installed (No module named 'tensorrt'); " + "a reason long enough to be cut in a table " * 2

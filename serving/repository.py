@@ -11,20 +11,10 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from stages._server_spec import ServerSpec
-
-ServingFormat = Literal["onnx", "torchscript", "python", "plan"]
-
-# config.pbtxt platform/backend -> (serving format, backend directory name)
-PLATFORMS = {
-    "onnxruntime_onnx": ("onnx", "onnxruntime"),
-    "pytorch_libtorch": ("torchscript", "pytorch"),
-    "tensorrt_plan": ("plan", "tensorrt"),
-    "python": ("python", "python"),
-}
-
+from serving.layout import BY_PLATFORM
+from serving.spec import ServerSpec
 
 @dataclass(frozen=True)
 class Model:
@@ -50,7 +40,8 @@ def models(repo: Path) -> dict[str, Model]:
     for path in sorted(repo.glob("*/config.pbtxt")):
         config = text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
         kind = config.platform or config.backend
-        fmt, backend = PLATFORMS.get(kind, (kind, kind))
+        layout = BY_PLATFORM.get(kind)
+        fmt, backend = (layout.fmt, layout.backend) if layout else (kind, kind)
         precision = config.parameters["deploy_precision"].string_value if "deploy_precision" in config.parameters else "fp32"
         found[path.parent.name] = Model(fmt, backend, precision, path.parent)
     return found
@@ -59,7 +50,7 @@ def models(repo: Path) -> dict[str, Model]:
 def backends(spec: ServerSpec, workdir: Path) -> set[str] | None:
     """The backends a local server has; None where that is unknown until a load is
     tried (a URL or a docker image)."""
-    from stages import _triton_server as ts
+    from serving import server as ts
 
     if spec.kind in ("url", "docker"):
         return None

@@ -36,9 +36,9 @@ def _package(name: str, used: str) -> Check:
 
 
 def _tensorrt() -> Check:
-    from stages.build import TRT_DISTRIBUTIONS
+    from runtimes.devices import tensorrt_version
 
-    version = next((v for d in TRT_DISTRIBUTIONS if (v := dist_version(d))), None)
+    version = tensorrt_version()
     try:
         import tensorrt
     except ImportError:
@@ -50,7 +50,7 @@ def _tensorrt() -> Check:
 
 
 def _gpu() -> Check:
-    from stages.build import gpu_identity
+    from runtimes.devices import gpu_identity
 
     gpu = gpu_identity()
     return Check("gpu", gpu is not None, gpu or "no NVIDIA GPU (nvidia-smi absent or found none)", "" if gpu else "a machine with an NVIDIA GPU for engine builds")
@@ -67,7 +67,7 @@ def _cuda() -> Check:
 
 
 def _tritonserver() -> Check:
-    from stages._server_spec import ServerSpec, find_binary
+    from serving.spec import ServerSpec, find_binary
 
     binary = find_binary(ServerSpec())
     if binary is None or not binary.is_file():

@@ -1,7 +1,7 @@
 """bench: every format the pipeline produced, side by side, timed like trtexec
 (stages/_bench.py) per batch size: eager PyTorch (the baseline), TorchScript, ONNX
 Runtime FP32 / INT8 / FP16, a TensorRT engine when one was built, and Triton end to end
-(a perf_analyzer-style concurrency sweep, stages/_bench_triton.py). On `device: cuda` the
+(a perf_analyzer-style concurrency sweep, stages/bench/triton.py). On `device: cuda` the
 PyTorch and TensorRT rows also split each call into H2D, GPU compute and D2H.
 
 Writes JSON, a Markdown table and a PNG plot; an optional regression gate fails the stage
@@ -19,22 +19,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
-from pipeline.config import Frozen
-from pipeline.errors import StageFailed
+from pipeline.config import DeployConfig, Frozen
+from pipeline.errors import Issue, StageFailed
 from pipeline.stage import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
-from stages import _bench_output
-from stages._bench import Settings, report_lines
-from stages._bench_output import RegressionGate
-from stages._server_spec import ServerSpec
-from stages._server_spec import identity as server_identity
+from stages.bench import output as _bench_output
+from stages.bench.harness import Settings, report_lines
+from stages.bench.output import RegressionGate
+from runtimes.base import Device
+from stages.bench.runtimes import ARTIFACT
+from serving.spec import ServerSpec
+from serving.spec import identity as server_identity
 
 Runtime = Literal["eager", "torchscript", "onnxruntime", "onnxruntime_int8", "onnxruntime_fp16", "tensorrt", "triton"]
-ARTIFACT = {
-    "eager": SOURCE_ARTIFACT, "torchscript": "torchscript", "onnxruntime": "onnx", "onnxruntime_int8": "onnx_int8",
-    "onnxruntime_fp16": "onnx_fp16", "tensorrt": "engine", "triton": "repository",
-}
-
-
 class TritonBench(Frozen):
     """The `triton` runtime: a server of the same kinds as the smoke stage's."""
 
@@ -90,7 +86,7 @@ class BenchParams(Frozen):
 
 
 def host_identity() -> dict[str, Any]:
-    from stages.build import gpu_identity
+    from runtimes.devices import gpu_identity
 
     return {"host_cpu": _cpu_model(), "host_cores": os.cpu_count(), "host_gpu": gpu_identity()}
 
@@ -111,10 +107,36 @@ def _cpu_model() -> str:
 
 
 def batch_sizes(params: BenchParams, ctx: StageContext) -> list[int]:
+    return _batches(params, ctx.config)
+
+
+def _batches(params: BenchParams, config: DeployConfig) -> list[int]:
     if params.batches:
         return list(params.batches)
-    batch = ctx.config.batch_range()
+    batch = config.batch_range()
     return sorted(set(batch)) if batch else [1]
+
+
+def check(params: BenchParams, config: DeployConfig) -> list[Issue]:
+    """A gate key naming a runtime or batch this config never measures is a typo: found
+    now, not as a gate failure after every cell has been timed."""
+    gate, batches = params.gate, _batches(params, config)
+    fields = {"max_latency_ms": gate.max_latency_ms, "min_items_per_s": gate.min_items_per_s,
+              "min_speedup_vs_eager": gate.min_speedup_vs_eager}
+    return [Issue(f"stages.bench.gate.{name}", problem)
+            for name, limits in fields.items() for key in limits
+            if (problem := _gate_key_problem(key, params.runtimes, batches))]
+
+
+def _gate_key_problem(key: str, runtimes: tuple[str, ...], batches: list[int]) -> str | None:
+    runtime, _, cell = key.partition("@")
+    if runtime.startswith("triton:"):  # triton:MODEL@batch/cN: its models are known only once the repository is
+        return None if "triton" in runtimes else f"key '{key}': 'triton' is not in stages.bench.runtimes {list(runtimes)}"
+    if runtime not in runtimes:
+        return f"key '{key}': runtime '{runtime}' is not in stages.bench.runtimes {list(runtimes)}"
+    if cell and not (cell.isdigit() and int(cell) in batches):
+        return f"key '{key}': batch '{cell}' is not one of the measured batches {batches}"
+    return None
 
 
 def run(ctx: StageContext, params: BenchParams) -> None:
@@ -140,10 +162,11 @@ def run(ctx: StageContext, params: BenchParams) -> None:
 
 
 def _in_process(ctx: StageContext, params: BenchParams, settings: Settings, runtime: str, batch: int) -> dict[str, Any]:
-    from stages import _bench, _bench_runtimes
+    from stages.bench import harness as _bench
+    from stages.bench import runtimes as _bench_runtimes
 
     feeds = _bench_runtimes.spec_feeds(ctx.config, batch)
-    timed = _bench_runtimes.make(runtime, ctx, feeds, params.device, params.threads)
+    timed = _bench_runtimes.make(runtime, ctx, feeds, Device(params.device), params.threads)
     timing = _bench.measure(timed.call, settings)
     device = "cuda" if runtime == "tensorrt" else params.device
     row = {"runtime": runtime, "device": device, "concurrency": 1, **_bench.summarize(timing, batch, settings)}
@@ -154,37 +177,31 @@ def _in_process(ctx: StageContext, params: BenchParams, settings: Settings, runt
 
 
 def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> list[dict[str, Any]]:
-    from stages import _bench_runtimes, _bench_triton
-    from stages import _triton_repo as repo
-    from stages import _triton_server as ts
-    from stages._triton_checks import wait_models
+    from serving.serve import serve_repository
+    from stages.bench import runtimes as _bench_runtimes
+    from stages.bench import triton as _bench_triton
 
     scratch = ctx.workdir / "server"
     scratch.mkdir()
-    tree = repo.private_copy(ctx.input("repository"), scratch / "repository")
-    names = _triton_models(params.triton, repo.models(tree), lambda: repo.backends(params.triton.server, scratch))
     rows = []
-    with ts.serving(params.triton.server, tree, list(names), scratch) as server:
-        states = wait_models(server, list(names), _deadline(params.triton.server))
-        for name, model in names.items():
-            if states[name].get("state") != "READY":
-                raise StageFailed(f"Triton could not load {name}: {states[name].get('reason', '')}\n{server.log_tail(15)}")
-            feeds = _bench_runtimes.triton_feeds(ctx.config, model.fmt, params.triton.batch)
-            for row in _bench_triton.sweep(server.grpc, name, feeds, params.triton.concurrency, settings):
+    with serve_repository(params.triton.server, ctx.input("repository"), scratch, _chooser(params.triton)) as served:
+        for name, state in served.states.items():
+            if state.get("state") != "READY":
+                raise StageFailed(f"Triton could not load {name}: {state.get('reason', '')}\n{served.server.log_tail(15)}")
+            feeds = _bench_runtimes.triton_feeds(ctx.config, served.found[name].fmt, params.triton.batch)
+            for row in _bench_triton.sweep(served.server.grpc, name, feeds, params.triton.concurrency, settings):
                 rows.append({"runtime": f"triton:{name}", "device": "server", **row})
                 ctx.log.info("\n".join(report_lines(f"triton:{name}, concurrency {row['concurrency']}", row, settings)))
-        ctx.log.info("server log:\n%s", server.log_tail(200))
+        ctx.log.info("server log:\n%s", served.server.log_tail(200))
     return rows
 
 
-def _deadline(spec: ServerSpec) -> float:
-    import time
-
-    return time.monotonic() + spec.startup_timeout_s
+def _chooser(bench: TritonBench) -> Callable[[dict[str, Any], Callable[[], set[str] | None]], list[str]]:
+    return lambda found, backends: list(_triton_models(bench, found, backends))
 
 
 def _triton_models(bench: TritonBench, found: dict[str, Any], backends: Callable[[], set[str] | None]) -> dict[str, Any]:
-    from stages import _triton_repo as repo
+    from serving import repository as repo
 
     if bench.models is None:
         have = backends()
@@ -207,12 +224,13 @@ SPEC = StageSpec(
     name="bench",
     version=4,  # 4: stability windows, sample counts and percentile support in every row
     params=BenchParams,
-    inputs=(SOURCE_ARTIFACT, "torchscript", "onnx"),
+    inputs=tuple(dict.fromkeys(ARTIFACT.values())),
     outputs=(Artifact("results", filename="bench.json"), Artifact("table", filename="bench.md"), Artifact("plot", filename="bench.png")),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),
-    env=("torch", "onnxruntime", "numpy", "tritonclient", "nvidia-pytriton"),
+    env=("torch", "safetensors", "onnxruntime", "numpy", "tritonclient", "protobuf", "nvidia-pytriton", "matplotlib"),
     identity=identity,
+    check=check,
     select_inputs=inputs_for,
     # Formats whose stage may be skipped here (no TensorRT, no GPU): reported, not failed.
     optional_inputs=frozenset({"engine"}),

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pipeline.errors import ExitCode
-from stages import _bench
+from stages.bench import harness as _bench
 from tests.conftest import run_cli
 from tests.helpers import run
 from tests.stages.test_stages import output_path
@@ -75,10 +75,10 @@ def test_measure_honours_duration_and_iterations():
 
 def test_streams_overlap_their_calls(models, tmp_path):
     times = tmp_path / "times.json"
-    proc = run_cli("bench", str(models[0]), "--runtime", "onnxruntime", "--shapes", "image:512x1x8x8", "--threads", "1", "--streams", "3", "--duration", "0.3",
+    proc = run_cli("bench", str(models[0]), "--runtime", "onnxruntime", "--shapes", "image:4096x1x8x8", "--threads", "1", "--streams", "3", "--duration", "0.3",
                    "--iterations", "30", "--exportTimes", str(times))
     assert proc.returncode == 0, proc.stderr
-    assert "streams: 3" in proc.stdout and "=== Performance summary (onnxruntime, batch 512) ===" in proc.stdout
+    assert "streams: 3" in proc.stdout and "=== Performance summary (onnxruntime, batch 4096) ===" in proc.stdout
     rows = json.loads(times.read_text())
     assert len(rows) >= 30
     # With three closed-loop streams, some call starts before the previous one has ended.
@@ -89,7 +89,7 @@ def test_streams_overlap_their_calls(models, tmp_path):
 def test_stream_measurement_counts_calls_completed_inside_the_window():
     import time
 
-    from stages import _bench_streams
+    from stages.bench import streams as _bench_streams
 
     settings = _bench.Settings(warmup_ms=20, duration_s=0.2, iterations=10, percentiles=(50.0,))
     edges = iter(range(100))
@@ -109,7 +109,7 @@ def test_stream_measurement_counts_calls_completed_inside_the_window():
 
 def test_a_failing_stream_fails_the_measurement():
     from pipeline.errors import StageFailed
-    from stages import _bench_streams
+    from stages.bench import streams as _bench_streams
 
     def broken() -> None:
         raise RuntimeError("model exploded")
@@ -150,7 +150,7 @@ def test_windows_stop_at_the_maximum_and_the_run_is_marked_unstable():
 
 
 def test_stream_windows_are_added_until_stable_and_capped():
-    from stages import _bench_streams
+    from stages.bench import streams as _bench_streams
     from tests.helpers import WindowedLatency
 
     settings = _bench.Settings(warmup_ms=10, duration_s=0.15, iterations=6, percentiles=(50.0,), stability_threshold=0.25)

@@ -127,7 +127,7 @@ def _runner(config: Path, cache_dir: Optional[Path], choice: _Choice, console: C
     from pipeline.graph import select
     from pipeline.runner import Runner, Selection
     from pipeline.store import Store
-    from pipeline.ui import ConsoleReporter
+    from deploy.ui import ConsoleReporter
 
     project = _project(config, cache_dir)
     names = select(project.graph, choice.only, choice.start, choice.stop)
@@ -151,7 +151,7 @@ def _finish_run(runner: Runner, console: Console, verbose: bool, junit: Optional
     """The results, where the summary and report are, and the CI files asked for; False
     when one of those could not be written."""
     from pipeline.runner import REPORT_FILE
-    from pipeline.ui import results_table, summary_lines
+    from deploy.ui import results_table, summary_lines
 
     project, plain = runner.project, not console.is_terminal
     if plain:
@@ -218,7 +218,7 @@ def plan(
 def _print_plan(rows: list[PlanRow], as_json: bool) -> None:
     import json
 
-    from pipeline.ui import plan_lines, plan_table
+    from deploy.ui import plan_lines, plan_table
 
     console = _console()
     if as_json:
@@ -251,23 +251,21 @@ def serve(
     """Serve the generated model repository on a local tritonserver; prints its HTTP, gRPC
     and metrics addresses. Ctrl-C, SIGTERM or SIGHUP stop it (server and temp dir gone)
     and exit 0; exit 1 if the server dies on its own, 4 if a port asked for is taken."""
-    from stages.smoke import SmokeParams
-    from stages.smoke import serve as serve_repository
+    from deploy.serve import serve as serve_repository
+    from deploy.serve import server_setting
 
     project = _project(config, None)
-    params = project.graph.node("smoke").params if "smoke" in project.graph.names() else SmokeParams()
-    assert isinstance(params, SmokeParams)
+    spec, where = server_setting(project)
     given = {"http_port": http_port, "grpc_port": grpc_port, "metrics_port": metrics_port}
     ports = {name: port for name, port in given.items() if port is not None}
-    params = params.model_copy(update={"server": params.server.model_copy(update=ports)})
     # A taken port is named as the user gave it: the option, else the config's key.
-    origins = {name: "--" + name.replace("_", "-") if name in ports else f"stages.smoke.server.{name} in {config}" for name in given}
+    origins = {name: "--" + name.replace("_", "-") if name in ports else f"{where}.{name} in {config}" for name in given}
     console = _console()
 
     def say(line: str) -> None:  # model names and server reasons are text, never markup
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
-    serve_repository(project.config, params, project.config.repository, say, origins)
+    serve_repository(project.config.name, spec.model_copy(update=ports), project.config.repository, say, origins)
 
 
 @app.command()
@@ -287,8 +285,9 @@ def bench(
     max_trials: Annotated[int, typer.Option("--max-trials", min=1, help="Most windows before giving up (marked unstable).")] = 10,
 ) -> None:
     """Time one model file the way trtexec does (warm-up, duration, percentiles), in windows until stable as perf_analyzer."""
-    from pipeline.bench_cli import BenchRequest, bench_file
+    from deploy.bench import BenchRequest, bench_file
 
+    _check_writable("--exportTimes", export_times)  # before timing, not after it
     request = BenchRequest(shapes, warmup, duration, iterations, percentile, export_times, runtime, threads, streams,
                            stability_windows, stability_percentage, max_trials)
     bench_file(model, request)
@@ -304,7 +303,7 @@ def doctor(
 
     from rich.table import Table
 
-    from pipeline.doctor import checks
+    from deploy.doctor import checks
 
     results = checks()
     if as_json:
@@ -336,7 +335,7 @@ ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Use this co
 @cache_app.command("ls")
 def cache_ls(config: ConfigOpt = None, cache_dir: CacheOpt = None) -> None:
     """List cache entries: stage, key, size, age, and which pipeline's last run uses it."""
-    from pipeline.cache_cli import ls_table
+    from deploy.cache import ls_table
 
     _console().print(ls_table(_store(config, cache_dir)))
 

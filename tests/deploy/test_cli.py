@@ -12,7 +12,7 @@ from tests.conftest import HEAVY, run_cli
 
 PROBE = """
 import sys
-from pipeline.cli import main
+from deploy.cli import main
 sys.argv = ["deploy", *{args!r}]
 try:
     main()
@@ -184,7 +184,7 @@ def _command_paths() -> list[list[str]]:
     """Every command and group of the CLI, as argv prefixes: [], ["run"], ["cache", "ls"], ..."""
     import typer
 
-    from pipeline.cli import app
+    from deploy.cli import app
 
     def walk(command, prefix):
         yield prefix
@@ -197,7 +197,7 @@ def _command_paths() -> list[list[str]]:
 def test_short_help_is_an_alias_for_help_everywhere():
     from typer.testing import CliRunner
 
-    from pipeline.cli import app
+    from deploy.cli import app
 
     proc = run_cli("-h")
     assert proc.returncode == 0 and "Usage:" in proc.stdout and "--version" in proc.stdout, proc.stderr

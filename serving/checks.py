@@ -6,20 +6,31 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from pipeline.config import DeployConfig
-from stages._golden import Case
-from stages._triton_server import Server, repository_index
-from stages.triton_config import TRITON_TYPES, io_name
+from serving.server import Server
+from runtimes.arrays import varying_axes
+from runtimes.dtypes import triton_name
+from serving.layout import io_name
 
 PROTOCOLS = {"http": httpclient, "grpc": grpcclient}
+
+
+class Example(Protocol):
+    """Inputs and the outputs expected for them, at one shape (the golden data)."""
+
+    @property
+    def inputs(self) -> Mapping[str, np.ndarray]: ...
+
+    @property
+    def outputs(self) -> Mapping[str, np.ndarray]: ...
 
 
 @dataclass(frozen=True)
@@ -36,40 +47,20 @@ def client(server: Server, protocol: str, timeout_s: float) -> Any:
     return grpcclient.InferenceServerClient(server.grpc)
 
 
-# -- readiness of models ----------------------------------------------------------------------
-def wait_models(server: Server, models: list[str], deadline: float) -> dict[str, dict[str, str]]:
-    """Polls until each model is READY or UNAVAILABLE; those still loading at the
-    deadline are reported as timed out."""
-    states: dict[str, dict[str, str]] = {}
-    while time.monotonic() < deadline:
-        states = repository_index(server)
-        if all(states.get(m, {}).get("state") in ("READY", "UNAVAILABLE") for m in models):
-            return {m: states[m] for m in models}
-        time.sleep(0.2)
-    return {
-        m: states.get(m, {}) if states.get(m, {}).get("state") in ("READY", "UNAVAILABLE")
-        else {"state": "TIMEOUT", "reason": f"not ready before the startup timeout (state {states.get(m, {}).get('state', 'unknown')})"}
-        for m in models
-    }
-
-
 # -- expectations from the shape spec -----------------------------------------------------------
-def expected(config: DeployConfig, fmt: str, golden: dict[str, Case]) -> tuple[list[Tensor], list[Tensor]]:
+def expected(config: DeployConfig, fmt: str, golden: dict[str, Example]) -> tuple[list[Tensor], list[Tensor]]:
     inputs = [
-        Tensor(io_name(fmt, s.name, i), s.name, _dtype(s.dtype), [-1 if isinstance(d, str) else d for d in s.dims])
+        Tensor(io_name(fmt, s.name, i), s.name, triton_name(s.dtype), [-1 if isinstance(d, str) else d for d in s.dims])
         for i, s in enumerate(config.inputs)
     ]
     outputs = []
     for i, s in enumerate(config.outputs):
         shapes = [case.outputs[s.name].shape for case in golden.values()]
-        shape = [-1 if len({sh[a] for sh in shapes}) > 1 else n for a, n in enumerate(shapes[0])]
-        dtype = _dtype(str(golden["opt"].outputs[s.name].dtype))
+        varying = varying_axes(shapes)
+        shape = [-1 if a in varying else n for a, n in enumerate(shapes[0])]
+        dtype = triton_name(str(golden["opt"].outputs[s.name].dtype))
         outputs.append(Tensor(io_name(fmt, s.name, i), s.name, dtype, shape))
     return inputs, outputs
-
-
-def _dtype(name: str) -> str:
-    return TRITON_TYPES[name].removeprefix("TYPE_")
 
 
 def metadata_problems(meta: dict[str, Any], inputs: list[Tensor], outputs: list[Tensor]) -> list[str]:
@@ -99,7 +90,7 @@ def batch_problem(server_config: dict[str, Any], max_batch: int | None) -> str |
 
 # -- inference --------------------------------------------------------------------------------
 def infer(
-    conn: Any, protocol: str, model: str, case: Case, inputs: list[Tensor], outputs: list[Tensor], max_batch_size: int
+    conn: Any, protocol: str, model: str, case: Example, inputs: list[Tensor], outputs: list[Tensor], max_batch_size: int
 ) -> dict[str, np.ndarray]:
     """Runs a golden case, split into chunks of at most the model's max_batch_size."""
     total = len(case.inputs[inputs[0].spec_name])
@@ -114,7 +105,7 @@ def infer(
 
 
 def _infer_chunk(
-    conn: Any, protocol: str, model: str, case: Case, inputs: list[Tensor], outputs: list[Tensor], rows: slice
+    conn: Any, protocol: str, model: str, case: Example, inputs: list[Tensor], outputs: list[Tensor], rows: slice
 ) -> dict[str, np.ndarray]:
     module = PROTOCOLS[protocol]
     requests = []
@@ -132,7 +123,7 @@ BATCHING_ROUNDS = 3
 SETTLE_S = 5.0  # how long the statistics may lag the last response
 
 
-def batching(server: Server, model: str, case: Case, inputs: list[Tensor], requests: int, timeout_s: float) -> dict[str, Any]:
+def batching(server: Server, model: str, case: Example, inputs: list[Tensor], requests: int, timeout_s: float) -> dict[str, Any]:
     """Fires `requests` single-item requests at once and reads Triton's statistics: with
     dynamic batching, executions must be fewer than inferences. The batcher only groups
     requests that queue while the model is busy, so a fast model on an idle server can
@@ -185,7 +176,7 @@ def settled(read: Callable[[], tuple[int, int]], target: int, timeout_s: float, 
     return counts
 
 
-def _single_item(case: Case, inputs: list[Tensor]) -> list[Any]:
+def _single_item(case: Example, inputs: list[Tensor]) -> list[Any]:
     items = []
     for tensor in inputs:
         array = np.ascontiguousarray(case.inputs[tensor.spec_name][:1])

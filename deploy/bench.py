@@ -33,7 +33,8 @@ class BenchRequest:
 
 
 def bench_file(model: Path, request: BenchRequest) -> None:
-    from stages import _bench, _bench_runtimes
+    from stages.bench import harness as _bench
+    from stages.bench import runtimes as _bench_runtimes
 
     chosen = _runtime(model, request.runtime)
     settings = _settings(request)
@@ -52,7 +53,7 @@ def bench_file(model: Path, request: BenchRequest) -> None:
 
 
 def _settings(request: BenchRequest) -> Any:
-    from stages import _bench
+    from stages.bench import harness as _bench
 
     if not 0 < request.stability_percentage < 100:
         raise typer.BadParameter(f"{request.stability_percentage} is not in (0, 100)", param_hint="--stability-percentage")
@@ -63,7 +64,8 @@ def _settings(request: BenchRequest) -> Any:
 
 
 def _timing(call: Any, settings: Any, streams: int) -> Any:
-    from stages import _bench, _bench_streams
+    from stages.bench import harness as _bench
+    from stages.bench import streams as _bench_streams
 
     if streams == 1:
         return _bench.measure(call, settings)

@@ -1,4 +1,4 @@
-"""The README's config reference is generated from the pydantic models (pipeline/reference.py):
+"""The README's config reference is generated from the pydantic models (deploy/reference.py):
 it must be current, complete (every field described) and faithful (defaults as YAML that
 reads back as the default)."""
 
@@ -14,13 +14,13 @@ import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from pipeline import reference
+from deploy import reference
 from pipeline.config import DeployConfig
 from pipeline.registry import stage_specs
 from tests.conftest import ROOT
 
 README = ROOT / "README.md"
-REGENERATE = "python -m pipeline.reference --write README.md"
+REGENERATE = "python -m deploy.reference --write README.md"
 
 
 def _row(path: str) -> reference.Row:
@@ -160,7 +160,7 @@ def test_readme_example_is_a_valid_config(tmp_path):
 
 
 def test_run_path_never_imports_the_generator():
-    code = "import sys, pipeline.cli, pipeline.project, pipeline.runner; print('pipeline.reference' in sys.modules)"
+    code = "import sys, deploy.cli, pipeline.project, pipeline.runner; print('deploy.reference' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.stdout.strip() == "False", proc.stderr
 

@@ -1,0 +1,74 @@
+"""`deploy serve`: the published repository on a Triton server, in the foreground, with
+the server settings the config gives its serving stage (any stage whose params hold a
+`server`: the engine and this command never name a stage)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import StageFailed
+from pipeline.project import Project
+from serving import repository as repo
+from serving import server as ts
+from serving.repository import Model
+from serving.serve import Served, loadable_models, serve_repository
+from serving.spec import ServerSpec
+
+Say = Callable[[str], None]
+
+
+def server_setting(project: Project) -> tuple[ServerSpec, str]:
+    """The first stage's `server` spec and its config path; the defaults when none has one."""
+    for node in project.graph.nodes:
+        spec = getattr(node.params, "server", None)
+        if isinstance(spec, ServerSpec):
+            return spec, f"stages.{node.name}.server"
+    return ServerSpec(), "server (defaults)"
+
+
+def serve(name: str, spec: ServerSpec, repository: Path, say: Say, origins: dict[str, str]) -> None:
+    """Until Ctrl-C, SIGTERM or SIGHUP; each stops the server, removes the temp dir and
+    returns normally (a requested stop is a success). `origins`: where explicit ports
+    came from (e.g. {"http_port": "--http-port"}), for the error when one is taken."""
+    if not any(m.startswith(f"{name}_") for m in repo.models(repository)):
+        raise StageFailed(f"no models of '{name}' in {repository}; run `deploy run` first")
+    with ts.stop_requests():
+        try:
+            _serve_until_stopped(name, spec, repository, say, origins)
+        except ts.StopRequested as stop:
+            say(f"{stop}; server stopped")
+
+
+def _serve_until_stopped(name: str, spec: ServerSpec, repository: Path, say: Say, origins: dict[str, str]) -> None:
+    with tempfile.TemporaryDirectory(prefix="deploy-serve-") as tmp, serve_repository(
+        spec, repository, Path(tmp), _of_pipeline(name), private=False, origins=origins,
+    ) as served:
+        _announce(served, name, say)
+        server = served.server
+        while server.process is None or server.process.poll() is None:
+            time.sleep(0.5)
+        raise StageFailed(f"tritonserver exited; log tail:\n{server.log_tail()}")
+
+
+def _announce(served: Served, name: str, say: Say) -> None:
+    server = served.server
+    metrics = f"http://{server.metrics}/metrics" if server.metrics else "(not known for this server)"
+    say(f"HTTP     http://{server.http}\ngRPC     {server.grpc}\nmetrics  {metrics}\nserver log  {server.log_path}")
+    for model, state in served.states.items():
+        say(f"model {model}: {state.get('state')} {state.get('reason', '')}".rstrip())
+    for model in sorted(m for m in served.found if m.startswith(f"{name}_") and m not in served.states):
+        say(f"model {model}: not loaded ({repo.skipped(served.found[model].backend)['reason']})")
+    say("serving; Ctrl-C or SIGTERM stops the server")
+
+
+def _of_pipeline(name: str) -> Any:
+    """The loadable models of this pipeline (a shared repository holds others too)."""
+
+    def choose(found: dict[str, Model], backends: Callable[[], set[str] | None]) -> list[str]:
+        return loadable_models({m: info for m, info in found.items() if m.startswith(f"{name}_")}, backends)
+
+    return choose

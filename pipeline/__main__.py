@@ -1,3 +1,0 @@
-from pipeline.cli import main
-
-main()

@@ -1,0 +1,1 @@
+"""One runner per format, shared by every stage that runs a model and by `deploy bench`."""

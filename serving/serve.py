@@ -1,0 +1,62 @@
+"""The one way to serve a repository, used by the smoke stage, the bench stage and
+`deploy serve`: find its models, keep those the server can load, start the server (or
+reach an existing one), and wait until each model is READY or has failed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from serving import repository as repo
+from serving import server as ts
+from serving.repository import Model
+from serving.spec import ServerSpec
+
+# (models found, a lazy "which backends does the server have") -> the models to load
+Chooser = Callable[[dict[str, Model], Callable[[], set[str] | None]], list[str]]
+
+
+def loadable_models(found: dict[str, Model], backends: Callable[[], set[str] | None]) -> list[str]:
+    """The default choice: every model whose backend the server has (all, when unknown)."""
+    return repo.loadable(found, backends())
+
+
+@dataclass
+class Served:
+    server: ts.Server
+    repository: Path  # the directory the server reads
+    found: dict[str, Model]  # every model in the repository
+    states: dict[str, dict[str, str]]  # the chosen models: {state, reason} after loading
+
+
+@contextmanager
+def serve_repository(
+    spec: ServerSpec, repository: Path, workdir: Path, choose: Chooser = loadable_models,
+    private: bool = True, origins: Mapping[str, str] | None = None,
+) -> Iterator[Served]:
+    """`private`: serve a hard-linked copy (the server writes beside its models, which must
+    not reach the cache); `deploy serve` serves the published directory itself."""
+    tree = repo.private_copy(repository, workdir / "repository") if private else repository.absolute()
+    found = repo.models(tree)
+    names = choose(found, lambda: repo.backends(spec, workdir))
+    with ts.serving(spec, tree, names, workdir, origins) as server:
+        yield Served(server, tree, found, wait_models(server, names, time.monotonic() + spec.startup_timeout_s))
+
+
+def wait_models(server: ts.Server, models: list[str], deadline: float) -> dict[str, dict[str, str]]:
+    """Polls until each model is READY or UNAVAILABLE; those still loading at the
+    deadline are reported as timed out."""
+    states: dict[str, dict[str, str]] = {}
+    while time.monotonic() < deadline:
+        states = ts.repository_index(server)
+        if all(states.get(m, {}).get("state") in ("READY", "UNAVAILABLE") for m in models):
+            return {m: states[m] for m in models}
+        time.sleep(0.2)
+    return {
+        m: states.get(m, {}) if states.get(m, {}).get("state") in ("READY", "UNAVAILABLE")
+        else {"state": "TIMEOUT", "reason": f"not ready before the startup timeout (state {states.get(m, {}).get('state', 'unknown')})"}
+        for m in models
+    }

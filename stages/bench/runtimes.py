@@ -1,0 +1,122 @@
+"""The runtimes the bench stage and `deploy bench` time: each becomes a zero-argument
+call over fixed random inputs (and, on a GPU, a per-call H2D / compute / D2H record).
+Heavy libraries are imported inside the functions that need them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipeline.config import DeployConfig
+from pipeline.errors import ConfigError, Issue
+from pipeline.stage import SOURCE_ARTIFACT, StageContext
+from runtimes.base import Device
+from runtimes.timing import Timed
+
+if TYPE_CHECKING:
+    from stages.bench.triton import Feed
+
+SHAPE = re.compile(r"^([A-Za-z_][\w.:/-]*):(\d+(?:x\d+)*)$")
+
+
+def parse_shapes(text: str | None) -> dict[str, tuple[int, ...]]:
+    """trtexec's --shapes: `input:8x3x224x224,mask:8x128`."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in filter(None, (text or "").split(",")):
+        match = SHAPE.match(item.strip())
+        if match is None:
+            raise ConfigError("--shapes", [Issue("--shapes", f"'{item}' is not NAME:DxDxD (e.g. input:1x3x224x224)")])
+        shapes[match.group(1)] = tuple(int(d) for d in match.group(2).split("x"))
+    return shapes
+
+
+# The artifact each runtime times.
+ARTIFACT = {
+    "eager": SOURCE_ARTIFACT, "torchscript": "torchscript", "onnxruntime": "onnx", "onnxruntime_int8": "onnx_int8",
+    "onnxruntime_fp16": "onnx_fp16", "tensorrt": "engine", "triton": "repository",
+}
+
+
+# -- the bench stage: inputs from the shape spec -------------------------------------------------
+def spec_feeds(config: DeployConfig, batch: int) -> dict[str, Any]:
+    """Random inputs at the shape spec's opt shape, with the batch axis set to `batch`."""
+    import numpy as np
+
+    from runtimes.arrays import random_input
+
+    rng = np.random.default_rng(0)
+    batched = config.batch_dim is not None
+    return {s.name: random_input(s, (batch, *s.opt[1:]) if batched else s.opt, rng) for s in config.inputs}
+
+
+def triton_feeds(config: DeployConfig, fmt: str, batch: int) -> list[Feed]:
+    from runtimes.dtypes import triton_name
+    from serving.layout import io_name
+    from stages.bench.triton import Feed
+
+    feeds = spec_feeds(config, batch)
+    return [Feed(io_name(fmt, s.name, i), feeds[s.name], triton_name(s.dtype)) for i, s in enumerate(config.inputs)]
+
+
+def make(runtime: str, ctx: StageContext, feeds: dict[str, Any], device: Device, threads: int | None) -> Timed:
+    """The runtime loaded from its artifact, timed over `feeds`."""
+    names = (ctx.config.input_names(), ctx.config.output_names())
+    if runtime.startswith("onnxruntime"):
+        from runtimes.onnxrt import OnnxRuntime
+
+        return OnnxRuntime(ctx.input(ARTIFACT[runtime]), device, threads).timed(feeds)
+    if runtime == "tensorrt":
+        from runtimes.tensorrt import TensorRTEngine
+
+        return TensorRTEngine(ctx.input("engine"), *names).timed(feeds)
+    from runtimes.torchrt import TorchModule
+
+    if runtime == "torchscript":
+        return TorchModule.torchscript(ctx.input("torchscript"), *names, device, threads).timed(feeds)
+    from stages._torch import load_model
+
+    return TorchModule(load_model(ctx.config.model), *names, device, threads).timed(feeds)
+
+
+# -- `deploy bench FILE`: inputs from --shapes or the model -------------------------------------
+def onnxruntime(path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None) -> tuple[Callable[[], Any], int]:
+    from runtimes.arrays import random_array
+    from runtimes.onnxrt import OnnxRuntime
+
+    model = OnnxRuntime(path, Device.CPU, threads)
+    declared = model.input_types()
+    feeds = {name: random_array(_shape(name, shape, shapes), dtype) for name, (shape, dtype) in declared.items()}
+    _unknown(shapes, feeds)
+    return model.timed(feeds).call, _batch(feeds)
+
+
+def torchscript(path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None) -> tuple[Callable[[], Any], int]:
+    from runtimes.arrays import random_array
+    from runtimes.torchrt import TorchModule
+
+    if not shapes:
+        raise ConfigError("--shapes", [Issue("--shapes", "TorchScript files carry no input shapes: give --shapes NAME:DxD,...")])
+    feeds = {name: random_array(shape, "float32") for name, shape in shapes.items()}
+    # The module's outputs are not named in a file alone: timing does not need names.
+    return TorchModule.torchscript(path, list(feeds), (), Device.CPU, threads).timed(feeds).call, _batch(feeds)
+
+
+def _shape(name: str, declared: list[Any], given: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+    if name in given:
+        return given[name]
+    if all(isinstance(d, int) for d in declared):
+        return tuple(declared)
+    raise ConfigError("--shapes", [Issue("--shapes", f"input '{name}' has dynamic dims {declared}: give --shapes {name}:DxD...")])
+
+
+def _unknown(given: dict[str, tuple[int, ...]], feeds: dict[str, Any]) -> None:
+    extra = sorted(set(given) - set(feeds))
+    if extra:
+        raise ConfigError("--shapes", [Issue("--shapes", f"the model has no input(s) {extra} (inputs: {sorted(feeds)})")])
+
+
+def _batch(feeds: dict[str, Any]) -> int:
+    first = next(iter(feeds.values()))
+    return int(first.shape[0]) if first.ndim else 1

@@ -1,0 +1,79 @@
+"""A stage added from a package outside this repository, without touching the engine:
+the recipe in the README, exercised end to end through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pipeline.errors import ExitCode
+from tests.conftest import run_cli
+
+STAGE = '''
+"""checksum: the ONNX file's sha256 in a text file."""
+
+import hashlib
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.stage import Artifact, Phase, StageContext, StageSpec
+
+
+class ChecksumParams(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prefix: str = Field("sha256:", description="Written before the digest.")
+
+
+def run(ctx: StageContext, params: ChecksumParams) -> None:
+    digest = hashlib.sha256(ctx.input("onnx").read_bytes()).hexdigest()
+    ctx.output("checksum").write_text(params.prefix + digest)
+    ctx.record("headline", digest[:12])
+
+
+SPEC = StageSpec(
+    name="checksum",
+    version=1,
+    params=ChecksumParams,
+    inputs=("onnx",),
+    outputs=(Artifact("checksum", filename="checksum.txt"),),
+    run=run,
+    phase=Phase.PACKAGE,
+    description="sha256 of the ONNX file",
+)
+'''
+
+
+def plugin_env(tmp_path: Path) -> dict[str, str]:
+    package = tmp_path / "plugins" / "my_stages"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "checksum.py").write_text(STAGE)
+    path = os.pathsep.join(filter(None, [str(tmp_path / "plugins"), os.environ.get("PYTHONPATH", "")]))
+    return {"DEPLOY_STAGE_PACKAGES": "my_stages", "PYTHONPATH": path}
+
+
+def test_a_stage_from_another_package_runs_and_caches(write_config, tmp_path: Path) -> None:
+    env = plugin_env(tmp_path)
+    path = write_config(replace={"stages": {"trace": {}, "export": {}, "checksum": {"prefix": "onnx "}}})
+    first = run_cli("run", str(path), "--json", str(tmp_path / "first.json"), env=env)
+    assert first.returncode == ExitCode.OK, first.stdout + first.stderr
+    stages = {s["stage"]: s for s in json.loads((tmp_path / "first.json").read_text())["stages"]}
+    assert stages["checksum"]["status"] == "ran"
+    assert Path(stages["checksum"]["outputs"]["checksum"]["path"]).read_text().startswith("onnx ")
+    second = run_cli("run", str(path), "--json", str(tmp_path / "second.json"), env=env)
+    again = {s["stage"]: s["status"] for s in json.loads((tmp_path / "second.json").read_text())["stages"]}
+    assert second.returncode == ExitCode.OK and again == {"trace": "cached", "export": "cached", "checksum": "cached"}
+
+
+def test_without_the_package_the_stage_is_unknown(write_config) -> None:
+    path = write_config(replace={"stages": {"trace": {}, "export": {}, "checksum": {}}})
+    proc = run_cli("validate", str(path))
+    assert proc.returncode == ExitCode.CONFIG and "stages.checksum: unknown stage" in proc.stdout + proc.stderr
+
+
+def test_an_unimportable_stage_package_is_an_environment_error(write_config) -> None:
+    proc = run_cli("validate", str(write_config()), env={"DEPLOY_STAGE_PACKAGES": "no_such_stage_pkg"})
+    assert proc.returncode == ExitCode.ENVIRONMENT
+    assert "$DEPLOY_STAGE_PACKAGES: cannot import the stage package 'no_such_stage_pkg'" in proc.stdout + proc.stderr

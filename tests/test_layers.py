@@ -1,0 +1,145 @@
+"""The layering, read from the source with `ast` (nothing is imported):
+
+    deploy/    the app (CLI)            may import everything below
+    pipeline/  the engine               imports no stage, no app, no runtime, no serving
+    stages/    the stages + helpers     a stage imports no other stage
+    runtimes/  one runner per format    imports neither stages nor the app
+    serving/   Triton serving           imports neither stages nor the app
+
+and no two modules import each other, directly or through others."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("deploy", "pipeline", "stages", "runtimes", "serving")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def package_of(path: Path) -> str:
+    return module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+
+
+def imported(path: Path, package: str) -> Iterator[str]:
+    """Every module an import statement names, at any depth (lazy imports count too)."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node, package)
+            yield base
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    if not node.level:
+        return node.module or ""
+    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+    return ".".join(parts + ([node.module] if node.module else []))
+
+
+def project_imports(path: Path, known: dict[str, Path]) -> set[str]:
+    """The project's modules a file imports. `from pkg import mod` imports `pkg.mod`; the
+    package itself counts only when a name taken from it is not a module."""
+    names = set(imported(path, package_of(path)))
+    parents = {n.rpartition(".")[0] for n in names if n in known and "." in n}
+    return {n for n in names if n in known and not (n in parents and not _takes_attribute(n, names, known))}
+
+
+def _takes_attribute(package: str, names: set[str], known: dict[str, Path]) -> bool:
+    return any(n.startswith(package + ".") and n not in known and n.count(".") == package.count(".") + 1 for n in names)
+
+
+def is_stage(name: str, known: dict[str, Path]) -> bool:
+    """A stage is a module of `stages` (or a package under it) that defines SPEC."""
+    parts = name.split(".")
+    if parts[0] != "stages" or len(parts) < 2 or parts[1].startswith("_"):
+        return False
+    return "SPEC = StageSpec(" in known[name].read_text() or (f"{name}.stage" in known)
+
+
+def stage_of(name: str, known: dict[str, Path]) -> str | None:
+    parts = name.split(".")
+    head = ".".join(parts[:2])
+    return head if len(parts) >= 2 and head in known and is_stage(head, known) else None
+
+
+KNOWN = modules()
+
+
+@pytest.mark.parametrize("name", sorted(n for n in KNOWN if n.startswith("pipeline")))
+def test_the_engine_imports_no_stage_app_runtime_or_serving(name: str) -> None:
+    bad = sorted(i for i in project_imports(KNOWN[name], KNOWN) if i.split(".")[0] in ("stages", "deploy", "runtimes", "serving"))
+    assert not bad, f"{name} imports {bad}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in KNOWN if n.split(".")[0] in ("runtimes", "serving")))
+def test_shared_libraries_import_no_stage_and_no_app(name: str) -> None:
+    bad = sorted(i for i in project_imports(KNOWN[name], KNOWN) if i.split(".")[0] in ("stages", "deploy"))
+    assert not bad, f"{name} imports {bad}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in KNOWN if n.startswith("stages.")))
+def test_a_stage_imports_no_other_stage(name: str) -> None:
+    own = stage_of(name, KNOWN)
+    others = {stage_of(i, KNOWN) for i in project_imports(KNOWN[name], KNOWN)} - {None, own}
+    assert not others, f"{name} imports the stage(s) {sorted(o for o in others if o)}"
+
+
+def test_no_import_cycles() -> None:
+    graph = {name: project_imports(path, KNOWN) - {name} for name, path in KNOWN.items()}
+    cycles = sorted({tuple(sorted(c)) for c in _cycles(graph)})
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_rules_see_a_violation(tmp_path: Path) -> None:
+    """The checker itself can fail: a module importing a stage is reported."""
+    bad = tmp_path / "pipeline" / "bad.py"
+    bad.parent.mkdir()
+    bad.write_text("def f():\n    from stages.smoke import serve\n")
+    assert "stages.smoke" in set(imported(bad, "pipeline"))
