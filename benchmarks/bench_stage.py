@@ -31,12 +31,25 @@ def derived(config: Path, args: argparse.Namespace, scratch: Path) -> Path:
         if key in model:  # relative to the original config's folder
             model[key] = str((config.parent / model[key]).resolve())
     stages = data["stages"]
-    bench = {**(stages.get("bench") or {}), "batches": args.batches, "device": args.device, "duration_s": args.duration, "iterations": 20}
+    bench = {
+        **(stages.get("bench") or {}),
+        "batches": args.batches,
+        "device": args.device,
+        "duration_s": args.duration,
+        "iterations": 20,
+    }
     if args.device == "cuda":
-        data["stages"] = {"trace": stages.get("trace") or {}, "bench": {**bench, "runtimes": ["eager", "torchscript"]}}
+        data["stages"] = {
+            "trace": stages.get("trace") or {},
+            "bench": {**bench, "runtimes": ["eager", "torchscript"]},
+        }
     else:
-        data["stages"] = {name: params for name, params in stages.items() if name != "smoke"} | {"bench": bench}
-    data.update(cache_dir=str(scratch / "cache"), run_dir=str(scratch / "runs"), repository=str(scratch / "repo"))
+        data["stages"] = {name: params for name, params in stages.items() if name != "smoke"} | {
+            "bench": bench
+        }
+    data.update(
+        cache_dir=str(scratch / "cache"), run_dir=str(scratch / "runs"), repository=str(scratch / "repo")
+    )
     path = scratch / config.name
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -51,7 +64,9 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-stage-") as tmp:
         path = derived(args.config.resolve(), args, Path(tmp))
-        proc = subprocess.run([sys.executable, "-m", "deploy", "run", str(path)], cwd=ROOT, capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "deploy", "run", str(path)], cwd=ROOT, capture_output=True, text=True
+        )
         if proc.returncode != 0:
             sys.exit(f"deploy run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         name = yaml.safe_load(path.read_text())["name"]

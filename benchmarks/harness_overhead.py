@@ -23,19 +23,28 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from stages.bench import harness as _bench  # noqa: E402
+from stages.bench import harness as _bench
 
 
 def model(path: Path, width: int = 512, layers: int = 4) -> None:
     rng = np.random.default_rng(0)
     nodes, inits, prev = [], [], "x"
     for i in range(layers):
-        inits.append(numpy_helper.from_array(rng.standard_normal((width, width)).astype(np.float32) / width**0.5, f"w{i}"))
+        inits.append(
+            numpy_helper.from_array(
+                rng.standard_normal((width, width)).astype(np.float32) / width**0.5, f"w{i}"
+            )
+        )
         nodes.append(helper.make_node("MatMul", [prev, f"w{i}"], [f"h{i}"]))
         nodes.append(helper.make_node("Relu", [f"h{i}"], [f"r{i}"]))
         prev = f"r{i}"
-    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, width])],
-                              [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [64, width])], inits)
+    graph = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, width])],
+        [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [64, width])],
+        inits,
+    )
     built = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     built.ir_version = 8  # onnx writes the newest IR version; ONNX Runtime may not read it yet
     onnx.save(built, path)
@@ -70,22 +79,31 @@ def main() -> None:
         for round_ in range(args.rounds):
             # Alternate which loop goes first: the second of two back-to-back loops on a
             # 2-core VM is measurably slower, whichever it is.
-            for which in (("bare", "harness") if round_ % 2 == 0 else ("harness", "bare")):
+            for which in ("bare", "harness") if round_ % 2 == 0 else ("harness", "bare"):
                 if which == "bare":
                     bare.append(bare_loop(call, args.calls))
                 else:
-                    timing = _bench.measure(call, _bench.Settings(warmup_ms=0, duration_s=0, iterations=args.calls))
+                    timing = _bench.measure(
+                        call, _bench.Settings(warmup_ms=0, duration_s=0, iterations=args.calls)
+                    )
                     harness.append(timing.wall_s * 1e3 / len(timing.latencies_ms))
     b, h = statistics.median(bare), statistics.median(harness)
     per_call_us = bookkeeping_us()
     print("| loop | ms per call (median of rounds) |\n|---|---|")
-    print(f"| bare `for` loop, ONNX Runtime | {b:.4f} |\n| harness (`stages/_bench.measure`), ONNX Runtime | {h:.4f} |")
-    print(f"\nend to end: {100 * (h - b) / b:+.2f} % ({args.rounds} rounds x {args.calls} calls; run-to-run noise on this VM is a few %)")
-    print(f"harness bookkeeping on a no-op call: {per_call_us:.3f} us per call = {100 * per_call_us / (b * 1000):.3f} % of this model's call (goal <= 2 %)")
+    print(
+        f"| bare `for` loop, ONNX Runtime | {b:.4f} |\n| harness (`stages/_bench.measure`), ONNX Runtime | {h:.4f} |"
+    )
+    print(
+        f"\nend to end: {100 * (h - b) / b:+.2f} % ({args.rounds} rounds x {args.calls} calls; run-to-run noise on this VM is a few %)"
+    )
+    print(
+        f"harness bookkeeping on a no-op call: {per_call_us:.3f} us per call = {100 * per_call_us / (b * 1000):.3f} % of this model's call (goal <= 2 %)"
+    )
 
 
 def bookkeeping_us(calls: int = 200_000) -> float:
     """What the harness adds per call, isolated: a no-op timed both ways."""
+
     def noop() -> None:
         return None
 

@@ -45,14 +45,16 @@ def timed_run(config: Path, cwd: Path) -> tuple[float, dict]:
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"deploy run failed:\n{proc.stderr}")
-    summary = json.loads((cwd / "runs" / yaml.safe_load(config.read_text())["name"] / "summary.json").read_text())
+    summary = json.loads(
+        (cwd / "runs" / yaml.safe_load(config.read_text())["name"] / "summary.json").read_text()
+    )
     return wall, {s["stage"]: s["status"] for s in summary["stages"]}
 
 
 def heavy_in_warm_run(config: Path, cwd: Path) -> list[str]:
     code = PROBE.format(config=str(config), heavy=HEAVY)
     proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True)
-    line = next(l for l in proc.stderr.splitlines() if l.startswith("HEAVY="))
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("HEAVY="))
     return [m for m in line.removeprefix("HEAVY=").split(",") if m]
 
 
@@ -104,20 +106,24 @@ def main() -> None:
 
 def _cpu() -> str:
     try:
-        return next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+        return next(
+            ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")
+        )
     except (OSError, StopIteration):
         return platform.processor()
 
 
 def _markdown(r: dict) -> str:
-    return "\n".join([
-        f"| measurement ({r['config']}, {r['machine']['cores']}x {r['machine']['cpu']}) | result |",
-        "|---|---|",
-        f"| cold `deploy run` (empty cache) | {r['cold_s']} s |",
-        f"| warm no-op rerun, median of {len(r['warm_s'])} | {r['warm_median_s']} s (all cached: {r['warm_all_cached']}) |",
-        f"| heavy libraries imported by the warm run | {', '.join(r['warm_heavy_imports']) or 'none'} |",
-        f"| rerun after editing only validate.atol | {r['tolerance_edit_s']} s; reran: {', '.join(r['tolerance_edit_reran'])} |",
-    ])
+    return "\n".join(
+        [
+            f"| measurement ({r['config']}, {r['machine']['cores']}x {r['machine']['cpu']}) | result |",
+            "|---|---|",
+            f"| cold `deploy run` (empty cache) | {r['cold_s']} s |",
+            f"| warm no-op rerun, median of {len(r['warm_s'])} | {r['warm_median_s']} s (all cached: {r['warm_all_cached']}) |",
+            f"| heavy libraries imported by the warm run | {', '.join(r['warm_heavy_imports']) or 'none'} |",
+            f"| rerun after editing only validate.atol | {r['tolerance_edit_s']} s; reran: {', '.join(r['tolerance_edit_reran'])} |",
+        ]
+    )
 
 
 if __name__ == "__main__":

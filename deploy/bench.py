@@ -43,7 +43,9 @@ def bench_file(model: Path, request: BenchRequest) -> None:
         call, batch = make(model, _bench_runtimes.parse_shapes(request.shapes), request.threads)
     except ConfigError as exc:  # a --shapes problem is a command-line problem
         raise typer.BadParameter("; ".join(i.message for i in exc.issues), param_hint="--shapes") from None
-    typer.echo(f"[I] Model: {model} ({chosen}), shapes: {request.shapes or 'from the model'}, streams: {request.streams}")
+    typer.echo(
+        f"[I] Model: {model} ({chosen}), shapes: {request.shapes or 'from the model'}, streams: {request.streams}"
+    )
     timing = _timing(call, settings, request.streams)
     for line in _bench.report_lines(chosen, _bench.summarize(timing, batch, settings), settings):
         typer.echo(line)
@@ -56,11 +58,23 @@ def _settings(request: BenchRequest) -> Any:
     from stages.bench import harness as _bench
 
     if not 0 < request.stability_percentage < 100:
-        raise typer.BadParameter(f"{request.stability_percentage} is not in (0, 100)", param_hint="--stability-percentage")
+        raise typer.BadParameter(
+            f"{request.stability_percentage} is not in (0, 100)", param_hint="--stability-percentage"
+        )
     if request.max_trials < request.stability_windows:
-        raise typer.BadParameter(f"{request.max_trials} < --stability-windows {request.stability_windows}", param_hint="--max-trials")
-    return _bench.Settings(request.warmup_ms, request.duration_s, request.iterations, _percentiles(request.percentiles),
-                           request.stability_windows, request.stability_percentage / 100, request.max_trials)
+        raise typer.BadParameter(
+            f"{request.max_trials} < --stability-windows {request.stability_windows}",
+            param_hint="--max-trials",
+        )
+    return _bench.Settings(
+        request.warmup_ms,
+        request.duration_s,
+        request.iterations,
+        _percentiles(request.percentiles),
+        request.stability_windows,
+        request.stability_percentage / 100,
+        request.max_trials,
+    )
 
 
 def _timing(call: Any, settings: Any, streams: int) -> Any:
@@ -78,7 +92,10 @@ def _runtime(model: Path, runtime: str) -> str:
     if runtime == "auto":
         runtime = RUNTIMES.get(model.suffix, "")
     if runtime not in ("onnxruntime", "torchscript"):
-        raise typer.BadParameter(f"cannot tell the runtime of '{model.name}'; pass onnxruntime or torchscript", param_hint="--runtime")
+        raise typer.BadParameter(
+            f"cannot tell the runtime of '{model.name}'; pass onnxruntime or torchscript",
+            param_hint="--runtime",
+        )
     return runtime
 
 
@@ -88,5 +105,7 @@ def _percentiles(text: str) -> tuple[float, ...]:
     except ValueError:
         values = ()
     if not values or not all(0 < v <= 100 for v in values):
-        raise typer.BadParameter(f"'{text}' is not a list of percentiles in (0, 100]", param_hint="--percentile")
+        raise typer.BadParameter(
+            f"'{text}' is not a list of percentiles in (0, 100]", param_hint="--percentile"
+        )
     return values

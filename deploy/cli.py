@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
+from deploy.runs import check_writable
 from pipeline.errors import DeployError, ExitCode, StageFailed
 
 if TYPE_CHECKING:
@@ -36,7 +36,9 @@ app = typer.Typer(
     context_settings=HELP_OPTIONS,
     help="Build, verify and cache a PyTorch -> ONNX -> TensorRT -> Triton pipeline from one YAML file.",
 )
-cache_app = typer.Typer(no_args_is_help=True, context_settings=HELP_OPTIONS, help="Inspect and maintain the artifact cache.")
+cache_app = typer.Typer(
+    no_args_is_help=True, context_settings=HELP_OPTIONS, help="Inspect and maintain the artifact cache."
+)
 app.add_typer(cache_app, name="cache")
 
 
@@ -60,9 +62,10 @@ def _root(
 ) -> None:
     """Build, verify and cache a PyTorch -> ONNX -> TensorRT -> Triton pipeline from one YAML file."""
 
+
 ConfigArg = Annotated[Path, typer.Argument(help="Pipeline YAML, e.g. configs/resnet50.yaml.")]
 CacheOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--cache-dir", help="Artifact store (overrides the config and $DEPLOY_CACHE_DIR)."),
 ]
 Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show tracebacks and more detail.")]
@@ -74,135 +77,75 @@ def _console() -> Console:
     return Console(file=console_stream())
 
 
-def _project(config: Path, cache_dir: Optional[Path]) -> Project:
+def _project(config: Path, cache_dir: Path | None) -> Project:
     from pipeline.project import load_project
 
     return load_project(config, cache_dir)
 
 
-JunitOpt = Annotated[Optional[Path], typer.Option("--junit", help="Also write a JUnit XML file: one testcase per stage.")]
-JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Also write the run summary (JSON) to this file.")]
+JunitOpt = Annotated[
+    Path | None, typer.Option("--junit", help="Also write a JUnit XML file: one testcase per stage.")
+]
+JsonOpt = Annotated[
+    Path | None, typer.Option("--json", help="Also write the run summary (JSON) to this file.")
+]
 
 
 @app.command()
 def run(
     config: ConfigArg,
-    force: Annotated[list[str], typer.Option("--force", "-f", help="Rerun STAGE even if cached ('all' for every stage).")] = [],  # noqa: B006
-    start: Annotated[Optional[str], typer.Option("--from", help="Run from STAGE on; earlier stages must be cached.")] = None,
-    stop: Annotated[Optional[str], typer.Option("--to", help="Stop after STAGE.")] = None,
-    only: Annotated[list[str], typer.Option("--only", help="Run only STAGE (repeatable); its inputs must be cached.")] = [],  # noqa: B006
+    force: Annotated[
+        list[str], typer.Option("--force", "-f", help="Rerun STAGE even if cached ('all' for every stage).")
+    ] = [],  # noqa: B006
+    start: Annotated[
+        str | None, typer.Option("--from", help="Run from STAGE on; earlier stages must be cached.")
+    ] = None,
+    stop: Annotated[str | None, typer.Option("--to", help="Stop after STAGE.")] = None,
+    only: Annotated[
+        list[str], typer.Option("--only", help="Run only STAGE (repeatable); its inputs must be cached.")
+    ] = [],  # noqa: B006
     cache_dir: CacheOpt = None,
     junit: JunitOpt = None,
     summary_json: JsonOpt = None,
     verbose: Verbose = False,
 ) -> None:
     """Run the pipeline; stages whose inputs are unchanged come from the cache."""
+    from deploy.runs import Choice, ci_files_for_rejection, finish_run, make_runner
+
     for option, path in (("--junit", junit), ("--json", summary_json)):
-        _check_writable(option, path)
+        check_writable(option, path)
     runner: Runner | None = None
     console = _console()
     try:
-        runner = _runner(config, cache_dir, _Choice(force, start, stop, only), console, verbose)
+        runner = make_runner(_project(config, cache_dir), Choice(force, start, stop, only), console, verbose)
         with runner.reporter:  # type: ignore[attr-defined]
             runner.run()
     except DeployError as exc:
         if runner is None or not runner.summary:  # rejected: no summary or report was written
-            _ci_files_for_rejection(config, exc, junit, summary_json)
+            ci_files_for_rejection(config, exc, junit, summary_json)
         raise
     finally:
-        written = _finish_run(runner, console, verbose, junit, summary_json) if runner and runner.summary else True
+        written = (
+            finish_run(runner, console, verbose, junit, summary_json) if runner and runner.summary else True
+        )
     if not written:
         raise typer.Exit(ExitCode.CONFIG)
-
-
-@dataclass(frozen=True)
-class _Choice:
-    force: list[str]
-    start: Optional[str]
-    stop: Optional[str]
-    only: list[str]
-
-
-def _runner(config: Path, cache_dir: Optional[Path], choice: _Choice, console: Console, verbose: bool) -> Runner:
-    from pipeline.graph import select
-    from pipeline.runner import Runner, Selection
-    from pipeline.store import Store
-    from deploy.ui import ConsoleReporter
-
-    project = _project(config, cache_dir)
-    names = select(project.graph, choice.only, choice.start, choice.stop)
-    unknown = [f for f in choice.force if f != "all" and f not in project.graph.names()]
-    if unknown:
-        raise typer.BadParameter(f"unknown stage(s) {unknown}", param_hint="--force")
-    selection = Selection(frozenset(names), frozenset(choice.force))
-    return Runner(project, Store(project.cache_dir), ConsoleReporter(console, verbose), selection)
-
-
-def _check_writable(option: str, path: Optional[Path]) -> None:
-    """A CI file we could not write at the end of a long run is found out now."""
-    if path is None:
-        return
-    existing = next(p for p in (path, *path.absolute().parents) if p.exists())
-    if path.is_dir() or not os.access(existing if existing != path else path.parent, os.W_OK):
-        raise typer.BadParameter(f"cannot write {path}", param_hint=option)
-
-
-def _finish_run(runner: Runner, console: Console, verbose: bool, junit: Optional[Path], summary_json: Optional[Path]) -> bool:
-    """The results, where the summary and report are, and the CI files asked for; False
-    when one of those could not be written."""
-    from pipeline.runner import REPORT_FILE
-    from deploy.ui import results_table, summary_lines
-
-    project, plain = runner.project, not console.is_terminal
-    if plain:
-        for line in summary_lines(runner.results, project.graph.names()):
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
-    else:
-        console.print(results_table(runner.results, project.graph.names(), full_notes=verbose))
-    console.print(f"run {runner.summary['status']}   summary: {project.run_dir / 'summary.json'}   "
-                  f"report: {project.run_dir / REPORT_FILE}   repository: {project.config.repository}",
-                  markup=False, highlight=False, soft_wrap=plain)
-    try:
-        _write_ci_files(runner.summary, junit, summary_json)
-    except OSError as exc:  # printed, not raised: it must not hide the run's own outcome
-        console.print(Text.assemble(("error", "bold red"), f": could not write a --junit / --json file: {exc}"))
-        return False
-    return True
-
-
-def _ci_files_for_rejection(config: Path, exc: DeployError, junit: Optional[Path], summary_json: Optional[Path]) -> None:
-    """An invocation rejected before anything ran (a config that does not load, a
-    selection whose upstream isn't cached) is one failed pseudo-stage for a CI server:
-    `config` or `selection`."""
-    from pipeline.errors import SelectionError
-
-    what = "selection" if isinstance(exc, SelectionError) else "config"
-    failed = {"stage": what, "status": "failed", "message": str(exc), "seconds": 0.0}
-    summary = {"pipeline": config.stem, "config": str(config), "status": f"{what} error", "message": str(exc),
-               "wall_s": 0.0, "stages": [failed]}
-    _write_ci_files(summary, junit, summary_json)
-
-
-def _write_ci_files(summary: dict[str, object], junit: Optional[Path], summary_json: Optional[Path]) -> None:
-    import json
-
-    from pipeline import junit as junit_xml
-    from pipeline.hashing import atomic_write_text
-
-    if junit is not None:
-        junit_xml.write(junit, summary)
-    if summary_json is not None:
-        atomic_write_text(summary_json, json.dumps(summary, indent=1))
 
 
 @app.command()
 def plan(
     config: ConfigArg,
     cache_dir: CacheOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON (one object per stage).")] = False,
-    detailed_exitcode: Annotated[bool, typer.Option(
-        "--detailed-exitcode", help=f"Exit {ExitCode.WILL_RUN} when some stage will (or may) run, 0 when all is cached.",
-    )] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the plan as JSON (one object per stage).")
+    ] = False,
+    detailed_exitcode: Annotated[
+        bool,
+        typer.Option(
+            "--detailed-exitcode",
+            help=f"Exit {ExitCode.WILL_RUN} when some stage will (or may) run, 0 when all is cached.",
+        ),
+    ] = False,
 ) -> None:
     """Show, per stage, whether it is cached, skipped or will run, and why."""
     from pipeline.plan import make_plan, will_run
@@ -244,9 +187,15 @@ _PORT_HELP = "port. Default: the config's {0}, else a free one. Taken: exit 4."
 @app.command()
 def serve(
     config: ConfigArg,
-    http_port: Annotated[Optional[int], typer.Option(min=1, max=65535, help="HTTP " + _PORT_HELP.format("http_port"))] = None,
-    grpc_port: Annotated[Optional[int], typer.Option(min=1, max=65535, help="gRPC " + _PORT_HELP.format("grpc_port"))] = None,
-    metrics_port: Annotated[Optional[int], typer.Option(min=1, max=65535, help="Metrics " + _PORT_HELP.format("metrics_port"))] = None,
+    http_port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="HTTP " + _PORT_HELP.format("http_port"))
+    ] = None,
+    grpc_port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="gRPC " + _PORT_HELP.format("grpc_port"))
+    ] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="Metrics " + _PORT_HELP.format("metrics_port"))
+    ] = None,
 ) -> None:
     """Serve the generated model repository on a local tritonserver; prints its HTTP, gRPC
     and metrics addresses. Ctrl-C, SIGTERM or SIGHUP stop it (server and temp dir gone)
@@ -259,37 +208,67 @@ def serve(
     given = {"http_port": http_port, "grpc_port": grpc_port, "metrics_port": metrics_port}
     ports = {name: port for name, port in given.items() if port is not None}
     # A taken port is named as the user gave it: the option, else the config's key.
-    origins = {name: "--" + name.replace("_", "-") if name in ports else f"{where}.{name} in {config}" for name in given}
+    origins = {
+        name: "--" + name.replace("_", "-") if name in ports else f"{where}.{name} in {config}"
+        for name in given
+    }
     console = _console()
 
     def say(line: str) -> None:  # model names and server reasons are text, never markup
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
-    serve_repository(project.config.name, spec.model_copy(update=ports), project.config.repository, say, origins)
+    serve_repository(
+        project.config.name, spec.model_copy(update=ports), project.config.repository, say, origins
+    )
 
 
 @app.command()
 def bench(
     model: Annotated[Path, typer.Argument(help="An .onnx (ONNX Runtime) or .pt/.ts (TorchScript) file.")],
-    shapes: Annotated[Optional[str], typer.Option("--shapes", help="NAME:DxDxD,... (as trtexec).")] = None,
+    shapes: Annotated[str | None, typer.Option("--shapes", help="NAME:DxDxD,... (as trtexec).")] = None,
     warmup: Annotated[float, typer.Option("--warmUp", min=0, help="Warm-up time, ms.")] = 200.0,
     duration: Annotated[float, typer.Option("--duration", min=0, help="Minimum timed duration, s.")] = 3.0,
     iterations: Annotated[int, typer.Option("--iterations", min=1, help="Minimum timed calls.")] = 10,
-    percentile: Annotated[str, typer.Option("--percentile", help="Comma-separated, e.g. 90,95,99.")] = "90,95,99",
-    export_times: Annotated[Optional[Path], typer.Option("--exportTimes", help="Write per-call times (JSON).")] = None,
+    percentile: Annotated[
+        str, typer.Option("--percentile", help="Comma-separated, e.g. 90,95,99.")
+    ] = "90,95,99",
+    export_times: Annotated[
+        Path | None, typer.Option("--exportTimes", help="Write per-call times (JSON).")
+    ] = None,
     runtime: Annotated[str, typer.Option("--runtime", help="auto | onnxruntime | torchscript.")] = "auto",
-    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="Intra-op threads.")] = None,
-    streams: Annotated[int, typer.Option("--streams", "--concurrency", min=1, help="Parallel closed-loop streams.")] = 1,
-    stability_windows: Annotated[int, typer.Option("--stability-windows", min=1, help="Stop once the last K windows agree.")] = 3,
-    stability_percentage: Annotated[float, typer.Option("--stability-percentage", help="Allowed spread of those windows, ± % of their mean.")] = 10.0,
-    max_trials: Annotated[int, typer.Option("--max-trials", min=1, help="Most windows before giving up (marked unstable).")] = 10,
+    threads: Annotated[int | None, typer.Option("--threads", min=1, help="Intra-op threads.")] = None,
+    streams: Annotated[
+        int, typer.Option("--streams", "--concurrency", min=1, help="Parallel closed-loop streams.")
+    ] = 1,
+    stability_windows: Annotated[
+        int, typer.Option("--stability-windows", min=1, help="Stop once the last K windows agree.")
+    ] = 3,
+    stability_percentage: Annotated[
+        float,
+        typer.Option("--stability-percentage", help="Allowed spread of those windows, ± % of their mean."),
+    ] = 10.0,
+    max_trials: Annotated[
+        int, typer.Option("--max-trials", min=1, help="Most windows before giving up (marked unstable).")
+    ] = 10,
 ) -> None:
     """Time one model file the way trtexec does (warm-up, duration, percentiles), in windows until stable as perf_analyzer."""
     from deploy.bench import BenchRequest, bench_file
 
-    _check_writable("--exportTimes", export_times)  # before timing, not after it
-    request = BenchRequest(shapes, warmup, duration, iterations, percentile, export_times, runtime, threads, streams,
-                           stability_windows, stability_percentage, max_trials)
+    check_writable("--exportTimes", export_times)  # before timing, not after it
+    request = BenchRequest(
+        shapes,
+        warmup,
+        duration,
+        iterations,
+        percentile,
+        export_times,
+        runtime,
+        threads,
+        streams,
+        stability_windows,
+        stability_percentage,
+        max_trials,
+    )
     bench_file(model, request)
 
 
@@ -317,7 +296,7 @@ def doctor(
     _console().print(table)
 
 
-def _store(config: Optional[Path], cache_dir: Optional[Path]) -> Store:
+def _store(config: Path | None, cache_dir: Path | None) -> Store:
     from pipeline.project import CACHE_ENV
     from pipeline.store import Store
 
@@ -329,7 +308,7 @@ def _store(config: Optional[Path], cache_dir: Optional[Path]) -> Store:
     return Store(Path(os.environ.get(CACHE_ENV, ".deploy-cache")))
 
 
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Use this config's cache_dir.")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Use this config's cache_dir.")]
 
 
 @cache_app.command("ls")
@@ -365,7 +344,9 @@ def cache_verify(config: ConfigOpt = None, cache_dir: CacheOpt = None) -> None:
     console = _console()
     bad = verify(_store(config, cache_dir))
     for path, problem in bad:
-        console.print(f"[red]damaged[/] {path.stem[:12]}: {problem} (entry removed; the next run rebuilds it)")
+        console.print(
+            f"[red]damaged[/] {path.stem[:12]}: {problem} (entry removed; the next run rebuilds it)"
+        )
     console.print(f"{len(bad)} damaged entr{'y' if len(bad) == 1 else 'ies'}")
     if bad:
         raise typer.Exit(ExitCode.STAGE)
@@ -403,9 +384,8 @@ def _invoke(verbose: bool) -> int:
             err.print(traceback.format_exc(), markup=False, highlight=False)
         err.print(Text.assemble(("error", "bold red"), f" ({type(exc).__name__}): {exc}"), highlight=False)
         return exc.exit_code
-    except Exception:  # noqa: BLE001
+    except Exception:
         err.print(traceback.format_exc(), markup=False, highlight=False)
         err.print("[bold red]internal error[/] in deploy itself; please report it with the traceback above")
         return ExitCode.INTERNAL
     return code if isinstance(code, int) else ExitCode.OK
-

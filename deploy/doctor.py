@@ -9,10 +9,15 @@ from dataclasses import dataclass
 from pipeline.keys import dist_version
 
 PACKAGES = {
-    "torch": "trace, export", "torchvision": "configs/resnet50.yaml's factory", "onnx": "export, simplify",
-    "onnxsim": "simplify", "onnxruntime": "export/simplify/validate/quantize checks, python serving format",
-    "onnxscript": "export with exporter: dynamo", "tritonclient": "triton_config, smoke",
-    "nvidia-pytriton": "smoke's default tritonserver", "pillow": "quantize from image folders",
+    "torch": "trace, export",
+    "torchvision": "configs/resnet50.yaml's factory",
+    "onnx": "export, simplify",
+    "onnxsim": "simplify",
+    "onnxruntime": "export/simplify/validate/quantize checks, python serving format",
+    "onnxscript": "export with exporter: dynamo",
+    "tritonclient": "triton_config, smoke",
+    "nvidia-pytriton": "smoke's default tritonserver",
+    "pillow": "quantize from image folders",
 }
 INSTALL = "scripts/setup.sh (or pip install -e '.[all]')"
 
@@ -32,7 +37,9 @@ def checks() -> list[Check]:
 
 def _package(name: str, used: str) -> Check:
     version = dist_version(name)
-    return Check(name, version is not None, f"{version or 'missing'} (for {used})", "" if version else INSTALL)
+    return Check(
+        name, version is not None, f"{version or 'missing'} (for {used})", "" if version else INSTALL
+    )
 
 
 def _tensorrt() -> Check:
@@ -42,10 +49,19 @@ def _tensorrt() -> Check:
     try:
         import tensorrt
     except ImportError:
-        return Check("tensorrt", False, f"not importable (distribution: {version or 'none'}); the build stage is skipped",
-                     "pip install tensorrt (needs NVIDIA's package index and a GPU driver)")
+        return Check(
+            "tensorrt",
+            False,
+            f"not importable (distribution: {version or 'none'}); the build stage is skipped",
+            "pip install tensorrt (needs NVIDIA's package index and a GPU driver)",
+        )
     if not hasattr(tensorrt, "Builder"):
-        return Check("tensorrt", False, "imports, but has no builder (bindings without libraries?)", "install tensorrt's libs wheel")
+        return Check(
+            "tensorrt",
+            False,
+            "imports, but has no builder (bindings without libraries?)",
+            "install tensorrt's libs wheel",
+        )
     return Check("tensorrt", True, f"{tensorrt.__version__} with builder")
 
 
@@ -53,7 +69,12 @@ def _gpu() -> Check:
     from runtimes.devices import gpu_identity
 
     gpu = gpu_identity()
-    return Check("gpu", gpu is not None, gpu or "no NVIDIA GPU (nvidia-smi absent or found none)", "" if gpu else "a machine with an NVIDIA GPU for engine builds")
+    return Check(
+        "gpu",
+        gpu is not None,
+        gpu or "no NVIDIA GPU (nvidia-smi absent or found none)",
+        "" if gpu else "a machine with an NVIDIA GPU for engine builds",
+    )
 
 
 def _cuda() -> Check:
@@ -63,7 +84,12 @@ def _cuda() -> Check:
 
     available = torch.cuda.is_available()
     detail = f"torch built for CUDA {torch.version.cuda}; device {'available' if available else 'not available (runs on CPU)'}"
-    return Check("cuda", available, detail, "" if available else "an NVIDIA driver + GPU (optional: everything but build runs on CPU)")
+    return Check(
+        "cuda",
+        available,
+        detail,
+        "" if available else "an NVIDIA driver + GPU (optional: everything but build runs on CPU)",
+    )
 
 
 def _tritonserver() -> Check:
@@ -71,15 +97,29 @@ def _tritonserver() -> Check:
 
     binary = find_binary(ServerSpec())
     if binary is None or not binary.is_file():
-        return Check("tritonserver", False, "not found", "pip install nvidia-pytriton (ships one), or put tritonserver on PATH")
+        return Check(
+            "tritonserver",
+            False,
+            "not found",
+            "pip install nvidia-pytriton (ships one), or put tritonserver on PATH",
+        )
     backends = binary.parent.parent / "backends"
     names = sorted(p.name for p in backends.iterdir()) if backends.is_dir() else []
-    return Check("tritonserver", True, f"{binary} (backends: {', '.join(names) or 'see its --backend-directory'})")
+    return Check(
+        "tritonserver", True, f"{binary} (backends: {', '.join(names) or 'see its --backend-directory'})"
+    )
 
 
 def _docker() -> Check:
     if shutil.which("docker") is None:
         return Check("docker", False, "no docker client (smoke server kind docker unavailable)", "optional")
-    engine = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=20)
+    engine = subprocess.run(
+        ["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=20
+    )
     ok = engine.returncode == 0
-    return Check("docker", ok, f"engine {engine.stdout.strip()}" if ok else "client only, no engine reachable", "" if ok else "optional")
+    return Check(
+        "docker",
+        ok,
+        f"engine {engine.stdout.strip()}" if ok else "client only, no engine reachable",
+        "" if ok else "optional",
+    )

@@ -41,8 +41,16 @@ REQUIRED = "required"
 _PLAIN = re.compile(r"^[\w.][\w .:/@+-]*$")
 # What YAML 1.1 (PyYAML) would read as something else than a string: numbers (1_000, 0x1f,
 # 1.5e+3), sexagesimal ints (1:20) and dates; a dotted quad (127.0.0.1) stays a string.
-_NOT_STR = re.compile(r"^[-+]?(\.?\d[\d_]*(\.[\d_]*)?([eE][-+]?\d+)?|0x[\da-fA-F_]+|0o?[0-7_]+|\d+(:[0-5]?\d)+|\d{4}-\d\d?-\d\d?.*)$")
-_BOUNDS = (annotated_types.Gt, annotated_types.Ge, annotated_types.Lt, annotated_types.Le, annotated_types.Interval)
+_NOT_STR = re.compile(
+    r"^[-+]?(\.?\d[\d_]*(\.[\d_]*)?([eE][-+]?\d+)?|0x[\da-fA-F_]+|0o?[0-7_]+|\d+(:[0-5]?\d)+|\d{4}-\d\d?-\d\d?.*)$"
+)
+_BOUNDS = (
+    annotated_types.Gt,
+    annotated_types.Ge,
+    annotated_types.Lt,
+    annotated_types.Le,
+    annotated_types.Interval,
+)
 _YAML_WORDS = {"true", "false", "null", "yes", "no", "on", "off", "y", "n", "~", ".inf", ".nan", "-.inf"}
 
 
@@ -62,7 +70,9 @@ class Section:
 
 
 # -- walking the models -------------------------------------------------------------------------
-def walk(model: type[BaseModel], prefix: str = "", _seen: tuple[type[BaseModel], ...] = ()) -> Iterator[tuple[str, FieldInfo]]:
+def walk(
+    model: type[BaseModel], prefix: str = "", _seen: tuple[type[BaseModel], ...] = ()
+) -> Iterator[tuple[str, FieldInfo]]:
     """(dotted path, field) for every field of `model`, each followed (depth first) by the
     fields of the models it holds: `prefix.field`, `prefix.list[].field`, `prefix.map.*.field`;
     the variants of a union of models one after the other, as `prefix.field[kind: images].x`."""
@@ -77,7 +87,12 @@ def walk(model: type[BaseModel], prefix: str = "", _seen: tuple[type[BaseModel],
 
 def rows(model: type[BaseModel], prefix: str = "") -> Iterator[Row]:
     for path, field in walk(model, prefix):
-        yield Row(path, render_type(field.annotation, field.metadata), render_default(field), _one_line(field.description))
+        yield Row(
+            path,
+            render_type(field.annotation, field.metadata),
+            render_default(field),
+            _one_line(field.description),
+        )
 
 
 def _nested(annotation: Any, path: str, seen: tuple[type[BaseModel], ...]) -> Iterator[tuple[str, FieldInfo]]:
@@ -287,7 +302,9 @@ def sections() -> list[Section]:
     out = [shared]
     for name, spec in stage_specs().items():
         intro = f"{spec.description}." if spec.description else ""
-        out.append(Section(f"`{STAGES_FIELD}.{name}`", intro, tuple(rows(spec.params, f"{STAGES_FIELD}.{name}"))))
+        out.append(
+            Section(f"`{STAGES_FIELD}.{name}`", intro, tuple(rows(spec.params, f"{STAGES_FIELD}.{name}")))
+        )
     return out
 
 
@@ -360,8 +377,15 @@ def _bounds(document: str) -> tuple[int, int]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deploy.reference", description=__doc__.split("\n\n")[0])
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--check", type=Path, metavar="FILE", help="exit 1, with a diff, if FILE's section is not the generated one")
-    group.add_argument("--write", type=Path, metavar="FILE", help="replace FILE's section with the generated one")
+    group.add_argument(
+        "--check",
+        type=Path,
+        metavar="FILE",
+        help="exit 1, with a diff, if FILE's section is not the generated one",
+    )
+    group.add_argument(
+        "--write", type=Path, metavar="FILE", help="replace FILE's section with the generated one"
+    )
     args = parser.parse_args(argv)
     reference = render()
     target = args.check or args.write
@@ -381,9 +405,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if old == reference:
         return 0
-    diff = difflib.unified_diff(old.splitlines(keepends=True), reference.splitlines(keepends=True), f"{target} (current)", "generated")
+    diff = difflib.unified_diff(
+        old.splitlines(keepends=True), reference.splitlines(keepends=True), f"{target} (current)", "generated"
+    )
     sys.stdout.writelines(diff)
-    print(f"\n{target}: the config reference is stale; run: python -m deploy.reference --write {target}", file=sys.stderr)
+    print(
+        f"\n{target}: the config reference is stale; run: python -m deploy.reference --write {target}",
+        file=sys.stderr,
+    )
     return 1
 
 

@@ -43,10 +43,20 @@ def serve(name: str, spec: ServerSpec, repository: Path, say: Say, origins: dict
             say(f"{stop}; server stopped")
 
 
-def _serve_until_stopped(name: str, spec: ServerSpec, repository: Path, say: Say, origins: dict[str, str]) -> None:
-    with tempfile.TemporaryDirectory(prefix="deploy-serve-") as tmp, serve_repository(
-        spec, repository, Path(tmp), _of_pipeline(name), private=False, origins=origins,
-    ) as served:
+def _serve_until_stopped(
+    name: str, spec: ServerSpec, repository: Path, say: Say, origins: dict[str, str]
+) -> None:
+    with (
+        tempfile.TemporaryDirectory(prefix="deploy-serve-") as tmp,
+        serve_repository(
+            spec,
+            repository,
+            Path(tmp),
+            _of_pipeline(name),
+            private=False,
+            origins=origins,
+        ) as served,
+    ):
         _announce(served, name, say)
         server = served.server
         while server.process is None or server.process.poll() is None:
@@ -57,7 +67,9 @@ def _serve_until_stopped(name: str, spec: ServerSpec, repository: Path, say: Say
 def _announce(served: Served, name: str, say: Say) -> None:
     server = served.server
     metrics = f"http://{server.metrics}/metrics" if server.metrics else "(not known for this server)"
-    say(f"HTTP     http://{server.http}\ngRPC     {server.grpc}\nmetrics  {metrics}\nserver log  {server.log_path}")
+    say(
+        f"HTTP     http://{server.http}\ngRPC     {server.grpc}\nmetrics  {metrics}\nserver log  {server.log_path}"
+    )
     for model, state in served.states.items():
         say(f"model {model}: {state.get('state')} {state.get('reason', '')}".rstrip())
     for model in sorted(m for m in served.found if m.startswith(f"{name}_") and m not in served.states):

@@ -14,6 +14,7 @@ from rich.text import Text
 from pipeline.plan import Action, PlanRow
 from pipeline.report import human_size
 from pipeline.runner import StageResult, Status
+from pipeline.stage import HEADLINE_KEY
 from pipeline.store import Output
 
 STYLE = {
@@ -39,7 +40,9 @@ class ConsoleReporter:
     def __enter__(self) -> ConsoleReporter:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self.progress is not None:
             self.progress.stop()
 
@@ -149,7 +152,7 @@ def _note(result: StageResult) -> str:
         return result.partial
     if result.message:
         return result.message.splitlines()[0]
-    headline = result.metrics.get("headline")
+    headline = result.metrics.get(HEADLINE_KEY)
     return str(headline) if headline else "; ".join(result.reasons[:2])
 
 
@@ -159,9 +162,17 @@ def plan_table(rows: list[PlanRow]) -> Table:
     for column in ("stage", "action", "key", "why"):
         table.add_column(column)
     for row in rows:
-        table.add_row(row.name, Text(row.action.text, style=style[row.action]), (row.key or "")[:12], Text("\n".join(row.reasons)))
+        table.add_row(
+            row.name,
+            Text(row.action.text, style=style[row.action]),
+            (row.key or "")[:12],
+            Text("\n".join(row.reasons)),
+        )
     return table
 
 
 def plan_lines(rows: list[PlanRow]) -> list[str]:
-    return [f"{r.name:<14}  {r.action.text:<32}  {(r.key or '')[:12]:<12}  {'; '.join(r.reasons)}".rstrip() for r in rows]
+    return [
+        f"{r.name:<14}  {r.action.text:<32}  {(r.key or '')[:12]:<12}  {'; '.join(r.reasons)}".rstrip()
+        for r in rows
+    ]

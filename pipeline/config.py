@@ -23,9 +23,7 @@ from pydantic import (
 
 from pipeline.errors import Issue
 
-DType = Literal[
-    "float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool"
-]
+DType = Literal["float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool"]
 Label = Literal["min", "opt", "max"]
 LABELS: tuple[Label, ...] = ("min", "opt", "max")
 
@@ -51,6 +49,8 @@ def resolve_path(value: Path | None, info: ValidationInfo) -> Path | None:
 
 def _existing_file(value: Path | None, info: ValidationInfo) -> Path | None:
     path = resolve_path(value, info)
+    if path is not None and path.is_dir():
+        raise ValueError(f"{path} is a directory, not a file")
     if path is not None and not path.is_file():
         raise ValueError(f"file not found: {path}")
     return path
@@ -97,7 +97,9 @@ class InputSpec(Frozen):
         low, high = self.value_range
         if low >= high:
             # Equal bounds make every golden value the same: parity on constants proves nothing.
-            return [f"value_range needs low < high (got [{low:g}, {high:g}]): equal bounds give a constant input"]
+            return [
+                f"value_range needs low < high (got [{low:g}, {high:g}]): equal bounds give a constant input"
+            ]
         return []
 
     def _label_problems(self, label: Label) -> list[str]:
@@ -135,7 +137,9 @@ class OutputKind(str, Enum):
 
 
 class OutputSpec(Frozen):
-    name: TensorName = Field(description="Output name in ONNX, TensorRT and Triton: `[A-Za-z_][A-Za-z0-9_]*`.")
+    name: TensorName = Field(
+        description="Output name in ONNX, TensorRT and Triton: `[A-Za-z_][A-Za-z0-9_]*`."
+    )
     kind: OutputKind = Field(
         OutputKind.OTHER,
         description="logits (class scores, shaped [batch, classes]: top-1 / top-k agreement gates apply), "
@@ -147,18 +151,23 @@ class ModelSource(Frozen):
     """Exactly one of: an import path, a local Python file + callable, a TorchScript file."""
 
     factory: FactoryPath | None = Field(
-        None, description="Import path `module:callable` of a function returning the nn.Module (e.g. torchvision.models:resnet50)."
+        None,
+        description="Import path `module:callable` of a function returning the nn.Module (e.g. torchvision.models:resnet50).",
     )
     file: Path | None = Field(None, description="A local Python file defining the model (with `callable`).")
     callable: Annotated[str, Field(pattern=r"^[A-Za-z_]\w*$")] | None = Field(
         None, description="The function in `file` that returns the nn.Module."
     )
     torchscript: Path | None = Field(None, description="An existing TorchScript file, used as it is.")
-    kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments passed to the factory / callable.")
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments passed to the factory / callable."
+    )
     checkpoint: Path | None = Field(
         None, description="A state_dict loaded into the model: .pt, .pth or .safetensors."
     )
-    seed: int = Field(0, description="Seeds random initialisation and the golden inputs, so runs are reproducible.")
+    seed: int = Field(
+        0, description="Seeds random initialisation and the golden inputs, so runs are reproducible."
+    )
     golden_inputs: Path | None = Field(
         None,
         description="An .npz of golden inputs, keyed by input name (used at every shape: each array is cut to the "
@@ -217,11 +226,15 @@ class DeployConfig(Frozen):
         "batch", description="The named dim that is axis 0 of every input; null for a model without batching."
     )
     cache_dir: Path = Field(
-        Path(".deploy-cache"), description="Artifact store; overridden by $DEPLOY_CACHE_DIR and by --cache-dir."
+        Path(".deploy-cache"),
+        description="Artifact store; overridden by $DEPLOY_CACHE_DIR and by --cache-dir.",
     )
-    repository: Path = Field(Path("model_repository"), description="Where the Triton model repository is published.")
+    repository: Path = Field(
+        Path("model_repository"), description="Where the Triton model repository is published."
+    )
     run_dir: Path = Field(
-        Path("runs"), description="Run records: `<run_dir>/<name>/summary.json` and `<run_dir>/<name>/logs/<stage>.log`."
+        Path("runs"),
+        description="Run records: `<run_dir>/<name>/summary.json` and `<run_dir>/<name>/logs/<stage>.log`.",
     )
     # Key order means nothing (pipeline.graph orders the stages). Validated per stage later.
     stages: dict[str, dict[str, Any] | None] = Field(
@@ -269,10 +282,12 @@ def _shared_dim_issues(inputs: tuple[InputSpec, ...]) -> list[Issue]:
             rng = (spec.min[axis], spec.opt[axis], spec.max[axis])
             first = seen.setdefault(dim, (spec.name, rng))
             if first[1] != rng:
-                issues.append(Issue(
-                    f"inputs[{index}]",
-                    f"dim '{dim}' is {first[1]} (min/opt/max) in input '{first[0]}' but {rng} in input '{spec.name}'",
-                ))
+                issues.append(
+                    Issue(
+                        f"inputs[{index}]",
+                        f"dim '{dim}' is {first[1]} (min/opt/max) in input '{first[0]}' but {rng} in input '{spec.name}'",
+                    )
+                )
     return issues
 
 

@@ -114,7 +114,12 @@ def _bind(node: Node, chains: dict[str, list[str | None]]) -> list[Issue]:
         if chain is None:
             issues.append(_unmade(node.name, artifact))
         elif not chain:
-            issues.append(Issue(f"stages.{node.name}", f"needs artifact '{artifact}', which several stages produce; keep one"))
+            issues.append(
+                Issue(
+                    f"stages.{node.name}",
+                    f"needs artifact '{artifact}', which several stages produce; keep one",
+                )
+            )
         elif node.name not in chain:
             node.bindings[artifact] = ArtifactRef(chain[-1], artifact)
         elif (link := chain.index(node.name)) > 0:  # a transform reads the link before it
@@ -139,7 +144,9 @@ def _execution_order(nodes: list[Node]) -> tuple[Node, ...]:
                     heapq.heappush(ready, (canonical(by_name[other].spec), other))
     if len(order) < len(nodes):
         stuck = sorted(set(by_name) - {n.name for n in order})
-        raise ConfigError("stage graph", [Issue("stages", f"stages depend on each other in a cycle: {', '.join(stuck)}")])
+        raise ConfigError(
+            "stage graph", [Issue("stages", f"stages depend on each other in a cycle: {', '.join(stuck)}")]
+        )
     return tuple(order)
 
 
@@ -149,7 +156,9 @@ def select(graph: Graph, only: list[str], start: str | None, stop: str | None) -
     names = graph.names()
     unknown = [n for n in [*only, start, stop] if n is not None and n not in names]
     if unknown:
-        issues = [Issue("stage selection", f"unknown stage '{n}' (stages: {', '.join(names)})") for n in unknown]
+        issues = [
+            Issue("stage selection", f"unknown stage '{n}' (stages: {', '.join(names)})") for n in unknown
+        ]
         raise ConfigError("command line", issues)
     if only:
         if start or stop:
@@ -160,4 +169,3 @@ def select(graph: Graph, only: list[str], start: str | None, stop: str | None) -
     if lo > hi:
         raise ConfigError("command line", [Issue("--from/--to", f"'{start}' comes after '{stop}'")])
     return names[lo : hi + 1]
-

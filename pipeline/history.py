@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,9 @@ LATEST = "latest"
 KEEP = 20
 
 
-def record(run_dir: Path, summary: dict[str, Any], images: dict[str, list[Path]], warn: Callable[[str], None]) -> Path:
+def record(
+    run_dir: Path, summary: dict[str, Any], images: dict[str, list[Path]], warn: Callable[[str], None]
+) -> Path:
     """Writes this run's summary and report; returns the run's own directory."""
     folder = _new_run_dir(run_dir)
     text = json.dumps(summary, indent=1)
@@ -35,14 +37,16 @@ def record(run_dir: Path, summary: dict[str, Any], images: dict[str, list[Path]]
     atomic_write_text(run_dir / SUMMARY_FILE, text)
     try:
         _write_report(folder, run_dir, summary, images)
-    except Exception as exc:  # noqa: BLE001 - the report must never hide the run's own outcome
+    except Exception as exc:
         warn(f"run report not written: {type(exc).__name__}: {exc}")
     _point_latest(run_dir, folder)
     _prune(run_dir / HISTORY)
     return folder
 
 
-def _write_report(folder: Path, run_dir: Path, summary: dict[str, Any], images: dict[str, list[Path]]) -> None:
+def _write_report(
+    folder: Path, run_dir: Path, summary: dict[str, Any], images: dict[str, list[Path]]
+) -> None:
     from pipeline import report
 
     html = report.render(summary, images)
@@ -51,7 +55,7 @@ def _write_report(folder: Path, run_dir: Path, summary: dict[str, Any], images: 
 
 
 def _new_run_dir(run_dir: Path) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     folder = run_dir / HISTORY / stamp
     folder.mkdir(parents=True, exist_ok=False)
     return folder

@@ -34,7 +34,9 @@ def write(path: Path, summary: dict[str, Any]) -> None:
 
 def _case(pipeline: str, stage: dict[str, Any]) -> ET.Element:
     status, message = stage["status"], _xml(stage.get("message") or "")
-    spent = stage.get("seconds", 0.0) if status in ("ran", "failed") else 0.0  # a cached stage costs this run nothing
+    spent = (
+        stage.get("seconds", 0.0) if status in ("ran", "failed") else 0.0
+    )  # a cached stage costs this run nothing
     case = ET.Element("testcase", classname=f"deploy.{pipeline}", name=stage["stage"], time=f"{spent:.3f}")
     if status == "failed":
         failure = ET.SubElement(case, "failure", message=message.splitlines()[0] if message else "failed")
@@ -42,11 +44,18 @@ def _case(pipeline: str, stage: dict[str, Any]) -> ET.Element:
     elif status == "skipped":
         ET.SubElement(case, "skipped", message=message or "skipped")
     elif status == "not run":
-        ET.SubElement(case, "skipped", message="not run: an earlier stage failed, or it lies outside the selected stages")
+        ET.SubElement(
+            case,
+            "skipped",
+            message="not run: an earlier stage failed, or it lies outside the selected stages",
+        )
     else:
         out = ET.SubElement(case, "system-out")
         partial = f"PARTIAL: {stage['partial']}\n" if stage.get("partial") else ""
-        out.text = _xml(partial + f"{status}; key {stage.get('key')}; {stage.get('metrics', {}).get('headline', '')}".rstrip("; "))
+        out.text = _xml(
+            partial
+            + f"{status}; key {stage.get('key')}; {stage.get('metrics', {}).get('headline', '')}".rstrip("; ")
+        )
     return case
 
 

@@ -66,9 +66,7 @@ def environment(spec: StageSpec, params: Any) -> dict[str, Any]:
     return env
 
 
-def components(
-    spec: StageSpec, params: Any, config: DeployConfig, inputs: dict[str, str]
-) -> dict[str, Any]:
+def components(spec: StageSpec, params: Any, config: DeployConfig, inputs: dict[str, str]) -> dict[str, Any]:
     return {
         "schema": KEY_SCHEMA,
         "stage": spec.name,

@@ -31,7 +31,12 @@ class Action(str, Enum):
 
     @property
     def text(self) -> str:
-        return {"cached": "cached", "run": "will run", "pending": "runs if upstream output changes", "skip": "skipped"}[self.value]
+        return {
+            "cached": "cached",
+            "run": "will run",
+            "pending": "runs if upstream output changes",
+            "skip": "skipped",
+        }[self.value]
 
 
 @dataclass
@@ -101,7 +106,8 @@ def last_failures(summary: Path) -> dict[str, Failure]:
         return {}
     return {
         str(s.get("stage")): Failure(s.get("key"), str(s.get("message", "")), str(data.get("finished", "?")))
-        for s in data.get("stages", []) if isinstance(s, dict) and s.get("status") == "failed"
+        for s in data.get("stages", [])
+        if isinstance(s, dict) and s.get("status") == "failed"
     }
 
 
@@ -157,7 +163,12 @@ def _row(node: Node, walk: _Walk) -> PlanRow:
         walk.resolved.update({f"{node.name}.{n}": o for n, o in entry.outputs.items()})
         return PlanRow(node.name, Action.CACHED, key)
     extra = [f"cache entry is damaged: {problem}"] if problem else []
-    return PlanRow(node.name, Action.RUN, key, _with_failure(node, walk, key, why(node, walk.project, walk.store, parts, walk.resolved)) + extra)
+    return PlanRow(
+        node.name,
+        Action.RUN,
+        key,
+        _with_failure(node, walk, key, why(node, walk.project, walk.store, parts, walk.resolved)) + extra,
+    )
 
 
 def _with_failure(node: Node, walk: _Walk, key: str | None, reasons: list[str]) -> list[str]:
@@ -170,7 +181,11 @@ def _with_failure(node: Node, walk: _Walk, key: str | None, reasons: list[str]) 
 
 def _absent_inputs(node: Node, walk: _Walk) -> list[str]:
     """Required inputs whose producer will skip: the runner skips this stage too."""
-    return [str(ref) for name, ref in node.bindings.items() if str(ref) in walk.absent and name not in node.spec.optional_inputs]
+    return [
+        str(ref)
+        for name, ref in node.bindings.items()
+        if str(ref) in walk.absent and name not in node.spec.optional_inputs
+    ]
 
 
 def _unknown_key(node: Node, walk: _Walk) -> PlanRow:
@@ -180,7 +195,9 @@ def _unknown_key(node: Node, walk: _Walk) -> PlanRow:
     reasons = _with_failure(node, walk, None, why(node, walk.project, walk.store, None, walk.resolved))
     if any(_could_match(node, walk, found) for found in walk.entries(node.name)):
         return PlanRow(node.name, Action.PENDING, None, reasons)
-    return PlanRow(node.name, Action.RUN, None, [*reasons, "no cached result for these parameters and known inputs"])
+    return PlanRow(
+        node.name, Action.RUN, None, [*reasons, "no cached result for these parameters and known inputs"]
+    )
 
 
 def _could_match(node: Node, walk: _Walk, found: dict[str, Any]) -> bool:

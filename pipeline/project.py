@@ -58,13 +58,18 @@ class _UniqueKeyLoader(_SafeLoader):  # type: ignore[valid-type,misc]
 
 def read_yaml(path: Path) -> dict[str, Any]:
     if path.is_dir():
-        raise ConfigError(str(path), [Issue("", "is a directory; give the config file (e.g. configs/resnet50.yaml)")])
+        raise ConfigError(
+            str(path), [Issue("", "is a directory; give the config file (e.g. configs/resnet50.yaml)")]
+        )
     if not path.is_file():
         raise ConfigError(str(path), [Issue("", "config file not found")])
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (safe loader)
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except UnicodeDecodeError as exc:  # a binary file, or text in another encoding: YAML is UTF-8
-        raise ConfigError(str(path), [Issue("", f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})")]) from None
+        raise ConfigError(
+            str(path),
+            [Issue("", f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})")],
+        ) from None
     except yaml.YAMLError as exc:
         raise ConfigError(str(path), [Issue("yaml", str(exc).replace("\n", " "))]) from None
     if not isinstance(data, dict):
@@ -131,7 +136,9 @@ def _echo(err: Any, errors: list[Any]) -> bool:
     """pydantic checks a list's length after dropping its invalid items, so one bad input
     also reports 'inputs: should have at least 1 item': noise next to the real error."""
     loc = tuple(err["loc"])
-    return err["type"] == "too_short" and any(tuple(o["loc"])[: len(loc)] == loc and len(o["loc"]) > len(loc) for o in errors)
+    return err["type"] == "too_short" and any(
+        tuple(o["loc"])[: len(loc)] == loc and len(o["loc"]) > len(loc) for o in errors
+    )
 
 
 def _where(prefix: str, loc: tuple[int | str, ...]) -> str:

@@ -15,7 +15,17 @@ from typing import Any
 
 from pipeline.keys import dist_version
 
-LIBRARIES = ("deploy", "torch", "torchvision", "onnx", "onnxsim", "onnxruntime", "tensorrt", "tritonclient", "nvidia-pytriton")
+LIBRARIES = (
+    "deploy",
+    "torch",
+    "torchvision",
+    "onnx",
+    "onnxsim",
+    "onnxruntime",
+    "tensorrt",
+    "tritonclient",
+    "nvidia-pytriton",
+)
 
 
 def collect(config: Path) -> dict[str, Any]:

@@ -65,8 +65,7 @@ def _current(target: Path, stamp: dict[str, Any]) -> bool:
     files = stamp["files"]
     assert isinstance(files, dict)
     return all(
-        (target / rel).is_file() and (target / rel).stat().st_size == meta[1]
-        for rel, meta in files.items()
+        (target / rel).is_file() and (target / rel).stat().st_size == meta[1] for rel, meta in files.items()
     )
 
 

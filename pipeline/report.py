@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pipeline.stage import REPORT_KEY
+from pipeline.stage import HEADLINE_KEY, REPORT_KEY
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#1d1d1f;padding:0 16px}
@@ -39,7 +39,8 @@ def render(summary: dict[str, Any], images: dict[str, list[Path]]) -> str:
         f"{summary['wall_s']:.2f} s · cache {_e(summary['cache'])}</p>",
         *_provenance(summary.get("provenance")),
         *_failures(stages),
-        "<h2>Stages</h2>", _stage_table(stages),
+        "<h2>Stages</h2>",
+        _stage_table(stages),
     ]
     for stage in stages:
         parts += _stage_section(stage, images.get(stage["stage"], []))
@@ -63,16 +64,28 @@ def _failures(stages: list[dict[str, Any]]) -> list[str]:
     parts = []
     for stage in (s for s in stages if s["status"] == "failed"):
         log = f"<p class='meta'>log: {_e(stage['log'])}</p>" if stage.get("log") else ""
-        parts += [f"<h2 class='failed'>{_e(stage['stage'])} failed</h2>", f"<pre class='failure'>{_e(stage.get('message', ''))}</pre>", log]
+        parts += [
+            f"<h2 class='failed'>{_e(stage['stage'])} failed</h2>",
+            f"<pre class='failure'>{_e(stage.get('message', ''))}</pre>",
+            log,
+        ]
     return parts
 
 
 def _stage_table(stages: list[dict[str, Any]]) -> str:
-    rows = [[
-        s["stage"], _status(s["status"], s.get("partial")), _time(s),
-        (s.get("key") or "")[:12], ", ".join(f"{n} ({human_size(o['bytes'])})" for n, o in s.get("outputs", {}).items()),
-        s.get("partial") or (s.get("message") or "").split("\n")[0] or str(s.get("metrics", {}).get("headline", "")),
-    ] for s in stages]
+    rows = [
+        [
+            s["stage"],
+            _status(s["status"], s.get("partial")),
+            _time(s),
+            (s.get("key") or "")[:12],
+            ", ".join(f"{n} ({human_size(o['bytes'])})" for n, o in s.get("outputs", {}).items()),
+            s.get("partial")
+            or (s.get("message") or "").split("\n")[0]
+            or str(s.get("metrics", {}).get(HEADLINE_KEY, "")),
+        ]
+        for s in stages
+    ]
     return _table(["stage", "status", "time", "key", "artifacts", "notes"], rows, raw_columns={1})
 
 
@@ -101,9 +114,13 @@ def _stage_section(stage: dict[str, Any], pngs: list[Path]) -> list[str]:
     return parts
 
 
-def _table(columns: list[str], rows: Iterable[list[Any]], raw_columns: frozenset[int] | set[int] = frozenset()) -> str:
+def _table(
+    columns: list[str], rows: Iterable[list[Any]], raw_columns: frozenset[int] | set[int] = frozenset()
+) -> str:
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(_cell(v, i in raw_columns) for i, v in enumerate(row)) + "</tr>" for row in rows)
+    body = "".join(
+        "<tr>" + "".join(_cell(v, i in raw_columns) for i, v in enumerate(row)) + "</tr>" for row in rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 

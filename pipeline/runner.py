@@ -13,7 +13,7 @@ import time
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,10 +34,9 @@ from pipeline.logs import captured
 from pipeline.plan import Action, make_plan, source_outputs, stage_parts, why
 from pipeline.project import Project
 from pipeline.publish import publish_tree
-from pipeline.writable import require_writable
 from pipeline.stage import PARTIAL_KEY, StageContext
 from pipeline.store import Entry, Output, Store
-
+from pipeline.writable import require_writable
 
 REPORT_FILE = history.REPORT_FILE
 
@@ -126,7 +125,9 @@ class Runner:
             self._write_summary(results, time.perf_counter() - started, outcome)
         failed = _failed(results)
         if failed is not None:
-            raise StageError(failed.name, failed.message, failed.log, self.resume(failed.name), failed.exit_code)
+            raise StageError(
+                failed.name, failed.message, failed.log, self.resume(failed.name), failed.exit_code
+            )
         return results
 
     def _places(self, nodes: Iterable[Node]) -> dict[str, Path]:
@@ -164,7 +165,10 @@ class Runner:
         parts = stage_parts(node, self.project, self.resolved, frozenset(self.absent))
         if parts is None:
             missing = [str(r) for r in node.bindings.values() if str(r) not in self.resolved]
-            return self._skip(node, StageResult(node.name, Status.SKIPPED, message=f"inputs unavailable: {', '.join(missing)}"))
+            return self._skip(
+                node,
+                StageResult(node.name, Status.SKIPPED, message=f"inputs unavailable: {', '.join(missing)}"),
+            )
         key = keys.key_of(parts)
         entry, problem = self.store.lookup(key)
         if problem:
@@ -174,12 +178,20 @@ class Runner:
             return self._outside_selection(node, key, parts, entry)
         if entry is not None and not self.selection.forced(node.name):
             return self._hit(node, key, parts, entry)
-        reasons = ["forced"] if self.selection.forced(node.name) else why(node, self.project, self.store, parts, self.resolved)
+        reasons = (
+            ["forced"]
+            if self.selection.forced(node.name)
+            else why(node, self.project, self.store, parts, self.resolved)
+        )
         return self._execute(node, key, parts, reasons + ([f"damaged entry: {problem}"] if problem else []))
 
-    def _outside_selection(self, node: Node, key: str, parts: dict[str, Any], entry: Entry | None) -> StageResult:
+    def _outside_selection(
+        self, node: Node, key: str, parts: dict[str, Any], entry: Entry | None
+    ) -> StageResult:
         if entry is None:  # found only now: an upstream stage's new output changed its key
-            result = StageResult(node.name, Status.FAILED, key, message=_outside_message(node.name), exit_code=ExitCode.CONFIG)
+            result = StageResult(
+                node.name, Status.FAILED, key, message=_outside_message(node.name), exit_code=ExitCode.CONFIG
+            )
             return self._report(result)
         return self._hit(node, key, parts, entry)
 
@@ -191,7 +203,13 @@ class Runner:
         if entry.skipped is not None:  # a remembered skip: same TensorRT / GPU as then
             return self._skip(node, StageResult(node.name, Status.SKIPPED, key, message=entry.skipped))
         result = StageResult(
-            node.name, Status.CACHED, key, entry.duration_s, outputs=entry.outputs, metrics=entry.metrics, created=entry.created
+            node.name,
+            Status.CACHED,
+            key,
+            entry.duration_s,
+            outputs=entry.outputs,
+            metrics=entry.metrics,
+            created=entry.created,
         )
         self._accept(node, key, parts, result)
         return self._report(result)
@@ -245,7 +263,9 @@ class Runner:
         outputs = {a.name: a for a in node.spec.outputs}
         with captured(log) as logger:
             persistent = self.store.root / "persistent" / node.name
-            ctx = StageContext(self.project.config, inputs, workdir, outputs, logger, result.metrics, persistent)
+            ctx = StageContext(
+                self.project.config, inputs, workdir, outputs, logger, result.metrics, persistent
+            )
             try:
                 node.spec.run(ctx, node.params)
                 missing = [a.name for a in node.spec.outputs if not ctx.output(a.name).exists()]
@@ -260,20 +280,36 @@ class Runner:
                 result.status, result.message = Status.SKIPPED, str(exc)
             except DeployError as exc:  # e.g. a library the stage needs is missing: exit code kept
                 logger.error("%s", exc)
-                result.status, result.message, result.exit_code = Status.FAILED, plain(str(exc)), exc.exit_code
-            except Exception as exc:  # noqa: BLE001 - any crash in stage code is that stage's failure
+                result.status, result.message, result.exit_code = (
+                    Status.FAILED,
+                    plain(str(exc)),
+                    exc.exit_code,
+                )
+            except Exception as exc:
                 logger.error("unexpected error\n%s", traceback.format_exc())
                 result.status, result.message = Status.FAILED, f"{root_cause(exc)} (traceback in the log)"
-            except SystemExit as exc:  # the user's model code called sys.exit(): its code is not ours to exit with
+            except (
+                SystemExit
+            ) as exc:  # the user's model code called sys.exit(): its code is not ours to exit with
                 logger.error("sys.exit() called in stage code\n%s", traceback.format_exc())
-                result.status, result.message = Status.FAILED, f"code run by the stage called sys.exit({exc.code!r}) (traceback in the log)"
+                result.status, result.message = (
+                    Status.FAILED,
+                    f"code run by the stage called sys.exit({exc.code!r}) (traceback in the log)",
+                )
 
-    def _store_outputs(self, node: Node, key: str, parts: dict[str, Any], workdir: Path, result: StageResult) -> None:
+    def _store_outputs(
+        self, node: Node, key: str, parts: dict[str, Any], workdir: Path, result: StageResult
+    ) -> None:
         for artifact in node.spec.outputs:
             result.outputs[artifact.name] = self.store.ingest(workdir / artifact.relpath, artifact.kind)
         entry = Entry(
-            node.name, key, parts, result.outputs, result.metrics, round(result.duration_s, 3),
-            datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            node.name,
+            key,
+            parts,
+            result.outputs,
+            result.metrics,
+            round(result.duration_s, 3),
+            datetime.now(UTC).isoformat(timespec="seconds"),
         )
         self.store.commit(entry)
         self._accept(node, key, parts, result)
@@ -282,12 +318,14 @@ class Runner:
     def _write_summary(self, results: list[StageResult], seconds: float, outcome: RunStatus) -> None:
         done = {r.name for r in results}
         rows = [_result_json(r, self.store) for r in results]
-        rows += [{"stage": n, "status": Status.NOT_RUN.value} for n in self.project.graph.names() if n not in done]
+        rows += [
+            {"stage": n, "status": Status.NOT_RUN.value} for n in self.project.graph.names() if n not in done
+        ]
         summary = {
             "pipeline": self.project.config.name,
             "config": str(self.project.path),
             "status": outcome.value,
-            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
             "wall_s": round(seconds, 3),
             "cache": str(self.store.root),
             "provenance": provenance.collect(self.project.path),
@@ -311,8 +349,10 @@ def _failed(results: list[StageResult]) -> StageResult | None:
 
 
 def _outside_message(stage: str) -> str:
-    return (f"stage '{stage}' is outside the selected stages and has no cached result "
-            f"for its current inputs; include it (e.g. --from {stage})")
+    return (
+        f"stage '{stage}' is outside the selected stages and has no cached result "
+        f"for its current inputs; include it (e.g. --from {stage})"
+    )
 
 
 def _result_json(result: StageResult, store: Store) -> dict[str, Any]:

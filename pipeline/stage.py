@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -24,6 +24,8 @@ SOURCE_ARTIFACT = "model"
 REPORT_KEY = "report"
 # The metrics key of a stage that passed with parts of its work skipped.
 PARTIAL_KEY = "partial"
+# The metrics key of a stage's one-line result, shown beside it in the console and report.
+HEADLINE_KEY = "headline"
 
 
 class ArtifactKind(str, Enum):
@@ -102,6 +104,11 @@ class StageContext:
         """Adds a JSON-serialisable number or table to the run summary."""
         self.metrics[key] = value
 
+    def headline(self, text: str) -> None:
+        """The stage's result in one line (e.g. "opset 17, ORT vs eager: max|Δ| 6e-08"),
+        shown beside it in the console, the summary and the run report."""
+        self.metrics[HEADLINE_KEY] = text
+
     def partial(self, note: str) -> None:
         """The stage passed, but only partly (e.g. "passed 2, skipped 3 (no onnxruntime
         backend)"): shown as `partial` in the console, JUnit output and run report."""
@@ -114,38 +121,38 @@ class StageContext:
         self.metrics.setdefault(REPORT_KEY, []).append(table)
 
 
-RunFn = Callable[[StageContext, Any], None]
-CheckFn = Callable[[Any, DeployConfig], list[Issue]]
-IdentityFn = Callable[[Any], dict[str, Any]]
-InputsFn = Callable[[Any], tuple[str, ...]]
+P = TypeVar("P", bound=BaseModel)
 
 
 @dataclass(frozen=True)
-class StageSpec:
+class StageSpec(Generic[P]):
+    """Generic over the stage's params model: `run`, `check`, `identity` and
+    `select_inputs` are type-checked against it."""
+
     name: str
     version: int
-    params: type[BaseModel]
-    inputs: tuple[str, ...]
+    params: type[P]
+    inputs: tuple[str, ...]  # every artifact it may read (select_inputs picks among them)
     outputs: tuple[Artifact, ...]
-    run: RunFn
+    run: Callable[[StageContext, P], None]
     uses: frozenset[Section] = frozenset()
     # Distributions whose versions enter the key (read from metadata, never imported).
     env: tuple[str, ...] = ()
     # What else the output depends on that no library version says: a server binary's
     # digest, a docker image, a GPU's compute capability. Must be cheap: no heavy imports.
-    identity: IdentityFn | None = None
+    identity: Callable[[P], dict[str, Any]] | None = None
     # Cross-stage checks against the shared config, run before anything executes.
-    check: CheckFn | None = None
+    check: Callable[[P, DeployConfig], list[Issue]] | None = None
     # The inputs this stage reads with these params, when that depends on them (e.g.
     # triton_config reads onnx_int8 only when asked to serve INT8); default: `inputs`.
-    select_inputs: InputsFn | None = None
+    select_inputs: Callable[[P], tuple[str, ...]] | None = None
     # Inputs the stage can do without when their producer was skipped (e.g. no engine
     # without TensorRT): the key records them as absent and the stage decides.
     optional_inputs: frozenset[str] = frozenset()
     description: str = ""
     phase: Phase = Phase.CONVERT
 
-    def inputs_for(self, params: Any) -> tuple[str, ...]:
+    def inputs_for(self, params: P) -> tuple[str, ...]:
         return self.select_inputs(params) if self.select_inputs is not None else self.inputs
 
     def output(self, name: str) -> Artifact:

@@ -141,7 +141,9 @@ class Store:
     # -- verification ----------------------------------------------------------------
     def problem(self, output: Output, deep: bool = False) -> str | None:
         """Why an output can't be served (missing, truncated, altered), or None."""
-        found = self._object_problem(output.digest, None if output.kind is ArtifactKind.TREE else output.size, deep)
+        found = self._object_problem(
+            output.digest, None if output.kind is ArtifactKind.TREE else output.size, deep
+        )
         if found or output.kind is ArtifactKind.FILE:
             return found
         for rel, meta in self.tree_manifest(output.digest).items():

@@ -12,7 +12,9 @@ from pipeline.errors import EnvError
 
 def require_writable(places: dict[str, Path]) -> None:
     """`places`: config field -> directory. One EnvError naming every one that cannot be written."""
-    problems = [f"{field}: {path}: {why}" for field, path in places.items() if (why := _problem(path.absolute()))]
+    problems = [
+        f"{field}: {path}: {why}" for field, path in places.items() if (why := _problem(path.absolute()))
+    ]
     if problems:
         raise EnvError("cannot write where the config says: " + "; ".join(problems))
 

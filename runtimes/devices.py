@@ -10,7 +10,13 @@ import subprocess
 from pipeline.keys import dist_version
 
 # Every distribution name TensorRT has shipped its Python package under.
-TRT_DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu13-bindings", "tensorrt-cu12-bindings")
+TRT_DISTRIBUTIONS = (
+    "tensorrt",
+    "tensorrt-cu13",
+    "tensorrt-cu12",
+    "tensorrt-cu13-bindings",
+    "tensorrt-cu12-bindings",
+)
 
 
 def tensorrt_version() -> str | None:

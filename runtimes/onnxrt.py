@@ -18,7 +18,11 @@ PROVIDERS = {Device.CPU: "CPUExecutionProvider", Device.CUDA: "CUDAExecutionProv
 
 class OnnxRuntime:
     def __init__(
-        self, path: Path, device: Device = Device.CPU, threads: int | None = None, outputs: Sequence[str] | None = None
+        self,
+        path: Path,
+        device: Device = Device.CPU,
+        threads: int | None = None,
+        outputs: Sequence[str] | None = None,
     ) -> None:
         self.session = _session(path, device, threads)
         have = [o.name for o in self.session.get_outputs()]
@@ -50,8 +54,10 @@ def _session(path: Path, device: Device, threads: int | None) -> ort.InferenceSe
         options.intra_op_num_threads = threads
     provider = PROVIDERS[device]
     if provider not in ort.get_available_providers():
-        raise StageFailed(f"device {device.value} needs {provider}; this onnxruntime has {ort.get_available_providers()}")
+        raise StageFailed(
+            f"device {device.value} needs {provider}; this onnxruntime has {ort.get_available_providers()}"
+        )
     try:
         return ort.InferenceSession(str(path), options, providers=[provider])
-    except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail / InvalidGraph / ... types
+    except Exception as exc:
         raise StageFailed(f"ONNX Runtime cannot load {path}: {first_line(exc)}") from exc

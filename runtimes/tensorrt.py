@@ -25,7 +25,9 @@ class TensorRTEngine:
         cuda.require_cuda()
         self.engine = trt.Runtime(trt.Logger(trt.Logger.WARNING)).deserialize_cuda_engine(plan.read_bytes())
         if self.engine is None:
-            raise StageFailed("TensorRT could not deserialize the engine (built by another TensorRT version or GPU?)")
+            raise StageFailed(
+                "TensorRT could not deserialize the engine (built by another TensorRT version or GPU?)"
+            )
         self.context = self.engine.create_execution_context()
         self.inputs, self._outputs = tuple(inputs), tuple(outputs)
 
@@ -46,7 +48,11 @@ class TensorRTEngine:
         results = self._bind(device)
         outputs = cuda.pinned_like(results)
         stream = torch.cuda.current_stream()
-        return cuda.timed(lambda: cuda.copy(device, host), lambda: self._execute(stream), lambda: cuda.copy(outputs, results))
+        return cuda.timed(
+            lambda: cuda.copy(device, host),
+            lambda: self._execute(stream),
+            lambda: cuda.copy(outputs, results),
+        )
 
     def _bind(self, device: list[torch.Tensor]) -> list[torch.Tensor]:
         """Sets the input shapes and addresses; returns output buffers, bound too."""

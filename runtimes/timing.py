@@ -10,4 +10,6 @@ from typing import Any
 @dataclass(frozen=True)
 class Timed:
     call: Callable[[], Any]
-    phases: list[tuple[float, float, float]] | None = None  # per call: H2D, compute, D2H (ms); GPU runtimes only
+    phases: list[tuple[float, float, float]] | None = (
+        None  # per call: H2D, compute, D2H (ms); GPU runtimes only
+    )

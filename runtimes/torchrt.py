@@ -20,8 +20,12 @@ class TorchModule:
     returns (tensors, nested in tuples, lists or dicts, flattened in order)."""
 
     def __init__(
-        self, module: Any, inputs: Sequence[str], outputs: Sequence[str],
-        device: Device = Device.CPU, threads: int | None = None,
+        self,
+        module: Any,
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        device: Device = Device.CPU,
+        threads: int | None = None,
     ) -> None:
         if threads:
             torch.set_num_threads(threads)
@@ -32,7 +36,12 @@ class TorchModule:
 
     @classmethod
     def torchscript(
-        cls, path: Path, inputs: Sequence[str], outputs: Sequence[str], device: Device = Device.CPU, threads: int | None = None
+        cls,
+        path: Path,
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        device: Device = Device.CPU,
+        threads: int | None = None,
     ) -> TorchModule:
         try:
             module = torch.jit.load(str(path), map_location="cpu")
@@ -45,17 +54,21 @@ class TorchModule:
         return self._outputs
 
     def args(self, feeds: Feeds) -> tuple[torch.Tensor, ...]:
-        return tuple(torch.from_numpy(np.ascontiguousarray(feeds[name])).to(self.device.value) for name in self.inputs)
+        return tuple(
+            torch.from_numpy(np.ascontiguousarray(feeds[name])).to(self.device.value) for name in self.inputs
+        )
 
     def infer(self, feeds: Feeds) -> dict[str, np.ndarray]:
         try:
             with torch.no_grad():
                 result = self.module(*self.args(feeds))
-        except Exception as exc:  # noqa: BLE001 - the user's forward: its error is the message
+        except Exception as exc:
             raise StageFailed(f"the model's forward raised: {type(exc).__name__}: {first_line(exc)}") from exc
         flat = flatten(result)
         if len(flat) != len(self._outputs):
-            raise StageFailed(f"the model returns {len(flat)} output(s) but the config declares {len(self._outputs)}: {list(self._outputs)}")
+            raise StageFailed(
+                f"the model returns {len(flat)} output(s) but the config declares {len(self._outputs)}: {list(self._outputs)}"
+            )
         return {name: t.detach().cpu().numpy() for name, t in zip(self._outputs, flat)}
 
     def timed(self, feeds: Feeds) -> Timed:

@@ -18,5 +18,5 @@ PYTHON=${PYTHON:-python3.11}
 # TensorRT's type stubs for mypy (TensorRT itself cannot be installed here).
 .venv/bin/python scripts/trt_stubs.py
 # Some machines set PYTHONDONTWRITEBYTECODE; precompiling keeps `deploy` start-up fast.
-.venv/bin/python -m compileall -q deploy pipeline stages runtimes serving >/dev/null 2>&1 || true
+.venv/bin/python -m compileall -q deploy pipeline stages runtimes serving >/dev/null
 echo "setup ok: $(.venv/bin/deploy --help >/dev/null && echo 'deploy CLI ready')"

@@ -24,14 +24,27 @@ def patch(text: str) -> str:
     # Parameters named `in` (a keyword) in plugin methods.
     text = re.sub(r"(\(self(?:: \w+)?, )in: ", r"\1in_: ", text)
     # A parameter without a default after defaulted ones: give it the C++ API's default.
-    return text.replace("power: Weights = None, channel_axis: int)", "power: Weights = None, channel_axis: int = 1)")
+    return text.replace(
+        "power: Weights = None, channel_axis: int)", "power: Weights = None, channel_axis: int = 1)"
+    )
 
 
 def main() -> None:
     target = ROOT / ".typings"
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", tmp, STUBS],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-d",
+                tmp,
+                STUBS,
+            ],
             check=True,
         )
         wheel = next(Path(tmp).glob("*.whl"))

@@ -15,10 +15,10 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from pipeline.config import DeployConfig
-from serving.server import Server
 from runtimes.arrays import varying_axes
 from runtimes.dtypes import triton_name
 from serving.layout import io_name
+from serving.server import Server
 
 PROTOCOLS = {"http": httpclient, "grpc": grpcclient}
 
@@ -43,14 +43,21 @@ class Tensor:
 
 def client(server: Server, protocol: str, timeout_s: float) -> Any:
     if protocol == "http":
-        return httpclient.InferenceServerClient(server.http, network_timeout=timeout_s, connection_timeout=timeout_s)
+        return httpclient.InferenceServerClient(
+            server.http, network_timeout=timeout_s, connection_timeout=timeout_s
+        )
     return grpcclient.InferenceServerClient(server.grpc)
 
 
 # -- expectations from the shape spec -----------------------------------------------------------
 def expected(config: DeployConfig, fmt: str, golden: dict[str, Example]) -> tuple[list[Tensor], list[Tensor]]:
     inputs = [
-        Tensor(io_name(fmt, s.name, i), s.name, triton_name(s.dtype), [-1 if isinstance(d, str) else d for d in s.dims])
+        Tensor(
+            io_name(fmt, s.name, i),
+            s.name,
+            triton_name(s.dtype),
+            [-1 if isinstance(d, str) else d for d in s.dims],
+        )
         for i, s in enumerate(config.inputs)
     ]
     outputs = []
@@ -90,7 +97,13 @@ def batch_problem(server_config: dict[str, Any], max_batch: int | None) -> str |
 
 # -- inference --------------------------------------------------------------------------------
 def infer(
-    conn: Any, protocol: str, model: str, case: Example, inputs: list[Tensor], outputs: list[Tensor], max_batch_size: int
+    conn: Any,
+    protocol: str,
+    model: str,
+    case: Example,
+    inputs: list[Tensor],
+    outputs: list[Tensor],
+    max_batch_size: int,
 ) -> dict[str, np.ndarray]:
     """Runs a golden case, split into chunks of at most the model's max_batch_size."""
     total = len(case.inputs[inputs[0].spec_name])
@@ -105,7 +118,13 @@ def infer(
 
 
 def _infer_chunk(
-    conn: Any, protocol: str, model: str, case: Example, inputs: list[Tensor], outputs: list[Tensor], rows: slice
+    conn: Any,
+    protocol: str,
+    model: str,
+    case: Example,
+    inputs: list[Tensor],
+    outputs: list[Tensor],
+    rows: slice,
 ) -> dict[str, np.ndarray]:
     module = PROTOCOLS[protocol]
     requests = []
@@ -123,7 +142,9 @@ BATCHING_ROUNDS = 3
 SETTLE_S = 5.0  # how long the statistics may lag the last response
 
 
-def batching(server: Server, model: str, case: Example, inputs: list[Tensor], requests: int, timeout_s: float) -> dict[str, Any]:
+def batching(
+    server: Server, model: str, case: Example, inputs: list[Tensor], requests: int, timeout_s: float
+) -> dict[str, Any]:
     """Fires `requests` single-item requests at once and reads Triton's statistics: with
     dynamic batching, executions must be fewer than inferences. The batcher only groups
     requests that queue while the model is busy, so a fast model on an idle server can
@@ -159,12 +180,16 @@ def _burst(conn: Any, model: str, request: list[Any], requests: int, timeout_s: 
             raise TimeoutError(f"batching check: no answer within {timeout_s} s")
     after = settled(lambda: _counts(conn, model), before[0] + requests - len(errors), SETTLE_S)
     return {
-        "requests": requests, "inferences": after[0] - before[0], "executions": after[1] - before[1],
+        "requests": requests,
+        "inferences": after[0] - before[0],
+        "executions": after[1] - before[1],
         "errors": [str(e) for e in errors[:3]],
     }
 
 
-def settled(read: Callable[[], tuple[int, int]], target: int, timeout_s: float, interval_s: float = 0.02) -> tuple[int, int]:
+def settled(
+    read: Callable[[], tuple[int, int]], target: int, timeout_s: float, interval_s: float = 0.02
+) -> tuple[int, int]:
     """(inferences, executions) once the inference count reaches `target`. Triton updates
     its statistics after it sends the responses, so a read right after the last answer can
     miss the last batch; the last read is returned when the deadline passes."""
@@ -188,4 +213,6 @@ def _single_item(case: Example, inputs: list[Tensor]) -> list[Any]:
 
 def _counts(conn: Any, model: str) -> tuple[int, int]:
     stats = conn.get_inference_statistics(model, as_json=True)["model_stats"]
-    return sum(int(s.get("inference_count", 0)) for s in stats), sum(int(s.get("execution_count", 0)) for s in stats)
+    return sum(int(s.get("inference_count", 0)) for s in stats), sum(
+        int(s.get("execution_count", 0)) for s in stats
+    )

@@ -44,10 +44,11 @@ class TritonPythonModel:
         results = self.session.run(self.outputs, merged)
         bounds = np.cumsum([0] + sizes)
         return [
-            self._response([result[lo:hi] for result in results])
-            for lo, hi in zip(bounds[:-1], bounds[1:])
+            self._response([result[lo:hi] for result in results]) for lo, hi in zip(bounds[:-1], bounds[1:])
         ]
 
     def _response(self, results):
-        tensors = [pb_utils.Tensor(name, np.ascontiguousarray(value)) for name, value in zip(self.outputs, results)]
+        tensors = [
+            pb_utils.Tensor(name, np.ascontiguousarray(value)) for name, value in zip(self.outputs, results)
+        ]
         return pb_utils.InferenceResponse(output_tensors=tensors)

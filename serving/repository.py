@@ -16,6 +16,7 @@ from typing import Any
 from serving.layout import BY_PLATFORM
 from serving.spec import ServerSpec
 
+
 @dataclass(frozen=True)
 class Model:
     fmt: str
@@ -42,7 +43,11 @@ def models(repo: Path) -> dict[str, Model]:
         kind = config.platform or config.backend
         layout = BY_PLATFORM.get(kind)
         fmt, backend = (layout.fmt, layout.backend) if layout else (kind, kind)
-        precision = config.parameters["deploy_precision"].string_value if "deploy_precision" in config.parameters else "fp32"
+        precision = (
+            config.parameters["deploy_precision"].string_value
+            if "deploy_precision" in config.parameters
+            else "fp32"
+        )
         found[path.parent.name] = Model(fmt, backend, precision, path.parent)
     return found
 
@@ -52,7 +57,7 @@ def backends(spec: ServerSpec, workdir: Path) -> set[str] | None:
     tried (a URL or a docker image)."""
     from serving import server as ts
 
-    if spec.kind in ("url", "docker"):
+    if not spec.kind.backends_known:
         return None
     launch = ts.locate(spec, workdir)
     return {p.name for p in launch.backend_dir.iterdir()} if launch.backend_dir else None

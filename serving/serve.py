@@ -34,8 +34,12 @@ class Served:
 
 @contextmanager
 def serve_repository(
-    spec: ServerSpec, repository: Path, workdir: Path, choose: Chooser = loadable_models,
-    private: bool = True, origins: Mapping[str, str] | None = None,
+    spec: ServerSpec,
+    repository: Path,
+    workdir: Path,
+    choose: Chooser = loadable_models,
+    private: bool = True,
+    origins: Mapping[str, str] | None = None,
 ) -> Iterator[Served]:
     """`private`: serve a hard-linked copy (the server writes beside its models, which must
     not reach the cache); `deploy serve` serves the published directory itself."""
@@ -43,7 +47,9 @@ def serve_repository(
     found = repo.models(tree)
     names = choose(found, lambda: repo.backends(spec, workdir))
     with ts.serving(spec, tree, names, workdir, origins) as server:
-        yield Served(server, tree, found, wait_models(server, names, time.monotonic() + spec.startup_timeout_s))
+        yield Served(
+            server, tree, found, wait_models(server, names, time.monotonic() + spec.startup_timeout_s)
+        )
 
 
 def wait_models(server: ts.Server, models: list[str], deadline: float) -> dict[str, dict[str, str]]:
@@ -56,7 +62,11 @@ def wait_models(server: ts.Server, models: list[str], deadline: float) -> dict[s
             return {m: states[m] for m in models}
         time.sleep(0.2)
     return {
-        m: states.get(m, {}) if states.get(m, {}).get("state") in ("READY", "UNAVAILABLE")
-        else {"state": "TIMEOUT", "reason": f"not ready before the startup timeout (state {states.get(m, {}).get('state', 'unknown')})"}
+        m: states.get(m, {})
+        if states.get(m, {}).get("state") in ("READY", "UNAVAILABLE")
+        else {
+            "state": "TIMEOUT",
+            "reason": f"not ready before the startup timeout (state {states.get(m, {}).get('state', 'unknown')})",
+        }
         for m in models
     }

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import FrameType
 
 from pipeline.errors import EnvError, MissingDependency, StageFailed
-from serving.spec import ServerSpec, find_binary, pytriton_root
+from serving.spec import ServerKind, ServerSpec, find_binary, pytriton_root
 
 PR_SET_PDEATHSIG = 1
 PORT_RETRIES = 3
@@ -84,9 +84,11 @@ class Launch:
 # -- locating a local binary ------------------------------------------------------------------
 def locate(spec: ServerSpec, workdir: Path) -> Launch:
     binary = find_binary(spec)
-    if spec.kind == "binary" and (binary is None or not binary.is_file()):
+    if spec.kind is ServerKind.BINARY and (binary is None or not binary.is_file()):
         # The user named this file: say which, not how to install some other server.
-        raise EnvError(f"tritonserver is not available: server.path {binary} (server kind 'binary') is not a file")
+        raise EnvError(
+            f"tritonserver is not available: server.path {binary} (server kind 'binary') is not a file"
+        )
     if binary is None or not binary.is_file():
         raise MissingDependency(
             "tritonserver", "pip install nvidia-pytriton (ships one), or put tritonserver on PATH"
@@ -106,7 +108,9 @@ def _pytriton_launch(root: Path, binary: Path, workdir: Path) -> Launch:
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     stub = server / "python_backend_stubs" / version / "triton_python_backend_stub"
     if not stub.is_file():
-        raise MissingDependency(f"a python-backend stub for Python {version}", "a Python version nvidia-pytriton supports")
+        raise MissingDependency(
+            f"a python-backend stub for Python {version}", "a Python version nvidia-pytriton supports"
+        )
     backends = workdir / "backends"
     python = backends / "python"
     python.mkdir(parents=True, exist_ok=True)
@@ -153,8 +157,11 @@ def port_or_free(host: str, wanted: int | None, origin: str) -> int:
 def choose_ports(spec: ServerSpec, origins: Mapping[str, str]) -> list[int]:
     """HTTP, gRPC and metrics ports: the explicit ones checked (`origins` names where
     each came from, default `server.<field>`), then free ones that differ from them all."""
-    explicit = {name: port_or_free(spec.host, getattr(spec, name), origins.get(name, f"server.{name}"))
-                for name in PORT_FIELDS if getattr(spec, name) is not None}
+    explicit = {
+        name: port_or_free(spec.host, getattr(spec, name), origins.get(name, f"server.{name}"))
+        for name in PORT_FIELDS
+        if getattr(spec, name) is not None
+    }
     ports: list[int] = []
     for name in PORT_FIELDS:
         port = explicit.get(name)
@@ -167,7 +174,11 @@ def choose_ports(spec: ServerSpec, origins: Mapping[str, str]) -> list[int]:
 # -- starting and stopping -------------------------------------------------------------------
 @contextmanager
 def serving(
-    spec: ServerSpec, repo: Path, models: list[str], workdir: Path, origins: Mapping[str, str] | None = None,
+    spec: ServerSpec,
+    repo: Path,
+    models: list[str],
+    workdir: Path,
+    origins: Mapping[str, str] | None = None,
 ) -> Iterator[Server]:
     """A live server with `models` loading; always stopped (ours) on the way out.
     `origins`: where explicit ports came from, for the error when one is taken."""
@@ -175,7 +186,7 @@ def serving(
     loaded: list[str] = []
     try:
         wait_live(server, time.monotonic() + spec.startup_timeout_s)
-        if spec.kind == "url":
+        if spec.kind is ServerKind.URL:
             loaded = _load_into_existing(server, models)
         yield server
     finally:
@@ -217,12 +228,14 @@ def _post(server: Server, path: str) -> str | None:
         return str(exc)
 
 
-def _start(spec: ServerSpec, repo: Path, models: list[str], workdir: Path, origins: Mapping[str, str]) -> Server:
+def _start(
+    spec: ServerSpec, repo: Path, models: list[str], workdir: Path, origins: Mapping[str, str]
+) -> Server:
     log = workdir / "server.log"
-    if spec.kind == "url":
+    if spec.kind is ServerKind.URL:
         log.write_text(f"existing server at {spec.url}; its log is not ours\n")
         return Server(str(spec.url), str(spec.grpc_url), log, None, None)
-    if spec.kind == "docker":
+    if spec.kind is ServerKind.DOCKER:
         return _start_docker(spec, repo, models, log, origins)
     launch = locate(spec, workdir)
     notes: list[str] = []
@@ -238,7 +251,12 @@ def _start(spec: ServerSpec, repo: Path, models: list[str], workdir: Path, origi
 
 
 def _start_local(
-    spec: ServerSpec, launch: Launch, repo: Path, models: list[str], log: Path, origins: Mapping[str, str],
+    spec: ServerSpec,
+    launch: Launch,
+    repo: Path,
+    models: list[str],
+    log: Path,
+    origins: Mapping[str, str],
 ) -> Server:
     ports = choose_ports(spec, origins)
     command = [str(launch.binary), f"--model-repository={repo}", "--model-control-mode=explicit"]
@@ -248,8 +266,12 @@ def _start_local(
         command.append(f"--backend-directory={launch.backend_dir}")
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env=launch.env,
-            start_new_session=True, preexec_fn=_die_with_parent,
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=launch.env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
     backends = {p.name for p in launch.backend_dir.iterdir()} if launch.backend_dir else None
     http, grpc, metrics = (f"{spec.host}:{port}" for port in ports)
@@ -258,9 +280,12 @@ def _start_local(
 
 def _network_flags(host: str, ports: list[int]) -> list[str]:
     return [
-        f"--http-address={host}", f"--http-port={ports[0]}",
-        f"--grpc-address={host}", f"--grpc-port={ports[1]}",
-        f"--metrics-address={host}", f"--metrics-port={ports[2]}",
+        f"--http-address={host}",
+        f"--http-port={ports[0]}",
+        f"--grpc-address={host}",
+        f"--grpc-port={ports[1]}",
+        f"--metrics-address={host}",
+        f"--metrics-port={ports[2]}",
     ]
 
 
@@ -277,10 +302,14 @@ def _lost_port_race(server: Server) -> bool:
         if "already in use" in server.log_tail(20) or _answers(server.http, "/v2/health/live"):
             break
         time.sleep(0.1)
-    return bool(server.process and server.process.poll() is not None and "already in use" in server.log_tail(40))
+    return bool(
+        server.process and server.process.poll() is not None and "already in use" in server.log_tail(40)
+    )
 
 
-def _start_docker(spec: ServerSpec, repo: Path, models: list[str], log: Path, origins: Mapping[str, str]) -> Server:
+def _start_docker(
+    spec: ServerSpec, repo: Path, models: list[str], log: Path, origins: Mapping[str, str]
+) -> Server:
     if shutil.which("docker") is None:
         raise MissingDependency("docker", "a Docker engine, or server kind auto/binary/url")
     ports = choose_ports(spec, origins)
@@ -288,7 +317,12 @@ def _start_docker(spec: ServerSpec, repo: Path, models: list[str], log: Path, or
     command = ["docker", "run", "-d", "--rm", "--name", name, "-v", f"{repo}:/models:ro"]
     command += [f"-p{spec.host}:{port}:{inner}" for port, inner in zip(ports, (8000, 8001, 8002))]
     command += ["--gpus", "all"] if spec.gpus else []
-    command += [str(spec.image), "tritonserver", "--model-repository=/models", "--model-control-mode=explicit"]
+    command += [
+        str(spec.image),
+        "tritonserver",
+        "--model-repository=/models",
+        "--model-control-mode=explicit",
+    ]
     command += [f"--load-model={m}" for m in models] + ["--exit-on-error=false"]
     started = subprocess.run(command, capture_output=True, text=True)
     if started.returncode != 0:
@@ -358,8 +392,10 @@ def wait_live(server: Server, deadline: float) -> None:
             return
         time.sleep(0.1)
     if server.process is None:  # kind url: a server someone else runs is not there
-        raise EnvError(f"no Triton server answers at http://{server.http}/v2/health/live (server.url): "
-                       "start it, or fix the url / grpc_url")
+        raise EnvError(
+            f"no Triton server answers at http://{server.http}/v2/health/live (server.url): "
+            "start it, or fix the url / grpc_url"
+        )
     raise StageFailed(
         "tritonserver did not become live within the startup timeout (it loads the models "
         f"before it answers, so a model whose initialization hangs shows up here); server log tail:\n{server.log_tail()}"

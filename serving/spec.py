@@ -8,10 +8,23 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class ServerKind(str, Enum):
+    AUTO = "auto"  # tritonserver on PATH, else the nvidia-pytriton wheel's
+    BINARY = "binary"
+    DOCKER = "docker"
+    URL = "url"  # a server someone else runs: never started or stopped by deploy
+
+    @property
+    def backends_known(self) -> bool:
+        """Whether the backends can be listed before a load is tried (a local binary)."""
+        return self in (ServerKind.AUTO, ServerKind.BINARY)
 
 
 class ServerSpec(BaseModel):
@@ -20,39 +33,53 @@ class ServerSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    kind: Literal["auto", "binary", "docker", "url"] = Field(
-        "auto",
+    kind: ServerKind = Field(
+        ServerKind.AUTO,
         description="auto: tritonserver on PATH, else the nvidia-pytriton wheel's; binary: `path`; docker: `image`; "
         "url: a running server (`url`, `grpc_url`), never stopped by deploy.",
     )
     path: Path | None = Field(None, description="kind binary: the tritonserver executable.")
-    image: str | None = Field(None, description="kind docker: the Triton image, e.g. `nvcr.io/nvidia/tritonserver:<tag>-py3`.")
+    image: str | None = Field(
+        None, description="kind docker: the Triton image, e.g. `nvcr.io/nvidia/tritonserver:<tag>-py3`."
+    )
     gpus: bool = Field(False, description="kind docker: run the container with --gpus all.")
     url: str | None = Field(None, description="kind url: HTTP endpoint of the running server, host:port.")
     grpc_url: str | None = Field(None, description="kind url: its gRPC endpoint, host:port.")
-    host: str = Field("127.0.0.1", description="Where a server deploy starts listens; loopback unless changed.")
-    http_port: int | None = Field(None, ge=1, le=65535, description="HTTP port of a server deploy starts; null: a free port.")
-    grpc_port: int | None = Field(None, ge=1, le=65535, description="gRPC port of a server deploy starts; null: a free port.")
+    host: str = Field(
+        "127.0.0.1", description="Where a server deploy starts listens; loopback unless changed."
+    )
+    http_port: int | None = Field(
+        None, ge=1, le=65535, description="HTTP port of a server deploy starts; null: a free port."
+    )
+    grpc_port: int | None = Field(
+        None, ge=1, le=65535, description="gRPC port of a server deploy starts; null: a free port."
+    )
     metrics_port: int | None = Field(
         None, ge=1, le=65535, description="Metrics port of a server deploy starts; null: a free port."
     )
     startup_timeout_s: float = Field(120, gt=0, description="Seconds to wait for the server to become ready.")
-    stop_grace_s: float = Field(10, ge=0, description="Seconds between asking the server to stop and killing it.")
+    stop_grace_s: float = Field(
+        10, ge=0, description="Seconds between asking the server to stop and killing it."
+    )
 
     @model_validator(mode="after")
     def _kind_fields(self) -> ServerSpec:
-        needs = {"binary": ("path",), "docker": ("image",), "url": ("url", "grpc_url")}.get(self.kind, ())
+        needs = {
+            ServerKind.BINARY: ("path",),
+            ServerKind.DOCKER: ("image",),
+            ServerKind.URL: ("url", "grpc_url"),
+        }.get(self.kind, ())
         missing = [name for name in needs if getattr(self, name) is None]
         if missing:
-            raise ValueError(f"server kind '{self.kind}' needs {', '.join(missing)}")
+            raise ValueError(f"server kind '{self.kind.value}' needs {', '.join(missing)}")
         return self
 
 
 # -- identity (for the cache key: cheap, no server started) ---------------------------------
 def identity(spec: ServerSpec) -> dict[str, Any]:
-    if spec.kind == "docker":
+    if spec.kind is ServerKind.DOCKER:
         return {"triton_server": f"docker:{spec.image}"}
-    if spec.kind == "url":
+    if spec.kind is ServerKind.URL:
         return {"triton_server": f"url:{spec.url}"}
     binary = find_binary(spec)
     if binary is None or not binary.is_file():  # the stage says so, with the fix, when it runs
@@ -62,7 +89,7 @@ def identity(spec: ServerSpec) -> dict[str, Any]:
 
 
 def find_binary(spec: ServerSpec) -> Path | None:
-    if spec.kind == "binary":
+    if spec.kind is ServerKind.BINARY:
         return spec.path
     on_path = shutil.which("tritonserver")
     if on_path:
@@ -74,5 +101,3 @@ def find_binary(spec: ServerSpec) -> Path | None:
 def pytriton_root() -> Path | None:
     found = importlib.util.find_spec("pytriton")
     return Path(found.origin).parent if found and found.origin else None
-
-

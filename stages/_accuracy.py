@@ -5,24 +5,32 @@ low-precision model's k best?)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pipeline.config import OutputKind, OutputSpec
+from pipeline.errors import StageFailed
 from stages._tolerance import AccuracyGate
 
 
 def measure(
-    reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np.ndarray]], k: int, kinds: Mapping[str, OutputKind]
+    reference: list[dict[str, np.ndarray]],
+    candidate: list[dict[str, np.ndarray]],
+    k: int,
+    kinds: Mapping[str, OutputKind],
 ) -> dict[str, dict[str, Any]]:
     """output -> metrics over all samples."""
     result = {}
     for name in reference[0]:
         ref = np.concatenate([r[name] for r in reference]).astype(np.float64)
         got = np.concatenate([c[name] for c in candidate]).astype(np.float64)
-        result[name] = _metrics(ref, got) | (_agreement_metrics(ref, got, k) if kinds[name] is OutputKind.LOGITS else {})
+        result[name] = _metrics(ref, got) | (
+            _agreement_metrics(ref, got, k) if kinds[name] is OutputKind.LOGITS else {}
+        )
     return result
 
 
@@ -51,15 +59,19 @@ def _agreement_metrics(ref: np.ndarray, got: np.ndarray, k: int) -> dict[str, An
         return {}
     top1 = ref.argmax(1)
     topk = np.argsort(-got, axis=1)[:, : min(k, got.shape[1])]
-    return {"top1_agreement": float(np.mean(top1 == got.argmax(1))),
-            f"top{k}_agreement": float(np.mean([t in row for t, row in zip(top1, topk)]))}
+    return {
+        "top1_agreement": float(np.mean(top1 == got.argmax(1))),
+        f"top{k}_agreement": float(np.mean([t in row for t, row in zip(top1, topk)])),
+    }
 
 
 def failures(metrics: dict[str, dict[str, Any]], gate: AccuracyGate) -> list[str]:
     bad = []
     for name, m in metrics.items():
         if m["cosine"] is None:
-            bad.append(f"{name}: cosine undefined, the outputs are all zeros on the held-out inputs (use real data)")
+            bad.append(
+                f"{name}: cosine undefined, the outputs are all zeros on the held-out inputs (use real data)"
+            )
         elif not m["cosine"] >= gate.min_cosine:  # also catches NaN from overflowed outputs
             bad.append(f"{name}: cosine {m['cosine']:.5f} < min_cosine {gate.min_cosine}")
         if gate.max_abs is not None and not m["max_abs"] <= gate.max_abs:
@@ -73,12 +85,18 @@ def _agreement(name: str, m: dict[str, Any], key: str, minimum: float | None) ->
     if minimum is None:
         return []
     if key not in m:
-        return [f"{name}: {key} asked for, but the output is not declared `kind: logits` with shape [batch, classes]"]
+        return [
+            f"{name}: {key} asked for, but the output is not declared `kind: logits` with shape [batch, classes]"
+        ]
     return [f"{name}: {key} {m[key]:.3f} < {minimum}"] if not m[key] >= minimum else []
 
 
 def gate_against_fp32(
-    fp32: Any, candidate: Any, feeds: list[dict[str, np.ndarray]], outputs: Sequence[OutputSpec], gate: AccuracyGate
+    fp32: Any,
+    candidate: Any,
+    feeds: list[dict[str, np.ndarray]],
+    outputs: Sequence[OutputSpec],
+    gate: AccuracyGate,
 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Runs both ONNX files in ONNX Runtime on the held-out feeds; (metrics, failures)."""
     from runtimes.onnxrt import OnnxRuntime
@@ -101,13 +119,54 @@ def headline(label: str, metrics: dict[str, dict[str, Any]]) -> str:
 
 def report_table(ctx: Any, label: str, metrics: dict[str, dict[str, Any]], samples: int) -> None:
     """The run report's view of the gate: one row per output."""
-    columns = ["output", "cosine", "min sample cosine", "max |Δ|", "max |Δ| / max |ref|", "mean |Δ|", "top-1 agreement", "top-k agreement"]
-    rows = [[name, _maybe(m["cosine"], ".6f"), _maybe(m["min_sample_cosine"], ".6f"), f"{m['max_abs']:.4g}", _maybe(m["scaled_err"], ".3g"),
-             f"{m['mean_abs']:.4g}", _maybe(m.get("top1_agreement"), ".3f"),
-             _maybe(next((v for k, v in m.items() if k.startswith("top") and k != "top1_agreement"), None), ".3f")]
-            for name, m in metrics.items()]
+    columns = [
+        "output",
+        "cosine",
+        "min sample cosine",
+        "max |Δ|",
+        "max |Δ| / max |ref|",
+        "mean |Δ|",
+        "top-1 agreement",
+        "top-k agreement",
+    ]
+    rows = [
+        [
+            name,
+            _maybe(m["cosine"], ".6f"),
+            _maybe(m["min_sample_cosine"], ".6f"),
+            f"{m['max_abs']:.4g}",
+            _maybe(m["scaled_err"], ".3g"),
+            f"{m['mean_abs']:.4g}",
+            _maybe(m.get("top1_agreement"), ".3f"),
+            _maybe(
+                next((v for k, v in m.items() if k.startswith("top") and k != "top1_agreement"), None), ".3f"
+            ),
+        ]
+        for name, m in metrics.items()
+    ]
     ctx.report_table(f"{label} vs FP32 on {samples} held-out samples", columns, rows)
 
 
 def _maybe(value: float | None, spec: str) -> str:
     return "" if value is None else format(value, spec)
+
+
+def conclude(
+    ctx: Any,
+    label: str,
+    candidate: Path,
+    feeds: list[dict[str, np.ndarray]],
+    gate: AccuracyGate,
+    details: dict[str, Any],
+) -> None:
+    """The reduced-precision stages' ending: gate `candidate` against the FP32 model,
+    record and write the report (accuracy.json, headline, report table), and fail the
+    stage when the gate failed. `details`: what the stage adds to the report."""
+    metrics, bad = gate_against_fp32(ctx.input("onnx"), candidate, feeds, ctx.config.outputs, gate)
+    report = {**details, "holdout_samples": len(feeds), "outputs": metrics, "gate": gate.model_dump()}
+    ctx.record("accuracy", report)
+    ctx.headline(headline(label, metrics))
+    report_table(ctx, label, metrics, len(feeds))
+    ctx.output("accuracy").write_text(json.dumps(report, indent=1))
+    if bad:
+        raise StageFailed(f"{label} accuracy gate failed: " + "; ".join(bad))

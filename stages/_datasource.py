@@ -34,8 +34,12 @@ class Preprocess(BaseModel):
     resize: int = Field(256, ge=1, description="Resize the shorter side to this many pixels.")
     crop: int = Field(224, ge=1, description="Then center-crop to crop x crop.")
     scale: float = Field(1 / 255, description="Multiply pixel values (0-255) by this (default 1/255).")
-    mean: tuple[float, float, float] = Field((0.485, 0.456, 0.406), description="Per-channel (RGB) mean subtracted after scaling.")
-    std: tuple[float, float, float] = Field((0.229, 0.224, 0.225), description="Per-channel (RGB) std divided by after that.")
+    mean: tuple[float, float, float] = Field(
+        (0.485, 0.456, 0.406), description="Per-channel (RGB) mean subtracted after scaling."
+    )
+    std: tuple[float, float, float] = Field(
+        (0.229, 0.224, 0.225), description="Per-channel (RGB) std divided by after that."
+    )
     layout: Literal["NCHW", "NHWC"] = Field("NCHW", description="Axis order of the resulting tensor.")
 
 
@@ -43,13 +47,17 @@ class DataSource(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     kind: Literal["random", "images", "arrays"] = Field(
-        "random", description="random: random inputs (smoke tests only); images: a directory of images; arrays: .npy / .npz."
+        "random",
+        description="random: random inputs (smoke tests only); images: a directory of images; arrays: .npy / .npz.",
     )
     path: Path | None = Field(
-        None, description="images: a directory; arrays: a .npy file (one input) or .npz (arrays by input name)."
+        None,
+        description="images: a directory; arrays: a .npy file (one input) or .npz (arrays by input name).",
     )
     count: int = Field(32, ge=1, description="Number of samples.")
-    offset: int = Field(0, ge=0, description="Skip this many samples first (e.g. to hold out the calibration ones).")
+    offset: int = Field(
+        0, ge=0, description="Skip this many samples first (e.g. to hold out the calibration ones)."
+    )
     seed: int = Field(1234, description="kind random: seed of the random samples.")
     preprocess: Preprocess = Field(Preprocess(), description="kind images: image -> tensor preprocessing.")
 
@@ -92,12 +100,18 @@ def load(source: DataSource, config: DeployConfig) -> list[dict[str, np.ndarray]
     if source.path is None or not source.path.exists():
         raise StageFailed(f"data source path not found: {source.path}")
     arrays = _read(source, config, slice(source.offset, source.offset + source.count))
-    wrong = [p for spec in config.inputs if (p := _sample_shape_problem(spec, arrays[spec.name], config.batch_dim is not None))]
+    wrong = [
+        p
+        for spec in config.inputs
+        if (p := _sample_shape_problem(spec, arrays[spec.name], config.batch_dim is not None))
+    ]
     if wrong:
         raise StageFailed(f"{source.path}: {'; '.join(wrong)}")
     found = min(len(v) for v in arrays.values())
     if found < source.count:
-        raise StageFailed(f"{source.path}: {found} samples after offset {source.offset}, {source.count} wanted")
+        raise StageFailed(
+            f"{source.path}: {found} samples after offset {source.offset}, {source.count} wanted"
+        )
     return [{k: v[i : i + 1] for k, v in arrays.items()} for i in range(source.count)]
 
 
@@ -112,8 +126,15 @@ def _read(source: DataSource, config: DeployConfig, window: slice) -> dict[str, 
         if source.kind == "images":
             return _images(source, config, window)
         return {k: v[window] for k, v in _arrays(source, config).items()}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:  # PIL's UnidentifiedImageError is an OSError
-        raise StageFailed(f"{source.path}: cannot read this '{source.kind}' source: {first_line(exc)}") from exc
+    except (
+        OSError,
+        ValueError,
+        EOFError,
+        zipfile.BadZipFile,
+    ) as exc:  # PIL's UnidentifiedImageError is an OSError
+        raise StageFailed(
+            f"{source.path}: cannot read this '{source.kind}' source: {first_line(exc)}"
+        ) from exc
 
 
 def _sample_shape_problem(spec: InputSpec, array: np.ndarray, batched: bool) -> str | None:
@@ -126,8 +147,10 @@ def _sample_shape_problem(spec: InputSpec, array: np.ndarray, batched: bool) -> 
     )
     if fits:
         return None
-    return (f"input '{spec.name}': samples of shape {list(sample)} do not fit the shape spec "
-            f"(dims {list(spec.dims)}, min {list(spec.min)}, max {list(spec.max)})")
+    return (
+        f"input '{spec.name}': samples of shape {list(sample)} do not fit the shape spec "
+        f"(dims {list(spec.dims)}, min {list(spec.min)}, max {list(spec.max)})"
+    )
 
 
 def _random(source: DataSource, config: DeployConfig) -> list[dict[str, np.ndarray]]:
@@ -168,7 +191,9 @@ def _images(source: DataSource, config: DeployConfig, window: slice) -> dict[str
         raise StageFailed("an image source feeds a single-input model")
     files = sorted(p for p in source.path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)[window]
     if not files:
-        raise StageFailed(f"{source.path}: no images ({', '.join(IMAGE_SUFFIXES)}) after offset {source.offset}")
+        raise StageFailed(
+            f"{source.path}: no images ({', '.join(IMAGE_SUFFIXES)}) after offset {source.offset}"
+        )
     pixels = [_preprocess(Image.open(f).convert("RGB"), source.preprocess) for f in files]
     return {config.inputs[0].name: np.stack(pixels).astype(config.inputs[0].dtype)}
 
@@ -181,7 +206,9 @@ def _preprocess(image: object, pre: Preprocess) -> np.ndarray:
     ratio = pre.resize / min(image.size)
     image = image.resize((round(image.width * ratio), round(image.height * ratio)), Image.Resampling.BILINEAR)
     left, top = (image.width - pre.crop) // 2, (image.height - pre.crop) // 2
-    pixels = np.asarray(image.crop((left, top, left + pre.crop, top + pre.crop)), dtype=np.float32) * pre.scale
+    pixels = (
+        np.asarray(image.crop((left, top, left + pre.crop, top + pre.crop)), dtype=np.float32) * pre.scale
+    )
     pixels = (pixels - np.array(pre.mean, np.float32)) / np.array(pre.std, np.float32)
     return pixels.transpose(2, 0, 1) if pre.layout == "NCHW" else pixels
 
@@ -198,5 +225,7 @@ def fingerprint(source: DataSource | None) -> str | None:
     if source.path.is_file():
         with open(source.path, "rb") as fh:
             return hashlib.file_digest(fh, "sha256").hexdigest()
-    listing = sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(source.path) if e.is_file())
+    listing = sorted(
+        (e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(source.path) if e.is_file()
+    )
     return hashlib.sha256(repr(listing).encode()).hexdigest()

@@ -36,7 +36,10 @@ def golden_inputs(config: DeployConfig, rng: np.random.Generator) -> dict[Label,
     """The inputs at min / opt / max: from `model.golden_inputs` where it has them, else
     random; refused when any is constant (parity on a constant input proves nothing)."""
     given = _load_given(config.model.golden_inputs)
-    cases = {label: {spec.name: _one_input(spec, label, rng, given) for spec in config.inputs} for label in LABELS}
+    _refuse_unknown_keys(given, config)
+    cases = {
+        label: {spec.name: _one_input(spec, label, rng, given) for spec in config.inputs} for label in LABELS
+    }
     refuse_constant("golden input", cases, _input_hint(config))
     return cases
 
@@ -51,7 +54,28 @@ def _load_given(path: Path | None) -> dict[str, np.ndarray]:
         raise ConfigError(str(path), [Issue(FIELD, f"cannot read as .npz: {exc}")]) from exc
 
 
-def _one_input(spec: InputSpec, label: Label, rng: np.random.Generator, given: dict[str, np.ndarray]) -> np.ndarray:
+def _refuse_unknown_keys(given: dict[str, np.ndarray], config: DeployConfig) -> None:
+    """A key that names no input (a typo) would silently leave that input random."""
+    names = set(config.input_names())
+    known = names | {f"{label}.{name}" for label in LABELS for name in names}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        where = FIELD
+        raise ConfigError(
+            where,
+            [
+                Issue(
+                    where,
+                    f"keys {unknown} name no input (inputs: {sorted(names)}; "
+                    "keys are NAME or min.NAME / opt.NAME / max.NAME)",
+                )
+            ],
+        )
+
+
+def _one_input(
+    spec: InputSpec, label: Label, rng: np.random.Generator, given: dict[str, np.ndarray]
+) -> np.ndarray:
     want = spec.shape(label)
     exact, shared = given.get(f"{label}.{spec.name}"), given.get(spec.name)
     if exact is not None:
@@ -68,7 +92,15 @@ def _one_input(spec: InputSpec, label: Label, rng: np.random.Generator, given: d
 def _check_shape(spec: InputSpec, label: Label, array: np.ndarray, fits: bool) -> None:
     if not fits:
         where = f"{FIELD}[{spec.name}]"
-        raise ConfigError(where, [Issue(where, f"shape {list(array.shape)} cannot give the {label} shape {list(spec.shape(label))}")])
+        raise ConfigError(
+            where,
+            [
+                Issue(
+                    where,
+                    f"shape {list(array.shape)} cannot give the {label} shape {list(spec.shape(label))}",
+                )
+            ],
+        )
 
 
 def _cast(spec: InputSpec, array: np.ndarray) -> np.ndarray:
@@ -80,10 +112,25 @@ def _cast(spec: InputSpec, array: np.ndarray) -> np.ndarray:
 
 
 def refuse_constant(what: str, cases: dict[Label, dict[str, np.ndarray]], hint: str) -> None:
-    """Raises StageFailed naming every tensor that is constant at some shape."""
-    bad = sorted({f"{name} at {label} ({_value(a)})" for label, arrays in cases.items() for name, a in arrays.items() if _constant(a)})
+    """Raises StageFailed naming every tensor that is not finite, or constant, at some shape."""
+    bad = sorted(
+        {
+            f"{name} at {label} ({why})"
+            for label, arrays in cases.items()
+            for name, a in arrays.items()
+            if (why := _degenerate(a))
+        }
+    )
     if bad:
-        raise StageFailed(f"{what}s are constant, so parity would compare nothing: {', '.join(bad)}. {hint}")
+        raise StageFailed(
+            f"{what}s are constant or not finite, so parity would compare nothing: {', '.join(bad)}. {hint}"
+        )
+
+
+def _degenerate(array: np.ndarray) -> str | None:
+    if array.dtype.kind in "fc" and not np.all(np.isfinite(array)):
+        return f"{int(np.sum(~np.isfinite(array)))} of {array.size} values NaN or infinite"
+    return _value(array) if _constant(array) else None
 
 
 def _constant(array: np.ndarray) -> bool:

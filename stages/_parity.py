@@ -12,7 +12,6 @@ from pipeline.errors import StageFailed
 from stages._golden import Case
 from stages._tolerance import Tolerance
 
-
 # atol "bites" only when it is small against the reference's own scale: an atol of 1e-4
 # passes any answer at all for logits of size 1e-9 (random-init models).
 ATOL_BITE = 0.01
@@ -60,7 +59,9 @@ def compare(
     for label, case in golden.items():
         got = results[label]
         table[label] = {
-            name: metrics(got[name], ref, tol) if name in got else {"passed": False, "error": "missing output"}
+            name: metrics(got[name], ref, tol)
+            if name in got
+            else {"passed": False, "error": "missing output"}
             for name, ref in case.outputs.items()
         }
     return table
@@ -79,9 +80,13 @@ def _numbers(m: dict[str, Any], tol: Tolerance) -> str:
     """Names the threshold(s) broken, with the numbers."""
     broken = []
     if not m["within_tolerance"]:
-        broken.append(f"|diff| > atol {tol.atol:g} + rtol {tol.rtol:g}*|ref| (max_abs {m['max_abs']:.3g}, max_rel {m['max_rel']:.3g})")
+        broken.append(
+            f"|diff| > atol {tol.atol:g} + rtol {tol.rtol:g}*|ref| (max_abs {m['max_abs']:.3g}, max_rel {m['max_rel']:.3g})"
+        )
     if m["cosine"] is None:
-        broken.append("cosine undefined: an all-zero output or reference (the golden inputs do not exercise it)")
+        broken.append(
+            "cosine undefined: an all-zero output or reference (the golden inputs do not exercise it)"
+        )
     elif m["cosine"] < tol.min_cosine:
         broken.append(f"cosine {m['cosine']:.9g} < min_cosine {tol.min_cosine:g}")
     return "; ".join(broken)
@@ -111,11 +116,32 @@ def headline(table: dict[str, dict[str, dict[str, Any]]], tol: Tolerance) -> str
 def report_rows(what: str, table: dict[str, dict[str, dict[str, Any]]]) -> list[list[Any]]:
     """Rows for the run report: one per shape and output."""
     return [
-        [what, label, name, m.get("error", "")] if "max_abs" not in m else
-        [what, label, name, f"{m['max_abs']:.3g}", f"{m['scaled_err']:.3g}", f"{m['mean_abs']:.3g}", f"{m['max_rel']:.3g}",
-         "undefined" if m["cosine"] is None else f"{m['cosine']:.7f}", "yes" if m["passed"] else "NO"]
-        for label, outs in table.items() for name, m in outs.items()
+        [what, label, name, m.get("error", "")]
+        if "max_abs" not in m
+        else [
+            what,
+            label,
+            name,
+            f"{m['max_abs']:.3g}",
+            f"{m['scaled_err']:.3g}",
+            f"{m['mean_abs']:.3g}",
+            f"{m['max_rel']:.3g}",
+            "undefined" if m["cosine"] is None else f"{m['cosine']:.7f}",
+            "yes" if m["passed"] else "NO",
+        ]
+        for label, outs in table.items()
+        for name, m in outs.items()
     ]
 
 
-REPORT_COLUMNS = ["runtime", "shape", "output", "max |Δ|", "max |Δ| / max |ref|", "mean |Δ|", "max rel", "cosine", "passed"]
+REPORT_COLUMNS = [
+    "runtime",
+    "shape",
+    "output",
+    "max |Δ|",
+    "max |Δ| / max |ref|",
+    "mean |Δ|",
+    "max rel",
+    "cosine",
+    "passed",
+]

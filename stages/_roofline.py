@@ -62,23 +62,42 @@ def by_op_type(nodes: list[NodeCount], targets: list[Target]) -> list[dict[str, 
     for op in sorted({n.op_type for n in nodes}):
         mine = [n for n in nodes if n.op_type == op]
         flops, moved = sum(n.flops for n in mine), sum(n.bytes for n in mine)
-        row: dict[str, Any] = {"op_type": op, "count": len(mine), "params": sum(n.params for n in mine),
-                               "flops": flops, "bytes": moved, "intensity": flops / moved if moved else 0.0, "targets": {}}
+        row: dict[str, Any] = {
+            "op_type": op,
+            "count": len(mine),
+            "params": sum(n.params for n in mine),
+            "flops": flops,
+            "bytes": moved,
+            "intensity": flops / moved if moved else 0.0,
+            "targets": {},
+        }
         for target in targets:
             bound = "compute" if row["intensity"] >= target.ridge else "memory"
-            row["targets"][target.name] = {"bound": bound, "roofline_s": sum(roofline_s(n, target) for n in mine)}
+            row["targets"][target.name] = {
+                "bound": bound,
+                "roofline_s": sum(roofline_s(n, target) for n in mine),
+            }
         rows.append(row)
     return sorted(rows, key=lambda r: -r["flops"])
 
 
 def totals(nodes: list[NodeCount], targets: list[Target]) -> dict[str, Any]:
     flops, moved = sum(n.flops for n in nodes), sum(n.bytes for n in nodes)
-    found: dict[str, Any] = {"nodes": len(nodes), "params": sum(n.params for n in nodes), "flops": flops, "bytes": moved,
-                             "intensity": flops / moved if moved else 0.0, "targets": {}}
+    found: dict[str, Any] = {
+        "nodes": len(nodes),
+        "params": sum(n.params for n in nodes),
+        "flops": flops,
+        "bytes": moved,
+        "intensity": flops / moved if moved else 0.0,
+        "targets": {},
+    }
     for target in targets:
         times = [(roofline_s(n, target), n) for n in nodes]
         total = sum(t for t, _ in times)
-        memory = sum(t for t, n in times if n.bytes and n.flops / n.bytes < target.ridge or not n.flops)
-        found["targets"][target.name] = {"ridge_flops_per_byte": target.ridge, "roofline_s": total,
-                                         "memory_bound_time_share": memory / total if total else 0.0}
+        memory = sum(t for t, n in times if (n.bytes and n.flops / n.bytes < target.ridge) or not n.flops)
+        found["targets"][target.name] = {
+            "ridge_flops_per_byte": target.ridge,
+            "roofline_s": total,
+            "memory_bound_time_share": memory / total if total else 0.0,
+        }
     return found

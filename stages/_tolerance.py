@@ -14,7 +14,9 @@ class Tolerance(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    atol: float = Field(1e-4, ge=0, description="Absolute tolerance: pass where `|actual - ref| <= atol + rtol * |ref|`.")
+    atol: float = Field(
+        1e-4, ge=0, description="Absolute tolerance: pass where `|actual - ref| <= atol + rtol * |ref|`."
+    )
     rtol: float = Field(1e-3, ge=0, description="Relative tolerance (see atol).")
     min_cosine: float = Field(
         0.9999, ge=-1, le=1, description="Least cosine similarity between actual and reference outputs."
@@ -25,17 +27,26 @@ class AccuracyGate(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     min_cosine: float = Field(
-        0.99, ge=-1, le=1, description="Least cosine similarity to the FP32 model's outputs on the held-out inputs."
+        0.99,
+        ge=-1,
+        le=1,
+        description="Least cosine similarity to the FP32 model's outputs on the held-out inputs.",
     )
-    max_abs: float | None = Field(None, ge=0, description="Largest absolute difference allowed; null: not checked.")
+    max_abs: float | None = Field(
+        None, ge=0, description="Largest absolute difference allowed; null: not checked."
+    )
     # For outputs shaped [batch, classes]: fraction of samples whose top-1 class agrees.
     min_top1_agreement: float | None = Field(
-        None, ge=0, le=1,
+        None,
+        ge=0,
+        le=1,
         description="For [batch, classes] outputs: least fraction of samples whose top-1 class matches FP32's; null: not checked.",
     )
     top_k: int = Field(5, ge=1, description="k of min_topk_agreement.")
     min_topk_agreement: float | None = Field(
-        None, ge=0, le=1,
+        None,
+        ge=0,
+        le=1,
         description="For [batch, classes] outputs: least fraction of samples whose FP32 top-1 class is in the top_k; null: not checked.",
     )
 
@@ -46,4 +57,7 @@ def gate_issues(gate: AccuracyGate, outputs: tuple[OutputSpec, ...], where: str)
     asked = [name for name in ("min_top1_agreement", "min_topk_agreement") if getattr(gate, name) is not None]
     if not asked or any(spec.kind is OutputKind.LOGITS for spec in outputs):
         return []
-    return [Issue(f"{where}.gate.{name}", "needs an output declared `kind: logits` (class scores) under outputs") for name in asked]
+    return [
+        Issue(f"{where}.gate.{name}", "needs an output declared `kind: logits` (class scores) under outputs")
+        for name in asked
+    ]

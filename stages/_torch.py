@@ -38,7 +38,10 @@ def load_model(source: ModelSource) -> torch.nn.Module:
 def _load_torchscript(path: Path) -> torch.nn.Module:
     try:
         return torch.jit.load(str(path), map_location="cpu").eval()
-    except (RuntimeError, ValueError) as exc:  # torch's zip reader: not a TorchScript archive (e.g. a pickled eager model)
+    except (
+        RuntimeError,
+        ValueError,
+    ) as exc:  # torch's zip reader: not a TorchScript archive (e.g. a pickled eager model)
         raise StageFailed(f"model.torchscript: cannot load {path} as TorchScript: {first_line(exc)}") from exc
 
 
@@ -53,7 +56,11 @@ def _factory(source: ModelSource) -> Any:
         except ImportError as exc:
             raise StageFailed(f"model.factory: cannot import '{module_name}': {exc}") from exc
     if not hasattr(module, name):
-        where = f"model.callable: {source.file}" if source.file is not None else f"model.factory: '{module.__name__}'"
+        where = (
+            f"model.callable: {source.file}"
+            if source.file is not None
+            else f"model.factory: '{module.__name__}'"
+        )
         raise StageFailed(f"{where} has no attribute '{name}'")
     return getattr(module, name)
 
@@ -68,11 +75,13 @@ def _module_from_file(path: Path) -> Any:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
         raise StageFailed(f"model.file: {path}, line {exc.lineno}: {exc.msg}") from exc
-    except Exception as exc:  # noqa: BLE001 - any error while importing the user's file
+    except Exception as exc:
         raise StageFailed(f"model.file: importing {path} failed: {type(exc).__name__}: {exc}") from exc
     except SystemExit as exc:  # a training script's top-level argparse / sys.exit, run on import
-        raise StageFailed(f"model.file: importing {path} called sys.exit({exc.code!r}); "
-                          "put script code under `if __name__ == '__main__':`") from exc
+        raise StageFailed(
+            f"model.file: importing {path} called sys.exit({exc.code!r}); "
+            "put script code under `if __name__ == '__main__':`"
+        ) from exc
     finally:
         sys.path.remove(str(path.parent))
     return module
@@ -82,8 +91,12 @@ def _load_checkpoint(model: torch.nn.Module, path: Path) -> None:
     state = _read_state(path)
     if isinstance(state, dict) and set(state) == {"state_dict"}:
         state = state["state_dict"]
-    if not isinstance(state, Mapping):  # torch.load reads any pickled container; load_state_dict would raise a bare TypeError
-        raise StageFailed(f"model.checkpoint: {path} holds a {type(state).__name__}, not a state_dict (a mapping of tensors)")
+    if not isinstance(
+        state, Mapping
+    ):  # torch.load reads any pickled container; load_state_dict would raise a bare TypeError
+        raise StageFailed(
+            f"model.checkpoint: {path} holds a {type(state).__name__}, not a state_dict (a mapping of tensors)"
+        )
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as exc:

@@ -52,5 +52,8 @@ def _forward(source: str, class_name: str) -> list[tuple[str, str]] | None:
         if isinstance(node, ast.ClassDef) and node.name == class_name:
             for item in node.body:
                 if isinstance(item, ast.FunctionDef) and item.name == "forward":
-                    return [(a.arg, ast.unparse(a.annotation) if a.annotation else "Tensor") for a in item.args.args[1:]]
+                    return [
+                        (a.arg, ast.unparse(a.annotation) if a.annotation else "Tensor")
+                        for a in item.args.args[1:]
+                    ]
     return None

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,9 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config import DeployConfig
 from pipeline.errors import Issue, StageFailed, StageSkipped
-from pipeline.keys import dist_version
-from runtimes.devices import gpu_identity, tensorrt_version
 from pipeline.stage import Artifact, Section, StageContext, StageSpec
+from runtimes.devices import gpu_identity, tensorrt_version
 
 if TYPE_CHECKING:
     import tensorrt as trt
@@ -50,7 +47,8 @@ class Profile(BaseModel):
 
     name: str = Field(description="Profile name, unique (recorded in the engine manifest).")
     shapes: dict[str, ProfileShapes] = Field(
-        default_factory=dict, description="Input name -> its shapes in this profile; inputs not listed take the shape spec's."
+        default_factory=dict,
+        description="Input name -> its shapes in this profile; inputs not listed take the shape spec's.",
     )
 
 
@@ -58,7 +56,8 @@ class BuildParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     source: Source = Field(
-        "fp32", description="Which ONNX: fp32 the exported (simplified) one, fp16 the fp16 stage's, int8 quantize's Q/DQ."
+        "fp32",
+        description="Which ONNX: fp32 the exported (simplified) one, fp16 the fp16 stage's, int8 quantize's Q/DQ.",
     )
     profiles: tuple[Profile, ...] = Field(
         (Profile(name="default"),), min_length=1, description="TensorRT optimization profiles, in order."
@@ -66,8 +65,12 @@ class BuildParams(BaseModel):
     workspace_mib: int = Field(4096, ge=1, description="TensorRT workspace memory pool limit, MiB.")
     optimization_level: int = Field(3, ge=0, le=5, description="TensorRT builder optimization level.")
     # TensorRT 10 only: weakly typed FP16 for an FP32 source (TensorRT 11 rejects it).
-    fp16: bool = Field(False, description="TensorRT 10 only: allow FP16 kernels for an FP32 source (weak typing).")
-    version_compatible: bool = Field(False, description="Build a version-compatible engine (runs on later TensorRT versions).")
+    fp16: bool = Field(
+        False, description="TensorRT 10 only: allow FP16 kernels for an FP32 source (weak typing)."
+    )
+    version_compatible: bool = Field(
+        False, description="Build a version-compatible engine (runs on later TensorRT versions)."
+    )
     hardware_compatibility: Literal["none", "ampere_plus", "same_compute_capability"] = Field(
         "none", description="TensorRT hardware compatibility level: which other GPUs the engine may run on."
     )
@@ -133,8 +136,16 @@ def check(params: BuildParams, config: DeployConfig) -> list[Issue]:
 def _profile_problems(shapes: ProfileShapes, dims: tuple[int | str, ...]) -> list[str]:
     if not len(shapes.min) == len(shapes.opt) == len(shapes.max) == len(dims):
         return [f"min/opt/max need {len(dims)} dims each"]
-    problems = [f"dim {a}: need min <= opt <= max" for a, (lo, mid, hi) in enumerate(zip(shapes.min, shapes.opt, shapes.max)) if not lo <= mid <= hi]
-    problems += [f"dim {a} is static {d} in the shape spec" for a, d in enumerate(dims) if isinstance(d, int) and {shapes.min[a], shapes.opt[a], shapes.max[a]} != {d}]
+    problems = [
+        f"dim {a}: need min <= opt <= max"
+        for a, (lo, mid, hi) in enumerate(zip(shapes.min, shapes.opt, shapes.max))
+        if not lo <= mid <= hi
+    ]
+    problems += [
+        f"dim {a} is static {d} in the shape spec"
+        for a, d in enumerate(dims)
+        if isinstance(d, int) and {shapes.min[a], shapes.opt[a], shapes.max[a]} != {d}
+    ]
     return problems
 
 
@@ -149,9 +160,14 @@ def _tensorrt(params: BuildParams) -> Any:
     try:
         import tensorrt
     except ImportError as exc:
-        _unavailable(params, f"TensorRT is not installed ({exc}); pip install tensorrt where NVIDIA's index is reachable")
+        _unavailable(
+            params,
+            f"TensorRT is not installed ({exc}); pip install tensorrt where NVIDIA's index is reachable",
+        )
     if not hasattr(tensorrt, "Builder"):  # e.g. only a stubs package: a namespace with no library
-        _unavailable(params, "the installed 'tensorrt' has no builder (bindings without libraries, or stubs only)")
+        _unavailable(
+            params, "the installed 'tensorrt' has no builder (bindings without libraries, or stubs only)"
+        )
     if gpu_identity() is None:
         _unavailable(params, "no NVIDIA GPU (nvidia-smi found none)")
     return tensorrt
@@ -204,14 +220,23 @@ def _save_slot(slot: Path, data: bytes) -> None:
     tmp.replace(slot)
 
 
-def _builder_config(trt_module: Any, builder: trt.Builder, params: BuildParams, major: int, deploy: DeployConfig, slot: Path | None) -> trt.IBuilderConfig:
+def _builder_config(
+    trt_module: Any,
+    builder: trt.Builder,
+    params: BuildParams,
+    major: int,
+    deploy: DeployConfig,
+    slot: Path | None,
+) -> trt.IBuilderConfig:
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt_module.MemoryPoolType.WORKSPACE, params.workspace_mib << 20)
     config.builder_optimization_level = params.optimization_level
     for flag in builder_flags(trt_module, params, major):
         config.set_flag(flag)
     if params.hardware_compatibility != "none":
-        level = {"ampere_plus": "AMPERE_PLUS", "same_compute_capability": "SAME_COMPUTE_CAPABILITY"}[params.hardware_compatibility]
+        level = {"ampere_plus": "AMPERE_PLUS", "same_compute_capability": "SAME_COMPUTE_CAPABILITY"}[
+            params.hardware_compatibility
+        ]
         config.hardware_compatibility_level = getattr(trt_module.HardwareCompatibilityLevel, level)
     for profile in params.profiles:
         config.add_optimization_profile(_profile(trt_module, builder, profile_shapes(deploy, profile)))
@@ -220,28 +245,41 @@ def _builder_config(trt_module: Any, builder: trt.Builder, params: BuildParams, 
     return config
 
 
-def _profile(trt_module: Any, builder: trt.Builder, shapes: dict[str, ProfileShapes]) -> trt.IOptimizationProfile:
+def _profile(
+    trt_module: Any, builder: trt.Builder, shapes: dict[str, ProfileShapes]
+) -> trt.IOptimizationProfile:
     profile = builder.create_optimization_profile()
     for name, s in shapes.items():
         # Dims takes a list[int] (tensorrt-stubs); pybind would take a tuple too, the stubs don't.
-        profile.set_shape(name, trt_module.Dims(list(s.min)), trt_module.Dims(list(s.opt)), trt_module.Dims(list(s.max)))
+        profile.set_shape(
+            name, trt_module.Dims(list(s.min)), trt_module.Dims(list(s.opt)), trt_module.Dims(list(s.max))
+        )
     return profile
 
 
-def _describe(ctx: StageContext, trt_module: Any, logger: trt.ILogger, plan: bytes, params: BuildParams, major: int) -> None:
+def _describe(
+    ctx: StageContext, trt_module: Any, logger: trt.ILogger, plan: bytes, params: BuildParams, major: int
+) -> None:
     runtime: trt.Runtime = trt_module.Runtime(logger)
     engine = runtime.deserialize_cuda_engine(plan)
     inspector = engine.create_engine_inspector()
     ctx.output("layers").write_text(inspector.get_engine_information(trt_module.LayerInformationFormat.JSON))
     manifest = {
-        "tensorrt": trt_module.__version__, "gpu": gpu_identity(), "source": params.source,
+        "tensorrt": trt_module.__version__,
+        "gpu": gpu_identity(),
+        "source": params.source,
         "source_onnx_sha256": _sha256(ctx.input(source_artifact(params)).read_bytes()),
-        "strongly_typed": strongly_typed(params, major), "fp16_flag": params.fp16,
-        "version_compatible": params.version_compatible, "hardware_compatibility": params.hardware_compatibility,
-        "profiles": {p.name: {k: v.model_dump() for k, v in profile_shapes(ctx.config, p).items()} for p in params.profiles},
+        "strongly_typed": strongly_typed(params, major),
+        "fp16_flag": params.fp16,
+        "version_compatible": params.version_compatible,
+        "hardware_compatibility": params.hardware_compatibility,
+        "profiles": {
+            p.name: {k: v.model_dump() for k, v in profile_shapes(ctx.config, p).items()}
+            for p in params.profiles
+        },
     }
     ctx.output("manifest").write_text(json.dumps(manifest, indent=1))
-    ctx.record("headline", f"TensorRT {trt_module.__version__} on {manifest['gpu']}: {len(params.profiles)} profile(s)")
+    ctx.headline(f"TensorRT {trt_module.__version__} on {manifest['gpu']}: {len(params.profiles)} profile(s)")
 
 
 def _sha256(data: bytes) -> str:

@@ -20,10 +20,13 @@ class ExportParams(BaseModel):
     opset: int = Field(17, ge=13, le=23, description="ONNX opset version.")
     # torchscript: the legacy exporter (fast); dynamo: torch.export based (needs onnxscript).
     exporter: Literal["torchscript", "dynamo"] = Field(
-        "torchscript", description="torchscript: the legacy exporter (fast); dynamo: torch.export based (needs onnxscript)."
+        "torchscript",
+        description="torchscript: the legacy exporter (fast); dynamo: torch.export based (needs onnxscript).",
     )
     constant_folding: bool = Field(True, description="Fold constants during export.")
-    tolerance: Tolerance = Field(Tolerance(), description="ONNX Runtime vs eager outputs on the golden inputs.")
+    tolerance: Tolerance = Field(
+        Tolerance(), description="ONNX Runtime vs eager outputs on the golden inputs."
+    )
 
 
 def run(ctx: StageContext, params: ExportParams) -> None:
@@ -40,9 +43,15 @@ def run(ctx: StageContext, params: ExportParams) -> None:
     proto = onnx.load(str(ctx.output("onnx")))
     onnx.checker.check_model(proto)
     _record_opset(ctx, proto, params.opset)
-    table = _parity.compare(_golden.run(OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names()), golden), golden, params.tolerance)
+    table = _parity.compare(
+        _golden.run(OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names()), golden),
+        golden,
+        params.tolerance,
+    )
     ctx.record("parity", table)
-    ctx.record("headline", f"opset {ctx.metrics['opset_written']}, ORT vs eager: {_parity.headline(table, params.tolerance)}")
+    ctx.headline(
+        f"opset {ctx.metrics['opset_written']}, ORT vs eager: {_parity.headline(table, params.tolerance)}"
+    )
     _parity.gate("ONNX Runtime vs eager", table, params.tolerance)
 
 
@@ -53,7 +62,9 @@ def dynamic_axes(config: DeployConfig, golden: dict[Any, Any]) -> dict[str, dict
     axes = {spec.name: spec.dynamic_axes() for spec in config.inputs}
     for spec in config.outputs:
         varying = varying_axes(golden, spec.name)
-        names = {a: (config.batch_dim if a == 0 and config.batch_dim else f"{spec.name}_{a}") for a in varying}
+        names = {
+            a: (config.batch_dim if a == 0 and config.batch_dim else f"{spec.name}_{a}") for a in varying
+        }
         axes[spec.name] = {a: str(n) for a, n in names.items()}
     return {k: v for k, v in axes.items() if v}
 
@@ -70,7 +81,9 @@ def _export(model: Any, ctx: StageContext, params: ExportParams, golden: dict[An
         options["external_data"] = False  # one file: the default would write model.onnx.data
     try:
         torch.onnx.export(
-            model, args, str(ctx.output("onnx")),
+            model,
+            args,
+            str(ctx.output("onnx")),
             input_names=[s.name for s in config.inputs],
             output_names=[s.name for s in config.outputs],
             dynamic_axes=dynamic_axes(config, golden),
@@ -81,13 +94,17 @@ def _export(model: Any, ctx: StageContext, params: ExportParams, golden: dict[An
     except Exception as exc:
         # The exporters wrap the error in pages of advice (with colour codes, and "see the
         # stack trace above", which only the log has): the console gets the root cause.
-        raise StageFailed(f"torch.onnx.export ({params.exporter}) failed: {root_cause(exc)} (full message in the log)") from exc
+        raise StageFailed(
+            f"torch.onnx.export ({params.exporter}) failed: {root_cause(exc)} (full message in the log)"
+        ) from exc
 
 
 def _check_size(model: Any) -> None:
     size = sum(p.numel() * p.element_size() for p in model.parameters())
     if size >= TWO_GB:
-        raise StageFailed(f"the model's weights are {size / 1e9:.1f} GB; ONNX files over 2 GB need external data, not supported yet")
+        raise StageFailed(
+            f"the model's weights are {size / 1e9:.1f} GB; ONNX files over 2 GB need external data, not supported yet"
+        )
 
 
 def _record_opset(ctx: StageContext, proto: Any, requested: int) -> None:

@@ -4,27 +4,44 @@ the input of strongly typed TensorRT 11 FP16 builds (build.source: fp16)."""
 
 from __future__ import annotations
 
-import json
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config import DeployConfig
-from pipeline.errors import Issue, StageFailed
+from pipeline.errors import Issue
 from pipeline.stage import Artifact, Section, StageContext, StageSpec
 from stages._datasource import DataSource, fingerprint
 from stages._tolerance import AccuracyGate, gate_issues
 
 # Reductions, exponentials and normalisations overflow or lose precision in FP16.
-SENSITIVE_OPS = ("Softmax", "LogSoftmax", "ReduceMean", "ReduceSum", "ReduceL2", "Exp", "Log", "Pow", "LayerNormalization", "Erf")
+SENSITIVE_OPS = (
+    "Softmax",
+    "LogSoftmax",
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceL2",
+    "Exp",
+    "Log",
+    "Pow",
+    "LayerNormalization",
+    "Erf",
+)
 
 
 class Fp16Params(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    keep_fp32_ops: tuple[str, ...] = Field(SENSITIVE_OPS, description="ONNX op types kept in FP32 (numerically sensitive).")
+    keep_fp32_ops: tuple[str, ...] = Field(
+        SENSITIVE_OPS, description="ONNX op types kept in FP32 (numerically sensitive)."
+    )
     holdout: DataSource = Field(DataSource(count=16), description="Inputs for the accuracy gate.")
-    gate: AccuracyGate = Field(AccuracyGate(min_cosine=0.999), description="FP16 vs FP32 outputs on the holdout inputs.")
-    max_finite: float = Field(65504.0, gt=0, description="Constants (weights) beyond ± this are clipped to it when converted (default: FP16's largest finite value).")
+    gate: AccuracyGate = Field(
+        AccuracyGate(min_cosine=0.999), description="FP16 vs FP32 outputs on the holdout inputs."
+    )
+    max_finite: float = Field(
+        65504.0,
+        gt=0,
+        description="Constants (weights) beyond ± this are clipped to it when converted (default: FP16's largest finite value).",
+    )
 
 
 def run(ctx: StageContext, params: Fp16Params) -> None:
@@ -35,17 +52,13 @@ def run(ctx: StageContext, params: Fp16Params) -> None:
 
     model = onnx.load(str(ctx.input("onnx")))
     block = list(float16.DEFAULT_OP_BLOCK_LIST) + list(params.keep_fp32_ops)
-    converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=block, max_finite_val=params.max_finite)
+    converted = float16.convert_float_to_float16(
+        model, keep_io_types=True, op_block_list=block, max_finite_val=params.max_finite
+    )
     onnx.save(converted, str(ctx.output("onnx_fp16")))
     holdout = _datasource.load(params.holdout, ctx.config)
-    metrics, bad = _accuracy.gate_against_fp32(ctx.input("onnx"), ctx.output("onnx_fp16"), holdout, ctx.config.outputs, params.gate)
-    report = {"holdout_samples": len(holdout), "kept_fp32": list(params.keep_fp32_ops), "outputs": metrics, "gate": params.gate.model_dump()}
-    ctx.record("accuracy", report)
-    ctx.record("headline", _accuracy.headline("FP16", metrics))
-    _accuracy.report_table(ctx, "FP16", metrics, len(holdout))
-    ctx.output("accuracy").write_text(json.dumps(report, indent=1))
-    if bad:
-        raise StageFailed("FP16 accuracy gate failed: " + "; ".join(bad))
+    details = {"kept_fp32": list(params.keep_fp32_ops)}
+    _accuracy.conclude(ctx, "FP16", ctx.output("onnx_fp16"), holdout, params.gate, details)
 
 
 def check(params: Fp16Params, config: DeployConfig) -> list[Issue]:
@@ -57,7 +70,10 @@ SPEC = StageSpec(
     version=3,
     params=Fp16Params,
     inputs=("onnx",),
-    outputs=(Artifact("onnx_fp16", filename="model.fp16.onnx"), Artifact("accuracy", filename="accuracy.json")),
+    outputs=(
+        Artifact("onnx_fp16", filename="model.fp16.onnx"),
+        Artifact("accuracy", filename="accuracy.json"),
+    ),
     run=run,
     uses=frozenset({Section.SHAPES}),
     env=("onnx", "onnxruntime", "onnxconverter-common", "numpy", "pillow"),

@@ -10,7 +10,6 @@ resnet50: 32 ms vs 27 ms FP32 vs 9.5 ms uint8 at batch 1 on 2 cores).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,7 +47,8 @@ class QuantizeParams(BaseModel):
         True, description="Run ONNX Runtime's quant_pre_process (shape inference + graph optimisation) first."
     )
     calibration: DataSource = Field(
-        DataSource(), description="Calibration inputs; use real data (images / arrays) for a meaningful INT8 model."
+        DataSource(),
+        description="Calibration inputs; use real data (images / arrays) for a meaningful INT8 model.",
     )
     # Held-out inputs for the gate; default: the `holdout_count` samples that follow the
     # calibration samples in the same source.
@@ -77,7 +77,9 @@ def holdout_source(params: QuantizeParams) -> DataSource:
     if params.holdout is not None:
         return params.holdout
     calibration = params.calibration
-    return calibration.model_copy(update={"offset": calibration.offset + calibration.count, "count": params.holdout_count})
+    return calibration.model_copy(
+        update={"offset": calibration.offset + calibration.count, "count": params.holdout_count}
+    )
 
 
 def run(ctx: StageContext, params: QuantizeParams) -> None:
@@ -89,14 +91,8 @@ def run(ctx: StageContext, params: QuantizeParams) -> None:
         _quantize_modelopt(ctx.input("onnx"), ctx.output("onnx_int8"), calibration, params)
     else:
         _quantize(ctx.input("onnx"), ctx.output("onnx_int8"), calibration, params, ctx.workdir)
-    metrics, bad = _accuracy.gate_against_fp32(ctx.input("onnx"), ctx.output("onnx_int8"), holdout, ctx.config.outputs, params.gate)
-    report = {"target": params.target, "method": params.method, "calibration_samples": len(calibration), "holdout_samples": len(holdout), "outputs": metrics, "gate": params.gate.model_dump()}
-    ctx.record("accuracy", report)
-    ctx.record("headline", _accuracy.headline("INT8", metrics))
-    _accuracy.report_table(ctx, "INT8", metrics, len(holdout))
-    ctx.output("accuracy").write_text(json.dumps(report, indent=1))
-    if bad:
-        raise StageFailed("INT8 accuracy gate failed: " + "; ".join(bad))
+    details = {"target": params.target, "method": params.method, "calibration_samples": len(calibration)}
+    _accuracy.conclude(ctx, "INT8", ctx.output("onnx_int8"), holdout, params.gate, details)
 
 
 def _quantize(source: Path, dest: Path, calibration: list[Any], params: QuantizeParams, work: Path) -> None:
@@ -108,7 +104,9 @@ def _quantize(source: Path, dest: Path, calibration: list[Any], params: Quantize
         q.shape_inference.quant_pre_process(str(source), str(model), skip_symbolic_shape=True)
     tensorrt = params.target == "tensorrt"
     q.quantize_static(
-        str(model), str(dest), None,
+        str(model),
+        str(dest),
+        None,
         quant_format=q.QuantFormat.QDQ,
         per_channel=params.per_channel,
         activation_type=q.QuantType.QInt8 if tensorrt else q.QuantType.QUInt8,
@@ -155,7 +153,12 @@ def _ranges(model: Path, calibration: list[Any], method: Method, work: Path) -> 
 
     # The op types quantize_static calibrates when it is given none.
     op_types = sorted(set(QDQRegistry) | set(QLinearOpsRegistry))
-    calibrator = create_calibrator(model, op_types, augmented_model_path=str(work / "augmented.onnx"), calibrate_method=_ort_method(method))
+    calibrator = create_calibrator(
+        model,
+        op_types,
+        augmented_model_path=str(work / "augmented.onnx"),
+        calibrate_method=_ort_method(method),
+    )
     calibrator.collect_data(_reader(calibration))
     return calibrator.compute_data()
 
@@ -193,7 +196,9 @@ def _producers(model: Path) -> dict[str, str]:
 
     graph = onnx.load(str(model), load_external_data=False).graph
     return {
-        out: f"from {node.op_type} node {node.name or '(unnamed)'}" for node in graph.node for out in node.output
+        out: f"from {node.op_type} node {node.name or '(unnamed)'}"
+        for node in graph.node
+        for out in node.output
     }
 
 
@@ -208,9 +213,12 @@ def _quantize_modelopt(source: Path, dest: Path, calibration: list[Any], params:
         raise MissingDependency(f"NVIDIA ModelOpt ({exc})", "pip install 'nvidia-modelopt[onnx]'") from exc
     data = {name: np.concatenate([sample[name] for sample in calibration]) for name in calibration[0]}
     quantize(
-        onnx_path=str(source), quantize_mode="int8", calibration_data=data,
+        onnx_path=str(source),
+        quantize_mode="int8",
+        calibration_data=data,
         calibration_method={"minmax": "max", "entropy": "entropy"}[params.method],
-        calibration_eps=["cpu"], output_path=str(dest),
+        calibration_eps=["cpu"],
+        output_path=str(dest),
     )
 
 
@@ -232,11 +240,17 @@ SPEC = StageSpec(
     version=3,
     params=QuantizeParams,
     inputs=("onnx",),
-    outputs=(Artifact("onnx_int8", filename="model.int8.onnx"), Artifact("accuracy", filename="accuracy.json")),
+    outputs=(
+        Artifact("onnx_int8", filename="model.int8.onnx"),
+        Artifact("accuracy", filename="accuracy.json"),
+    ),
     run=run,
     uses=frozenset({Section.SHAPES}),
     env=("onnx", "onnxruntime", "numpy", "pillow"),
-    identity=lambda p: {"calibration_data": fingerprint(p.calibration), "holdout_data": fingerprint(p.holdout)},
+    identity=lambda p: {
+        "calibration_data": fingerprint(p.calibration),
+        "holdout_data": fingerprint(p.holdout),
+    },
     check=check,
     description="INT8 Q/DQ ONNX (onnxruntime.quantization or ModelOpt), accuracy-gated against FP32",
 )

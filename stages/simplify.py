@@ -18,15 +18,18 @@ class SimplifyParams(BaseModel):
     enabled: bool = Field(True, description="false: hand the exported model on unchanged.")
     # passthrough: when onnxsim fails, hand the unsimplified model on (with a warning).
     on_failure: Literal["fail", "passthrough"] = Field(
-        "fail", description="When onnxsim fails: fail the stage, or hand the unsimplified model on (with a warning)."
+        "fail",
+        description="When onnxsim fails: fail the stage, or hand the unsimplified model on (with a warning).",
     )
-    tolerance: Tolerance = Field(Tolerance(), description="Simplified model (ONNX Runtime) vs eager outputs on the golden inputs.")
+    tolerance: Tolerance = Field(
+        Tolerance(), description="Simplified model (ONNX Runtime) vs eager outputs on the golden inputs."
+    )
 
 
 def run(ctx: StageContext, params: SimplifyParams) -> None:
     if not params.enabled:
         shutil.copyfile(ctx.input("onnx"), ctx.output("onnx"))
-        ctx.record("headline", "disabled: model passed through")
+        ctx.headline("disabled: model passed through")
         return
     import onnx
 
@@ -39,12 +42,16 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
         return
     onnx.save(simplified, str(ctx.output("onnx")))
     golden = _golden.load(ctx.input("golden"))
-    table = _parity.compare(_golden.run(OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names()), golden), golden, params.tolerance)
+    table = _parity.compare(
+        _golden.run(OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names()), golden),
+        golden,
+        params.tolerance,
+    )
     nodes = (len(original.graph.node), len(simplified.graph.node))
     ctx.record("nodes_before", nodes[0])
     ctx.record("nodes_after", nodes[1])
     ctx.record("parity", table)
-    ctx.record("headline", f"nodes {nodes[0]} -> {nodes[1]}, ORT vs eager: {_parity.headline(table, params.tolerance)}")
+    ctx.headline(f"nodes {nodes[0]} -> {nodes[1]}, ORT vs eager: {_parity.headline(table, params.tolerance)}")
     _parity.gate("simplified ONNX vs eager", table, params.tolerance)
 
 
@@ -64,7 +71,7 @@ def _simplify(ctx: StageContext, model: Any, params: SimplifyParams) -> Any:
         if params.on_failure == "fail":
             raise StageFailed(message) from exc
         ctx.log.warning("%s; passing the model through unsimplified", message)
-        ctx.record("headline", "onnxsim failed; passed through (on_failure: passthrough)")
+        ctx.headline("onnxsim failed; passed through (on_failure: passthrough)")
         shutil.copyfile(ctx.input("onnx"), ctx.output("onnx"))
         return None
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,9 +20,9 @@ from pipeline.config import Label
 from pipeline.errors import StageFailed
 from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
 from serving import repository as triton_repo
-from serving.spec import ServerSpec, identity
 from serving.layout import ServingFormat
 from serving.repository import Model
+from serving.spec import ServerSpec, identity
 from stages._tolerance import Tolerance
 
 Protocol = Literal["http", "grpc"]
@@ -34,15 +32,20 @@ class SmokeParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     server: ServerSpec = Field(ServerSpec(), description="Which tritonserver to start or reach.")
-    protocols: tuple[Protocol, ...] = Field(("http", "grpc"), min_length=1, description="Protocols the inference checks use.")
-    tolerance: Tolerance = Field(Tolerance(), description="Served outputs vs the eager reference on the golden inputs.")
+    protocols: tuple[Protocol, ...] = Field(
+        ("http", "grpc"), min_length=1, description="Protocols the inference checks use."
+    )
+    tolerance: Tolerance = Field(
+        Tolerance(), description="Served outputs vs the eager reference on the golden inputs."
+    )
     # Dynamic-batching check: this many single-item requests sent at once (0: off).
     batching_requests: int = Field(
         64, ge=0, description="Dynamic-batching check: this many single-item requests sent at once; 0: off."
     )
     request_timeout_s: float = Field(120, gt=0, description="Timeout of each request to the server, seconds.")
     require: tuple[ServingFormat, ...] = Field(
-        (), description="Formats that must be smoke-tested: a model of one of them skipped for a backend the "
+        (),
+        description="Formats that must be smoke-tested: a model of one of them skipped for a backend the "
         "server lacks (or absent from the repository) fails the stage instead of making it partial.",
     )
 
@@ -83,8 +86,12 @@ def _server_info(server: Any, params: SmokeParams) -> dict[str, Any]:
 
     meta = httpclient.InferenceServerClient(server.http).get_server_metadata()
     return {
-        "kind": params.server.kind, "version": meta.get("version"), "http": server.http, "grpc": server.grpc,
-        "backends": sorted(server.backends) if server.backends is not None else None, "notes": server.notes,
+        "kind": params.server.kind.value,
+        "version": meta.get("version"),
+        "http": server.http,
+        "grpc": server.grpc,
+        "backends": sorted(server.backends) if server.backends is not None else None,
+        "notes": server.notes,
     }
 
 
@@ -102,7 +109,7 @@ def _check_all(served: Any, ctx: StageContext, params: SmokeParams, golden: Any)
 def _unavailable(state: dict[str, str], model: Model, params: SmokeParams) -> dict[str, Any]:
     reason = state.get("reason", "")
     # A server we did not configure (URL, image) reports a missing backend only on load.
-    if params.server.kind in ("url", "docker") and "backend" in reason and "not found" in reason.lower():
+    if not params.server.kind.backends_known and "backend" in reason and "not found" in reason.lower():
         return _skipped(model) | {"reason": reason}
     return {"status": "failed", "problems": [f"{state.get('state', '?')}: {reason}"]}
 
@@ -123,13 +130,26 @@ def _reference(model: Model, golden: Any, ctx: StageContext) -> Any:
     return {label: Case(case.inputs, local[label]) for label, case in golden.items()}
 
 
-def _check_model(server: Any, name: str, model: Model, ctx: StageContext, params: SmokeParams, golden: Any) -> dict[str, Any]:
-    from stages import _parity
+def _check_model(
+    server: Any, name: str, model: Model, ctx: StageContext, params: SmokeParams, golden: Any
+) -> dict[str, Any]:
     from serving import checks
+    from stages import _parity
 
     inputs, outputs = checks.expected(ctx.config, model.fmt, golden)
-    reference = "eager PyTorch" if model.precision == "fp32" else f"local ONNX Runtime on the served {model.precision} file"
-    result: dict[str, Any] = {"status": "passed", "format": model.fmt, "precision": model.precision, "reference": reference, "problems": [], "protocols": {}}
+    reference = (
+        "eager PyTorch"
+        if model.precision == "fp32"
+        else f"local ONNX Runtime on the served {model.precision} file"
+    )
+    result: dict[str, Any] = {
+        "status": "passed",
+        "format": model.fmt,
+        "precision": model.precision,
+        "reference": reference,
+        "problems": [],
+        "protocols": {},
+    }
     batch = ctx.config.batch_range()
     for protocol in params.protocols:
         conn = checks.client(server, protocol, params.request_timeout_s)
@@ -139,11 +159,15 @@ def _check_model(server: Any, name: str, model: Model, ctx: StageContext, params
         if problems:
             result["problems"] += [f"{protocol}: {p}" for p in problems]
             break
-        table = _golden_parity(conn, protocol, name, golden, inputs, outputs, int(config.get("max_batch_size", 0)), params)
+        table = _golden_parity(
+            conn, protocol, name, golden, inputs, outputs, int(config.get("max_batch_size", 0)), params
+        )
         result["protocols"][protocol] = table
         result["problems"] += [f"{protocol} {p}" for p in _parity.failures(table, params.tolerance)]
     if not result["problems"] and "dynamic_batching" in config and params.batching_requests:
-        result["batching"] = checks.batching(server, name, golden["opt"], inputs, params.batching_requests, params.request_timeout_s)
+        result["batching"] = checks.batching(
+            server, name, golden["opt"], inputs, params.batching_requests, params.request_timeout_s
+        )
         if not result["batching"]["batched"] or result["batching"]["errors"]:
             result["problems"].append(f"dynamic batching did not batch: {result['batching']}")
     result["status"] = "failed" if result["problems"] else "passed"
@@ -152,15 +176,26 @@ def _check_model(server: Any, name: str, model: Model, ctx: StageContext, params
 
 def _describe(conn: Any, protocol: str, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     if protocol == "grpc":
-        return conn.get_model_metadata(name, as_json=True), conn.get_model_config(name, as_json=True)["config"]
+        return conn.get_model_metadata(name, as_json=True), conn.get_model_config(name, as_json=True)[
+            "config"
+        ]
     return conn.get_model_metadata(name), conn.get_model_config(name)
 
 
-def _golden_parity(conn: Any, protocol: str, name: str, golden: Any, inputs: Any, outputs: Any, max_batch_size: int, params: SmokeParams) -> Any:
+def _golden_parity(
+    conn: Any,
+    protocol: str,
+    name: str,
+    golden: Any,
+    inputs: Any,
+    outputs: Any,
+    max_batch_size: int,
+    params: SmokeParams,
+) -> Any:
     from tritonclient.utils import InferenceServerException
 
-    from stages import _parity
     from serving import checks
+    from stages import _parity
 
     results: dict[Label, Any] = {}
     for label, case in golden.items():
@@ -174,7 +209,7 @@ def _golden_parity(conn: Any, protocol: str, name: str, golden: Any, inputs: Any
 
 def _finish(ctx: StageContext, report: dict[str, Any], server: Any, tol: Tolerance) -> None:
     ctx.record("smoke", report)
-    ctx.record("headline", _headline(report, tol))
+    ctx.headline(_headline(report, tol))
     partial = _partial(report["models"])
     if partial:
         ctx.partial(partial)
@@ -186,7 +221,11 @@ def _finish(ctx: StageContext, report: dict[str, Any], server: Any, tol: Toleran
 
 
 def _skipped(model: Model) -> dict[str, Any]:
-    return triton_repo.skipped(model.backend) | {"format": model.fmt, "precision": model.precision, "backend": model.backend}
+    return triton_repo.skipped(model.backend) | {
+        "format": model.fmt,
+        "precision": model.precision,
+        "backend": model.backend,
+    }
 
 
 def _verdict(report: dict[str, Any], server: Any, require: tuple[str, ...]) -> None:
@@ -197,15 +236,24 @@ def _verdict(report: dict[str, Any], server: Any, require: tuple[str, ...]) -> N
         lines = [_nothing_tested(models)]
     if lines:
         tail = server.log_tail(25) if server is not None else ""
-        raise StageFailed("Triton smoke test failed:\n  " + "\n  ".join(lines) + f"\nserver log tail:\n{tail}")
+        raise StageFailed(
+            "Triton smoke test failed:\n  " + "\n  ".join(lines) + f"\nserver log tail:\n{tail}"
+        )
 
 
 def _required_problems(models: dict[str, Any], require: tuple[str, ...]) -> list[str]:
     """smoke.require: a format whose models were skipped (or never made) fails the stage."""
-    problems = [f"{m}: required format '{r['format']}' was skipped: {r['reason']}" for m, r in models.items()
-                if r["status"] == "skipped" and r.get("format") in require]
+    problems = [
+        f"{m}: required format '{r['format']}' was skipped: {r['reason']}"
+        for m, r in models.items()
+        if r["status"] == "skipped" and r.get("format") in require
+    ]
     present = {r.get("format") for r in models.values()}
-    problems += [f"required format '{f}' is not in the repository; add it to stages.triton_config.formats" for f in require if f not in present]
+    problems += [
+        f"required format '{f}' is not in the repository; add it to stages.triton_config.formats"
+        for f in require
+        if f not in present
+    ]
     return problems
 
 
@@ -215,10 +263,12 @@ def _nothing_tested(models: dict[str, Any]) -> str:
     if not lacking:
         return "no model could be smoke-tested: the repository has no models"
     missing = ", ".join(f"'{b}' backend (for {m})" for b, m in lacking.items())
-    return (f"no model could be smoke-tested: the server has no {missing}. Fix: add `python` to "
-            "stages.triton_config.formats (ONNX Runtime under the python backend, which every tritonserver has), "
-            "or point smoke.server at a Triton that has those backends (kind: binary with path, or kind: docker with an "
-            "NGC tritonserver image)")
+    return (
+        f"no model could be smoke-tested: the server has no {missing}. Fix: add `python` to "
+        "stages.triton_config.formats (ONNX Runtime under the python backend, which every tritonserver has), "
+        "or point smoke.server at a Triton that has those backends (kind: binary with path, or kind: docker with an "
+        "NGC tritonserver image)"
+    )
 
 
 def _partial(models: dict[str, Any]) -> str | None:
@@ -243,10 +293,20 @@ def _headline(report: dict[str, Any], tol: Tolerance) -> str:
 
 def _report_table(ctx: StageContext, report: dict[str, Any], tol: Tolerance) -> None:
     server = report.get("server", {})
-    rows = [[name, r["status"], r.get("format", ""), r.get("precision", ""),
-             r.get("reason") or "; ".join(r.get("problems", [])) or _model_numbers(r, tol)] for name, r in report.get("models", {}).items()]
+    rows = [
+        [
+            name,
+            r["status"],
+            r.get("format", ""),
+            r.get("precision", ""),
+            r.get("reason") or "; ".join(r.get("problems", [])) or _model_numbers(r, tol),
+        ]
+        for name, r in report.get("models", {}).items()
+    ]
     title = f"Triton smoke test (tritonserver {server.get('version', '?')}, {server.get('kind', '?')})"
-    ctx.report_table(title, ["model", "status", "format", "precision", "parity (golden inputs) / reason"], rows)
+    ctx.report_table(
+        title, ["model", "status", "format", "precision", "parity (golden inputs) / reason"], rows
+    )
 
 
 def _model_numbers(result: dict[str, Any], tol: Tolerance) -> str:

@@ -20,7 +20,9 @@ from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
 
 class Hardware(Frozen):
     name: str = Field(min_length=1, description="Label of the target in the report.")
-    peak_tflops: float = Field(gt=0, description="Peak TFLOP/s at the precision the model runs in (data sheet).")
+    peak_tflops: float = Field(
+        gt=0, description="Peak TFLOP/s at the precision the model runs in (data sheet)."
+    )
     bandwidth_gbps: float = Field(gt=0, description="Memory bandwidth, GB/s (data sheet).")
 
 
@@ -45,11 +47,16 @@ def run(ctx: StageContext, params: StatsParams) -> None:
     nodes = _roofline.count(ctx.input("onnx"), feeds)
     targets = [_roofline.Target(t.name, t.peak_tflops * 1e12, t.bandwidth_gbps * 1e9) for t in params.targets]
     batch = _batch(ctx, params)
-    stats: dict[str, Any] = {"shape": params.shape, "batch": batch, "totals": _roofline.totals(nodes, targets),
-             "op_types": _roofline.by_op_type(nodes, targets), "targets": [t.model_dump() for t in params.targets]}
+    stats: dict[str, Any] = {
+        "shape": params.shape,
+        "batch": batch,
+        "totals": _roofline.totals(nodes, targets),
+        "op_types": _roofline.by_op_type(nodes, targets),
+        "targets": [t.model_dump() for t in params.targets],
+    }
     ctx.output("stats").write_text(json.dumps(stats, indent=1))
     ctx.record("stats", stats["totals"])
-    ctx.record("headline", _headline(stats["totals"], batch))
+    ctx.headline(_headline(stats["totals"], batch))
     _report(ctx, stats)
 
 
@@ -60,7 +67,16 @@ def _batch(ctx: StageContext, params: StatsParams) -> int:
 
 def si(value: float, unit: str) -> str:
     """4.1e9, 'FLOP' -> '4.1 GFLOP'; 1.8e-8, 's' -> '18.2 ns'."""
-    prefixes = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")]
+    prefixes = [
+        (1e12, "T"),
+        (1e9, "G"),
+        (1e6, "M"),
+        (1e3, "k"),
+        (1, ""),
+        (1e-3, "m"),
+        (1e-6, "µ"),
+        (1e-9, "n"),
+    ]
     scale, prefix = next(((s, p) for s, p in prefixes if abs(value) >= s), prefixes[-1])
     return f"{value / scale:.3g} {prefix}{unit}" if value else f"0 {unit}"
 
@@ -71,18 +87,52 @@ def _headline(totals: dict[str, Any], batch: int) -> str:
 
 def _report(ctx: StageContext, stats: dict[str, Any]) -> None:
     totals, batch = stats["totals"], stats["batch"]
-    rows = [["parameters", f"{totals['params']:,}"], ["nodes", totals["nodes"]],
-            ["FLOPs per inference", f"{si(totals['flops'], 'FLOP')} ({si(totals['flops'] / batch, 'FLOP')} per item)"],
-            ["bytes moved (layer by layer)", si(totals["bytes"], "B")], ["arithmetic intensity", f"{totals['intensity']:.1f} FLOP/byte"]]
+    rows = [
+        ["parameters", f"{totals['params']:,}"],
+        ["nodes", totals["nodes"]],
+        [
+            "FLOPs per inference",
+            f"{si(totals['flops'], 'FLOP')} ({si(totals['flops'] / batch, 'FLOP')} per item)",
+        ],
+        ["bytes moved (layer by layer)", si(totals["bytes"], "B")],
+        ["arithmetic intensity", f"{totals['intensity']:.1f} FLOP/byte"],
+    ]
     for name, t in totals["targets"].items():
-        rows.append([f"roofline on {name}", f"{si(t['roofline_s'], 's')} (ridge {t['ridge_flops_per_byte']:.3g} FLOP/byte; "
-                     f"{100 * t['memory_bound_time_share']:.0f} % of it memory-bound)"])
-    ctx.report_table(f"Model statistics at the '{stats['shape']}' shape (batch {batch})", ["quantity", "value"], rows)
+        rows.append(
+            [
+                f"roofline on {name}",
+                f"{si(t['roofline_s'], 's')} (ridge {t['ridge_flops_per_byte']:.3g} FLOP/byte; "
+                f"{100 * t['memory_bound_time_share']:.0f} % of it memory-bound)",
+            ]
+        )
+    ctx.report_table(
+        f"Model statistics at the '{stats['shape']}' shape (batch {batch})", ["quantity", "value"], rows
+    )
     names = list(totals["targets"])
-    columns = ["op type", "count", "params", "FLOPs", "bytes moved", "FLOP/byte", *[f"{n}: bound, roofline time" for n in names]]
-    body = [[r["op_type"], r["count"], f"{r['params']:,}", si(r["flops"], "FLOP"), si(r["bytes"], "B"), f"{r['intensity']:.1f}",
-             *[f"{r['targets'][n]['bound']}, {si(r['targets'][n]['roofline_s'], 's')}" for n in names]] for r in stats["op_types"]]
-    ctx.report_table("Per op type", columns, body, note="bytes: each node's inputs, weights and outputs once (no fusion)")
+    columns = [
+        "op type",
+        "count",
+        "params",
+        "FLOPs",
+        "bytes moved",
+        "FLOP/byte",
+        *[f"{n}: bound, roofline time" for n in names],
+    ]
+    body = [
+        [
+            r["op_type"],
+            r["count"],
+            f"{r['params']:,}",
+            si(r["flops"], "FLOP"),
+            si(r["bytes"], "B"),
+            f"{r['intensity']:.1f}",
+            *[f"{r['targets'][n]['bound']}, {si(r['targets'][n]['roofline_s'], 's')}" for n in names],
+        ]
+        for r in stats["op_types"]
+    ]
+    ctx.report_table(
+        "Per op type", columns, body, note="bytes: each node's inputs, weights and outputs once (no fusion)"
+    )
 
 
 SPEC = StageSpec(

@@ -31,8 +31,8 @@ def run(ctx: StageContext, params: TraceParams) -> None:
     import numpy as np
     import torch
 
-    from stages import _golden, _parity
     from runtimes.torchrt import TorchModule
+    from stages import _golden, _parity
     from stages._torch import load_model
 
     config = ctx.config
@@ -42,11 +42,17 @@ def run(ctx: StageContext, params: TraceParams) -> None:
     eager = TorchModule(model, config.input_names(), config.output_names())
     cases = {label: _golden.Case(inputs[label], eager.infer(inputs[label])) for label in LABELS}
     ctx.log.info("reference outputs: %s", _shapes(cases))
-    _golden.refuse_constant("reference output", {lb: case.outputs for lb, case in cases.items()}, _OUTPUT_HINT)
+    _golden.refuse_constant(
+        "reference output", {lb: case.outputs for lb, case in cases.items()}, _OUTPUT_HINT
+    )
     traced = _trace(model, eager.args(inputs["opt"]))
-    table = _parity.compare(_golden.run(TorchModule(traced, config.input_names(), config.output_names()), cases), cases, params.tolerance)
+    table = _parity.compare(
+        _golden.run(TorchModule(traced, config.input_names(), config.output_names()), cases),
+        cases,
+        params.tolerance,
+    )
     ctx.record("parity", table)
-    ctx.record("headline", "torchscript vs eager: " + _parity.headline(table, params.tolerance))
+    ctx.headline("torchscript vs eager: " + _parity.headline(table, params.tolerance))
     _parity.gate("TorchScript vs eager", table, params.tolerance)
     torch.jit.save(traced, str(ctx.output("torchscript")))
     _golden.save(ctx.output("golden"), cases)
@@ -62,11 +68,23 @@ def check(params: TraceParams, config: DeployConfig) -> list[Issue]:
     if args is None:
         return []
     where = "model.torchscript"
-    issues = [Issue(where, f"forward argument '{name}' is {kind}, not a Tensor: the pipeline feeds only tensors "
-                    "(wrap the module so that forward takes tensors)") for name, kind in args if kind != "Tensor"]
+    issues = [
+        Issue(
+            where,
+            f"forward argument '{name}' is {kind}, not a Tensor: the pipeline feeds only tensors "
+            "(wrap the module so that forward takes tensors)",
+        )
+        for name, kind in args
+        if kind != "Tensor"
+    ]
     if len(args) != len(config.inputs):
-        issues.append(Issue(where, f"forward takes {len(args)} argument(s) ({', '.join(n for n, _ in args)}), "
-                                   f"the config declares {len(config.inputs)} input(s)"))
+        issues.append(
+            Issue(
+                where,
+                f"forward takes {len(args)} argument(s) ({', '.join(n for n, _ in args)}), "
+                f"the config declares {len(config.inputs)} input(s)",
+            )
+        )
     return issues
 
 

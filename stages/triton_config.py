@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config import DeployConfig
 from pipeline.errors import Issue, StageFailed
-from serving.layout import LAYOUTS, PYTHON_MODEL, TRITON_TYPES, ServingFormat, io_name
 from pipeline.stage import (
     Artifact,
     ArtifactKind,
@@ -29,6 +28,7 @@ from pipeline.stage import (
     StageContext,
     StageSpec,
 )
+from serving.layout import LAYOUTS, PYTHON_MODEL, TRITON_TYPES, ServingFormat, io_name
 
 Format = ServingFormat
 
@@ -38,7 +38,9 @@ class Frozen(BaseModel):
 
 
 class DynamicBatching(Frozen):
-    max_queue_delay_us: int = Field(100, ge=0, description="How long Triton may hold a request to form a larger batch, µs.")
+    max_queue_delay_us: int = Field(
+        100, ge=0, description="How long Triton may hold a request to form a larger batch, µs."
+    )
     preferred_batch_sizes: tuple[Annotated[int, Field(ge=1)], ...] = Field(
         (), description="Batch sizes Triton prefers to form; each at most max_batch_size."
     )
@@ -46,7 +48,8 @@ class DynamicBatching(Frozen):
 
 class InstanceGroup(Frozen):
     kind: Literal["auto", "cpu", "gpu"] = Field(
-        "cpu", description="Where model instances run (Triton KIND_*); the python format always uses cpu, plan gpu."
+        "cpu",
+        description="Where model instances run (Triton KIND_*); the python format always uses cpu, plan gpu.",
     )
     count: int = Field(1, ge=1, description="Model instances per device.")
 
@@ -56,7 +59,8 @@ class PlanOptions(Frozen):
 
     # instance_group.profile: the optimization profiles (by index) instances may use.
     profiles: tuple[Annotated[int, Field(ge=0)], ...] = Field(
-        (), description="instance_group.profile: the optimization profiles (by index) instances may use; empty: all."
+        (),
+        description="instance_group.profile: the optimization profiles (by index) instances may use; empty: all.",
     )
     # cc_model_filenames: compute capability -> plan file, for a repository that ships
     # engines for several GPUs (e.g. {"8.0": "model_a100.plan"}).
@@ -70,23 +74,29 @@ class TritonParams(Frozen):
     # python is in the defaults so that they work on the default server (the
     # nvidia-pytriton wheel's, which has only the python backend).
     formats: tuple[Format, ...] = Field(
-        ("onnx", "torchscript", "python"), min_length=1,
+        ("onnx", "torchscript", "python"),
+        min_length=1,
         description="One Triton model `<name>_<format>` per format; python serves the ONNX file with ONNX Runtime "
         "(Triton's python backend); plan needs the build stage's engine.",
     )
     # Default: the shape spec's max batch (0 when the model has no batch dim).
     max_batch_size: int | None = Field(
-        None, ge=0, description="null: the shape spec's max batch (0 without a batch dim); must not exceed it."
+        None,
+        ge=0,
+        description="null: the shape spec's max batch (0 without a batch dim); must not exceed it.",
     )
     version: int = Field(1, ge=1, description="Model version directory in the repository.")
     dynamic_batching: DynamicBatching | None = Field(
         DynamicBatching(), description="Triton dynamic batching; null: off."
     )
-    instance_group: InstanceGroup = Field(InstanceGroup(), description="Model instances (Triton instance_group).")
+    instance_group: InstanceGroup = Field(
+        InstanceGroup(), description="Model instances (Triton instance_group)."
+    )
     # fp32: the exported model; int8 / fp16: the quantize / fp16 stages' ONNX, served in
     # the ONNX-based formats as <name>_<format>_<precision>.
     precisions: tuple[Literal["fp32", "int8", "fp16"], ...] = Field(
-        ("fp32",), min_length=1,
+        ("fp32",),
+        min_length=1,
         description="fp32: the exported model; int8 / fp16: the quantize / fp16 stages' ONNX, served in the "
         "ONNX-based formats as `<name>_<format>_<precision>`.",
     )
@@ -105,14 +115,26 @@ def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
     batch = config.batch_range()
     size = max_batch(params, config)
     if batch is None and size > 0:
-        issues.append(Issue(f"{where}.max_batch_size", "must be 0: the model has no batch dim (batch_dim: null)"))
+        issues.append(
+            Issue(f"{where}.max_batch_size", "must be 0: the model has no batch dim (batch_dim: null)")
+        )
     if batch is not None and size > batch[2]:
-        issues.append(Issue(f"{where}.max_batch_size", f"{size} exceeds the shape spec's max batch {batch[2]}"))
+        issues.append(
+            Issue(f"{where}.max_batch_size", f"{size} exceeds the shape spec's max batch {batch[2]}")
+        )
     if params.dynamic_batching is not None and size == 0:
         issues.append(Issue(f"{where}.dynamic_batching", "needs max_batch_size > 0"))
-    too_big = [b for b in (params.dynamic_batching.preferred_batch_sizes if params.dynamic_batching else ()) if b > size]
+    too_big = [
+        b
+        for b in (params.dynamic_batching.preferred_batch_sizes if params.dynamic_batching else ())
+        if b > size
+    ]
     if too_big:
-        issues.append(Issue(f"{where}.dynamic_batching.preferred_batch_sizes", f"{too_big} exceed max_batch_size {size}"))
+        issues.append(
+            Issue(
+                f"{where}.dynamic_batching.preferred_batch_sizes", f"{too_big} exceed max_batch_size {size}"
+            )
+        )
     if len(set(params.formats)) != len(params.formats):
         issues.append(Issue(f"{where}.formats", "lists a format twice"))
     return issues
@@ -162,10 +184,14 @@ def run(ctx: StageContext, params: TritonParams) -> None:
     root = ctx.output("repository")
     models = [m for m in served(params, ctx.config.name) if m.artifact in ctx.inputs]
     for missing in [m for m in served(params, ctx.config.name) if m.artifact not in ctx.inputs]:
-        ctx.log.warning("%s not written: no %s artifact (its stage was skipped)", missing.model, missing.artifact)
+        ctx.log.warning(
+            "%s not written: no %s artifact (its stage was skipped)", missing.model, missing.artifact
+        )
         ctx.record(f"not_written.{missing.model}", f"no {missing.artifact} (stage skipped)")
     if any(m.fmt == "plan" for m in models) and "manifest" in ctx.inputs:
-        check_engine_batch(json.loads(ctx.input("manifest").read_text()), params, max_batch(params, ctx.config))
+        check_engine_batch(
+            json.loads(ctx.input("manifest").read_text()), params, max_batch(params, ctx.config)
+        )
     for entry in models:
         source = ctx.input(entry.artifact)
         if entry.artifact.startswith("onnx"):
@@ -176,10 +202,12 @@ def run(ctx: StageContext, params: TritonParams) -> None:
             shutil.copyfile(PYTHON_MODEL, root / entry.model / str(params.version) / "model.py")
         ctx.log.info("wrote %s:\n%s", entry.model, text)
     ctx.record("models", [m.model for m in models])
-    ctx.record("headline", ", ".join(m.model for m in models))
+    ctx.headline(", ".join(m.model for m in models))
 
 
-def model_config(name: str, fmt: str, params: TritonParams, config: DeployConfig, golden: Any, precision: str = "fp32") -> Any:
+def model_config(
+    name: str, fmt: str, params: TritonParams, config: DeployConfig, golden: Any, precision: str = "fp32"
+) -> Any:
     from tritonclient.grpc import model_config_pb2 as pb
 
     size = max_batch(params, config)
@@ -200,8 +228,14 @@ def model_config(name: str, fmt: str, params: TritonParams, config: DeployConfig
         proto.dynamic_batching.preferred_batch_size.extend(params.dynamic_batching.preferred_batch_sizes)
     # The python format runs ONNX Runtime's CPU provider: its instances are CPU instances;
     # a TensorRT plan runs on GPUs only.
-    kind = {"python": "KIND_CPU", "plan": "KIND_GPU"}.get(fmt) or {"auto": "KIND_AUTO", "cpu": "KIND_CPU", "gpu": "KIND_GPU"}[params.instance_group.kind]
-    group = proto.instance_group.add(kind=pb.ModelInstanceGroup.Kind.Value(kind), count=params.instance_group.count)
+    kind = {"python": "KIND_CPU", "plan": "KIND_GPU"}.get(fmt) or {
+        "auto": "KIND_AUTO",
+        "cpu": "KIND_CPU",
+        "gpu": "KIND_GPU",
+    }[params.instance_group.kind]
+    group = proto.instance_group.add(
+        kind=pb.ModelInstanceGroup.Kind.Value(kind), count=params.instance_group.count
+    )
     if fmt == "plan":
         group.profile.extend(str(p) for p in params.plan.profiles)
         proto.cc_model_filenames.update(params.plan.cc_model_filenames)

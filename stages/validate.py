@@ -17,7 +17,8 @@ Runtime = Literal["onnxruntime", "torchscript", "tensorrt"]
 
 class ValidateParams(Tolerance):
     runtimes: tuple[Runtime, ...] = Field(
-        ("onnxruntime", "torchscript"), min_length=1,
+        ("onnxruntime", "torchscript"),
+        min_length=1,
         description="Runtimes compared with the eager reference on the golden inputs (tensorrt: the built engine).",
     )
 
@@ -35,7 +36,12 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
         report[runtime] = {"passed": not _parity.failures(table, params), "shapes": table}
     ctx.record("parity", report)
     checked = [r for r in params.runtimes if "shapes" in report[r]]
-    ctx.record("headline", "; ".join([f"{r}: {_parity.headline(report[r]['shapes'], params)}" for r in checked] + [f"{r}: skipped" for r in params.runtimes if r not in checked]))
+    ctx.headline(
+        "; ".join(
+            [f"{r}: {_parity.headline(report[r]['shapes'], params)}" for r in checked]
+            + [f"{r}: skipped" for r in params.runtimes if r not in checked]
+        )
+    )
     rows = [row for r in checked for row in _parity.report_rows(r, report[r]["shapes"])]
     skipped = "; ".join(f"{r}: {report[r]['skipped']}" for r in params.runtimes if r not in checked)
     ctx.report_table("Parity vs the eager reference", _parity.REPORT_COLUMNS, rows, note=skipped)
@@ -55,14 +61,21 @@ def _torchscript(ctx: StageContext, golden: Any) -> Any:
     from runtimes.torchrt import TorchModule
     from stages._golden import run
 
-    return run(TorchModule.torchscript(ctx.input("torchscript"), ctx.config.input_names(), ctx.config.output_names()), golden)
+    return run(
+        TorchModule.torchscript(
+            ctx.input("torchscript"), ctx.config.input_names(), ctx.config.output_names()
+        ),
+        golden,
+    )
 
 
 def _tensorrt(ctx: StageContext, golden: Any) -> Any:
     from runtimes.tensorrt import TensorRTEngine
     from stages._golden import run
 
-    return run(TensorRTEngine(ctx.input("engine"), ctx.config.input_names(), ctx.config.output_names()), golden)
+    return run(
+        TensorRTEngine(ctx.input("engine"), ctx.config.input_names(), ctx.config.output_names()), golden
+    )
 
 
 def inputs_for(params: ValidateParams) -> tuple[str, ...]:

@@ -3,9 +3,6 @@ small CNN trained on scikit-learn's digits (real weights for the numeric gates).
 
 from __future__ import annotations
 
-import copy
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -15,36 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = ROOT / "configs" / "tiny.yaml"
-HEAVY = ("torch", "onnx", "onnxruntime", "onnxsim", "tensorrt", "tritonclient")
-
-
-def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def tiny_dict(workdir: Path, smoke: bool = False) -> dict[str, Any]:
-    """configs/tiny.yaml rooted in `workdir`; without the smoke stage unless asked, so
-    that only tests marked `triton` start a server, and without the TensorRT build
-    (tests/stages/test_build.py covers it), so that statuses don't depend on TensorRT."""
-    data = yaml.safe_load(TINY.read_text())
-    if not smoke:
-        data["stages"].pop("smoke")
-    data["stages"].pop("build")
-    formats = data["stages"]["triton_config"]["formats"]
-    data["stages"]["triton_config"]["formats"] = [f for f in formats if f != "plan"]
-    data["model"]["file"] = str(ROOT / "configs" / "models" / "tiny_cnn.py")
-    data["cache_dir"] = str(workdir / "cache")
-    data["repository"] = str(workdir / "model_repository")
-    data["run_dir"] = str(workdir / "runs")
-    return data
+from tests.helpers import ROOT, cuda_available, merge, tiny_dict, tritonservers
 
 
 @pytest.fixture
@@ -52,8 +20,10 @@ def write_config(tmp_path: Path) -> Callable[..., Path]:
     """write_config(override={...}, name="x.yaml") -> path of a tiny config in tmp_path."""
 
     def write(
-        override: dict[str, Any] | None = None, name: str = "tiny.yaml",
-        replace: dict[str, Any] | None = None, smoke: bool = False,
+        override: dict[str, Any] | None = None,
+        name: str = "tiny.yaml",
+        replace: dict[str, Any] | None = None,
+        smoke: bool = False,
     ) -> Path:
         data = merge(tiny_dict(tmp_path, smoke), override or {})
         data.update(replace or {})
@@ -64,26 +34,12 @@ def write_config(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
-def cuda_available() -> bool:
-    import torch
-
-    return bool(torch.cuda.is_available())
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `gpu` need a CUDA GPU; without one they are skipped, with that reason."""
     gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
     if gpu_tests and not cuda_available():
         for item in gpu_tests:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)"))
-
-
-def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    inherited = {k: v for k, v in os.environ.items() if k != "DEPLOY_CACHE_DIR"}
-    full_env = {**inherited, "COLUMNS": "200", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "deploy", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=1800
-    )
 
 
 @pytest.fixture(scope="session")
@@ -118,19 +74,6 @@ def digits_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, f
     np.save(path.parent / "test.npy", x[test].numpy())
     np.save(path.parent / "test_labels.npy", y[test].numpy())
     return path, accuracy
-
-
-def tritonservers() -> set[int]:
-    import psutil
-
-    found = set()
-    for proc in psutil.process_iter(["name", "cmdline"]):
-        try:
-            if proc.info["name"] == "tritonserver" or "tritonserver" in " ".join(proc.info["cmdline"] or [])[:200].split(" ")[0]:
-                found.add(proc.pid)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return found
 
 
 @pytest.fixture(scope="session", autouse=True)

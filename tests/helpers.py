@@ -1,14 +1,107 @@
-"""Running the pipeline in-process (torch imported once per test session)."""
+"""What tests share: the pipeline run in-process (torch imported once per test session),
+the CLI in a subprocess, the tiny config, and finding stray tritonservers. Test modules
+import from here, never from each other or from conftest."""
 
 from __future__ import annotations
 
+import copy
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from pipeline.graph import select
 from pipeline.project import load_project
 from pipeline.runner import Runner, Selection, StageResult
 from pipeline.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "configs" / "tiny.yaml"
+HEAVY = ("torch", "onnx", "onnxruntime", "onnxsim", "tensorrt", "tritonclient")
+
+
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def tiny_dict(workdir: Path, smoke: bool = False) -> dict[str, Any]:
+    """configs/tiny.yaml rooted in `workdir`; without the smoke stage unless asked, so
+    that only tests marked `triton` start a server, and without the TensorRT build
+    (tests/stages/test_build.py covers it), so that statuses don't depend on TensorRT."""
+    data = yaml.safe_load(TINY.read_text())
+    if not smoke:
+        data["stages"].pop("smoke")
+    data["stages"].pop("build")
+    formats = data["stages"]["triton_config"]["formats"]
+    data["stages"]["triton_config"]["formats"] = [f for f in formats if f != "plan"]
+    data["model"]["file"] = str(ROOT / "configs" / "models" / "tiny_cnn.py")
+    data["cache_dir"] = str(workdir / "cache")
+    data["repository"] = str(workdir / "model_repository")
+    data["run_dir"] = str(workdir / "runs")
+    return data
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def run_cli(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    inherited = {k: v for k, v in os.environ.items() if k != "DEPLOY_CACHE_DIR"}
+    full_env = {**inherited, "COLUMNS": "200", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "deploy", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+
+
+def tritonservers() -> set[int]:
+    import psutil
+
+    found = set()
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        try:
+            if (
+                proc.info["name"] == "tritonserver"
+                or "tritonserver" in " ".join(proc.info["cmdline"] or [])[:200].split(" ")[0]
+            ):
+                found.add(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def output_path(path: Path, results: dict[str, StageResult], stage: str, artifact: str) -> Path:
+    """Where a stage's output of the last run lies in the cache."""
+    return Store(load_project(path).cache_dir).path_of(results[stage].outputs[artifact])
+
+
+def real_tensorrt() -> bool:
+    """TensorRT with its builder libraries, and a GPU to build on."""
+    try:
+        import tensorrt
+    except ImportError:
+        return False
+    from runtimes.devices import gpu_identity
+
+    return hasattr(tensorrt, "Builder") and gpu_identity() is not None
 
 
 class Recorder:
@@ -37,7 +130,12 @@ def run(
 ) -> dict[str, StageResult]:
     project = load_project(path)
     names = select(project.graph, list(only), start, stop)
-    runner = Runner(project, Store(project.cache_dir), recorder or Recorder(), Selection(frozenset(names), frozenset(force)))
+    runner = Runner(
+        project,
+        Store(project.cache_dir),
+        recorder or Recorder(),
+        Selection(frozenset(names), frozenset(force)),
+    )
     return {r.name: r for r in runner.run()}
 
 

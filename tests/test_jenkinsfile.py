@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT, run_cli
+from tests.helpers import ROOT, run_cli
 
 HARNESS = ROOT / "tests" / "jenkins" / "dry_run.groovy"
 CONFIGS = sorted(p.stem for p in (ROOT / "configs").glob("*.yaml"))
@@ -38,7 +38,13 @@ needs_groovy = pytest.mark.skipif(
 
 def dry_run(*params: str) -> list[dict[str, Any]]:
     env = {**os.environ, "JAVA_HOME": str(java_home())}
-    proc = subprocess.run(["groovy", str(HARNESS), str(ROOT / "Jenkinsfile"), *params], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        ["groovy", str(HARNESS), str(ROOT / "Jenkinsfile"), *params],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
@@ -70,7 +76,8 @@ def test_the_matrix_covers_every_config(steps):
 
 @needs_groovy
 def test_recorded_commands_are_the_ones_the_readme_documents(steps):
-    setup, tests = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1].split(" && ")
+    command = next(line for line in (ROOT / ".ci" / "run").read_text().splitlines() if "-m pytest" in line)
+    setup, tests = command.split(" && ")
     tests_stage = shell(steps, "stage:Tests")
     assert tests_stage[:2] == [setup, f"{tests} --junitxml=reports/pytest.xml"]  # the README's test command
     documented = readme_block("step of the job, in order")
@@ -91,12 +98,18 @@ def test_results_are_published_and_archived_and_servers_cleaned_up(steps):
 
 @needs_groovy
 def test_every_stage_has_a_timeout_and_the_cache_is_persistent(steps):
-    stages = {"/".join(s["path"]) + f"/stage:{s['args'][0]}" for s in steps if s["step"] == "stage" and s["args"][0] != "Pipelines"}
+    stages = {
+        "/".join(s["path"]) + f"/stage:{s['args'][0]}"
+        for s in steps
+        if s["step"] == "stage" and s["args"][0] != "Pipelines"
+    }
     timed = {"/".join(s["path"][:-1]) for s in steps if s["step"] == "timeout" and s["path"][-1] == "options"}
     assert stages and stages <= timed
     env = {s["args"][0]: s["args"][1] for s in steps if s["step"] == "env"}
     assert env["DEPLOY_CACHE_DIR"] == "/var/cache/deploy"
-    labels = {s["args"][0] for s in dry_run("AGENT_LABEL=gpu", "STAGE_CACHE=/srv/cache") if s["step"] == "label"}
+    labels = {
+        s["args"][0] for s in dry_run("AGENT_LABEL=gpu", "STAGE_CACHE=/srv/cache") if s["step"] == "label"
+    }
     assert labels == {"gpu"}
 
 
@@ -127,12 +140,23 @@ def test_ci_cleanup_stops_only_stray_servers_of_this_checkout(tmp_path):
         folder.mkdir(parents=True)
     os.utime(old, (0, 0))
     # Stand-ins for servers: named tritonserver in their command line, as deploy starts them.
-    server = ["python3", "-c", "import time; time.sleep(120)", "tritonserver", f"--model-repository={young}/server/repository"]
+    server = [
+        "python3",
+        "-c",
+        "import time; time.sleep(120)",
+        "tritonserver",
+        f"--model-repository={young}/server/repository",
+    ]
     ours = subprocess.Popen(server, cwd=checkout)
     theirs = subprocess.Popen(server, cwd=elsewhere)  # another matrix cell sharing the cache
     try:
-        done = subprocess.run([str(ROOT / "scripts" / "ci_cleanup.sh"), str(checkout)], env={**os.environ, "DEPLOY_CACHE_DIR": str(cache)},
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [str(ROOT / "scripts" / "ci_cleanup.sh"), str(checkout)],
+            env={**os.environ, "DEPLOY_CACHE_DIR": str(cache)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0 and f"stopping stray tritonserver(s): {ours.pid}" in done.stdout
         assert ours.wait(timeout=10) != 0 and theirs.poll() is None
         assert not old.exists() and young.exists()

@@ -60,7 +60,10 @@ def project_imports(path: Path, known: dict[str, Path]) -> set[str]:
 
 
 def _takes_attribute(package: str, names: set[str], known: dict[str, Path]) -> bool:
-    return any(n.startswith(package + ".") and n not in known and n.count(".") == package.count(".") + 1 for n in names)
+    return any(
+        n.startswith(package + ".") and n not in known and n.count(".") == package.count(".") + 1
+        for n in names
+    )
 
 
 def is_stage(name: str, known: dict[str, Path]) -> bool:
@@ -82,7 +85,11 @@ KNOWN = modules()
 
 @pytest.mark.parametrize("name", sorted(n for n in KNOWN if n.startswith("pipeline")))
 def test_the_engine_imports_no_stage_app_runtime_or_serving(name: str) -> None:
-    bad = sorted(i for i in project_imports(KNOWN[name], KNOWN) if i.split(".")[0] in ("stages", "deploy", "runtimes", "serving"))
+    bad = sorted(
+        i
+        for i in project_imports(KNOWN[name], KNOWN)
+        if i.split(".")[0] in ("stages", "deploy", "runtimes", "serving")
+    )
     assert not bad, f"{name} imports {bad}"
 
 
@@ -143,3 +150,27 @@ def test_the_rules_see_a_violation(tmp_path: Path) -> None:
     bad.parent.mkdir()
     bad.write_text("def f():\n    from stages.smoke import serve\n")
     assert "stages.smoke" in set(imported(bad, "pipeline"))
+
+
+TEST_FILES = sorted((ROOT / "tests").rglob("test_*.py"))
+
+
+@pytest.mark.parametrize("path", TEST_FILES, ids=[str(p.relative_to(ROOT)) for p in TEST_FILES])
+def test_tests_share_code_only_through_helpers(path: Path) -> None:
+    """Test modules import shared code from tests/helpers.py, never from each other or
+    from conftest (whose fixtures pytest injects)."""
+    names = set(imported(path, "tests"))
+    bad = sorted(
+        n
+        for n in names
+        if n.startswith(
+            (
+                "tests.conftest",
+                "tests.stages.test_",
+                "tests.pipeline.test_",
+                "tests.deploy.test_",
+                "tests.test_",
+            )
+        )
+    )
+    assert not bad, f"{path.name} imports {bad}"

@@ -7,8 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
-from tests.stages.test_build import real_tensorrt
+from tests.helpers import ROOT, real_tensorrt, run_cli
 
 
 @pytest.mark.slow
@@ -21,9 +20,22 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     cold = run_cli("run", str(config), "--junit", "junit.xml", cwd=tmp_path)
     assert cold.returncode == 0, cold.stderr[-3000:]
     cases = {c.get("name"): c for c in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")}
-    assert list(cases) == ["trace", "export", "simplify", "build", "quantize", "stats", "validate", "triton_config", "smoke", "bench"]
+    assert list(cases) == [
+        "trace",
+        "export",
+        "simplify",
+        "build",
+        "quantize",
+        "stats",
+        "validate",
+        "triton_config",
+        "smoke",
+        "bench",
+    ]
     build_skip = cases.pop("build").find("skipped")
-    assert (build_skip is None) == real_tensorrt() and all(c.find("skipped") is None and c.find("failure") is None for c in cases.values())
+    assert (build_skip is None) == real_tensorrt() and all(
+        c.find("skipped") is None and c.find("failure") is None for c in cases.values()
+    )
     summary = json.loads((tmp_path / "runs" / "resnet50" / "summary.json").read_text())
     states = {s["stage"]: s["status"] for s in summary["stages"]}
     expected_build = "ran" if real_tensorrt() else "skipped"
@@ -43,7 +55,9 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     assert quantize["outputs"]["logits"]["cosine"] >= 0.99
     bench = next(s for s in summary["stages"] if s["stage"] == "bench")["metrics"]["bench"]
     in_process = {(r["runtime"], r["batch"]) for r in bench if r["concurrency"] == 1 and r["device"] == "cpu"}
-    assert in_process == {(rt, b) for rt in ("eager", "torchscript", "onnxruntime", "onnxruntime_int8") for b in (1, 8)}
+    assert in_process == {
+        (rt, b) for rt in ("eager", "torchscript", "onnxruntime", "onnxruntime_int8") for b in (1, 8)
+    }
     served = {(r["runtime"], r["concurrency"]) for r in bench if r["device"] == "server"}
     assert served == {(f"triton:resnet50_{m}", c) for m in ("python", "python_int8") for c in (1, 2, 4)}
     stats = next(s for s in summary["stages"] if s["stage"] == "stats")["metrics"]["stats"]
@@ -60,4 +74,6 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     assert warm.returncode == 0
     summary = json.loads((tmp_path / "runs" / "resnet50" / "summary.json").read_text())
     states = {s["stage"]: s["status"] for s in summary["stages"]}
-    assert states.pop("build") == ("cached" if real_tensorrt() else "skipped") and set(states.values()) == {"cached"}
+    assert states.pop("build") == ("cached" if real_tensorrt() else "skipped") and set(states.values()) == {
+        "cached"
+    }

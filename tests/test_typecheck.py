@@ -5,11 +5,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def test_mypy_is_clean():
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "deploy", "pipeline", "stages", "runtimes", "serving"], cwd=ROOT, capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "mypy", "deploy", "pipeline", "stages", "runtimes", "serving"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-5000:]

@@ -37,8 +37,14 @@ class Settings:
     max_windows: int = 10
 
     def __post_init__(self) -> None:
-        if self.stability_windows < 1 or self.max_windows < self.stability_windows or not 0 < self.stability_threshold < 1:
-            raise ValueError(f"need stability_windows >= 1, max_windows >= stability_windows and 0 < stability_threshold < 1: {self}")
+        if (
+            self.stability_windows < 1
+            or self.max_windows < self.stability_windows
+            or not 0 < self.stability_threshold < 1
+        ):
+            raise ValueError(
+                f"need stability_windows >= 1, max_windows >= stability_windows and 0 < stability_threshold < 1: {self}"
+            )
 
     def window_ns(self) -> int:
         return int(self.duration_s * 1e9 / self.stability_windows)
@@ -92,7 +98,7 @@ def measure(call: Callable[[], Any], settings: Settings) -> Timing:
     while not finished(windows, settings):
         raws.append(_window(call, settings))
         windows.append(window_of(raws[-1].latencies_ms(), raws[-1].end_ns - raws[-1].begin_ns))
-    return _timing(raws[-settings.stability_windows:], warmups, windows)
+    return _timing(raws[-settings.stability_windows :], warmups, windows)
 
 
 def _warm_up(call: Callable[[], Any], warmup_ms: float) -> int:
@@ -120,7 +126,13 @@ def _timing(kept: list[_Raw], warmups: int, windows: list[Window]) -> Timing:
     origin = kept[0].begin_ns
     starts = [b for raw in kept for b in raw.starts]
     latencies = [lat for raw in kept for lat in raw.latencies_ms()]
-    return Timing(latencies, [(b - origin) / 1e6 for b in starts], (kept[-1].end_ns - origin) / 1e9, warmups, windows=windows)
+    return Timing(
+        latencies,
+        [(b - origin) / 1e6 for b in starts],
+        (kept[-1].end_ns - origin) / 1e9,
+        warmups,
+        windows=windows,
+    )
 
 
 # -- the stability rule (perf_analyzer's) -----------------------------------------------------
@@ -130,10 +142,12 @@ def window_of(latencies_ms: Sequence[float], wall_ns: int) -> Window:
 
 def is_stable(windows: Sequence[Window], settings: Settings) -> bool:
     """The last K windows' throughput and median latency each within ±threshold of their mean."""
-    last = windows[-settings.stability_windows:]
+    last = windows[-settings.stability_windows :]
     if len(last) < settings.stability_windows or any(w.calls == 0 for w in last):
         return False
-    return _agree([w.qps for w in last], settings.stability_threshold) and _agree([w.median_ms for w in last], settings.stability_threshold)
+    return _agree([w.qps for w in last], settings.stability_threshold) and _agree(
+        [w.median_ms for w in last], settings.stability_threshold
+    )
 
 
 def _agree(values: Sequence[float], threshold: float) -> bool:
@@ -172,12 +186,21 @@ def summarize(timing: Timing, batch: int, settings: Settings) -> dict[str, Any]:
     cv = statistics.pstdev(lat) / mean if mean > 0 else 0.0
     qps = len(lat) / timing.wall_s
     summary: dict[str, Any] = {
-        "batch": batch, "iterations": len(lat), "warmup_calls": timing.warmup_calls,
-        "min_ms": lat[0], "max_ms": lat[-1], "mean_ms": mean, "median_ms": statistics.median(lat),
+        "batch": batch,
+        "iterations": len(lat),
+        "warmup_calls": timing.warmup_calls,
+        "min_ms": lat[0],
+        "max_ms": lat[-1],
+        "mean_ms": mean,
+        "median_ms": statistics.median(lat),
         "percentiles_ms": {f"p{p:g}": percentile(lat, p) for p in settings.percentiles},
         "percentiles_supported": {f"p{p:g}": supported(p, len(lat)) for p in settings.percentiles},
-        "qps": qps, "items_per_s": qps * batch, "wall_s": timing.wall_s, "cv": cv,
-        "stable": is_stable(timing.windows, settings), "windows_used": len(timing.windows),
+        "qps": qps,
+        "items_per_s": qps * batch,
+        "wall_s": timing.wall_s,
+        "cv": cv,
+        "stable": is_stable(timing.windows, settings),
+        "windows_used": len(timing.windows),
         "measured_s": sum(w.wall_s for w in timing.windows),
         "windows": [{"n": w.calls, "qps": w.qps, "median_ms": w.median_ms} for w in timing.windows],
     }
@@ -197,14 +220,21 @@ def report_lines(name: str, s: dict[str, Any], settings: Settings) -> list[str]:
     lines += [f"[I] {GPU_PHASES[k]}: {_stats_text(v, s)}" for k, v in s.get("gpu", {}).items()]
     if "server" in s:
         server = s["server"]
-        phases = ", ".join(f"{k.removesuffix('_us').replace('_', ' ')} {server[k]:.0f} us" for k in SERVER_PHASES)
-        lines.append(f"[I] Server (per request): {phases}; client + network {server['client_overhead_us']:.0f} us; "
-                     f"avg server batch {server['avg_server_batch']:.2f}")
+        phases = ", ".join(
+            f"{k.removesuffix('_us').replace('_', ' ')} {server[k]:.0f} us" for k in SERVER_PHASES
+        )
+        lines.append(
+            f"[I] Server (per request): {phases}; client + network {server['client_overhead_us']:.0f} us; "
+            f"avg server batch {server['avg_server_batch']:.2f}"
+        )
     return lines + _stability_lines(s, settings)
 
 
 def _percentiles_text(s: dict[str, Any]) -> str:
-    return ", ".join(_percentile_text(k, v, s) + (" ms" if _is_supported(s, k) else "") for k, v in s["percentiles_ms"].items())
+    return ", ".join(
+        _percentile_text(k, v, s) + (" ms" if _is_supported(s, k) else "")
+        for k, v in s["percentiles_ms"].items()
+    )
 
 
 def _percentile_text(key: str, value: float, s: dict[str, Any]) -> str:
@@ -221,32 +251,49 @@ def _is_supported(s: dict[str, Any], key: str) -> bool:
 def _stability_lines(s: dict[str, Any], settings: Settings) -> list[str]:
     k, used, pct = settings.stability_windows, s["windows_used"], 100 * settings.stability_threshold
     per_window = ", ".join(f"{w['qps']:.4g}/{w['median_ms']:.4g}" for w in s["windows"])
-    lines = [f"[I] Windows: {used} in {s['measured_s']:.4g} s (qps/median ms: {per_window}); statistics from the last {k}"]
+    lines = [
+        f"[I] Windows: {used} in {s['measured_s']:.4g} s (qps/median ms: {per_window}); statistics from the last {k}"
+    ]
     if s["stable"]:
-        return lines + [f"[I] Stable: the last {k} windows agree within ±{pct:g} % (throughput and median latency)"]
-    return lines + [f"[W] * The last {k} of {used} windows differ by more than ±{pct:g} % (max {settings.max_windows} windows; "
-                    f"coefficient of variation {100 * s['cv']:.1f} %): results are unstable; close other work or run longer (--duration)."]
+        return lines + [
+            f"[I] Stable: the last {k} windows agree within ±{pct:g} % (throughput and median latency)"
+        ]
+    return lines + [
+        f"[W] * The last {k} of {used} windows differ by more than ±{pct:g} % (max {settings.max_windows} windows; "
+        f"coefficient of variation {100 * s['cv']:.1f} %): results are unstable; close other work or run longer (--duration)."
+    ]
 
 
 GPU_PHASES = {"h2d_ms": "H2D Latency", "compute_ms": "GPU Compute Time", "d2h_ms": "D2H Latency"}
 SERVER_PHASES = ("queue_us", "compute_input_us", "compute_infer_us", "compute_output_us")
 
 
-def phase_summary(phases: Sequence[tuple[float, float, float]], settings: Settings) -> dict[str, dict[str, float]]:
+def phase_summary(
+    phases: Sequence[tuple[float, float, float]], settings: Settings
+) -> dict[str, dict[str, float]]:
     """trtexec's H2D / GPU compute / D2H split, from per-call CUDA event times (ms)."""
     return {name: _stats([p[i] for p in phases], settings) for i, name in enumerate(GPU_PHASES)}
 
 
 def _stats(values: Sequence[float], settings: Settings) -> dict[str, float]:
     ordered = sorted(values)
-    found = {"min": ordered[0], "max": ordered[-1], "mean": statistics.fmean(ordered), "median": statistics.median(ordered)}
+    found = {
+        "min": ordered[0],
+        "max": ordered[-1],
+        "mean": statistics.fmean(ordered),
+        "median": statistics.median(ordered),
+    }
     return found | {f"p{p:g}": percentile(ordered, p) for p in settings.percentiles}
 
 
 def _stats_text(stats: dict[str, float], s: dict[str, Any]) -> str:
     """GPU phases have one sample per timed call: their percentiles share the row's support."""
-    return ", ".join(_percentile_text(k, v, s) + (" ms" if _is_supported(s, k) else "") if k.startswith("p") else f"{k} = {v:.4g} ms"
-                     for k, v in stats.items())
+    return ", ".join(
+        _percentile_text(k, v, s) + (" ms" if _is_supported(s, k) else "")
+        if k.startswith("p")
+        else f"{k} = {v:.4g} ms"
+        for k, v in stats.items()
+    )
 
 
 def export_times(path: Path, timing: Timing) -> None:

@@ -35,7 +35,8 @@ class RegressionGate(BaseModel):
         default_factory=dict, description="Cell -> least throughput, items/s (keys as max_latency_ms)."
     )
     min_speedup_vs_eager: dict[str, float] = Field(
-        default_factory=dict, description="Runtime -> least speed-up over eager PyTorch, at every batch (single-stream rows)."
+        default_factory=dict,
+        description="Runtime -> least speed-up over eager PyTorch, at every batch (single-stream rows).",
     )
 
 
@@ -63,10 +64,33 @@ def latency_table(rows: list[Row], percentiles: tuple[float, ...]) -> tuple[list
     """One line per cell; `n` is the sample count the statistics rest on, a percentile with
     fewer samples than it needs is marked `*` (see `footnote`)."""
     pcols = [f"p{p:g}" for p in percentiles]
-    columns = ["runtime", "device", "batch", "concurrency", "n", "median ms", *[f"{c} ms" for c in pcols], "items/s", "× eager", "stable", "windows"]
+    columns = [
+        "runtime",
+        "device",
+        "batch",
+        "concurrency",
+        "n",
+        "median ms",
+        *[f"{c} ms" for c in pcols],
+        "items/s",
+        "× eager",
+        "stable",
+        "windows",
+    ]
     body = [
-        [r["runtime"], r["device"], r["batch"], r["concurrency"], r["iterations"], _f(r["median_ms"], 3), *[_percentile_cell(r, c) for c in pcols],
-         _f(r["items_per_s"], 1), _f(r["speedup_vs_eager"], 2) if "speedup_vs_eager" in r else "", "yes" if r["stable"] else "no", r.get("windows_used", "")]
+        [
+            r["runtime"],
+            r["device"],
+            r["batch"],
+            r["concurrency"],
+            r["iterations"],
+            _f(r["median_ms"], 3),
+            *[_percentile_cell(r, c) for c in pcols],
+            _f(r["items_per_s"], 1),
+            _f(r["speedup_vs_eager"], 2) if "speedup_vs_eager" in r else "",
+            "yes" if r["stable"] else "no",
+            r.get("windows_used", ""),
+        ]
         for r in rows
     ]
     return columns, body
@@ -87,23 +111,49 @@ def footnote(rows: list[Row]) -> str:
     if not marked:
         return ""
     needs = ", ".join(f"{k} needs {required_samples(float(k[1:]))}" for k in marked)
-    return (f"* fewer samples than the percentile needs (n >= 1 / (1 - p): {needs}): "
-            "the value is at or near the sample maximum, not a supported percentile.")
+    return (
+        f"* fewer samples than the percentile needs (n >= 1 / (1 - p): {needs}): "
+        "the value is at or near the sample maximum, not a supported percentile."
+    )
 
 
 def gpu_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
-    columns = ["runtime", "batch", "host latency median ms", *[f"{name} median ms" for name in GPU_PHASES.values()]]
-    body = [[r["runtime"], r["batch"], _f(r["median_ms"], 3), *[_f(r["gpu"][k]["median"], 3) for k in GPU_PHASES]] for r in rows if "gpu" in r]
+    columns = [
+        "runtime",
+        "batch",
+        "host latency median ms",
+        *[f"{name} median ms" for name in GPU_PHASES.values()],
+    ]
+    body = [
+        [r["runtime"], r["batch"], _f(r["median_ms"], 3), *[_f(r["gpu"][k]["median"], 3) for k in GPU_PHASES]]
+        for r in rows
+        if "gpu" in r
+    ]
     return columns, body
 
 
 def server_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
-    columns = ["model", "batch", "concurrency", "client mean ms", *[f"{k.removesuffix('_us').replace('_', ' ')} us" for k in SERVER_PHASES],
-               "client + network us", "avg server batch"]
+    columns = [
+        "model",
+        "batch",
+        "concurrency",
+        "client mean ms",
+        *[f"{k.removesuffix('_us').replace('_', ' ')} us" for k in SERVER_PHASES],
+        "client + network us",
+        "avg server batch",
+    ]
     body = [
-        [r["runtime"].removeprefix("triton:"), r["batch"], r["concurrency"], _f(r["mean_ms"], 3),
-         *[_f(r["server"][k], 0) for k in SERVER_PHASES], _f(r["server"]["client_overhead_us"], 0), _f(r["server"]["avg_server_batch"], 2)]
-        for r in rows if "server" in r
+        [
+            r["runtime"].removeprefix("triton:"),
+            r["batch"],
+            r["concurrency"],
+            _f(r["mean_ms"], 3),
+            *[_f(r["server"][k], 0) for k in SERVER_PHASES],
+            _f(r["server"]["client_overhead_us"], 0),
+            _f(r["server"]["avg_server_batch"], 2),
+        ]
+        for r in rows
+        if "server" in r
     ]
     return columns, body
 
@@ -116,7 +166,10 @@ def markdown(rows: list[Row], percentiles: tuple[float, ...]) -> str:
     parts = [_markdown(*latency_table(rows, percentiles))]
     if footnote(rows):
         parts.append("\\" + footnote(rows) + "\n")  # escaped: a line starting with * is a list item
-    for title, (columns, body) in (("GPU phases", gpu_table(rows)), ("Triton server-side, per request", server_table(rows))):
+    for title, (columns, body) in (
+        ("GPU phases", gpu_table(rows)),
+        ("Triton server-side, per request", server_table(rows)),
+    ):
         if body:
             parts.append(f"**{title}**\n\n" + _markdown(columns, body))
     return "\n".join(parts)
@@ -128,11 +181,16 @@ def _markdown(columns: list[str], body: list[list[Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report(ctx: StageContext, rows: list[Row], skipped: dict[str, str], percentiles: tuple[float, ...]) -> None:
+def report(
+    ctx: StageContext, rows: list[Row], skipped: dict[str, str], percentiles: tuple[float, ...]
+) -> None:
     notes = [*(f"{k} skipped: {v}" for k, v in skipped.items()), footnote(rows)]
     note = "; ".join(n for n in notes if n)
     ctx.report_table("Latency and throughput", *latency_table(rows, percentiles), note=note)
-    for title, (columns, body) in (("GPU phases (CUDA events)", gpu_table(rows)), ("Triton: server-side time per request", server_table(rows))):
+    for title, (columns, body) in (
+        ("GPU phases (CUDA events)", gpu_table(rows)),
+        ("Triton: server-side time per request", server_table(rows)),
+    ):
         if body:
             ctx.report_table(title, columns, body)
 
@@ -168,7 +226,14 @@ def _per_batch(lat: Any, thr: Any, rows: list[Row]) -> None:
         batches = [r["batch"] for r in mine]
         (line,) = lat.plot(batches, [r["median_ms"] for r in mine], marker="o", label=f"{runtime} median")
         top = tail(mine[0])
-        lat.plot(batches, [r["percentiles_ms"][top] for r in mine], linestyle="--", color=line.get_color(), alpha=0.6, label=f"{runtime} {top}")
+        lat.plot(
+            batches,
+            [r["percentiles_ms"][top] for r in mine],
+            linestyle="--",
+            color=line.get_color(),
+            alpha=0.6,
+            label=f"{runtime} {top}",
+        )
         thr.plot(batches, [r["items_per_s"] for r in mine], marker="o", color=line.get_color(), label=runtime)
     ticks = sorted({r["batch"] for r in rows})
     lat.set_xticks(ticks)
@@ -182,9 +247,18 @@ def _per_batch(lat: Any, thr: Any, rows: list[Row]) -> None:
 def _per_concurrency(ax: Any, rows: list[Row]) -> None:
     for runtime in dict.fromkeys(r["runtime"] for r in rows):
         mine = [r for r in rows if r["runtime"] == runtime]
-        ax.plot([r["concurrency"] for r in mine], [r["items_per_s"] for r in mine], marker="o", label=runtime.removeprefix("triton:"))
+        ax.plot(
+            [r["concurrency"] for r in mine],
+            [r["items_per_s"] for r in mine],
+            marker="o",
+            label=runtime.removeprefix("triton:"),
+        )
         for r in mine:
-            ax.annotate(f"{tail(r)} {_percentile_cell(r, tail(r))} ms", (r["concurrency"], r["items_per_s"]), fontsize=6)
+            ax.annotate(
+                f"{tail(r)} {_percentile_cell(r, tail(r))} ms",
+                (r["concurrency"], r["items_per_s"]),
+                fontsize=6,
+            )
     ax.set_xticks(sorted({r["concurrency"] for r in rows}))
     ax.set(xlabel="concurrent requests", ylabel="items / s", title="Triton end to end (client side)")
     ax.legend(fontsize=7)
@@ -202,19 +276,27 @@ def _unmatched(rows: list[Row], limits: RegressionGate) -> list[str]:
     """A gate key that names no measured cell is a typo, not a pass."""
     known = {cell_key(r) for r in rows} | {r["runtime"] for r in rows}
     keys = [*limits.max_latency_ms, *limits.min_items_per_s, *limits.min_speedup_vs_eager]
-    return [f"gate key '{k}' matches no measured cell (cells: {', '.join(sorted(known))})" for k in dict.fromkeys(keys) if k not in known]
+    return [
+        f"gate key '{k}' matches no measured cell (cells: {', '.join(sorted(known))})"
+        for k in dict.fromkeys(keys)
+        if k not in known
+    ]
 
 
 def _cell_problems(r: Row, limits: RegressionGate) -> list[str]:
     key = cell_key(r)
-    problems = _latency_problems(r, key, limits.max_latency_ms.get(key, limits.max_latency_ms.get(r["runtime"])))
+    problems = _latency_problems(
+        r, key, limits.max_latency_ms.get(key, limits.max_latency_ms.get(r["runtime"]))
+    )
     floor = limits.min_items_per_s.get(key, limits.min_items_per_s.get(r["runtime"]))
     if floor is not None and r["items_per_s"] < floor:
         problems.append(f"{key}: {r['items_per_s']:.1f} items/s < {floor}")
     need = limits.min_speedup_vs_eager.get(r["runtime"])
     if need is not None and r["concurrency"] == 1:
         if "speedup_vs_eager" not in r:
-            problems.append(f"{key}: no eager row at batch {r['batch']} to compare with (add eager to runtimes / batches)")
+            problems.append(
+                f"{key}: no eager row at batch {r['batch']} to compare with (add eager to runtimes / batches)"
+            )
         elif r["speedup_vs_eager"] < need:
             problems.append(f"{key}: {r['speedup_vs_eager']:.2f}x eager < {need}x")
     return problems
@@ -227,7 +309,9 @@ def _latency_problems(r: Row, key: str, limit: float | None) -> list[str]:
     if limit is None:
         return []
     if not supported(r, name):
-        return [f"{key}: {name} is not supported by {r['iterations']} samples (needs >= {required_samples(float(name[1:]))}); "
-                "raise iterations / duration_s or gate on a lower percentile"]
+        return [
+            f"{key}: {name} is not supported by {r['iterations']} samples (needs >= {required_samples(float(name[1:]))}); "
+            "raise iterations / duration_s or gate on a lower percentile"
+        ]
     value = r["percentiles_ms"][name]
     return [f"{key}: {name} {value:.3f} ms > {limit} ms"] if value > limit else []

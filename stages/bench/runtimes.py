@@ -27,15 +27,22 @@ def parse_shapes(text: str | None) -> dict[str, tuple[int, ...]]:
     for item in filter(None, (text or "").split(",")):
         match = SHAPE.match(item.strip())
         if match is None:
-            raise ConfigError("--shapes", [Issue("--shapes", f"'{item}' is not NAME:DxDxD (e.g. input:1x3x224x224)")])
+            raise ConfigError(
+                "--shapes", [Issue("--shapes", f"'{item}' is not NAME:DxDxD (e.g. input:1x3x224x224)")]
+            )
         shapes[match.group(1)] = tuple(int(d) for d in match.group(2).split("x"))
     return shapes
 
 
 # The artifact each runtime times.
 ARTIFACT = {
-    "eager": SOURCE_ARTIFACT, "torchscript": "torchscript", "onnxruntime": "onnx", "onnxruntime_int8": "onnx_int8",
-    "onnxruntime_fp16": "onnx_fp16", "tensorrt": "engine", "triton": "repository",
+    "eager": SOURCE_ARTIFACT,
+    "torchscript": "torchscript",
+    "onnxruntime": "onnx",
+    "onnxruntime_int8": "onnx_int8",
+    "onnxruntime_fp16": "onnx_fp16",
+    "tensorrt": "engine",
+    "triton": "repository",
 }
 
 
@@ -57,10 +64,15 @@ def triton_feeds(config: DeployConfig, fmt: str, batch: int) -> list[Feed]:
     from stages.bench.triton import Feed
 
     feeds = spec_feeds(config, batch)
-    return [Feed(io_name(fmt, s.name, i), feeds[s.name], triton_name(s.dtype)) for i, s in enumerate(config.inputs)]
+    return [
+        Feed(io_name(fmt, s.name, i), feeds[s.name], triton_name(s.dtype))
+        for i, s in enumerate(config.inputs)
+    ]
 
 
-def make(runtime: str, ctx: StageContext, feeds: dict[str, Any], device: Device, threads: int | None) -> Timed:
+def make(
+    runtime: str, ctx: StageContext, feeds: dict[str, Any], device: Device, threads: int | None
+) -> Timed:
     """The runtime loaded from its artifact, timed over `feeds`."""
     names = (ctx.config.input_names(), ctx.config.output_names())
     if runtime.startswith("onnxruntime"):
@@ -81,26 +93,37 @@ def make(runtime: str, ctx: StageContext, feeds: dict[str, Any], device: Device,
 
 
 # -- `deploy bench FILE`: inputs from --shapes or the model -------------------------------------
-def onnxruntime(path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None) -> tuple[Callable[[], Any], int]:
+def onnxruntime(
+    path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None
+) -> tuple[Callable[[], Any], int]:
     from runtimes.arrays import random_array
     from runtimes.onnxrt import OnnxRuntime
 
     model = OnnxRuntime(path, Device.CPU, threads)
     declared = model.input_types()
-    feeds = {name: random_array(_shape(name, shape, shapes), dtype) for name, (shape, dtype) in declared.items()}
+    feeds = {
+        name: random_array(_shape(name, shape, shapes), dtype) for name, (shape, dtype) in declared.items()
+    }
     _unknown(shapes, feeds)
     return model.timed(feeds).call, _batch(feeds)
 
 
-def torchscript(path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None) -> tuple[Callable[[], Any], int]:
+def torchscript(
+    path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None
+) -> tuple[Callable[[], Any], int]:
     from runtimes.arrays import random_array
     from runtimes.torchrt import TorchModule
 
     if not shapes:
-        raise ConfigError("--shapes", [Issue("--shapes", "TorchScript files carry no input shapes: give --shapes NAME:DxD,...")])
+        raise ConfigError(
+            "--shapes",
+            [Issue("--shapes", "TorchScript files carry no input shapes: give --shapes NAME:DxD,...")],
+        )
     feeds = {name: random_array(shape, "float32") for name, shape in shapes.items()}
     # The module's outputs are not named in a file alone: timing does not need names.
-    return TorchModule.torchscript(path, list(feeds), (), Device.CPU, threads).timed(feeds).call, _batch(feeds)
+    return TorchModule.torchscript(path, list(feeds), (), Device.CPU, threads).timed(feeds).call, _batch(
+        feeds
+    )
 
 
 def _shape(name: str, declared: list[Any], given: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
@@ -108,13 +131,18 @@ def _shape(name: str, declared: list[Any], given: dict[str, tuple[int, ...]]) ->
         return given[name]
     if all(isinstance(d, int) for d in declared):
         return tuple(declared)
-    raise ConfigError("--shapes", [Issue("--shapes", f"input '{name}' has dynamic dims {declared}: give --shapes {name}:DxD...")])
+    raise ConfigError(
+        "--shapes",
+        [Issue("--shapes", f"input '{name}' has dynamic dims {declared}: give --shapes {name}:DxD...")],
+    )
 
 
 def _unknown(given: dict[str, tuple[int, ...]], feeds: dict[str, Any]) -> None:
     extra = sorted(set(given) - set(feeds))
     if extra:
-        raise ConfigError("--shapes", [Issue("--shapes", f"the model has no input(s) {extra} (inputs: {sorted(feeds)})")])
+        raise ConfigError(
+            "--shapes", [Issue("--shapes", f"the model has no input(s) {extra} (inputs: {sorted(feeds)})")]
+        )
 
 
 def _batch(feeds: dict[str, Any]) -> int:

@@ -22,36 +22,47 @@ from pydantic import Field, PositiveInt, model_validator
 from pipeline.config import DeployConfig, Frozen
 from pipeline.errors import Issue, StageFailed
 from pipeline.stage import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
+from runtimes.base import Device
+from serving.spec import ServerSpec
+from serving.spec import identity as server_identity
 from stages.bench import output as _bench_output
 from stages.bench.harness import Settings, report_lines
 from stages.bench.output import RegressionGate
-from runtimes.base import Device
 from stages.bench.runtimes import ARTIFACT
-from serving.spec import ServerSpec
-from serving.spec import identity as server_identity
 
-Runtime = Literal["eager", "torchscript", "onnxruntime", "onnxruntime_int8", "onnxruntime_fp16", "tensorrt", "triton"]
+Runtime = Literal[
+    "eager", "torchscript", "onnxruntime", "onnxruntime_int8", "onnxruntime_fp16", "tensorrt", "triton"
+]
+
+
 class TritonBench(Frozen):
     """The `triton` runtime: a server of the same kinds as the smoke stage's."""
 
-    server: ServerSpec = Field(ServerSpec(), description="Which tritonserver to start or reach (as smoke.server).")
+    server: ServerSpec = Field(
+        ServerSpec(), description="Which tritonserver to start or reach (as smoke.server)."
+    )
     models: tuple[str, ...] | None = Field(
         None, description="Triton models to measure; null: every model of this pipeline the server can load."
     )
     concurrency: tuple[PositiveInt, ...] = Field(
-        (1, 2, 4), min_length=1, description="Closed-loop gRPC clients, one sweep point each (perf_analyzer's --concurrency-range)."
+        (1, 2, 4),
+        min_length=1,
+        description="Closed-loop gRPC clients, one sweep point each (perf_analyzer's --concurrency-range).",
     )
     batch: int = Field(1, ge=1, description="Items per request (perf_analyzer's -b).")
 
 
 class BenchParams(Frozen):
     runtimes: tuple[Runtime, ...] = Field(
-        ("eager", "torchscript", "onnxruntime"), min_length=1,
+        ("eager", "torchscript", "onnxruntime"),
+        min_length=1,
         description="What to time; a runtime whose artifact's stage was skipped (e.g. tensorrt without an engine) "
         "is reported skipped. eager is the baseline of the speed-ups.",
     )
     batches: tuple[PositiveInt, ...] | None = Field(
-        None, min_length=1, description="Batch sizes of the in-process runtimes; null: the shape spec's min / opt / max batch."
+        None,
+        min_length=1,
+        description="Batch sizes of the in-process runtimes; null: the shape spec's min / opt / max batch.",
     )
     warmup_ms: float = Field(200, ge=0, description="Untimed warm-up per cell, ms (trtexec --warmUp).")
     duration_s: float = Field(
@@ -59,30 +70,57 @@ class BenchParams(Frozen):
     )
     iterations: int = Field(10, ge=1, description="... and at least this many calls (trtexec --iterations).")
     percentiles: tuple[Annotated[float, Field(gt=0, le=100)], ...] = Field(
-        (90.0, 95.0, 99.0), min_length=1, description="Latency percentiles to report; the highest is the gate's latency."
+        (90.0, 95.0, 99.0),
+        min_length=1,
+        description="Latency percentiles to report; the highest is the gate's latency.",
     )
-    stability_windows: int = Field(3, ge=1, description="K: stop once the last K windows agree (perf_analyzer's default 3)")
+    stability_windows: int = Field(
+        3, ge=1, description="K: stop once the last K windows agree (perf_analyzer's default 3)"
+    )
     stability_threshold: float = Field(
-        0.10, gt=0, lt=1, description="each of the K windows' throughput and median latency within ± this fraction of their mean (--stability-percentage)")
-    max_windows: int = Field(10, ge=1, description="windows to try before giving up and marking the cell unstable (perf_analyzer's --max-trials)")
-    threads: int | None = Field(None, ge=1, description="Intra-op threads for ONNX Runtime / PyTorch; null: their defaults.")
+        0.10,
+        gt=0,
+        lt=1,
+        description="each of the K windows' throughput and median latency within ± this fraction of their mean (--stability-percentage)",
+    )
+    max_windows: int = Field(
+        10,
+        ge=1,
+        description="windows to try before giving up and marking the cell unstable (perf_analyzer's --max-trials)",
+    )
+    threads: int | None = Field(
+        None, ge=1, description="Intra-op threads for ONNX Runtime / PyTorch; null: their defaults."
+    )
     device: Literal["cpu", "cuda"] = Field(
         "cpu",
         description="Where eager / TorchScript / ONNX Runtime run; on cuda the PyTorch rows split H2D / compute / D2H "
         "(ONNX Runtime needs onnxruntime-gpu).",
     )
-    triton: TritonBench = Field(TritonBench(), description="Settings of the `triton` runtime (end to end through a server).")
-    gate: RegressionGate = Field(RegressionGate(), description="Optional regression gate: fails the stage with the numbers.")
+    triton: TritonBench = Field(
+        TritonBench(), description="Settings of the `triton` runtime (end to end through a server)."
+    )
+    gate: RegressionGate = Field(
+        RegressionGate(), description="Optional regression gate: fails the stage with the numbers."
+    )
 
     @model_validator(mode="after")
     def _enough_windows(self) -> BenchParams:
         if self.max_windows < self.stability_windows:
-            raise ValueError(f"max_windows ({self.max_windows}) must be >= stability_windows ({self.stability_windows})")
+            raise ValueError(
+                f"max_windows ({self.max_windows}) must be >= stability_windows ({self.stability_windows})"
+            )
         return self
 
     def settings(self) -> Settings:
-        return Settings(warmup_ms=self.warmup_ms, duration_s=self.duration_s, iterations=self.iterations, percentiles=self.percentiles,
-                        stability_windows=self.stability_windows, stability_threshold=self.stability_threshold, max_windows=self.max_windows)
+        return Settings(
+            warmup_ms=self.warmup_ms,
+            duration_s=self.duration_s,
+            iterations=self.iterations,
+            percentiles=self.percentiles,
+            stability_windows=self.stability_windows,
+            stability_threshold=self.stability_threshold,
+            max_windows=self.max_windows,
+        )
 
 
 def host_identity() -> dict[str, Any]:
@@ -121,17 +159,29 @@ def check(params: BenchParams, config: DeployConfig) -> list[Issue]:
     """A gate key naming a runtime or batch this config never measures is a typo: found
     now, not as a gate failure after every cell has been timed."""
     gate, batches = params.gate, _batches(params, config)
-    fields = {"max_latency_ms": gate.max_latency_ms, "min_items_per_s": gate.min_items_per_s,
-              "min_speedup_vs_eager": gate.min_speedup_vs_eager}
-    return [Issue(f"stages.bench.gate.{name}", problem)
-            for name, limits in fields.items() for key in limits
-            if (problem := _gate_key_problem(key, params.runtimes, batches))]
+    fields = {
+        "max_latency_ms": gate.max_latency_ms,
+        "min_items_per_s": gate.min_items_per_s,
+        "min_speedup_vs_eager": gate.min_speedup_vs_eager,
+    }
+    return [
+        Issue(f"stages.bench.gate.{name}", problem)
+        for name, limits in fields.items()
+        for key in limits
+        if (problem := _gate_key_problem(key, params.runtimes, batches))
+    ]
 
 
 def _gate_key_problem(key: str, runtimes: tuple[str, ...], batches: list[int]) -> str | None:
     runtime, _, cell = key.partition("@")
-    if runtime.startswith("triton:"):  # triton:MODEL@batch/cN: its models are known only once the repository is
-        return None if "triton" in runtimes else f"key '{key}': 'triton' is not in stages.bench.runtimes {list(runtimes)}"
+    if runtime.startswith(
+        "triton:"
+    ):  # triton:MODEL@batch/cN: its models are known only once the repository is
+        return (
+            None
+            if "triton" in runtimes
+            else f"key '{key}': 'triton' is not in stages.bench.runtimes {list(runtimes)}"
+        )
     if runtime not in runtimes:
         return f"key '{key}': runtime '{runtime}' is not in stages.bench.runtimes {list(runtimes)}"
     if cell and not (cell.isdigit() and int(cell) in batches):
@@ -151,17 +201,24 @@ def run(ctx: StageContext, params: BenchParams) -> None:
         else:
             rows += [_in_process(ctx, params, settings, runtime, batch) for batch in batch_sizes(params, ctx)]
     _bench_output.speedups(rows)
-    result = {"host": host_identity(), "settings": params.model_dump(exclude={"gate"}), "results": rows, "skipped": skipped}
+    result = {
+        "host": host_identity(),
+        "settings": params.model_dump(exclude={"gate"}),
+        "results": rows,
+        "skipped": skipped,
+    }
     ctx.output("results").write_text(json.dumps(result, indent=1))
     ctx.output("table").write_text(_bench_output.markdown(rows, params.percentiles))
     _bench_output.plot(rows, ctx.output("plot"))
     ctx.record("bench", rows)
-    ctx.record("headline", _bench_output.headline(rows, skipped))
+    ctx.headline(_bench_output.headline(rows, skipped))
     _bench_output.report(ctx, rows, skipped, params.percentiles)
     _bench_output.gate(rows, params.gate)
 
 
-def _in_process(ctx: StageContext, params: BenchParams, settings: Settings, runtime: str, batch: int) -> dict[str, Any]:
+def _in_process(
+    ctx: StageContext, params: BenchParams, settings: Settings, runtime: str, batch: int
+) -> dict[str, Any]:
     from stages.bench import harness as _bench
     from stages.bench import runtimes as _bench_runtimes
 
@@ -169,9 +226,14 @@ def _in_process(ctx: StageContext, params: BenchParams, settings: Settings, runt
     timed = _bench_runtimes.make(runtime, ctx, feeds, Device(params.device), params.threads)
     timing = _bench.measure(timed.call, settings)
     device = "cuda" if runtime == "tensorrt" else params.device
-    row = {"runtime": runtime, "device": device, "concurrency": 1, **_bench.summarize(timing, batch, settings)}
+    row = {
+        "runtime": runtime,
+        "device": device,
+        "concurrency": 1,
+        **_bench.summarize(timing, batch, settings),
+    }
     if timed.phases is not None:
-        row["gpu"] = _bench.phase_summary(timed.phases[-len(timing.latencies_ms):], settings)
+        row["gpu"] = _bench.phase_summary(timed.phases[-len(timing.latencies_ms) :], settings)
     ctx.log.info("\n".join(report_lines(runtime, row, settings)))
     return row
 
@@ -184,14 +246,22 @@ def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> 
     scratch = ctx.workdir / "server"
     scratch.mkdir()
     rows = []
-    with serve_repository(params.triton.server, ctx.input("repository"), scratch, _chooser(params.triton)) as served:
+    with serve_repository(
+        params.triton.server, ctx.input("repository"), scratch, _chooser(params.triton)
+    ) as served:
         for name, state in served.states.items():
             if state.get("state") != "READY":
-                raise StageFailed(f"Triton could not load {name}: {state.get('reason', '')}\n{served.server.log_tail(15)}")
+                raise StageFailed(
+                    f"Triton could not load {name}: {state.get('reason', '')}\n{served.server.log_tail(15)}"
+                )
             feeds = _bench_runtimes.triton_feeds(ctx.config, served.found[name].fmt, params.triton.batch)
-            for row in _bench_triton.sweep(served.server.grpc, name, feeds, params.triton.concurrency, settings):
+            for row in _bench_triton.sweep(
+                served.server.grpc, name, feeds, params.triton.concurrency, settings
+            ):
                 rows.append({"runtime": f"triton:{name}", "device": "server", **row})
-                ctx.log.info("\n".join(report_lines(f"triton:{name}, concurrency {row['concurrency']}", row, settings)))
+                ctx.log.info(
+                    "\n".join(report_lines(f"triton:{name}, concurrency {row['concurrency']}", row, settings))
+                )
         ctx.log.info("server log:\n%s", served.server.log_tail(200))
     return rows
 
@@ -200,14 +270,18 @@ def _chooser(bench: TritonBench) -> Callable[[dict[str, Any], Callable[[], set[s
     return lambda found, backends: list(_triton_models(bench, found, backends))
 
 
-def _triton_models(bench: TritonBench, found: dict[str, Any], backends: Callable[[], set[str] | None]) -> dict[str, Any]:
+def _triton_models(
+    bench: TritonBench, found: dict[str, Any], backends: Callable[[], set[str] | None]
+) -> dict[str, Any]:
     from serving import repository as repo
 
     if bench.models is None:
         have = backends()
         names = repo.loadable(found, have)
         if not names:
-            raise StageFailed(f"the server can load none of {sorted(found)} (its backends: {sorted(have or [])})")
+            raise StageFailed(
+                f"the server can load none of {sorted(found)} (its backends: {sorted(have or [])})"
+            )
         return {n: found[n] for n in names}
     unknown = [m for m in bench.models if m not in found]
     if unknown:
@@ -225,10 +299,23 @@ SPEC = StageSpec(
     version=4,  # 4: stability windows, sample counts and percentile support in every row
     params=BenchParams,
     inputs=tuple(dict.fromkeys(ARTIFACT.values())),
-    outputs=(Artifact("results", filename="bench.json"), Artifact("table", filename="bench.md"), Artifact("plot", filename="bench.png")),
+    outputs=(
+        Artifact("results", filename="bench.json"),
+        Artifact("table", filename="bench.md"),
+        Artifact("plot", filename="bench.png"),
+    ),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),
-    env=("torch", "safetensors", "onnxruntime", "numpy", "tritonclient", "protobuf", "nvidia-pytriton", "matplotlib"),
+    env=(
+        "torch",
+        "safetensors",
+        "onnxruntime",
+        "numpy",
+        "tritonclient",
+        "protobuf",
+        "nvidia-pytriton",
+        "matplotlib",
+    ),
     identity=identity,
     check=check,
     select_inputs=inputs_for,

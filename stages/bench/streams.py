@@ -41,7 +41,7 @@ class _Streams:
                 begin = time.perf_counter_ns()
                 call()
                 mine.append((begin, time.perf_counter_ns()))
-        except Exception as exc:  # noqa: BLE001 - reported by the measuring thread
+        except Exception as exc:
             self.errors.append(f"{type(exc).__name__}: {exc}")
             self.stop.set()
 
@@ -51,7 +51,11 @@ class _Streams:
 
     def latencies(self, origin: int, end: int) -> list[float]:
         """Latencies (ms) of the calls that ended in [origin, end)."""
-        return [(e - b) / 1e6 for rows in self.records for b, e in rows[bisect_left(rows, origin, key=_end):bisect_left(rows, end, key=_end)]]
+        return [
+            (e - b) / 1e6
+            for rows in self.records
+            for b, e in rows[bisect_left(rows, origin, key=_end) : bisect_left(rows, end, key=_end)]
+        ]
 
 
 def _end(record: tuple[int, int]) -> int:
@@ -73,7 +77,9 @@ def _edge(take: Callable[[], Any]) -> _Edge:
     return _Edge(before, time.perf_counter_ns(), take())
 
 
-def measure(calls: Sequence[Callable[[], Any]], settings: Settings, snapshot: Callable[[], Any] | None = None) -> tuple[Timing, tuple[Any, Any]]:
+def measure(
+    calls: Sequence[Callable[[], Any]], settings: Settings, snapshot: Callable[[], Any] | None = None
+) -> tuple[Timing, tuple[Any, Any]]:
     """Runs one stream per call; returns the kept windows' timing and (snapshot at their
     start, snapshot at their end)."""
     streams = _Streams(calls, records=[[] for _ in calls])
@@ -126,4 +132,10 @@ def _wait_window(streams: _Streams, origin: int, settings: Settings) -> None:
 def _timing(streams: _Streams, origin: int, end: int, windows: list[Window], warmups: int) -> Timing:
     """The calls that completed inside the kept windows, [origin, end)."""
     inside = sorted((b, e) for rows in streams.records for b, e in rows if origin <= e < end)
-    return Timing([(e - b) / 1e6 for b, e in inside], [(b - origin) / 1e6 for b, _ in inside], (end - origin) / 1e9, warmups, windows=windows)
+    return Timing(
+        [(e - b) / 1e6 for b, e in inside],
+        [(b - origin) / 1e6 for b, _ in inside],
+        (end - origin) / 1e9,
+        warmups,
+        windows=windows,
+    )

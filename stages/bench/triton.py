@@ -44,7 +44,9 @@ def _request(feeds: list[Feed]) -> list[Any]:
     return items
 
 
-def sweep(url: str, model: str, feeds: list[Feed], concurrency: tuple[int, ...], settings: Settings) -> list[dict[str, Any]]:
+def sweep(
+    url: str, model: str, feeds: list[Feed], concurrency: tuple[int, ...], settings: Settings
+) -> list[dict[str, Any]]:
     batch = int(feeds[0].array.shape[0]) if feeds[0].array.ndim else 1
     rows = []
     for level in concurrency:
@@ -55,7 +57,9 @@ def sweep(url: str, model: str, feeds: list[Feed], concurrency: tuple[int, ...],
     return rows
 
 
-def _window(url: str, model: str, feeds: list[Feed], level: int, settings: Settings) -> tuple[Timing, dict[str, Any]]:
+def _window(
+    url: str, model: str, feeds: list[Feed], level: int, settings: Settings
+) -> tuple[Timing, dict[str, Any]]:
     clients = [grpcclient.InferenceServerClient(url) for _ in range(level)]
     requests = [_request(feeds) for _ in range(level)]
     stats = grpcclient.InferenceServerClient(url)

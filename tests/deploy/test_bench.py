@@ -9,16 +9,14 @@ import pytest
 
 from pipeline.errors import ExitCode
 from stages.bench import harness as _bench
-from tests.conftest import run_cli
-from tests.helpers import run
-from tests.stages.test_stages import output_path
+from tests.helpers import output_path, run, run_cli
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     import yaml
 
-    from tests.conftest import tiny_dict
+    from tests.helpers import tiny_dict
 
     tmp = tmp_path_factory.mktemp("bench")
     path = tmp / "tiny.yaml"
@@ -29,18 +27,40 @@ def models(tmp_path_factory):
 
 def test_onnx_bench_prints_trtexec_summary_and_exports_times(models, tmp_path):
     times = tmp_path / "times.json"
-    proc = run_cli("bench", str(models[0]), "--runtime", "onnxruntime", "--shapes", "image:4x1x8x8", "--warmUp", "50",
-                   "--duration", "0.3", "--iterations", "50", "--percentile", "50,99", "--exportTimes", str(times))
+    proc = run_cli(
+        "bench",
+        str(models[0]),
+        "--runtime",
+        "onnxruntime",
+        "--shapes",
+        "image:4x1x8x8",
+        "--warmUp",
+        "50",
+        "--duration",
+        "0.3",
+        "--iterations",
+        "50",
+        "--percentile",
+        "50,99",
+        "--exportTimes",
+        str(times),
+    )
     assert proc.returncode == 0, proc.stderr
     assert "=== Performance summary (onnxruntime, batch 4) ===" in proc.stdout
-    assert "percentile(50%)" in proc.stdout and "percentile(99%)" in proc.stdout and "Total Host Walltime" in proc.stdout
+    assert (
+        "percentile(50%)" in proc.stdout
+        and "percentile(99%)" in proc.stdout
+        and "Total Host Walltime" in proc.stdout
+    )
     rows = json.loads(times.read_text())
     assert len(rows) >= 50 and all(r["latencyMs"] > 0 for r in rows)
     assert rows == sorted(rows, key=lambda r: r["startMs"])
 
 
 def test_torchscript_bench(models):
-    proc = run_cli("bench", str(models[1]), "--runtime", "torchscript", "--shapes", "x:2x1x8x8", "--duration", "0.2")
+    proc = run_cli(
+        "bench", str(models[1]), "--runtime", "torchscript", "--shapes", "x:2x1x8x8", "--duration", "0.2"
+    )
     assert proc.returncode == 0, proc.stderr
     assert "(torchscript, batch 2)" in proc.stdout
 
@@ -67,7 +87,10 @@ def test_measure_honours_duration_and_iterations():
     summary = _bench.summarize(timing, batch=4, settings=settings)
     assert summary["percentiles_ms"]["p100"] == summary["max_ms"]
     assert summary["items_per_s"] == pytest.approx(4 * summary["qps"])
-    assert _bench.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0 and _bench.percentile([1.0, 2.0, 3.0, 4.0], 99) == 4.0
+    assert (
+        _bench.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
+        and _bench.percentile([1.0, 2.0, 3.0, 4.0], 99) == 4.0
+    )
     hundred = [float(i) for i in range(1, 101)]
     assert _bench.percentile(hundred, 7) == 7.0  # 0.07 * 100 is 7.000000000000001 in floats
     assert _bench.percentile([float(i) for i in range(1, 1001)], 99.9) == 999.0
@@ -75,10 +98,28 @@ def test_measure_honours_duration_and_iterations():
 
 def test_streams_overlap_their_calls(models, tmp_path):
     times = tmp_path / "times.json"
-    proc = run_cli("bench", str(models[0]), "--runtime", "onnxruntime", "--shapes", "image:4096x1x8x8", "--threads", "1", "--streams", "3", "--duration", "0.3",
-                   "--iterations", "30", "--exportTimes", str(times))
+    proc = run_cli(
+        "bench",
+        str(models[0]),
+        "--runtime",
+        "onnxruntime",
+        "--shapes",
+        "image:4096x1x8x8",
+        "--threads",
+        "1",
+        "--streams",
+        "3",
+        "--duration",
+        "0.3",
+        "--iterations",
+        "30",
+        "--exportTimes",
+        str(times),
+    )
     assert proc.returncode == 0, proc.stderr
-    assert "streams: 3" in proc.stdout and "=== Performance summary (onnxruntime, batch 4096) ===" in proc.stdout
+    assert (
+        "streams: 3" in proc.stdout and "=== Performance summary (onnxruntime, batch 4096) ===" in proc.stdout
+    )
     rows = json.loads(times.read_text())
     assert len(rows) >= 30
     # With three closed-loop streams, some call starts before the previous one has ended.
@@ -94,14 +135,18 @@ def test_stream_measurement_counts_calls_completed_inside_the_window():
     settings = _bench.Settings(warmup_ms=20, duration_s=0.2, iterations=10, percentiles=(50.0,))
     edges = iter(range(100))
     one, _ = _bench_streams.measure([lambda: time.sleep(0.005)], settings)
-    two, (before, after) = _bench_streams.measure([lambda: time.sleep(0.005)] * 2, settings, lambda: next(edges))
+    two, (before, after) = _bench_streams.measure(
+        [lambda: time.sleep(0.005)] * 2, settings, lambda: next(edges)
+    )
     # Two snapshots per window edge (just before and just after it); the pair returned
     # brackets the kept (last three) windows from outside.
     edge = len(two.windows) - 3
     assert (before, after) == (2 * edge, 2 * len(two.windows) + 1) and two.warmup_calls >= 2
     assert len(two.latencies_ms) >= 10 and min(two.latencies_ms) >= 4.5
     # Every counted call ended inside the window; one may have started before it.
-    assert all(-lat <= s and s + lat <= 1000 * two.wall_s + 1e-6 for s, lat in zip(two.starts_ms, two.latencies_ms))
+    assert all(
+        -lat <= s and s + lat <= 1000 * two.wall_s + 1e-6 for s, lat in zip(two.starts_ms, two.latencies_ms)
+    )
     assert min(two.starts_ms) < 0, "the calls in flight when the window opened completed inside it and count"
     # Two streams of sleeping calls complete about twice as many calls as one.
     assert len(two.latencies_ms) / two.wall_s > 1.5 * len(one.latencies_ms) / one.wall_s
@@ -123,16 +168,24 @@ NOISY_THEN_STEADY = [1.0, 5.0, 1.0, 5.0, 2.5]  # ms per window: windows 0-3 disa
 
 
 def _kept(summary, settings):
-    return summary["windows"][-settings.stability_windows:]
+    return summary["windows"][-settings.stability_windows :]
 
 
 def test_windows_are_added_until_the_last_k_agree():
     from tests.helpers import WindowedLatency
 
-    settings = _bench.Settings(warmup_ms=0, duration_s=0, iterations=60, percentiles=(50.0,), stability_threshold=0.25)
-    summary = _bench.summarize(_bench.measure(WindowedLatency(NOISY_THEN_STEADY, per_window=20), settings), 1, settings)
+    settings = _bench.Settings(
+        warmup_ms=0, duration_s=0, iterations=60, percentiles=(50.0,), stability_threshold=0.25
+    )
+    summary = _bench.summarize(
+        _bench.measure(WindowedLatency(NOISY_THEN_STEADY, per_window=20), settings), 1, settings
+    )
     # The earliest window set of three that agrees is 4, 5, 6 (all 2.5 ms): seven windows.
-    assert summary["stable"] and summary["windows_used"] >= 7 and len(summary["windows"]) == summary["windows_used"]
+    assert (
+        summary["stable"]
+        and summary["windows_used"] >= 7
+        and len(summary["windows"]) == summary["windows_used"]
+    )
     # Statistics come from the kept windows only: no 1 ms or 5 ms sample among them.
     assert all(2.4 < w["median_ms"] < 4.0 for w in _kept(summary, settings))
     assert summary["iterations"] == sum(w["n"] for w in _kept(summary, settings)) == 60
@@ -143,7 +196,9 @@ def test_windows_stop_at_the_maximum_and_the_run_is_marked_unstable():
     from tests.helpers import WindowedLatency
 
     settings = _bench.Settings(warmup_ms=0, duration_s=0, iterations=30, percentiles=(50.0,), max_windows=5)
-    summary = _bench.summarize(_bench.measure(WindowedLatency([1.0, 5.0] * 10, per_window=10), settings), 1, settings)
+    summary = _bench.summarize(
+        _bench.measure(WindowedLatency([1.0, 5.0] * 10, per_window=10), settings), 1, settings
+    )
     assert summary["windows_used"] == 5 and not summary["stable"] and summary["iterations"] == 30
     lines = _bench.report_lines("x", summary, settings)
     assert any(line.startswith("[W] * The last 3 of 5 windows differ by more than ±10 %") for line in lines)
@@ -153,13 +208,17 @@ def test_stream_windows_are_added_until_stable_and_capped():
     from stages.bench import streams as _bench_streams
     from tests.helpers import WindowedLatency
 
-    settings = _bench.Settings(warmup_ms=10, duration_s=0.15, iterations=6, percentiles=(50.0,), stability_threshold=0.25)
+    settings = _bench.Settings(
+        warmup_ms=10, duration_s=0.15, iterations=6, percentiles=(50.0,), stability_threshold=0.25
+    )
     steady = WindowedLatency(NOISY_THEN_STEADY)
     timing, (before, after) = _bench_streams.measure([steady] * 2, settings, steady.edge)
     summary = _bench.summarize(timing, 1, settings)
     assert summary["stable"] and summary["windows_used"] >= 7
     used = summary["windows_used"]
-    assert (before, after) == (2 * (used - 3) + 1, 2 * used + 2), "the snapshots just outside the kept windows' edges"
+    assert (before, after) == (2 * (used - 3) + 1, 2 * used + 2), (
+        "the snapshots just outside the kept windows' edges"
+    )
     assert all(2.4 < w["median_ms"] < 4.0 for w in _kept(summary, settings)) and summary["median_ms"] < 4.0
     capped = dataclasses.replace(settings, max_windows=4)
     noisy = WindowedLatency([1.0, 5.0] * 10)
@@ -179,34 +238,95 @@ def test_p99_of_twenty_samples_is_computed_but_marked_unsupported():
     summary = _bench.summarize(timing, 1, settings)
     assert summary["percentiles_ms"]["p99"] == 20.0
     assert summary["percentiles_supported"] == {"p90": True, "p95": True, "p99": False}
-    latency = next(line for line in _bench.report_lines("x", summary, settings) if line.startswith("[I] Latency"))
-    assert "percentile(95%) = 19 ms" in latency and "percentile(99%) = n/a (needs >= 100 samples, have 20)" in latency
+    latency = next(
+        line for line in _bench.report_lines("x", summary, settings) if line.startswith("[I] Latency")
+    )
+    assert (
+        "percentile(95%) = 19 ms" in latency
+        and "percentile(99%) = n/a (needs >= 100 samples, have 20)" in latency
+    )
 
 
 def test_stability_settings_reach_the_measurement(models):
-    proc = run_cli("bench", str(models[0]), "--runtime", "onnxruntime", "--shapes", "image:1x1x8x8", "--warmUp", "0",
-                   "--duration", "0", "--iterations", "12", "--percentile", "50,99", "--stability-windows", "2", "--max-trials", "2")
+    proc = run_cli(
+        "bench",
+        str(models[0]),
+        "--runtime",
+        "onnxruntime",
+        "--shapes",
+        "image:1x1x8x8",
+        "--warmUp",
+        "0",
+        "--duration",
+        "0",
+        "--iterations",
+        "12",
+        "--percentile",
+        "50,99",
+        "--stability-windows",
+        "2",
+        "--max-trials",
+        "2",
+    )
     assert proc.returncode == 0, proc.stderr
     # Two windows of ceil(12 / 2) calls each: both kept, twelve samples, too few for p99.
     assert "[I] Windows: 2 in" in proc.stdout and "statistics from the last 2" in proc.stdout
-    assert "n = 12 iterations" in proc.stdout and "percentile(99%) = n/a (needs >= 100 samples, have 12)" in proc.stdout
+    assert (
+        "n = 12 iterations" in proc.stdout
+        and "percentile(99%) = n/a (needs >= 100 samples, have 12)" in proc.stdout
+    )
     assert "percentile(50%) = " in proc.stdout and "percentile(50%) = n/a" not in proc.stdout
 
 
 def test_streams_take_the_stability_settings(models):
-    proc = run_cli("bench", str(models[0]), "--runtime", "onnxruntime", "--shapes", "image:1x1x8x8", "--warmUp", "10", "--streams", "2",
-                   "--duration", "0.05", "--iterations", "10", "--stability-windows", "1", "--max-trials", "1", "--stability-percentage", "5")
+    proc = run_cli(
+        "bench",
+        str(models[0]),
+        "--runtime",
+        "onnxruntime",
+        "--shapes",
+        "image:1x1x8x8",
+        "--warmUp",
+        "10",
+        "--streams",
+        "2",
+        "--duration",
+        "0.05",
+        "--iterations",
+        "10",
+        "--stability-windows",
+        "1",
+        "--max-trials",
+        "1",
+        "--stability-percentage",
+        "5",
+    )
     assert proc.returncode == 0, proc.stderr
-    assert "[I] Windows: 1 in" in proc.stdout and "Stable: the last 1 windows agree within ±5 %" in proc.stdout
+    assert (
+        "[I] Windows: 1 in" in proc.stdout and "Stable: the last 1 windows agree within ±5 %" in proc.stdout
+    )
 
 
 @pytest.mark.parametrize(
     ("args", "fragment"),
-    [(["--stability-windows", "3", "--max-trials", "2"], "--max-trials"), (["--stability-percentage", "0"], "--stability-percentage"),
-     (["--stability-percentage", "100"], "not in (0, 100)")],
+    [
+        (["--stability-windows", "3", "--max-trials", "2"], "--max-trials"),
+        (["--stability-percentage", "0"], "--stability-percentage"),
+        (["--stability-percentage", "100"], "not in (0, 100)"),
+    ],
 )
 def test_bad_stability_settings_are_usage_errors(models, args, fragment):
-    proc = run_cli("bench", str(models[0]), "--runtime", "onnxruntime", "--shapes", "image:1x1x8x8", "--duration", "0", *args)
+    proc = run_cli(
+        "bench",
+        str(models[0]),
+        "--runtime",
+        "onnxruntime",
+        "--shapes",
+        "image:1x1x8x8",
+        "--duration",
+        "0",
+        *args,
+    )
     assert proc.returncode == ExitCode.USAGE, proc.stdout + proc.stderr
     assert fragment in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
 
@@ -215,6 +335,12 @@ def test_stability_needs_both_throughput_and_median_latency_to_agree():
     settings = _bench.Settings(stability_windows=3, stability_threshold=0.10)
     steady = [_bench.Window(100, 1.0, 10.0)] * 3
     assert _bench.is_stable(steady, settings) and not _bench.is_stable(steady[:2], settings)
-    assert not _bench.is_stable([*steady[:2], _bench.Window(100, 1.0, 12.0)], settings), "median latency 12 vs mean 10.7"
-    assert not _bench.is_stable([*steady[:2], _bench.Window(125, 1.0, 10.0)], settings), "throughput 125 vs mean 108"
-    assert _bench.is_stable([_bench.Window(100, 1.0, 30.0), *steady], settings), "only the last K windows count"
+    assert not _bench.is_stable([*steady[:2], _bench.Window(100, 1.0, 12.0)], settings), (
+        "median latency 12 vs mean 10.7"
+    )
+    assert not _bench.is_stable([*steady[:2], _bench.Window(125, 1.0, 10.0)], settings), (
+        "throughput 125 vs mean 108"
+    )
+    assert _bench.is_stable([_bench.Window(100, 1.0, 30.0), *steady], settings), (
+        "only the last K windows count"
+    )

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from pipeline.errors import ExitCode
-from tests.conftest import HEAVY, run_cli
+from tests.helpers import HEAVY, run_cli
 
 PROBE = """
 import sys
@@ -28,9 +28,12 @@ def heavy_imports(*args: str) -> tuple[int, list[str]]:
     import subprocess
 
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE.format(args=list(args), heavy=HEAVY)], capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", PROBE.format(args=list(args), heavy=HEAVY)],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
-    line = next(l for l in proc.stderr.splitlines() if l.startswith("HEAVY="))
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("HEAVY="))
     return proc.returncode, [m for m in line.removeprefix("HEAVY=").split(",") if m]
 
 
@@ -38,7 +41,7 @@ def heavy_imports(*args: str) -> tuple[int, list[str]]:
 def cached_config(tmp_path_factory):
     import yaml
 
-    from tests.conftest import tiny_dict
+    from tests.helpers import tiny_dict
 
     tmp = tmp_path_factory.mktemp("cli")
     path = tmp / "tiny.yaml"
@@ -62,7 +65,9 @@ def test_first_run_writes_summary_and_parseable_repository(cached_config):
     assert summary["status"] == "ok" and [s["stage"] for s in summary["stages"]][0] == "trace"
     repo = cached_config.parent / "model_repository"
     for model in ("tiny_onnx", "tiny_torchscript"):
-        config = text_format.Parse((repo / model / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+        config = text_format.Parse(
+            (repo / model / "config.pbtxt").read_text(), model_config_pb2.ModelConfig()
+        )
         assert config.name == model and config.max_batch_size == 16
         assert list(config.input[0].dims) == [1, 8, 8] and list(config.output[0].dims) == [10]
     assert (repo / "tiny_onnx" / "1" / "model.onnx").stat().st_size > 1000
@@ -86,7 +91,9 @@ def test_plan_names_the_changed_param(cached_config):
     edited.write_text(yaml.safe_dump(data, sort_keys=False))
     proc = run_cli("plan", str(edited))
     assert proc.returncode == 0
-    lines = {line.split()[0]: line for line in proc.stdout.splitlines() if line.strip()}  # plain: not a terminal
+    lines = {
+        line.split()[0]: line for line in proc.stdout.splitlines() if line.strip()
+    }  # plain: not a terminal
     assert "will run" in lines["validate"] and "params.min_cosine: 0.9999 -> 0.99" in lines["validate"]
     assert all("cached" in lines[s] for s in ("trace", "export", "simplify", "triton_config"))
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from tests.conftest import run_cli
-from tests.stages.test_build import real_tensorrt
+from tests.helpers import real_tensorrt, run_cli
 
 
 def test_doctor_json_matches_the_machine():

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Literal
 
 import pytest
 import yaml
@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from deploy import reference
 from pipeline.config import DeployConfig
 from pipeline.registry import stage_specs
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 README = ROOT / "README.md"
 REGENERATE = "python -m deploy.reference --write README.md"
@@ -59,7 +59,11 @@ def test_known_defaults_render_from_the_model():
     atol = ValidateParams.model_fields["atol"].default
     assert _row("stages.validate.atol").default == reference.render_value(atol) == repr(atol)
     formats = TritonParams.model_fields["formats"].default
-    assert _row("stages.triton_config.formats").default == reference.render_value(formats) == f"[{', '.join(formats)}]"
+    assert (
+        _row("stages.triton_config.formats").default
+        == reference.render_value(formats)
+        == f"[{', '.join(formats)}]"
+    )
     assert _row("name").default == reference.REQUIRED
     assert _row("stages.quantize.holdout").default == "null"
     assert _row("stages.build.profiles[].shapes").default == "{}"
@@ -73,7 +77,9 @@ def test_nested_defaults_are_the_parents_where_they_differ():
 
     tight = TraceParams.model_fields["tolerance"].default
     assert yaml.safe_load(_row("stages.trace.tolerance").default) == tight.model_dump()
-    assert _row("stages.trace.tolerance.atol").default == reference.render_value(Tolerance.model_fields["atol"].default)
+    assert _row("stages.trace.tolerance.atol").default == reference.render_value(
+        Tolerance.model_fields["atol"].default
+    )
 
 
 def test_rendered_defaults_read_back_as_the_defaults():
@@ -84,7 +90,9 @@ def test_rendered_defaults_read_back_as_the_defaults():
             continue
         rendered = reference.render_default(field)
         default = field.get_default(call_default_factory=True, validated_data={})
-        adapter = TypeAdapter(Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation)
+        adapter = TypeAdapter(
+            Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+        )
         assert adapter.validate_python(yaml.safe_load(f"v: {rendered}")["v"]) == default, (path, rendered)
         checked += 1
     assert checked > 50
@@ -104,9 +112,9 @@ def test_types_render_readably():
         choice: Literal["p", "q", "r"] = Field("p", description="c")
         shape: tuple[int, ...] = Field((1, 2), min_length=1, description="s")
         pair: tuple[float, float] | None = Field(None, description="p")
-        port: Optional[int] = Field(None, ge=1, le=65535, description="p")
+        port: int | None = Field(None, ge=1, le=65535, description="p")
         named: dict[str, Inner] = Field(default_factory=dict, description="n")
-        either: Union[Inner, Other] = Field(Inner(), description="e")
+        either: Inner | Other = Field(Inner(), description="e")
         scale: float = Field(1e-05, gt=0, description="s")
         need: list[str] = Field(description="n")
 
@@ -137,7 +145,9 @@ def test_check_and_write(tmp_path, capsys):
     assert "-old text" in out.out and "--write" in out.err
     assert reference.main(["--write", str(readme)]) == 0
     text = readme.read_text()
-    assert text.startswith("# x\n\nbefore\n" + reference.START + "\n") and text.endswith(reference.END + "\nafter\n")
+    assert text.startswith("# x\n\nbefore\n" + reference.START + "\n") and text.endswith(
+        reference.END + "\nafter\n"
+    )
     assert reference.current(text) == reference.render()
     assert reference.main(["--check", str(readme)]) == 0
     (tmp_path / "no_markers.md").write_text("nothing\n")
@@ -160,17 +170,32 @@ def test_readme_example_is_a_valid_config(tmp_path):
 
 
 def test_run_path_never_imports_the_generator():
-    code = "import sys, deploy.cli, pipeline.project, pipeline.runner; print('deploy.reference' in sys.modules)"
+    code = (
+        "import sys, deploy.cli, pipeline.project, pipeline.runner; print('deploy.reference' in sys.modules)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.stdout.strip() == "False", proc.stderr
 
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(None, "null"), (True, "true"), (0.0001, "0.0001"), (1e-05, "1.0e-05"), ((), "[]"), ({}, "{}"),
-     (("onnx", "python"), "[onnx, python]"), (Path(".deploy-cache"), ".deploy-cache"), ("8.0", '"8.0"'),
-     ("127.0.0.1", "127.0.0.1"), ("no", '"no"'), ({"a": [1, 2]}, "{a: [1, 2]}")],
+    [
+        (None, "null"),
+        (True, "true"),
+        (0.0001, "0.0001"),
+        (1e-05, "1.0e-05"),
+        ((), "[]"),
+        ({}, "{}"),
+        (("onnx", "python"), "[onnx, python]"),
+        (Path(".deploy-cache"), ".deploy-cache"),
+        ("8.0", '"8.0"'),
+        ("127.0.0.1", "127.0.0.1"),
+        ("no", '"no"'),
+        ({"a": [1, 2]}, "{a: [1, 2]}"),
+    ],
 )
 def test_values_render_as_yaml(value, text):
     assert reference.render_value(value) == text
-    assert yaml.safe_load(f"v: {text}")["v"] == (list(value) if isinstance(value, tuple) else str(value) if isinstance(value, Path) else value)
+    assert yaml.safe_load(f"v: {text}")["v"] == (
+        list(value) if isinstance(value, tuple) else str(value) if isinstance(value, Path) else value
+    )

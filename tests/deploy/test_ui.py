@@ -6,11 +6,14 @@ import io
 
 from rich.console import Console
 
-from pipeline.runner import StageResult, Status
 from deploy.ui import ConsoleReporter, results_table
-from tests.conftest import run_cli
+from pipeline.runner import StageResult, Status
+from tests.helpers import run_cli
 
-LONG = "TensorRT is not installed (No module named 'tensorrt'); " + "a reason long enough to be cut in a table " * 2
+LONG = (
+    "TensorRT is not installed (No module named 'tensorrt'); "
+    + "a reason long enough to be cut in a table " * 2
+)
 
 
 def test_a_log_gets_one_plain_untruncated_line_per_stage(write_config):

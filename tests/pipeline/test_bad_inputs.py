@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from pipeline.errors import ExitCode
-from tests.conftest import run_cli, tiny_dict
+from tests.helpers import run_cli, tiny_dict
 
 CONFIG, STAGE, ENV, USAGE = ExitCode.CONFIG, ExitCode.STAGE, ExitCode.ENVIRONMENT, ExitCode.USAGE
 
@@ -58,7 +58,9 @@ def _model_file(source: str, callable_name: str = "build") -> Callable[[dict[str
     return edit
 
 
-def _checkpoint(content: bytes | Callable[[Path], None], suffix: str = ".pt") -> Callable[[dict[str, Any], Path], None]:
+def _checkpoint(
+    content: bytes | Callable[[Path], None], suffix: str = ".pt"
+) -> Callable[[dict[str, Any], Path], None]:
     def edit(data: dict[str, Any], tmp: Path) -> None:
         path = tmp / f"weights{suffix}"
         content(path) if callable(content) else path.write_bytes(content)
@@ -97,7 +99,14 @@ def _closed_port() -> int:
 
 def _url_server(data: dict[str, Any], tmp: Path) -> None:
     port = _closed_port()
-    data["stages"]["smoke"] = {"server": {"kind": "url", "url": f"127.0.0.1:{port}", "grpc_url": f"127.0.0.1:{port}", "startup_timeout_s": 2}}
+    data["stages"]["smoke"] = {
+        "server": {
+            "kind": "url",
+            "url": f"127.0.0.1:{port}",
+            "grpc_url": f"127.0.0.1:{port}",
+            "startup_timeout_s": 2,
+        }
+    }
 
 
 def _docker_server(data: dict[str, Any], tmp: Path) -> None:
@@ -110,7 +119,9 @@ def _identity_onnx(tmp: Path, ir_version: int = 8) -> None:
     from onnx import TensorProto, helper
 
     tensor = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 4]) for n in ("image", "out")]
-    graph = helper.make_graph([helper.make_node("Identity", ["image"], ["out"])], "identity", tensor[:1], tensor[1:])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["image"], ["out"])], "identity", tensor[:1], tensor[1:]
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = ir_version  # 99: from a future onnx, which this ONNX Runtime refuses
     onnx.save(model, str(tmp / "identity.onnx"))
@@ -202,91 +213,377 @@ CASES = [
     Case("empty-yaml", CONFIG, "the top level must be a mapping", raw=""),
     Case("invalid-yaml", CONFIG, "line 2, column 8", raw="name: tiny\nmodel: [unclosed\n"),
     Case("list-yaml", CONFIG, "the top level must be a mapping", raw="- a\n- b\n"),
-    Case("non-utf8-yaml", CONFIG, "not UTF-8 text (byte 0xff at offset 0)", raw=b"\xff\xfename: tiny\n", args=("validate", "{config}")),
+    Case(
+        "non-utf8-yaml",
+        CONFIG,
+        "not UTF-8 text (byte 0xff at offset 0)",
+        raw=b"\xff\xfename: tiny\n",
+        args=("validate", "{config}"),
+    ),
     Case("duplicate-key", CONFIG, "duplicate key 'name' at line 2", raw="name: a\nname: b\n"),
     Case("config-is-a-directory", CONFIG, "is a directory; give the config file", args=("run", "{tmp}")),
-    Case("config-missing", CONFIG, "no-such.yaml: 1 error(s)\n  config file not found", args=("run", "{tmp}/no-such.yaml")),
+    Case(
+        "config-missing",
+        CONFIG,
+        "no-such.yaml: 1 error(s)\n  config file not found",
+        args=("run", "{tmp}/no-such.yaml"),
+    ),
     # -- keys, types, shapes ---------------------------------------------------------------
     Case("unknown-top-key", CONFIG, "colour: unknown key", _set("colour", "blue")),
     Case("unknown-stage-key", CONFIG, "stages.export.opsett: unknown key", _set("stages.export.opsett", 17)),
     Case("unknown-stage", CONFIG, "stages.compile: unknown stage", _set("stages.compile", {})),
-    Case("wrong-type", CONFIG, "stages.export.opset: Input should be a valid integer", _set("stages.export.opset", "seventeen")),
-    Case("out-of-range", CONFIG, "stages.export.opset: Input should be greater than or equal to 13", _set("stages.export.opset", 5)),
+    Case(
+        "wrong-type",
+        CONFIG,
+        "stages.export.opset: Input should be a valid integer",
+        _set("stages.export.opset", "seventeen"),
+    ),
+    Case(
+        "out-of-range",
+        CONFIG,
+        "stages.export.opset: Input should be greater than or equal to 13",
+        _set("stages.export.opset", 5),
+    ),
     Case("min-above-opt", CONFIG, "need min <= opt <= max", _set("inputs.0.min", [8, 1, 8, 8])),
     Case("static-dim-differs", CONFIG, "but dim 1 is static 1", _set("inputs.0.opt", [4, 2, 8, 8])),
     Case("rank-mismatch", CONFIG, "max has 3 dims, dims has 4", _set("inputs.0.max", [16, 1, 8])),
-    Case("integer-without-range", CONFIG, "value_range is required for integer inputs", _set("inputs.0.dtype", "int64")),
-    Case("triton-batch-above-spec", CONFIG, "stages.triton_config.max_batch_size: 64 exceeds the shape spec's max batch 16", _set("stages.triton_config.max_batch_size", 64)),
+    Case(
+        "integer-without-range",
+        CONFIG,
+        "value_range is required for integer inputs",
+        _set("inputs.0.dtype", "int64"),
+    ),
+    Case(
+        "triton-batch-above-spec",
+        CONFIG,
+        "stages.triton_config.max_batch_size: 64 exceeds the shape spec's max batch 16",
+        _set("stages.triton_config.max_batch_size", 64),
+    ),
     Case("path-traversal-name", CONFIG, "name: String should match pattern", _set("name", "../../etc")),
-    Case("unmade-artifact", CONFIG, "stages.simplify: needs artifact 'onnx', which no stage in this config produces", lambda d, t: d["stages"].pop("export")),
-    Case("empty-stages", CONFIG, "stages: Dictionary should have at least 1 item", _set("stages", {}), ("validate", "{config}")),
-    Case("duplicate-tensor-name", CONFIG, "tensor name 'image' is used more than once", _twice_named_input, ("validate", "{config}")),
-    Case("two-model-sources", CONFIG, "model: give exactly one of factory / file / torchscript", _two_model_sources, ("validate", "{config}")),
-    Case("batch-dim-not-axis-0", CONFIG, "inputs[0].dims: axis 0 must be the batch dim 'frames'", _set("batch_dim", "frames"), ("plan", "{config}")),
-    Case("value-range-reversed", CONFIG, "inputs[0]: value_range needs low < high", _set("inputs.0.value_range", [5, 1]), ("plan", "{config}")),
-    Case("binary-server-without-path", CONFIG, "stages.smoke.server: server kind 'binary' needs path", _set("stages.smoke", {"server": {"kind": "binary"}})),
-    Case("profile-unknown-input", CONFIG, "stages.build.profiles[0].shapes.mask: no input 'mask'", _set("stages.build", {"profiles": [{"name": "p", "shapes": {"mask": {"min": [1], "opt": [1], "max": [1]}}}]})),
-    Case("bench-gate-unknown-runtime", CONFIG, "stages.bench.gate.max_latency_ms: key 'onnxrt@1': runtime 'onnxrt' is not in stages.bench.runtimes", _set("stages.bench", {"gate": {"max_latency_ms": {"onnxrt@1": 5}}})),
-    Case("bench-gate-unmeasured-batch", CONFIG, "key 'eager@3': batch '3' is not one of the measured batches [1, 4, 16]", _set("stages.bench", {"gate": {"min_items_per_s": {"eager@3": 1}}})),
+    Case(
+        "unmade-artifact",
+        CONFIG,
+        "stages.simplify: needs artifact 'onnx', which no stage in this config produces",
+        lambda d, t: d["stages"].pop("export"),
+    ),
+    Case(
+        "empty-stages",
+        CONFIG,
+        "stages: Dictionary should have at least 1 item",
+        _set("stages", {}),
+        ("validate", "{config}"),
+    ),
+    Case(
+        "duplicate-tensor-name",
+        CONFIG,
+        "tensor name 'image' is used more than once",
+        _twice_named_input,
+        ("validate", "{config}"),
+    ),
+    Case(
+        "two-model-sources",
+        CONFIG,
+        "model: give exactly one of factory / file / torchscript",
+        _two_model_sources,
+        ("validate", "{config}"),
+    ),
+    Case(
+        "batch-dim-not-axis-0",
+        CONFIG,
+        "inputs[0].dims: axis 0 must be the batch dim 'frames'",
+        _set("batch_dim", "frames"),
+        ("plan", "{config}"),
+    ),
+    Case(
+        "value-range-reversed",
+        CONFIG,
+        "inputs[0]: value_range needs low < high",
+        _set("inputs.0.value_range", [5, 1]),
+        ("plan", "{config}"),
+    ),
+    Case(
+        "binary-server-without-path",
+        CONFIG,
+        "stages.smoke.server: server kind 'binary' needs path",
+        _set("stages.smoke", {"server": {"kind": "binary"}}),
+    ),
+    Case(
+        "profile-unknown-input",
+        CONFIG,
+        "stages.build.profiles[0].shapes.mask: no input 'mask'",
+        _set(
+            "stages.build",
+            {"profiles": [{"name": "p", "shapes": {"mask": {"min": [1], "opt": [1], "max": [1]}}}]},
+        ),
+    ),
+    Case(
+        "bench-gate-unknown-runtime",
+        CONFIG,
+        "stages.bench.gate.max_latency_ms: key 'onnxrt@1': runtime 'onnxrt' is not in stages.bench.runtimes",
+        _set("stages.bench", {"gate": {"max_latency_ms": {"onnxrt@1": 5}}}),
+    ),
+    Case(
+        "bench-gate-unmeasured-batch",
+        CONFIG,
+        "key 'eager@3': batch '3' is not one of the measured batches [1, 4, 16]",
+        _set("stages.bench", {"gate": {"min_items_per_s": {"eager@3": 1}}}),
+    ),
     # -- files the config names --------------------------------------------------------------
-    Case("checkpoint-missing", CONFIG, "model.checkpoint: file not found", _set("model.checkpoint", "nope.pt")),
+    Case(
+        "checkpoint-missing", CONFIG, "model.checkpoint: file not found", _set("model.checkpoint", "nope.pt")
+    ),
     Case("checkpoint-suffix", CONFIG, "checkpoint must be one of", _checkpoint(b"x", ".bin")),
     Case("checkpoint-corrupt", STAGE, "model.checkpoint: cannot read", _checkpoint(b"not a pickle at all")),
-    Case("safetensors-corrupt", STAGE, "model.checkpoint: cannot read", _checkpoint(b"\x00" * 16, ".safetensors")),
+    Case(
+        "safetensors-corrupt",
+        STAGE,
+        "model.checkpoint: cannot read",
+        _checkpoint(b"\x00" * 16, ".safetensors"),
+    ),
     Case("checkpoint-mismatched", STAGE, "does not fit the model", _checkpoint(_other_state_dict)),
-    Case("calibration-missing", CONFIG, "stages.quantize.calibration.path", _set("stages.quantize", {"calibration": {"kind": "arrays", "path": "missing.npy"}})),
-    Case("golden-inputs-not-npz", CONFIG, "golden_inputs must be an .npz", lambda d, t: (t / "g.txt").write_text("x") and d["model"].update(golden_inputs=str(t / "g.txt"))),
-    Case("model-file-is-a-directory", CONFIG, "is a directory", _model_dir_as_file, ("validate", "{config}"),
-         bug="pipeline/config.py (model.file's path check) says 'file not found: DIR' for a directory that exists; "
-             "it should say it is a directory (the case expects 'is a directory')"),
-    Case("calibration-images-not-a-dir", CONFIG, "stages.quantize.calibration: an 'images' source needs a directory", _calibration("images", "one.png", lambda p: p.write_bytes(b"x"))),
-    Case("calibration-arrays-wrong-suffix", CONFIG, "stages.quantize.calibration: an 'arrays' source needs a .npy or .npz file", _calibration("arrays", "data.csv", lambda p: p.write_text("1,2"))),
-    Case("checkpoint-not-a-state-dict", STAGE, "weights.pt holds a list, not a state_dict", _checkpoint(_list_checkpoint)),
+    Case(
+        "calibration-missing",
+        CONFIG,
+        "stages.quantize.calibration.path",
+        _set("stages.quantize", {"calibration": {"kind": "arrays", "path": "missing.npy"}}),
+    ),
+    Case(
+        "golden-inputs-not-npz",
+        CONFIG,
+        "golden_inputs must be an .npz",
+        lambda d, t: (t / "g.txt").write_text("x") and d["model"].update(golden_inputs=str(t / "g.txt")),
+    ),
+    Case(
+        "model-file-is-a-directory",
+        CONFIG,
+        "is a directory, not a file",
+        _model_dir_as_file,
+        ("validate", "{config}"),
+    ),
+    Case(
+        "calibration-images-not-a-dir",
+        CONFIG,
+        "stages.quantize.calibration: an 'images' source needs a directory",
+        _calibration("images", "one.png", lambda p: p.write_bytes(b"x")),
+    ),
+    Case(
+        "calibration-arrays-wrong-suffix",
+        CONFIG,
+        "stages.quantize.calibration: an 'arrays' source needs a .npy or .npz file",
+        _calibration("arrays", "data.csv", lambda p: p.write_text("1,2")),
+    ),
+    Case(
+        "checkpoint-not-a-state-dict",
+        STAGE,
+        "weights.pt holds a list, not a state_dict",
+        _checkpoint(_list_checkpoint),
+    ),
     Case("torchscript-corrupt", STAGE, "model.torchscript: cannot load", _torchscript(b"not a zip archive")),
-    Case("golden-inputs-corrupt", CONFIG, "model.golden_inputs: cannot read as .npz", lambda d, t: (t / "g.npz").write_bytes(b"PK no zip") and d["model"].update(golden_inputs=str(t / "g.npz"))),
-    Case("golden-inputs-too-small", CONFIG, "model.golden_inputs[image]: shape [2, 1, 8, 8] cannot give the opt shape", _golden(image=(2, 1, 8, 8))),
-    Case("golden-inputs-unknown-key", CONFIG, "'imgae'", _golden(imgae=(16, 1, 8, 8)), ("run", "{config}", "--to", "trace"),
-         bug="stages/_golden.py (_load_given / _one_input) ignores .npz keys that name no input, so a typo "
-             "('imgae' for 'image') silently falls back to random inputs and the run passes (exit 0)"),
-    Case("calibration-wrong-layout", STAGE, "calib.npy: input 'image': samples of shape [1, 8, 8, 1] do not fit the shape spec", _calibration("arrays", "calib.npy", _npy((64, 8, 8, 1))), ONLY_QUANTIZE, prepare=UPSTREAM_OF_QUANTIZE),
-    Case("calibration-npy-corrupt", STAGE, "calib.npy: cannot read this 'arrays' source", _calibration("arrays", "calib.npy", lambda p: p.write_bytes(b"\x93NUMPY garbage")), ONLY_QUANTIZE, prepare=UPSTREAM_OF_QUANTIZE),
+    Case(
+        "golden-inputs-corrupt",
+        CONFIG,
+        "model.golden_inputs: cannot read as .npz",
+        lambda d, t: (
+            (t / "g.npz").write_bytes(b"PK no zip") and d["model"].update(golden_inputs=str(t / "g.npz"))
+        ),
+    ),
+    Case(
+        "golden-inputs-too-small",
+        CONFIG,
+        "model.golden_inputs[image]: shape [2, 1, 8, 8] cannot give the opt shape",
+        _golden(image=(2, 1, 8, 8)),
+    ),
+    Case(
+        "golden-inputs-unknown-key",
+        CONFIG,
+        "model.golden_inputs: keys ['imgae'] name no input",
+        _golden(imgae=(16, 1, 8, 8)),
+        ("run", "{config}", "--to", "trace"),
+    ),
+    Case(
+        "calibration-wrong-layout",
+        STAGE,
+        "calib.npy: input 'image': samples of shape [1, 8, 8, 1] do not fit the shape spec",
+        _calibration("arrays", "calib.npy", _npy((64, 8, 8, 1))),
+        ONLY_QUANTIZE,
+        prepare=UPSTREAM_OF_QUANTIZE,
+    ),
+    Case(
+        "calibration-npy-corrupt",
+        STAGE,
+        "calib.npy: cannot read this 'arrays' source",
+        _calibration("arrays", "calib.npy", lambda p: p.write_bytes(b"\x93NUMPY garbage")),
+        ONLY_QUANTIZE,
+        prepare=UPSTREAM_OF_QUANTIZE,
+    ),
     # -- the model's code --------------------------------------------------------------------
-    Case("factory-unimportable", STAGE, "model.factory: cannot import 'no_such_pkg.models'", lambda d, t: d.update(model={"factory": "no_such_pkg.models:net"})),
+    Case(
+        "factory-unimportable",
+        STAGE,
+        "model.factory: cannot import 'no_such_pkg.models'",
+        lambda d, t: d.update(model={"factory": "no_such_pkg.models:net"}),
+    ),
     Case("callable-missing", STAGE, "has no attribute 'absent'", _model_file(NOT_A_MODULE, "absent")),
     Case("syntax-error", STAGE, "user_model.py, line 1: invalid syntax", _model_file("def build(:\n")),
     Case("import-error-in-file", STAGE, "model.file: importing", _model_file("import no_such_module_here\n")),
     Case("not-a-module", STAGE, "not a torch.nn.Module", _model_file(NOT_A_MODULE)),
-    Case("forward-raises", STAGE, "the model's forward raised: RuntimeError: boom in forward", _model_file(RAISES)),
-    Case("wrong-output-count", STAGE, "the config declares 2", lambda d, t: (_model_file(TWO_OUTPUTS_DECLARED)(d, t), d.update(outputs=[{"name": "a"}, {"name": "b"}]))),
-    Case("kwargs-rejected", STAGE, "tiny_cnn() got an unexpected keyword argument 'depth'", _set("model.kwargs", {"depth": 3})),
-    Case("forward-returns-none", STAGE, "the model returned a NoneType; outputs must be tensors", _model_file(NONE_OUT)),
-    Case("forward-returns-nan", STAGE, "NaN", _model_file(NAN_OUT), ("run", "{config}", "--to", "trace"),
-         bug="stages/_golden.py refuse_constant (called by stages/trace.py on the reference outputs) lets all-NaN "
-             "outputs through (NaN != NaN), so trace fails with 'TorchScript vs eager parity failed ... max_abs nan' "
-             "instead of saying the model's eager outputs are NaN / not finite"),
+    Case(
+        "forward-raises",
+        STAGE,
+        "the model's forward raised: RuntimeError: boom in forward",
+        _model_file(RAISES),
+    ),
+    Case(
+        "wrong-output-count",
+        STAGE,
+        "the config declares 2",
+        lambda d, t: (
+            _model_file(TWO_OUTPUTS_DECLARED)(d, t),
+            d.update(outputs=[{"name": "a"}, {"name": "b"}]),
+        ),
+    ),
+    Case(
+        "kwargs-rejected",
+        STAGE,
+        "tiny_cnn() got an unexpected keyword argument 'depth'",
+        _set("model.kwargs", {"depth": 3}),
+    ),
+    Case(
+        "forward-returns-none",
+        STAGE,
+        "the model returned a NoneType; outputs must be tensors",
+        _model_file(NONE_OUT),
+    ),
+    Case(
+        "forward-returns-nan",
+        STAGE,
+        "logits at opt (256 of 256 values NaN or infinite)",
+        _model_file(NAN_OUT),
+        ("run", "{config}", "--to", "trace"),
+    ),
     Case("model-calls-sys-exit", STAGE, "user_model.py called sys.exit(0)", _model_file(EXITS)),
     # -- directories and servers -------------------------------------------------------------
     Case("cache-unwritable", ENV, "cannot write where the config says: cache_dir:", _unwritable("cache_dir")),
     Case("run-dir-unwritable", ENV, "cannot write where the config says: run_dir:", _unwritable("run_dir")),
-    Case("repository-unwritable", ENV, "cannot write where the config says: repository:", _unwritable("repository")),
-    Case("server-unreachable", ENV, "no Triton server answers at http://127.0.0.1:", _url_server, ("run", "{config}", "--only", "smoke"), prepare=("--to", "triton_config")),
-    Case("docker-missing", ENV, "docker", _docker_server, ("run", "{config}", "--only", "smoke"), env={"PATH": "/nonexistent"}, prepare=("--to", "triton_config")),
-    Case("server-binary-missing", ENV, "server.path /nonexistent/tritonserver (server kind 'binary') is not a file", _set("stages.smoke", {"server": {"kind": "binary", "path": "/nonexistent/tritonserver"}}), ("run", "{config}", "--only", "smoke"), prepare=("--to", "triton_config")),
-    Case("cache-env-is-a-file", ENV, "not-a-dir is a file, not a directory", _cache_env_file, env={"DEPLOY_CACHE_DIR": "{tmp}/not-a-dir"}),
+    Case(
+        "repository-unwritable",
+        ENV,
+        "cannot write where the config says: repository:",
+        _unwritable("repository"),
+    ),
+    Case(
+        "server-unreachable",
+        ENV,
+        "no Triton server answers at http://127.0.0.1:",
+        _url_server,
+        ("run", "{config}", "--only", "smoke"),
+        prepare=("--to", "triton_config"),
+    ),
+    Case(
+        "docker-missing",
+        ENV,
+        "docker",
+        _docker_server,
+        ("run", "{config}", "--only", "smoke"),
+        env={"PATH": "/nonexistent"},
+        prepare=("--to", "triton_config"),
+    ),
+    Case(
+        "server-binary-missing",
+        ENV,
+        "server.path /nonexistent/tritonserver (server kind 'binary') is not a file",
+        _set("stages.smoke", {"server": {"kind": "binary", "path": "/nonexistent/tritonserver"}}),
+        ("run", "{config}", "--only", "smoke"),
+        prepare=("--to", "triton_config"),
+    ),
+    Case(
+        "cache-env-is-a-file",
+        ENV,
+        "not-a-dir is a file, not a directory",
+        _cache_env_file,
+        env={"DEPLOY_CACHE_DIR": "{tmp}/not-a-dir"},
+    ),
     # -- the command line --------------------------------------------------------------------
-    Case("only-unknown-stage", CONFIG, "stage selection: unknown stage 'nosuch'", args=("run", "{config}", "--only", "nosuch")),
+    Case(
+        "only-unknown-stage",
+        CONFIG,
+        "stage selection: unknown stage 'nosuch'",
+        args=("run", "{config}", "--only", "nosuch"),
+    ),
     Case("bench-bad-batches", CONFIG, "stages.bench.batches", _set("stages.bench", {"batches": [0]})),
-    Case("bench-file-missing", CONFIG, "missing.onnx: 1 error(s)\n  MODEL_FILE: file not found", args=("bench", "{tmp}/missing.onnx")),
-    Case("bench-bad-shapes", USAGE, "'image:8x' is not NAME:DxDxD", lambda d, t: _identity_onnx(t), ("bench", "{tmp}/identity.onnx", "--shapes", "image:8x")),
-    Case("bench-unknown-input", USAGE, "has no input(s) ['mask']", lambda d, t: _identity_onnx(t), ("bench", "{tmp}/identity.onnx", "--shapes", "image:1x4,mask:1x4")),
-    Case("bench-unloadable-onnx", STAGE, "ONNX Runtime cannot load", lambda d, t: _identity_onnx(t, ir_version=99), ("bench", "{tmp}/identity.onnx", "--shapes", "image:1x4")),
-    Case("force-unknown-stage", USAGE, "Invalid value for --force: unknown stage(s) ['nosuch']", args=("run", "{config}", "--force", "nosuch")),
-    Case("junit-is-a-directory", USAGE, "Invalid value for --junit: cannot write", args=("run", "{config}", "--junit", "{tmp}")),
-    Case("only-without-cached-upstream", CONFIG, "stage 'trace' is outside the selected stages", args=("run", "{config}", "--only", "validate")),
-    Case("bench-torchscript-corrupt", STAGE, "TorchScript cannot load", _file("model.pt", b"not a zip archive"), ("bench", "{tmp}/model.pt", "--shapes", "image:1x4")),
-    Case("bench-export-times-dir", USAGE, "Invalid value for --exportTimes: cannot write", lambda d, t: _identity_onnx(t), ("bench", "{tmp}/identity.onnx", "--shapes", "image:1x4", "--exportTimes", "{tmp}")),
-    Case("bench-unknown-suffix", USAGE, "cannot tell the runtime of 'model.bin'", _file("model.bin", b"x"), ("bench", "{tmp}/model.bin")),
-    Case("bench-bad-percentile", USAGE, "'0,150' is not a list of percentiles in (0, 100]", lambda d, t: _identity_onnx(t), ("bench", "{tmp}/identity.onnx", "--shapes", "image:1x4", "--percentile", "0,150")),
+    Case(
+        "bench-file-missing",
+        CONFIG,
+        "missing.onnx: 1 error(s)\n  MODEL_FILE: file not found",
+        args=("bench", "{tmp}/missing.onnx"),
+    ),
+    Case(
+        "bench-bad-shapes",
+        USAGE,
+        "'image:8x' is not NAME:DxDxD",
+        lambda d, t: _identity_onnx(t),
+        ("bench", "{tmp}/identity.onnx", "--shapes", "image:8x"),
+    ),
+    Case(
+        "bench-unknown-input",
+        USAGE,
+        "has no input(s) ['mask']",
+        lambda d, t: _identity_onnx(t),
+        ("bench", "{tmp}/identity.onnx", "--shapes", "image:1x4,mask:1x4"),
+    ),
+    Case(
+        "bench-unloadable-onnx",
+        STAGE,
+        "ONNX Runtime cannot load",
+        lambda d, t: _identity_onnx(t, ir_version=99),
+        ("bench", "{tmp}/identity.onnx", "--shapes", "image:1x4"),
+    ),
+    Case(
+        "force-unknown-stage",
+        USAGE,
+        "Invalid value for --force: unknown stage(s) ['nosuch']",
+        args=("run", "{config}", "--force", "nosuch"),
+    ),
+    Case(
+        "junit-is-a-directory",
+        USAGE,
+        "Invalid value for --junit: cannot write",
+        args=("run", "{config}", "--junit", "{tmp}"),
+    ),
+    Case(
+        "only-without-cached-upstream",
+        CONFIG,
+        "stage 'trace' is outside the selected stages",
+        args=("run", "{config}", "--only", "validate"),
+    ),
+    Case(
+        "bench-torchscript-corrupt",
+        STAGE,
+        "TorchScript cannot load",
+        _file("model.pt", b"not a zip archive"),
+        ("bench", "{tmp}/model.pt", "--shapes", "image:1x4"),
+    ),
+    Case(
+        "bench-export-times-dir",
+        USAGE,
+        "Invalid value for --exportTimes: cannot write",
+        lambda d, t: _identity_onnx(t),
+        ("bench", "{tmp}/identity.onnx", "--shapes", "image:1x4", "--exportTimes", "{tmp}"),
+    ),
+    Case(
+        "bench-unknown-suffix",
+        USAGE,
+        "cannot tell the runtime of 'model.bin'",
+        _file("model.bin", b"x"),
+        ("bench", "{tmp}/model.bin"),
+    ),
+    Case(
+        "bench-bad-percentile",
+        USAGE,
+        "'0,150' is not a list of percentiles in (0, 100]",
+        lambda d, t: _identity_onnx(t),
+        ("bench", "{tmp}/identity.onnx", "--shapes", "image:1x4", "--percentile", "0,150"),
+    ),
 ]
 
 
@@ -327,7 +624,9 @@ def test_bad_input(case: Case, tmp_path: Path) -> None:
     assert proc.returncode == case.expect, console
     assert case.says in console, console
     assert "Traceback" not in console, console
-    assert [p for p in cache_listing(tmp_path) if not p.startswith("state")] == [p for p in before if not p.startswith("state")], console
+    assert [p for p in cache_listing(tmp_path) if not p.startswith("state")] == [
+        p for p in before if not p.startswith("state")
+    ], console
 
 
 def test_the_battery_is_large_and_distinct() -> None:
@@ -337,5 +636,7 @@ def test_the_battery_is_large_and_distinct() -> None:
 def test_the_readme_lists_every_case_with_its_exit_code() -> None:
     text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     table = text.split("<!-- bad-input-battery:start -->")[1].split("<!-- bad-input-battery:end -->")[0]
-    rows = {line.split("|")[1].strip(" `"): line.split("|")[2].strip() for line in table.strip().splitlines()[2:]}
+    rows = {
+        line.split("|")[1].strip(" `"): line.split("|")[2].strip() for line in table.strip().splitlines()[2:]
+    }
     assert rows == {c.id: str(int(c.expect)) for c in CASES}

@@ -9,7 +9,7 @@ import yaml
 
 from pipeline.errors import ConfigError, ExitCode
 from pipeline.project import load_project
-from tests.conftest import run_cli, tiny_dict
+from tests.helpers import run_cli, tiny_dict
 
 
 def issues_of(path: Path) -> list[str]:
@@ -29,10 +29,22 @@ def test_tiny_config_is_valid(write_config):
     [
         ({"stages": {"export": {"opset": 11}}}, "stages.export.opset", "greater than or equal to 13"),
         ({"stages": {"export": {"opsett": 17}}}, "stages.export.opsett", "unknown key"),
-        ({"stages": {"simplify": {"on_failure": "ignore"}}}, "stages.simplify.on_failure", "'fail' or 'passthrough'"),
+        (
+            {"stages": {"simplify": {"on_failure": "ignore"}}},
+            "stages.simplify.on_failure",
+            "'fail' or 'passthrough'",
+        ),
         ({"stages": {"validate": {"atol": -1}}}, "stages.validate.atol", "greater than or equal to 0"),
-        ({"stages": {"triton_config": {"max_batch_size": 64}}}, "stages.triton_config.max_batch_size", "exceeds the shape spec's max batch 16"),
-        ({"stages": {"triton_config": {"dynamic_batching": {"preferred_batch_sizes": [32]}}}}, "stages.triton_config.dynamic_batching.preferred_batch_sizes", "exceed max_batch_size"),
+        (
+            {"stages": {"triton_config": {"max_batch_size": 64}}},
+            "stages.triton_config.max_batch_size",
+            "exceeds the shape spec's max batch 16",
+        ),
+        (
+            {"stages": {"triton_config": {"dynamic_batching": {"preferred_batch_sizes": [32]}}}},
+            "stages.triton_config.dynamic_batching.preferred_batch_sizes",
+            "exceed max_batch_size",
+        ),
         ({"stages": {"bogus": {}}}, "stages.bogus", "unknown stage"),
         ({"model": {"kwargs": {"width": 8}, "seed": "x"}}, "model.seed", "integer"),
         ({"model": {"file": "/nonexistent/model.py"}}, "model.file", "file not found"),
@@ -69,7 +81,9 @@ def test_shape_spec_cross_checks(write_config, shape_override, fragment):
 
 def test_batch_dim_must_agree_across_inputs(write_config):
     second = {"name": "mask", "dims": ["batch", 4], "min": [1, 4], "opt": [2, 4], "max": [16, 4]}
-    path = write_config(replace={"inputs": [*__import__("yaml").safe_load(write_config().read_text())["inputs"], second]})
+    path = write_config(
+        replace={"inputs": [*__import__("yaml").safe_load(write_config().read_text())["inputs"], second]}
+    )
     issues = issues_of(path)
     assert any("dim 'batch' is (1, 4, 16)" in i and "(1, 2, 16) in input 'mask'" in i for i in issues), issues
 
@@ -82,10 +96,15 @@ def test_all_errors_are_reported_at_once(write_config):
 
 def test_stage_order_comes_from_the_artifacts_not_the_yaml(write_config):
     listed = load_project(write_config()).graph.names()
-    reversed_yaml = write_config(replace={"stages": dict(reversed(list(tiny_dict(write_config().parent)["stages"].items())))}, name="r.yaml")
-    assert load_project(reversed_yaml).graph.names() == listed == [
-        "trace", "export", "simplify", "stats", "validate", "triton_config"
-    ]
+    reversed_yaml = write_config(
+        replace={"stages": dict(reversed(list(tiny_dict(write_config().parent)["stages"].items())))},
+        name="r.yaml",
+    )
+    assert (
+        load_project(reversed_yaml).graph.names()
+        == listed
+        == ["trace", "export", "simplify", "stats", "validate", "triton_config"]
+    )
 
 
 def test_a_config_dumped_with_sorted_keys_loads_and_binds_the_same(write_config, tmp_path):
@@ -100,13 +119,19 @@ def test_a_config_dumped_with_sorted_keys_loads_and_binds_the_same(write_config,
     project = load_project(sorted_path)
     assert project.graph.names() == original.graph.names()
     for node in project.graph.nodes:
-        assert {k: str(v) for k, v in node.bindings.items()} == {k: str(v) for k, v in original.graph.node(node.name).bindings.items()}
+        assert {k: str(v) for k, v in node.bindings.items()} == {
+            k: str(v) for k, v in original.graph.node(node.name).bindings.items()
+        }
 
 
 def test_a_transform_without_its_origin_is_a_config_error(write_config):
     path = write_config(replace={"stages": {"trace": {}, "simplify": {}, "validate": {}}})
     issues = issues_of(path)
-    assert any(i.startswith("stages.simplify:") and "needs artifact 'onnx', which no stage in this config produces" in i for i in issues), issues
+    assert any(
+        i.startswith("stages.simplify:")
+        and "needs artifact 'onnx', which no stage in this config produces" in i
+        for i in issues
+    ), issues
 
 
 def test_dropping_simplify_binds_validate_to_export(write_config):

@@ -50,16 +50,27 @@ def spec(name: str, reads: tuple[str, ...], writes: tuple[str, ...], phase=None)
     class Params(BaseModel):
         pass
 
-    return StageSpec(name=name, version=1, params=Params, inputs=reads, outputs=tuple(Artifact(w) for w in writes),
-                     run=lambda ctx, p: None, phase=phase or Phase.CONVERT), Params()
+    return StageSpec(
+        name=name,
+        version=1,
+        params=Params,
+        inputs=reads,
+        outputs=tuple(Artifact(w) for w in writes),
+        run=lambda ctx, p: None,
+        phase=phase or Phase.CONVERT,
+    ), Params()
 
 
 def test_transforms_chain_after_their_origin_by_phase_then_name():
     from pipeline.graph import build_graph
     from pipeline.stage import Phase
 
-    stages = [spec("zeta", ("onnx",), ("onnx",)), spec("check", ("onnx",), ("report",), Phase.VERIFY),
-              spec("alpha", ("onnx",), ("onnx",)), spec("make", ("model",), ("onnx",))]
+    stages = [
+        spec("zeta", ("onnx",), ("onnx",)),
+        spec("check", ("onnx",), ("report",), Phase.VERIFY),
+        spec("alpha", ("onnx",), ("onnx",)),
+        spec("make", ("model",), ("onnx",)),
+    ]
     graph = build_graph(stages)
     assert graph.names() == ["make", "alpha", "zeta", "check"]
     bound = {n.name: str(n.bindings.get("onnx", "")) for n in graph.nodes}
@@ -70,7 +81,9 @@ def test_two_origins_of_an_artifact_that_is_read_and_cycles_are_config_errors():
     from pipeline.graph import build_graph
 
     with pytest.raises(ConfigError, match="needs artifact 'onnx', which several stages produce"):
-        build_graph([spec("a", ("model",), ("onnx",)), spec("b", ("model",), ("onnx",)), spec("c", ("onnx",), ("r",))])
+        build_graph(
+            [spec("a", ("model",), ("onnx",)), spec("b", ("model",), ("onnx",)), spec("c", ("onnx",), ("r",))]
+        )
     build_graph([spec("a", ("model",), ("r",)), spec("b", ("model",), ("r",))])  # nobody reads r: fine
     with pytest.raises(ConfigError, match="cycle: a, b"):
         build_graph([spec("a", ("y",), ("x",)), spec("b", ("x",), ("y",))])

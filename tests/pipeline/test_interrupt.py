@@ -14,11 +14,15 @@ from pipeline.errors import ExitCode
 def test_sigint_during_a_stage_leaves_the_cache_clean(write_config):
     path = write_config()
     log = path.parent / "runs" / "tiny" / "logs" / "trace.log"
-    proc = subprocess.Popen([sys.executable, "-m", "deploy", "run", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deploy", "run", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 60
     # Wait until the stage is well inside torch (its first log line comes after the
     # eager reference run), so the interrupt lands mid-stage.
-    while "reference outputs" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+    while (
+        "reference outputs" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline
+    ):
         time.sleep(0.02)
     assert log.exists(), "trace never started"
     os.kill(proc.pid, signal.SIGINT)

@@ -6,14 +6,19 @@ import json
 import xml.etree.ElementTree as ET
 
 from pipeline.errors import ExitCode
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 STRICT = {"atol": 0.0, "rtol": 0.0, "min_cosine": 1.0}  # ONNX Runtime differs from eager by ~1e-8
 
 
 def stages(validate):
-    return {"trace": {}, "export": {}, "build": {"required": False}, "validate": {"runtimes": ["onnxruntime"], **validate},
-            "triton_config": {"formats": ["onnx"], "max_batch_size": 16}}
+    return {
+        "trace": {},
+        "export": {},
+        "build": {"required": False},
+        "validate": {"runtimes": ["onnxruntime"], **validate},
+        "triton_config": {"formats": ["onnx"], "max_batch_size": 16},
+    }
 
 
 def cases(path):
@@ -32,19 +37,36 @@ def test_one_testcase_per_stage_with_its_status(write_config, tmp_path):
     assert by_name["trace"].find("failure") is None and by_name["trace"].find("skipped") is None
     assert "TensorRT" in by_name["build"].find("skipped").get("message")
     failure = by_name["validate"].find("failure")
-    assert "parity failed" in failure.get("message") and "validate.log" in failure.text and "ERROR" in failure.text
+    assert (
+        "parity failed" in failure.get("message")
+        and "validate.log" in failure.text
+        and "ERROR" in failure.text
+    )
     assert "not run" in by_name["triton_config"].find("skipped").get("message")
     assert json.loads(summary.read_text())["status"] == "failed"
     report = (tmp_path / "runs" / "tiny" / "report.html").read_text()  # the run report says the same
-    assert "<span class='failed'>failed</span>" in report and "parity failed" in report and "<span class='not run'>not run</span>" in report
+    assert (
+        "<span class='failed'>failed</span>" in report
+        and "parity failed" in report
+        and "<span class='not run'>not run</span>" in report
+    )
 
     fixed = write_config(replace={"stages": stages({})})
     assert run_cli("run", str(fixed), "--junit", str(junit), "--json", str(summary)).returncode == 0
     suite, by_name = cases(junit)
     assert (suite.get("failures"), suite.get("skipped")) == ("0", "1")
-    assert by_name["trace"].find("system-out").text.startswith("cached; key ") and by_name["trace"].get("time") == "0.000"
+    assert (
+        by_name["trace"].find("system-out").text.startswith("cached; key ")
+        and by_name["trace"].get("time") == "0.000"
+    )
     assert by_name["validate"].find("system-out").text.startswith("ran; key ")
-    assert [s["status"] for s in json.loads(summary.read_text())["stages"]] == ["cached", "cached", "skipped", "ran", "ran"]
+    assert [s["status"] for s in json.loads(summary.read_text())["stages"]] == [
+        "cached",
+        "cached",
+        "skipped",
+        "ran",
+        "ran",
+    ]
 
 
 def test_a_config_that_does_not_load_is_one_failed_testcase(write_config, tmp_path):
@@ -62,7 +84,16 @@ def test_control_characters_from_native_logs_keep_the_xml_readable(tmp_path):
 
     log = tmp_path / "stage.log"
     log.write_text("\x1b[31mW onnxruntime: colour\x1b[0m\x00\n")
-    stage = {"stage": "export", "status": "failed", "message": "bad \x07 bell", "log": str(log), "seconds": 1.0}
-    junit.write(tmp_path / "j.xml", {"pipeline": "p", "finished": "2026-01-01T00:00:00+00:00", "wall_s": 1.0, "stages": [stage]})
+    stage = {
+        "stage": "export",
+        "status": "failed",
+        "message": "bad \x07 bell",
+        "log": str(log),
+        "seconds": 1.0,
+    }
+    junit.write(
+        tmp_path / "j.xml",
+        {"pipeline": "p", "finished": "2026-01-01T00:00:00+00:00", "wall_s": 1.0, "stages": [stage]},
+    )
     failure = ET.parse(tmp_path / "j.xml").getroot().find("testcase/failure")
     assert failure.get("message") == "bad \ufffd bell" and "[31mW onnxruntime: colour" in failure.text

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import ExitCode
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 
 @pytest.fixture
@@ -30,8 +30,18 @@ def test_a_rejected_selection_writes_an_error_and_keeps_the_last_report(finished
     before = {name: (run_dir(finished) / name).read_bytes() for name in ("summary.json", "report.html")}
     history = sorted((run_dir(finished) / "history").iterdir())
     out_json, out_xml = tmp_path / "s.json", tmp_path / "s.xml"
-    proc = run_cli("run", str(finished), "--only", "validate", "--cache-dir", str(tmp_path / "empty"),
-                   "--json", str(out_json), "--junit", str(out_xml))
+    proc = run_cli(
+        "run",
+        str(finished),
+        "--only",
+        "validate",
+        "--cache-dir",
+        str(tmp_path / "empty"),
+        "--json",
+        str(out_json),
+        "--junit",
+        str(out_xml),
+    )
     assert proc.returncode == ExitCode.CONFIG and "Traceback" not in proc.stderr
     assert "outside the selected stages" in proc.stderr
     summary = json.loads(out_json.read_text())
@@ -46,7 +56,9 @@ def test_a_rejected_selection_writes_an_error_and_keeps_the_last_report(finished
 def test_an_environment_error_inside_a_stage_fails_that_stage_with_its_exit_code(write_config, tmp_path):
     """A missing tritonserver (MissingDependency, exit 4) is raised from smoke's code."""
     missing = tmp_path / "nowhere" / "tritonserver"
-    config = write_config({"stages": {"smoke": {"server": {"kind": "binary", "path": str(missing)}}}}, smoke=True)
+    config = write_config(
+        {"stages": {"smoke": {"server": {"kind": "binary", "path": str(missing)}}}}, smoke=True
+    )
     out_json, out_xml = tmp_path / "s.json", tmp_path / "s.xml"
     proc = run_cli("run", str(config), "--json", str(out_json), "--junit", str(out_xml))
     assert proc.returncode == ExitCode.ENVIRONMENT and "Traceback" not in proc.stderr
@@ -95,8 +107,26 @@ def test_the_commit_is_read_from_the_repository_holding_the_config(tmp_path):
 
     assert git_commit(tmp_path) is None or (tmp_path / ".git").exists() is False
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x"], check=True)
-    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(tmp_path),
+            "-c",
+            "user.email=a@b",
+            "-c",
+            "user.name=a",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+        check=True,
+    )
+    head = subprocess.run(
+        ["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     (tmp_path / "configs").mkdir()
     assert git_commit(tmp_path / "configs") == head
     subprocess.run(["git", "-C", str(tmp_path), "pack-refs", "--all"], check=True)

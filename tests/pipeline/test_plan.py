@@ -13,8 +13,7 @@ from pipeline.errors import ExitCode
 from pipeline.plan import Action, make_plan
 from pipeline.project import load_project
 from pipeline.store import Store
-from tests.conftest import run_cli
-from tests.helpers import run, statuses
+from tests.helpers import run, run_cli, statuses
 
 # What each prediction allows the run to do.
 ALLOWED = {
@@ -23,11 +22,13 @@ ALLOWED = {
     Action.RUN: {"ran", "skipped", "failed"},  # it runs; the stage itself may decide to skip
     Action.PENDING: {"ran", "cached", "skipped"},
 }
-WITH_BUILD = {"stages": {
-    "build": {"required": False},
-    "validate": {"runtimes": ["onnxruntime", "tensorrt"]},
-    "triton_config": {"formats": ["onnx", "python", "plan"]},
-}}
+WITH_BUILD = {
+    "stages": {
+        "build": {"required": False},
+        "validate": {"runtimes": ["onnxruntime", "tensorrt"]},
+        "triton_config": {"formats": ["onnx", "python", "plan"]},
+    }
+}
 
 
 def predicted(path: Path) -> dict[str, Action]:
@@ -59,12 +60,22 @@ def test_after_a_run_plan_says_exactly_what_run_does(config):
     plan, actual = plan_then_run(config)
     assert plan["build"] is Action.SKIP and actual["build"] == "skipped"
     assert {n for n, a in plan.items() if a is not Action.CACHED} == {"build"}, plan
-    assert {n: s for n, s in actual.items() if n != "build"} == dict.fromkeys(plan.keys() - {"build"}, "cached")
+    assert {n: s for n, s in actual.items() if n != "build"} == dict.fromkeys(
+        plan.keys() - {"build"}, "cached"
+    )
 
 
 def test_one_param_edit_runs_only_that_stage(config, write_config):
     run(config)
-    edited = write_config({**WITH_BUILD, "stages": {**WITH_BUILD["stages"], "validate": {"runtimes": ["onnxruntime", "tensorrt"], "atol": 0.001}}})
+    edited = write_config(
+        {
+            **WITH_BUILD,
+            "stages": {
+                **WITH_BUILD["stages"],
+                "validate": {"runtimes": ["onnxruntime", "tensorrt"], "atol": 0.001},
+            },
+        }
+    )
     plan, actual = plan_then_run(edited)
     assert {n for n, a in plan.items() if a is Action.RUN} == {"validate"} and actual["validate"] == "ran"
 
@@ -80,7 +91,11 @@ def test_an_upstream_edit_marks_only_what_could_still_hit_as_pending(config, wri
 
 def test_a_stage_whose_own_params_changed_behind_a_rerunning_upstream_certainly_runs(config, write_config):
     run(config)
-    stages = {**WITH_BUILD["stages"], "export": {"opset": 18}, "validate": {"runtimes": ["onnxruntime", "tensorrt"], "atol": 0.001}}
+    stages = {
+        **WITH_BUILD["stages"],
+        "export": {"opset": 18},
+        "validate": {"runtimes": ["onnxruntime", "tensorrt"], "atol": 0.001},
+    }
     plan, actual = plan_then_run(write_config({"stages": stages}))
     assert plan["validate"] is Action.RUN and actual["validate"] == "ran"
 
@@ -89,7 +104,9 @@ def test_plan_json_and_detailed_exit_code(config, write_config):
     fresh = run_cli("plan", str(config), "--json", "--detailed-exitcode")
     assert fresh.returncode == ExitCode.WILL_RUN
     rows = json.loads(fresh.stdout)
-    assert [r["stage"] for r in rows] == load_project(config).graph.names() and {r["action"] for r in rows} == {"run"}
+    assert [r["stage"] for r in rows] == load_project(config).graph.names() and {
+        r["action"] for r in rows
+    } == {"run"}
     assert run_cli("run", str(config)).returncode == 0
     done = run_cli("plan", str(config), "--json", "--detailed-exitcode")
     assert done.returncode == 0 and {r["action"] for r in json.loads(done.stdout)} == {"cached", "skip"}

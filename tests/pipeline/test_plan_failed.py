@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from pipeline.errors import ExitCode
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 
 def test_plan_after_a_failed_stage_says_it_failed_last_time(write_config) -> None:

@@ -14,7 +14,11 @@ from pipeline.store import Store
 
 
 def tree(root: Path) -> Path:
-    for rel, text in {"m_onnx/config.pbtxt": "name: 'm_onnx'", "m_onnx/1/model.onnx": "bytes", "m_py/1/model.py": "x = 1"}.items():
+    for rel, text in {
+        "m_onnx/config.pbtxt": "name: 'm_onnx'",
+        "m_onnx/1/model.onnx": "bytes",
+        "m_py/1/model.py": "x = 1",
+    }.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     return root
@@ -29,7 +33,14 @@ def test_published_model_dirs_get_the_umask_modes(tmp_path, umask, dirs, files):
         publish_tree(store, output, tmp_path / "published", "m")
     finally:
         os.umask(old)
-    found = {p.relative_to(tmp_path / "published"): stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "published").rglob("*")}
+    found = {
+        p.relative_to(tmp_path / "published"): stat.S_IMODE(p.stat().st_mode)
+        for p in (tmp_path / "published").rglob("*")
+    }
     assert {str(p) for p in found} >= {"m_onnx", "m_onnx/1", "m_onnx/1/model.onnx", "m_py/1/model.py"}
-    wrong = {str(p): oct(m) for p, m in found.items() if m != ((dirs if (tmp_path / "published" / p).is_dir() else files))}
+    wrong = {
+        str(p): oct(m)
+        for p, m in found.items()
+        if m != (dirs if (tmp_path / "published" / p).is_dir() else files)
+    }
     assert not wrong, wrong

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from pipeline.errors import ExitCode
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 STAGE = '''
 """checksum: the ONNX file's sha256 in a text file."""
@@ -64,16 +64,25 @@ def test_a_stage_from_another_package_runs_and_caches(write_config, tmp_path: Pa
     assert Path(stages["checksum"]["outputs"]["checksum"]["path"]).read_text().startswith("onnx ")
     second = run_cli("run", str(path), "--json", str(tmp_path / "second.json"), env=env)
     again = {s["stage"]: s["status"] for s in json.loads((tmp_path / "second.json").read_text())["stages"]}
-    assert second.returncode == ExitCode.OK and again == {"trace": "cached", "export": "cached", "checksum": "cached"}
+    assert second.returncode == ExitCode.OK and again == {
+        "trace": "cached",
+        "export": "cached",
+        "checksum": "cached",
+    }
 
 
 def test_without_the_package_the_stage_is_unknown(write_config) -> None:
     path = write_config(replace={"stages": {"trace": {}, "export": {}, "checksum": {}}})
     proc = run_cli("validate", str(path))
-    assert proc.returncode == ExitCode.CONFIG and "stages.checksum: unknown stage" in proc.stdout + proc.stderr
+    assert (
+        proc.returncode == ExitCode.CONFIG and "stages.checksum: unknown stage" in proc.stdout + proc.stderr
+    )
 
 
 def test_an_unimportable_stage_package_is_an_environment_error(write_config) -> None:
     proc = run_cli("validate", str(write_config()), env={"DEPLOY_STAGE_PACKAGES": "no_such_stage_pkg"})
     assert proc.returncode == ExitCode.ENVIRONMENT
-    assert "$DEPLOY_STAGE_PACKAGES: cannot import the stage package 'no_such_stage_pkg'" in proc.stdout + proc.stderr
+    assert (
+        "$DEPLOY_STAGE_PACKAGES: cannot import the stage package 'no_such_stage_pkg'"
+        in proc.stdout + proc.stderr
+    )

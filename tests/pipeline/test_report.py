@@ -17,13 +17,29 @@ from pipeline.runner import REPORT_FILE
 from tests.helpers import run
 
 STAGES = {
-    "trace": {}, "export": {}, "stats": {},
+    "trace": {},
+    "export": {},
+    "stats": {},
     "validate": {"runtimes": ["onnxruntime", "torchscript"]},
-    "bench": {"runtimes": ["eager", "onnxruntime"], "batches": [1, 4], "warmup_ms": 10, "duration_s": 0.05, "iterations": 5},
+    "bench": {
+        "runtimes": ["eager", "onnxruntime"],
+        "batches": [1, 4],
+        "warmup_ms": 10,
+        "duration_s": 0.05,
+        "iterations": 5,
+    },
 }
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--hide-scrollbars", "--window-size=1280,2000",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--window-size=1280,2000",
 ]
 
 
@@ -31,7 +47,7 @@ CHROMIUM_FLAGS = [
 def report(tmp_path_factory) -> Path:
     import yaml
 
-    from tests.conftest import tiny_dict
+    from tests.helpers import tiny_dict
 
     tmp = tmp_path_factory.mktemp("report")
     data = tiny_dict(tmp)
@@ -50,11 +66,18 @@ def test_report_is_self_contained_with_every_stage_table_and_plot(report):
     html = _html(report)
     for stage in STAGES:
         assert f"<td>{stage}</td>" in html
-    for title in ("Model statistics at the", "Per op type", "Parity vs the eager reference", "Latency and throughput"):
+    for title in (
+        "Model statistics at the",
+        "Per op type",
+        "Parity vs the eager reference",
+        "Latency and throughput",
+    ):
         assert title in html
     images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", html)
     assert len(images) == 1 and base64.b64decode(images[0])[:8] == b"\x89PNG\r\n\x1a\n"
-    assert not re.search(r"(src|href)=['\"](https?:|//|/)", html), "the report must not load anything from elsewhere"
+    assert not re.search(r"(src|href)=['\"](https?:|//|/)", html), (
+        "the report must not load anything from elsewhere"
+    )
 
 
 def test_a_cached_run_rewrites_the_report_with_cached_statuses(report):
@@ -70,14 +93,22 @@ def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
-@pytest.mark.skipif(_chromium() is None, reason="needs Chromium (scripts/setup.sh --tests installs Debian's chromium)")
+@pytest.mark.skipif(
+    _chromium() is None, reason="needs Chromium (scripts/setup.sh --tests installs Debian's chromium)"
+)
 def test_report_renders_in_headless_chromium(report, tmp_path):
     """A screenshot of the page: not blank, and as tall as the content (the plot drawn)."""
     from PIL import Image, ImageStat
 
     shot = tmp_path / "report.png"
     page = (load_project(report).run_dir / REPORT_FILE).absolute()
-    command = [str(_chromium()), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", page.as_uri()]
+    command = [
+        str(_chromium()),
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--screenshot={shot}",
+        page.as_uri(),
+    ]
     subprocess.run(command, capture_output=True, timeout=120, check=True)
     image = Image.open(shot).convert("L")
     assert image.size == (1280, 2000)

@@ -30,10 +30,19 @@ def test_second_run_is_all_cached(warm):
 def test_tolerance_change_reruns_only_validate(warm, write_config):
     edited = write_config({"stages": {"validate": {"atol": 0.001}}})
     plan = {row.name: row for row in make_plan(load_project(edited), Store(load_project(edited).cache_dir))}
-    assert plan["validate"].action is Action.RUN and plan["validate"].reasons == ["params.atol: 0.0001 -> 0.001"]
+    assert plan["validate"].action is Action.RUN and plan["validate"].reasons == [
+        "params.atol: 0.0001 -> 0.001"
+    ]
     assert {n for n, r in plan.items() if r.action is not Action.CACHED} == {"validate"}
     result = run(edited)
-    assert statuses(result) == {"trace": "cached", "export": "cached", "simplify": "cached", "stats": "cached", "validate": "ran", "triton_config": "cached"}
+    assert statuses(result) == {
+        "trace": "cached",
+        "export": "cached",
+        "simplify": "cached",
+        "stats": "cached",
+        "validate": "ran",
+        "triton_config": "cached",
+    }
     assert result["validate"].reasons == ["params.atol: 0.0001 -> 0.001"]
 
 
@@ -84,7 +93,11 @@ def test_damaged_entry_is_rebuilt_not_served(warm):
 
 def test_selection_only_force_from_to(warm, write_config):
     assert statuses(run(warm, only=["validate"], force=["validate"])) == {
-        "trace": "cached", "export": "cached", "simplify": "cached", "stats": "cached", "validate": "ran"
+        "trace": "cached",
+        "export": "cached",
+        "simplify": "cached",
+        "stats": "cached",
+        "validate": "ran",
     }
     assert statuses(run(warm, stop="export")) == {"trace": "cached", "export": "cached"}
     assert set(statuses(run(warm, start="simplify", force=["all"])).values()) >= {"ran", "cached"}
@@ -97,7 +110,7 @@ def test_from_without_cached_upstream_is_a_selection_error(write_config):
         run(write_config(), start="simplify")
 
 
-SPECIALISED = '''
+SPECIALISED = """
 import torch
 from torch import nn
 
@@ -112,7 +125,7 @@ class Scaled(nn.Module):
 
 def build():
     return Scaled()
-'''
+"""
 
 
 def test_trace_gate_failure_leaves_nothing_in_the_cache(write_config, tmp_path):

@@ -24,8 +24,12 @@ PROJECT = ("pipeline", "stages", "runtimes", "serving", "deploy", "tests")
 FOLLOWED = ("stages", "runtimes", "serving")
 # import name -> distribution name, where they differ
 DISTRIBUTION = {
-    "PIL": "pillow", "yaml": "pyyaml", "google": "protobuf", "onnx_tool": "onnx-tool",
-    "onnxconverter_common": "onnxconverter-common", "sklearn": "scikit-learn",
+    "PIL": "pillow",
+    "yaml": "pyyaml",
+    "google": "protobuf",
+    "onnx_tool": "onnx-tool",
+    "onnxconverter_common": "onnxconverter-common",
+    "sklearn": "scikit-learn",
 }
 # Imported but deliberately not in keys: the orchestrator's own model layer, and
 # libraries whose identity a stage records otherwise (TensorRT: version + GPU in `identity`).
@@ -37,8 +41,22 @@ SPECS = stage_specs()
 VARIANTS: dict[str, list[dict[str, Any]]] = {
     "build": [{"source": s} for s in ("fp32", "int8", "fp16")],
     "validate": [{"runtimes": ["onnxruntime", "torchscript", "tensorrt"]}],
-    "triton_config": [{"formats": ["onnx", "torchscript", "python", "plan"], "precisions": ["fp32", "int8", "fp16"]}],
-    "bench": [{"runtimes": ["eager", "torchscript", "onnxruntime", "onnxruntime_int8", "onnxruntime_fp16", "tensorrt", "triton"]}],
+    "triton_config": [
+        {"formats": ["onnx", "torchscript", "python", "plan"], "precisions": ["fp32", "int8", "fp16"]}
+    ],
+    "bench": [
+        {
+            "runtimes": [
+                "eager",
+                "torchscript",
+                "onnxruntime",
+                "onnxruntime_int8",
+                "onnxruntime_fp16",
+                "tensorrt",
+                "triton",
+            ]
+        }
+    ],
 }
 
 
@@ -49,7 +67,9 @@ def test_selected_inputs_are_within_the_declared_ones(name: str) -> None:
     for values in [{}, *VARIANTS.get(name, [])]:
         picked |= set(spec.inputs_for(spec.params.model_validate(values)))
     assert picked <= set(spec.inputs), f"{name} reads {sorted(picked - set(spec.inputs))} beyond SPEC.inputs"
-    assert picked == set(spec.inputs), f"{name} declares {sorted(set(spec.inputs) - picked)} that no params read"
+    assert picked == set(spec.inputs), (
+        f"{name} declares {sorted(set(spec.inputs) - picked)} that no params read"
+    )
 
 
 def test_every_stage_with_select_inputs_has_variants() -> None:

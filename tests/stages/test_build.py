@@ -14,8 +14,7 @@ import pytest
 from pipeline.errors import ConfigError, StageError, StageFailed, StageSkipped
 from pipeline.project import load_project
 from stages import build
-from tests.conftest import ROOT
-from tests.helpers import run, statuses
+from tests.helpers import ROOT, real_tensorrt, run, statuses
 from tests.stages import fake_tensorrt as fake
 
 STUBS = ROOT / ".typings" / "tensorrt_bindings" / "tensorrt.pyi"
@@ -28,7 +27,11 @@ def stub_names() -> dict[str, set[str]]:
     for node in ast.parse(STUBS.read_text()).body:
         if isinstance(node, ast.ClassDef):
             methods = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
-            fields = {n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+            fields = {
+                n.target.id
+                for n in node.body
+                if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+            }
             names[node.name] = methods | fields
     return names
 
@@ -62,7 +65,9 @@ def test_network_flags_per_version_and_source(major, source, flags):
 
 def test_builder_flags():
     assert build.builder_flags(fake, params(fp16=True), 10) == [fake.BuilderFlag.FP16]
-    assert build.builder_flags(fake, params(version_compatible=True), 11) == [fake.BuilderFlag.VERSION_COMPATIBLE]
+    assert build.builder_flags(fake, params(version_compatible=True), 11) == [
+        fake.BuilderFlag.VERSION_COMPATIBLE
+    ]
     with pytest.raises(StageFailed, match="TensorRT 11"):
         build.builder_flags(fake, params(fp16=True), 11)
     with pytest.raises(StageFailed, match="source: fp16"):
@@ -73,16 +78,29 @@ def test_profiles_default_to_the_shape_spec_and_can_be_overridden(write_config):
     config = load_project(write_config()).config
     default = build.profile_shapes(config, build.Profile(name="d"))
     assert default["image"].model_dump() == {"min": (1, 1, 8, 8), "opt": (4, 1, 8, 8), "max": (16, 1, 8, 8)}
-    small = build.Profile(name="small", shapes={"image": build.ProfileShapes(min=(1, 1, 8, 8), opt=(1, 1, 8, 8), max=(2, 1, 8, 8))})
+    small = build.Profile(
+        name="small",
+        shapes={"image": build.ProfileShapes(min=(1, 1, 8, 8), opt=(1, 1, 8, 8), max=(2, 1, 8, 8))},
+    )
     assert build.profile_shapes(config, small)["image"].max == (2, 1, 8, 8)
 
 
 def test_profile_errors_are_config_errors(write_config):
-    bad = {"profiles": [{"name": "a", "shapes": {"image": {"min": [1, 1, 8, 8], "opt": [8, 1, 8, 8], "max": [4, 1, 9, 8]}}}, {"name": "a", "shapes": {"nope": {"min": [1], "opt": [1], "max": [1]}}}]}
+    bad = {
+        "profiles": [
+            {
+                "name": "a",
+                "shapes": {"image": {"min": [1, 1, 8, 8], "opt": [8, 1, 8, 8], "max": [4, 1, 9, 8]}},
+            },
+            {"name": "a", "shapes": {"nope": {"min": [1], "opt": [1], "max": [1]}}},
+        ]
+    }
     with pytest.raises(ConfigError) as info:
         load_project(write_config(override={"stages": {"build": bad}}))
     text = [str(i) for i in info.value.issues]
-    assert any("stages.build.profiles[0].shapes.image: dim 0: need min <= opt <= max" in t for t in text), text
+    assert any("stages.build.profiles[0].shapes.image: dim 0: need min <= opt <= max" in t for t in text), (
+        text
+    )
     assert any("dim 2 is static 8" in t for t in text) and any("no input 'nope'" in t for t in text)
     assert any("profile names must be unique" in t for t in text)
 
@@ -91,10 +109,29 @@ def test_build_with_the_fake_writes_raw_plan_manifest_and_profiles(write_config,
     monkeypatch.setattr(build, "_tensorrt", lambda p: fake)
     monkeypatch.setattr(build, "gpu_identity", lambda: "Fake GPU (sm 9.0)")
     fake.built.clear()
-    profiles = [{"name": "small", "shapes": {"image": {"min": [1, 1, 8, 8], "opt": [1, 1, 8, 8], "max": [2, 1, 8, 8]}}}, {"name": "default"}]
-    path = write_config(replace={"stages": {"trace": {}, "export": {}, "build": {"profiles": profiles, "workspace_mib": 64, "optimization_level": 5, "hardware_compatibility": "ampere_plus"}}})
+    profiles = [
+        {
+            "name": "small",
+            "shapes": {"image": {"min": [1, 1, 8, 8], "opt": [1, 1, 8, 8], "max": [2, 1, 8, 8]}},
+        },
+        {"name": "default"},
+    ]
+    path = write_config(
+        replace={
+            "stages": {
+                "trace": {},
+                "export": {},
+                "build": {
+                    "profiles": profiles,
+                    "workspace_mib": 64,
+                    "optimization_level": 5,
+                    "hardware_compatibility": "ampere_plus",
+                },
+            }
+        }
+    )
     results = run(path)
-    from tests.stages.test_stages import output_path
+    from tests.helpers import output_path
 
     assert output_path(path, results, "build", "engine").read_bytes() == fake.PLAN  # no header inside
     manifest = json.loads(output_path(path, results, "build", "manifest").read_text())
@@ -108,7 +145,7 @@ def test_build_with_the_fake_writes_raw_plan_manifest_and_profiles(write_config,
 
 def test_without_tensorrt_the_build_is_skipped_and_the_rest_completes(write_config):
     try:
-        import tensorrt  # noqa: F401
+        import tensorrt
 
         if hasattr(tensorrt, "Builder"):
             pytest.skip("TensorRT is installed here")
@@ -131,24 +168,26 @@ def test_without_tensorrt_the_build_is_skipped_and_the_rest_completes(write_conf
 @needs_stubs
 def test_mypy_with_the_stubs_catches_trt_8_api_misuse(tmp_path):
     wrong = (ROOT / "stages" / "build.py").read_text()
-    wrong = wrong.replace("builder.build_serialized_network(network, config)", "builder.build_engine(network, config)")
-    wrong = wrong.replace("config.set_memory_pool_limit(trt_module.MemoryPoolType.WORKSPACE, params.workspace_mib << 20)", "config.max_workspace_size = params.workspace_mib << 20")
-    wrong = wrong.replace("trt_module.Dims(list(s.min)), trt_module.Dims(list(s.opt)), trt_module.Dims(list(s.max))", "s.min, s.opt, s.max")
+    wrong = wrong.replace(
+        "builder.build_serialized_network(network, config)", "builder.build_engine(network, config)"
+    )
+    wrong = wrong.replace(
+        "config.set_memory_pool_limit(trt_module.MemoryPoolType.WORKSPACE, params.workspace_mib << 20)",
+        "config.max_workspace_size = params.workspace_mib << 20",
+    )
+    wrong = wrong.replace(
+        "trt_module.Dims(list(s.min)), trt_module.Dims(list(s.opt)), trt_module.Dims(list(s.max))",
+        "s.min, s.opt, s.max",
+    )
     copy = tmp_path / "stages_copy" / "build_wrong.py"
     copy.parent.mkdir()
     copy.write_text(wrong)
-    proc = subprocess.run([sys.executable, "-m", "mypy", str(copy)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", str(copy)], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert '"Builder" has no attribute "build_engine"' in proc.stdout
     assert '"IBuilderConfig" has no attribute "max_workspace_size"' in proc.stdout
     assert 'expected "Dims"' in proc.stdout
-
-
-def real_tensorrt() -> bool:
-    try:
-        import tensorrt
-    except ImportError:
-        return False
-    return hasattr(tensorrt, "Builder") and build.gpu_identity() is not None
 
 
 @pytest.mark.tensorrt
@@ -158,7 +197,7 @@ def test_real_tensorrt_builds_the_tiny_engine(write_config):
     path = write_config(replace={"stages": {"trace": {}, "export": {}, "build": {"required": True}}})
     results = run(path)
     assert results["build"].status.value == "ran"
-    from tests.stages.test_stages import output_path
+    from tests.helpers import output_path
 
     plan = output_path(path, results, "build", "engine").read_bytes()
     assert len(plan) > 1000 and not plan.startswith(b"{")
@@ -177,15 +216,27 @@ def test_validate_reports_tensorrt_skipped_without_an_engine(write_config):
 def test_triton_plan_max_batch_is_checked_against_the_engine_profiles(write_config, monkeypatch):
     monkeypatch.setattr(build, "_tensorrt", lambda p: fake)
     monkeypatch.setattr(build, "gpu_identity", lambda: "Fake GPU (sm 9.0)")
-    small = [{"name": "small", "shapes": {"image": {"min": [1, 1, 8, 8], "opt": [2, 1, 8, 8], "max": [4, 1, 8, 8]}}}]
-    stages = {"trace": {}, "export": {}, "build": {"profiles": small}, "triton_config": {"formats": ["plan"], "max_batch_size": 8}}
+    small = [
+        {
+            "name": "small",
+            "shapes": {"image": {"min": [1, 1, 8, 8], "opt": [2, 1, 8, 8], "max": [4, 1, 8, 8]}},
+        }
+    ]
+    stages = {
+        "trace": {},
+        "export": {},
+        "build": {"profiles": small},
+        "triton_config": {"formats": ["plan"], "max_batch_size": 8},
+    }
     with pytest.raises(StageError, match="max_batch_size 8 exceeds the engine's profiles' max batch 4"):
         run(write_config(replace={"stages": stages}))
     stages["triton_config"]["max_batch_size"] = 4
     results = run(write_config(replace={"stages": stages}, name="ok.yaml"))
-    from tests.stages.test_stages import output_path
+    from tests.helpers import output_path
 
-    tree = output_path(write_config(replace={"stages": stages}, name="ok.yaml"), results, "triton_config", "repository")
+    tree = output_path(
+        write_config(replace={"stages": stages}, name="ok.yaml"), results, "triton_config", "repository"
+    )
     assert (tree / "tiny_plan" / "1" / "model.plan").read_bytes() == fake.PLAN
     assert 'platform: "tensorrt_plan"' in (tree / "tiny_plan" / "config.pbtxt").read_text()
 

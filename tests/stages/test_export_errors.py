@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.errors import ExitCode, plain, root_cause
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 DATA_DEPENDENT = '''
 import torch
@@ -26,15 +26,24 @@ def branchy(width: int = 8):
 '''
 
 
-def test_dynamo_export_failure_shows_the_root_cause_without_colour_codes(write_config, tmp_path: Path) -> None:
+def test_dynamo_export_failure_shows_the_root_cause_without_colour_codes(
+    write_config, tmp_path: Path
+) -> None:
     (tmp_path / "branchy.py").write_text(DATA_DEPENDENT)
-    path = write_config({"model": {"file": str(tmp_path / "branchy.py"), "callable": "branchy"},
-                         "stages": {"export": {"exporter": "dynamo"}}})
+    path = write_config(
+        {
+            "model": {"file": str(tmp_path / "branchy.py"), "callable": "branchy"},
+            "stages": {"export": {"exporter": "dynamo"}},
+        }
+    )
     proc = run_cli("run", str(path), "--to", "export")
     console = proc.stdout + proc.stderr
     assert proc.returncode == ExitCode.STAGE, console
     assert "\x1b[" not in console
-    assert "torch.onnx.export (dynamo) failed: GuardOnDataDependentSymNode: Could not guard on data-dependent" in console
+    assert (
+        "torch.onnx.export (dynamo) failed: GuardOnDataDependentSymNode: Could not guard on data-dependent"
+        in console
+    )
     assert "see the stack trace above" not in console and "Traceback" not in console
     log = (tmp_path / "runs" / "tiny" / "logs" / "export.log").read_text()
     assert "torch.export" in log and "Traceback" in log  # the full story is in the log

@@ -9,18 +9,27 @@ import onnx
 import pytest
 
 from pipeline.errors import StageError
-from tests.helpers import run
-from tests.stages.test_stages import output_path
+from tests.helpers import output_path, run
 
 
 def fp16_config(write_config, checkpoint, holdout, name="fp16.yaml"):
-    stages = {"trace": {}, "export": {}, "fp16": {"holdout": holdout, "gate": {"min_cosine": 0.999, "min_top1_agreement": 0.99}}}
-    return write_config(replace={"stages": stages}, override={"model": {"checkpoint": str(checkpoint)}}, name=name)
+    stages = {
+        "trace": {},
+        "export": {},
+        "fp16": {"holdout": holdout, "gate": {"min_cosine": 0.999, "min_top1_agreement": 0.99}},
+    }
+    return write_config(
+        replace={"stages": stages}, override={"model": {"checkpoint": str(checkpoint)}}, name=name
+    )
 
 
 def test_fp16_inside_the_gate_with_fp32_io(write_config, digits_checkpoint):
     checkpoint, _ = digits_checkpoint
-    path = fp16_config(write_config, checkpoint, {"kind": "arrays", "path": str(checkpoint.parent / "test.npy"), "count": 200})
+    path = fp16_config(
+        write_config,
+        checkpoint,
+        {"kind": "arrays", "path": str(checkpoint.parent / "test.npy"), "count": 200},
+    )
     results = run(path)
     report = json.loads(output_path(path, results, "fp16", "accuracy").read_text())
     assert report["outputs"]["logits"]["top1_agreement"] >= 0.99
@@ -35,11 +44,15 @@ def test_a_damaging_conversion_is_caught(write_config, digits_checkpoint):
     must say so (ONNX Runtime on CPU computes FP16 convolutions in FP32, so activation
     overflow can't be provoked here; clamped weights are a real conversion fault)."""
     checkpoint, _ = digits_checkpoint
-    path = fp16_config(write_config, checkpoint, {"kind": "arrays", "path": str(checkpoint.parent / "test.npy"), "count": 100})
+    path = fp16_config(
+        write_config,
+        checkpoint,
+        {"kind": "arrays", "path": str(checkpoint.parent / "test.npy"), "count": 100},
+    )
     import yaml
 
     data = yaml.safe_load(path.read_text())
     data["stages"]["fp16"]["max_finite"] = 0.05
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    with pytest.raises(StageError, match="FP16 accuracy gate failed: logits: (cosine|top1)"):
+    with pytest.raises(StageError, match=r"FP16 accuracy gate failed: logits: (cosine|top1)"):
         run(path)

@@ -33,28 +33,56 @@ def dead(width: int = 8):  # the tiny config passes width
 
 
 def test_integer_value_range_is_inclusive_so_a_mask_has_ones() -> None:
-    spec = InputSpec(name="mask", dtype="int64", dims=["batch", 16], min=[1, 16], opt=[4, 16], max=[8, 16], value_range=(0, 1))
+    spec = InputSpec(
+        name="mask",
+        dtype="int64",
+        dims=["batch", 16],
+        min=[1, 16],
+        opt=[4, 16],
+        max=[8, 16],
+        value_range=(0, 1),
+    )
     drawn = _golden.random_input(spec, (8, 16), np.random.default_rng(0))
     assert set(np.unique(drawn)) == {0, 1}
 
 
 def test_equal_value_range_bounds_are_a_config_error(write_config) -> None:
-    path = write_config({"inputs": [{"name": "image", "dims": ["batch", 1, 8, 8], "min": [1, 1, 8, 8], "opt": [4, 1, 8, 8], "max": [16, 1, 8, 8], "value_range": [2, 2]}]})
-    with pytest.raises(ConfigError, match=r"inputs\[0\]: value_range needs low < high \(got \[2, 2\]\): equal bounds"):
+    path = write_config(
+        {
+            "inputs": [
+                {
+                    "name": "image",
+                    "dims": ["batch", 1, 8, 8],
+                    "min": [1, 1, 8, 8],
+                    "opt": [4, 1, 8, 8],
+                    "max": [16, 1, 8, 8],
+                    "value_range": [2, 2],
+                }
+            ]
+        }
+    )
+    with pytest.raises(
+        ConfigError, match=r"inputs\[0\]: value_range needs low < high \(got \[2, 2\]\): equal bounds"
+    ):
         load_project(path)
 
 
 def test_constant_golden_inputs_from_a_file_are_refused(write_config, tmp_path: Path) -> None:
     np.savez(tmp_path / "golden.npz", image=np.zeros((16, 1, 8, 8), np.float32))
     path = write_config({"model": {"golden_inputs": str(tmp_path / "golden.npz")}})
-    with pytest.raises(StageError, match=r"golden inputs are constant.*image at max \(all 0\.0\)") as info:
+    with pytest.raises(
+        StageError, match=r"golden inputs are constant or not finite.*image at max \(all 0\.0\)"
+    ) as info:
         run(path, only=["trace"])
     assert "model.golden_inputs" in str(info.value)
 
 
 def test_golden_inputs_file_is_cut_to_each_shape_and_exact_keys_win(write_config, tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
-    shared, exact = rng.standard_normal((20, 1, 8, 8)).astype(np.float32), rng.standard_normal((4, 1, 8, 8)).astype(np.float32)
+    shared, exact = (
+        rng.standard_normal((20, 1, 8, 8)).astype(np.float32),
+        rng.standard_normal((4, 1, 8, 8)).astype(np.float32),
+    )
     np.savez(tmp_path / "golden.npz", image=shared, **{"opt.image": exact})
     path = write_config({"model": {"golden_inputs": str(tmp_path / "golden.npz")}})
     results = run(path, only=["trace"])
@@ -70,7 +98,9 @@ def test_golden_inputs_file_is_cut_to_each_shape_and_exact_keys_win(write_config
 def test_golden_inputs_file_too_small_names_the_input_and_shape(write_config, tmp_path: Path) -> None:
     np.savez(tmp_path / "golden.npz", image=np.ones((2, 1, 8, 8), np.float32))
     path = write_config({"model": {"golden_inputs": str(tmp_path / "golden.npz")}})
-    with pytest.raises(StageError, match=r"model\.golden_inputs\[image\]: shape \[2, 1, 8, 8\] cannot give the opt shape") as info:
+    with pytest.raises(
+        StageError, match=r"model\.golden_inputs\[image\]: shape \[2, 1, 8, 8\] cannot give the opt shape"
+    ) as info:
         run(path, only=["trace"])
     assert info.value.exit_code == ExitCode.CONFIG
 
@@ -85,7 +115,10 @@ def test_golden_inputs_must_be_npz(write_config, tmp_path: Path) -> None:
 def test_constant_reference_outputs_are_refused(write_config, tmp_path: Path) -> None:
     (tmp_path / "dead.py").write_text(ZERO_MODEL)
     path = write_config({"model": {"file": str(tmp_path / "dead.py"), "callable": "dead"}})
-    with pytest.raises(StageError, match=r"reference outputs are constant.*logits at min \(all 0\.0\).*model\.golden_inputs"):
+    with pytest.raises(
+        StageError,
+        match=r"reference outputs are constant or not finite.*logits at min \(all 0\.0\).*model\.golden_inputs",
+    ):
         run(path, only=["trace"])
 
 
@@ -126,10 +159,34 @@ def test_agreement_metrics_only_for_declared_logits() -> None:
 
 
 def test_an_agreement_gate_without_a_logits_output_is_a_config_error(write_config) -> None:
-    path = write_config({"outputs": [{"name": "logits", "kind": "embedding"}], "stages": {"fp16": {"gate": {"min_top1_agreement": 0.9}}}})
-    with pytest.raises(ConfigError, match=r"stages\.fp16\.gate\.min_top1_agreement: needs an output declared `kind: logits`"):
+    path = write_config(
+        {
+            "outputs": [{"name": "logits", "kind": "embedding"}],
+            "stages": {"fp16": {"gate": {"min_top1_agreement": 0.9}}},
+        }
+    )
+    with pytest.raises(
+        ConfigError, match=r"stages\.fp16\.gate\.min_top1_agreement: needs an output declared `kind: logits`"
+    ):
         load_project(path)
 
 
 def test_output_kind_defaults_to_other() -> None:
     assert OutputSpec(name="y").kind is OutputKind.OTHER
+
+
+def test_golden_inputs_keys_that_name_no_input_are_refused(write_config, tmp_path: Path) -> None:
+    np.savez(tmp_path / "golden.npz", imgae=np.ones((16, 1, 8, 8), np.float32))
+    path = write_config({"model": {"golden_inputs": str(tmp_path / "golden.npz")}})
+    with pytest.raises(StageError, match=r"keys \['imgae'\] name no input \(inputs: \['image'\]"):
+        run(path, only=["trace"])
+
+
+def test_nan_reference_outputs_are_refused(write_config, tmp_path: Path) -> None:
+    (tmp_path / "nan.py").write_text(ZERO_MODEL.replace("torch.relu(-x.abs())", "(x * float('nan'))"))
+    path = write_config({"model": {"file": str(tmp_path / "nan.py"), "callable": "dead"}})
+    with pytest.raises(
+        StageError,
+        match=r"reference outputs are constant or not finite.*logits at min \(64 of 64 values NaN or infinite\)",
+    ):
+        run(path, only=["trace"])

@@ -32,4 +32,8 @@ def test_gate_names_the_broken_threshold():
     ref = {"opt": Case({}, {"y": np.array([1.0, 0.0])})}
     rotated = {"opt": {"y": np.array([0.9, 0.3])}}
     with pytest.raises(StageFailed, match=r"opt/y: .*cosine 0\.9\d+ < min_cosine 0\.99"):
-        gate("x", compare(rotated, ref, Tolerance(atol=1.0, rtol=0.0, min_cosine=0.99)), Tolerance(atol=1.0, rtol=0.0, min_cosine=0.99))
+        gate(
+            "x",
+            compare(rotated, ref, Tolerance(atol=1.0, rtol=0.0, min_cosine=0.99)),
+            Tolerance(atol=1.0, rtol=0.0, min_cosine=0.99),
+        )

@@ -13,13 +13,14 @@ from onnx import numpy_helper
 
 from pipeline.errors import ConfigError, StageError
 from pipeline.project import load_project
-from tests.helpers import run
-from tests.stages.test_stages import output_path
+from tests.helpers import output_path, run
 
 
 def digits_config(write_config, checkpoint, quantize, name="q.yaml"):
     stages = {"trace": {}, "export": {}, "simplify": {}, "quantize": quantize}
-    return write_config(replace={"stages": stages}, override={"model": {"checkpoint": str(checkpoint)}}, name=name)
+    return write_config(
+        replace={"stages": stages}, override={"model": {"checkpoint": str(checkpoint)}}, name=name
+    )
 
 
 def accuracy_of(model_path, images, labels) -> float:
@@ -35,11 +36,15 @@ def gate(**extra):
 def test_int8_stays_inside_the_gate_on_real_data(write_config, digits_checkpoint):
     checkpoint, fp32_accuracy = digits_checkpoint
     data = checkpoint.parent
-    path = digits_config(write_config, checkpoint, {
-        "calibration": {"kind": "arrays", "path": str(data / "train.npy"), "count": 128},
-        "holdout": {"kind": "arrays", "path": str(data / "test.npy"), "count": 300},
-        "gate": gate(),
-    })
+    path = digits_config(
+        write_config,
+        checkpoint,
+        {
+            "calibration": {"kind": "arrays", "path": str(data / "train.npy"), "count": 128},
+            "holdout": {"kind": "arrays", "path": str(data / "test.npy"), "count": 300},
+            "gate": gate(),
+        },
+    )
     results = run(path)
     report = json.loads(output_path(path, results, "quantize", "accuracy").read_text())
     assert report["outputs"]["logits"]["top1_agreement"] >= 0.95 and report["holdout_samples"] == 300
@@ -55,12 +60,18 @@ def test_broken_calibration_is_caught_by_the_gate(write_config, digits_checkpoin
     checkpoint, _ = digits_checkpoint
     constant = tmp_path / "constant.npy"
     np.save(constant, np.zeros((64, 1, 8, 8), np.float32))
-    path = digits_config(write_config, checkpoint, {
-        "calibration": {"kind": "arrays", "path": str(constant), "count": 64},
-        "holdout": {"kind": "arrays", "path": str(checkpoint.parent / "test.npy"), "count": 300},
-        "gate": gate(),
-    })
-    with pytest.raises(StageError, match=r"INT8 accuracy gate failed: logits: (cosine|top1_agreement) [0-9.]+ <"):
+    path = digits_config(
+        write_config,
+        checkpoint,
+        {
+            "calibration": {"kind": "arrays", "path": str(constant), "count": 64},
+            "holdout": {"kind": "arrays", "path": str(checkpoint.parent / "test.npy"), "count": 300},
+            "gate": gate(),
+        },
+    )
+    with pytest.raises(
+        StageError, match=r"INT8 accuracy gate failed: logits: (cosine|top1_agreement) [0-9.]+ <"
+    ):
         run(path)
 
 
@@ -73,11 +84,17 @@ def zero_points(model_path) -> list[np.ndarray]:
 @pytest.mark.parametrize(("target", "dtype"), [("onnxruntime", np.uint8), ("tensorrt", np.int8)])
 def test_qdq_settings_follow_the_target(write_config, digits_checkpoint, target, dtype):
     checkpoint, _ = digits_checkpoint
-    path = digits_config(write_config, checkpoint, {
-        "target": target, "calibration": {"kind": "arrays", "path": str(checkpoint.parent / "train.npy"), "count": 32},
-        # Symmetric int8 activations waste half their range after ReLU: looser here.
-        "gate": {"min_cosine": 0.9},
-    }, name=f"{target}.yaml")
+    path = digits_config(
+        write_config,
+        checkpoint,
+        {
+            "target": target,
+            "calibration": {"kind": "arrays", "path": str(checkpoint.parent / "train.npy"), "count": 32},
+            # Symmetric int8 activations waste half their range after ReLU: looser here.
+            "gate": {"min_cosine": 0.9},
+        },
+        name=f"{target}.yaml",
+    )
     model = output_path(path, run(path), "quantize", "onnx_int8")
     points = zero_points(model)
     assert points and all(p.dtype == dtype for p in points)
@@ -89,7 +106,19 @@ def test_calibration_data_change_reruns_quantize(write_config, digits_checkpoint
     checkpoint, _ = digits_checkpoint
     data = tmp_path / "calib.npy"
     np.save(data, np.load(checkpoint.parent / "train.npy")[:40])
-    path = digits_config(write_config, checkpoint, {"calibration": {"kind": "arrays", "path": str(data), "count": 16, }, "holdout_count": 16, "gate": {"min_cosine": 0.9}})
+    path = digits_config(
+        write_config,
+        checkpoint,
+        {
+            "calibration": {
+                "kind": "arrays",
+                "path": str(data),
+                "count": 16,
+            },
+            "holdout_count": 16,
+            "gate": {"min_cosine": 0.9},
+        },
+    )
     assert run(path)["quantize"].status.value == "ran"
     assert run(path)["quantize"].status.value == "cached"
     np.save(data, np.load(checkpoint.parent / "train.npy")[40:80])
@@ -101,8 +130,13 @@ def test_data_source_errors_name_their_field(write_config):
     path = write_config(override={"stages": {"quantize": {"calibration": {"kind": "arrays"}}}})
     with pytest.raises(ConfigError) as info:
         load_project(path)
-    assert any(str(i).startswith("stages.quantize.calibration:") and "needs a path" in str(i) for i in info.value.issues)
-    path = write_config(override={"stages": {"quantize": {"calibration": {"kind": "images", "path": "/no/such/dir"}}}})
+    assert any(
+        str(i).startswith("stages.quantize.calibration:") and "needs a path" in str(i)
+        for i in info.value.issues
+    )
+    path = write_config(
+        override={"stages": {"quantize": {"calibration": {"kind": "images", "path": "/no/such/dir"}}}}
+    )
     with pytest.raises(ConfigError) as info:
         load_project(path)
     assert any(str(i).startswith("stages.quantize.calibration.path:") for i in info.value.issues)
@@ -116,22 +150,39 @@ def test_image_source_preprocessing(tmp_path):
 
     for i in range(3):
         Image.new("RGB", (320, 240), (255, 0, 128)).save(tmp_path / f"{i}.png")
-    config = DeployConfig.model_validate({
-        "name": "m", "model": {"factory": "a:b"}, "outputs": [{"name": "y"}], "stages": {"x": {}},
-        "inputs": [{"name": "x", "dims": ["batch", 3, 224, 224], "min": [1, 3, 224, 224], "opt": [1, 3, 224, 224], "max": [1, 3, 224, 224]}],
-    })
+    config = DeployConfig.model_validate(
+        {
+            "name": "m",
+            "model": {"factory": "a:b"},
+            "outputs": [{"name": "y"}],
+            "stages": {"x": {}},
+            "inputs": [
+                {
+                    "name": "x",
+                    "dims": ["batch", 3, 224, 224],
+                    "min": [1, 3, 224, 224],
+                    "opt": [1, 3, 224, 224],
+                    "max": [1, 3, 224, 224],
+                }
+            ],
+        }
+    )
     samples = load(DataSource(kind="images", path=tmp_path, count=2, offset=1), config)
     assert len(samples) == 2 and samples[0]["x"].shape == (1, 3, 224, 224)
     red = samples[0]["x"][0, 0]
     assert np.allclose(red, (1.0 - 0.485) / 0.229, atol=1e-5)
-    with pytest.raises(Exception, match="3 samples|2 samples|wanted"):
+    with pytest.raises(Exception, match=r"3 samples|2 samples|wanted"):
         load(DataSource(kind="images", path=tmp_path, count=3, offset=1), config)
 
 
 def test_modelopt_quantizer_is_checked_and_says_how_to_install(write_config, digits_checkpoint):
     checkpoint, _ = digits_checkpoint
     with pytest.raises(ConfigError) as info:
-        load_project(digits_config(write_config, checkpoint, {"quantizer": "modelopt", "method": "percentile"}, name="mo1.yaml"))
+        load_project(
+            digits_config(
+                write_config, checkpoint, {"quantizer": "modelopt", "method": "percentile"}, name="mo1.yaml"
+            )
+        )
     text = [str(i) for i in info.value.issues]
     assert any("stages.quantize.quantizer: modelopt writes Q/DQ for TensorRT" in t for t in text)
     assert any("stages.quantize.method:" in t for t in text)
@@ -143,7 +194,12 @@ def test_modelopt_quantizer_is_checked_and_says_how_to_install(write_config, dig
         pass
     from pipeline.errors import MissingDependency
 
-    path = digits_config(write_config, checkpoint, {"quantizer": "modelopt", "target": "tensorrt", "calibration": {"count": 4}, "holdout_count": 4}, name="mo2.yaml")
+    path = digits_config(
+        write_config,
+        checkpoint,
+        {"quantizer": "modelopt", "target": "tensorrt", "calibration": {"count": 4}, "holdout_count": 4},
+        name="mo2.yaml",
+    )
     with pytest.raises(StageError, match=r"stage 'quantize' failed: .*nvidia-modelopt\[onnx\]") as failed:
         run(path)  # the stage fails, keeping the missing library's exit code
     assert failed.value.exit_code == MissingDependency("x", "y").exit_code

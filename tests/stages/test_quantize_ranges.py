@@ -41,9 +41,21 @@ def attention_config(write_config, tmp_path: Path, method: str) -> Path:
     (tmp_path / "attention.py").write_text(ATTENTION)
     inputs = [
         {"name": "x", "dims": ["batch", 6, 8], "min": [1, 6, 8], "opt": [2, 6, 8], "max": [4, 6, 8]},
-        {"name": "mask", "dtype": "int64", "dims": ["batch", 6], "min": [1, 6], "opt": [2, 6], "max": [4, 6], "value_range": [0, 1]},
+        {
+            "name": "mask",
+            "dtype": "int64",
+            "dims": ["batch", 6],
+            "min": [1, 6],
+            "opt": [2, 6],
+            "max": [4, 6],
+            "value_range": [0, 1],
+        },
     ]
-    stages = {"trace": {}, "export": {}, "quantize": {"method": method, "calibration": {"kind": "random", "count": 8}, "holdout_count": 4}}
+    stages = {
+        "trace": {},
+        "export": {},
+        "quantize": {"method": method, "calibration": {"kind": "random", "count": 8}, "holdout_count": 4},
+    }
     return write_config(
         override={"model": {"file": str(tmp_path / "attention.py"), "callable": "attention"}},
         replace={"inputs": inputs, "outputs": [{"name": "y"}], "stages": stages},
@@ -51,7 +63,9 @@ def attention_config(write_config, tmp_path: Path, method: str) -> Path:
 
 
 @pytest.mark.parametrize("method", ["minmax", "entropy", "percentile"])
-def test_infinite_calibration_ranges_name_the_tensors_and_the_way_out(write_config, tmp_path: Path, method: str) -> None:
+def test_infinite_calibration_ranges_name_the_tensors_and_the_way_out(
+    write_config, tmp_path: Path, method: str
+) -> None:
     path = attention_config(write_config, tmp_path, method)
     with pytest.raises(StageError) as info:
         run(path)
@@ -77,7 +91,9 @@ def test_other_calibration_errors_are_not_replaced_by_minmax_ranges(
     def ranges(model: Path, calibration: list, method: str, work: Path) -> TensorsData:
         if method != "minmax":
             raise ValueError("entropy's own problem")
-        return TensorsData(CalibrationMethod.MinMax, {"t": TensorData(lowest=np.float32(0), highest=np.float32(1))})
+        return TensorsData(
+            CalibrationMethod.MinMax, {"t": TensorData(lowest=np.float32(0), highest=np.float32(1))}
+        )
 
     monkeypatch.setattr(quantize, "_ranges", ranges)
     with pytest.raises(ValueError, match="entropy's own problem"):

@@ -18,7 +18,8 @@ def broken_model(path):
     # A node reading a tensor nothing produces: onnxsim's checker rejects the graph.
     node = helper.make_node("Relu", ["dangling"], ["logits"])
     graph = helper.make_graph(
-        [node], "g",
+        [node],
+        "g",
         [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 1, 8, 8])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])],
     )
@@ -31,12 +32,14 @@ def context(tmp_path, config):
     work = tmp_path / "work"
     work.mkdir()
     outputs = {a.name: a for a in simplify.SPEC.outputs}
-    return StageContext(config, {"onnx": src, "golden": tmp_path / "unused.npz"}, work, outputs, logging.getLogger("t"))
+    return StageContext(
+        config, {"onnx": src, "golden": tmp_path / "unused.npz"}, work, outputs, logging.getLogger("t")
+    )
 
 
 def test_onnxsim_failure_fails_the_stage_with_its_message(tmp_path, write_config):
     ctx = context(tmp_path, load_project(write_config()).config)
-    with pytest.raises(StageFailed, match="onnxsim failed: .*dangling"):
+    with pytest.raises(StageFailed, match=r"onnxsim failed: .*dangling"):
         simplify.run(ctx, simplify.SimplifyParams())
 
 

@@ -21,8 +21,7 @@ from pipeline.project import load_project
 from pipeline.stage import StageContext
 from pipeline.store import Store
 from stages import smoke
-from tests.conftest import run_cli, tritonservers
-from tests.helpers import run
+from tests.helpers import run, run_cli, tritonservers
 
 pytestmark = pytest.mark.triton
 
@@ -32,14 +31,18 @@ def built(tmp_path_factory):
     """The tiny pipeline up to triton_config: (config, repository tree, golden file)."""
     import yaml
 
-    from tests.conftest import tiny_dict
+    from tests.helpers import tiny_dict
 
     tmp = tmp_path_factory.mktemp("smoke")
     path = tmp / "tiny.yaml"
     path.write_text(yaml.safe_dump(tiny_dict(tmp, smoke=True), sort_keys=False))
     results = run(path, stop="triton_config")
     store = Store(tmp / "cache")
-    return path, store.path_of(results["triton_config"].outputs["repository"]), store.path_of(results["trace"].outputs["golden"])
+    return (
+        path,
+        store.path_of(results["triton_config"].outputs["repository"]),
+        store.path_of(results["trace"].outputs["golden"]),
+    )
 
 
 def python_only_repo(built, tmp_path) -> Path:
@@ -55,7 +58,9 @@ def smoke_run(built, repo, tmp_path, **params):
     work = tmp_path / "work"
     work.mkdir()
     outputs = {a.name: a for a in smoke.SPEC.outputs}
-    ctx = StageContext(config, {"repository": repo, "golden": built[2]}, work, outputs, logging.getLogger("smoke-test"))
+    ctx = StageContext(
+        config, {"repository": repo, "golden": built[2]}, work, outputs, logging.getLogger("smoke-test")
+    )
     before = tritonservers()
     try:
         smoke.run(ctx, smoke.SmokeParams.model_validate(params))
@@ -78,9 +83,17 @@ def test_full_smoke_passes_over_http_and_grpc_with_batching(built, tmp_path):
     for protocol in ("http", "grpc"):
         assert {label for label in python["protocols"][protocol]} == {"min", "opt", "max"}
         assert python["protocols"][protocol]["max"]["logits"]["max_abs"] < 1e-5
-    assert python["batching"]["batched"] and python["batching"]["executions"] < python["batching"]["inferences"] == 64
-    assert report["models"]["tiny_onnx"] == {"status": "skipped", "reason": "the server has no 'onnxruntime' backend",
-                                              "format": "onnx", "precision": "fp32", "backend": "onnxruntime"}
+    assert (
+        python["batching"]["batched"]
+        and python["batching"]["executions"] < python["batching"]["inferences"] == 64
+    )
+    assert report["models"]["tiny_onnx"] == {
+        "status": "skipped",
+        "reason": "the server has no 'onnxruntime' backend",
+        "format": "onnx",
+        "precision": "fp32",
+        "backend": "onnxruntime",
+    }
     assert report["server"]["version"] and "python" in report["server"]["backends"]
     assert "Started GRPCInferenceService" in ctx.output("server_log").read_text()
 
@@ -88,9 +101,18 @@ def test_full_smoke_passes_over_http_and_grpc_with_batching(built, tmp_path):
 @pytest.mark.parametrize(
     ("fault", "expected"),
     [
-        (("config.pbtxt", 'name: "logits"', 'name: "logit"'), "output 'logits' missing (server has ['logit'])"),
-        (("config.pbtxt", "dims: 8\n  dims: 8", "dims: 9\n  dims: 8"), "input 'image': server says FP32 [-1, 1, 9, 8], shape spec says FP32 [-1, 1, 8, 8]"),
-        (("config.pbtxt", "max_batch_size: 16", "max_batch_size: 64"), "max_batch_size 64 exceeds the shape spec's max batch 16"),
+        (
+            ("config.pbtxt", 'name: "logits"', 'name: "logit"'),
+            "output 'logits' missing (server has ['logit'])",
+        ),
+        (
+            ("config.pbtxt", "dims: 8\n  dims: 8", "dims: 9\n  dims: 8"),
+            "input 'image': server says FP32 [-1, 1, 9, 8], shape spec says FP32 [-1, 1, 8, 8]",
+        ),
+        (
+            ("config.pbtxt", "max_batch_size: 16", "max_batch_size: 64"),
+            "max_batch_size 64 exceeds the shape spec's max batch 16",
+        ),
     ],
 )
 def test_config_faults_are_caught(built, tmp_path, fault, expected):
@@ -123,9 +145,15 @@ def test_wrong_numbers_fail_the_tolerance(built, tmp_path, digits_checkpoint, wr
 
 def test_server_that_never_gets_ready_times_out_and_is_stopped(built, tmp_path):
     repo = python_only_repo(built, tmp_path)
-    edit(repo / "tiny_python" / "1" / "model.py", "    def initialize(self, args):\n", "    def initialize(self, args):\n        import time; time.sleep(600)\n")
+    edit(
+        repo / "tiny_python" / "1" / "model.py",
+        "    def initialize(self, args):\n",
+        "    def initialize(self, args):\n        import time; time.sleep(600)\n",
+    )
     start = time.monotonic()
-    with pytest.raises(StageFailed, match=r"(?s)did not become live within the startup timeout.*loading: tiny_python"):
+    with pytest.raises(
+        StageFailed, match=r"(?s)did not become live within the startup timeout.*loading: tiny_python"
+    ):
         smoke_run(built, repo, tmp_path, server={"startup_timeout_s": 5, "stop_grace_s": 2})
     assert time.monotonic() - start < 60
 
@@ -139,7 +167,13 @@ def test_a_configured_port_that_is_taken_is_an_error_naming_it(built, tmp_path):
         busy.listen()
         port = busy.getsockname()[1]
         with pytest.raises(PortInUse, match=rf"^port {port} \(server\.http_port\) is already in use") as info:
-            smoke_run(built, python_only_repo(built, tmp_path), tmp_path, server={"http_port": port}, batching_requests=0)
+            smoke_run(
+                built,
+                python_only_repo(built, tmp_path),
+                tmp_path,
+                server={"http_port": port},
+                batching_requests=0,
+            )
     assert info.value.exit_code == ExitCode.ENVIRONMENT
 
 
@@ -150,7 +184,9 @@ def test_full_pipeline_cli_then_cached_without_server(tmp_path, write_config):
     summary = json.loads((tmp_path / "runs" / "tiny" / "summary.json").read_text())
     smoke_row = next(s for s in summary["stages"] if s["stage"] == "smoke")
     assert smoke_row["status"] == "ran"
-    assert smoke_row["metrics"]["smoke"]["models"]["tiny_python"]["protocols"]["grpc"]["opt"]["logits"]["passed"]
+    assert smoke_row["metrics"]["smoke"]["models"]["tiny_python"]["protocols"]["grpc"]["opt"]["logits"][
+        "passed"
+    ]
     again = run_cli("run", str(path))
     summary = json.loads((tmp_path / "runs" / "tiny" / "summary.json").read_text())
     assert again.returncode == 0 and {s["status"] for s in summary["stages"]} == {"cached"}
@@ -176,7 +212,9 @@ def test_server_dies_with_an_interrupted_or_killed_pipeline(built, write_config,
     path = write_config(smoke=True, name=f"sig{int(sig)}.yaml")
     run(path, stop="triton_config")
     before = tritonservers()
-    proc = subprocess.Popen([sys.executable, "-m", "deploy", "run", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deploy", "run", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     started = wait_for_server(before)
     time.sleep(1.0)
     os.kill(proc.pid, sig)
@@ -191,12 +229,17 @@ def test_deploy_serve_answers_and_stops_on_ctrl_c(built):
     path = built[0]
     assert run_cli("run", str(path), "--to", "triton_config").returncode == 0
     before = tritonservers()
-    proc = subprocess.Popen([sys.executable, "-m", "deploy", "serve", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deploy", "serve", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines = []
-    while proc.poll() is None and not any("serving;" in l for l in lines):
+    while proc.poll() is None and not any("serving;" in ln for ln in lines):
         lines.append(proc.stdout.readline())
-    assert any("tiny_python: READY" in l for l in lines), lines
-    http = next(l.split()[1] for l in lines if l.startswith("HTTP"))
+    assert any("tiny_python: READY" in ln for ln in lines), lines
+    http = next(ln.split()[1] for ln in lines if ln.startswith("HTTP"))
     import urllib.request
 
     with urllib.request.urlopen(f"{http}/v2/models/tiny_python/ready", timeout=10) as reply:
@@ -218,14 +261,18 @@ def test_existing_server_by_url_gets_models_loaded_and_unloaded(built, tmp_path)
     outside.mkdir()
     with ts.serving(ts.ServerSpec(), repo, [], outside) as server:
         ctx = smoke_run(
-            built, repo, tmp_path,
+            built,
+            repo,
+            tmp_path,
             server={"kind": "url", "url": server.http, "grpc_url": server.grpc},
         )
         report = json.loads(ctx.output("report").read_text())
         assert report["models"]["tiny_python"]["status"] == "passed"
         assert server.process.poll() is None  # not ours to stop
         deadline = time.monotonic() + 30
-        while ts.repository_index(server)["tiny_python"]["state"] == "UNLOADING" and time.monotonic() < deadline:
+        while (
+            ts.repository_index(server)["tiny_python"]["state"] == "UNLOADING" and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
         assert ts.repository_index(server)["tiny_python"]["state"] == "UNAVAILABLE"  # unloaded again
 
@@ -251,7 +298,9 @@ def test_default_formats_pass_on_the_default_server_and_say_partial(tmp_path, wr
 
 
 def test_no_testable_model_names_the_missing_backend_and_the_fix(tmp_path, write_config):
-    path = write_config(replace={"stages": {"trace": {}, "export": {}, "triton_config": {"formats": ["onnx"]}, "smoke": {}}})
+    path = write_config(
+        replace={"stages": {"trace": {}, "export": {}, "triton_config": {"formats": ["onnx"]}, "smoke": {}}}
+    )
     proc = run_cli("run", str(path))
     assert proc.returncode == ExitCode.STAGE and "Traceback" not in proc.stderr
     assert "the server has no 'onnxruntime' backend (for tiny_onnx)" in proc.stderr
@@ -259,10 +308,18 @@ def test_no_testable_model_names_the_missing_backend_and_the_fix(tmp_path, write
 
 
 def test_a_required_format_that_was_skipped_fails(tmp_path, write_config):
-    stages = {"trace": {}, "export": {}, "triton_config": {"formats": ["onnx", "python"]}, "smoke": {"require": ["python", "onnx"]}}
+    stages = {
+        "trace": {},
+        "export": {},
+        "triton_config": {"formats": ["onnx", "python"]},
+        "smoke": {"require": ["python", "onnx"]},
+    }
     proc = run_cli("run", str(write_config(replace={"stages": stages})))
     assert proc.returncode == ExitCode.STAGE
-    assert "tiny_onnx: required format 'onnx' was skipped: the server has no 'onnxruntime' backend" in proc.stderr
+    assert (
+        "tiny_onnx: required format 'onnx' was skipped: the server has no 'onnxruntime' backend"
+        in proc.stderr
+    )
     assert "tiny_python" not in proc.stderr.split("server log tail")[0]  # it passed
 
 
@@ -282,7 +339,11 @@ def servers_on(repository: Path) -> set[int]:
 
 def serve_env(tmpdir: Path) -> dict[str, str]:
     """`deploy serve` in a subprocess whose temp dirs land in `tmpdir`."""
-    return {**{k: v for k, v in os.environ.items() if k != "DEPLOY_CACHE_DIR"}, "COLUMNS": "200", "TMPDIR": str(tmpdir)}
+    return {
+        **{k: v for k, v in os.environ.items() if k != "DEPLOY_CACHE_DIR"},
+        "COLUMNS": "200",
+        "TMPDIR": str(tmpdir),
+    }
 
 
 @pytest.fixture
@@ -314,8 +375,13 @@ def test_deploy_serve_on_a_taken_port_exits_4_naming_it(published, tmp_path, ori
             config.write_text(yaml.safe_dump(data, sort_keys=False))
             label, args = f"stages.smoke.server.http_port in {config}", []
         # A server that moved to another port would serve until killed: the timeout fails the test.
-        proc = subprocess.run([sys.executable, "-m", "deploy", "serve", str(config), *args], capture_output=True,
-                              text=True, timeout=90, env=serve_env(tmpdir))
+        proc = subprocess.run(
+            [sys.executable, "-m", "deploy", "serve", str(config), *args],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            env=serve_env(tmpdir),
+        )
     assert proc.returncode == ExitCode.ENVIRONMENT, proc.stderr
     assert f"error (PortInUse): port {port} ({label}) is already in use on 127.0.0.1" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -333,6 +399,7 @@ class Lines:
 
         self.queue: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
+
         def read() -> None:
             for line in proc.stdout or []:
                 self.queue.put(line)
@@ -360,14 +427,21 @@ def test_deploy_serve_prints_metrics_and_stops_cleanly_on_sigterm(published):
 
     path, repository, tmpdir = published
     metrics_port = free_port("127.0.0.1")
-    proc = subprocess.Popen([sys.executable, "-m", "deploy", "serve", str(path), "--metrics-port", str(metrics_port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=serve_env(tmpdir))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deploy", "serve", str(path), "--metrics-port", str(metrics_port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=serve_env(tmpdir),
+    )
     try:
         out = Lines(proc)
         lines = out.until("serving;")
         addresses = {w[0]: w[1] for w in (line.split() for line in lines) if len(w) == 2}
         assert addresses["metrics"] == f"http://127.0.0.1:{metrics_port}/metrics", lines
-        assert addresses["gRPC"].startswith("127.0.0.1:") and addresses["HTTP"].startswith("http://127.0.0.1:")
+        assert addresses["gRPC"].startswith("127.0.0.1:") and addresses["HTTP"].startswith(
+            "http://127.0.0.1:"
+        )
         import urllib.request
 
         with urllib.request.urlopen(addresses["metrics"], timeout=10) as reply:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.errors import StageError
-from tests.helpers import run
-from tests.stages.test_stages import output_path
+from tests.helpers import output_path, run
 
 
 def test_safetensors_checkpoint_gives_the_same_golden_as_pt(write_config, digits_checkpoint, tmp_path):
@@ -59,5 +58,5 @@ def test_checkpoint_that_does_not_fit_names_the_file(write_config, tmp_path):
     bad = tmp_path / "wrong.pt"
     torch.save({"unrelated.weight": torch.zeros(3)}, bad)
     path = write_config({"model": {"checkpoint": str(bad)}, "stages": {}})
-    with pytest.raises(StageError, match="wrong.pt does not fit the model"):
+    with pytest.raises(StageError, match=r"wrong\.pt does not fit the model"):
         run(path)

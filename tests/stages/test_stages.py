@@ -8,14 +8,7 @@ import onnx
 import pytest
 
 from pipeline.errors import StageError
-from pipeline.store import Store
-from tests.helpers import run, statuses
-
-
-def output_path(path, results, stage, artifact):
-    from pipeline.project import load_project
-
-    return Store(load_project(path).cache_dir).path_of(results[stage].outputs[artifact])
+from tests.helpers import output_path, run, statuses
 
 
 def test_trace_records_golden_data_at_min_opt_max(write_config):
@@ -25,7 +18,9 @@ def test_trace_records_golden_data_at_min_opt_max(write_config):
     results = run(path, stop="trace")
     cases = _golden.load(output_path(path, results, "trace", "golden"))
     assert {label: case.inputs["image"].shape for label, case in cases.items()} == {
-        "min": (1, 1, 8, 8), "opt": (4, 1, 8, 8), "max": (16, 1, 8, 8)
+        "min": (1, 1, 8, 8),
+        "opt": (4, 1, 8, 8),
+        "max": (16, 1, 8, 8),
     }
     assert cases["max"].outputs["logits"].shape == (16, 10)
     assert results["trace"].metrics["parity"]["max"]["logits"]["passed"]
@@ -69,8 +64,16 @@ def test_validate_passes_trained_model_and_reports_numbers(write_config, digits_
 
 def test_validate_gate_fails_beyond_threshold(write_config, digits_checkpoint):
     checkpoint, _ = digits_checkpoint
-    path = write_config({"model": {"checkpoint": str(checkpoint)}, "stages": {"validate": {"atol": 0.0, "rtol": 0.0, "runtimes": ["onnxruntime"]}}})
-    with pytest.raises(StageError, match=r"onnxruntime vs eager parity failed: .*\|diff\| > atol 0 \+ rtol 0\*\|ref\| \(max_abs [0-9.e-]+"):
+    path = write_config(
+        {
+            "model": {"checkpoint": str(checkpoint)},
+            "stages": {"validate": {"atol": 0.0, "rtol": 0.0, "runtimes": ["onnxruntime"]}},
+        }
+    )
+    with pytest.raises(
+        StageError,
+        match=r"onnxruntime vs eager parity failed: .*\|diff\| > atol 0 \+ rtol 0\*\|ref\| \(max_abs [0-9.e-]+",
+    ):
         run(path)
 
 
@@ -78,26 +81,59 @@ def test_triton_config_round_trips_and_matches_the_shape_spec(write_config):
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
 
-    path = write_config({"stages": {"triton_config": {"max_batch_size": 8, "instance_group": {"kind": "auto", "count": 2}, "dynamic_batching": {"preferred_batch_sizes": [4, 8]}}}})
+    path = write_config(
+        {
+            "stages": {
+                "triton_config": {
+                    "max_batch_size": 8,
+                    "instance_group": {"kind": "auto", "count": 2},
+                    "dynamic_batching": {"preferred_batch_sizes": [4, 8]},
+                }
+            }
+        }
+    )
     results = run(path)
     tree = output_path(path, results, "triton_config", "repository")
-    onnx_cfg = text_format.Parse((tree / "tiny_onnx" / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    onnx_cfg = text_format.Parse(
+        (tree / "tiny_onnx" / "config.pbtxt").read_text(), model_config_pb2.ModelConfig()
+    )
     assert (onnx_cfg.platform, onnx_cfg.max_batch_size) == ("onnxruntime_onnx", 8)
     assert list(onnx_cfg.dynamic_batching.preferred_batch_size) == [4, 8]
-    assert onnx_cfg.instance_group[0].count == 2 and onnx_cfg.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_AUTO
-    ts_cfg = text_format.Parse((tree / "tiny_torchscript" / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    assert (
+        onnx_cfg.instance_group[0].count == 2
+        and onnx_cfg.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_AUTO
+    )
+    ts_cfg = text_format.Parse(
+        (tree / "tiny_torchscript" / "config.pbtxt").read_text(), model_config_pb2.ModelConfig()
+    )
     assert ts_cfg.input[0].name == "image__0" and ts_cfg.output[0].name == "logits__0"
     assert (tree / "tiny_torchscript" / "1" / "model.pt").is_file()
 
 
 def test_unbatched_model_keeps_full_dims(write_config):
-    path = write_config(replace={
-        "batch_dim": None,
-        "inputs": [{"name": "image", "dims": [1, 1, 8, 8], "min": [1, 1, 8, 8], "opt": [1, 1, 8, 8], "max": [1, 1, 8, 8]}],
-        "stages": {"trace": {}, "export": {}, "triton_config": {"formats": ["onnx"], "dynamic_batching": None}},
-    })
+    path = write_config(
+        replace={
+            "batch_dim": None,
+            "inputs": [
+                {
+                    "name": "image",
+                    "dims": [1, 1, 8, 8],
+                    "min": [1, 1, 8, 8],
+                    "opt": [1, 1, 8, 8],
+                    "max": [1, 1, 8, 8],
+                }
+            ],
+            "stages": {
+                "trace": {},
+                "export": {},
+                "triton_config": {"formats": ["onnx"], "dynamic_batching": None},
+            },
+        }
+    )
     results = run(path)
     assert statuses(results)["triton_config"] == "ran"
-    text = (output_path(path, results, "triton_config", "repository") / "tiny_onnx" / "config.pbtxt").read_text()
+    text = (
+        output_path(path, results, "triton_config", "repository") / "tiny_onnx" / "config.pbtxt"
+    ).read_text()
     assert "max_batch_size" not in text and "dims: 10" in text
     assert text.split("output")[0].count("dims: ") == 4  # batch axis kept: 1 x 1 x 8 x 8

@@ -10,8 +10,7 @@ import pytest
 
 from pipeline.errors import ConfigError
 from pipeline.project import load_project
-from tests.helpers import run
-from tests.stages.test_stages import output_path
+from tests.helpers import output_path, run
 
 STARVED = {"name": "starved", "peak_tflops": 100, "bandwidth_gbps": 0.001}  # ridge 1e8 FLOP/byte
 FLOODED = {"name": "flooded", "peak_tflops": 0.001, "bandwidth_gbps": 1e6}  # ridge 1e-6 FLOP/byte
@@ -21,7 +20,7 @@ FLOODED = {"name": "flooded", "peak_tflops": 0.001, "bandwidth_gbps": 1e6}  # ri
 def counted(tmp_path_factory):
     import yaml
 
-    from tests.conftest import tiny_dict
+    from tests.helpers import tiny_dict
 
     tmp = tmp_path_factory.mktemp("stats")
     data = tiny_dict(tmp)
@@ -40,7 +39,11 @@ def test_parameters_are_the_onnx_initializers(counted):
 
     stats, onnx_path, _ = counted
     model = onnx.load(str(onnx_path))
-    weights = sum(int(np.prod(numpy_helper.to_array(t).shape)) for t in model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT)
+    weights = sum(
+        int(np.prod(numpy_helper.to_array(t).shape))
+        for t in model.graph.initializer
+        if t.data_type == onnx.TensorProto.FLOAT
+    )
     assert stats["totals"]["params"] == weights > 1000
 
 
@@ -58,7 +61,13 @@ def test_conv_and_gemm_flops_match_pytorch_hooks(counted):
 
     def hook(module, args, out):
         if isinstance(module, torch.nn.Conv2d):
-            macs.append(out.numel() * module.in_channels // module.groups * module.kernel_size[0] * module.kernel_size[1])
+            macs.append(
+                out.numel()
+                * module.in_channels
+                // module.groups
+                * module.kernel_size[0]
+                * module.kernel_size[1]
+            )
         else:
             macs.append(out.numel() * module.in_features)
         macs.append(out.numel())
@@ -88,6 +97,16 @@ def test_roofline_verdicts_follow_the_ridge_point(counted):
 
 
 def test_a_bad_target_names_its_field(write_config):
-    path = write_config(replace={"stages": {"trace": {}, "export": {}, "stats": {"targets": [{"name": "x", "peak_tflops": -1, "bandwidth_gbps": 1}]}}})
-    with pytest.raises(ConfigError, match=r"stages\.stats\.targets\[0\]\.peak_tflops: Input should be greater than 0"):
+    path = write_config(
+        replace={
+            "stages": {
+                "trace": {},
+                "export": {},
+                "stats": {"targets": [{"name": "x", "peak_tflops": -1, "bandwidth_gbps": 1}]},
+            }
+        }
+    )
+    with pytest.raises(
+        ConfigError, match=r"stages\.stats\.targets\[0\]\.peak_tflops: Input should be greater than 0"
+    ):
         load_project(path)

@@ -9,7 +9,7 @@ import torch
 
 from pipeline.errors import ExitCode
 from stages._torchscript_sig import forward_args
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 
 class Scaled(torch.nn.Module):
@@ -33,7 +33,9 @@ class Plain(torch.nn.Module):
 def config_for(write_config, module_path: Path) -> Path:
     inputs = [{"name": "x", "dims": ["batch", 4], "min": [1, 4], "opt": [2, 4], "max": [4, 4]}]
     stages = {"trace": {}, "export": {}}
-    return write_config(replace={"model": {"torchscript": str(module_path)}, "inputs": inputs, "stages": stages})
+    return write_config(
+        replace={"model": {"torchscript": str(module_path)}, "inputs": inputs, "stages": stages}
+    )
 
 
 def test_a_non_tensor_forward_argument_is_a_config_error(write_config, tmp_path: Path) -> None:

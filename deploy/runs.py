@@ -1,0 +1,117 @@
+"""`deploy run`'s parts around the engine's Runner: the stage selection, the console
+at the end of a run, and the CI files (JUnit, JSON) — also for a run rejected before
+anything ran."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from pipeline.errors import DeployError
+
+if TYPE_CHECKING:
+    from pipeline.project import Project
+    from pipeline.runner import Runner
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The stages asked for on the command line."""
+
+    force: list[str]
+    start: str | None
+    stop: str | None
+    only: list[str]
+
+
+def make_runner(project: Project, choice: Choice, console: Console, verbose: bool) -> Runner:
+    from deploy.ui import ConsoleReporter
+    from pipeline.graph import select
+    from pipeline.runner import Runner, Selection
+    from pipeline.store import Store
+
+    names = select(project.graph, choice.only, choice.start, choice.stop)
+    unknown = [f for f in choice.force if f != "all" and f not in project.graph.names()]
+    if unknown:
+        raise typer.BadParameter(f"unknown stage(s) {unknown}", param_hint="--force")
+    selection = Selection(frozenset(names), frozenset(choice.force))
+    return Runner(project, Store(project.cache_dir), ConsoleReporter(console, verbose), selection)
+
+
+def check_writable(option: str, path: Path | None) -> None:
+    """A CI file we could not write at the end of a long run is found out now."""
+    if path is None:
+        return
+    existing = next(p for p in (path, *path.absolute().parents) if p.exists())
+    if path.is_dir() or not os.access(existing if existing != path else path.parent, os.W_OK):
+        raise typer.BadParameter(f"cannot write {path}", param_hint=option)
+
+
+def finish_run(
+    runner: Runner, console: Console, verbose: bool, junit: Path | None, summary_json: Path | None
+) -> bool:
+    """The results, where the summary and report are, and the CI files asked for; False
+    when one of those could not be written."""
+    from deploy.ui import results_table, summary_lines
+    from pipeline.runner import REPORT_FILE
+
+    project, plain = runner.project, not console.is_terminal
+    if plain:
+        for line in summary_lines(runner.results, project.graph.names()):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    else:
+        console.print(results_table(runner.results, project.graph.names(), full_notes=verbose))
+    console.print(
+        f"run {runner.summary['status']}   summary: {project.run_dir / 'summary.json'}   "
+        f"report: {project.run_dir / REPORT_FILE}   repository: {project.config.repository}",
+        markup=False,
+        highlight=False,
+        soft_wrap=plain,
+    )
+    try:
+        _write_ci_files(runner.summary, junit, summary_json)
+    except OSError as exc:  # printed, not raised: it must not hide the run's own outcome
+        console.print(
+            Text.assemble(("error", "bold red"), f": could not write a --junit / --json file: {exc}")
+        )
+        return False
+    return True
+
+
+def ci_files_for_rejection(
+    config: Path, exc: DeployError, junit: Path | None, summary_json: Path | None
+) -> None:
+    """An invocation rejected before anything ran (a config that does not load, a
+    selection whose upstream isn't cached) is one failed pseudo-stage for a CI server:
+    `config` or `selection`."""
+    from pipeline.errors import SelectionError
+
+    what = "selection" if isinstance(exc, SelectionError) else "config"
+    failed = {"stage": what, "status": "failed", "message": str(exc), "seconds": 0.0}
+    summary = {
+        "pipeline": config.stem,
+        "config": str(config),
+        "status": f"{what} error",
+        "message": str(exc),
+        "wall_s": 0.0,
+        "stages": [failed],
+    }
+    _write_ci_files(summary, junit, summary_json)
+
+
+def _write_ci_files(summary: dict[str, object], junit: Path | None, summary_json: Path | None) -> None:
+    import json
+
+    from pipeline import junit as junit_xml
+    from pipeline.hashing import atomic_write_text
+
+    if junit is not None:
+        junit_xml.write(junit, summary)
+    if summary_json is not None:
+        atomic_write_text(summary_json, json.dumps(summary, indent=1))
