@@ -272,6 +272,7 @@ class Runner:
                 if missing:
                     raise StageFailed(f"stage finished without writing output(s): {', '.join(missing)}")
             except StageFailed as exc:
+                _reraise_interrupt(exc)
                 # The cause (e.g. an exporter's pages of advice) goes to the log in full.
                 logger.error("%s", exc, exc_info=exc.__cause__ is not None)
                 result.status, result.message = Status.FAILED, plain(str(exc))
@@ -279,6 +280,7 @@ class Runner:
                 logger.warning("skipped: %s", exc)
                 result.status, result.message = Status.SKIPPED, str(exc)
             except DeployError as exc:  # e.g. a library the stage needs is missing: exit code kept
+                _reraise_interrupt(exc)
                 logger.error("%s", exc)
                 result.status, result.message, result.exit_code = (
                     Status.FAILED,
@@ -286,6 +288,7 @@ class Runner:
                     exc.exit_code,
                 )
             except Exception as exc:
+                _reraise_interrupt(exc)
                 logger.error("unexpected error\n%s", traceback.format_exc())
                 result.status, result.message = Status.FAILED, f"{root_cause(exc)} (traceback in the log)"
             except (
@@ -342,6 +345,16 @@ class Runner:
             pngs = [a.name for a in spec.outputs if a.relpath.endswith(".png") and a.name in result.outputs]
             found[result.name] = [self.store.path_of(result.outputs[n]) for n in pngs]
         return found
+
+
+def _reraise_interrupt(exc: BaseException) -> None:
+    """Ctrl-C that a library turned into its own error (torch's tracer, a C extension's
+    callback) is still Ctrl-C: the run is interrupted, not a failed stage."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            raise KeyboardInterrupt from exc
+        seen = seen.__cause__ or seen.__context__
 
 
 def _failed(results: list[StageResult]) -> StageResult | None:

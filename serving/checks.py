@@ -5,8 +5,7 @@ dynamic batching) that concurrent requests were really batched. Imports tritoncl
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -18,6 +17,7 @@ from pipeline.config import DeployConfig
 from runtimes.arrays import varying_axes
 from runtimes.dtypes import triton_name
 from serving.layout import io_name
+from serving.requests import SETTLE_S, Feed, infer_inputs, settled, statistics
 from serving.server import Server
 
 PROTOCOLS = {"http": httpclient, "grpc": grpcclient}
@@ -127,19 +127,15 @@ def _infer_chunk(
     rows: slice,
 ) -> dict[str, np.ndarray]:
     module = PROTOCOLS[protocol]
-    requests = []
-    for tensor in inputs:
-        array = np.ascontiguousarray(case.inputs[tensor.spec_name][rows])
-        request = module.InferInput(tensor.name, list(array.shape), tensor.datatype)
-        request.set_data_from_numpy(array)
-        requests.append(request)
+    requests = infer_inputs(
+        module, [Feed(t.name, case.inputs[t.spec_name][rows], t.datatype) for t in inputs]
+    )
     wanted = [module.InferRequestedOutput(t.name) for t in outputs]
     result = conn.infer(model, requests, outputs=wanted)
     return {t.spec_name: result.as_numpy(t.name) for t in outputs}
 
 
 BATCHING_ROUNDS = 3
-SETTLE_S = 5.0  # how long the statistics may lag the last response
 
 
 def batching(
@@ -178,7 +174,9 @@ def _burst(conn: Any, model: str, request: list[Any], requests: int, timeout_s: 
     for _ in range(requests):
         if not done.acquire(timeout=timeout_s):
             raise TimeoutError(f"batching check: no answer within {timeout_s} s")
-    after = settled(lambda: _counts(conn, model), before[0] + requests - len(errors), SETTLE_S)
+    after = settled(
+        lambda: _counts(conn, model), lambda c: c[0], before[0] + requests - len(errors), SETTLE_S
+    )
     return {
         "requests": requests,
         "inferences": after[0] - before[0],
@@ -187,32 +185,10 @@ def _burst(conn: Any, model: str, request: list[Any], requests: int, timeout_s: 
     }
 
 
-def settled(
-    read: Callable[[], tuple[int, int]], target: int, timeout_s: float, interval_s: float = 0.02
-) -> tuple[int, int]:
-    """(inferences, executions) once the inference count reaches `target`. Triton updates
-    its statistics after it sends the responses, so a read right after the last answer can
-    miss the last batch; the last read is returned when the deadline passes."""
-    deadline = time.monotonic() + timeout_s
-    counts = read()
-    while counts[0] < target and time.monotonic() < deadline:
-        time.sleep(interval_s)
-        counts = read()
-    return counts
-
-
 def _single_item(case: Example, inputs: list[Tensor]) -> list[Any]:
-    items = []
-    for tensor in inputs:
-        array = np.ascontiguousarray(case.inputs[tensor.spec_name][:1])
-        item = grpcclient.InferInput(tensor.name, list(array.shape), tensor.datatype)
-        item.set_data_from_numpy(array)
-        items.append(item)
-    return items
+    return infer_inputs(grpcclient, [Feed(t.name, case.inputs[t.spec_name][:1], t.datatype) for t in inputs])
 
 
 def _counts(conn: Any, model: str) -> tuple[int, int]:
-    stats = conn.get_inference_statistics(model, as_json=True)["model_stats"]
-    return sum(int(s.get("inference_count", 0)) for s in stats), sum(
-        int(s.get("execution_count", 0)) for s in stats
-    )
+    found = statistics(conn, model)
+    return found.inferences, found.executions

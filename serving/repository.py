@@ -11,7 +11,6 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from serving.layout import BY_PLATFORM
 from serving.spec import ServerSpec
@@ -67,5 +66,5 @@ def loadable(found: dict[str, Model], have: set[str] | None) -> list[str]:
     return [name for name, info in found.items() if have is None or info.backend in have]
 
 
-def skipped(backend: str) -> dict[str, Any]:
-    return {"status": "skipped", "reason": f"the server has no '{backend}' backend"}
+def skip_reason(backend: str) -> str:
+    return f"the server has no '{backend}' backend"

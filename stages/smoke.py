@@ -19,10 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.config import Label
 from pipeline.errors import StageFailed
 from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
-from serving import repository as triton_repo
 from serving.layout import ServingFormat
 from serving.repository import Model
 from serving.spec import ServerSpec, identity
+from stages import _smoke_result as results
+from stages._smoke_result import ModelResult, ModelStatus
 from stages._tolerance import Tolerance
 
 Protocol = Literal["http", "grpc"]
@@ -75,7 +76,7 @@ def _choose(report: dict[str, Any]) -> Any:
 
     def choose(found: dict[str, Model], backends: Callable[[], set[str] | None]) -> list[str]:
         names = loadable_models(found, backends)
-        report["models"] = {m: _skipped(info) for m, info in found.items() if m not in names}
+        report["models"] = {m: ModelResult.skipped(info) for m, info in found.items() if m not in names}
         return names
 
     return choose
@@ -95,7 +96,7 @@ def _server_info(server: Any, params: SmokeParams) -> dict[str, Any]:
     }
 
 
-def _check_all(served: Any, ctx: StageContext, params: SmokeParams, golden: Any) -> dict[str, Any]:
+def _check_all(served: Any, ctx: StageContext, params: SmokeParams, golden: Any) -> dict[str, ModelResult]:
     results = {}
     for name, state in served.states.items():
         model = served.found[name]
@@ -106,12 +107,12 @@ def _check_all(served: Any, ctx: StageContext, params: SmokeParams, golden: Any)
     return results
 
 
-def _unavailable(state: dict[str, str], model: Model, params: SmokeParams) -> dict[str, Any]:
+def _unavailable(state: dict[str, str], model: Model, params: SmokeParams) -> ModelResult:
     reason = state.get("reason", "")
     # A server we did not configure (URL, image) reports a missing backend only on load.
     if not params.server.kind.backends_known and "backend" in reason and "not found" in reason.lower():
-        return _skipped(model) | {"reason": reason}
-    return {"status": "failed", "problems": [f"{state.get('state', '?')}: {reason}"]}
+        return ModelResult.skipped(model, reason)
+    return ModelResult.failed(model, f"{state.get('state', '?')}: {reason}")
 
 
 def _reference(model: Model, golden: Any, ctx: StageContext) -> Any:
@@ -132,24 +133,17 @@ def _reference(model: Model, golden: Any, ctx: StageContext) -> Any:
 
 def _check_model(
     server: Any, name: str, model: Model, ctx: StageContext, params: SmokeParams, golden: Any
-) -> dict[str, Any]:
+) -> ModelResult:
     from serving import checks
     from stages import _parity
 
     inputs, outputs = checks.expected(ctx.config, model.fmt, golden)
-    reference = (
+    served = (
         "eager PyTorch"
         if model.precision == "fp32"
         else f"local ONNX Runtime on the served {model.precision} file"
     )
-    result: dict[str, Any] = {
-        "status": "passed",
-        "format": model.fmt,
-        "precision": model.precision,
-        "reference": reference,
-        "problems": [],
-        "protocols": {},
-    }
+    result = ModelResult(ModelStatus.PASSED, model.fmt, model.precision, model.backend, reference=served)
     batch = ctx.config.batch_range()
     for protocol in params.protocols:
         conn = checks.client(server, protocol, params.request_timeout_s)
@@ -157,20 +151,20 @@ def _check_model(
         problems = checks.metadata_problems(meta, inputs, outputs)
         problems += [p for p in [checks.batch_problem(config, batch[2] if batch else None)] if p]
         if problems:
-            result["problems"] += [f"{protocol}: {p}" for p in problems]
+            result.problems += [f"{protocol}: {p}" for p in problems]
             break
-        table = _golden_parity(
-            conn, protocol, name, golden, inputs, outputs, int(config.get("max_batch_size", 0)), params
-        )
-        result["protocols"][protocol] = table
-        result["problems"] += [f"{protocol} {p}" for p in _parity.failures(table, params.tolerance)]
-    if not result["problems"] and "dynamic_batching" in config and params.batching_requests:
-        result["batching"] = checks.batching(
+        max_batch = int(config.get("max_batch_size", 0))
+        table = _golden_parity(conn, protocol, name, golden, inputs, outputs, max_batch, params)
+        result.protocols[protocol] = table
+        result.problems += [f"{protocol} {p}" for p in _parity.failures(table, params.tolerance)]
+    if not result.problems and "dynamic_batching" in config and params.batching_requests:
+        batching = checks.batching(
             server, name, golden["opt"], inputs, params.batching_requests, params.request_timeout_s
         )
-        if not result["batching"]["batched"] or result["batching"]["errors"]:
-            result["problems"].append(f"dynamic batching did not batch: {result['batching']}")
-    result["status"] = "failed" if result["problems"] else "passed"
+        result.batching = batching
+        if not batching["batched"] or batching["errors"]:
+            result.problems.append(f"dynamic batching did not batch: {batching}")
+    result.status = ModelStatus.FAILED if result.problems else ModelStatus.PASSED
     return result
 
 
@@ -208,32 +202,26 @@ def _golden_parity(
 
 
 def _finish(ctx: StageContext, report: dict[str, Any], server: Any, tol: Tolerance) -> None:
-    ctx.record("smoke", report)
-    ctx.headline(_headline(report, tol))
-    partial = _partial(report["models"])
-    if partial:
-        ctx.partial(partial)
-    _report_table(ctx, report, tol)
+    models: dict[str, ModelResult] = report["models"]
+    data = {**report, "models": {name: r.to_json() for name, r in models.items()}}
+    ctx.record("smoke", data)
+    ctx.headline(_headline(models, tol))
+    note = results.partial(models)
+    if note:
+        ctx.partial(note)
+    _report_table(ctx, models, report.get("server", {}), tol)
     if server is not None and server.log_path.exists():
         ctx.log.info("server log:\n%s", server.log_path.read_text(errors="replace"))
         shutil.copyfile(server.log_path, ctx.output("server_log"))
-    ctx.output("report").write_text(json.dumps(report, indent=1))
-
-
-def _skipped(model: Model) -> dict[str, Any]:
-    return triton_repo.skipped(model.backend) | {
-        "format": model.fmt,
-        "precision": model.precision,
-        "backend": model.backend,
-    }
+    ctx.output("report").write_text(json.dumps(data, indent=1))
 
 
 def _verdict(report: dict[str, Any], server: Any, require: tuple[str, ...]) -> None:
-    models = report["models"]
-    lines = [f"{m}: {'; '.join(r['problems'])}" for m, r in models.items() if r["status"] == "failed"]
-    lines += _required_problems(models, require)
-    if not lines and not any(r["status"] == "passed" for r in models.values()):
-        lines = [_nothing_tested(models)]
+    models: dict[str, ModelResult] = report["models"]
+    lines = [f"{m}: {'; '.join(r.problems)}" for m, r in results.of(models, ModelStatus.FAILED).items()]
+    lines += results.required_problems(models, require)
+    if not lines and not results.of(models, ModelStatus.PASSED):
+        lines = [results.nothing_tested(models)]
     if lines:
         tail = server.log_tail(25) if server is not None else ""
         raise StageFailed(
@@ -241,67 +229,27 @@ def _verdict(report: dict[str, Any], server: Any, require: tuple[str, ...]) -> N
         )
 
 
-def _required_problems(models: dict[str, Any], require: tuple[str, ...]) -> list[str]:
-    """smoke.require: a format whose models were skipped (or never made) fails the stage."""
-    problems = [
-        f"{m}: required format '{r['format']}' was skipped: {r['reason']}"
-        for m, r in models.items()
-        if r["status"] == "skipped" and r.get("format") in require
-    ]
-    present = {r.get("format") for r in models.values()}
-    problems += [
-        f"required format '{f}' is not in the repository; add it to stages.triton_config.formats"
-        for f in require
-        if f not in present
-    ]
-    return problems
-
-
-def _nothing_tested(models: dict[str, Any]) -> str:
-    """Why nothing ran, and the one-line fix."""
-    lacking = {r["backend"]: m for m, r in models.items() if r["status"] == "skipped" and r.get("backend")}
-    if not lacking:
-        return "no model could be smoke-tested: the repository has no models"
-    missing = ", ".join(f"'{b}' backend (for {m})" for b, m in lacking.items())
-    return (
-        f"no model could be smoke-tested: the server has no {missing}. Fix: add `python` to "
-        "stages.triton_config.formats (ONNX Runtime under the python backend, which every tritonserver has), "
-        "or point smoke.server at a Triton that has those backends (kind: binary with path, or kind: docker with an "
-        "NGC tritonserver image)"
+def _headline(models: dict[str, ModelResult], tol: Tolerance) -> str:
+    return "; ".join(
+        f"{name}: skipped"
+        if r.status is ModelStatus.SKIPPED
+        else f"{name}: {r.status.value} ({_model_numbers(r, tol)})"
+        for name, r in models.items()
     )
 
 
-def _partial(models: dict[str, Any]) -> str | None:
-    """e.g. "passed 2, skipped 3 (no onnxruntime, pytorch backend)"; None when nothing was skipped."""
-    skipped = [r for r in models.values() if r["status"] == "skipped"]
-    if not skipped:
-        return None
-    passed = sum(1 for r in models.values() if r["status"] == "passed")
-    backends = ", ".join(sorted({r.get("backend") or "?" for r in skipped}))
-    return f"passed {passed}, skipped {len(skipped)} (no {backends} backend)"
-
-
-def _headline(report: dict[str, Any], tol: Tolerance) -> str:
-    parts = []
-    for name, result in report.get("models", {}).items():
-        if result["status"] == "skipped":
-            parts.append(f"{name}: skipped")
-            continue
-        parts.append(f"{name}: {result['status']} ({_model_numbers(result, tol)})")
-    return "; ".join(parts)
-
-
-def _report_table(ctx: StageContext, report: dict[str, Any], tol: Tolerance) -> None:
-    server = report.get("server", {})
+def _report_table(
+    ctx: StageContext, models: dict[str, ModelResult], server: dict[str, Any], tol: Tolerance
+) -> None:
     rows = [
         [
             name,
-            r["status"],
-            r.get("format", ""),
-            r.get("precision", ""),
-            r.get("reason") or "; ".join(r.get("problems", [])) or _model_numbers(r, tol),
+            r.status.value,
+            r.format,
+            r.precision,
+            r.reason or "; ".join(r.problems) or _model_numbers(r, tol),
         ]
-        for name, r in report.get("models", {}).items()
+        for name, r in models.items()
     ]
     title = f"Triton smoke test (tritonserver {server.get('version', '?')}, {server.get('kind', '?')})"
     ctx.report_table(
@@ -309,21 +257,21 @@ def _report_table(ctx: StageContext, report: dict[str, Any], tol: Tolerance) -> 
     )
 
 
-def _model_numbers(result: dict[str, Any], tol: Tolerance) -> str:
+def _model_numbers(result: ModelResult, tol: Tolerance) -> str:
     from stages._parity import headline
 
-    tables = result.get("protocols", {})
-    numbers = [f"{p} {headline(t, tol)}" for p, t in tables.items()] or ["no inference"]
-    batched = result.get("batching")
-    if batched:
-        numbers.append(f"{batched['inferences']} requests in {batched['executions']} executions")
+    numbers = [f"{p} {headline(t, tol)}" for p, t in result.protocols.items()] or ["no inference"]
+    if result.batching:
+        numbers.append(
+            f"{result.batching['inferences']} requests in {result.batching['executions']} executions"
+        )
     return ", ".join(numbers)
 
 
 SPEC = StageSpec(
     phase=Phase.SERVE,
     name="smoke",
-    version=2,
+    version=3,
     params=SmokeParams,
     inputs=("repository", "golden"),
     outputs=(Artifact("report", filename="smoke.json"), Artifact("server_log", filename="server.log")),

@@ -16,7 +16,7 @@ from runtimes.base import Device
 from runtimes.timing import Timed
 
 if TYPE_CHECKING:
-    from stages.bench.triton import Feed
+    from serving.requests import Feed
 
 SHAPE = re.compile(r"^([A-Za-z_][\w.:/-]*):(\d+(?:x\d+)*)$")
 
@@ -61,7 +61,7 @@ def spec_feeds(config: DeployConfig, batch: int) -> dict[str, Any]:
 def triton_feeds(config: DeployConfig, fmt: str, batch: int) -> list[Feed]:
     from runtimes.dtypes import triton_name
     from serving.layout import io_name
-    from stages.bench.triton import Feed
+    from serving.requests import Feed
 
     feeds = spec_feeds(config, batch)
     return [

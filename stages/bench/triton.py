@@ -13,35 +13,15 @@ is an empty placeholder), hence this loop on tritonclient. Imports tritonclient.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import numpy as np
 import tritonclient.grpc as grpcclient
 
 from pipeline.errors import StageFailed
+from serving.requests import PHASES, SETTLE_S, Feed, infer_inputs, settled, statistics
 from stages.bench import streams
 from stages.bench.harness import Settings, Timing, summarize
-
-# Triton's per-request duration statistics, in the order a request passes them.
-PHASES = ("queue", "compute_input", "compute_infer", "compute_output")
-
-
-@dataclass(frozen=True)
-class Feed:
-    name: str  # the server's input name
-    array: np.ndarray
-    datatype: str  # Triton's, e.g. FP32
-
-
-def _request(feeds: list[Feed]) -> list[Any]:
-    items = []
-    for feed in feeds:
-        item = grpcclient.InferInput(feed.name, list(feed.array.shape), feed.datatype)
-        item.set_data_from_numpy(np.ascontiguousarray(feed.array))
-        items.append(item)
-    return items
 
 
 def sweep(
@@ -61,31 +41,24 @@ def _window(
     url: str, model: str, feeds: list[Feed], level: int, settings: Settings
 ) -> tuple[Timing, dict[str, Any]]:
     clients = [grpcclient.InferenceServerClient(url) for _ in range(level)]
-    requests = [_request(feeds) for _ in range(level)]
+    requests = [infer_inputs(grpcclient, feeds) for _ in range(level)]
     stats = grpcclient.InferenceServerClient(url)
     calls = [partial(conn.infer, model, request) for conn, request in zip(clients, requests)]
     try:
-        timing, (before, after) = streams.measure(calls, settings, lambda: _statistics(stats, model))
+        timing, (before, after) = streams.measure(
+            calls, settings, lambda: statistics(stats, model).as_totals()
+        )
+        # Every request the client timed must be in the server's counters (they lag).
+        served = len(timing.latencies_ms) + before["requests"]
+        after = settled(
+            lambda: statistics(stats, model).as_totals(), lambda t: t["requests"], served, SETTLE_S
+        )
     except StageFailed as exc:
         raise StageFailed(f"Triton benchmark of {model} at concurrency {level}: {exc}") from None
     finally:
         for conn in [*clients, stats]:
             conn.close()
     return timing, _server_share(before, after)
-
-
-def _statistics(conn: Any, model: str) -> dict[str, int]:
-    """Cumulative counters of the model (all versions): ns per phase, requests,
-    inferences and executions."""
-    totals = dict.fromkeys([*(f"{p}_ns" for p in PHASES), "requests", "inferences", "executions"], 0)
-    for stats in conn.get_inference_statistics(model, as_json=True).get("model_stats", []):
-        inference = stats.get("inference_stats", {})
-        for phase in PHASES:
-            totals[f"{phase}_ns"] += int(inference.get(phase, {}).get("ns", 0))
-        totals["requests"] += int(inference.get("success", {}).get("count", 0))
-        totals["inferences"] += int(stats.get("inference_count", 0))
-        totals["executions"] += int(stats.get("execution_count", 0))
-    return totals
 
 
 def _server_share(before: dict[str, int], after: dict[str, int]) -> dict[str, Any]:

@@ -31,3 +31,19 @@ def test_sigint_during_a_stage_leaves_the_cache_clean(write_config):
     cache = path.parent / "cache"
     assert not list(cache.glob("actions/*/*.json"))
     assert not list(cache.glob("tmp/*"))
+
+
+def test_an_interrupt_a_library_wrapped_is_still_an_interrupt():
+    import pytest
+
+    from pipeline.runner import _reraise_interrupt
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as inner:
+            raise RuntimeError("the tracer's own error") from inner
+    except RuntimeError as wrapped:
+        with pytest.raises(KeyboardInterrupt):
+            _reraise_interrupt(wrapped)
+    _reraise_interrupt(ValueError("a plain error stays a stage failure"))

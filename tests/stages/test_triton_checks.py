@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 
-from serving.checks import settled
+from serving.requests import settled
 
 
 def test_settled_waits_until_the_last_batch_is_counted() -> None:
     reads = iter([(60, 9), (62, 10), (64, 11), (64, 11)])
-    assert settled(lambda: next(reads), 64, timeout_s=2.0) == (64, 11)
+    assert settled(lambda: next(reads), lambda c: c[0], 64, timeout_s=2.0) == (64, 11)
 
 
 def test_settled_returns_the_last_read_at_the_deadline() -> None:
@@ -20,5 +20,5 @@ def test_settled_returns_the_last_read_at_the_deadline() -> None:
         return (10, 2)
 
     start = time.monotonic()
-    assert settled(read, 64, timeout_s=0.1) == (10, 2)
+    assert settled(read, lambda c: c[0], 64, timeout_s=0.1) == (10, 2)
     assert 0.1 <= time.monotonic() - start < 1.0 and len(calls) > 2

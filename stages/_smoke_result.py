@@ -1,0 +1,109 @@
+"""What the smoke stage found for each model, as typed records, and the verdicts drawn
+from them (partial, nothing tested, required formats)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from serving.repository import Model, skip_reason
+
+
+class ModelStatus(str, Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # the server lacks the backend: nothing was tested
+
+
+@dataclass
+class ModelResult:
+    status: ModelStatus
+    format: str = ""
+    precision: str = ""
+    backend: str = ""
+    reason: str = ""  # why skipped
+    reference: str = ""  # what the served outputs were compared with
+    problems: list[str] = field(default_factory=list)
+    protocols: dict[str, Any] = field(default_factory=dict)  # protocol -> parity table
+    batching: dict[str, Any] | None = None
+
+    @classmethod
+    def skipped(cls, model: Model, reason: str = "") -> ModelResult:
+        return cls(
+            ModelStatus.SKIPPED,
+            model.fmt,
+            model.precision,
+            model.backend,
+            reason or skip_reason(model.backend),
+        )
+
+    @classmethod
+    def failed(cls, model: Model, problem: str) -> ModelResult:
+        return cls(ModelStatus.FAILED, model.fmt, model.precision, model.backend, problems=[problem])
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields that apply: a skipped model has a reason, a tested one its numbers."""
+        data: dict[str, Any] = {
+            "status": self.status.value,
+            "format": self.format,
+            "precision": self.precision,
+        }
+        data.update(
+            {
+                k: v
+                for k, v in (
+                    ("backend", self.backend),
+                    ("reason", self.reason),
+                    ("reference", self.reference),
+                )
+                if v
+            }
+        )
+        if self.status is not ModelStatus.SKIPPED:
+            data.update(problems=self.problems, protocols=self.protocols)
+        if self.batching is not None:
+            data["batching"] = self.batching
+        return data
+
+
+def of(models: dict[str, ModelResult], status: ModelStatus) -> dict[str, ModelResult]:
+    return {name: r for name, r in models.items() if r.status is status}
+
+
+def partial(models: dict[str, ModelResult]) -> str | None:
+    """e.g. "passed 2, skipped 3 (no onnxruntime, pytorch backend)"; None when nothing was skipped."""
+    skipped = of(models, ModelStatus.SKIPPED)
+    if not skipped:
+        return None
+    backends = ", ".join(sorted({r.backend or "?" for r in skipped.values()}))
+    return f"passed {len(of(models, ModelStatus.PASSED))}, skipped {len(skipped)} (no {backends} backend)"
+
+
+def required_problems(models: dict[str, ModelResult], require: tuple[str, ...]) -> list[str]:
+    """smoke.require: a format whose models were skipped (or never made) fails the stage."""
+    problems = [
+        f"{m}: required format '{r.format}' was skipped: {r.reason}"
+        for m, r in of(models, ModelStatus.SKIPPED).items()
+        if r.format in require
+    ]
+    present = {r.format for r in models.values()}
+    return problems + [
+        f"required format '{f}' is not in the repository; add it to stages.triton_config.formats"
+        for f in require
+        if f not in present
+    ]
+
+
+def nothing_tested(models: dict[str, ModelResult]) -> str:
+    """Why nothing ran, and the one-line fix."""
+    lacking = {r.backend: m for m, r in of(models, ModelStatus.SKIPPED).items() if r.backend}
+    if not lacking:
+        return "no model could be smoke-tested: the repository has no models"
+    missing = ", ".join(f"'{b}' backend (for {m})" for b, m in lacking.items())
+    return (
+        f"no model could be smoke-tested: the server has no {missing}. Fix: add `python` to "
+        "stages.triton_config.formats (ONNX Runtime under the python backend, which every tritonserver has), "
+        "or point smoke.server at a Triton that has those backends (kind: binary with path, or kind: docker with an "
+        "NGC tritonserver image)"
+    )
