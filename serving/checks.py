@@ -96,21 +96,24 @@ def batch_problem(server_config: dict[str, Any], max_batch: int | None) -> str |
 
 
 # -- inference --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Target:
+    """A model on a server, reached by one client."""
+
+    conn: Any
+    protocol: str  # http | grpc
+    model: str
+    max_batch_size: int  # 0: the model takes no batch dim
+
+
 def infer(
-    conn: Any,
-    protocol: str,
-    model: str,
-    case: Example,
-    inputs: list[Tensor],
-    outputs: list[Tensor],
-    max_batch_size: int,
+    target: Target, case: Example, inputs: list[Tensor], outputs: list[Tensor]
 ) -> dict[str, np.ndarray]:
     """Runs a golden case, split into chunks of at most the model's max_batch_size."""
     total = len(case.inputs[inputs[0].spec_name])
-    step = max_batch_size or total
+    step = target.max_batch_size or total
     parts = [
-        _infer_chunk(conn, protocol, model, case, inputs, outputs, slice(lo, lo + step))
-        for lo in range(0, total, step)
+        _infer_chunk(target, case, inputs, outputs, slice(lo, lo + step)) for lo in range(0, total, step)
     ]
     if len(parts) == 1:
         return parts[0]
@@ -118,20 +121,14 @@ def infer(
 
 
 def _infer_chunk(
-    conn: Any,
-    protocol: str,
-    model: str,
-    case: Example,
-    inputs: list[Tensor],
-    outputs: list[Tensor],
-    rows: slice,
+    target: Target, case: Example, inputs: list[Tensor], outputs: list[Tensor], rows: slice
 ) -> dict[str, np.ndarray]:
-    module = PROTOCOLS[protocol]
+    module = PROTOCOLS[target.protocol]
     requests = infer_inputs(
         module, [Feed(t.name, case.inputs[t.spec_name][rows], t.datatype) for t in inputs]
     )
     wanted = [module.InferRequestedOutput(t.name) for t in outputs]
-    result = conn.infer(model, requests, outputs=wanted)
+    result = target.conn.infer(target.model, requests, outputs=wanted)
     return {t.spec_name: result.as_numpy(t.name) for t in outputs}
 
 

@@ -154,7 +154,9 @@ def _check_model(
             result.problems += [f"{protocol}: {p}" for p in problems]
             break
         max_batch = int(config.get("max_batch_size", 0))
-        table = _golden_parity(conn, protocol, name, golden, inputs, outputs, max_batch, params)
+        table = _golden_parity(
+            checks.Target(conn, protocol, name, max_batch), golden, inputs, outputs, params
+        )
         result.protocols[protocol] = table
         result.problems += [f"{protocol} {p}" for p in _parity.failures(table, params.tolerance)]
     if not result.problems and "dynamic_batching" in config and params.batching_requests:
@@ -176,16 +178,7 @@ def _describe(conn: Any, protocol: str, name: str) -> tuple[dict[str, Any], dict
     return conn.get_model_metadata(name), conn.get_model_config(name)
 
 
-def _golden_parity(
-    conn: Any,
-    protocol: str,
-    name: str,
-    golden: Any,
-    inputs: Any,
-    outputs: Any,
-    max_batch_size: int,
-    params: SmokeParams,
-) -> Any:
+def _golden_parity(target: Any, golden: Any, inputs: Any, outputs: Any, params: SmokeParams) -> Any:
     from tritonclient.utils import InferenceServerException
 
     from serving import checks
@@ -194,7 +187,7 @@ def _golden_parity(
     results: dict[Label, Any] = {}
     for label, case in golden.items():
         try:
-            results[label] = checks.infer(conn, protocol, name, case, inputs, outputs, max_batch_size)
+            results[label] = checks.infer(target, case, inputs, outputs)
         except InferenceServerException as exc:
             error = {"passed": False, "error": f"inference failed: {exc.message()}"}
             return {label: {o.spec_name: error for o in outputs}}
