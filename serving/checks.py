@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -31,6 +31,21 @@ class Example(Protocol):
 
     @property
     def outputs(self) -> Mapping[str, np.ndarray]: ...
+
+
+@dataclass(frozen=True)
+class Burst:
+    """What the server's statistics counted for one burst of single-item requests."""
+
+    requests: int
+    inferences: int
+    executions: int
+    errors: list[str] = field(default_factory=list)
+    rounds: int = 1  # bursts sent until one was batched (or the limit)
+
+    @property
+    def batched(self) -> bool:
+        return self.executions < self.inferences
 
 
 @dataclass(frozen=True)
@@ -137,26 +152,25 @@ BATCHING_ROUNDS = 3
 
 def batching(
     server: Server, model: str, case: Example, inputs: list[Tensor], requests: int, timeout_s: float
-) -> dict[str, Any]:
+) -> Burst:
     """Fires `requests` single-item requests at once and reads Triton's statistics: with
     dynamic batching, executions must be fewer than inferences. The batcher only groups
     requests that queue while the model is busy, so a fast model on an idle server can
     legitimately run one burst unbatched: up to BATCHING_ROUNDS bursts are sent.
     gRPC's async_infer is truly concurrent (the HTTP client's gevent pool is not)."""
     conn = grpcclient.InferenceServerClient(server.grpc)
-    rounds = []
+    rounds: list[Burst] = []
     try:
         for _ in range(BATCHING_ROUNDS):
             rounds.append(_burst(conn, model, _single_item(case, inputs), requests, timeout_s))
-            if rounds[-1]["executions"] < rounds[-1]["inferences"] or rounds[-1]["errors"]:
+            if rounds[-1].batched or rounds[-1].errors:
                 break
     finally:
         conn.close()
-    last = rounds[-1]
-    return {**last, "batched": last["executions"] < last["inferences"], "rounds": len(rounds)}
+    return replace(rounds[-1], rounds=len(rounds))
 
 
-def _burst(conn: Any, model: str, request: list[Any], requests: int, timeout_s: float) -> dict[str, Any]:
+def _burst(conn: Any, model: str, request: list[Any], requests: int, timeout_s: float) -> Burst:
     before = _counts(conn, model)
     errors: list[Any] = []
     done = threading.Semaphore(0)
@@ -174,12 +188,7 @@ def _burst(conn: Any, model: str, request: list[Any], requests: int, timeout_s: 
     after = settled(
         lambda: _counts(conn, model), lambda c: c[0], before[0] + requests - len(errors), SETTLE_S
     )
-    return {
-        "requests": requests,
-        "inferences": after[0] - before[0],
-        "executions": after[1] - before[1],
-        "errors": [str(e) for e in errors[:3]],
-    }
+    return Burst(requests, after[0] - before[0], after[1] - before[1], [str(e) for e in errors[:3]])
 
 
 def _single_item(case: Example, inputs: list[Tensor]) -> list[Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,24 +18,57 @@ from pipeline.errors import StageFailed
 from stages._tolerance import AccuracyGate
 
 
+@dataclass(frozen=True)
+class OutputAccuracy:
+    """One output of the candidate against FP32 over every held-out sample."""
+
+    samples: int
+    cosine: float | None  # over all samples at once; None: all zeros (no direction)
+    min_sample_cosine: float | None
+    zero_samples: int
+    max_abs: float
+    mean_abs: float
+    scaled_err: float | None  # max_abs / max |ref|
+    # Only for `kind: logits` outputs of shape [batch, classes].
+    top1_agreement: float | None = None
+    topk_agreement: float | None = None
+    top_k: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Agreement keys only where measured, top-k named by its k (e.g. top5_agreement)."""
+        data = asdict(self)
+        for key in ("top1_agreement", "topk_agreement", "top_k"):
+            if data[key] is None:
+                del data[key]
+        if self.top_k is not None:
+            data[f"top{self.top_k}_agreement"] = data.pop("topk_agreement")
+        return data
+
+
+Accuracy = dict[str, OutputAccuracy]
+
+
+def to_json(metrics: Accuracy) -> dict[str, dict[str, Any]]:
+    return {name: m.to_json() for name, m in metrics.items()}
+
+
 def measure(
     reference: list[dict[str, np.ndarray]],
     candidate: list[dict[str, np.ndarray]],
     k: int,
     kinds: Mapping[str, OutputKind],
-) -> dict[str, dict[str, Any]]:
+) -> Accuracy:
     """output -> metrics over all samples."""
     result = {}
     for name in reference[0]:
         ref = np.concatenate([r[name] for r in reference]).astype(np.float64)
         got = np.concatenate([c[name] for c in candidate]).astype(np.float64)
-        result[name] = _metrics(ref, got) | (
-            _agreement_metrics(ref, got, k) if kinds[name] is OutputKind.LOGITS else {}
-        )
+        logits = kinds[name] is OutputKind.LOGITS and ref.ndim == 2 and ref.shape[1] >= 2
+        result[name] = _metrics(ref, got, k if logits else None)
     return result
 
 
-def _metrics(ref: np.ndarray, got: np.ndarray) -> dict[str, Any]:
+def _metrics(ref: np.ndarray, got: np.ndarray, k: int | None) -> OutputAccuracy:
     flat_r, flat_g = ref.reshape(len(ref), -1), got.reshape(len(got), -1)
     norms = np.linalg.norm(flat_r, axis=1) * np.linalg.norm(flat_g, axis=1)
     # A sample whose output is all zeros has no direction: its cosine is NaN, not 0 or 1.
@@ -42,53 +76,53 @@ def _metrics(ref: np.ndarray, got: np.ndarray) -> dict[str, Any]:
     total = float(np.linalg.norm(flat_r) * np.linalg.norm(flat_g))
     diff = np.abs(ref - got)
     scale = float(np.abs(ref).max(initial=0.0))
-    return {
-        "samples": len(ref),
-        "cosine": None if total == 0 else float(np.sum(flat_r * flat_g) / total),  # NaN outputs stay NaN
-        "min_sample_cosine": float(np.nanmin(per_sample)) if np.any(norms > 0) else None,
-        "zero_samples": int(np.sum(norms == 0)),
-        "max_abs": float(diff.max()),
-        "mean_abs": float(diff.mean()),
-        "scaled_err": float(diff.max()) / scale if scale > 0 else None,
-    }
+    return OutputAccuracy(
+        samples=len(ref),
+        cosine=None if total == 0 else float(np.sum(flat_r * flat_g) / total),  # NaN outputs stay NaN
+        min_sample_cosine=float(np.nanmin(per_sample)) if np.any(norms > 0) else None,
+        zero_samples=int(np.sum(norms == 0)),
+        max_abs=float(diff.max()),
+        mean_abs=float(diff.mean()),
+        scaled_err=float(diff.max()) / scale if scale > 0 else None,
+        **(_agreement_metrics(ref, got, k) if k is not None else {}),
+    )
 
 
 def _agreement_metrics(ref: np.ndarray, got: np.ndarray, k: int) -> dict[str, Any]:
-    """Top-1 and top-k agreement, for outputs declared as class scores ([batch, classes])."""
-    if ref.ndim != 2 or ref.shape[1] < 2:
-        return {}
+    """Top-1 and top-k agreement (is FP32's class among the candidate's k best?)."""
     top1 = ref.argmax(1)
     topk = np.argsort(-got, axis=1)[:, : min(k, got.shape[1])]
     return {
         "top1_agreement": float(np.mean(top1 == got.argmax(1))),
-        f"top{k}_agreement": float(np.mean([t in row for t, row in zip(top1, topk)])),
+        "topk_agreement": float(np.mean([t in row for t, row in zip(top1, topk)])),
+        "top_k": k,
     }
 
 
-def failures(metrics: dict[str, dict[str, Any]], gate: AccuracyGate) -> list[str]:
+def failures(metrics: Accuracy, gate: AccuracyGate) -> list[str]:
     bad = []
     for name, m in metrics.items():
-        if m["cosine"] is None:
+        if m.cosine is None:
             bad.append(
                 f"{name}: cosine undefined, the outputs are all zeros on the held-out inputs (use real data)"
             )
-        elif not m["cosine"] >= gate.min_cosine:  # also catches NaN from overflowed outputs
-            bad.append(f"{name}: cosine {m['cosine']:.5f} < min_cosine {gate.min_cosine}")
-        if gate.max_abs is not None and not m["max_abs"] <= gate.max_abs:
-            bad.append(f"{name}: max_abs {m['max_abs']:.4g} > max_abs {gate.max_abs}")
-        bad += _agreement(name, m, "top1_agreement", gate.min_top1_agreement)
-        bad += _agreement(name, m, f"top{gate.top_k}_agreement", gate.min_topk_agreement)
+        elif not m.cosine >= gate.min_cosine:  # also catches NaN from overflowed outputs
+            bad.append(f"{name}: cosine {m.cosine:.5f} < min_cosine {gate.min_cosine}")
+        if gate.max_abs is not None and not m.max_abs <= gate.max_abs:
+            bad.append(f"{name}: max_abs {m.max_abs:.4g} > max_abs {gate.max_abs}")
+        bad += _agreement(name, "top1_agreement", m.top1_agreement, gate.min_top1_agreement)
+        bad += _agreement(name, f"top{gate.top_k}_agreement", m.topk_agreement, gate.min_topk_agreement)
     return bad
 
 
-def _agreement(name: str, m: dict[str, Any], key: str, minimum: float | None) -> list[str]:
+def _agreement(name: str, key: str, value: float | None, minimum: float | None) -> list[str]:
     if minimum is None:
         return []
-    if key not in m:
+    if value is None:
         return [
             f"{name}: {key} asked for, but the output is not declared `kind: logits` with shape [batch, classes]"
         ]
-    return [f"{name}: {key} {m[key]:.3f} < {minimum}"] if not m[key] >= minimum else []
+    return [f"{name}: {key} {value:.3f} < {minimum}"] if not value >= minimum else []
 
 
 def gate_against_fp32(
@@ -97,7 +131,7 @@ def gate_against_fp32(
     feeds: list[dict[str, np.ndarray]],
     outputs: Sequence[OutputSpec],
     gate: AccuracyGate,
-) -> tuple[dict[str, dict[str, Any]], list[str]]:
+) -> tuple[Accuracy, list[str]]:
     """Runs both ONNX files in ONNX Runtime on the held-out feeds; (metrics, failures)."""
     from runtimes.onnxrt import OnnxRuntime
 
@@ -109,15 +143,15 @@ def gate_against_fp32(
     return metrics, failures(metrics, gate)
 
 
-def headline(label: str, metrics: dict[str, dict[str, Any]]) -> str:
+def headline(label: str, metrics: Accuracy) -> str:
     parts = []
     for name, m in metrics.items():
-        agree = f", top-1 agree {m['top1_agreement']:.3f}" if "top1_agreement" in m else ""
-        parts.append(f"{name}: cos {_maybe(m['cosine'], '.5f')}, max|Δ| {m['max_abs']:.3g}{agree}")
+        agree = "" if m.top1_agreement is None else f", top-1 agree {m.top1_agreement:.3f}"
+        parts.append(f"{name}: cos {_maybe(m.cosine, '.5f')}, max|Δ| {m.max_abs:.3g}{agree}")
     return f"{label} vs FP32 on held-out: " + "; ".join(parts)
 
 
-def report_table(ctx: Any, label: str, metrics: dict[str, dict[str, Any]], samples: int) -> None:
+def report_table(ctx: Any, label: str, metrics: Accuracy, samples: int) -> None:
     """The run report's view of the gate: one row per output."""
     columns = [
         "output",
@@ -132,15 +166,13 @@ def report_table(ctx: Any, label: str, metrics: dict[str, dict[str, Any]], sampl
     rows = [
         [
             name,
-            _maybe(m["cosine"], ".6f"),
-            _maybe(m["min_sample_cosine"], ".6f"),
-            f"{m['max_abs']:.4g}",
-            _maybe(m["scaled_err"], ".3g"),
-            f"{m['mean_abs']:.4g}",
-            _maybe(m.get("top1_agreement"), ".3f"),
-            _maybe(
-                next((v for k, v in m.items() if k.startswith("top") and k != "top1_agreement"), None), ".3f"
-            ),
+            _maybe(m.cosine, ".6f"),
+            _maybe(m.min_sample_cosine, ".6f"),
+            f"{m.max_abs:.4g}",
+            _maybe(m.scaled_err, ".3g"),
+            f"{m.mean_abs:.4g}",
+            _maybe(m.top1_agreement, ".3f"),
+            _maybe(m.topk_agreement, ".3f"),
         ]
         for name, m in metrics.items()
     ]
@@ -163,7 +195,12 @@ def conclude(
     record and write the report (accuracy.json, headline, report table), and fail the
     stage when the gate failed. `details`: what the stage adds to the report."""
     metrics, bad = gate_against_fp32(ctx.input("onnx"), candidate, feeds, ctx.config.outputs, gate)
-    report = {**details, "holdout_samples": len(feeds), "outputs": metrics, "gate": gate.model_dump()}
+    report = {
+        **details,
+        "holdout_samples": len(feeds),
+        "outputs": to_json(metrics),
+        "gate": gate.model_dump(),
+    }
     ctx.record("accuracy", report)
     ctx.headline(headline(label, metrics))
     report_table(ctx, label, metrics, len(feeds))

@@ -1,8 +1,12 @@
 """Parity between a runtime's outputs and the golden reference, with one vocabulary
-of thresholds (atol / rtol / min_cosine) shared by every transforming stage."""
+of thresholds (atol / rtol / min_cosine) shared by every transforming stage.
+
+A parity table is label (min/opt/max) -> output name -> `Compared` (the numbers) or
+`Incomparable` (why there are none: a shape mismatch, a missing output, a failed call)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -17,25 +21,48 @@ from stages._tolerance import Tolerance
 ATOL_BITE = 0.01
 
 
-def metrics(actual: np.ndarray, ref: np.ndarray, tol: Tolerance) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Compared:
+    max_abs: float
+    mean_abs: float
+    max_rel: float
+    ref_scale: float  # max |ref|
+    scaled_err: float  # max_abs / ref_scale
+    cosine: float | None  # None: an all-zero vector has no direction
+    atol_bites: bool
+    within_tolerance: bool
+    passed: bool
+
+
+@dataclass(frozen=True)
+class Incomparable:
+    error: str
+    passed: bool = False
+
+
+OutputParity = Compared | Incomparable
+Table = dict[str, dict[str, OutputParity]]
+
+
+def metrics(actual: np.ndarray, ref: np.ndarray, tol: Tolerance) -> OutputParity:
     if actual.shape != ref.shape:
-        return {"passed": False, "error": f"shape {list(actual.shape)} != reference {list(ref.shape)}"}
+        return Incomparable(f"shape {list(actual.shape)} != reference {list(ref.shape)}")
     a, r = actual.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
     diff = np.abs(a - r)
     scale = float(np.abs(r).max(initial=0.0))
     cosine = _cosine(a, r)
     within = bool(np.all(diff <= tol.atol + tol.rtol * np.abs(r))) if a.size else True
-    return {
-        "max_abs": float(diff.max(initial=0.0)),
-        "mean_abs": float(diff.mean()) if a.size else 0.0,
-        "max_rel": float((diff / np.maximum(np.abs(r), np.finfo(np.float32).tiny)).max(initial=0.0)),
-        "ref_scale": scale,
-        "scaled_err": _scaled(float(diff.max(initial=0.0)), scale),
-        "cosine": cosine,
-        "atol_bites": tol.atol < ATOL_BITE * scale,
-        "within_tolerance": within,
-        "passed": within and cosine is not None and cosine >= tol.min_cosine,
-    }
+    return Compared(
+        max_abs=float(diff.max(initial=0.0)),
+        mean_abs=float(diff.mean()) if a.size else 0.0,
+        max_rel=float((diff / np.maximum(np.abs(r), np.finfo(np.float32).tiny)).max(initial=0.0)),
+        ref_scale=scale,
+        scaled_err=_scaled(float(diff.max(initial=0.0)), scale),
+        cosine=cosine,
+        atol_bites=tol.atol < ATOL_BITE * scale,
+        within_tolerance=within,
+        passed=within and cosine is not None and cosine >= tol.min_cosine,
+    )
 
 
 def _scaled(max_abs: float, scale: float) -> float:
@@ -51,87 +78,84 @@ def _cosine(a: np.ndarray, r: np.ndarray) -> float | None:
     return None if norm == 0 else float(a @ r / norm)  # NaN outputs give NaN, which fails
 
 
-def compare(
-    results: dict[Label, dict[str, np.ndarray]], golden: dict[Label, Case], tol: Tolerance
-) -> dict[str, dict[str, dict[str, Any]]]:
-    """label -> output -> metrics, for every recorded shape and output."""
-    table: dict[str, dict[str, dict[str, Any]]] = {}
+def compare(results: dict[Label, dict[str, np.ndarray]], golden: dict[Label, Case], tol: Tolerance) -> Table:
+    """label -> output -> parity, for every recorded shape and output."""
+    table: Table = {}
     for label, case in golden.items():
         got = results[label]
         table[label] = {
-            name: metrics(got[name], ref, tol)
-            if name in got
-            else {"passed": False, "error": "missing output"}
+            name: metrics(got[name], ref, tol) if name in got else Incomparable("missing output")
             for name, ref in case.outputs.items()
         }
     return table
 
 
-def failures(table: dict[str, dict[str, dict[str, Any]]], tol: Tolerance) -> list[str]:
+def unanswered(golden: dict[Label, Case], outputs: list[str], error: str) -> Table:
+    """The table of a runtime that could not answer at all (e.g. a failed request)."""
+    return {label: {name: Incomparable(error) for name in outputs} for label in golden}
+
+
+def to_json(table: Table) -> dict[str, dict[str, dict[str, Any]]]:
+    return {label: {name: asdict(p) for name, p in outs.items()} for label, outs in table.items()}
+
+
+def failures(table: Table, tol: Tolerance) -> list[str]:
     return [
-        f"{label}/{name}: " + (m.get("error") or _numbers(m, tol))
+        f"{label}/{name}: " + (p.error if isinstance(p, Incomparable) else _numbers(p, tol))
         for label, outs in table.items()
-        for name, m in outs.items()
-        if not m["passed"]
+        for name, p in outs.items()
+        if not p.passed
     ]
 
 
-def _numbers(m: dict[str, Any], tol: Tolerance) -> str:
+def _numbers(m: Compared, tol: Tolerance) -> str:
     """Names the threshold(s) broken, with the numbers."""
     broken = []
-    if not m["within_tolerance"]:
+    if not m.within_tolerance:
         broken.append(
-            f"|diff| > atol {tol.atol:g} + rtol {tol.rtol:g}*|ref| (max_abs {m['max_abs']:.3g}, max_rel {m['max_rel']:.3g})"
+            f"|diff| > atol {tol.atol:g} + rtol {tol.rtol:g}*|ref| (max_abs {m.max_abs:.3g}, max_rel {m.max_rel:.3g})"
         )
-    if m["cosine"] is None:
+    if m.cosine is None:
         broken.append(
             "cosine undefined: an all-zero output or reference (the golden inputs do not exercise it)"
         )
-    elif m["cosine"] < tol.min_cosine:
-        broken.append(f"cosine {m['cosine']:.9g} < min_cosine {tol.min_cosine:g}")
+    elif m.cosine < tol.min_cosine:
+        broken.append(f"cosine {m.cosine:.9g} < min_cosine {tol.min_cosine:g}")
     return "; ".join(broken)
 
 
-def gate(what: str, table: dict[str, dict[str, dict[str, Any]]], tol: Tolerance) -> None:
+def gate(what: str, table: Table, tol: Tolerance) -> None:
     bad = failures(table, tol)
     if bad:
         raise StageFailed(f"{what} parity failed: " + "; ".join(bad))
 
 
-def headline(table: dict[str, dict[str, dict[str, Any]]], tol: Tolerance) -> str:
-    rows = [m for outs in table.values() for m in outs.values() if "max_abs" in m]
+def headline(table: Table, tol: Tolerance) -> str:
+    rows = [p for outs in table.values() for p in outs.values() if isinstance(p, Compared)]
     if not rows:
         return "no comparable outputs"
-    cosines = [m["cosine"] for m in rows if m["cosine"] is not None]
+    cosines = [m.cosine for m in rows if m.cosine is not None]
     cos = f"min cos {min(cosines):.6f}" if cosines else "cos undefined"
-    text = f"max|Δ| {max(m['max_abs'] for m in rows):.2g} ({max(m['scaled_err'] for m in rows):.2g} of max|ref|), {cos}"
+    text = f"max|Δ| {max(m.max_abs for m in rows):.2g} ({max(m.scaled_err for m in rows):.2g} of max|ref|), {cos}"
     if len(cosines) < len(rows):
         text += ", cosine undefined on an all-zero output"
-    if not all(m["atol_bites"] for m in rows):
-        smallest = min(m["ref_scale"] for m in rows if not m["atol_bites"])
+    if not all(m.atol_bites for m in rows):
+        smallest = min(m.ref_scale for m in rows if not m.atol_bites)
         text += f"; atol {tol.atol:g} cannot bite (max|ref| {smallest:.2g}): judged by rtol and cosine"
     return text
 
 
-def report_rows(what: str, table: dict[str, dict[str, dict[str, Any]]]) -> list[list[Any]]:
+def report_rows(what: str, table: Table) -> list[list[Any]]:
     """Rows for the run report: one per shape and output."""
-    return [
-        [what, label, name, m.get("error", "")]
-        if "max_abs" not in m
-        else [
-            what,
-            label,
-            name,
-            f"{m['max_abs']:.3g}",
-            f"{m['scaled_err']:.3g}",
-            f"{m['mean_abs']:.3g}",
-            f"{m['max_rel']:.3g}",
-            "undefined" if m["cosine"] is None else f"{m['cosine']:.7f}",
-            "yes" if m["passed"] else "NO",
-        ]
-        for label, outs in table.items()
-        for name, m in outs.items()
-    ]
+    return [_report_row(what, label, name, p) for label, outs in table.items() for name, p in outs.items()]
+
+
+def _report_row(what: str, label: str, name: str, p: OutputParity) -> list[Any]:
+    if isinstance(p, Incomparable):
+        return [what, label, name, p.error]
+    cosine = "undefined" if p.cosine is None else f"{p.cosine:.7f}"
+    numbers = [p.max_abs, p.scaled_err, p.mean_abs, p.max_rel]
+    return [what, label, name, *(f"{n:.3g}" for n in numbers), cosine, "yes" if p.passed else "NO"]
 
 
 REPORT_COLUMNS = [

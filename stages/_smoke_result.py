@@ -3,11 +3,15 @@ from them (partial, nothing tested, required formats)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from serving.repository import Model, skip_reason
+
+if TYPE_CHECKING:  # at run time only inside to_json: this module is read on the warm path
+    from serving.checks import Burst
+    from stages._parity import Table
 
 
 class ModelStatus(str, Enum):
@@ -25,8 +29,8 @@ class ModelResult:
     reason: str = ""  # why skipped
     reference: str = ""  # what the served outputs were compared with
     problems: list[str] = field(default_factory=list)
-    protocols: dict[str, Any] = field(default_factory=dict)  # protocol -> parity table
-    batching: dict[str, Any] | None = None
+    protocols: dict[str, Table] = field(default_factory=dict)  # protocol -> parity table
+    batching: Burst | None = None
 
     @classmethod
     def skipped(cls, model: Model, reason: str = "") -> ModelResult:
@@ -61,9 +65,12 @@ class ModelResult:
             }
         )
         if self.status is not ModelStatus.SKIPPED:
-            data.update(problems=self.problems, protocols=self.protocols)
+            from stages._parity import to_json
+
+            protocols = {p: to_json(t) for p, t in self.protocols.items()}
+            data.update(problems=self.problems, protocols=protocols)
         if self.batching is not None:
-            data["batching"] = self.batching
+            data["batching"] = asdict(self.batching) | {"batched": self.batching.batched}
         return data
 
 

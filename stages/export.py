@@ -48,7 +48,7 @@ def run(ctx: StageContext, params: ExportParams) -> None:
         golden,
         params.tolerance,
     )
-    ctx.record("parity", table)
+    ctx.record("parity", _parity.to_json(table))
     ctx.headline(
         f"opset {ctx.metrics['opset_written']}, ORT vs eager: {_parity.headline(table, params.tolerance)}"
     )

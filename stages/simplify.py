@@ -50,7 +50,7 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
     nodes = (len(original.graph.node), len(simplified.graph.node))
     ctx.record("nodes_before", nodes[0])
     ctx.record("nodes_after", nodes[1])
-    ctx.record("parity", table)
+    ctx.record("parity", _parity.to_json(table))
     ctx.headline(f"nodes {nodes[0]} -> {nodes[1]}, ORT vs eager: {_parity.headline(table, params.tolerance)}")
     _parity.gate("simplified ONNX vs eager", table, params.tolerance)
 

@@ -164,8 +164,11 @@ def _check_model(
             server, name, golden["opt"], inputs, params.batching_requests, params.request_timeout_s
         )
         result.batching = batching
-        if not batching["batched"] or batching["errors"]:
-            result.problems.append(f"dynamic batching did not batch: {batching}")
+        if not batching.batched or batching.errors:
+            result.problems.append(
+                f"dynamic batching did not batch: {batching.inferences} requests in {batching.executions} "
+                f"executions after {batching.rounds} bursts, errors {batching.errors}"
+            )
     result.status = ModelStatus.FAILED if result.problems else ModelStatus.PASSED
     return result
 
@@ -189,8 +192,8 @@ def _golden_parity(target: Any, golden: Any, inputs: Any, outputs: Any, params: 
         try:
             results[label] = checks.infer(target, case, inputs, outputs)
         except InferenceServerException as exc:
-            error = {"passed": False, "error": f"inference failed: {exc.message()}"}
-            return {label: {o.spec_name: error for o in outputs}}
+            names = [o.spec_name for o in outputs]
+            return _parity.unanswered(golden, names, f"inference failed: {exc.message()}")
     return _parity.compare(results, golden, params.tolerance)
 
 
@@ -255,9 +258,7 @@ def _model_numbers(result: ModelResult, tol: Tolerance) -> str:
 
     numbers = [f"{p} {headline(t, tol)}" for p, t in result.protocols.items()] or ["no inference"]
     if result.batching:
-        numbers.append(
-            f"{result.batching['inferences']} requests in {result.batching['executions']} executions"
-        )
+        numbers.append(f"{result.batching.inferences} requests in {result.batching.executions} executions")
     return ", ".join(numbers)
 
 

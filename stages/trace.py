@@ -51,7 +51,7 @@ def run(ctx: StageContext, params: TraceParams) -> None:
         cases,
         params.tolerance,
     )
-    ctx.record("parity", table)
+    ctx.record("parity", _parity.to_json(table))
     ctx.headline("torchscript vs eager: " + _parity.headline(table, params.tolerance))
     _parity.gate("TorchScript vs eager", table, params.tolerance)
     torch.jit.save(traced, str(ctx.output("torchscript")))

@@ -27,27 +27,37 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
     from stages import _golden, _parity
 
     golden = _golden.load(ctx.input("golden"))
-    report: dict[str, Any] = {"thresholds": Tolerance(**params.model_dump(exclude={"runtimes"})).model_dump()}
+    tables: dict[str, _parity.Table] = {}
+    skipped: dict[str, str] = {}
     for runtime in params.runtimes:
         if runtime == "tensorrt" and "engine" not in ctx.inputs:
-            report[runtime] = {"skipped": "no engine: the build stage was skipped (no TensorRT or GPU)"}
-            continue
-        table = _parity.compare(_RUNNERS[runtime](ctx, golden), golden, params)
-        report[runtime] = {"passed": not _parity.failures(table, params), "shapes": table}
+            skipped[runtime] = "no engine: the build stage was skipped (no TensorRT or GPU)"
+        else:
+            tables[runtime] = _parity.compare(_RUNNERS[runtime](ctx, golden), golden, params)
+    report = _report(tables, skipped, params)
     ctx.record("parity", report)
-    checked = [r for r in params.runtimes if "shapes" in report[r]]
     ctx.headline(
         "; ".join(
-            [f"{r}: {_parity.headline(report[r]['shapes'], params)}" for r in checked]
-            + [f"{r}: skipped" for r in params.runtimes if r not in checked]
+            [f"{r}: {_parity.headline(t, params)}" for r, t in tables.items()]
+            + [f"{r}: skipped" for r in skipped]
         )
     )
-    rows = [row for r in checked for row in _parity.report_rows(r, report[r]["shapes"])]
-    skipped = "; ".join(f"{r}: {report[r]['skipped']}" for r in params.runtimes if r not in checked)
-    ctx.report_table("Parity vs the eager reference", _parity.REPORT_COLUMNS, rows, note=skipped)
-    for runtime in checked:
-        _parity.gate(f"{runtime} vs eager", report[runtime]["shapes"], params)
+    rows = [row for r, t in tables.items() for row in _parity.report_rows(r, t)]
+    note = "; ".join(f"{r}: {why}" for r, why in skipped.items())
+    ctx.report_table("Parity vs the eager reference", _parity.REPORT_COLUMNS, rows, note=note)
     ctx.output("report").write_text(json.dumps(report, indent=1))
+    for name, table in tables.items():
+        _parity.gate(f"{name} vs eager", table, params)
+
+
+def _report(tables: dict[str, Any], skipped: dict[str, str], params: ValidateParams) -> dict[str, Any]:
+    """parity.json: the thresholds, then per runtime its table or why it was skipped."""
+    from stages import _parity
+
+    report: dict[str, Any] = {"thresholds": Tolerance(**params.model_dump(exclude={"runtimes"})).model_dump()}
+    for runtime, table in tables.items():
+        report[runtime] = {"passed": not _parity.failures(table, params), "shapes": _parity.to_json(table)}
+    return report | {runtime: {"skipped": why} for runtime, why in skipped.items()}
 
 
 def _onnxruntime(ctx: StageContext, golden: Any) -> Any:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stages.bench.record import BenchRow, Measured, WindowSummary
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -180,87 +182,87 @@ def supported(p: float, n: int) -> bool:
     return n >= required_samples(p)
 
 
-def summarize(timing: Timing, batch: int, settings: Settings) -> dict[str, Any]:
+def summarize(timing: Timing, batch: int, settings: Settings) -> Measured:
     lat = sorted(timing.latencies_ms)
     mean = statistics.fmean(lat)
-    cv = statistics.pstdev(lat) / mean if mean > 0 else 0.0
     qps = len(lat) / timing.wall_s
-    summary: dict[str, Any] = {
-        "batch": batch,
-        "iterations": len(lat),
-        "warmup_calls": timing.warmup_calls,
-        "min_ms": lat[0],
-        "max_ms": lat[-1],
-        "mean_ms": mean,
-        "median_ms": statistics.median(lat),
-        "percentiles_ms": {f"p{p:g}": percentile(lat, p) for p in settings.percentiles},
-        "percentiles_supported": {f"p{p:g}": supported(p, len(lat)) for p in settings.percentiles},
-        "qps": qps,
-        "items_per_s": qps * batch,
-        "wall_s": timing.wall_s,
-        "cv": cv,
-        "stable": is_stable(timing.windows, settings),
-        "windows_used": len(timing.windows),
-        "measured_s": sum(w.wall_s for w in timing.windows),
-        "windows": [{"n": w.calls, "qps": w.qps, "median_ms": w.median_ms} for w in timing.windows],
-    }
-    return summary
-
-
-# -- trtexec's text summary ---------------------------------------------------------------------
-def report_lines(name: str, s: dict[str, Any], settings: Settings) -> list[str]:
-    """trtexec's performance summary, line for line where the concept is the same."""
-    lines = [
-        f"[I] === Performance summary ({name}, batch {s['batch']}) ===",
-        f"[I] Throughput: {s['qps']:.4g} qps ({s['items_per_s']:.4g} items/s)",
-        f"[I] Latency: min = {s['min_ms']:.4g} ms, max = {s['max_ms']:.4g} ms, mean = {s['mean_ms']:.4g} ms, "
-        f"median = {s['median_ms']:.4g} ms, {_percentiles_text(s)}",
-        f"[I] Total Host Walltime: {s['wall_s']:.4g} s (n = {s['iterations']} iterations after {s['warmup_calls']} warm-up calls)",
-    ]
-    lines += [f"[I] {GPU_PHASES[k]}: {_stats_text(v, s)}" for k, v in s.get("gpu", {}).items()]
-    if "server" in s:
-        server = s["server"]
-        phases = ", ".join(
-            f"{k.removesuffix('_us').replace('_', ' ')} {server[k]:.0f} us" for k in SERVER_PHASES
-        )
-        lines.append(
-            f"[I] Server (per request): {phases}; client + network {server['client_overhead_us']:.0f} us; "
-            f"avg server batch {server['avg_server_batch']:.2f}"
-        )
-    return lines + _stability_lines(s, settings)
-
-
-def _percentiles_text(s: dict[str, Any]) -> str:
-    return ", ".join(
-        _percentile_text(k, v, s) + (" ms" if _is_supported(s, k) else "")
-        for k, v in s["percentiles_ms"].items()
+    return Measured(
+        batch=batch,
+        iterations=len(lat),
+        warmup_calls=timing.warmup_calls,
+        min_ms=lat[0],
+        max_ms=lat[-1],
+        mean_ms=mean,
+        median_ms=statistics.median(lat),
+        percentiles_ms={f"p{p:g}": percentile(lat, p) for p in settings.percentiles},
+        percentiles_supported={f"p{p:g}": supported(p, len(lat)) for p in settings.percentiles},
+        qps=qps,
+        items_per_s=qps * batch,
+        wall_s=timing.wall_s,
+        cv=statistics.pstdev(lat) / mean if mean > 0 else 0.0,
+        stable=is_stable(timing.windows, settings),
+        windows_used=len(timing.windows),
+        measured_s=sum(w.wall_s for w in timing.windows),
+        windows=[WindowSummary(w.calls, w.qps, w.median_ms) for w in timing.windows],
     )
 
 
-def _percentile_text(key: str, value: float, s: dict[str, Any]) -> str:
-    label = f"percentile({key[1:]}%)"
-    if _is_supported(s, key):
-        return f"{label} = {value:.4g}"
-    return f"{label} = n/a (needs >= {required_samples(float(key[1:]))} samples, have {s['iterations']})"
-
-
-def _is_supported(s: dict[str, Any], key: str) -> bool:
-    return bool(s.get("percentiles_supported", {}).get(key, True))
-
-
-def _stability_lines(s: dict[str, Any], settings: Settings) -> list[str]:
-    k, used, pct = settings.stability_windows, s["windows_used"], 100 * settings.stability_threshold
-    per_window = ", ".join(f"{w['qps']:.4g}/{w['median_ms']:.4g}" for w in s["windows"])
+# -- trtexec's text summary ---------------------------------------------------------------------
+def report_lines(name: str, s: Measured, settings: Settings) -> list[str]:
+    """trtexec's performance summary, line for line where the concept is the same."""
     lines = [
-        f"[I] Windows: {used} in {s['measured_s']:.4g} s (qps/median ms: {per_window}); statistics from the last {k}"
+        f"[I] === Performance summary ({name}, batch {s.batch}) ===",
+        f"[I] Throughput: {s.qps:.4g} qps ({s.items_per_s:.4g} items/s)",
+        f"[I] Latency: min = {s.min_ms:.4g} ms, max = {s.max_ms:.4g} ms, mean = {s.mean_ms:.4g} ms, "
+        f"median = {s.median_ms:.4g} ms, {_percentiles_text(s)}",
+        f"[I] Total Host Walltime: {s.wall_s:.4g} s (n = {s.iterations} iterations after {s.warmup_calls} warm-up calls)",
     ]
-    if s["stable"]:
+    if isinstance(s, BenchRow):
+        lines += _row_lines(s)
+    return lines + _stability_lines(s, settings)
+
+
+def _row_lines(row: BenchRow) -> list[str]:
+    """What a runtime adds: the GPU phases, Triton's server-side share."""
+    lines = [f"[I] {GPU_PHASES[k]}: {_stats_text(v, row)}" for k, v in (row.gpu or {}).items()]
+    if row.server is not None:
+        server = row.server
+        phases = ", ".join(
+            f"{k.removesuffix('_us').replace('_', ' ')} {getattr(server, k):.0f} us" for k in SERVER_PHASES
+        )
+        lines.append(
+            f"[I] Server (per request): {phases}; client + network {server.client_overhead_us:.0f} us; "
+            f"avg server batch {server.avg_server_batch:.2f}"
+        )
+    return lines
+
+
+def _percentiles_text(s: Measured) -> str:
+    return ", ".join(
+        _percentile_text(k, v, s) + (" ms" if s.supported(k) else "") for k, v in s.percentiles_ms.items()
+    )
+
+
+def _percentile_text(key: str, value: float, s: Measured) -> str:
+    label = f"percentile({key[1:]}%)"
+    if s.supported(key):
+        return f"{label} = {value:.4g}"
+    return f"{label} = n/a (needs >= {required_samples(float(key[1:]))} samples, have {s.iterations})"
+
+
+def _stability_lines(s: Measured, settings: Settings) -> list[str]:
+    k, used, pct = settings.stability_windows, s.windows_used, 100 * settings.stability_threshold
+    per_window = ", ".join(f"{w.qps:.4g}/{w.median_ms:.4g}" for w in s.windows)
+    lines = [
+        f"[I] Windows: {used} in {s.measured_s:.4g} s (qps/median ms: {per_window}); statistics from the last {k}"
+    ]
+    if s.stable:
         return lines + [
             f"[I] Stable: the last {k} windows agree within ±{pct:g} % (throughput and median latency)"
         ]
     return lines + [
         f"[W] * The last {k} of {used} windows differ by more than ±{pct:g} % (max {settings.max_windows} windows; "
-        f"coefficient of variation {100 * s['cv']:.1f} %): results are unstable; close other work or run longer (--duration)."
+        f"coefficient of variation {100 * s.cv:.1f} %): results are unstable; close other work or run longer (--duration)."
     ]
 
 
@@ -286,10 +288,10 @@ def _stats(values: Sequence[float], settings: Settings) -> dict[str, float]:
     return found | {f"p{p:g}": percentile(ordered, p) for p in settings.percentiles}
 
 
-def _stats_text(stats: dict[str, float], s: dict[str, Any]) -> str:
+def _stats_text(stats: dict[str, float], s: Measured) -> str:
     """GPU phases have one sample per timed call: their percentiles share the row's support."""
     return ", ".join(
-        _percentile_text(k, v, s) + (" ms" if _is_supported(s, k) else "")
+        _percentile_text(k, v, s) + (" ms" if s.supported(k) else "")
         if k.startswith("p")
         else f"{k} = {v:.4g} ms"
         for k, v in stats.items()

@@ -7,6 +7,7 @@ in-process runtimes always have concurrency 1.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.errors import StageFailed
 from pipeline.stage import StageContext
 from stages.bench.harness import GPU_PHASES, SERVER_PHASES, required_samples
-
-Row = dict[str, Any]
+from stages.bench.record import BenchRow as Row
 
 
 class RegressionGate(BaseModel):
@@ -40,23 +40,16 @@ class RegressionGate(BaseModel):
     )
 
 
-def speedups(rows: list[Row]) -> None:
+def speedups(rows: list[Row]) -> list[Row]:
     """Median latency of eager PyTorch over the row's, at the same batch; single-stream
     rows only (at concurrency > 1 latency includes queueing and is not comparable)."""
-    eager = {r["batch"]: r["median_ms"] for r in rows if r["runtime"] == "eager"}
-    for row in rows:
-        if row["batch"] in eager and row["concurrency"] == 1:
-            row["speedup_vs_eager"] = eager[row["batch"]] / row["median_ms"]
-
-
-def tail(row: Row) -> str:
-    """The highest configured percentile's key, e.g. 'p99'."""
-    return max(row["percentiles_ms"], key=lambda k: float(k[1:]))
-
-
-def cell_key(row: Row) -> str:
-    key = f"{row['runtime']}@{row['batch']}"
-    return key if row["concurrency"] == 1 else f"{key}/c{row['concurrency']}"
+    eager = {r.batch: r.median_ms for r in rows if r.runtime == "eager"}
+    return [
+        replace(r, speedup_vs_eager=eager[r.batch] / r.median_ms)
+        if r.batch in eager and r.concurrency == 1
+        else r
+        for r in rows
+    ]
 
 
 # -- tables -----------------------------------------------------------------------------------
@@ -79,35 +72,30 @@ def latency_table(rows: list[Row], percentiles: tuple[float, ...]) -> tuple[list
     ]
     body = [
         [
-            r["runtime"],
-            r["device"],
-            r["batch"],
-            r["concurrency"],
-            r["iterations"],
-            _f(r["median_ms"], 3),
+            r.runtime,
+            r.device,
+            r.batch,
+            r.concurrency,
+            r.iterations,
+            _f(r.median_ms, 3),
             *[_percentile_cell(r, c) for c in pcols],
-            _f(r["items_per_s"], 1),
-            _f(r["speedup_vs_eager"], 2) if "speedup_vs_eager" in r else "",
-            "yes" if r["stable"] else "no",
-            r.get("windows_used", ""),
+            _f(r.items_per_s, 1),
+            "" if r.speedup_vs_eager is None else _f(r.speedup_vs_eager, 2),
+            "yes" if r.stable else "no",
+            r.windows_used,
         ]
         for r in rows
     ]
     return columns, body
 
 
-def supported(row: Row, key: str) -> bool:
-    """Rows from before the support map counted every percentile as supported."""
-    return bool(row.get("percentiles_supported", {}).get(key, True))
-
-
 def _percentile_cell(row: Row, key: str) -> str:
-    return _f(row["percentiles_ms"][key], 3) + ("" if supported(row, key) else "*")
+    return _f(row.percentiles_ms[key], 3) + ("" if row.supported(key) else "*")
 
 
 def footnote(rows: list[Row]) -> str:
     """What `*` means, naming only the percentiles that carry it."""
-    marked = dict.fromkeys(k for r in rows for k in r["percentiles_ms"] if not supported(r, k))
+    marked = dict.fromkeys(k for r in rows for k in r.percentiles_ms if not r.supported(k))
     if not marked:
         return ""
     needs = ", ".join(f"{k} needs {required_samples(float(k[1:]))}" for k in marked)
@@ -125,9 +113,9 @@ def gpu_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
         *[f"{name} median ms" for name in GPU_PHASES.values()],
     ]
     body = [
-        [r["runtime"], r["batch"], _f(r["median_ms"], 3), *[_f(r["gpu"][k]["median"], 3) for k in GPU_PHASES]]
+        [r.runtime, r.batch, _f(r.median_ms, 3), *[_f(r.gpu[k]["median"], 3) for k in GPU_PHASES]]
         for r in rows
-        if "gpu" in r
+        if r.gpu is not None
     ]
     return columns, body
 
@@ -144,16 +132,16 @@ def server_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
     ]
     body = [
         [
-            r["runtime"].removeprefix("triton:"),
-            r["batch"],
-            r["concurrency"],
-            _f(r["mean_ms"], 3),
-            *[_f(r["server"][k], 0) for k in SERVER_PHASES],
-            _f(r["server"]["client_overhead_us"], 0),
-            _f(r["server"]["avg_server_batch"], 2),
+            r.runtime.removeprefix("triton:"),
+            r.batch,
+            r.concurrency,
+            _f(r.mean_ms, 3),
+            *[_f(getattr(r.server, k), 0) for k in SERVER_PHASES],
+            _f(r.server.client_overhead_us, 0),
+            _f(r.server.avg_server_batch, 2),
         ]
         for r in rows
-        if "server" in r
+        if r.server is not None
     ]
     return columns, body
 
@@ -198,8 +186,8 @@ def report(
 def headline(rows: list[Row], skipped: dict[str, str]) -> str:
     best: dict[str, Row] = {}
     for r in rows:
-        best.setdefault(r["runtime"], r)
-    parts = [f"{k} b{v['batch']} {v['median_ms']:.2f} ms" for k, v in best.items()]
+        best.setdefault(r.runtime, r)
+    parts = [f"{k} b{v.batch} {v.median_ms:.2f} ms" for k, v in best.items()]
     return ", ".join(parts + [f"{k}: skipped" for k in skipped])
 
 
@@ -210,9 +198,9 @@ def plot(rows: list[Row], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    served = [r for r in rows if "server" in r]
+    served = [r for r in rows if r.server is not None]
     fig, axes = plt.subplots(1, 3 if served else 2, figsize=(15 if served else 10, 4))
-    _per_batch(axes[0], axes[1], [r for r in rows if "server" not in r])
+    _per_batch(axes[0], axes[1], [r for r in rows if r.server is None])
     if served:
         _per_concurrency(axes[2], served)
     fig.tight_layout()
@@ -221,21 +209,21 @@ def plot(rows: list[Row], path: Path) -> None:
 
 
 def _per_batch(lat: Any, thr: Any, rows: list[Row]) -> None:
-    for runtime in dict.fromkeys(r["runtime"] for r in rows):
-        mine = [r for r in rows if r["runtime"] == runtime]
-        batches = [r["batch"] for r in mine]
-        (line,) = lat.plot(batches, [r["median_ms"] for r in mine], marker="o", label=f"{runtime} median")
-        top = tail(mine[0])
+    for runtime in dict.fromkeys(r.runtime for r in rows):
+        mine = [r for r in rows if r.runtime == runtime]
+        batches = [r.batch for r in mine]
+        (line,) = lat.plot(batches, [r.median_ms for r in mine], marker="o", label=f"{runtime} median")
+        top = mine[0].tail()
         lat.plot(
             batches,
-            [r["percentiles_ms"][top] for r in mine],
+            [r.percentiles_ms[top] for r in mine],
             linestyle="--",
             color=line.get_color(),
             alpha=0.6,
             label=f"{runtime} {top}",
         )
-        thr.plot(batches, [r["items_per_s"] for r in mine], marker="o", color=line.get_color(), label=runtime)
-    ticks = sorted({r["batch"] for r in rows})
+        thr.plot(batches, [r.items_per_s for r in mine], marker="o", color=line.get_color(), label=runtime)
+    ticks = sorted({r.batch for r in rows})
     lat.set_xticks(ticks)
     thr.set_xticks(ticks)
     lat.set(xlabel="batch", ylabel="latency (ms)", title="latency per call")
@@ -245,21 +233,21 @@ def _per_batch(lat: Any, thr: Any, rows: list[Row]) -> None:
 
 
 def _per_concurrency(ax: Any, rows: list[Row]) -> None:
-    for runtime in dict.fromkeys(r["runtime"] for r in rows):
-        mine = [r for r in rows if r["runtime"] == runtime]
+    for runtime in dict.fromkeys(r.runtime for r in rows):
+        mine = [r for r in rows if r.runtime == runtime]
         ax.plot(
-            [r["concurrency"] for r in mine],
-            [r["items_per_s"] for r in mine],
+            [r.concurrency for r in mine],
+            [r.items_per_s for r in mine],
             marker="o",
             label=runtime.removeprefix("triton:"),
         )
         for r in mine:
             ax.annotate(
-                f"{tail(r)} {_percentile_cell(r, tail(r))} ms",
-                (r["concurrency"], r["items_per_s"]),
+                f"{r.tail()} {_percentile_cell(r, r.tail())} ms",
+                (r.concurrency, r.items_per_s),
                 fontsize=6,
             )
-    ax.set_xticks(sorted({r["concurrency"] for r in rows}))
+    ax.set_xticks(sorted({r.concurrency for r in rows}))
     ax.set(xlabel="concurrent requests", ylabel="items / s", title="Triton end to end (client side)")
     ax.legend(fontsize=7)
 
@@ -274,7 +262,7 @@ def gate(rows: list[Row], limits: RegressionGate) -> None:
 
 def _unmatched(rows: list[Row], limits: RegressionGate) -> list[str]:
     """A gate key that names no measured cell is a typo, not a pass."""
-    known = {cell_key(r) for r in rows} | {r["runtime"] for r in rows}
+    known = {r.cell_key for r in rows} | {r.runtime for r in rows}
     keys = [*limits.max_latency_ms, *limits.min_items_per_s, *limits.min_speedup_vs_eager]
     return [
         f"gate key '{k}' matches no measured cell (cells: {', '.join(sorted(known))})"
@@ -284,34 +272,32 @@ def _unmatched(rows: list[Row], limits: RegressionGate) -> list[str]:
 
 
 def _cell_problems(r: Row, limits: RegressionGate) -> list[str]:
-    key = cell_key(r)
-    problems = _latency_problems(
-        r, key, limits.max_latency_ms.get(key, limits.max_latency_ms.get(r["runtime"]))
-    )
-    floor = limits.min_items_per_s.get(key, limits.min_items_per_s.get(r["runtime"]))
-    if floor is not None and r["items_per_s"] < floor:
-        problems.append(f"{key}: {r['items_per_s']:.1f} items/s < {floor}")
-    need = limits.min_speedup_vs_eager.get(r["runtime"])
-    if need is not None and r["concurrency"] == 1:
-        if "speedup_vs_eager" not in r:
+    key = r.cell_key
+    problems = _latency_problems(r, key, limits.max_latency_ms.get(key, limits.max_latency_ms.get(r.runtime)))
+    floor = limits.min_items_per_s.get(key, limits.min_items_per_s.get(r.runtime))
+    if floor is not None and r.items_per_s < floor:
+        problems.append(f"{key}: {r.items_per_s:.1f} items/s < {floor}")
+    need = limits.min_speedup_vs_eager.get(r.runtime)
+    if need is not None and r.concurrency == 1:
+        if r.speedup_vs_eager is None:
             problems.append(
-                f"{key}: no eager row at batch {r['batch']} to compare with (add eager to runtimes / batches)"
+                f"{key}: no eager row at batch {r.batch} to compare with (add eager to runtimes / batches)"
             )
-        elif r["speedup_vs_eager"] < need:
-            problems.append(f"{key}: {r['speedup_vs_eager']:.2f}x eager < {need}x")
+        elif r.speedup_vs_eager < need:
+            problems.append(f"{key}: {r.speedup_vs_eager:.2f}x eager < {need}x")
     return problems
 
 
 def _latency_problems(r: Row, key: str, limit: float | None) -> list[str]:
     """The highest configured percentile against its limit, refused when too few samples
     support it (the gate's documented choice: no silent gating on a near-maximum)."""
-    name = tail(r)
+    name = r.tail()
     if limit is None:
         return []
-    if not supported(r, name):
+    if not r.supported(name):
         return [
-            f"{key}: {name} is not supported by {r['iterations']} samples (needs >= {required_samples(float(name[1:]))}); "
+            f"{key}: {name} is not supported by {r.iterations} samples (needs >= {required_samples(float(name[1:]))}); "
             "raise iterations / duration_s or gate on a lower percentile"
         ]
-    value = r["percentiles_ms"][name]
+    value = r.percentiles_ms[name]
     return [f"{key}: {name} {value:.3f} ms > {limit} ms"] if value > limit else []

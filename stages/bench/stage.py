@@ -15,6 +15,7 @@ import json
 import os
 import platform
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, PositiveInt, model_validator
@@ -28,6 +29,7 @@ from serving.spec import identity as server_identity
 from stages.bench import output as _bench_output
 from stages.bench.harness import Settings, report_lines
 from stages.bench.output import RegressionGate
+from stages.bench.record import BenchRow
 from stages.bench.runtimes import ARTIFACT
 
 Runtime = Literal[
@@ -191,7 +193,7 @@ def _gate_key_problem(key: str, runtimes: tuple[str, ...], batches: list[int]) -
 
 def run(ctx: StageContext, params: BenchParams) -> None:
     settings = params.settings()
-    rows: list[dict[str, Any]] = []
+    rows: list[BenchRow] = []
     skipped: dict[str, str] = {}
     for runtime in params.runtimes:
         if ARTIFACT[runtime] != SOURCE_ARTIFACT and ARTIFACT[runtime] not in ctx.inputs:
@@ -200,17 +202,17 @@ def run(ctx: StageContext, params: BenchParams) -> None:
             rows += _triton_rows(ctx, params, settings)
         else:
             rows += [_in_process(ctx, params, settings, runtime, batch) for batch in batch_sizes(params, ctx)]
-    _bench_output.speedups(rows)
+    rows = _bench_output.speedups(rows)
     result = {
         "host": host_identity(),
         "settings": params.model_dump(exclude={"gate"}),
-        "results": rows,
+        "results": [r.to_json() for r in rows],
         "skipped": skipped,
     }
     ctx.output("results").write_text(json.dumps(result, indent=1))
     ctx.output("table").write_text(_bench_output.markdown(rows, params.percentiles))
     _bench_output.plot(rows, ctx.output("plot"))
-    ctx.record("bench", rows)
+    ctx.record("bench", result["results"])
     ctx.headline(_bench_output.headline(rows, skipped))
     _bench_output.report(ctx, rows, skipped, params.percentiles)
     _bench_output.gate(rows, params.gate)
@@ -218,7 +220,7 @@ def run(ctx: StageContext, params: BenchParams) -> None:
 
 def _in_process(
     ctx: StageContext, params: BenchParams, settings: Settings, runtime: str, batch: int
-) -> dict[str, Any]:
+) -> BenchRow:
     from stages.bench import harness as _bench
     from stages.bench import runtimes as _bench_runtimes
 
@@ -226,19 +228,14 @@ def _in_process(
     timed = _bench_runtimes.make(runtime, ctx, feeds, Device(params.device), params.threads)
     timing = _bench.measure(timed.call, settings)
     device = "cuda" if runtime == "tensorrt" else params.device
-    row = {
-        "runtime": runtime,
-        "device": device,
-        "concurrency": 1,
-        **_bench.summarize(timing, batch, settings),
-    }
+    row = BenchRow.of(_bench.summarize(timing, batch, settings), runtime, device)
     if timed.phases is not None:
-        row["gpu"] = _bench.phase_summary(timed.phases[-len(timing.latencies_ms) :], settings)
+        row = replace(row, gpu=_bench.phase_summary(timed.phases[-len(timing.latencies_ms) :], settings))
     ctx.log.info("\n".join(report_lines(runtime, row, settings)))
     return row
 
 
-def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> list[dict[str, Any]]:
+def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> list[BenchRow]:
     from serving.serve import serve_repository
     from stages.bench import runtimes as _bench_runtimes
     from stages.bench import triton as _bench_triton
@@ -258,9 +255,9 @@ def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> 
             for row in _bench_triton.sweep(
                 served.server.grpc, name, feeds, params.triton.concurrency, settings
             ):
-                rows.append({"runtime": f"triton:{name}", "device": "server", **row})
+                rows.append(row)
                 ctx.log.info(
-                    "\n".join(report_lines(f"triton:{name}, concurrency {row['concurrency']}", row, settings))
+                    "\n".join(report_lines(f"triton:{name}, concurrency {row.concurrency}", row, settings))
                 )
         ctx.log.info("server log:\n%s", served.server.log_tail(200))
     return rows

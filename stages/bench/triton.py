@@ -13,8 +13,8 @@ is an empty placeholder), hence this loop on tritonclient. Imports tritonclient.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
-from typing import Any
 
 import tritonclient.grpc as grpcclient
 
@@ -22,24 +22,26 @@ from pipeline.errors import StageFailed
 from serving.requests import PHASES, SETTLE_S, Feed, infer_inputs, settled, statistics
 from stages.bench import streams
 from stages.bench.harness import Settings, Timing, summarize
+from stages.bench.record import BenchRow, ServerShare
 
 
 def sweep(
     url: str, model: str, feeds: list[Feed], concurrency: tuple[int, ...], settings: Settings
-) -> list[dict[str, Any]]:
+) -> list[BenchRow]:
+    """One row per concurrency level, runtime `triton:MODEL` on device `server`."""
     batch = int(feeds[0].array.shape[0]) if feeds[0].array.ndim else 1
     rows = []
     for level in concurrency:
-        timing, server = _window(url, model, feeds, level, settings)
-        row = {"concurrency": level, **summarize(timing, batch, settings), "server": server}
-        row["server"]["client_overhead_us"] = 1000 * row["mean_ms"] - sum(server[f"{p}_us"] for p in PHASES)
-        rows.append(row)
+        timing, (before, after) = _window(url, model, feeds, level, settings)
+        measured = summarize(timing, batch, settings)
+        row = BenchRow.of(measured, f"triton:{model}", "server", level)
+        rows.append(replace(row, server=_server_share(before, after, measured.mean_ms)))
     return rows
 
 
 def _window(
     url: str, model: str, feeds: list[Feed], level: int, settings: Settings
-) -> tuple[Timing, dict[str, Any]]:
+) -> tuple[Timing, tuple[dict[str, int], dict[str, int]]]:
     clients = [grpcclient.InferenceServerClient(url) for _ in range(level)]
     requests = [infer_inputs(grpcclient, feeds) for _ in range(level)]
     stats = grpcclient.InferenceServerClient(url)
@@ -58,13 +60,17 @@ def _window(
     finally:
         for conn in [*clients, stats]:
             conn.close()
-    return timing, _server_share(before, after)
+    return timing, (before, after)
 
 
-def _server_share(before: dict[str, int], after: dict[str, int]) -> dict[str, Any]:
+def _server_share(before: dict[str, int], after: dict[str, int], client_mean_ms: float) -> ServerShare:
     delta = {k: after[k] - before[k] for k in after}
-    requests = max(delta["requests"], 1)
-    share: dict[str, Any] = {f"{p}_us": delta[f"{p}_ns"] / requests / 1000 for p in PHASES}
-    share.update(requests=delta["requests"], executions=delta["executions"], inferences=delta["inferences"])
-    share["avg_server_batch"] = delta["inferences"] / delta["executions"] if delta["executions"] else 0.0
-    return share
+    per_request = {p: delta[f"{p}_ns"] / max(delta["requests"], 1) / 1000 for p in PHASES}
+    return ServerShare(
+        **{f"{p}_us": us for p, us in per_request.items()},
+        requests=delta["requests"],
+        executions=delta["executions"],
+        inferences=delta["inferences"],
+        avg_server_batch=delta["inferences"] / delta["executions"] if delta["executions"] else 0.0,
+        client_overhead_us=1000 * client_mean_ms - sum(per_request.values()),
+    )

@@ -85,8 +85,8 @@ def test_measure_honours_duration_and_iterations():
     timing = _bench.measure(lambda: None, settings)
     assert len(timing.latencies_ms) >= 500 and timing.wall_s >= 0.05 and timing.warmup_calls >= 1
     summary = _bench.summarize(timing, batch=4, settings=settings)
-    assert summary["percentiles_ms"]["p100"] == summary["max_ms"]
-    assert summary["items_per_s"] == pytest.approx(4 * summary["qps"])
+    assert summary.percentiles_ms["p100"] == summary.max_ms
+    assert summary.items_per_s == pytest.approx(4 * summary.qps)
     assert (
         _bench.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
         and _bench.percentile([1.0, 2.0, 3.0, 4.0], 99) == 4.0
@@ -168,7 +168,7 @@ NOISY_THEN_STEADY = [1.0, 5.0, 1.0, 5.0, 2.5]  # ms per window: windows 0-3 disa
 
 
 def _kept(summary, settings):
-    return summary["windows"][-settings.stability_windows :]
+    return summary.windows[-settings.stability_windows :]
 
 
 def test_windows_are_added_until_the_last_k_agree():
@@ -182,14 +182,14 @@ def test_windows_are_added_until_the_last_k_agree():
     )
     # The earliest window set of three that agrees is 4, 5, 6 (all 2.5 ms): seven windows.
     assert (
-        summary["stable"]
-        and summary["windows_used"] >= 7
-        and len(summary["windows"]) == summary["windows_used"]
+        summary.stable
+        and summary.windows_used >= 7
+        and len(summary.windows) == summary.windows_used
     )
     # Statistics come from the kept windows only: no 1 ms or 5 ms sample among them.
-    assert all(2.4 < w["median_ms"] < 4.0 for w in _kept(summary, settings))
-    assert summary["iterations"] == sum(w["n"] for w in _kept(summary, settings)) == 60
-    assert summary["min_ms"] >= 2.5 and summary["median_ms"] < 4.0
+    assert all(2.4 < w.median_ms < 4.0 for w in _kept(summary, settings))
+    assert summary.iterations == sum(w.n for w in _kept(summary, settings)) == 60
+    assert summary.min_ms >= 2.5 and summary.median_ms < 4.0
 
 
 def test_windows_stop_at_the_maximum_and_the_run_is_marked_unstable():
@@ -199,7 +199,7 @@ def test_windows_stop_at_the_maximum_and_the_run_is_marked_unstable():
     summary = _bench.summarize(
         _bench.measure(WindowedLatency([1.0, 5.0] * 10, per_window=10), settings), 1, settings
     )
-    assert summary["windows_used"] == 5 and not summary["stable"] and summary["iterations"] == 30
+    assert summary.windows_used == 5 and not summary.stable and summary.iterations == 30
     lines = _bench.report_lines("x", summary, settings)
     assert any(line.startswith("[W] * The last 3 of 5 windows differ by more than ±10 %") for line in lines)
 
@@ -214,16 +214,16 @@ def test_stream_windows_are_added_until_stable_and_capped():
     steady = WindowedLatency(NOISY_THEN_STEADY)
     timing, (before, after) = _bench_streams.measure([steady] * 2, settings, steady.edge)
     summary = _bench.summarize(timing, 1, settings)
-    assert summary["stable"] and summary["windows_used"] >= 7
-    used = summary["windows_used"]
+    assert summary.stable and summary.windows_used >= 7
+    used = summary.windows_used
     assert (before, after) == (2 * (used - 3) + 1, 2 * used + 2), (
         "the snapshots just outside the kept windows' edges"
     )
-    assert all(2.4 < w["median_ms"] < 4.0 for w in _kept(summary, settings)) and summary["median_ms"] < 4.0
+    assert all(2.4 < w.median_ms < 4.0 for w in _kept(summary, settings)) and summary.median_ms < 4.0
     capped = dataclasses.replace(settings, max_windows=4)
     noisy = WindowedLatency([1.0, 5.0] * 10)
     summary = _bench.summarize(_bench_streams.measure([noisy] * 2, capped, noisy.edge)[0], 1, capped)
-    assert summary["windows_used"] == 4 and not summary["stable"]
+    assert summary.windows_used == 4 and not summary.stable
 
 
 @pytest.mark.parametrize(("p", "needs"), [(50, 2), (90, 10), (95, 20), (99, 100), (99.9, 1000), (100, 1)])
@@ -236,8 +236,8 @@ def test_p99_of_twenty_samples_is_computed_but_marked_unsupported():
     settings = _bench.Settings(percentiles=(90.0, 95.0, 99.0))
     timing = _bench.Timing([float(i) for i in range(1, 21)], [0.0] * 20, 1.0, 1)
     summary = _bench.summarize(timing, 1, settings)
-    assert summary["percentiles_ms"]["p99"] == 20.0
-    assert summary["percentiles_supported"] == {"p90": True, "p95": True, "p99": False}
+    assert summary.percentiles_ms["p99"] == 20.0
+    assert summary.percentiles_supported == {"p90": True, "p95": True, "p99": False}
     latency = next(
         line for line in _bench.report_lines("x", summary, settings) if line.startswith("[I] Latency")
     )

@@ -240,8 +240,10 @@ def _row(latencies, runtime="onnxruntime", percentiles=(50.0, 99.0)):
     from stages.bench import harness as _bench
 
     settings = _bench.Settings(percentiles=percentiles)
+    from stages.bench.record import BenchRow
+
     summary = _bench.summarize(_bench.Timing(latencies, [0.0] * len(latencies), 1.0, 1), 1, settings)
-    return {"runtime": runtime, "device": "cpu", "concurrency": 1, **summary}
+    return BenchRow.of(summary, runtime, "cpu")
 
 
 def test_tables_mark_unsupported_percentiles_with_a_footnote():

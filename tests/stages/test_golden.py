@@ -125,7 +125,7 @@ def test_constant_reference_outputs_are_refused(write_config, tmp_path: Path) ->
 def test_zero_vs_zero_is_not_a_perfect_cosine() -> None:
     zeros = np.zeros((2, 10), np.float32)
     m = _parity.metrics(zeros, zeros, Tolerance())
-    assert m["cosine"] is None and not m["passed"]
+    assert m.cosine is None and not m.passed
     table = {"min": {"logits": m}}
     assert "cosine undefined" in _parity.failures(table, Tolerance())[0]
     assert "cos undefined" in _parity.headline(table, Tolerance())
@@ -136,8 +136,8 @@ def test_headline_says_when_atol_cannot_bite() -> None:
     tiny = (rng.standard_normal((4, 10)) * 1e-9).astype(np.float32)
     wrong_but_within_atol = tiny + np.float32(5e-5)
     m = _parity.metrics(wrong_but_within_atol, tiny, Tolerance(atol=1e-4, min_cosine=0.0))
-    assert m["within_tolerance"] and not m["atol_bites"]
-    assert m["scaled_err"] > 1000  # the error is thousands of times the reference's scale
+    assert m.within_tolerance and not m.atol_bites
+    assert m.scaled_err > 1000  # the error is thousands of times the reference's scale
     headline = _parity.headline({"min": {"logits": m}}, Tolerance(atol=1e-4))
     assert "atol 0.0001 cannot bite" in headline
 
@@ -145,7 +145,7 @@ def test_headline_says_when_atol_cannot_bite() -> None:
 def test_atol_bites_on_outputs_of_normal_scale() -> None:
     ref = np.linspace(-3, 3, 40, dtype=np.float32)
     m = _parity.metrics(ref + np.float32(1e-6), ref, Tolerance())
-    assert m["atol_bites"] and m["passed"]
+    assert m.atol_bites and m.passed
     assert "cannot bite" not in _parity.headline({"min": {"out": m}}, Tolerance())
 
 
@@ -154,8 +154,10 @@ def test_agreement_metrics_only_for_declared_logits() -> None:
     ref = [{"out": rng.standard_normal((8, 5))}]
     as_logits = _accuracy.measure(ref, ref, 3, {"out": OutputKind.LOGITS})
     as_embedding = _accuracy.measure(ref, ref, 3, {"out": OutputKind.EMBEDDING})
-    assert as_logits["out"]["top1_agreement"] == 1.0
-    assert "top1_agreement" not in as_embedding["out"]
+    assert as_logits["out"].top1_agreement == 1.0
+    assert as_embedding["out"].top1_agreement is None
+    assert "top1_agreement" not in as_embedding["out"].to_json()
+    assert as_logits["out"].to_json()["top3_agreement"] == 1.0
 
 
 def test_an_agreement_gate_without_a_logits_output_is_a_config_error(write_config) -> None:

@@ -15,17 +15,17 @@ def test_metrics_values():
     ref = np.array([1.0, -2.0, 4.0], dtype=np.float32)
     got = ref + np.array([0.1, 0.0, -0.2], dtype=np.float32)
     m = metrics(got, ref, Tolerance(atol=0.15, rtol=0.0, min_cosine=0.99))
-    assert m["max_abs"] == pytest.approx(0.2, rel=1e-5) and m["mean_abs"] == pytest.approx(0.1, rel=1e-5)
-    assert m["max_rel"] == pytest.approx(0.1, rel=1e-4)
-    assert not m["within_tolerance"] and not m["passed"] and m["cosine"] > 0.99
-    assert metrics(got, ref, Tolerance(atol=0.0, rtol=0.11, min_cosine=0.99))["passed"]
+    assert m.max_abs == pytest.approx(0.2, rel=1e-5) and m.mean_abs == pytest.approx(0.1, rel=1e-5)
+    assert m.max_rel == pytest.approx(0.1, rel=1e-4)
+    assert not m.within_tolerance and not m.passed and m.cosine > 0.99
+    assert metrics(got, ref, Tolerance(atol=0.0, rtol=0.11, min_cosine=0.99)).passed
 
 
 def test_shape_mismatch_and_missing_outputs_fail():
     ref = {"opt": Case({}, {"y": np.zeros((2, 3)), "z": np.zeros(1)})}
     table = compare({"opt": {"y": np.zeros((3, 2))}}, ref, Tolerance())
-    assert "shape [3, 2] != reference [2, 3]" in table["opt"]["y"]["error"]
-    assert table["opt"]["z"]["error"] == "missing output"
+    assert "shape [3, 2] != reference [2, 3]" in table["opt"]["y"].error
+    assert table["opt"]["z"].error == "missing output"
 
 
 def test_gate_names_the_broken_threshold():

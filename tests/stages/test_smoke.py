@@ -160,7 +160,7 @@ def test_server_that_never_gets_ready_times_out_and_is_stopped(built, tmp_path):
 
 def test_a_configured_port_that_is_taken_is_an_error_naming_it(built, tmp_path):
     """Clients were told that port: moving silently to another one would hide the clash."""
-    from serving.server import PortInUse
+    from serving.ports import PortInUse
 
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -423,7 +423,7 @@ def test_deploy_serve_prints_metrics_and_stops_cleanly_on_sigterm(published):
     the temp dir as Ctrl-C does, and exits 0; the printed metrics address answers."""
     import psutil
 
-    from serving.server import free_port
+    from serving.ports import free_port
 
     path, repository, tmpdir = published
     metrics_port = free_port("127.0.0.1")

@@ -1,0 +1,83 @@
+"""The bench stage's results as typed records: `Measured`, the summary of one timed
+sequence (what `deploy bench` prints), and `BenchRow`, one measured cell of the stage (a
+runtime at a batch size and concurrency) with what its runtime adds: the GPU phase split,
+Triton's server-side share, the speed-up over eager PyTorch.
+
+Stdlib only, like the harness that fills them. `to_json` keeps bench.json's flat layout."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class WindowSummary:
+    n: int  # calls completed in the window
+    qps: float
+    median_ms: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measured:
+    batch: int
+    iterations: int  # samples the statistics rest on (the kept windows)
+    warmup_calls: int
+    min_ms: float
+    max_ms: float
+    mean_ms: float
+    median_ms: float
+    percentiles_ms: dict[str, float]  # "p99" -> ms
+    percentiles_supported: dict[str, bool]  # enough samples for that percentile?
+    qps: float
+    items_per_s: float
+    wall_s: float
+    cv: float  # coefficient of variation of the latencies
+    stable: bool
+    windows_used: int
+    measured_s: float
+    windows: list[WindowSummary]
+
+    def supported(self, key: str) -> bool:
+        return self.percentiles_supported.get(key, False)
+
+    def tail(self) -> str:
+        """The highest configured percentile's key, e.g. 'p99'."""
+        return max(self.percentiles_ms, key=lambda k: float(k[1:]))
+
+
+@dataclass(frozen=True)
+class ServerShare:
+    """Triton's statistics per request over the kept windows, microseconds."""
+
+    queue_us: float
+    compute_input_us: float
+    compute_infer_us: float
+    compute_output_us: float
+    requests: int
+    executions: int
+    inferences: int
+    avg_server_batch: float  # inferences per execution: what the dynamic batcher formed
+    client_overhead_us: float  # the client's mean latency less the server's phases
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchRow(Measured):
+    runtime: str  # "onnxruntime", "eager", … or "triton:MODEL"
+    device: str  # "cpu", "cuda", or "server" for Triton
+    concurrency: int = 1
+    speedup_vs_eager: float | None = None  # single-stream rows at a batch eager also ran
+    gpu: dict[str, dict[str, float]] | None = None  # phase -> statistic -> ms (CUDA events)
+    server: ServerShare | None = None
+
+    @classmethod
+    def of(cls, measured: Measured, runtime: str, device: str, concurrency: int = 1) -> BenchRow:
+        return cls(**vars(measured), runtime=runtime, device=device, concurrency=concurrency)
+
+    @property
+    def cell_key(self) -> str:
+        """How the regression gate names it: runtime@batch, or runtime@batch/cN."""
+        key = f"{self.runtime}@{self.batch}"
+        return key if self.concurrency == 1 else f"{key}/c{self.concurrency}"
+
+    def to_json(self) -> dict[str, object]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
