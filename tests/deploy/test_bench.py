@@ -181,11 +181,7 @@ def test_windows_are_added_until_the_last_k_agree():
         _bench.measure(WindowedLatency(NOISY_THEN_STEADY, per_window=20), settings), 1, settings
     )
     # The earliest window set of three that agrees is 4, 5, 6 (all 2.5 ms): seven windows.
-    assert (
-        summary.stable
-        and summary.windows_used >= 7
-        and len(summary.windows) == summary.windows_used
-    )
+    assert summary.stable and summary.windows_used >= 7 and len(summary.windows) == summary.windows_used
     # Statistics come from the kept windows only: no 1 ms or 5 ms sample among them.
     assert all(2.4 < w.median_ms < 4.0 for w in _kept(summary, settings))
     assert summary.iterations == sum(w.n for w in _kept(summary, settings)) == 60
