@@ -6,6 +6,8 @@ low-precision model's k best?)."""
 from __future__ import annotations
 
 import json
+import statistics
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -192,18 +194,59 @@ def conclude(
     details: dict[str, Any],
 ) -> None:
     """The reduced-precision stages' ending: gate `candidate` against the FP32 model,
-    record and write the report (accuracy.json, headline, report table), and fail the
-    stage when the gate failed. `details`: what the stage adds to the report."""
+    time both (is it faster at all?), record and write the report (accuracy.json,
+    headline, report table), and fail the stage when the gate failed. `details`: what
+    the stage adds to the report."""
     metrics, bad = gate_against_fp32(ctx.input("onnx"), candidate, feeds, ctx.config.outputs, gate)
+    speed = measure_speed(ctx.input("onnx"), candidate, feeds[0])
     report = {
         **details,
         "holdout_samples": len(feeds),
         "outputs": to_json(metrics),
         "gate": gate.model_dump(),
+        "speed": asdict(speed) | {"speedup": speed.speedup},
     }
     ctx.record("accuracy", report)
-    ctx.headline(headline(label, metrics))
+    ctx.headline(f"{headline(label, metrics)}; {speed.text()}")
     report_table(ctx, label, metrics, len(feeds))
     ctx.output("accuracy").write_text(json.dumps(report, indent=1))
     if bad:
         raise StageFailed(f"{label} accuracy gate failed: " + "; ".join(bad))
+
+
+@dataclass(frozen=True)
+class Speed:
+    """Median ONNX Runtime CPU latency of one held-out sample, FP32 and candidate timed
+    in alternation (a first look at whether the conversion pays; `bench` measures it)."""
+
+    fp32_ms: float
+    candidate_ms: float
+    calls: int
+
+    @property
+    def speedup(self) -> float:
+        return self.fp32_ms / self.candidate_ms if self.candidate_ms > 0 else 0.0
+
+    def text(self) -> str:
+        numbers = f"{self.candidate_ms:.3g} ms vs {self.fp32_ms:.3g} ms"
+        if self.speedup < 1:
+            return f"SLOWER than FP32 on this CPU ({numbers})"
+        return f"{self.speedup:.2f}x FP32 speed ({numbers})"
+
+
+SPEED_CALLS = 20
+
+
+def measure_speed(fp32: Path, candidate: Path, feed: dict[str, np.ndarray]) -> Speed:
+    from runtimes.onnxrt import OnnxRuntime
+
+    calls = [OnnxRuntime(path).timed(feed).call for path in (fp32, candidate)]
+    for call in calls * 2:  # warm-up
+        call()
+    times: list[list[float]] = [[], []]
+    for _ in range(SPEED_CALLS):
+        for call, found in zip(calls, times):
+            start = time.perf_counter()
+            call()
+            found.append(1000 * (time.perf_counter() - start))
+    return Speed(statistics.median(times[0]), statistics.median(times[1]), SPEED_CALLS)

@@ -61,3 +61,19 @@ def gate_issues(gate: AccuracyGate, outputs: tuple[OutputSpec, ...], where: str)
         Issue(f"{where}.gate.{name}", "needs an output declared `kind: logits` (class scores) under outputs")
         for name in asked
     ]
+
+
+class AutoFallback(BaseModel):
+    """Shared by the reduced-precision stages: when the gate fails, keep the nodes that
+    hurt accuracy most in FP32 until it passes (stages/_fallback.py)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    auto: bool = Field(
+        False,
+        description="When the accuracy gate fails, rank nodes by the error each adds on the calibration inputs and "
+        "keep the fewest most sensitive ones in FP32 that make the gate pass (up to max_float_nodes).",
+    )
+    max_float_nodes: int = Field(
+        16, ge=1, description="auto: at most this many nodes kept in FP32 before the stage gives up."
+    )

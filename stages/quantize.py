@@ -1,36 +1,53 @@
-"""quantize: post-training INT8 as an explicit Q/DQ ONNX (onnxruntime.quantization), gated
-on accuracy against the FP32 model on held-out inputs.
+"""quantize: post-training INT8 ONNX (onnxruntime.quantization), gated on accuracy
+against the FP32 model on held-out inputs, with an automatic FP32 fallback.
 
-The settings follow the target. TensorRT (explicit quantization, strongly typed builds):
-symmetric int8 activations and weights, per-channel weights. ONNX Runtime on CPU: uint8
-activations, which its kernels fuse completely; with symmetric int8 activations ORT
-keeps many convolutions in float and the model is *slower* than FP32 (measured on
-resnet50: 32 ms vs 27 ms FP32 vs 9.5 ms uint8 at batch 1 on 2 cores).
+Recipes. `static` (Q/DQ, calibrated activation ranges): the settings follow the target.
+TensorRT (explicit quantization, strongly typed builds): symmetric int8 activations and
+weights. ONNX Runtime on CPU: uint8 activations, which its kernels fuse completely; with
+symmetric int8 activations ORT keeps many convolutions in float and the model is *slower*
+than FP32 (resnet50: 32 ms vs 27 ms FP32 vs 9.5 ms uint8 at batch 1 on 2 cores).
+`dynamic`: int8 weights, activations quantized at run time (ONNX Runtime's recipe for
+transformer MatMul / Gemm on CPU): no calibrated ranges, so a -inf attention-mask fill
+cannot break it. `op_types` and `exclude` choose what is quantized; `auto` keeps the most
+sensitive nodes in FP32 until the gate passes (stages/_fallback.py).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from pipeline.config import DeployConfig
 from pipeline.errors import Issue, MissingDependency, StageFailed
 from pipeline.stage import Artifact, Section, StageContext, StageSpec
+from stages._calibration import Method
 from stages._datasource import DataSource, fingerprint
-from stages._tolerance import AccuracyGate, gate_issues
+from stages._tolerance import AccuracyGate, AutoFallback, gate_issues
 
 Target = Literal["onnxruntime", "tensorrt"]
-Method = Literal["minmax", "entropy", "percentile"]
+Recipe = Literal["static", "dynamic"]
 
 
-class QuantizeParams(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
+class QuantizeParams(AutoFallback):
     target: Target = Field(
         "onnxruntime",
         description="Who runs the INT8 model: onnxruntime (uint8 activations) or tensorrt (symmetric int8 Q/DQ).",
+    )
+    recipe: Recipe = Field(
+        "static",
+        description="static: Q/DQ with calibrated activation ranges (CNNs; TensorRT); dynamic: int8 weights, "
+        "activations quantized at run time (transformers on ONNX Runtime CPU; no calibration ranges).",
+    )
+    op_types: tuple[str, ...] | None = Field(
+        None,
+        min_length=1,
+        description="ONNX op types to quantize, e.g. [MatMul, Gemm] or [Conv]; null: every type the recipe supports.",
+    )
+    exclude: tuple[str, ...] = Field(
+        (), description="ONNX node names kept in FP32 (names as in the run report's sensitivity table)."
     )
     # onnxruntime.quantization, or NVIDIA ModelOpt's ONNX PTQ (Q/DQ "following TensorRT
     # rules"; only for target tensorrt; needs nvidia-modelopt[onnx], whose pins conflict
@@ -48,7 +65,8 @@ class QuantizeParams(BaseModel):
     )
     calibration: DataSource = Field(
         DataSource(),
-        description="Calibration inputs; use real data (images / arrays) for a meaningful INT8 model.",
+        description="Calibration inputs (static ranges; the fallback's sensitivity ranking); use real data "
+        "(images / arrays) for a meaningful INT8 model.",
     )
     # Held-out inputs for the gate; default: the `holdout_count` samples that follow the
     # calibration samples in the same source.
@@ -64,10 +82,22 @@ class QuantizeParams(BaseModel):
 def check(params: QuantizeParams, config: DeployConfig) -> list[Issue]:
     where = "stages.quantize"
     issues = gate_issues(params.gate, config.outputs, where)
-    if params.quantizer != "modelopt":
-        return issues
+    if params.recipe == "dynamic" and params.target == "tensorrt":
+        issues.append(
+            Issue(f"{where}.recipe", "TensorRT needs static Q/DQ (calibrated ranges): use recipe: static")
+        )
+    if params.quantizer == "modelopt":
+        issues += _modelopt_issues(params, where)
+    return issues
+
+
+def _modelopt_issues(params: QuantizeParams, where: str) -> list[Issue]:
+    chosen = [k for k in ("op_types", "auto") if getattr(params, k)] + (["exclude"] if params.exclude else [])
+    issues = [Issue(f"{where}.{k}", "only with quantizer: onnxruntime") for k in chosen]
     if params.target != "tensorrt":
         issues.append(Issue(f"{where}.quantizer", "modelopt writes Q/DQ for TensorRT: set target: tensorrt"))
+    if params.recipe != "static":
+        issues.append(Issue(f"{where}.recipe", "modelopt quantizes statically (recipe: static)"))
     if params.method == "percentile":
         issues.append(Issue(f"{where}.method", "modelopt calibrates with minmax ('max') or entropy only"))
     return issues
@@ -83,123 +113,123 @@ def holdout_source(params: QuantizeParams) -> DataSource:
 
 
 def run(ctx: StageContext, params: QuantizeParams) -> None:
-    from stages import _accuracy, _datasource
+    from stages import _accuracy, _datasource, _fallback
 
     calibration = _datasource.load(params.calibration, ctx.config)
     holdout = _datasource.load(holdout_source(params), ctx.config)
+    details = {
+        "target": params.target,
+        "recipe": params.recipe,
+        "method": params.method if params.recipe == "static" else None,
+        "op_types": list(params.op_types) if params.op_types else "all",
+        "exclude": list(params.exclude),
+        "calibration_samples": len(calibration),
+    }
     if params.quantizer == "modelopt":
         _quantize_modelopt(ctx.input("onnx"), ctx.output("onnx_int8"), calibration, params)
-    else:
-        _quantize(ctx.input("onnx"), ctx.output("onnx_int8"), calibration, params, ctx.workdir)
-    details = {"target": params.target, "method": params.method, "calibration_samples": len(calibration)}
-    _accuracy.conclude(ctx, "INT8", ctx.output("onnx_int8"), holdout, params.gate, details)
-
-
-def _quantize(source: Path, dest: Path, calibration: list[Any], params: QuantizeParams, work: Path) -> None:
-    from onnxruntime import quantization as q
-
-    model = source
-    if params.preprocess:
-        model = work / "preprocessed.onnx"
-        q.shape_inference.quant_pre_process(str(source), str(model), skip_symbolic_shape=True)
-    tensorrt = params.target == "tensorrt"
-    q.quantize_static(
-        str(model),
-        str(dest),
-        None,
-        quant_format=q.QuantFormat.QDQ,
-        per_channel=params.per_channel,
-        activation_type=q.QuantType.QInt8 if tensorrt else q.QuantType.QUInt8,
-        weight_type=q.QuantType.QInt8,
-        calibrate_method=_ort_method(params.method),
-        extra_options={"ActivationSymmetric": tensorrt, "WeightSymmetric": True},
-        calibration_cache_path=str(_calibrate(model, calibration, params.method, work)),
-    )
-
-
-# onnxruntime's CalibrationMethod member per method (looked up late: no import at discovery).
-_METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
-
-
-def _ort_method(method: Method) -> Any:
-    from onnxruntime.quantization import CalibrationMethod
-
-    return getattr(CalibrationMethod, _METHODS[method])
-
-
-def _calibrate(model: Path, calibration: list[Any], method: Method, work: Path) -> Path:
-    """Calibrates the way quantize_static would, but checks the ranges first: a -inf / inf
-    constant (a transformer's attention-mask fill) makes them infinite, which minmax turns
-    into NaN zero-points and entropy / percentile into numpy errors. The ranges reach
-    quantize_static through its calibration cache, so calibration runs once."""
-    from onnxruntime.quantization.calibrate import save_tensors_data
-
-    try:
-        ranges = _ranges(model, calibration, method, work)
-    except ValueError:
-        # numpy refuses a histogram over an infinite range: minmax finds and names those
-        # tensors. Any other ValueError is ORT's own: minmax ranges must not stand in for it.
-        _refuse_infinite(_ranges(model, calibration, "minmax", work), model)
-        raise
-    _refuse_infinite(ranges, model)
-    path = work / "calibration.json"
-    save_tensors_data(ranges, path)
-    return path
-
-
-def _ranges(model: Path, calibration: list[Any], method: Method, work: Path) -> Any:
-    from onnxruntime.quantization.calibrate import create_calibrator
-    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
-
-    # The op types quantize_static calibrates when it is given none.
-    op_types = sorted(set(QDQRegistry) | set(QLinearOpsRegistry))
-    calibrator = create_calibrator(
-        model,
-        op_types,
-        augmented_model_path=str(work / "augmented.onnx"),
-        calibrate_method=_ort_method(method),
-    )
-    calibrator.collect_data(_reader(calibration))
-    return calibrator.compute_data()
-
-
-def _refuse_infinite(ranges: Any, model: Path) -> None:
-    import numpy as np
-
-    bad = [name for name, r in ranges.data.items() if not np.all(np.isfinite(r.range_value))]
-    if not bad:
+        _accuracy.conclude(ctx, "INT8", ctx.output("onnx_int8"), holdout, params.gate, details)
         return
-    producers = _producers(model)
-    shown = ", ".join(_describe(name, ranges.data[name], producers) for name in bad[:5])
-    shown += f" and {len(bad) - 5} more" if len(bad) > 5 else ""
-    # A large finite fill (torch.finfo.min, -1e4) is no way out: it gets past this check but
-    # rounds the tensor's real values to one INT8 step, and the accuracy gate fails instead.
-    raise StageFailed(
-        f"INT8 calibration ranges are not finite for {len(bad)} tensor(s): {shown}. Static INT8 needs a "
-        "finite range per activation, so a tensor holding -inf / inf (e.g. an attention-mask fill) cannot "
-        "be quantized, and a large finite fill only trades this error for an accuracy-gate failure. Keep "
-        "the nodes that produce and read these tensors in float (the quantize stage has no option to "
-        "exclude nodes yet), or use another recipe for this model: the fp16 stage instead of quantize."
+    model = _prepared(ctx.input("onnx"), params, ctx.workdir)
+    _check_names(model, params.exclude)
+    quantize = _Quantizer(model, params, calibration, ctx.workdir)
+    conversion = _fallback.Conversion(
+        "INT8", "onnx_int8", quantize.build, model, partial(_eligible, params, _supported(params))
     )
+    _fallback.conclude(ctx, conversion, calibration, holdout, params.gate, params, details)
 
 
-def _describe(name: str, data: Any, producers: dict[str, str]) -> str:
-    import numpy as np
+def _prepared(source: Path, params: QuantizeParams, work: Path) -> Path:
+    """ORT's quant_pre_process when asked: node names in `exclude` and in the fallback's
+    ranking are this model's."""
+    if not params.preprocess:
+        return source
+    from onnxruntime.quantization import shape_inference
 
-    low, high = float(np.min(data.range_value[0])), float(np.max(data.range_value[1]))
-    return f"{name} [{low:g}, {high:g}] ({producers.get(name, 'a graph input')})"
+    model = work / "preprocessed.onnx"
+    shape_inference.quant_pre_process(str(source), str(model), skip_symbolic_shape=True)
+    return model
 
 
-def _producers(model: Path) -> dict[str, str]:
-    """Tensor name -> the node writing it: node names are what an exclusion list takes."""
+def _check_names(model: Path, exclude: tuple[str, ...]) -> None:
+    """A name that matches no node would silently exclude nothing: a typo, reported."""
     import onnx
 
-    graph = onnx.load(str(model), load_external_data=False).graph
-    return {
-        out: f"from {node.op_type} node {node.name or '(unnamed)'}"
-        for node in graph.node
-        for out in node.output
-    }
+    names = {n.name for n in onnx.load(str(model), load_external_data=False).graph.node}
+    unknown = [name for name in exclude if name not in names]
+    if unknown:
+        sample = ", ".join(sorted(names)[:5])
+        raise StageFailed(
+            f"stages.quantize.exclude: no node named {unknown} in the model to quantize (names look like: {sample})"
+        )
+
+
+def _supported(params: QuantizeParams) -> frozenset[str]:
+    """The op types the recipe quantizes when op_types is null."""
+    from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry
+
+    registry = IntegerOpsRegistry if params.recipe == "dynamic" else QDQRegistry
+    return frozenset(params.op_types or registry)
+
+
+def _eligible(params: QuantizeParams, supported: frozenset[str], node: Any, converted: Any) -> bool:
+    return node.op_type in supported and node.name not in params.exclude and converted.quantized(node)
+
+
+class _Quantizer:
+    """Writes the INT8 model for a set of nodes kept in FP32 (on top of `exclude`);
+    calibration runs once, on the first call of the static recipe."""
+
+    def __init__(self, model: Path, params: QuantizeParams, calibration: list[Any], work: Path) -> None:
+        self.model, self.params, self.calibration, self.work = model, params, calibration, work
+        self._cache: Path | None = None
+
+    def build(self, kept_float: tuple[str, ...], dest: Path) -> None:
+        exclude = [*self.params.exclude, *kept_float]
+        if self.params.recipe == "dynamic":
+            self._dynamic(exclude, dest)
+        else:
+            self._static(exclude, dest)
+
+    def _dynamic(self, exclude: list[str], dest: Path) -> None:
+        from onnxruntime import quantization as q
+
+        # The dynamic quantizer first rewrites a Gemm X as MatMul X_MatMul + Add X_Add and
+        # matches nodes_to_exclude against the rewritten graph: X alone would exclude nothing.
+        rewritten = [f"{name}_MatMul" for name in exclude]
+        q.quantize_dynamic(
+            str(self.model),
+            str(dest),
+            op_types_to_quantize=list(self.params.op_types or []),
+            per_channel=self.params.per_channel,
+            weight_type=q.QuantType.QInt8,
+            nodes_to_exclude=[*exclude, *rewritten],
+        )
+
+    def _static(self, exclude: list[str], dest: Path) -> None:
+        from onnxruntime import quantization as q
+
+        from stages import _calibration
+
+        if self._cache is None:
+            scope = _calibration.Scope(self.params.op_types, self.params.exclude)
+            self._cache = _calibration.calibrate(
+                self.model, self.calibration, self.params.method, self.work, scope
+            )
+        tensorrt = self.params.target == "tensorrt"
+        q.quantize_static(
+            str(self.model),
+            str(dest),
+            None,
+            quant_format=q.QuantFormat.QDQ,
+            op_types_to_quantize=list(self.params.op_types or []),
+            per_channel=self.params.per_channel,
+            activation_type=q.QuantType.QInt8 if tensorrt else q.QuantType.QUInt8,
+            weight_type=q.QuantType.QInt8,
+            nodes_to_exclude=exclude,
+            calibrate_method=_calibration.ort_method(self.params.method),
+            extra_options={"ActivationSymmetric": tensorrt, "WeightSymmetric": True},
+            calibration_cache_path=str(self._cache),
+        )
 
 
 def _quantize_modelopt(source: Path, dest: Path, calibration: list[Any], params: QuantizeParams) -> None:
@@ -237,7 +267,7 @@ def _reader(samples: list[Any]) -> Any:
 
 SPEC = StageSpec(
     name="quantize",
-    version=3,
+    version=4,  # 4: recipes (dynamic), op_types, exclude, automatic fallback, speed in the report
     params=QuantizeParams,
     inputs=("onnx",),
     outputs=(
@@ -252,5 +282,6 @@ SPEC = StageSpec(
         "holdout_data": fingerprint(p.holdout),
     },
     check=check,
-    description="INT8 Q/DQ ONNX (onnxruntime.quantization or ModelOpt), accuracy-gated against FP32",
+    description="INT8 ONNX (static Q/DQ or dynamic; onnxruntime.quantization or ModelOpt), accuracy-gated "
+    "against FP32, with automatic FP32 fallback of the most sensitive nodes",
 )

@@ -5,12 +5,14 @@ percentile)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import onnx
 import pytest
 
 from pipeline.errors import ExitCode, StageError
-from tests.helpers import run
+from tests.helpers import output_path, run
 
 ATTENTION = '''
 import torch
@@ -37,7 +39,7 @@ def attention(width: int = 8):
 '''
 
 
-def attention_config(write_config, tmp_path: Path, method: str) -> Path:
+def attention_config(write_config, tmp_path: Path, method: str, **quantize: object) -> Path:
     (tmp_path / "attention.py").write_text(ATTENTION)
     inputs = [
         {"name": "x", "dims": ["batch", 6, 8], "min": [1, 6, 8], "opt": [2, 6, 8], "max": [4, 6, 8]},
@@ -54,7 +56,12 @@ def attention_config(write_config, tmp_path: Path, method: str) -> Path:
     stages = {
         "trace": {},
         "export": {},
-        "quantize": {"method": method, "calibration": {"kind": "random", "count": 8}, "holdout_count": 4},
+        "quantize": {
+            "method": method,
+            "calibration": {"kind": "random", "count": 8},
+            "holdout_count": 4,
+            **quantize,
+        },
     }
     return write_config(
         override={"model": {"file": str(tmp_path / "attention.py"), "callable": "attention"}},
@@ -86,16 +93,39 @@ def test_other_calibration_errors_are_not_replaced_by_minmax_ranges(
     import numpy as np
     from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
 
-    from stages import quantize
+    from stages import _calibration
 
-    def ranges(model: Path, calibration: list, method: str, work: Path) -> TensorsData:
+    def ranges(model: Path, calibration: list, method: str, work: Path, scope: object) -> TensorsData:
         if method != "minmax":
             raise ValueError("entropy's own problem")
         return TensorsData(
             CalibrationMethod.MinMax, {"t": TensorData(lowest=np.float32(0), highest=np.float32(1))}
         )
 
-    monkeypatch.setattr(quantize, "_ranges", ranges)
+    monkeypatch.setattr(_calibration, "_ranges", ranges)
     with pytest.raises(ValueError, match="entropy's own problem"):
-        quantize._calibrate(tmp_path / "model.onnx", [], "entropy", tmp_path)
+        _calibration.calibrate(tmp_path / "model.onnx", [], "entropy", tmp_path, _calibration.Scope(None, ()))
     assert not (tmp_path / "calibration.json").exists()
+
+
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        {"recipe": "dynamic"},  # no calibrated ranges at all
+        {"op_types": ["MatMul"]},  # static, but the -inf tensor feeds no MatMul
+    ],
+    ids=["dynamic", "static-matmul-only"],
+)
+def test_recipes_that_avoid_the_infinite_range_quantize_the_masked_model(
+    write_config, tmp_path: Path, recipe: dict
+) -> None:
+    # Random weights: the gate is opened (min_cosine -1); what is tested is that the recipe
+    # quantizes this graph at all, with finite outputs.
+    path = attention_config(write_config, tmp_path, "minmax", gate={"min_cosine": -1.0}, **recipe)
+    results = run(path)
+    report = json.loads(output_path(path, results, "quantize", "accuracy").read_text())
+    ops = {n.op_type for n in onnx.load(output_path(path, results, "quantize", "onnx_int8")).graph.node}
+    expected = {"MatMulInteger", "DynamicQuantizeLinear"} if "recipe" in recipe else {"QuantizeLinear"}
+    assert expected <= ops, ops
+    assert report["recipe"] == recipe.get("recipe", "static")
+    assert all(m["cosine"] is not None and m["max_abs"] < float("inf") for m in report["outputs"].values())
