@@ -111,6 +111,8 @@ def _bind(node: Node, chains: dict[str, list[str | None]]) -> list[Issue]:
     issues = []
     for artifact in node.wanted:
         chain = chains.get(artifact)
+        if chain is None and artifact in node.spec.if_configured:
+            continue
         if chain is None:
             issues.append(_unmade(node.name, artifact))
         elif not chain:

@@ -149,6 +149,9 @@ class StageSpec(Generic[P]):
     # Inputs the stage can do without when their producer was skipped (e.g. no engine
     # without TensorRT): the key records them as absent and the stage decides.
     optional_inputs: frozenset[str] = frozenset()
+    # Inputs read only when some stage of the config makes them (e.g. select reads the
+    # INT8 accuracy report where quantize is configured): otherwise left unbound, not an error.
+    if_configured: frozenset[str] = frozenset()
     description: str = ""
     phase: Phase = Phase.CONVERT
 

@@ -192,11 +192,12 @@ def conclude(
     feeds: list[dict[str, np.ndarray]],
     gate: AccuracyGate,
     details: dict[str, Any],
+    artifact: str,
 ) -> None:
     """The reduced-precision stages' ending: gate `candidate` against the FP32 model,
     time both (is it faster at all?), record and write the report (accuracy.json,
     headline, report table), and fail the stage when the gate failed. `details`: what
-    the stage adds to the report."""
+    the stage adds to the report; `artifact`: the report's artifact name."""
     metrics, bad = gate_against_fp32(ctx.input("onnx"), candidate, feeds, ctx.config.outputs, gate)
     speed = measure_speed(ctx.input("onnx"), candidate, feeds[0])
     report = {
@@ -209,7 +210,7 @@ def conclude(
     ctx.record("accuracy", report)
     ctx.headline(f"{headline(label, metrics)}; {speed.text()}")
     report_table(ctx, label, metrics, len(feeds))
-    ctx.output("accuracy").write_text(json.dumps(report, indent=1))
+    ctx.output(artifact).write_text(json.dumps(report, indent=1))
     if bad:
         raise StageFailed(f"{label} accuracy gate failed: " + "; ".join(bad))
 

@@ -262,6 +262,7 @@ class Conversion:
 
     label: str  # "INT8", "FP16"
     output: str  # the stage's artifact name for the converted model
+    report: str  # and for its accuracy report
     build: Build
     reference: Path
     eligible: Callable[[Any, Candidate], bool]  # (reference node, converted graph)
@@ -282,7 +283,7 @@ def conclude(
     dest = ctx.output(conversion.output)
     if not auto.auto:
         conversion.build((), dest)
-        _accuracy.conclude(ctx, conversion.label, dest, holdout, gate, details)
+        _accuracy.conclude(ctx, conversion.label, dest, holdout, gate, details, conversion.report)
         return
     outcome = search(
         conversion.build,
@@ -298,7 +299,8 @@ def conclude(
         if outcome.kept_float
         else conversion.label
     )
-    _accuracy.conclude(ctx, label, dest, holdout, gate, details | {"fallback": to_json(outcome, auto)})
+    details = details | {"fallback": to_json(outcome, auto)}
+    _accuracy.conclude(ctx, label, dest, holdout, gate, details, conversion.report)
 
 
 def to_json(outcome: Outcome, auto: AutoFallback) -> dict[str, Any]:

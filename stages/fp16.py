@@ -58,6 +58,7 @@ def run(ctx: StageContext, params: Fp16Params) -> None:
     conversion = _fallback.Conversion(
         "FP16",
         "onnx_fp16",
+        "accuracy_fp16",
         lambda kept, dest: _convert(ctx.input("onnx"), dest, blocked, kept, params.max_finite),
         ctx.input("onnx"),
         lambda node, _converted: node.op_type not in blocked,
@@ -148,7 +149,7 @@ SPEC = StageSpec(
     inputs=("onnx",),
     outputs=(
         Artifact("onnx_fp16", filename="model.fp16.onnx"),
-        Artifact("accuracy", filename="accuracy.json"),
+        Artifact("accuracy_fp16", filename="accuracy.json"),
     ),
     run=run,
     uses=frozenset({Section.SHAPES}),

@@ -127,13 +127,20 @@ def run(ctx: StageContext, params: QuantizeParams) -> None:
     }
     if params.quantizer == "modelopt":
         _quantize_modelopt(ctx.input("onnx"), ctx.output("onnx_int8"), calibration, params)
-        _accuracy.conclude(ctx, "INT8", ctx.output("onnx_int8"), holdout, params.gate, details)
+        _accuracy.conclude(
+            ctx, "INT8", ctx.output("onnx_int8"), holdout, params.gate, details, "accuracy_int8"
+        )
         return
     model = _prepared(ctx.input("onnx"), params, ctx.workdir)
     _check_names(model, params.exclude)
     quantize = _Quantizer(model, params, calibration, ctx.workdir)
     conversion = _fallback.Conversion(
-        "INT8", "onnx_int8", quantize.build, model, partial(_eligible, params, _supported(params))
+        "INT8",
+        "onnx_int8",
+        "accuracy_int8",
+        quantize.build,
+        model,
+        partial(_eligible, params, _supported(params)),
     )
     _fallback.conclude(ctx, conversion, calibration, holdout, params.gate, params, details)
 
@@ -272,7 +279,7 @@ SPEC = StageSpec(
     inputs=("onnx",),
     outputs=(
         Artifact("onnx_int8", filename="model.int8.onnx"),
-        Artifact("accuracy", filename="accuracy.json"),
+        Artifact("accuracy_int8", filename="accuracy.json"),
     ),
     run=run,
     uses=frozenset({Section.SHAPES}),

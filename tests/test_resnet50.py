@@ -31,6 +31,7 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
         "triton_config",
         "smoke",
         "bench",
+        "select",
     ]
     build_skip = cases.pop("build").find("skipped")
     assert (build_skip is None) == real_tensorrt() and all(

@@ -96,7 +96,7 @@ def test_int8_fallback_keeps_only_the_layer_that_cannot_be_quantized(
         write_config, tmp_path, digits_checkpoint, "range", "quantize", int8(digits_checkpoint, True)
     )
     results = run(path)
-    report = json.loads(output_path(path, results, "quantize", "accuracy").read_text())
+    report = json.loads(output_path(path, results, "quantize", "accuracy_int8").read_text())
     fallback = report["fallback"]
     first = fallback["ranking"][0]
     # The most sensitive node is `drop`, whose input carries the 0..1e4 range; its input's
@@ -122,7 +122,7 @@ def test_fp16_fallback_keeps_the_scaling_layers_in_fp32(write_config, tmp_path, 
         write_config, tmp_path, digits_checkpoint, "scale", "fp16", params | {"auto": True}
     )
     results = run(path)
-    report = json.loads(output_path(path, results, "fp16", "accuracy").read_text())
+    report = json.loads(output_path(path, results, "fp16", "accuracy_fp16").read_text())
     fallback = report["fallback"]
     # `lift` overflows FP16 (65504 x features > 65504) and ranks first; kept in FP32, its
     # result would overflow again where `drop` reads it in FP16, so `drop` goes with it.

@@ -31,7 +31,7 @@ def test_fp16_inside_the_gate_with_fp32_io(write_config, digits_checkpoint):
         {"kind": "arrays", "path": str(checkpoint.parent / "test.npy"), "count": 200},
     )
     results = run(path)
-    report = json.loads(output_path(path, results, "fp16", "accuracy").read_text())
+    report = json.loads(output_path(path, results, "fp16", "accuracy_fp16").read_text())
     assert report["outputs"]["logits"]["top1_agreement"] >= 0.99
     model = onnx.load(str(output_path(path, results, "fp16", "onnx_fp16")))
     assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT  # I/O kept FP32

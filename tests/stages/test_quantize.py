@@ -46,7 +46,7 @@ def test_int8_stays_inside_the_gate_on_real_data(write_config, digits_checkpoint
         },
     )
     results = run(path)
-    report = json.loads(output_path(path, results, "quantize", "accuracy").read_text())
+    report = json.loads(output_path(path, results, "quantize", "accuracy_int8").read_text())
     assert report["outputs"]["logits"]["top1_agreement"] >= 0.95 and report["holdout_samples"] == 300
     images, labels = np.load(data / "test.npy"), np.load(data / "test_labels.npy")
     int8 = accuracy_of(output_path(path, results, "quantize", "onnx_int8"), images, labels)

@@ -123,7 +123,7 @@ def test_recipes_that_avoid_the_infinite_range_quantize_the_masked_model(
     # quantizes this graph at all, with finite outputs.
     path = attention_config(write_config, tmp_path, "minmax", gate={"min_cosine": -1.0}, **recipe)
     results = run(path)
-    report = json.loads(output_path(path, results, "quantize", "accuracy").read_text())
+    report = json.loads(output_path(path, results, "quantize", "accuracy_int8").read_text())
     ops = {n.op_type for n in onnx.load(output_path(path, results, "quantize", "onnx_int8")).graph.node}
     expected = {"MatMulInteger", "DynamicQuantizeLinear"} if "recipe" in recipe else {"QuantizeLinear"}
     assert expected <= ops, ops

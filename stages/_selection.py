@@ -1,0 +1,226 @@
+"""The select stage's decision, as typed records: candidates (a runtime and what it
+deploys, with its measured rows and accuracy), and per objective the winner and every
+other candidate's verdict with its reason. Stdlib only."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol
+
+
+class Goal(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def metric(self) -> str: ...
+    @property
+    def batch(self) -> int | None: ...
+    @property
+    def max_latency_ms(self) -> float | None: ...
+    @property
+    def percentile(self) -> float | None: ...
+    @property
+    def min_cosine(self) -> float | None: ...
+
+
+class Verdict(str, Enum):
+    SELECTED = "selected"
+    SLOWER = "slower"
+    REJECTED = "rejected"  # measured, but breaks a constraint
+    SKIPPED = "skipped"  # not measured at all
+
+
+@dataclass(frozen=True)
+class Candidate:
+    runtime: str
+    format: str
+    precision: str
+    cosine: float | None  # to FP32 on held-out data; None for FP32 itself
+    rows: dict[int, Mapping[str, Any]] = field(default_factory=dict)  # batch -> bench row
+    skipped: str = ""  # why bench did not measure it
+
+    @property
+    def label(self) -> str:
+        return f"{self.format} {self.precision} ({self.runtime})"
+
+
+@dataclass(frozen=True)
+class Entry:
+    candidate: Candidate
+    verdict: Verdict
+    value: float | None  # ms (latency) or items/s (throughput)
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    objective: Goal
+    batch: int | None
+    entries: list[Entry]
+
+    @property
+    def winner(self) -> Entry | None:
+        return next((e for e in self.entries if e.verdict is Verdict.SELECTED), None)
+
+    def winner_label(self) -> str | None:
+        return None if self.winner is None else self.winner.candidate.label
+
+
+def candidates(
+    rows: list[Mapping[str, Any]],
+    skipped: Mapping[str, str],
+    formats: Mapping[str, tuple[str, str]],
+    cosines: Mapping[str, float | None],
+) -> list[Candidate]:
+    """One per in-process runtime bench measured or skipped (Triton rows are serving
+    measurements of the same files, not candidates of their own)."""
+    found = []
+    for runtime, (fmt, precision) in formats.items():
+        mine = {int(r["batch"]): r for r in rows if r["runtime"] == runtime and r["concurrency"] == 1}
+        if mine or runtime in skipped:
+            cosine = cosines.get(precision)
+            found.append(Candidate(runtime, fmt, precision, cosine, mine, skipped.get(runtime, "")))
+    return found
+
+
+def decide(found: list[Candidate], objective: Goal) -> Decision:
+    batch = objective.batch or _default_batch(found, objective.metric)
+    entries = [_judge(c, objective, batch) for c in found]
+    ranked = sorted((e for e in entries if e.verdict is Verdict.SLOWER), key=lambda e: _order(e, objective))
+    if not ranked:
+        return Decision(objective, batch, entries)
+    best = ranked[0]
+    return Decision(objective, batch, [_against(e, best, objective) for e in entries])
+
+
+def _default_batch(found: list[Candidate], metric: str) -> int | None:
+    batches = {b for c in found for b in c.rows}
+    if not batches:
+        return None
+    return min(batches) if metric == "latency" else max(batches)
+
+
+def _judge(c: Candidate, objective: Goal, batch: int | None) -> Entry:
+    """Measured and within the constraints: a contender (marked SLOWER until chosen)."""
+    if c.skipped:
+        return Entry(c, Verdict.SKIPPED, None, c.skipped)
+    row = c.rows.get(batch) if batch is not None else None
+    if row is None:
+        return Entry(c, Verdict.SKIPPED, None, f"not measured at batch {batch}")
+    value = float(row["median_ms"] if objective.metric == "latency" else row["items_per_s"])
+    broken = _broken(c, row, objective)
+    return Entry(c, Verdict.REJECTED if broken else Verdict.SLOWER, value, "; ".join(broken))
+
+
+def _broken(c: Candidate, row: Mapping[str, Any], objective: Goal) -> list[str]:
+    found = []
+    if objective.max_latency_ms is not None:
+        given = objective.percentile
+        tail = f"p{given:g}" if given else max(row["percentiles_ms"], key=lambda k: float(k[1:]))
+        value = row["percentiles_ms"].get(tail)
+        if value is None:
+            found.append(f"{tail} was not measured (bench.percentiles)")
+        elif not row.get("percentiles_supported", {}).get(tail, False):
+            found.append(f"{tail} not supported by {row['iterations']} samples")
+        elif value > objective.max_latency_ms:
+            found.append(f"{tail} {value:.3f} ms > {objective.max_latency_ms} ms")
+    if objective.min_cosine is not None and c.precision in ("int8", "fp16"):
+        if c.cosine is None:
+            found.append("no accuracy measured")
+        elif c.cosine < objective.min_cosine:
+            found.append(f"cosine {c.cosine:.5f} < {objective.min_cosine}")
+    return found
+
+
+def _order(e: Entry, objective: Goal) -> float:
+    assert e.value is not None
+    return e.value if objective.metric == "latency" else -e.value
+
+
+def _against(e: Entry, best: Entry, objective: Goal) -> Entry:
+    if e is best:
+        return Entry(e.candidate, Verdict.SELECTED, e.value)
+    if e.verdict is not Verdict.SLOWER or e.value is None or best.value is None:
+        return e
+    unit = "ms" if objective.metric == "latency" else "items/s"
+    ratio = e.value / best.value if objective.metric == "latency" else best.value / e.value
+    reason = (
+        f"{e.value:.3f} {unit} vs {best.value:.3f} {unit} ({ratio:.2f}x worse than {best.candidate.label})"
+    )
+    return Entry(e.candidate, Verdict.SLOWER, e.value, reason)
+
+
+# -- output -----------------------------------------------------------------------------------------
+def to_json(decisions: list[Decision], found: list[Candidate]) -> dict[str, Any]:
+    return {
+        "objectives": [
+            {
+                "name": d.objective.name,
+                "metric": d.objective.metric,
+                "batch": d.batch,
+                "selected": d.winner_label(),
+                "candidates": [
+                    {
+                        "runtime": e.candidate.runtime,
+                        "format": e.candidate.format,
+                        "precision": e.candidate.precision,
+                        "verdict": e.verdict.value,
+                        "value": e.value,
+                        "reason": e.reason,
+                    }
+                    for e in d.entries
+                ],
+            }
+            for d in decisions
+        ],
+        "accuracy": {c.runtime: c.cosine for c in found if c.cosine is not None},
+    }
+
+
+def headline(decisions: list[Decision]) -> str:
+    return "; ".join(
+        f"{d.objective.name}: {d.winner_label() or 'none meets the constraints'}"
+        + (
+            f" {d.winner.value:.3g} {'ms' if d.objective.metric == 'latency' else 'items/s'}"
+            if d.winner
+            else ""
+        )
+        for d in decisions
+    )
+
+
+def report(ctx: Any, decisions: list[Decision], found: list[Candidate]) -> None:
+    """Model Navigator's status table, then one table per objective with the reasons."""
+    lat = next((d.batch for d in decisions if d.objective.metric == "latency"), None)
+    thr = next((d.batch for d in decisions if d.objective.metric == "throughput"), None)
+    columns = ["format", "precision", "runtime", "conversion", "accuracy (cosine to FP32)"]
+    columns += [f"latency b{lat} median ms", f"throughput b{thr} items/s", "selected for"]
+    rows = [_status_row(c, decisions, lat, thr) for c in found]
+    ctx.report_table("Status per format and precision", columns, rows)
+    for d in decisions:
+        body = [[e.candidate.label, e.verdict.value, _number(e.value), e.reason] for e in d.entries]
+        title = f"Selection for '{d.objective.name}' ({d.objective.metric} at batch {d.batch})"
+        ctx.report_table(title, ["candidate", "verdict", "value", "why"], body)
+
+
+def _status_row(c: Candidate, decisions: list[Decision], lat: int | None, thr: int | None) -> list[Any]:
+    chosen = [d.objective.name for d in decisions if d.winner is not None and d.winner.candidate == c]
+    accuracy = "reference" if c.precision == "fp32" else _number(c.cosine, ".5f")
+    latency = c.rows.get(lat) if lat is not None else None
+    throughput = c.rows.get(thr) if thr is not None else None
+    return [
+        c.format,
+        c.precision,
+        c.runtime,
+        f"skipped: {c.skipped}" if c.skipped else "ok",
+        accuracy,
+        _number(latency["median_ms"] if latency else None, ".3f"),
+        _number(throughput["items_per_s"] if throughput else None, ".1f"),
+        ", ".join(chosen),
+    ]
+
+
+def _number(value: float | None, spec: str = ".4g") -> str:
+    return "" if value is None else format(value, spec)

@@ -1,0 +1,119 @@
+"""select: decides, per objective, which (format, precision) to deploy, from what the
+pipeline measured: the bench stage's single-stream rows (latency, throughput, tail
+percentile) and the reduced-precision stages' accuracy against FP32. Every candidate
+gets its verdict: selected, slower (by how much), rejected (which constraint), or
+skipped (why it was never measured). Writes selection.json and, in the run report, a
+Model Navigator-style status table (format x precision: conversion, accuracy, latency,
+throughput, selected for)."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+from pipeline.errors import StageFailed
+from pipeline.stage import Artifact, Phase, StageContext, StageSpec
+
+
+class Objective(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    name: str = Field(..., min_length=1, description="What the objective is called in the report.")
+    metric: Literal["latency", "throughput"] = Field(
+        ..., description="latency: lowest median ms per call; throughput: most items/s."
+    )
+    batch: PositiveInt | None = Field(
+        None,
+        description="Batch size compared; null: latency at the smallest measured batch, throughput at the largest.",
+    )
+    max_latency_ms: float | None = Field(
+        None,
+        gt=0,
+        description="Constraint: latency at `percentile` at most this, ms (too few samples for it: rejected).",
+    )
+    percentile: float | None = Field(
+        None,
+        gt=0,
+        le=100,
+        description="For max_latency_ms; null: the bench's highest configured percentile (e.g. 99).",
+    )
+    min_cosine: float | None = Field(
+        None,
+        ge=-1,
+        le=1,
+        description="Constraint: reduced precision at least this cosine to FP32 on held-out data.",
+    )
+
+
+class SelectParams(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    objectives: tuple[Objective, ...] = Field(
+        (Objective(name="latency", metric="latency"), Objective(name="throughput", metric="throughput")),
+        min_length=1,
+        description="What to choose for: each picks its best candidate that meets its constraints.",
+    )
+
+    @model_validator(mode="after")
+    def _unique(self) -> SelectParams:
+        names = [o.name for o in self.objectives]
+        if len(set(names)) < len(names):
+            raise ValueError(f"objective names must differ: {names}")
+        return self
+
+
+# What each in-process bench runtime deploys.
+FORMATS: dict[str, tuple[str, str]] = {
+    "eager": ("pytorch", "fp32"),
+    "torchscript": ("torchscript", "fp32"),
+    "onnxruntime": ("onnx", "fp32"),
+    "onnxruntime_int8": ("onnx", "int8"),
+    "onnxruntime_fp16": ("onnx", "fp16"),
+    "tensorrt": ("tensorrt", "engine"),
+}
+REPORTS = {"int8": "accuracy_int8", "fp16": "accuracy_fp16"}
+
+
+def run(ctx: StageContext, params: SelectParams) -> None:
+    from stages import _selection
+
+    bench = json.loads(ctx.input("results").read_text())
+    cosines = {p: _cosine(ctx, artifact) for p, artifact in REPORTS.items()}
+    candidates = _selection.candidates(bench["results"], bench.get("skipped", {}), FORMATS, cosines)
+    if not any(c.rows for c in candidates):
+        raise StageFailed("select: the bench stage measured no in-process runtime to choose from")
+    decisions = [_selection.decide(candidates, objective) for objective in params.objectives]
+    ctx.output("selection").write_text(json.dumps(_selection.to_json(decisions, candidates), indent=1))
+    ctx.record("selection", {d.objective.name: d.winner_label() for d in decisions})
+    ctx.headline(_selection.headline(decisions))
+    _selection.report(ctx, decisions, candidates)
+    unmet = [d.objective.name for d in decisions if d.winner is None]
+    if unmet:
+        raise StageFailed(
+            f"select: no candidate meets the constraints of {unmet}: see {ctx.output('selection')}"
+        )
+
+
+def _cosine(ctx: StageContext, artifact: str) -> float | None:
+    """The worst output cosine to FP32 in a reduced-precision stage's report."""
+    if artifact not in ctx.inputs:
+        return None
+    outputs = json.loads(ctx.input(artifact).read_text())["outputs"]
+    found = [m["cosine"] for m in outputs.values() if m.get("cosine") is not None]
+    return min(found) if found else None
+
+
+SPEC = StageSpec(
+    phase=Phase.MEASURE,
+    name="select",
+    version=1,
+    params=SelectParams,
+    inputs=("results", "accuracy_int8", "accuracy_fp16"),
+    outputs=(Artifact("selection", filename="selection.json"),),
+    run=run,
+    env=(),
+    if_configured=frozenset(REPORTS.values()),
+    description="picks the best (format, precision) per objective from bench rows and accuracy gates; status table",
+)

@@ -1,0 +1,115 @@
+"""select: the best (format, precision) per objective from measured rows and accuracy,
+every loser with its reason."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.errors import ConfigError, StageError
+from stages import _selection
+from stages.select import FORMATS, Objective
+from tests.helpers import output_path, real_tensorrt, run
+
+FAST = {"warmup_ms": 10, "duration_s": 0.05, "iterations": 5, "batches": [1, 4]}
+
+
+def row(runtime: str, batch: int, median_ms: float, p99_ms: float | None = None) -> dict:
+    return {
+        "runtime": runtime,
+        "batch": batch,
+        "concurrency": 1,
+        "median_ms": median_ms,
+        "items_per_s": 1000 * batch / median_ms,
+        "iterations": 200,
+        "percentiles_ms": {"p99": p99_ms or median_ms},
+        "percentiles_supported": {"p99": True},
+    }
+
+
+# Measured shape of MobileNetV3 on 2 cores (issue 12): INT8 slower than FP32 at batch 1.
+ROWS = [row("onnxruntime", 1, 1.40), row("onnxruntime_int8", 1, 1.47), row("eager", 1, 4.0)]
+
+
+def test_fp32_wins_over_an_int8_that_is_slower() -> None:
+    found = _selection.candidates(ROWS, {}, FORMATS, {"int8": 0.999})
+    decision = _selection.decide(found, Objective(name="latency", metric="latency"))
+    assert decision.winner is not None and decision.winner.candidate.runtime == "onnxruntime"
+    int8 = next(e for e in decision.entries if e.candidate.runtime == "onnxruntime_int8")
+    assert int8.verdict is _selection.Verdict.SLOWER
+    assert "1.470 ms vs 1.400 ms (1.05x worse than onnx fp32 (onnxruntime))" in int8.reason
+
+
+def test_constraints_reject_with_the_number_and_skips_keep_their_reason() -> None:
+    rows = [row("onnxruntime", 1, 2.0, p99_ms=30.0), row("onnxruntime_int8", 1, 1.0)]
+    found = _selection.candidates(
+        rows, {"tensorrt": "no engine: its stage was skipped"}, FORMATS, {"int8": 0.993}
+    )
+    decision = _selection.decide(
+        found, Objective(name="x", metric="latency", max_latency_ms=20, min_cosine=0.995)
+    )
+    verdicts = {e.candidate.runtime: (e.verdict.value, e.reason) for e in decision.entries}
+    assert verdicts == {
+        "onnxruntime": ("rejected", "p99 30.000 ms > 20.0 ms"),
+        "onnxruntime_int8": ("rejected", "cosine 0.99300 < 0.995"),
+        "tensorrt": ("skipped", "no engine: its stage was skipped"),
+    }
+    assert decision.winner is None
+
+
+def test_throughput_compares_at_the_largest_measured_batch() -> None:
+    rows = [*ROWS, row("onnxruntime", 8, 6.0), row("onnxruntime_int8", 8, 4.0)]
+    found = _selection.candidates(rows, {}, FORMATS, {"int8": 0.999})
+    decision = _selection.decide(found, Objective(name="t", metric="throughput"))
+    assert decision.batch == 8 and decision.winner.candidate.runtime == "onnxruntime_int8"
+    eager = next(e for e in decision.entries if e.candidate.runtime == "eager")
+    assert eager.verdict is _selection.Verdict.SKIPPED and eager.reason == "not measured at batch 8"
+
+
+def select_config(write_config, select: dict):
+    stages = {
+        "trace": {},
+        "export": {},
+        "quantize": {"calibration": {"count": 8}, "holdout_count": 8, "gate": {"min_cosine": 0.9}},
+        "build": {"required": False},  # skipped here (no TensorRT): a skipped candidate
+        "bench": {**FAST, "runtimes": ["onnxruntime", "onnxruntime_int8", "tensorrt"]},
+        "select": select,
+    }
+    return write_config(replace={"stages": stages}, name="select.yaml")
+
+
+def test_select_stage_agrees_with_what_bench_measured(write_config) -> None:
+    path = select_config(write_config, {})
+    results = run(path)
+    bench = json.loads(output_path(path, results, "bench", "results").read_text())["results"]
+    chosen = json.loads(output_path(path, results, "select", "selection").read_text())
+    for objective, pick in (("latency", min), ("throughput", max)):
+        decided = next(o for o in chosen["objectives"] if o["name"] == objective)
+        rows = [r for r in bench if r["batch"] == decided["batch"]]
+        key = "median_ms" if objective == "latency" else "items_per_s"
+        best = pick(rows, key=lambda r: r[key])
+        assert (
+            decided["selected"]
+            == f"onnx {'int8' if best['runtime'].endswith('int8') else 'fp32'} ({best['runtime']})"
+        )
+        verdicts = {c["runtime"]: c["verdict"] for c in decided["candidates"]}
+        assert (verdicts["tensorrt"] == "skipped") != real_tensorrt()
+        assert list(verdicts.values()).count("selected") == 1
+    assert set(chosen["accuracy"]) == {"onnxruntime_int8"}
+    tables = [t["title"] for t in results["select"].metrics["report"]]
+    assert tables[0] == "Status per format and precision"
+
+
+def test_select_fails_when_no_candidate_meets_the_constraints(write_config) -> None:
+    path = select_config(
+        write_config, {"objectives": [{"name": "tight", "metric": "latency", "max_latency_ms": 1e-6}]}
+    )
+    with pytest.raises(StageError, match=r"no candidate meets the constraints of \['tight'\]"):
+        run(path)
+
+
+def test_objective_names_must_differ(write_config) -> None:
+    path = select_config(write_config, {"objectives": [{"name": "a", "metric": "latency"}] * 2})
+    with pytest.raises(ConfigError, match="objective names must differ"):
+        run(path)
