@@ -23,7 +23,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from stages.bench import harness as _bench
+from runtimes import harness as _bench
 
 
 def model(path: Path, width: int = 512, layers: int = 4) -> None:

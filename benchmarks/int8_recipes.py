@@ -59,7 +59,7 @@ def run_recipe(config: Path, scratch: Path, name: str, changes: dict[str, object
         "outputs": accuracy.get("outputs"),
         "speed": accuracy.get("speed"),
         "kept_float": accuracy.get("fallback", {}).get("kept_float", []),
-        "stage_s": stage.get("duration_s"),
+        "stage_s": stage.get("seconds"),
         "wall_s": time.perf_counter() - started,
     }
 

@@ -33,7 +33,7 @@ class BenchRequest:
 
 
 def bench_file(model: Path, request: BenchRequest) -> None:
-    from stages.bench import harness as _bench
+    from runtimes import harness as _bench
     from stages.bench import runtimes as _bench_runtimes
 
     chosen = _runtime(model, request.runtime)
@@ -55,7 +55,7 @@ def bench_file(model: Path, request: BenchRequest) -> None:
 
 
 def _settings(request: BenchRequest) -> Any:
-    from stages.bench import harness as _bench
+    from runtimes import harness as _bench
 
     if not 0 < request.stability_percentage < 100:
         raise typer.BadParameter(
@@ -78,8 +78,8 @@ def _settings(request: BenchRequest) -> Any:
 
 
 def _timing(call: Any, settings: Any, streams: int) -> Any:
-    from stages.bench import harness as _bench
-    from stages.bench import streams as _bench_streams
+    from runtimes import harness as _bench
+    from runtimes import streams as _bench_streams
 
     if streams == 1:
         return _bench.measure(call, settings)

@@ -4,6 +4,8 @@ depend on them (engines, timings)."""
 
 from __future__ import annotations
 
+import os
+import platform
 import shutil
 import subprocess
 
@@ -34,3 +36,16 @@ def gpu_identity() -> str | None:
         return None
     name, _, cc = out.partition(",")
     return f"{name.strip()} (sm {cc.strip()})" if out else None
+
+
+def host_identity() -> dict[str, str | int | None]:
+    """CPU model, core count and GPU: what timings depend on (in the measuring stages' keys)."""
+    return {"host_cpu": _cpu_model(), "host_cores": os.cpu_count(), "host_gpu": gpu_identity()}
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            return next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()

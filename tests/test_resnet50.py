@@ -40,7 +40,7 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     summary = json.loads((tmp_path / "runs" / "resnet50" / "summary.json").read_text())
     states = {s["stage"]: s["status"] for s in summary["stages"]}
     expected_build = "ran" if real_tensorrt() else "skipped"
-    assert states.pop("build") == expected_build and set(states.values()) == {"ran"} and len(states) == 9
+    assert states.pop("build") == expected_build and set(states.values()) == {"ran"} and len(states) == 10
     validate = next(s for s in summary["stages"] if s["stage"] == "validate")
     assert validate["metrics"]["parity"]["onnxruntime"]["passed"]
     smoke = next(s for s in summary["stages"] if s["stage"] == "smoke")["metrics"]["smoke"]["models"]
@@ -66,6 +66,11 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     assert 25.4e6 < stats["params"] < 25.6e6 and stats["flops"] / 2 == pytest.approx(4.1e9, rel=0.02)
     report = (tmp_path / "runs" / "resnet50" / "report.html").read_text()
     assert report.count("data:image/png;base64,") == 1 and "Triton: server-side time per request" in report
+    selection = next(s for s in summary["stages"] if s["stage"] == "select")["metrics"]["selection"]
+    assert set(selection) == {"latency", "throughput", "throughput, cosine >= 0.995"} and all(
+        selection.values()
+    )
+    assert "Status per format and precision" in report
     for model in ("resnet50_onnx", "resnet50_torchscript", "resnet50_python"):
         text = (tmp_path / "model_repository" / model / "config.pbtxt").read_text()
         parsed = text_format.Parse(text, model_config_pb2.ModelConfig())

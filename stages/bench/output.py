@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.errors import StageFailed
 from pipeline.stage import StageContext
-from stages.bench.harness import GPU_PHASES, SERVER_PHASES, required_samples
-from stages.bench.record import BenchRow as Row
+from runtimes.harness import GPU_PHASES, SERVER_PHASES, required_samples
+from runtimes.record import BenchRow as Row
 
 
 class RegressionGate(BaseModel):

@@ -1,7 +1,7 @@
 """bench: every format the pipeline produced, side by side, timed like trtexec
-(stages/_bench.py) per batch size: eager PyTorch (the baseline), TorchScript, ONNX
+(runtimes/harness.py) per batch size: eager PyTorch (the baseline), TorchScript, ONNX
 Runtime FP32 / INT8 / FP16, a TensorRT engine when one was built, and Triton end to end
-(a perf_analyzer-style concurrency sweep, stages/bench/triton.py). On `device: cuda` the
+(a perf_analyzer-style concurrency sweep, serving/perf.py). On `device: cuda` the
 PyTorch and TensorRT rows also split each call into H2D, GPU compute and D2H.
 
 Writes JSON, a Markdown table and a PNG plot; an optional regression gate fails the stage
@@ -12,24 +12,24 @@ leak across machines; `--force bench` remeasures.
 from __future__ import annotations
 
 import json
-import os
-import platform
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt
 
 from pipeline.config import DeployConfig, Frozen
 from pipeline.errors import Issue, StageFailed
 from pipeline.stage import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from runtimes.base import Device
+from runtimes.devices import host_identity
+from runtimes.harness import Settings, report_lines
+from runtimes.record import BenchRow
 from serving.spec import ServerSpec
 from serving.spec import identity as server_identity
+from stages._measure import MeasureSettings
 from stages.bench import output as _bench_output
-from stages.bench.harness import Settings, report_lines
 from stages.bench.output import RegressionGate
-from stages.bench.record import BenchRow
 from stages.bench.runtimes import ARTIFACT
 
 Runtime = Literal[
@@ -54,7 +54,7 @@ class TritonBench(Frozen):
     batch: int = Field(1, ge=1, description="Items per request (perf_analyzer's -b).")
 
 
-class BenchParams(Frozen):
+class BenchParams(MeasureSettings):
     runtimes: tuple[Runtime, ...] = Field(
         ("eager", "torchscript", "onnxruntime"),
         min_length=1,
@@ -65,30 +65,6 @@ class BenchParams(Frozen):
         None,
         min_length=1,
         description="Batch sizes of the in-process runtimes; null: the shape spec's min / opt / max batch.",
-    )
-    warmup_ms: float = Field(200, ge=0, description="Untimed warm-up per cell, ms (trtexec --warmUp).")
-    duration_s: float = Field(
-        3.0, ge=0, description="Measure at least this long per cell, seconds (trtexec --duration) ..."
-    )
-    iterations: int = Field(10, ge=1, description="... and at least this many calls (trtexec --iterations).")
-    percentiles: tuple[Annotated[float, Field(gt=0, le=100)], ...] = Field(
-        (90.0, 95.0, 99.0),
-        min_length=1,
-        description="Latency percentiles to report; the highest is the gate's latency.",
-    )
-    stability_windows: int = Field(
-        3, ge=1, description="K: stop once the last K windows agree (perf_analyzer's default 3)"
-    )
-    stability_threshold: float = Field(
-        0.10,
-        gt=0,
-        lt=1,
-        description="each of the K windows' throughput and median latency within ± this fraction of their mean (--stability-percentage)",
-    )
-    max_windows: int = Field(
-        10,
-        ge=1,
-        description="windows to try before giving up and marking the cell unstable (perf_analyzer's --max-trials)",
     )
     threads: int | None = Field(
         None, ge=1, description="Intra-op threads for ONNX Runtime / PyTorch; null: their defaults."
@@ -105,45 +81,12 @@ class BenchParams(Frozen):
         RegressionGate(), description="Optional regression gate: fails the stage with the numbers."
     )
 
-    @model_validator(mode="after")
-    def _enough_windows(self) -> BenchParams:
-        if self.max_windows < self.stability_windows:
-            raise ValueError(
-                f"max_windows ({self.max_windows}) must be >= stability_windows ({self.stability_windows})"
-            )
-        return self
-
-    def settings(self) -> Settings:
-        return Settings(
-            warmup_ms=self.warmup_ms,
-            duration_s=self.duration_s,
-            iterations=self.iterations,
-            percentiles=self.percentiles,
-            stability_windows=self.stability_windows,
-            stability_threshold=self.stability_threshold,
-            max_windows=self.max_windows,
-        )
-
-
-def host_identity() -> dict[str, Any]:
-    from runtimes.devices import gpu_identity
-
-    return {"host_cpu": _cpu_model(), "host_cores": os.cpu_count(), "host_gpu": gpu_identity()}
-
 
 def identity(params: BenchParams) -> dict[str, Any]:
-    found = host_identity()
+    found: dict[str, Any] = host_identity()
     if "triton" in params.runtimes:
         found.update(server_identity(params.triton.server))
     return found
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            return next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def batch_sizes(params: BenchParams, ctx: StageContext) -> list[int]:
@@ -221,7 +164,7 @@ def run(ctx: StageContext, params: BenchParams) -> None:
 def _in_process(
     ctx: StageContext, params: BenchParams, settings: Settings, runtime: str, batch: int
 ) -> BenchRow:
-    from stages.bench import harness as _bench
+    from runtimes import harness as _bench
     from stages.bench import runtimes as _bench_runtimes
 
     feeds = _bench_runtimes.spec_feeds(ctx.config, batch)
@@ -236,9 +179,9 @@ def _in_process(
 
 
 def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> list[BenchRow]:
+    from serving import perf as _bench_triton
     from serving.serve import serve_repository
     from stages.bench import runtimes as _bench_runtimes
-    from stages.bench import triton as _bench_triton
 
     scratch = ctx.workdir / "server"
     scratch.mkdir()

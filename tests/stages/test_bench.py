@@ -197,7 +197,7 @@ def test_gate_keys_that_match_no_cell_are_config_errors(write_config):
         ({"percentiles": [150]}, "stages.bench.percentiles[0]"),
         ({"percentiles": []}, "stages.bench.percentiles"),
         ({"batches": [0]}, "stages.bench.batches[0]"),
-        ({"triton": {"concurrency": [0]}}, "stages.bench.triton.concurrency[0]"),
+        ({"triton": {"concurrency": [0]}}, "serving.perf.concurrency[0]"),
         ({"stability_windows": 0}, "stages.bench.stability_windows"),
         ({"stability_threshold": 1.0}, "stages.bench.stability_threshold"),
         ({"stability_threshold": 0}, "stages.bench.stability_threshold"),
@@ -237,10 +237,10 @@ def test_stability_settings_reach_every_cell_and_the_table_shows_n(write_config)
 
 
 def _row(latencies, runtime="onnxruntime", percentiles=(50.0, 99.0)):
-    from stages.bench import harness as _bench
+    from runtimes import harness as _bench
 
     settings = _bench.Settings(percentiles=percentiles)
-    from stages.bench.record import BenchRow
+    from runtimes.record import BenchRow
 
     summary = _bench.summarize(_bench.Timing(latencies, [0.0] * len(latencies), 1.0, 1), 1, settings)
     return BenchRow.of(summary, runtime, "cpu")

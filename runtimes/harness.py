@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stages.bench.record import BenchRow, Measured, WindowSummary
+from runtimes.record import BenchRow, Measured, WindowSummary
 
 
 @dataclass(frozen=True)

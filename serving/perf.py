@@ -1,6 +1,6 @@
 """End-to-end timing through a live tritonserver, measured the way perf_analyzer does.
 
-For each concurrency N, N closed-loop gRPC clients (stages/_bench_streams.py): client
+For each concurrency N, N closed-loop gRPC clients (runtimes/streams.py): client
 latency percentiles and throughput over the kept windows (windows are added until the last
 K agree, perf_analyzer's stability rule), and from Triton's statistics API, read at the
 kept windows' edges, the server's share per request: queue,
@@ -19,10 +19,10 @@ from functools import partial
 import tritonclient.grpc as grpcclient
 
 from pipeline.errors import StageFailed
+from runtimes import streams
+from runtimes.harness import Settings, Timing, summarize
+from runtimes.record import BenchRow, ServerShare
 from serving.requests import PHASES, SETTLE_S, Feed, infer_inputs, settled, statistics
-from stages.bench import streams
-from stages.bench.harness import Settings, Timing, summarize
-from stages.bench.record import BenchRow, ServerShare
 
 
 def sweep(

@@ -2,7 +2,7 @@
 
 Each stream sends its next call as soon as the previous one returns. After a time-based
 warm-up, back-to-back windows, each of at least `duration / K` seconds and `iterations / K`
-completed calls, are measured until perf_analyzer's stability rule holds (stages/_bench.py:
+completed calls, are measured until perf_analyzer's stability rule holds (runtimes/harness.py:
 the last K windows agree within the threshold, else up to `max_windows`). As perf_analyzer
 does, the calls that *completed* inside a window give its throughput (their count over the
 window) and latencies (a call that started before the window counts; one still running at
@@ -22,7 +22,7 @@ from itertools import pairwise
 from typing import Any
 
 from pipeline.errors import StageFailed
-from stages.bench.harness import Settings, Timing, Window, finished, window_of
+from runtimes.harness import Settings, Timing, Window, finished, window_of
 
 POLL_S = 0.01
 

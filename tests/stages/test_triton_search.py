@@ -1,0 +1,93 @@
+"""triton_search on the embedded tritonserver (CPU, python backend): the tiny CNN served
+with a dynamic-batching queue delay of 20 ms, far too long for this load (a batch never
+fills, so every request waits it out), searched over instances x queue delay at 1 and 4
+concurrent clients. The winner must beat the current config on throughput, its
+config.pbtxt is what gets published, and the smoke stage then loads and checks it."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from stages import _search
+from tests.helpers import output_path, run
+
+pytestmark = pytest.mark.triton
+
+SEARCH = {
+    "space": {"instance_counts": [1, 2], "max_queue_delays_us": [None, 20000], "concurrency": [1, 4]},
+    "warmup_ms": 100,
+    "duration_s": 1.0,
+    "iterations": 20,
+    "percentiles": [50, 99],
+    "max_windows": 5,
+}
+
+
+def search_config(write_config, search: dict):
+    path = write_config(smoke=True)
+    import yaml
+
+    data = yaml.safe_load(path.read_text())
+    data["stages"]["triton_config"] |= {"formats": ["python"], "instance_group": {"kind": "cpu", "count": 1}}
+    data["stages"]["triton_config"]["dynamic_batching"] = {"max_queue_delay_us": 20000}
+    data["stages"]["triton_search"] = search
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_search_beats_the_current_config_and_publishes_one_that_loads(write_config, tmp_path) -> None:
+    path = search_config(write_config, SEARCH)
+    results = run(path)
+    assert results["smoke"].status == "ran"  # the tuned repository loaded and answered correctly
+    found = json.loads(output_path(path, results, "triton_search", "search_results").read_text())
+    points = {(p["instances"], p["delay_us"]): p for p in found["points"]}
+    current = points[(1, 20000)]
+    assert len(points) == 4 and found["current"] == {"instances": 1, "max_batch": 16, "delay_us": 20000}
+    winner = found["selected"]
+    print("search:", {k: (p["score"], p["stopped"]) for k, p in points.items()}, "winner", winner)
+    # Without the 20 ms wait: several times the throughput (measured ~10-30x here).
+    assert found["score"] > 3 * current["score"] and winner["delay_us"] is None
+    published = (tmp_path / "model_repository" / "tiny_python" / "config.pbtxt").read_text()
+    parsed = text_format.Parse(published, model_config_pb2.ModelConfig())
+    assert parsed.instance_group[0].count == winner["instances"]
+    assert parsed.HasField("dynamic_batching") == (winner["delay_us"] is not None)
+    rows = list(
+        csv.DictReader(output_path(path, results, "triton_search", "search_csv").read_text().splitlines())
+    )
+    assert (
+        len(rows) == sum(len(p["rows"]) for p in found["points"]) and float(rows[0]["Inferences/Second"]) > 0
+    )
+    png = output_path(path, results, "triton_search", "search_plot").read_bytes()
+    assert png[:4] == b"\x89PNG"
+
+
+def test_pareto_front_keeps_only_points_nothing_beats() -> None:
+    # (latency ms, items/s): the second is slower and has less throughput than the first.
+    points = [(1.0, 100.0), (2.0, 90.0), (3.0, 300.0), (0.5, 50.0)]
+    assert _search.pareto(points) == [0, 2, 3]
+
+
+def test_grid_puts_the_current_config_first_and_respects_the_bound() -> None:
+    from stages.triton_search import SearchSpace
+
+    space = SearchSpace(instance_counts=(1, 2, 3), max_batch_sizes=(8, 16), max_queue_delays_us=(None, 100))
+    current = _search.Point(1, 16, None)
+    found = _search.grid(space, current, 5)
+    assert found[0] == current and len(found) == 5 and len(set(found)) == 5
+
+
+def test_the_current_config_stays_unless_beaten_by_more_than_min_improvement() -> None:
+    current, other = _search.Point(1, 16, None), _search.Point(2, 16, None)
+
+    def result(other_score: float) -> _search.Result:
+        measured = [_search.Measured(current, score=100.0), _search.Measured(other, score=other_score)]
+        return _search.Result("m", current, measured, "most items/s", "p99", "throughput", 1.0, {}, 0.10)
+
+    assert result(105.0).winner.point == current  # inside the 10 % spread: nothing changes
+    assert result(115.0).winner.point == other
+    assert "kept: nothing beat it" in result(105.0).headline()
