@@ -259,19 +259,6 @@ def _quantize_modelopt(source: Path, dest: Path, calibration: list[Any], params:
     )
 
 
-def _reader(samples: list[Any]) -> Any:
-    from onnxruntime.quantization import CalibrationDataReader
-
-    class Reader(CalibrationDataReader):  # type: ignore[misc]
-        def __init__(self) -> None:
-            self.feeds = iter(samples)
-
-        def get_next(self) -> Any:
-            return next(self.feeds, None)
-
-    return Reader()
-
-
 SPEC = StageSpec(
     name="quantize",
     version=4,  # 4: recipes (dynamic), op_types, exclude, automatic fallback, speed in the report

@@ -197,7 +197,7 @@ def test_gate_keys_that_match_no_cell_are_config_errors(write_config):
         ({"percentiles": [150]}, "stages.bench.percentiles[0]"),
         ({"percentiles": []}, "stages.bench.percentiles"),
         ({"batches": [0]}, "stages.bench.batches[0]"),
-        ({"triton": {"concurrency": [0]}}, "serving.perf.concurrency[0]"),
+        ({"triton": {"concurrency": [0]}}, "stages.bench.triton.concurrency[0]"),
         ({"stability_windows": 0}, "stages.bench.stability_windows"),
         ({"stability_threshold": 1.0}, "stages.bench.stability_threshold"),
         ({"stability_threshold": 0}, "stages.bench.stability_threshold"),
