@@ -85,14 +85,30 @@ def candidates(
     return found
 
 
-def decide(found: list[Candidate], objective: Goal) -> Decision:
+def decide(found: list[Candidate], objective: Goal, min_gain: float = 0.0) -> Decision:
+    """The best contender; a reduced-precision one only when it beats the best FP32 one by
+    more than `min_gain` (a gain inside the measurement's spread does not pay for the
+    accuracy it costs)."""
     batch = objective.batch or _default_batch(found, objective.metric)
     entries = [_judge(c, objective, batch) for c in found]
     ranked = sorted((e for e in entries if e.verdict is Verdict.SLOWER), key=lambda e: _order(e, objective))
     if not ranked:
         return Decision(objective, batch, entries)
-    best = ranked[0]
+    best = _worth_it(ranked, objective, min_gain)
     return Decision(objective, batch, [_against(e, best, objective) for e in entries])
+
+
+def _worth_it(ranked: list[Entry], objective: Goal, min_gain: float) -> Entry:
+    best = ranked[0]
+    fp32 = next((e for e in ranked if e.candidate.precision == "fp32"), None)
+    if best.candidate.precision == "fp32" or fp32 is None:
+        return best
+    return best if _gain(best, fp32, objective) > 1 + min_gain else fp32
+
+
+def _gain(e: Entry, other: Entry, objective: Goal) -> float:
+    assert e.value is not None and other.value is not None
+    return other.value / e.value if objective.metric == "latency" else e.value / other.value
 
 
 def _default_batch(found: list[Candidate], metric: str) -> int | None:
@@ -145,10 +161,12 @@ def _against(e: Entry, best: Entry, objective: Goal) -> Entry:
     if e.verdict is not Verdict.SLOWER or e.value is None or best.value is None:
         return e
     unit = "ms" if objective.metric == "latency" else "items/s"
-    ratio = e.value / best.value if objective.metric == "latency" else best.value / e.value
-    reason = (
-        f"{e.value:.3f} {unit} vs {best.value:.3f} {unit} ({ratio:.2f}x worse than {best.candidate.label})"
-    )
+    numbers = f"{e.value:.3f} {unit} vs {best.value:.3f} {unit}"
+    gain = _gain(e, best, objective)
+    if gain >= 1:  # better, but not by enough to leave FP32
+        reason = f"{numbers}: {100 * (gain - 1):.1f} % better than {best.candidate.label}, within min_gain"
+    else:
+        reason = f"{numbers} ({1 / gain:.2f}x worse than {best.candidate.label})"
     return Entry(e.candidate, Verdict.SLOWER, e.value, reason)
 
 

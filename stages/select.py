@@ -56,6 +56,13 @@ class SelectParams(BaseModel):
         description="What to choose for: each picks its best candidate that meets its constraints.",
     )
 
+    min_gain: float = Field(
+        0.10,
+        ge=0,
+        description="A reduced-precision candidate wins only when it beats the best FP32 one by more than this "
+        "fraction (a gain inside the measurement's spread does not pay for the accuracy it costs).",
+    )
+
     @model_validator(mode="after")
     def _unique(self) -> SelectParams:
         names = [o.name for o in self.objectives]
@@ -84,7 +91,7 @@ def run(ctx: StageContext, params: SelectParams) -> None:
     candidates = _selection.candidates(bench["results"], bench.get("skipped", {}), FORMATS, cosines)
     if not any(c.rows for c in candidates):
         raise StageFailed("select: the bench stage measured no in-process runtime to choose from")
-    decisions = [_selection.decide(candidates, objective) for objective in params.objectives]
+    decisions = [_selection.decide(candidates, objective, params.min_gain) for objective in params.objectives]
     ctx.output("selection").write_text(json.dumps(_selection.to_json(decisions, candidates), indent=1))
     ctx.record("selection", {d.objective.name: d.winner_label() for d in decisions})
     ctx.headline(_selection.headline(decisions))

@@ -58,6 +58,17 @@ def test_constraints_reject_with_the_number_and_skips_keep_their_reason() -> Non
     assert decision.winner is None
 
 
+def test_an_int8_gain_inside_min_gain_keeps_fp32() -> None:
+    rows = [row("onnxruntime", 1, 3.47), row("onnxruntime_int8", 1, 3.22)]  # 7.8 % faster
+    found = _selection.candidates(rows, {}, FORMATS, {"int8": 0.999})
+    objective = Objective(name="latency", metric="latency")
+    kept = _selection.decide(found, objective, min_gain=0.10)
+    assert kept.winner.candidate.runtime == "onnxruntime"
+    int8 = next(e for e in kept.entries if e.candidate.runtime == "onnxruntime_int8")
+    assert int8.reason == "3.220 ms vs 3.470 ms: 7.8 % better than onnx fp32 (onnxruntime), within min_gain"
+    assert _selection.decide(found, objective, min_gain=0.05).winner.candidate.runtime == "onnxruntime_int8"
+
+
 def test_throughput_compares_at_the_largest_measured_batch() -> None:
     rows = [*ROWS, row("onnxruntime", 8, 6.0), row("onnxruntime_int8", 8, 4.0)]
     found = _selection.candidates(rows, {}, FORMATS, {"int8": 0.999})
