@@ -53,6 +53,17 @@ def check_writable(option: str, path: Path | None) -> None:
         raise typer.BadParameter(f"cannot write {path}", param_hint=option)
 
 
+def _print_decisions(runner: Runner, console: Console, plain: bool) -> None:
+    from deploy.ui import console_tables, plain_table, rich_table
+
+    for title, columns, rows in console_tables(runner.results):
+        if plain:
+            for line in plain_table(title, columns, rows):
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+        else:
+            console.print(rich_table(title, columns, rows))
+
+
 def finish_run(
     runner: Runner, console: Console, verbose: bool, junit: Path | None, summary_json: Path | None
 ) -> bool:
@@ -67,6 +78,7 @@ def finish_run(
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     else:
         console.print(results_table(runner.results, project.graph.names(), full_notes=verbose))
+    _print_decisions(runner, console, plain)
     console.print(
         f"run {runner.summary['status']}   summary: {project.run_dir / 'summary.json'}   "
         f"report: {project.run_dir / REPORT_FILE}   repository: {project.config.repository}",

@@ -14,7 +14,7 @@ from rich.text import Text
 from pipeline.plan import Action, PlanRow
 from pipeline.report import human_size
 from pipeline.runner import StageResult, Status
-from pipeline.stage import HEADLINE_KEY
+from pipeline.stage import HEADLINE_KEY, REPORT_KEY
 from pipeline.store import Output
 
 STYLE = {
@@ -130,6 +130,29 @@ def results_table(results: list[StageResult], names: list[str], full_notes: bool
             Text(note if full_notes or len(note) <= NOTE_CHARS else note[: NOTE_CHARS - 1] + "…"),
         )
     return table
+
+
+def console_tables(results: list[StageResult]) -> list[tuple[str, list[str], list[list[Any]]]]:
+    """The report tables stages asked to show in the console: (title, columns, rows)."""
+    return [
+        (f"{r.name}: {t['title']}", t["columns"], t["rows"])
+        for r in results
+        for t in r.metrics.get(REPORT_KEY, [])
+        if t.get("console")
+    ]
+
+
+def rich_table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(str(c) for c in row))
+    return table
+
+
+def plain_table(title: str, columns: list[str], rows: list[list[Any]]) -> list[str]:
+    return [title, " | ".join(columns), *(" | ".join(str(c) for c in row) for row in rows)]
 
 
 def _seconds(result: StageResult) -> str:

@@ -114,10 +114,13 @@ class StageContext:
         backend)"): shown as `partial` in the console, JUnit output and run report."""
         self.metrics[PARTIAL_KEY] = note
 
-    def report_table(self, title: str, columns: list[str], rows: list[list[Any]], note: str = "") -> None:
+    def report_table(
+        self, title: str, columns: list[str], rows: list[list[Any]], note: str = "", console: bool = False
+    ) -> None:
         """A table for the run report (pipeline/report.py renders every stage's tables,
-        and embeds its .png outputs, without knowing the stage)."""
-        table = {"title": title, "columns": columns, "rows": rows, "note": note}
+        and embeds its .png outputs, without knowing the stage); `console`: also printed
+        after the run's results (a decision the user should see without opening the report)."""
+        table = {"title": title, "columns": columns, "rows": rows, "note": note, "console": console}
         self.metrics.setdefault(REPORT_KEY, []).append(table)
 
 

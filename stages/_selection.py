@@ -216,7 +216,7 @@ def report(ctx: Any, decisions: list[Decision], found: list[Candidate]) -> None:
     columns = ["format", "precision", "runtime", "conversion", "accuracy (cosine to FP32)"]
     columns += [f"latency b{lat} median ms", f"throughput b{thr} items/s", "selected for"]
     rows = [_status_row(c, decisions, lat, thr) for c in found]
-    ctx.report_table("Status per format and precision", columns, rows)
+    ctx.report_table("Status per format and precision", columns, rows, console=True)
     for d in decisions:
         body = [[e.candidate.label, e.verdict.value, _number(e.value), e.reason] for e in d.entries]
         title = f"Selection for '{d.objective.name}' ({d.objective.metric} at batch {d.batch})"

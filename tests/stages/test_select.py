@@ -124,3 +124,15 @@ def test_objective_names_must_differ(write_config) -> None:
     path = select_config(write_config, {"objectives": [{"name": "a", "metric": "latency"}] * 2})
     with pytest.raises(ConfigError, match="objective names must differ"):
         run(path)
+
+
+def test_the_status_table_is_printed_after_the_run(write_config, tmp_path) -> None:
+    from tests.helpers import run_cli
+
+    path = select_config(write_config, {})
+    done = run_cli("run", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    start = lines.index("select: Status per format and precision")
+    assert lines[start + 1].startswith("format | precision | runtime | conversion")
+    assert any(line.startswith("onnx | int8 | onnxruntime_int8 | ok | ") for line in lines[start:])
