@@ -511,6 +511,42 @@ CASES = [
         args=("run", "{config}", "--only", "nosuch"),
     ),
     Case("bench-bad-batches", CONFIG, "stages.bench.batches", _set("stages.bench", {"batches": [0]})),
+    # -- deciding: recipes, selection, the Triton search -------------------------------------
+    Case(
+        "quantize-dynamic-for-tensorrt",
+        CONFIG,
+        "stages.quantize.recipe: TensorRT needs static Q/DQ",
+        _set("stages.quantize", {"recipe": "dynamic", "target": "tensorrt"}),
+    ),
+    Case(
+        "quantize-exclude-unknown-node",
+        STAGE,
+        "stages.quantize.exclude: no node named ['nope']",
+        _set("stages.quantize", {"exclude": ["nope"], "calibration": {"count": 4}, "holdout_count": 4}),
+        ONLY_QUANTIZE,
+        prepare=UPSTREAM_OF_QUANTIZE,
+    ),
+    Case(
+        "select-without-bench", CONFIG, "stages.select: needs artifact 'results'", _set("stages.select", {})
+    ),
+    Case(
+        "select-duplicate-objectives",
+        CONFIG,
+        "objective names must differ",
+        _set("stages.select", {"objectives": [{"name": "a", "metric": "latency"}] * 2}),
+    ),
+    Case(
+        "search-percentile-not-measured",
+        CONFIG,
+        "stages.triton_search.goal.percentile: 95 is not among stages.triton_search.percentiles",
+        _set("stages.triton_search", {"percentiles": [50, 99], "goal": {"percentile": 95}}),
+    ),
+    Case(
+        "search-batch-over-spec",
+        CONFIG,
+        "stages.triton_search.space.max_batch_sizes: [64] exceed the shape spec's max batch 16",
+        _set("stages.triton_search", {"space": {"max_batch_sizes": [64]}}),
+    ),
     Case(
         "bench-file-missing",
         CONFIG,
