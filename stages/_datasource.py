@@ -46,13 +46,23 @@ class Preprocess(BaseModel):
 class DataSource(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    kind: Literal["random", "images", "arrays"] = Field(
+    kind: Literal["random", "images", "arrays", "text"] = Field(
         "random",
-        description="random: random inputs (smoke tests only); images: a directory of images; arrays: .npy / .npz.",
+        description="random: random inputs (smoke tests only); images: a directory of images; arrays: .npy / .npz; "
+        "text: a .txt file, one sample per line, tokenized with `tokenizer`.",
     )
     path: Path | None = Field(
         None,
-        description="images: a directory; arrays: a .npy file (one input) or .npz (arrays by input name).",
+        description="images: a directory; arrays: a .npy file (one input) or .npz (arrays by input name); "
+        "text: a .txt file.",
+    )
+    tokenizer: Path | None = Field(
+        None,
+        description="kind text: a Hugging Face tokenizer.json (the `tokenizers` library); it makes input_ids, "
+        "attention_mask and token_type_ids, whichever the model's inputs are named.",
+    )
+    max_length: int = Field(
+        128, ge=1, description="kind text: every sample padded or truncated to this many tokens."
     )
     count: int = Field(32, ge=1, description="Number of samples.")
     offset: int = Field(
@@ -61,7 +71,7 @@ class DataSource(BaseModel):
     seed: int = Field(1234, description="kind random: seed of the random samples.")
     preprocess: Preprocess = Field(Preprocess(), description="kind images: image -> tensor preprocessing.")
 
-    @field_validator("path")
+    @field_validator("path", "tokenizer")
     @classmethod
     def _exists(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         path = resolve_path(value, info)
@@ -73,6 +83,8 @@ class DataSource(BaseModel):
     def _path_given(self) -> DataSource:
         if self.kind != "random" and self.path is None:
             raise ValueError(f"a '{self.kind}' source needs a path")
+        if (self.kind == "text") != (self.tokenizer is not None):
+            raise ValueError("a 'text' source needs a tokenizer, and only a 'text' source takes one")
         problem = _path_problem(self.kind, self.path)
         if problem:
             raise ValueError(problem)
@@ -88,6 +100,8 @@ def _path_problem(kind: str, path: Path | None) -> str | None:
         return f"an 'images' source needs a directory of images; {path} is a file"
     if kind == "arrays" and (not path.is_file() or path.suffix not in (".npy", ".npz")):
         return f"an 'arrays' source needs a .npy or .npz file; got {path}"
+    if kind == "text" and not path.is_file():
+        return f"a 'text' source needs a text file, one sample per line; {path} is a directory"
     return None
 
 
@@ -125,6 +139,10 @@ def _read(source: DataSource, config: DeployConfig, window: slice) -> dict[str, 
     try:
         if source.kind == "images":
             return _images(source, config, window)
+        if source.kind == "text":
+            from stages._text import tokenized
+
+            return tokenized(source, config, window)
         return {k: v[window] for k, v in _arrays(source, config).items()}
     except (
         OSError,
@@ -222,10 +240,20 @@ def fingerprint(source: DataSource | None) -> str | None:
 
     if source is None or source.path is None or not source.path.exists():
         return None
+    if source.tokenizer is not None and source.tokenizer.is_file():  # the text and its tokenizer
+        return hashlib.sha256(
+            "".join(_file_digest(p) for p in (source.path, source.tokenizer)).encode()
+        ).hexdigest()
     if source.path.is_file():
-        with open(source.path, "rb") as fh:
-            return hashlib.file_digest(fh, "sha256").hexdigest()
+        return _file_digest(source.path)
     listing = sorted(
         (e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(source.path) if e.is_file()
     )
     return hashlib.sha256(repr(listing).encode()).hexdigest()
+
+
+def _file_digest(path: Path) -> str:
+    import hashlib
+
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()

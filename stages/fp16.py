@@ -153,7 +153,7 @@ SPEC = StageSpec(
     ),
     run=run,
     uses=frozenset({Section.SHAPES}),
-    env=("onnx", "onnxruntime", "onnxconverter-common", "numpy", "pillow"),
+    env=("onnx", "onnxruntime", "onnxconverter-common", "numpy", "pillow", "tokenizers"),
     identity=lambda p: {
         "holdout_data": fingerprint(p.holdout),
         "calibration_data": fingerprint(p.calibration),

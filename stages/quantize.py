@@ -261,7 +261,7 @@ def _quantize_modelopt(source: Path, dest: Path, calibration: list[Any], params:
 
 SPEC = StageSpec(
     name="quantize",
-    version=4,  # 4: recipes (dynamic), op_types, exclude, automatic fallback, speed in the report
+    version=4,  # 4: recipes (dynamic), op_types, exclude, automatic fallback, speed, text data
     params=QuantizeParams,
     inputs=("onnx",),
     outputs=(
@@ -270,7 +270,7 @@ SPEC = StageSpec(
     ),
     run=run,
     uses=frozenset({Section.SHAPES}),
-    env=("onnx", "onnxruntime", "numpy", "pillow"),
+    env=("onnx", "onnxruntime", "numpy", "pillow", "tokenizers"),
     identity=lambda p: {
         "calibration_data": fingerprint(p.calibration),
         "holdout_data": fingerprint(p.holdout),
