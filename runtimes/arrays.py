@@ -7,8 +7,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pipeline.config import InputSpec
+from pipeline.config import DeployConfig, InputSpec
 from runtimes.dtypes import numpy_name
+
+
+def opt_inputs(config: DeployConfig, batch: int) -> dict[str, np.ndarray]:
+    """Random inputs at the shape spec's opt shape, with the batch axis set to `batch`
+    (what the benchmarks and the Triton search send)."""
+    rng = np.random.default_rng(0)
+    batched = config.batch_dim is not None
+    return {s.name: random_input(s, (batch, *s.opt[1:]) if batched else s.opt, rng) for s in config.inputs}
 
 
 def random_input(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:

@@ -25,6 +25,20 @@ class Feed:
     datatype: str  # Triton's, e.g. FP32
 
 
+def opt_feeds(config: Any, fmt: str, batch: int) -> list[Feed]:
+    """Random inputs at the spec's opt shape (batch `batch`), named as `fmt`'s served
+    model names them (a DeployConfig; torchscript: <name>__<i>)."""
+    from runtimes.arrays import opt_inputs
+    from runtimes.dtypes import triton_name
+    from serving.layout import io_name
+
+    arrays = opt_inputs(config, batch)
+    return [
+        Feed(io_name(fmt, s.name, i), arrays[s.name], triton_name(s.dtype))
+        for i, s in enumerate(config.inputs)
+    ]
+
+
 def infer_inputs(client_module: Any, feeds: list[Feed]) -> list[Any]:
     """InferInput objects of `client_module` (tritonclient.http or .grpc) holding the feeds."""
     items = []

@@ -142,6 +142,7 @@ def grid(space: Any, current: Point, limit: int) -> list[Point]:
 def search(ctx: Any, params: Any, tree: Path) -> Result:
     import tritonclient.grpc as grpcclient
 
+    from serving.requests import opt_feeds
     from serving.serve import serve_repository
 
     scratch = ctx.workdir / "server"
@@ -155,7 +156,7 @@ def search(ctx: Any, params: Any, tree: Path) -> Result:
         try:
             base = conn.get_model_config(name, as_json=True)["config"]
             current = Point.of(base)
-            feeds = _feeds(ctx.config, served.found[name].fmt, params.batch)
+            feeds = opt_feeds(ctx.config, served.found[name].fmt, params.batch)
             measured = [
                 _measure(conn, served.server.grpc, name, base, point, feeds, params, ctx.log)
                 for point in grid(params.space, current, params.max_configs)
@@ -192,26 +193,6 @@ def _chooser(model: str | None) -> Any:
         return names[:1]
 
     return choose
-
-
-def _feeds(config: Any, fmt: str, batch: int) -> list[Any]:
-    import numpy as np
-
-    from runtimes.arrays import random_input
-    from runtimes.dtypes import triton_name
-    from serving.layout import io_name
-    from serving.requests import Feed
-
-    rng = np.random.default_rng(0)
-    batched = config.batch_dim is not None
-    return [
-        Feed(
-            io_name(fmt, s.name, i),
-            random_input(s, (batch, *s.opt[1:]) if batched else s.opt, rng),
-            triton_name(s.dtype),
-        )
-        for i, s in enumerate(config.inputs)
-    ]
 
 
 def _measure(

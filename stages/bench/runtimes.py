@@ -9,14 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.config import DeployConfig
 from pipeline.errors import ConfigError, Issue
 from pipeline.stage import SOURCE_ARTIFACT, StageContext
 from runtimes.base import Device
 from runtimes.timing import Timed
 
 if TYPE_CHECKING:
-    from serving.requests import Feed
+    pass
 
 SHAPE = re.compile(r"^([A-Za-z_][\w.:/-]*):(\d+(?:x\d+)*)$")
 
@@ -47,29 +46,6 @@ ARTIFACT = {
 
 
 # -- the bench stage: inputs from the shape spec -------------------------------------------------
-def spec_feeds(config: DeployConfig, batch: int) -> dict[str, Any]:
-    """Random inputs at the shape spec's opt shape, with the batch axis set to `batch`."""
-    import numpy as np
-
-    from runtimes.arrays import random_input
-
-    rng = np.random.default_rng(0)
-    batched = config.batch_dim is not None
-    return {s.name: random_input(s, (batch, *s.opt[1:]) if batched else s.opt, rng) for s in config.inputs}
-
-
-def triton_feeds(config: DeployConfig, fmt: str, batch: int) -> list[Feed]:
-    from runtimes.dtypes import triton_name
-    from serving.layout import io_name
-    from serving.requests import Feed
-
-    feeds = spec_feeds(config, batch)
-    return [
-        Feed(io_name(fmt, s.name, i), feeds[s.name], triton_name(s.dtype))
-        for i, s in enumerate(config.inputs)
-    ]
-
-
 def make(
     runtime: str, ctx: StageContext, feeds: dict[str, Any], device: Device, threads: int | None
 ) -> Timed:

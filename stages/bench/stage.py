@@ -165,9 +165,10 @@ def _in_process(
     ctx: StageContext, params: BenchParams, settings: Settings, runtime: str, batch: int
 ) -> BenchRow:
     from runtimes import harness as _bench
+    from runtimes.arrays import opt_inputs
     from stages.bench import runtimes as _bench_runtimes
 
-    feeds = _bench_runtimes.spec_feeds(ctx.config, batch)
+    feeds = opt_inputs(ctx.config, batch)
     timed = _bench_runtimes.make(runtime, ctx, feeds, Device(params.device), params.threads)
     timing = _bench.measure(timed.call, settings)
     device = "cuda" if runtime == "tensorrt" else params.device
@@ -180,8 +181,8 @@ def _in_process(
 
 def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> list[BenchRow]:
     from serving import perf as _bench_triton
+    from serving.requests import opt_feeds
     from serving.serve import serve_repository
-    from stages.bench import runtimes as _bench_runtimes
 
     scratch = ctx.workdir / "server"
     scratch.mkdir()
@@ -194,7 +195,7 @@ def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> 
                 raise StageFailed(
                     f"Triton could not load {name}: {state.get('reason', '')}\n{served.server.log_tail(15)}"
                 )
-            feeds = _bench_runtimes.triton_feeds(ctx.config, served.found[name].fmt, params.triton.batch)
+            feeds = opt_feeds(ctx.config, served.found[name].fmt, params.triton.batch)
             for row in _bench_triton.sweep(
                 served.server.grpc, name, feeds, params.triton.concurrency, settings
             ):
