@@ -134,7 +134,7 @@ class Runner:
         """The directories this run writes: the repository only if a stage publishes."""
         config = self.project.config
         places = {"cache_dir": self.store.root, "run_dir": config.run_dir}
-        if any(a.publish is not None for n in nodes for a in n.spec.outputs):
+        if any(n.spec.published(n.params, config) for n in nodes):
             places["repository"] = config.repository
         return places
 
@@ -217,7 +217,7 @@ class Runner:
     def _accept(self, node: Node, key: str, parts: dict[str, Any], result: StageResult) -> None:
         self.resolved.update({f"{node.name}.{n}": o for n, o in result.outputs.items()})
         self.store.set_head(self.project.config.name, node.name, key, parts)
-        for artifact in node.spec.outputs:
+        for artifact in node.spec.published(node.params, self.project.config):
             if artifact.publish is not None and artifact.name in result.outputs:
                 dest = getattr(self.project.config, artifact.publish.value)
                 publish_tree(self.store, result.outputs[artifact.name], dest, self.project.config.name)

@@ -64,7 +64,9 @@ class ServerShare:
 class BenchRow(Measured):
     runtime: str  # "onnxruntime", "eager", … or "triton:MODEL"
     device: str  # "cpu", "cuda", or "server" for Triton
-    concurrency: int = 1
+    concurrency: int = 1  # closed-loop streams; 0: open loop at `request_rate`
+    request_rate: float | None = None  # requests/s offered (perf_analyzer's --request-rate-range)
+    late_share: float | None = None  # of those sends, the share that left > 1 ms behind schedule
     speedup_vs_eager: float | None = None  # single-stream rows at a batch eager also ran
     gpu: dict[str, dict[str, float]] | None = None  # phase -> statistic -> ms (CUDA events)
     server: ServerShare | None = None
@@ -74,10 +76,17 @@ class BenchRow(Measured):
         return cls(**vars(measured), runtime=runtime, device=device, concurrency=concurrency)
 
     @property
+    def load(self) -> str:
+        """The load the row was measured under: `1`, `c4` (streams) or `r50` (requests/s)."""
+        if self.request_rate is not None:
+            return f"r{self.request_rate:g}"
+        return str(self.concurrency) if self.concurrency == 1 else f"c{self.concurrency}"
+
+    @property
     def cell_key(self) -> str:
-        """How the regression gate names it: runtime@batch, or runtime@batch/cN."""
+        """How the regression gate names it: runtime@batch, runtime@batch/cN or runtime@batch/rR."""
         key = f"{self.runtime}@{self.batch}"
-        return key if self.concurrency == 1 else f"{key}/c{self.concurrency}"
+        return key if self.load == "1" else f"{key}/{self.load}"
 
     def to_json(self) -> dict[str, object]:
         return {k: v for k, v in asdict(self).items() if v is not None}

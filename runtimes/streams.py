@@ -1,4 +1,5 @@
-"""Several closed-loop streams at once: trtexec's --streams, perf_analyzer's concurrency.
+"""Several closed-loop streams at once: trtexec's --streams, perf_analyzer's concurrency;
+and the windowing every load shares (runtimes/pacing.py adds the open-loop one).
 
 Each stream sends its next call as soon as the previous one returns. After a time-based
 warm-up, back-to-back windows, each of at least `duration / K` seconds and `iterations / K`
@@ -28,25 +29,23 @@ POLL_S = 0.01
 
 
 @dataclass
-class _Streams:
-    calls: Sequence[Callable[[], Any]]
+class Load:
+    """A load running on threads, recording (begin, end) of each completed call; the
+    windows below read it. Each list of `records` is in end order."""
+
+    records: list[list[tuple[int, int]]]
     stop: threading.Event = field(default_factory=threading.Event)
-    records: list[list[tuple[int, int]]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
-    def worker(self, index: int) -> None:
-        call, mine = self.calls[index], self.records[index]
-        try:
-            while not self.stop.is_set():
-                begin = time.perf_counter_ns()
-                call()
-                mine.append((begin, time.perf_counter_ns()))
-        except Exception as exc:
-            self.errors.append(f"{type(exc).__name__}: {exc}")
-            self.stop.set()
+    def threads(self) -> list[threading.Thread]:
+        raise NotImplementedError
+
+    def fail(self, exc: BaseException) -> None:
+        self.errors.append(f"{type(exc).__name__}: {exc}")
+        self.stop.set()
 
     def completed_since(self, origin: int) -> int:
-        """Calls that ended after `origin` (each stream's records are in end order)."""
+        """Calls that ended after `origin`."""
         return sum(len(rows) - bisect_left(rows, origin, key=_end) for rows in self.records)
 
     def latencies(self, origin: int, end: int) -> list[float]:
@@ -56,6 +55,26 @@ class _Streams:
             for rows in self.records
             for b, e in rows[bisect_left(rows, origin, key=_end) : bisect_left(rows, end, key=_end)]
         ]
+
+
+@dataclass
+class _Streams(Load):
+    """Closed loop: one thread per call, each sending its next call when the last returns."""
+
+    calls: Sequence[Callable[[], Any]] = ()
+
+    def threads(self) -> list[threading.Thread]:
+        return [threading.Thread(target=self.worker, args=(i,), daemon=True) for i in range(len(self.calls))]
+
+    def worker(self, index: int) -> None:
+        call, mine = self.calls[index], self.records[index]
+        try:
+            while not self.stop.is_set():
+                begin = time.perf_counter_ns()
+                call()
+                mine.append((begin, time.perf_counter_ns()))
+        except Exception as exc:
+            self.fail(exc)
 
 
 def _end(record: tuple[int, int]) -> int:
@@ -80,31 +99,38 @@ def _edge(take: Callable[[], Any]) -> _Edge:
 def measure(
     calls: Sequence[Callable[[], Any]], settings: Settings, snapshot: Callable[[], Any] | None = None
 ) -> tuple[Timing, tuple[Any, Any]]:
-    """Runs one stream per call; returns the kept windows' timing and (snapshot at their
-    start, snapshot at their end)."""
-    streams = _Streams(calls, records=[[] for _ in calls])
-    threads = [threading.Thread(target=streams.worker, args=(i,), daemon=True) for i in range(len(calls))]
+    """Runs one closed-loop stream per call; returns the kept windows' timing and
+    (snapshot at their start, snapshot at their end)."""
+    return run(_Streams([[] for _ in calls], calls=calls), settings, snapshot)
+
+
+def run(
+    load: Load, settings: Settings, snapshot: Callable[[], Any] | None = None
+) -> tuple[Timing, tuple[Any, Any]]:
+    """Warm-up, then windows until stable; the kept windows' timing and the snapshots at
+    their edges."""
+    threads = load.threads()
     take = snapshot or (lambda: None)
     try:
         for thread in threads:
             thread.start()
-        _sleep(streams, settings.warmup_ms / 1000)
-        edges = _windows(streams, settings, take)
+        _sleep(load, settings.warmup_ms / 1000)
+        edges = _windows(load, settings, take)
     finally:
-        streams.stop.set()
+        load.stop.set()
         for thread in threads:
             thread.join()
-    if streams.errors:
-        raise StageFailed(f"a stream failed: {streams.errors[0]}")
+    if load.errors:
+        raise StageFailed(f"a stream failed: {load.errors[0]}")
     # Recounted now that every stream has stopped: a call that ended just before an edge
     # may have been appended just after the window was first counted.
-    windows = [window_of(streams.latencies(a.ns, b.ns), b.ns - a.ns) for a, b in pairwise(edges)]
+    windows = [window_of(load.latencies(a.ns, b.ns), b.ns - a.ns) for a, b in pairwise(edges)]
     first, last = edges[-settings.stability_windows - 1], edges[-1]
-    warmups = sum(1 for rows in streams.records for _, e in rows if e < edges[0].ns)
-    return _timing(streams, first.ns, last.ns, windows, warmups), (first.before, last.after)
+    warmups = sum(1 for rows in load.records for _, e in rows if e < edges[0].ns)
+    return _timing(load, first.ns, last.ns, windows, warmups), (first.before, last.after)
 
 
-def _windows(streams: _Streams, settings: Settings, take: Callable[[], Any]) -> list[_Edge]:
+def _windows(streams: Load, settings: Settings, take: Callable[[], Any]) -> list[_Edge]:
     """Back-to-back windows until the stability rule holds or max_windows (or a stream fails)."""
     edges, windows = [_edge(take)], list[Window]()
     while not finished(windows, settings) and not streams.stop.is_set():
@@ -114,13 +140,13 @@ def _windows(streams: _Streams, settings: Settings, take: Callable[[], Any]) -> 
     return edges
 
 
-def _sleep(streams: _Streams, seconds: float) -> None:
+def _sleep(streams: Load, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and not streams.stop.is_set():
         time.sleep(POLL_S)
 
 
-def _wait_window(streams: _Streams, origin: int, settings: Settings) -> None:
+def _wait_window(streams: Load, origin: int, settings: Settings) -> None:
     """Until duration/K has passed and at least iterations/K calls have completed."""
     deadline, calls = origin + settings.window_ns(), settings.window_calls()
     while not streams.stop.is_set():
@@ -129,7 +155,7 @@ def _wait_window(streams: _Streams, origin: int, settings: Settings) -> None:
         time.sleep(POLL_S)
 
 
-def _timing(streams: _Streams, origin: int, end: int, windows: list[Window], warmups: int) -> Timing:
+def _timing(streams: Load, origin: int, end: int, windows: list[Window], warmups: int) -> Timing:
     """The calls that completed inside the kept windows, [origin, end)."""
     inside = sorted((b, e) for rows in streams.records for b, e in rows if origin <= e < end)
     return Timing(

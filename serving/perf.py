@@ -7,6 +7,9 @@ kept windows' edges, the server's share per request: queue,
 compute input / infer / output, and the average batch the dynamic batcher formed. What
 remains of the client latency is the client + network overhead.
 
+`rate_sweep` is the open-loop mode (perf_analyzer's --request-rate-range,
+runtimes/pacing.py): asynchronous gRPC requests on a schedule, whatever the answers.
+
 perf_analyzer itself ships only in Triton's SDK image (the `perf-analyzer` wheel on PyPI
 is an empty placeholder), hence this loop on tritonclient. Imports tritonclient.
 """
@@ -19,7 +22,7 @@ from functools import partial
 import tritonclient.grpc as grpcclient
 
 from pipeline.errors import StageFailed
-from runtimes import streams
+from runtimes import pacing, streams
 from runtimes.harness import Settings, Timing, summarize
 from runtimes.record import BenchRow, ServerShare
 from serving.requests import PHASES, SETTLE_S, Feed, infer_inputs, settled, statistics
@@ -37,6 +40,47 @@ def sweep(
         row = BenchRow.of(measured, f"triton:{model}", "server", level)
         rows.append(replace(row, server=_server_share(before, after, measured.mean_ms)))
     return rows
+
+
+def rate_sweep(
+    url: str, model: str, feeds: list[Feed], pace: pacing.Pace, rates: tuple[float, ...], settings: Settings
+) -> list[BenchRow]:
+    """One row per offered rate (concurrency 0: open loop), with the late-send share."""
+    batch = int(feeds[0].array.shape[0]) if feeds[0].array.ndim else 1
+    rows = []
+    for rate in rates:
+        timing, (before, after), offered = _paced_window(
+            url, model, feeds, replace(pace, rate=rate), settings
+        )
+        measured = summarize(timing, batch, settings)
+        row = BenchRow.of(measured, f"triton:{model}", "server", 0)
+        share = _server_share(before, after, measured.mean_ms)
+        rows.append(replace(row, server=share, request_rate=rate, late_share=offered.late_share))
+    return rows
+
+
+def _paced_window(
+    url: str, model: str, feeds: list[Feed], pace: pacing.Pace, settings: Settings
+) -> tuple[Timing, tuple[dict[str, int], dict[str, int]], pacing.Offered]:
+    client, stats = grpcclient.InferenceServerClient(url), grpcclient.InferenceServerClient(url)
+    request = infer_inputs(grpcclient, feeds)
+    try:
+        timing, (before, _), offered = pacing.measure(
+            lambda done: client.async_infer(model, request, callback=done),
+            pace,
+            settings,
+            lambda: statistics(stats, model).as_totals(),
+        )
+        served = len(timing.latencies_ms) + before["requests"]
+        after = settled(
+            lambda: statistics(stats, model).as_totals(), lambda t: t["requests"], served, SETTLE_S
+        )
+    except StageFailed as exc:
+        raise StageFailed(f"Triton benchmark of {model} at {pace.rate:g} requests/s: {exc}") from None
+    finally:
+        client.close()
+        stats.close()
+    return timing, (before, after), offered
 
 
 def _window(

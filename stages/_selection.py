@@ -4,7 +4,7 @@ other candidate's verdict with its reason. Stdlib only."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
@@ -168,6 +168,18 @@ def _against(e: Entry, best: Entry, objective: Goal) -> Entry:
     else:
         reason = f"{numbers} ({1 / gain:.2f}x worse than {best.candidate.label})"
     return Entry(e.candidate, Verdict.SLOWER, e.value, reason)
+
+
+def served_pick(decision: Decision, serves: Callable[[Candidate], list[str]]) -> Entry | None:
+    """What the repository serves for this objective: the winner, or where Triton serves
+    no model of it (eager PyTorch; a format triton_config does not write), the best-ranked
+    contender it does serve."""
+    ranked = sorted(
+        (e for e in decision.entries if e.verdict is Verdict.SLOWER),
+        key=lambda e: _order(e, decision.objective),
+    )
+    contenders = ([decision.winner] if decision.winner else []) + ranked
+    return next((e for e in contenders if serves(e.candidate)), None)
 
 
 # -- output -----------------------------------------------------------------------------------------

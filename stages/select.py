@@ -9,12 +9,18 @@ throughput, selected for)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from collections.abc import Callable
+from functools import partial
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from pipeline.errors import StageFailed
-from pipeline.stage import Artifact, Phase, StageContext, StageSpec
+from pipeline.stage import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
+from stages import _selection
+from stages._publishing import when_selected
 
 
 class Objective(BaseModel):
@@ -81,26 +87,84 @@ FORMATS: dict[str, tuple[str, str]] = {
     "tensorrt": ("tensorrt", "engine"),
 }
 REPORTS = {"int8": "accuracy_int8", "fp16": "accuracy_fp16"}
+# The repository's models that serve each candidate format (serving/layout.py formats;
+# eager PyTorch has none).
+SERVED_AS = {"onnx": ("onnx", "python"), "torchscript": ("torchscript",), "tensorrt": ("plan",)}
 
 
 def run(ctx: StageContext, params: SelectParams) -> None:
-    from stages import _selection
-
     bench = json.loads(ctx.input("results").read_text())
     cosines = {p: _cosine(ctx, artifact) for p, artifact in REPORTS.items()}
     candidates = _selection.candidates(bench["results"], bench.get("skipped", {}), FORMATS, cosines)
     if not any(c.rows for c in candidates):
         raise StageFailed("select: the bench stage measured no in-process runtime to choose from")
     decisions = [_selection.decide(candidates, objective, params.min_gain) for objective in params.objectives]
-    ctx.output("selection").write_text(json.dumps(_selection.to_json(decisions, candidates), indent=1))
+    chosen = _selection.to_json(decisions, candidates)
     ctx.record("selection", {d.objective.name: d.winner_label() for d in decisions})
     ctx.headline(_selection.headline(decisions))
     _selection.report(ctx, decisions, candidates)
     unmet = [d.objective.name for d in decisions if d.winner is None]
+    ctx.output("deployment").mkdir()  # empty without a repository: nothing to serve
+    if not unmet and "repository" in ctx.inputs:
+        chosen["served"] = _deployment(ctx, decisions)
+    ctx.output("selection").write_text(json.dumps(chosen, indent=1))
     if unmet:
         raise StageFailed(
             f"select: no candidate meets the constraints of {unmet}: see {ctx.output('selection')}"
         )
+
+
+def _deployment(ctx: StageContext, decisions: list[_selection.Decision]) -> dict[str, list[str]]:
+    """Writes `deployment`: the repository's models serving each objective's pick, as
+    they are (same files, so smoke's and bench's verdicts on them hold)."""
+    source = ctx.input("repository")
+    present = {p.name for p in source.iterdir() if p.is_dir()}
+    serves = partial(_served, ctx.config.name, present)
+    picks = {d.objective.name: _serving_pick(d, serves, sorted(present)) for d in decisions}
+    target = ctx.output("deployment")
+    for model in dict.fromkeys(m for pick in picks.values() for m in serves(pick.candidate)):
+        shutil.copytree(source / model, target / model, copy_function=_link)
+    rows = [
+        [name, p.candidate.label, ", ".join(serves(p.candidate)), _why(d, p)]
+        for d, (name, p) in zip(decisions, picks.items())
+    ]
+    ctx.report_table(
+        "Models serving the selection (what triton_config.publish: selected publishes)",
+        ["objective", "candidate", "models", "note"],
+        rows,
+    )
+    return {name: serves(p.candidate) for name, p in picks.items()}
+
+
+def _served(name: str, present: set[str], c: _selection.Candidate) -> list[str]:
+    suffix = f"_{c.precision}" if c.precision in REPORTS else ""
+    return [m for m in (f"{name}_{fmt}{suffix}" for fmt in SERVED_AS.get(c.format, ())) if m in present]
+
+
+def _serving_pick(
+    d: _selection.Decision, serves: Callable[[_selection.Candidate], list[str]], present: list[str]
+) -> _selection.Entry:
+    pick = _selection.served_pick(d, serves)
+    if pick is None:
+        raise StageFailed(
+            f"select: the repository serves no contender of '{d.objective.name}' (it holds {present}); "
+            "add the format to triton_config.formats / precisions, or publish: all"
+        )
+    return pick
+
+
+def _why(d: _selection.Decision, pick: _selection.Entry) -> str:
+    if pick is d.winner:
+        return ""
+    return f"{d.winner_label()} has no Triton model here; the best one served"
+
+
+def _link(src: str, dst: str) -> None:
+    """Hard links where the cache's file system allows (the files are read-only objects)."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
 
 
 def _cosine(ctx: StageContext, artifact: str) -> float | None:
@@ -117,10 +181,14 @@ SPEC = StageSpec(
     name="select",
     version=1,
     params=SelectParams,
-    inputs=("results", "accuracy_int8", "accuracy_fp16"),
-    outputs=(Artifact("selection", filename="selection.json"),),
+    inputs=("results", "accuracy_int8", "accuracy_fp16", "repository"),
+    outputs=(
+        Artifact("selection", filename="selection.json"),
+        Artifact("deployment", ArtifactKind.TREE, publish=Publish.REPOSITORY),
+    ),
     run=run,
     env=(),
-    if_configured=frozenset(REPORTS.values()),
+    if_configured=frozenset({*REPORTS.values(), "repository"}),
+    publishes=when_selected,
     description="picks the best (format, precision) per objective from bench rows and accuracy gates; status table",
 )

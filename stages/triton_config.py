@@ -29,6 +29,7 @@ from pipeline.stage import (
     StageSpec,
 )
 from serving.layout import LAYOUTS, PYTHON_MODEL, TRITON_TYPES, ServingFormat, io_name
+from stages._publishing import PublishPolicy, when_all
 
 Format = ServingFormat
 
@@ -101,6 +102,11 @@ class TritonParams(Frozen):
         "ONNX-based formats as `<name>_<format>_<precision>`.",
     )
     plan: PlanOptions = Field(PlanOptions(), description="Settings of the plan (TensorRT) format only.")
+    publish: PublishPolicy = Field(
+        PublishPolicy.ALL,
+        description="What reaches the published repository: all, every model written here (as triton_search "
+        "tuned it); selected, only the models serving what the select stage chose (needs select).",
+    )
 
 
 def max_batch(params: TritonParams, config: DeployConfig) -> int:
@@ -137,6 +143,8 @@ def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
         )
     if len(set(params.formats)) != len(params.formats):
         issues.append(Issue(f"{where}.formats", "lists a format twice"))
+    if params.publish is PublishPolicy.SELECTED and "select" not in config.stages:
+        issues.append(Issue(f"{where}.publish", "'selected' needs a select stage in this config"))
     return issues
 
 
@@ -300,5 +308,6 @@ SPEC = StageSpec(
     check=check,
     select_inputs=inputs_for,
     optional_inputs=frozenset({"engine", "manifest"}),
+    publishes=when_all,
     description="Triton model repository: config.pbtxt (validated as ModelConfig) + model files",
 )

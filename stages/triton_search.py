@@ -26,6 +26,7 @@ from pipeline.stage import Artifact, ArtifactKind, Phase, Publish, Section, Stag
 from serving.spec import ServerSpec
 from serving.spec import identity as server_identity
 from stages._measure import MeasureSettings
+from stages._publishing import when_all
 
 
 class SearchSpace(Frozen):
@@ -152,5 +153,6 @@ SPEC = StageSpec(
     env=("tritonclient", "protobuf", "nvidia-pytriton", "numpy", "matplotlib"),
     identity=identity,
     check=check,
+    publishes=when_all,
     description="Model Analyzer-style search: instance count x max batch x queue delay on a live tritonserver",
 )

@@ -1,8 +1,9 @@
 """What the bench stage makes of its rows: speed-ups against eager PyTorch, the Markdown
 tables, the PNG plot, the run report's tables, the headline and the regression gate.
 
-A row is one measured cell: a runtime at a batch size (and, for Triton, a concurrency);
-in-process runtimes always have concurrency 1.
+A row is one measured cell: a runtime at a batch size (and, for Triton, a load: a number
+of closed-loop streams, or an offered request rate); in-process runtimes always have one
+stream. The tables' `load` column reads `1`, `c4` (4 streams) or `r50` (50 requests/s).
 """
 
 from __future__ import annotations
@@ -22,14 +23,15 @@ from runtimes.record import BenchRow as Row
 class RegressionGate(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    # Keys: "runtime", "runtime@batch", or for Triton "triton:MODEL@batch/cN" (N: concurrency).
+    # Keys: "runtime", "runtime@batch", or for Triton "triton:MODEL@batch/cN" (N: concurrency)
+    # or "triton:MODEL@batch/rR" (R: offered requests/s).
     # Latency is the highest configured percentile. A cell with too few samples for it
     # (p99 needs 100) fails the gate with that reason: gating on what is really the maximum
     # of a few samples would pass or fail by chance.
     max_latency_ms: dict[str, float] = Field(
         default_factory=dict,
         description="Cell -> highest latency allowed at the highest percentile, ms. Cell keys: `runtime` (all its cells), "
-        "`runtime@batch`, or `triton:MODEL@batch/cN` (N: concurrency); a cell with too few samples for the percentile fails.",
+        "`runtime@batch`, or `triton:MODEL@batch/cN` (N: concurrency) / `triton:MODEL@batch/rR` (R: requests/s); a cell with too few samples for the percentile fails.",
     )
     min_items_per_s: dict[str, float] = Field(
         default_factory=dict, description="Cell -> least throughput, items/s (keys as max_latency_ms)."
@@ -61,7 +63,7 @@ def latency_table(rows: list[Row], percentiles: tuple[float, ...]) -> tuple[list
         "runtime",
         "device",
         "batch",
-        "concurrency",
+        "load",
         "n",
         "median ms",
         *[f"{c} ms" for c in pcols],
@@ -75,7 +77,7 @@ def latency_table(rows: list[Row], percentiles: tuple[float, ...]) -> tuple[list
             r.runtime,
             r.device,
             r.batch,
-            r.concurrency,
+            r.load,
             r.iterations,
             _f(r.median_ms, 3),
             *[_percentile_cell(r, c) for c in pcols],
@@ -124,21 +126,23 @@ def server_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
     columns = [
         "model",
         "batch",
-        "concurrency",
+        "load",
         "client mean ms",
         *[f"{k.removesuffix('_us').replace('_', ' ')} us" for k in SERVER_PHASES],
         "client + network us",
         "avg server batch",
+        "late sends",
     ]
     body = [
         [
             r.runtime.removeprefix("triton:"),
             r.batch,
-            r.concurrency,
+            r.load,
             _f(r.mean_ms, 3),
             *[_f(getattr(r.server, k), 0) for k in SERVER_PHASES],
             _f(r.server.client_overhead_us, 0),
             _f(r.server.avg_server_batch, 2),
+            "" if r.late_share is None else f"{100 * r.late_share:.0f} %",
         ]
         for r in rows
         if r.server is not None
@@ -198,11 +202,15 @@ def plot(rows: list[Row], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    served = [r for r in rows if r.server is not None]
-    fig, axes = plt.subplots(1, 3 if served else 2, figsize=(15 if served else 10, 4))
+    served = [r for r in rows if r.server is not None and r.request_rate is None]
+    paced = [r for r in rows if r.request_rate is not None]
+    count = 2 + bool(served) + bool(paced)
+    fig, axes = plt.subplots(1, count, figsize=(5 * count, 4))
     _per_batch(axes[0], axes[1], [r for r in rows if r.server is None])
     if served:
         _per_concurrency(axes[2], served)
+    if paced:
+        _per_rate(axes[-1], paced)
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=100)
     plt.close(fig)
@@ -249,6 +257,21 @@ def _per_concurrency(ax: Any, rows: list[Row]) -> None:
             )
     ax.set_xticks(sorted({r.concurrency for r in rows}))
     ax.set(xlabel="concurrent requests", ylabel="items / s", title="Triton end to end (client side)")
+    ax.legend(fontsize=7)
+
+
+def _per_rate(ax: Any, rows: list[Row]) -> None:
+    """The open-loop curve: the tail latency as the offered rate approaches capacity."""
+    for runtime in dict.fromkeys(r.runtime for r in rows):
+        mine = [r for r in rows if r.runtime == runtime]
+        top = mine[0].tail()
+        ax.plot(
+            [r.request_rate for r in mine],
+            [r.percentiles_ms[top] for r in mine],
+            marker="o",
+            label=f"{runtime.removeprefix('triton:')} {top}",
+        )
+    ax.set(xlabel="offered requests / s (open loop)", ylabel="latency (ms)", title="Triton at a request rate")
     ax.legend(fontsize=7)
 
 

@@ -1,7 +1,8 @@
 """bench: every format the pipeline produced, side by side, timed like trtexec
 (runtimes/harness.py) per batch size: eager PyTorch (the baseline), TorchScript, ONNX
 Runtime FP32 / INT8 / FP16, a TensorRT engine when one was built, and Triton end to end
-(a perf_analyzer-style concurrency sweep, serving/perf.py). On `device: cuda` the
+(a perf_analyzer-style concurrency sweep and, where asked, an open-loop request-rate
+sweep, serving/perf.py). On `device: cuda` the
 PyTorch and TensorRT rows also split each call into H2D, GPU compute and D2H.
 
 Writes JSON, a Markdown table and a PNG plot; an optional regression gate fails the stage
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveFloat, PositiveInt
 
 from pipeline.config import DeployConfig, Frozen
 from pipeline.errors import Issue, StageFailed
@@ -24,6 +25,7 @@ from pipeline.stage import SOURCE_ARTIFACT, Artifact, Phase, Section, StageConte
 from runtimes.base import Device
 from runtimes.devices import host_identity
 from runtimes.harness import Settings, report_lines
+from runtimes.pacing import Distribution, Pace
 from runtimes.record import BenchRow
 from serving.spec import ServerSpec
 from serving.spec import identity as server_identity
@@ -35,6 +37,10 @@ from stages.bench.runtimes import ARTIFACT
 Runtime = Literal[
     "eager", "torchscript", "onnxruntime", "onnxruntime_int8", "onnxruntime_fp16", "tensorrt", "triton"
 ]
+
+
+# Above this share of late sends a request-rate row is flagged (log, table).
+LATE_WARNING = 0.05
 
 
 class TritonBench(Frozen):
@@ -52,6 +58,18 @@ class TritonBench(Frozen):
         description="Closed-loop gRPC clients, one sweep point each (perf_analyzer's --concurrency-range).",
     )
     batch: int = Field(1, ge=1, description="Items per request (perf_analyzer's -b).")
+    request_rate: tuple[PositiveFloat, ...] = Field(
+        (),
+        description="Open-loop sweep, after the concurrency one: requests/s sent on a schedule whatever the "
+        "answers, one point each (perf_analyzer's --request-rate-range); empty: none.",
+    )
+    request_distribution: Distribution = Field(
+        Distribution.CONSTANT,
+        description="Gaps between scheduled requests: constant (1/rate) or poisson (exponential, seeded).",
+    )
+    max_outstanding: PositiveInt = Field(
+        64, description="Open loop: requests in flight at most; a send held back by it counts as late."
+    )
 
 
 class BenchParams(MeasureSettings):
@@ -180,7 +198,6 @@ def _in_process(
 
 
 def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> list[BenchRow]:
-    from serving import perf as _bench_triton
     from serving.requests import opt_feeds
     from serving.serve import serve_repository
 
@@ -196,15 +213,34 @@ def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> 
                     f"Triton could not load {name}: {state.get('reason', '')}\n{served.server.log_tail(15)}"
                 )
             feeds = opt_feeds(ctx.config, served.found[name].fmt, params.triton.batch)
-            for row in _bench_triton.sweep(
-                served.server.grpc, name, feeds, params.triton.concurrency, settings
-            ):
+            for row in _served_rows(served.server.grpc, name, feeds, params.triton, settings):
                 rows.append(row)
-                ctx.log.info(
-                    "\n".join(report_lines(f"triton:{name}, concurrency {row.concurrency}", row, settings))
-                )
+                ctx.log.info("\n".join(report_lines(f"triton:{name}, load {row.load}", row, settings)))
+                _warn_late(ctx, row)
         ctx.log.info("server log:\n%s", served.server.log_tail(200))
     return rows
+
+
+def _served_rows(url: str, name: str, feeds: Any, bench: TritonBench, settings: Settings) -> list[BenchRow]:
+    from serving import perf
+
+    rows = perf.sweep(url, name, feeds, bench.concurrency, settings)
+    if bench.request_rate:
+        pace = Pace(bench.request_rate[0], bench.request_distribution, bench.max_outstanding)
+        rows += perf.rate_sweep(url, name, feeds, pace, bench.request_rate, settings)
+    return rows
+
+
+def _warn_late(ctx: StageContext, row: BenchRow) -> None:
+    """An offered rate the client could not keep is not a measurement of that rate."""
+    if row.late_share is not None and row.late_share > LATE_WARNING:
+        ctx.log.warning(
+            "%s at %g requests/s: %.0f %% of sends left late (max_outstanding reached or the client "
+            "fell behind): the server was offered less than that rate",
+            row.runtime,
+            row.request_rate,
+            100 * row.late_share,
+        )
 
 
 def _chooser(bench: TritonBench) -> Callable[[dict[str, Any], Callable[[], set[str] | None]], list[str]]:

@@ -536,6 +536,12 @@ CASES = [
         _set("stages.select", {"objectives": [{"name": "a", "metric": "latency"}] * 2}),
     ),
     Case(
+        "publish-selected-without-select",
+        CONFIG,
+        "stages.triton_config.publish: 'selected' needs a select stage in this config",
+        _set("stages.triton_config.publish", "selected"),
+    ),
+    Case(
         "search-percentile-not-measured",
         CONFIG,
         "stages.triton_search.goal.percentile: 95 is not among stages.triton_search.percentiles",

@@ -122,6 +122,30 @@ def test_triton_sweep_reports_client_latency_and_the_server_share(write_config):
 
 
 @pytest.mark.triton
+def test_request_rate_mode_offers_the_rate_and_shows_when_it_could_not(write_config):
+    rates = [20.0, 20000.0]  # far below, and far above, what 2 cores serve
+    path = triton_config(
+        write_config,
+        {"runtimes": ["triton"], "triton": {"concurrency": [1], "request_rate": rates, "max_outstanding": 4}},
+    )
+    results = run(path)
+    data = json.loads(output_path(path, results, "bench", "results").read_text())
+    paced = {r["request_rate"]: r for r in data["results"] if "request_rate" in r}
+    assert sorted(paced) == rates and all(r["concurrency"] == 0 for r in paced.values())
+    slow, flood = paced[20.0], paced[20000.0]
+    assert slow["qps"] == pytest.approx(20.0, rel=0.15) and slow["late_share"] < 0.05
+    assert slow["server"]["requests"] >= slow["iterations"]
+    assert flood["late_share"] > 0.5 and flood["qps"] < 0.5 * 20000
+    # Four requests always in flight: the dynamic batcher forms batches, unlike at 20/s
+    # where every request arrives alone and waits out the queue delay.
+    assert flood["server"]["avg_server_batch"] > 1.5
+    assert slow["server"]["avg_server_batch"] == pytest.approx(1.0, abs=0.05)
+    table = output_path(path, results, "bench", "table").read_text()
+    assert "| triton:tiny_python | server | 1 | r20 |" in table
+    assert "| triton:tiny_python | server | 1 | r20000 |" in table
+
+
+@pytest.mark.triton
 def test_gate_names_the_triton_cell(write_config):
     path = triton_config(
         write_config,
@@ -232,7 +256,7 @@ def test_stability_settings_reach_every_cell_and_the_table_shows_n(write_config)
         )
     table = output_path(path, results, "bench", "table").read_text()
     header = table.splitlines()[0]
-    assert "| concurrency | n | median ms |" in header and "| stable | windows |" in header
+    assert "| load | n | median ms |" in header and "| stable | windows |" in header
     assert f"| onnxruntime | cpu | 4 | 1 | {rows[1]['iterations']} |" in table
 
 

@@ -136,3 +136,60 @@ def test_the_status_table_is_printed_after_the_run(write_config, tmp_path) -> No
     start = lines.index("select: Status per format and precision")
     assert lines[start + 1].startswith("format | precision | runtime | conversion")
     assert any(line.startswith("onnx | int8 | onnxruntime_int8 | ok | ") for line in lines[start:])
+
+
+def test_an_eager_winner_is_served_by_the_best_contender_triton_serves() -> None:
+    rows = [row("eager", 1, 1.0), row("onnxruntime", 1, 2.0), row("torchscript", 1, 3.0)]
+    decision = _selection.decide(
+        _selection.candidates(rows, {}, FORMATS, {}), Objective(name="latency", metric="latency")
+    )
+    assert decision.winner.candidate.runtime == "eager"
+    pick = _selection.served_pick(decision, lambda c: [] if c.format == "pytorch" else [c.format])
+    assert pick is not None and pick.candidate.runtime == "onnxruntime"
+    assert _selection.served_pick(decision, lambda c: []) is None
+
+
+def publishing_config(write_config, publish: str):
+    stages = {
+        "trace": {},
+        "export": {},
+        "quantize": {"calibration": {"count": 8}, "holdout_count": 8, "gate": {"min_cosine": 0.9}},
+        "triton_config": {
+            "formats": ["onnx", "torchscript", "python"],
+            "precisions": ["fp32", "int8"],
+            "publish": publish,
+        },
+        "bench": {**FAST, "runtimes": ["onnxruntime", "onnxruntime_int8", "torchscript"]},
+        "select": {},
+    }
+    return write_config(replace={"stages": stages}, name="publish.yaml")
+
+
+def _published(tmp_path) -> set[str]:
+    return {p.parent.name for p in (tmp_path / "model_repository").glob("*/.deploy.json")}
+
+
+def test_publish_selected_publishes_only_the_models_serving_the_picks(write_config, tmp_path) -> None:
+    from pipeline.runner import Status
+
+    path = publishing_config(write_config, "selected")
+    results = run(path)
+    chosen = json.loads(output_path(path, results, "select", "selection").read_text())
+    expected = set()
+    for objective in chosen["objectives"]:
+        runtime = next(c["runtime"] for c in objective["candidates"] if c["verdict"] == "selected")
+        models = {
+            "onnxruntime": ["tiny_onnx", "tiny_python"],
+            "onnxruntime_int8": ["tiny_onnx_int8", "tiny_python_int8"],
+            "torchscript": ["tiny_torchscript"],
+        }[runtime]
+        assert chosen["served"][objective["name"]] == models
+        expected |= set(models)
+    assert _published(tmp_path) == expected
+    everything = set(results["triton_config"].metrics["models"])
+    assert len(everything) == 5 and expected < everything
+    # Back to `all`: every model is published again; only triton_config reran.
+    again = run(publishing_config(write_config, "all"))
+    assert _published(tmp_path) == everything
+    ran = {name for name, r in again.items() if r.status is Status.RAN}
+    assert ran == {"triton_config"}
