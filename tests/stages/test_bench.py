@@ -135,7 +135,9 @@ def test_request_rate_mode_offers_the_rate_and_shows_when_it_could_not(write_con
     slow, flood = paced[20.0], paced[20000.0]
     assert slow["qps"] == pytest.approx(20.0, rel=0.15) and slow["late_share"] < 0.05
     assert slow["server"]["requests"] >= slow["iterations"]
-    assert flood["late_share"] > 0.5 and flood["qps"] < 0.5 * 20000
+    # Served at what the server can do; sends wait for one of the 4 slots (a batch the
+    # server answers at once frees several, so not every send is late).
+    assert flood["qps"] < 0.5 * 20000 and flood["late_share"] > 0.2
     # Four requests always in flight: the dynamic batcher forms batches, unlike at 20/s
     # where every request arrives alone and waits out the queue delay.
     assert flood["server"]["avg_server_batch"] > 1.5
