@@ -1,14 +1,170 @@
-"""Rendering for `deploy cache ls`."""
+"""`deploy cache …`: list, collect, verify the local artifact store, and move entries
+between it and a shared remote cache (push / pull / ls --remote)."""
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
 from rich.table import Table
 
-from pipeline.maintenance import head_keys
-from pipeline.store import Store
+from pipeline.errors import ConfigError, ExitCode, Issue
+
+if TYPE_CHECKING:
+    from pipeline.remote import RemoteCache
+    from pipeline.store import Store
+
+cache_app = typer.Typer(
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="Inspect and maintain the artifact cache, and share it through a remote.",
+)
+
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", help="Use this config's cache_dir (and cache.remote).")
+]
+CacheOpt = Annotated[
+    Path | None,
+    typer.Option("--cache-dir", help="Artifact store (overrides the config and $DEPLOY_CACHE_DIR)."),
+]
+RemoteOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--remote",
+        help="Remote cache URL (s3://bucket/prefix, gs://…, file://…); default: $DEPLOY_CACHE_REMOTE, then the config's.",
+    ),
+]
+
+
+def _console() -> Console:
+    from pipeline.logs import console_stream
+
+    return Console(file=console_stream())
+
+
+def _store(config: Path | None, cache_dir: Path | None) -> Store:
+    from pipeline.project import CACHE_ENV, load_project
+    from pipeline.store import Store
+
+    if cache_dir is not None:
+        return Store(cache_dir)
+    if config is not None:
+        return Store(load_project(config).cache_dir)
+    return Store(Path(os.environ.get(CACHE_ENV, ".deploy-cache")))
+
+
+def _remote(url: str | None, config: Path | None, console: Console) -> RemoteCache:
+    """--remote, else $DEPLOY_CACHE_REMOTE, else the config's cache.remote."""
+    from pipeline.project import REMOTE_ENV, load_project
+    from pipeline.remote import RemoteCache, RemoteSpec
+
+    endpoint = None
+    if config is not None:
+        settings = load_project(config).config.cache
+        url, endpoint = url or settings.remote, settings.endpoint_url
+    url = url or os.environ.get(REMOTE_ENV)
+    if not url:
+        raise ConfigError(
+            "--remote", [Issue("", f"no remote cache: give --remote URL, ${REMOTE_ENV} or --config")]
+        )
+    return RemoteCache(RemoteSpec(url, endpoint), lambda m: console.print(f"[yellow]warning[/]: {m}"))
+
+
+def _reachable(remote: RemoteCache) -> None:
+    if not remote.usable:
+        raise typer.Exit(ExitCode.ENVIRONMENT)
+
+
+@cache_app.command("ls")
+def cache_ls(config: ConfigOpt = None, cache_dir: CacheOpt = None, remote: RemoteOpt = None) -> None:
+    """List cache entries: stage, key, size, age, and which pipeline's last run uses it
+    (with --remote: the remote's entries)."""
+    console = _console()
+    if remote is None:
+        console.print(ls_table(_store(config, cache_dir)))
+        return
+    found = _remote(remote, config, console)
+    table = Table(title=f"remote cache {found.spec.url}", title_justify="left")
+    for column in ("stage", "key", "created", "size"):
+        table.add_column(column)
+    for key in found.keys():
+        entry = found.entry(key)
+        if entry is not None:
+            size = sum(o.size for o in entry.outputs.values())
+            table.add_row(entry.stage, key[:12], entry.created, f"{size / 1e6:.1f} MB")
+    _reachable(found)
+    console.print(table)
+
+
+@cache_app.command("push")
+def cache_push(config: ConfigOpt = None, cache_dir: CacheOpt = None, remote: RemoteOpt = None) -> None:
+    """Upload every local entry the remote lacks (objects first, each entry last)."""
+    console = _console()
+    store, found = _store(config, cache_dir), _remote(remote, config, console)
+    have = set(found.keys())
+    entries = [e for _, e in store.entries() if e is not None and e.key not in have]
+    started = time.perf_counter()
+    sent = found.push(entries, store)
+    _reachable(found)
+    console.print(
+        f"pushed {sent.entries} entries, {sent.objects} objects ({sent.bytes / 1e6:.1f} MB) "
+        f"in {time.perf_counter() - started:.1f} s"
+    )
+
+
+@cache_app.command("pull")
+def cache_pull(config: ConfigOpt = None, cache_dir: CacheOpt = None, remote: RemoteOpt = None) -> None:
+    """Download every remote entry the local store lacks, each object checked against its digest."""
+    console = _console()
+    store, found = _store(config, cache_dir), _remote(remote, config, console)
+    started, pulled = time.perf_counter(), 0
+    for key in found.keys():
+        if store.lookup(key)[0] is None and found.pull(key, store) is not None:
+            pulled += 1
+    _reachable(found)
+    console.print(f"pulled {pulled} entries in {time.perf_counter() - started:.1f} s")
+
+
+@cache_app.command("gc")
+def cache_gc(
+    config: ConfigOpt = None,
+    cache_dir: CacheOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
+) -> None:
+    """Remove entries no pipeline's last run uses, and unreferenced objects."""
+    from pipeline.maintenance import collect
+
+    report = collect(_store(config, cache_dir), dry_run)
+    verb = "would remove" if dry_run else "removed"
+    _console().print(
+        f"{verb} {len(report.entries)} entries, {len(report.objects)} objects "
+        f"({report.freed_bytes / 1e6:.1f} MB)"
+    )
+
+
+@cache_app.command("verify")
+def cache_verify(config: ConfigOpt = None, cache_dir: CacheOpt = None) -> None:
+    """Rehash every cached artifact; drop entries whose files are damaged."""
+    from pipeline.maintenance import verify
+
+    console = _console()
+    bad = verify(_store(config, cache_dir))
+    for path, problem in bad:
+        console.print(
+            f"[red]damaged[/] {path.stem[:12]}: {problem} (entry removed; the next run rebuilds it)"
+        )
+    console.print(f"{len(bad)} damaged entr{'y' if len(bad) == 1 else 'ies'}")
+    if bad:
+        raise typer.Exit(ExitCode.STAGE)
 
 
 def ls_table(store: Store) -> Table:
+    from pipeline.maintenance import head_keys
+
     roots = head_keys(store)
     table = Table(title=f"cache {store.root}", title_justify="left")
     for column in ("stage", "key", "created", "size", "used by"):

@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from deploy.cache import cache_app
 from deploy.runs import check_writable
 from pipeline.errors import DeployError, ExitCode, StageFailed
 
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from pipeline.plan import PlanRow
     from pipeline.project import Project
     from pipeline.runner import Runner
-    from pipeline.store import Store
 
 # -h everywhere; subcommands inherit it from the group's context.
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
@@ -35,9 +35,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings=HELP_OPTIONS,
     help="Build, verify and cache a PyTorch -> ONNX -> TensorRT -> Triton pipeline from one YAML file.",
-)
-cache_app = typer.Typer(
-    no_args_is_help=True, context_settings=HELP_OPTIONS, help="Inspect and maintain the artifact cache."
 )
 app.add_typer(cache_app, name="cache")
 
@@ -294,62 +291,6 @@ def doctor(
     for c in results:
         table.add_row(c.name, "[green]yes[/]" if c.ok else "[yellow]no[/]", c.detail, c.fix)
     _console().print(table)
-
-
-def _store(config: Path | None, cache_dir: Path | None) -> Store:
-    from pipeline.project import CACHE_ENV
-    from pipeline.store import Store
-
-    if cache_dir is not None:
-        return Store(cache_dir)
-    if config is not None:
-        return Store(_project(config, None).cache_dir)
-
-    return Store(Path(os.environ.get(CACHE_ENV, ".deploy-cache")))
-
-
-ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Use this config's cache_dir.")]
-
-
-@cache_app.command("ls")
-def cache_ls(config: ConfigOpt = None, cache_dir: CacheOpt = None) -> None:
-    """List cache entries: stage, key, size, age, and which pipeline's last run uses it."""
-    from deploy.cache import ls_table
-
-    _console().print(ls_table(_store(config, cache_dir)))
-
-
-@cache_app.command("gc")
-def cache_gc(
-    config: ConfigOpt = None,
-    cache_dir: CacheOpt = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
-) -> None:
-    """Remove entries no pipeline's last run uses, and unreferenced objects."""
-    from pipeline.maintenance import collect
-
-    report = collect(_store(config, cache_dir), dry_run)
-    verb = "would remove" if dry_run else "removed"
-    _console().print(
-        f"{verb} {len(report.entries)} entries, {len(report.objects)} objects "
-        f"({report.freed_bytes / 1e6:.1f} MB)"
-    )
-
-
-@cache_app.command("verify")
-def cache_verify(config: ConfigOpt = None, cache_dir: CacheOpt = None) -> None:
-    """Rehash every cached artifact; drop entries whose files are damaged."""
-    from pipeline.maintenance import verify
-
-    console = _console()
-    bad = verify(_store(config, cache_dir))
-    for path, problem in bad:
-        console.print(
-            f"[red]damaged[/] {path.stem[:12]}: {problem} (entry removed; the next run rebuilds it)"
-        )
-    console.print(f"{len(bad)} damaged entr{'y' if len(bad) == 1 else 'ies'}")
-    if bad:
-        raise typer.Exit(ExitCode.STAGE)
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ class Choice:
 def make_runner(project: Project, choice: Choice, console: Console, verbose: bool) -> Runner:
     from deploy.ui import ConsoleReporter
     from pipeline.graph import select
+    from pipeline.remote import remote_for
     from pipeline.runner import Runner, Selection
     from pipeline.store import Store
 
@@ -41,7 +42,9 @@ def make_runner(project: Project, choice: Choice, console: Console, verbose: boo
     if unknown:
         raise typer.BadParameter(f"unknown stage(s) {unknown}", param_hint="--force")
     selection = Selection(frozenset(names), frozenset(choice.force))
-    return Runner(project, Store(project.cache_dir), ConsoleReporter(console, verbose), selection)
+    reporter = ConsoleReporter(console, verbose)
+    remote = remote_for(project.config, reporter.warn)
+    return Runner(project, Store(project.cache_dir), reporter, selection, remote)
 
 
 def check_writable(option: str, path: Path | None) -> None:

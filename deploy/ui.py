@@ -13,7 +13,7 @@ from rich.text import Text
 
 from pipeline.plan import Action, PlanRow
 from pipeline.report import human_size
-from pipeline.runner import StageResult, Status
+from pipeline.results import StageResult, Status
 from pipeline.stage import HEADLINE_KEY, REPORT_KEY
 from pipeline.store import Output
 
@@ -87,12 +87,16 @@ class ConsoleReporter:
         else:
             self.console.print(Text.assemble(("warning: ", "yellow"), message))
 
+    def note(self, message: str) -> None:
+        self._line(message) if self.plain else self.console.print(Text(message, style="dim"))
+
     def _line(self, text: str) -> None:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def status_text(result: StageResult) -> str:
-    return f"{result.status.value} (partial)" if result.partial else result.status.value
+    status = "cached (remote)" if result.remote else result.status.value
+    return f"{status} (partial)" if result.partial else status
 
 
 def plain_line(result: StageResult) -> str:

@@ -209,6 +209,23 @@ class ModelSource(Frozen):
         return "file" if self.file is not None else "torchscript"
 
 
+class CacheConfig(Frozen):
+    remote: str | None = Field(
+        None,
+        pattern=r"^(s3|gs|gcs|az|abfs|file)://.+",
+        description="A shared remote cache behind the local one (s3://bucket/prefix, gs://, az://, or file:// on a "
+        "shared file system); overridden by $DEPLOY_CACHE_REMOTE. Credentials come from the environment / profile.",
+    )
+    endpoint_url: str | None = Field(
+        None,
+        description="An S3-compatible server (MinIO, Ceph, moto), e.g. http://minio:9000; null: AWS, or "
+        "$AWS_ENDPOINT_URL where set.",
+    )
+    push: bool = Field(
+        True, description="Upload what a run builds (objects first, the entry last); false: read only."
+    )
+
+
 class DeployConfig(Frozen):
     name: ModelName = Field(
         description="Pipeline name, the prefix of the Triton model names: letters, digits, `_`, `.` and `-`, not starting with `.` or `-`."
@@ -229,6 +246,7 @@ class DeployConfig(Frozen):
         Path(".deploy-cache"),
         description="Artifact store; overridden by $DEPLOY_CACHE_DIR and by --cache-dir.",
     )
+    cache: CacheConfig = Field(CacheConfig(), description="The remote cache shared by several machines.")
     repository: Path = Field(
         Path("model_repository"), description="Where the Triton model repository is published."
     )

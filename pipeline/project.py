@@ -20,6 +20,7 @@ from pipeline.registry import stage_names, stage_spec
 from pipeline.stage import StageSpec
 
 CACHE_ENV = "DEPLOY_CACHE_DIR"
+REMOTE_ENV = "DEPLOY_CACHE_REMOTE"  # a CI job's shared cache, whatever the config says
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,9 @@ def load_project(path: Path, cache_dir: Path | None = None) -> Project:
     env_cache = os.environ.get(CACHE_ENV)
     if cache_dir is not None or env_cache:
         raw = {**raw, "cache_dir": str((cache_dir or Path(env_cache or "")).absolute())}
+    env_remote = os.environ.get(REMOTE_ENV)
+    if env_remote and isinstance(raw.get("cache", {}), dict):
+        raw = {**raw, "cache": {**raw.get("cache", {}), "remote": env_remote}}
     config, issues = _validate_shared(raw, path.parent)
     stages, stage_issues = _validate_stages(raw.get("stages"), path.parent)
     issues += stage_issues

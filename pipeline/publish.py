@@ -21,18 +21,28 @@ STAMP = ".deploy.json"
 
 def publish_tree(store: Store, output: Output, dest: Path, pipeline: str) -> list[str]:
     """Makes `dest/<model>` match the tree; returns the model dirs that were (re)written."""
-    manifest = store.tree_manifest(output.digest)
-    models: dict[str, dict[str, dict[str, object]]] = {}
-    for rel, meta in manifest.items():
-        top, _, rest = rel.partition("/")
-        models.setdefault(top, {})[rest] = meta
+    models = models_of(store, output)
     written = [m for m, files in models.items() if _sync_model(store, dest / m, files, pipeline)]
     _remove_stale(dest, pipeline, keep=set(models))
     return written
 
 
+def models_of(store: Store, output: Output) -> dict[str, dict[str, dict[str, object]]]:
+    """Model dir -> its files (path inside the model dir -> digest, size)."""
+    models: dict[str, dict[str, dict[str, object]]] = {}
+    for rel, meta in store.tree_manifest(output.digest).items():
+        top, _, rest = rel.partition("/")
+        models.setdefault(top, {})[rest] = meta
+    return models
+
+
+def stamp_of(files: dict[str, dict[str, object]], pipeline: str) -> dict[str, Any]:
+    """What `.deploy.json` says: which pipeline owns the model dir, and its files."""
+    return {"pipeline": pipeline, "files": {k: [v["digest"], v["size"]] for k, v in sorted(files.items())}}
+
+
 def _sync_model(store: Store, target: Path, files: dict[str, dict[str, object]], pipeline: str) -> bool:
-    stamp = {"pipeline": pipeline, "files": {k: [v["digest"], v["size"]] for k, v in sorted(files.items())}}
+    stamp = stamp_of(files, pipeline)
     if _current(target, stamp):
         return False
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -12,9 +12,8 @@ import tempfile
 import time
 import traceback
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,57 +32,23 @@ from pipeline.graph import Node
 from pipeline.logs import captured
 from pipeline.plan import Action, make_plan, source_outputs, stage_parts, why
 from pipeline.project import Project
-from pipeline.publish import publish_tree
-from pipeline.stage import PARTIAL_KEY, StageContext
+from pipeline.remote import RemoteCache
+from pipeline.remote_publish import publish
+from pipeline.results import RunStatus as RunStatus
+from pipeline.results import StageResult as StageResult
+from pipeline.results import Status as Status
+from pipeline.stage import StageContext
 from pipeline.store import Entry, Output, Store
 from pipeline.writable import require_writable
 
 REPORT_FILE = history.REPORT_FILE
 
 
-class Status(str, Enum):
-    RAN = "ran"
-    CACHED = "cached"
-    SKIPPED = "skipped"
-    FAILED = "failed"
-    NOT_RUN = "not run"
-
-
-class RunStatus(str, Enum):
-    """The whole run's outcome, as the summary, report and CI files state it."""
-
-    OK = "ok"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-
-
-@dataclass
-class StageResult:
-    name: str
-    status: Status
-    key: str | None = None
-    duration_s: float = 0.0
-    reasons: list[str] = field(default_factory=list)
-    outputs: dict[str, Output] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)
-    log: Path | None = None
-    message: str = ""
-    # A failure's exit code: a stage's own failure (1), a missing library (4), a stage
-    # outside the selection with nothing cached (3).
-    exit_code: ExitCode = ExitCode.STAGE
-    created: str = ""  # when a cached result was made
-
-    @property
-    def partial(self) -> str | None:
-        """Set by a stage that passed with parts of it skipped (StageContext.partial)."""
-        note = self.metrics.get(PARTIAL_KEY)
-        return str(note) if note else None
-
-
 class Reporter(Protocol):
     def started(self, name: str, reasons: list[str]) -> None: ...
     def finished(self, result: StageResult) -> None: ...
     def warn(self, message: str) -> None: ...
+    def note(self, message: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -96,13 +61,22 @@ class Selection:
 
 
 class Runner:
-    def __init__(self, project: Project, store: Store, reporter: Reporter, selection: Selection) -> None:
+    def __init__(
+        self,
+        project: Project,
+        store: Store,
+        reporter: Reporter,
+        selection: Selection,
+        remote: RemoteCache | None = None,
+    ) -> None:
         self.project = project
         self.store = store
+        self.remote = remote
         self.reporter = reporter
         self.selection = selection
         self.resolved: dict[str, Output] = {}
         self.absent: set[str] = set()  # outputs of skipped stages
+        self.pulled: set[str] = set()  # keys downloaded from the remote cache
         self.results: list[StageResult] = []
         self.summary: dict[str, Any] = {}  # the run summary, once written
 
@@ -122,6 +96,8 @@ class Runner:
                     break
             outcome = RunStatus.FAILED if _failed(results) else RunStatus.OK
         finally:
+            if self.remote is not None and self.remote.spec.push and outcome is not RunStatus.INTERRUPTED:
+                self._push()
             self._write_summary(results, time.perf_counter() - started, outcome)
         failed = _failed(results)
         if failed is not None:
@@ -130,11 +106,25 @@ class Runner:
             )
         return results
 
+    def _push(self) -> None:
+        assert self.remote is not None
+        sent = self.remote.push(self.store.committed, self.store)
+        if sent.entries:
+            self.reporter.note(
+                f"remote cache: pushed {sent.entries} entries, {sent.objects} new objects "
+                f"({sent.bytes / 1e6:.1f} MB) to {self.remote.spec.url}"
+            )
+
     def _places(self, nodes: Iterable[Node]) -> dict[str, Path]:
         """The directories this run writes: the repository only if a stage publishes."""
         config = self.project.config
         places = {"cache_dir": self.store.root, "run_dir": config.run_dir}
-        if any(n.spec.published(n.params, config) for n in nodes):
+        if any(
+            isinstance(d, Path)
+            for n in nodes
+            for a in n.spec.outputs
+            for d in n.spec.destinations(n.params, config, a)
+        ):
             places["repository"] = config.repository
         return places
 
@@ -174,6 +164,10 @@ class Runner:
         if problem:
             self.reporter.warn(f"{node.name}: cache entry {key[:12]} is damaged ({problem}); rebuilding")
             self.store.drop(key)
+        if entry is None and self.remote is not None and not self.selection.forced(node.name):
+            entry = self.remote.pull(key, self.store)  # objects verified, entry committed locally
+            if entry is not None:
+                self.pulled.add(key)
         if node.name not in self.selection.run:
             return self._outside_selection(node, key, parts, entry)
         if entry is not None and not self.selection.forced(node.name):
@@ -210,6 +204,7 @@ class Runner:
             outputs=entry.outputs,
             metrics=entry.metrics,
             created=entry.created,
+            remote=key in self.pulled,
         )
         self._accept(node, key, parts, result)
         return self._report(result)
@@ -217,10 +212,10 @@ class Runner:
     def _accept(self, node: Node, key: str, parts: dict[str, Any], result: StageResult) -> None:
         self.resolved.update({f"{node.name}.{n}": o for n, o in result.outputs.items()})
         self.store.set_head(self.project.config.name, node.name, key, parts)
-        for artifact in node.spec.published(node.params, self.project.config):
-            if artifact.publish is not None and artifact.name in result.outputs:
-                dest = getattr(self.project.config, artifact.publish.value)
-                publish_tree(self.store, result.outputs[artifact.name], dest, self.project.config.name)
+        for artifact in node.spec.outputs:
+            for dest in node.spec.destinations(node.params, self.project.config, artifact):
+                if artifact.name in result.outputs:
+                    publish(self.store, result.outputs[artifact.name], dest, self.project.config.name)
 
     def _report(self, result: StageResult) -> StageResult:
         self.reporter.finished(result)
@@ -320,7 +315,7 @@ class Runner:
     # -- summary ---------------------------------------------------------------------------
     def _write_summary(self, results: list[StageResult], seconds: float, outcome: RunStatus) -> None:
         done = {r.name for r in results}
-        rows = [_result_json(r, self.store) for r in results]
+        rows = [r.to_json(self.store) for r in results]
         rows += [
             {"stage": n, "status": Status.NOT_RUN.value} for n in self.project.graph.names() if n not in done
         ]
@@ -366,22 +361,3 @@ def _outside_message(stage: str) -> str:
         f"stage '{stage}' is outside the selected stages and has no cached result "
         f"for its current inputs; include it (e.g. --from {stage})"
     )
-
-
-def _result_json(result: StageResult, store: Store) -> dict[str, Any]:
-    return {
-        "stage": result.name,
-        "status": result.status.value,
-        "key": result.key,
-        "seconds": round(result.duration_s, 3),
-        "reasons": result.reasons,
-        "message": result.message,
-        "partial": result.partial,
-        "created": result.created or None,
-        "log": str(result.log) if result.log else None,
-        "outputs": {
-            n: {"kind": o.kind.value, "digest": o.digest, "bytes": o.size, "path": str(store.path_of(o))}
-            for n, o in result.outputs.items()
-        },
-        "metrics": result.metrics,
-    }

@@ -155,17 +155,20 @@ class StageSpec(Generic[P]):
     # Inputs read only when some stage of the config makes them (e.g. select reads the
     # INT8 accuracy report where quantize is configured): otherwise left unbound, not an error.
     if_configured: frozenset[str] = frozenset()
-    # Whether the outputs marked `publish` are copied out with this config (e.g. the
-    # repository as built, or only the models a later stage selected); default: always.
-    # Not in the key: publishing copies from the cache and changes no artifact.
-    publishes: Callable[[P, DeployConfig], bool] | None = None
+    # Where the outputs marked `publish` are copied with this config, besides the cache:
+    # local directories and object-storage URLs (s3://…). Default: the place the marker
+    # names (config.repository). Not in the key: publishing changes no artifact.
+    publishes: Callable[[P, DeployConfig], tuple[Path | str, ...]] | None = None
     description: str = ""
     phase: Phase = Phase.CONVERT
 
-    def published(self, params: P, config: DeployConfig) -> tuple[Artifact, ...]:
-        """The outputs this stage copies out of the cache with these params and config."""
-        marked = tuple(a for a in self.outputs if a.publish is not None)
-        return marked if self.publishes is None or self.publishes(params, config) else ()
+    def destinations(self, params: P, config: DeployConfig, artifact: Artifact) -> tuple[Path | str, ...]:
+        """Where a published output goes with these params and config (none if unmarked)."""
+        if artifact.publish is None:
+            return ()
+        if self.publishes is None:
+            return (getattr(config, artifact.publish.value),)
+        return self.publishes(params, config)
 
     def inputs_for(self, params: P) -> tuple[str, ...]:
         return self.select_inputs(params) if self.select_inputs is not None else self.inputs

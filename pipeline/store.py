@@ -73,6 +73,7 @@ class Store:
     def __init__(self, root: Path) -> None:
         self.root = root.absolute()
         self.memo = StatMemo(self.root / "state.json")
+        self.committed: list[Entry] = []  # entries made by this process (what a push sends)
 
     # -- objects -----------------------------------------------------------------
     def object_path(self, digest: str) -> Path:
@@ -96,6 +97,18 @@ class Store:
         os.replace(path, dest)
         self.memo.remember(dest, digest)
         return digest
+
+    def has_object(self, digest: str, size: int | None) -> bool:
+        """Present and intact (the stat fast path, else a rehash)."""
+        return self._object_problem(digest, size, deep=False) is None
+
+    def adopt(self, path: Path, digest: str) -> None:
+        """Moves in a file whose digest the caller has just verified (a download)."""
+        dest = self.object_path(digest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(path, 0o444)
+        os.replace(path, dest)
+        self.memo.remember(dest, digest)
 
     def _ingest_tree(self, root: Path) -> Output:
         files = sorted(p for p in root.rglob("*") if p.is_file())
@@ -182,9 +195,11 @@ class Store:
         bad = [f"{n}: {p}" for n, o in entry.outputs.items() if (p := self.problem(o))]
         return (None, "; ".join(bad)) if bad else (entry, None)
 
-    def commit(self, entry: Entry) -> None:
+    def commit(self, entry: Entry, made_here: bool = True) -> None:
         atomic_write_text(self.entry_path(entry.key), json.dumps(entry.to_json(), indent=1))
         self.memo.save()
+        if made_here:
+            self.committed.append(entry)
 
     def drop(self, key: str) -> None:
         self.entry_path(key).unlink(missing_ok=True)

@@ -40,13 +40,17 @@ def serve_repository(
     choose: Chooser = loadable_models,
     private: bool = True,
     origins: Mapping[str, str] | None = None,
+    remote: str | None = None,
 ) -> Iterator[Served]:
     """`private`: serve a hard-linked copy (the server writes beside its models, which must
-    not reach the cache); `deploy serve` serves the published directory itself."""
-    tree = repo.private_copy(repository, workdir / "repository") if private else repository.absolute()
+    not reach the cache); `deploy serve` serves the published directory itself. `remote`:
+    the server reads this URL instead (a published copy of `repository`, e.g. on S3);
+    the models are still found in `repository`."""
+    local = remote is None and private
+    tree = repo.private_copy(repository, workdir / "repository") if local else repository.absolute()
     found = repo.models(tree)
     names = choose(found, lambda: repo.backends(spec, workdir))
-    with ts.serving(spec, tree, names, workdir, origins) as server:
+    with ts.serving(spec, remote or tree, names, workdir, origins) as server:
         yield Served(
             server, tree, found, wait_models(server, names, time.monotonic() + spec.startup_timeout_s)
         )

@@ -122,7 +122,7 @@ def _env(libs: Path | None) -> dict[str, str]:
 @contextmanager
 def serving(
     spec: ServerSpec,
-    repo: Path,
+    repo: Path | str,
     models: list[str],
     workdir: Path,
     origins: Mapping[str, str] | None = None,
@@ -176,13 +176,15 @@ def _post(server: Server, path: str) -> str | None:
 
 
 def _start(
-    spec: ServerSpec, repo: Path, models: list[str], workdir: Path, origins: Mapping[str, str]
+    spec: ServerSpec, repo: Path | str, models: list[str], workdir: Path, origins: Mapping[str, str]
 ) -> Server:
     log = workdir / "server.log"
     if spec.kind is ServerKind.URL:
         log.write_text(f"existing server at {spec.url}; its log is not ours\n")
         return Server(str(spec.url), str(spec.grpc_url), log, None, None)
     if spec.kind is ServerKind.DOCKER:
+        if isinstance(repo, str):
+            raise StageFailed(f"a docker server is given a directory to mount, not {repo}")
         return _start_docker(spec, repo, models, log, origins)
     launch = locate(spec, workdir)
     notes: list[str] = []
@@ -200,7 +202,7 @@ def _start(
 def _start_local(
     spec: ServerSpec,
     launch: Launch,
-    repo: Path,
+    repo: Path | str,  # a directory, or a URL Triton reads itself (s3://host:port/bucket/path)
     models: list[str],
     log: Path,
     origins: Mapping[str, str],

@@ -179,7 +179,7 @@ def _cosine(ctx: StageContext, artifact: str) -> float | None:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="select",
-    version=1,
+    version=2,
     params=SelectParams,
     inputs=("results", "accuracy_int8", "accuracy_fp16", "repository"),
     outputs=(

@@ -16,13 +16,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.config import Label
-from pipeline.errors import StageFailed
+from pipeline.config import DeployConfig, Label
+from pipeline.errors import Issue, StageFailed
 from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
 from serving.layout import ServingFormat
 from serving.repository import Model
-from serving.spec import ServerSpec, identity
+from serving.spec import ServerKind, ServerSpec, identity
 from stages import _smoke_result as results
+from stages._publishing import PublishPolicy, policy, published_url
 from stages._smoke_result import ModelResult, ModelStatus
 from stages._tolerance import Tolerance
 
@@ -44,11 +45,30 @@ class SmokeParams(BaseModel):
         64, ge=0, description="Dynamic-batching check: this many single-item requests sent at once; 0: off."
     )
     request_timeout_s: float = Field(120, gt=0, description="Timeout of each request to the server, seconds.")
+    source: Literal["cache", "published"] = Field(
+        "cache",
+        description="What the server reads: cache, the repository artifact; published, the copy "
+        "triton_config.publish_to put on object storage (the server reads s3:// itself), as production would.",
+    )
     require: tuple[ServingFormat, ...] = Field(
         (),
         description="Formats that must be smoke-tested: a model of one of them skipped for a backend the "
         "server lacks (or absent from the repository) fails the stage instead of making it partial.",
     )
+
+
+def check(params: SmokeParams, config: DeployConfig) -> list[Issue]:
+    """The published copy holds every model only when it exists and the whole repository is published."""
+    if params.source != "published":
+        return []
+    where = "stages.smoke.source"
+    if published_url(config) is None:
+        return [Issue(where, "'published' needs triton_config.publish_to (an s3://, gs:// or az:// URL)")]
+    if policy(config) is not PublishPolicy.ALL:
+        return [Issue(where, "'published' needs triton_config.publish: all (selected publishes after smoke)")]
+    if params.server.kind not in (ServerKind.AUTO, ServerKind.BINARY):
+        return [Issue(where, "'published' needs a server this process starts (kind auto or binary)")]
+    return []
 
 
 def run(ctx: StageContext, params: SmokeParams) -> None:
@@ -61,7 +81,10 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
     report: dict[str, Any] = {"models": {}}
     server = None
     try:
-        with serve_repository(params.server, ctx.input("repository"), scratch, _choose(report)) as served:
+        remote = published_url(ctx.config) if params.source == "published" else None
+        with serve_repository(
+            params.server, ctx.input("repository"), scratch, _choose(report), remote=remote
+        ) as served:
             server = served.server
             report["server"] = _server_info(server, params)
             report["models"].update(_check_all(served, ctx, params, golden))
@@ -273,5 +296,6 @@ SPEC = StageSpec(
     uses=frozenset({Section.SHAPES}),
     env=("tritonclient", "protobuf", "nvidia-pytriton", "onnxruntime", "numpy"),
     identity=lambda params: identity(params.server),
+    check=check,
     description="real tritonserver: metadata, HTTP + gRPC parity at min/opt/max, dynamic batching",
 )

@@ -107,6 +107,12 @@ class TritonParams(Frozen):
         description="What reaches the published repository: all, every model written here (as triton_search "
         "tuned it); selected, only the models serving what the select stage chose (needs select).",
     )
+    publish_to: str | None = Field(
+        None,
+        pattern=r"^(s3|gs|gcs|az|abfs|file)://.+",
+        description="Also publish the repository to object storage (s3://bucket/models, gs://, az://, file://), "
+        "model by model with config.pbtxt last; credentials and $AWS_ENDPOINT_URL from the environment.",
+    )
 
 
 def max_batch(params: TritonParams, config: DeployConfig) -> int:

@@ -107,6 +107,9 @@ def test_every_stage_has_a_timeout_and_the_cache_is_persistent(steps):
     assert stages and stages <= timed
     env = {s["args"][0]: s["args"][1] for s in steps if s["step"] == "env"}
     assert env["DEPLOY_CACHE_DIR"] == "/var/cache/deploy"
+    assert env["DEPLOY_CACHE_REMOTE"] == ""  # no remote unless the build asks for one
+    shared = {s["args"][0]: s["args"][1] for s in dry_run("REMOTE_CACHE=s3://ci/cache") if s["step"] == "env"}
+    assert shared["DEPLOY_CACHE_REMOTE"] == "s3://ci/cache"
     labels = {
         s["args"][0] for s in dry_run("AGENT_LABEL=gpu", "STAGE_CACHE=/srv/cache") if s["step"] == "label"
     }

@@ -57,6 +57,17 @@ def test_help_and_cached_run_import_no_heavy_library(cached_config):
     assert heavy_imports("plan", str(cached_config)) == (0, [])
 
 
+def test_a_cached_run_with_a_remote_cache_never_touches_it(cached_config, tmp_path):
+    """The remote is read only on a local miss: a warm run imports no storage library."""
+    import yaml
+
+    data = yaml.safe_load(cached_config.read_text())
+    data["cache"] = {"remote": "s3://nowhere-bucket/cache"}
+    path = cached_config.parent / "remote.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert heavy_imports("run", str(path)) == (0, [])
+
+
 def test_first_run_writes_summary_and_parseable_repository(cached_config):
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2

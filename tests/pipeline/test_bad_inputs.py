@@ -542,6 +542,24 @@ CASES = [
         _set("stages.triton_config.publish", "selected"),
     ),
     Case(
+        "cache-remote-bad-scheme",
+        CONFIG,
+        "cache.remote: String should match pattern",
+        _set("cache", {"remote": "ftp://host/cache"}),
+    ),
+    Case(
+        "smoke-published-without-publish-to",
+        CONFIG,
+        "stages.smoke.source: 'published' needs triton_config.publish_to",
+        _set("stages.smoke", {"source": "published"}),
+    ),
+    Case(
+        "cache-push-without-remote",
+        CONFIG,
+        "--remote: 1 error(s)\n  no remote cache: give --remote URL, $DEPLOY_CACHE_REMOTE or --config",
+        args=("cache", "push", "--cache-dir", "{tmp}/cache"),
+    ),
+    Case(
         "search-percentile-not-measured",
         CONFIG,
         "stages.triton_search.goal.percentile: 95 is not among stages.triton_search.percentiles",

@@ -51,7 +51,9 @@ def test_tiny_config_is_valid(write_config):
         ({"model": {"factory": "not a path"}}, "model.factory", "should match pattern"),
         ({"batch_dim": "N"}, "inputs[0].dims", "axis 0 must be the batch dim 'N'"),
         ({"name": "bad name!"}, "name", "should match pattern"),
-        ({"cache": "x"}, "cache", "unknown key"),
+        ({"cache_dri": "x"}, "cache_dri", "unknown key"),
+        ({"cache": {"remote": "ftp://host/cache"}}, "cache.remote", "should match pattern"),
+        ({"cache": {"remotes": "s3://b/p"}}, "cache.remotes", "unknown key"),
     ],
 )
 def test_each_error_names_its_field(write_config, override, where, fragment):
