@@ -18,23 +18,30 @@ from runtimes.record import BenchRow
 
 @dataclass(frozen=True)
 class Point:
-    """One configuration: instance count, max batch size, queue delay (None: no dynamic batching)."""
+    """One configuration: instance count, max batch size, queue delay (None: no dynamic
+    batching) and the batch sizes the dynamic batcher prefers (Triton's preferred_batch_size)."""
 
     instances: int
     max_batch: int
     delay_us: int | None
+    preferred: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, config: dict[str, Any]) -> Point:
         groups = config.get("instance_group") or [{"count": 1}]
         batching = config.get("dynamic_batching")
         delay = int(batching.get("max_queue_delay_microseconds", 0)) if batching is not None else None
-        return cls(int(groups[0].get("count", 1)), int(config.get("max_batch_size", 0)), delay)
+        preferred = tuple(int(b) for b in (batching or {}).get("preferred_batch_size", []))
+        max_batch = int(config.get("max_batch_size", 0))
+        # Triton completes an unset preferred_batch_size to [max_batch_size]: the same point.
+        preferred = () if preferred == (max_batch,) else preferred
+        return cls(int(groups[0].get("count", 1)), max_batch, delay, preferred)
 
     @property
     def label(self) -> str:
         batching = "no dynamic batching" if self.delay_us is None else f"queue delay {self.delay_us} us"
-        return f"{self.instances} instance(s), max batch {self.max_batch}, {batching}"
+        prefers = f", preferred {list(self.preferred)}" if self.preferred else ""
+        return f"{self.instances} instance(s), max batch {self.max_batch}, {batching}{prefers}"
 
     def apply(self, config: dict[str, Any]) -> dict[str, Any]:
         """`config` (Triton's JSON) with this point's settings."""
@@ -45,6 +52,8 @@ class Point:
         changed.pop("dynamic_batching", None)
         if self.delay_us is not None:
             changed["dynamic_batching"] = {"max_queue_delay_microseconds": self.delay_us}
+            if self.preferred:
+                changed["dynamic_batching"]["preferred_batch_size"] = list(self.preferred)
         return changed
 
 
@@ -131,12 +140,19 @@ class Result:
 def grid(space: Any, current: Point, limit: int) -> list[Point]:
     """The current configuration first, then the space in order, at most `limit`."""
     sizes = space.max_batch_sizes or (current.max_batch,)
-    found = [current] + [
-        Point(i, b, d)
-        for i, b, d in product(space.instance_counts, sizes, space.max_queue_delays_us)
-        if Point(i, b, d) != current
-    ]
-    return found[:limit]
+    combos = product(space.instance_counts, sizes, space.max_queue_delays_us, space.preferred_batch_sizes)
+    points = dict.fromkeys(_point(i, b, d, tuple(p)) for i, b, d, p in combos)
+    return [current, *(p for p in points if p is not None and p != current)][:limit]
+
+
+def _point(instances: int, max_batch: int, delay: int | None, preferred: tuple[int, ...]) -> Point | None:
+    """None where the combination means nothing: preferred sizes without dynamic batching
+    (they collapse to the plain point) or above the max batch size."""
+    if delay is None:
+        return Point(instances, max_batch, None)
+    if any(size > max_batch for size in preferred):
+        return None
+    return Point(instances, max_batch, delay, preferred)
 
 
 def search(ctx: Any, params: Any, tree: Path) -> Result:

@@ -41,6 +41,12 @@ class SearchSpace(Frozen):
         min_length=1,
         description="Dynamic batching queue delays to try, us; null: no dynamic batching.",
     )
+    preferred_batch_sizes: tuple[tuple[PositiveInt, ...], ...] = Field(
+        ((),),
+        min_length=1,
+        description="Dynamic batching preferred_batch_size lists to try with each queue delay ([]: none); a list "
+        "with a size above the point's max_batch_size is skipped.",
+    )
     concurrency: tuple[PositiveInt, ...] = Field(
         (1, 2, 4, 8),
         min_length=1,

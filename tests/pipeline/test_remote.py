@@ -210,3 +210,16 @@ def test_the_repository_is_published_to_s3_and_smoke_serves_it_from_there(s3, tm
     config.write_text(yaml.safe_dump(data, sort_keys=False))
     deploy_run(config, s3.env)
     assert {k.split("/")[1] for k in s3.keys("models", "repo/")} == {"tiny_python"}
+
+
+def test_a_remote_object_that_expired_is_a_miss_not_a_failure(tmp_path) -> None:
+    """A bucket lifecycle rule may delete objects under live entries: that stage runs."""
+    shared = tmp_path / "shared"
+    first, second = agent(tmp_path / "a", shared.as_uri()), agent(tmp_path / "b", shared.as_uri())
+    traced = run(first)["trace"].outputs["torchscript"].digest
+    (shared / "objects" / traced[:2] / traced).unlink()
+    results = run(second)
+    assert results["trace"].status.value == "ran" and not results["trace"].remote
+    assert (shared / "objects" / traced[:2] / traced).is_file() or results["trace"].outputs[
+        "torchscript"
+    ].digest != traced
