@@ -146,10 +146,16 @@ def plan(
 ) -> None:
     """Show, per stage, whether it is cached, skipped or will run, and why."""
     from pipeline.plan import make_plan, will_run
+    from pipeline.remote import remote_for
     from pipeline.store import Store
 
     project = _project(config, cache_dir)
-    rows = make_plan(project, Store(project.cache_dir))
+    warn = Console(stderr=True).print
+    rows = make_plan(
+        project,
+        Store(project.cache_dir),
+        remote_for(project.config, lambda m: warn(f"warning: {m}", markup=False)),
+    )
     _print_plan(rows, as_json)
     if detailed_exitcode and will_run(rows):
         raise typer.Exit(ExitCode.WILL_RUN)

@@ -184,7 +184,13 @@ def _note(result: StageResult) -> str:
 
 
 def plan_table(rows: list[PlanRow]) -> Table:
-    style = {Action.CACHED: "cyan", Action.RUN: "green", Action.PENDING: "yellow", Action.SKIP: "yellow"}
+    style = {
+        Action.CACHED: "cyan",
+        Action.REMOTE: "cyan",
+        Action.RUN: "green",
+        Action.PENDING: "yellow",
+        Action.SKIP: "yellow",
+    }
     table = Table(title="deploy plan", title_justify="left")
     for column in ("stage", "action", "key", "why"):
         table.add_column(column)

@@ -16,6 +16,7 @@ from typing import Any
 from pipeline import keys
 from pipeline.graph import Node
 from pipeline.project import Project
+from pipeline.remote import RemoteCache
 from pipeline.source import source_digest
 from pipeline.stage import SOURCE_ARTIFACT, ArtifactKind
 from pipeline.store import Output, Store
@@ -28,6 +29,7 @@ class Action(str, Enum):
     RUN = "run"
     PENDING = "pending"  # reruns unless an upstream stage reproduces its earlier output
     SKIP = "skip"  # a remembered skip (e.g. no TensorRT), or an input whose producer skips
+    REMOTE = "remote"  # a local miss the remote cache holds: downloaded, not run
 
     @property
     def text(self) -> str:
@@ -36,6 +38,7 @@ class Action(str, Enum):
             "run": "will run",
             "pending": "runs if upstream output changes",
             "skip": "skipped",
+            "remote": "from the remote cache",
         }[self.value]
 
 
@@ -118,6 +121,7 @@ class _Walk:
     project: Project
     store: Store
     resolved: dict[str, Output]
+    remote: RemoteCache | None = None  # asked on a local miss (the entry only, nothing downloaded)
     absent: set[str] = field(default_factory=set)  # outputs of stages that will skip
     _entries: dict[str, list[dict[str, Any]]] | None = None
     _failures: dict[str, Failure] | None = None
@@ -138,10 +142,11 @@ class _Walk:
         return self._entries.get(stage, [])
 
 
-def make_plan(project: Project, store: Store) -> list[PlanRow]:
-    """The same decisions `Runner` makes, from keys alone: cached, a remembered skip,
-    certain to run, or pending on an upstream stage's new output."""
-    walk = _Walk(project, store, dict(source_outputs(project, store)))
+def make_plan(project: Project, store: Store, remote: RemoteCache | None = None) -> list[PlanRow]:
+    """The same decisions `Runner` makes, from keys alone: cached (locally or in the
+    remote cache), a remembered skip, certain to run, or pending on an upstream stage's
+    new output."""
+    walk = _Walk(project, store, dict(source_outputs(project, store)), remote)
     return [_row(node, walk) for node in project.graph.nodes]
 
 
@@ -156,6 +161,11 @@ def _row(node: Node, walk: _Walk) -> PlanRow:
         return _unknown_key(node, walk)
     key = keys.key_of(parts)
     entry, problem = walk.store.lookup(key)
+    remote = walk.remote.entry(key) if entry is None and walk.remote is not None else None
+    if remote is not None and remote.skipped is None:
+        walk.resolved.update({f"{node.name}.{n}": o for n, o in remote.outputs.items()})
+        return PlanRow(node.name, Action.REMOTE, key, [f"built {remote.created} elsewhere"])
+    entry = entry or remote
     if entry is not None and entry.skipped is not None:
         walk.absent.update(outputs)
         return PlanRow(node.name, Action.SKIP, key, [f"cached skip: {entry.skipped}"])

@@ -137,7 +137,7 @@ class Runner:
         outside = needed - self.selection.run
         if not outside:
             return
-        for row in make_plan(self.project, self.store):
+        for row in make_plan(self.project, self.store, self.remote):
             if row.name in outside and row.action is Action.RUN:
                 raise SelectionError(_outside_message(row.name))
 

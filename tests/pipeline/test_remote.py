@@ -72,6 +72,9 @@ def test_a_second_agent_downloads_instead_of_rebuilding(s3, tmp_path) -> None:
     assert set(statuses(summary).values()) == {"ran"}
     assert f"remote cache: pushed {len(STAGES)} entries" in done.stdout
     assert len([k for k in s3.keys(BUCKET, f"{PREFIX}/actions/")]) == len(STAGES)
+    plan = run_cli("plan", str(second), "--detailed-exitcode", env=s3.env)
+    assert plan.returncode == 0, plan.stdout + plan.stderr  # nothing will run: all downloadable
+    assert plan.stdout.count("from the remote cache") == len(STAGES), plan.stdout
     done, summary, warm = deploy_run(second, s3.env)
     assert statuses(summary) == dict.fromkeys(STAGES, "remote"), done.stdout
     assert "pushed" not in done.stdout  # nothing new to push
