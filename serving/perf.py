@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import partial
+from typing import Any
 
 import tritonclient.grpc as grpcclient
 
@@ -71,10 +72,7 @@ def _paced_window(
             settings,
             lambda: statistics(stats, model).as_totals(),
         )
-        served = len(timing.latencies_ms) + before["requests"]
-        after = settled(
-            lambda: statistics(stats, model).as_totals(), lambda t: t["requests"], served, SETTLE_S
-        )
+        after = _counted(stats, model, timing, before)
     except StageFailed as exc:
         raise StageFailed(f"Triton benchmark of {model} at {pace.rate:g} requests/s: {exc}") from None
     finally:
@@ -94,17 +92,19 @@ def _window(
         timing, (before, after) = streams.measure(
             calls, settings, lambda: statistics(stats, model).as_totals()
         )
-        # Every request the client timed must be in the server's counters (they lag).
-        served = len(timing.latencies_ms) + before["requests"]
-        after = settled(
-            lambda: statistics(stats, model).as_totals(), lambda t: t["requests"], served, SETTLE_S
-        )
+        after = _counted(stats, model, timing, before)
     except StageFailed as exc:
         raise StageFailed(f"Triton benchmark of {model} at concurrency {level}: {exc}") from None
     finally:
         for conn in [*clients, stats]:
             conn.close()
     return timing, (before, after)
+
+
+def _counted(stats: Any, model: str, timing: Timing, before: dict[str, int]) -> dict[str, int]:
+    """The server's counters once every request the client timed is in them (they lag)."""
+    served = len(timing.latencies_ms) + before["requests"]
+    return settled(lambda: statistics(stats, model).as_totals(), lambda t: t["requests"], served, SETTLE_S)
 
 
 def _server_share(before: dict[str, int], after: dict[str, int], client_mean_ms: float) -> ServerShare:
