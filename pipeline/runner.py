@@ -212,10 +212,13 @@ class Runner:
     def _accept(self, node: Node, key: str, parts: dict[str, Any], result: StageResult) -> None:
         self.resolved.update({f"{node.name}.{n}": o for n, o in result.outputs.items()})
         self.store.set_head(self.project.config.name, node.name, key, parts)
-        for artifact in node.spec.outputs:
-            for dest in node.spec.destinations(node.params, self.project.config, artifact):
-                if artifact.name in result.outputs:
-                    publish(self.store, result.outputs[artifact.name], dest, self.project.config.name)
+        try:
+            for artifact in node.spec.outputs:
+                for dest in node.spec.destinations(node.params, self.project.config, artifact):
+                    if artifact.name in result.outputs:
+                        publish(self.store, result.outputs[artifact.name], dest, self.project.config.name)
+        except DeployError as exc:  # the result is cached; publishing it failed (the next run retries)
+            result.status, result.message, result.exit_code = Status.FAILED, str(exc), exc.exit_code
 
     def _report(self, result: StageResult) -> StageResult:
         self.reporter.finished(result)

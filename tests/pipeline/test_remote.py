@@ -226,3 +226,17 @@ def test_a_remote_object_that_expired_is_a_miss_not_a_failure(tmp_path) -> None:
     assert (shared / "objects" / traced[:2] / traced).is_file() or results["trace"].outputs[
         "torchscript"
     ].digest != traced
+
+
+def test_publishing_to_a_missing_bucket_fails_that_stage_with_exit_4(s3, tmp_path) -> None:
+    config = agent(tmp_path / "a", f"s3://{BUCKET}/{PREFIX}")
+    data = yaml.safe_load(config.read_text())
+    data["stages"]["triton_config"]["publish_to"] = "s3://no-such-bucket/repo"
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    done = run_cli("run", str(config), env=s3.env)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert (
+        "stage 'triton_config' failed: publishing the repository to s3://no-such-bucket/repo failed"
+        in " ".join(done.stderr.split())
+    )
+    assert "Traceback" not in done.stderr and "run failed" in done.stdout
