@@ -140,11 +140,25 @@ class OutputSpec(Frozen):
     name: TensorName = Field(
         description="Output name in ONNX, TensorRT and Triton: `[A-Za-z_][A-Za-z0-9_]*`."
     )
+    path: Annotated[str, Field(pattern=r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$")] | None = Field(
+        None,
+        description="Where this output is in what the model returns: a dict key or `ModelOutput` field "
+        "(`last_hidden_state`), a position (`0`), or a dotted path into nested results (`hidden_states.3`). "
+        "Default: the output's name for a dict result, else its position among the returned tensors.",
+    )
     kind: OutputKind = Field(
         OutputKind.OTHER,
         description="logits (class scores, shaped [batch, classes]: top-1 / top-k agreement gates apply), "
         "embedding or other (cosine and absolute / relative error only).",
     )
+
+
+class InputsBy(str, Enum):
+    """How the declared inputs are passed to the model's forward."""
+
+    AUTO = "auto"  # by keyword where every input name is a parameter of forward, else by position
+    POSITION = "position"
+    KEYWORD = "keyword"  # e.g. Hugging Face `input_ids=`, or a `forward(**kwargs)`
 
 
 class ModelSource(Frozen):
@@ -164,6 +178,12 @@ class ModelSource(Frozen):
     )
     checkpoint: Path | None = Field(
         None, description="A state_dict loaded into the model: .pt, .pth or .safetensors."
+    )
+    inputs_by: InputsBy = Field(
+        InputsBy.AUTO,
+        description="How the inputs are passed to forward: `position` (in declared order), `keyword` "
+        "(`forward(input_ids=..., attention_mask=...)`, needed for `forward(**kwargs)`), or `auto`: by keyword "
+        "where every input name is a parameter of forward, else by position.",
     )
     seed: int = Field(
         0, description="Seeds random initialisation and the golden inputs, so runs are reproducible."

@@ -88,6 +88,7 @@ def load_project(path: Path, cache_dir: Path | None = None) -> Project:
         raw = {**raw, "cache": {**raw.get("cache", {}), "remote": env_remote}}
     config, issues = _validate_shared(raw, path.parent)
     stages, stage_issues = _validate_stages(raw.get("stages"), path.parent)
+    stages = _with_implied(stages) if stages is not None and not stage_issues else stages
     issues += stage_issues
     graph = None
     if stages is not None and not stage_issues:
@@ -122,6 +123,21 @@ def _validate_stages(raw: Any, base: Path) -> tuple[list[tuple[StageSpec, BaseMo
         except ValidationError as exc:
             issues += _issues(exc, prefix=f"stages.{name}")
     return stages, issues
+
+
+def _with_implied(stages: list[tuple[StageSpec, BaseModel]]) -> list[tuple[StageSpec, BaseModel]]:
+    """Adds, with its defaults, each implied stage (StageSpec.implied) named after an
+    artifact that a stage reads and none makes; looked up by name, so only the stages a
+    config needs are imported."""
+    found = list(stages)
+    for spec, params in found:  # grows while it runs: an implied stage's own needs too
+        made = {a.name for s, _ in found for a in s.outputs}
+        for artifact in spec.inputs_for(params):
+            implied = stage_spec(artifact) if artifact not in made else None
+            if implied is not None and implied.implied:
+                found.append((implied, implied.params.model_validate({})))
+                made.update(a.name for a in implied.outputs)
+    return found
 
 
 def _graph(stages: list[tuple[StageSpec, BaseModel]]) -> tuple[Graph | None, list[Issue]]:

@@ -45,7 +45,7 @@ class Section(str, Enum):
             return config.name
         if self is Section.MODEL:
             # Paths are left out on purpose: the model's identity (digests) is an input.
-            return config.model.model_dump(mode="json", include={"kwargs", "seed", "callable", "factory"})
+            return config.model.model_dump(mode="json", include={"kwargs", "seed", "callable", "factory", "inputs_by"})
         return config.model_dump(mode="json", include={"inputs", "outputs", "batch_dim"})
 
 
@@ -161,6 +161,10 @@ class StageSpec(Generic[P]):
     publishes: Callable[[P, DeployConfig], tuple[Path | str, ...]] | None = None
     description: str = ""
     phase: Phase = Phase.CONVERT
+    # Added with its default params to a config one of whose stages reads an artifact of
+    # the same name that no configured stage makes (the golden references: every
+    # converting stage needs them, no config should have to ask for them).
+    implied: bool = False
 
     def destinations(self, params: P, config: DeployConfig, artifact: Artifact) -> tuple[Path | str, ...]:
         """Where a published output goes with these params and config (none if unmarked)."""

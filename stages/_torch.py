@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from pipeline.config import ModelSource
+from pipeline.config import DeployConfig, ModelSource
 from pipeline.errors import StageFailed, first_line
 
 
@@ -115,3 +115,13 @@ def _read_state(path: Path) -> Any:
         return torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, SafetensorError, RuntimeError, EOFError, OSError, ValueError) as exc:
         raise StageFailed(f"model.checkpoint: cannot read {path} as a state_dict: {first_line(exc)}") from exc
+
+
+
+def load_adapted(config: DeployConfig, sample: Mapping[str, Any]) -> torch.nn.Module:
+    """The model behind the pipeline's calling convention (stages._model_io): one tensor
+    per declared input in, the declared outputs as a tuple out; `sample` (numpy arrays by
+    input name) is what it is probed with to find them."""
+    from stages._model_io import adapt
+
+    return adapt(load_model(config.model), config, sample)

@@ -34,10 +34,10 @@ def run(ctx: StageContext, params: ExportParams) -> None:
 
     from runtimes.onnxrt import OnnxRuntime
     from stages import _golden, _parity
-    from stages._torch import load_model
+    from stages._torch import load_adapted
 
     golden = _golden.load(ctx.input("golden"))
-    model = load_model(ctx.config.model)
+    model = load_adapted(ctx.config, golden["opt"].inputs)
     _check_size(model)
     _export(model, ctx, params, golden)
     proto = onnx.load(str(ctx.output("onnx")))
@@ -50,7 +50,8 @@ def run(ctx: StageContext, params: ExportParams) -> None:
     )
     ctx.record("parity", _parity.to_json(table))
     ctx.headline(
-        f"opset {ctx.metrics['opset_written']}, ORT vs eager: {_parity.headline(table, params.tolerance)}"
+        f"{params.exporter}, opset {ctx.metrics['opset_written']}, {ctx.metrics['nodes']} nodes, "
+        f"ORT vs eager: {_parity.headline(table, params.tolerance)}"
     )
     _parity.gate("ONNX Runtime vs eager", table, params.tolerance)
 
@@ -72,31 +73,89 @@ def dynamic_axes(config: DeployConfig, golden: dict[Any, Any]) -> dict[str, dict
 def _export(model: Any, ctx: StageContext, params: ExportParams, golden: dict[Any, Any]) -> None:
     import torch
 
-    from runtimes.torchrt import TorchModule
-
     config = ctx.config
-    args = TorchModule(model, config.input_names(), config.output_names()).args(golden["opt"].inputs)
-    options: dict[str, Any] = {"dynamo": params.exporter == "dynamo"}
-    if params.exporter == "dynamo":
-        options["external_data"] = False  # one file: the default would write model.onnx.data
+    args = tuple(torch.from_numpy(golden["opt"].inputs[name]) for name in config.input_names())
     try:
-        torch.onnx.export(
-            model,
-            args,
-            str(ctx.output("onnx")),
-            input_names=[s.name for s in config.inputs],
-            output_names=[s.name for s in config.outputs],
-            dynamic_axes=dynamic_axes(config, golden),
-            opset_version=params.opset,
-            do_constant_folding=params.constant_folding,
-            **options,
-        )
+        if params.exporter == "dynamo":
+            _export_dynamo(model, args, ctx, params)
+        else:
+            _export_legacy(model, args, ctx, params, golden)
     except Exception as exc:
         # The exporters wrap the error in pages of advice (with colour codes, and "see the
         # stack trace above", which only the log has): the console gets the root cause.
         raise StageFailed(
             f"torch.onnx.export ({params.exporter}) failed: {root_cause(exc)} (full message in the log)"
         ) from exc
+
+
+def _export_legacy(
+    model: Any, args: tuple[Any, ...], ctx: StageContext, params: ExportParams, golden: dict[Any, Any]
+) -> None:
+    import torch
+
+    config = ctx.config
+    torch.onnx.export(
+        model,
+        args,
+        str(ctx.output("onnx")),
+        input_names=config.input_names(),
+        output_names=config.output_names(),
+        dynamic_axes=dynamic_axes(config, golden),
+        opset_version=params.opset,
+        do_constant_folding=params.constant_folding,
+        dynamo=False,
+    )
+
+
+def _export_dynamo(model: Any, args: tuple[Any, ...], ctx: StageContext, params: ExportParams) -> None:
+    """torch.export with `dynamic_shapes` built from the shape spec; the tensor names are
+    set on the exported graph afterwards, where a clash with an inner value (MiniLM's
+    `embedding` op output) is renamed away instead of breaking SSA form."""
+    import torch
+
+    program = torch.onnx.export(
+        model,
+        args,
+        None,
+        dynamo=True,
+        dynamic_shapes=(dynamic_shapes(ctx.config),),  # one entry: the adapter's *args
+        opset_version=params.opset,
+        optimize=True,
+    )
+    assert program is not None  # with no file given, the exporter returns the program
+    rename_io(program.model.graph, ctx.config.input_names(), ctx.config.output_names())
+    program.save(str(ctx.output("onnx")), external_data=False)
+
+
+def dynamic_shapes(config: DeployConfig) -> tuple[dict[int, Any], ...]:
+    """One `torch.export.Dim` per dim name (shared by every input that names it), with
+    the spec's min / max; a named dim whose min equals its max stays static."""
+    import torch
+
+    dims: dict[str, Any] = {}
+    shapes = []
+    for spec in config.inputs:
+        axes = {}
+        for axis, name in spec.dynamic_axes().items():
+            if spec.min[axis] < spec.max[axis]:
+                axes[axis] = dims.setdefault(name, torch.export.Dim(name, min=spec.min[axis], max=spec.max[axis]))
+        shapes.append(axes)
+    return tuple(shapes)
+
+
+def rename_io(graph: Any, inputs: list[str], outputs: list[str]) -> None:
+    """Names the graph's inputs and outputs as the config does (onnx_ir values: renaming
+    one renames every use)."""
+    import onnx_ir as ir
+
+    taken = {v.name: v for node in ir.traversal.RecursiveGraphIterator(graph) for v in node.outputs}
+    taken.update({v.name: v for v in graph.inputs})
+    pairs = list(zip(graph.inputs, inputs)) + list(zip(graph.outputs, outputs))
+    for value, name in pairs:
+        other = taken.get(name)
+        if other is not None and other is not value:
+            other.name = f"{name}__inner"
+        value.name = name
 
 
 def _check_size(model: Any) -> None:
@@ -118,12 +177,12 @@ def _record_opset(ctx: StageContext, proto: Any, requested: int) -> None:
 
 SPEC = StageSpec(
     name="export",
-    version=1,
+    version=2,
     params=ExportParams,
     inputs=(SOURCE_ARTIFACT, "golden"),
     outputs=(Artifact("onnx", filename="model.onnx"),),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),
-    env=("torch", "safetensors", "onnx", "onnxruntime", "onnxscript", "numpy"),
+    env=("torch", "safetensors", "onnx", "onnxruntime", "onnxscript", "onnx-ir", "numpy"),
     description="ONNX export with dynamic axes; ONNX Runtime parity vs eager",
 )

@@ -1,4 +1,4 @@
-"""trace: TorchScript via torch.jit.trace, plus the golden inputs/outputs for parity.
+"""trace: TorchScript via torch.jit.trace of the model behind its I/O adapter.
 
 The traced module is checked against eager PyTorch at every recorded shape (min /
 opt / max), which catches shape specialisation and data-dependent control flow
@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.config import LABELS, DeployConfig
+from pipeline.config import DeployConfig
 from pipeline.errors import Issue
 from pipeline.stage import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
 from stages._tolerance import Tolerance
@@ -28,24 +28,17 @@ class TraceParams(BaseModel):
 
 
 def run(ctx: StageContext, params: TraceParams) -> None:
-    import numpy as np
     import torch
 
     from runtimes.torchrt import TorchModule
     from stages import _golden, _parity
-    from stages._torch import load_model
+    from stages._torch import load_adapted
 
     config = ctx.config
-    model = load_model(config.model)
-    rng = np.random.default_rng(config.model.seed)
-    inputs = _golden.golden_inputs(config, rng)
+    cases = _golden.load(ctx.input("golden"))
+    model = load_adapted(config, cases["opt"].inputs)
     eager = TorchModule(model, config.input_names(), config.output_names())
-    cases = {label: _golden.Case(inputs[label], eager.infer(inputs[label])) for label in LABELS}
-    ctx.log.info("reference outputs: %s", _shapes(cases))
-    _golden.refuse_constant(
-        "reference output", {lb: case.outputs for lb, case in cases.items()}, _OUTPUT_HINT
-    )
-    traced = _trace(model, eager.args(inputs["opt"]))
+    traced = _trace(model, eager.args(cases["opt"].inputs))
     table = _parity.compare(
         _golden.run(TorchModule(traced, config.input_names(), config.output_names()), cases),
         cases,
@@ -55,7 +48,6 @@ def run(ctx: StageContext, params: TraceParams) -> None:
     ctx.headline("torchscript vs eager: " + _parity.headline(table, params.tolerance))
     _parity.gate("TorchScript vs eager", table, params.tolerance)
     torch.jit.save(traced, str(ctx.output("torchscript")))
-    _golden.save(ctx.output("golden"), cases)
 
 
 def check(params: TraceParams, config: DeployConfig) -> list[Issue]:
@@ -88,34 +80,24 @@ def check(params: TraceParams, config: DeployConfig) -> list[Issue]:
     return issues
 
 
-_OUTPUT_HINT = (
-    "The golden inputs do not exercise the model (e.g. an all-zero attention mask): "
-    "give real inputs in model.golden_inputs (.npz keyed by input name) or change the inputs' value_range."
-)
-
-
 def _trace(model: Any, args: tuple[Any, ...]) -> Any:
     import torch
 
-    if isinstance(model, torch.jit.ScriptModule):
-        return model  # already TorchScript (source: torchscript)
+    # The adapter is traced even around a TorchScript source: the saved module then has
+    # the pipeline's calling convention (tensors in, a tuple of the declared outputs out).
     with torch.no_grad():
         return torch.jit.trace(model, args, check_trace=False)
 
 
-def _shapes(cases: dict[Any, Any]) -> dict[str, dict[str, list[int]]]:
-    return {str(label): {k: list(v.shape) for k, v in case.outputs.items()} for label, case in cases.items()}
-
-
 SPEC = StageSpec(
     name="trace",
-    version=2,
+    version=3,
     params=TraceParams,
-    inputs=(SOURCE_ARTIFACT,),
-    outputs=(Artifact("torchscript", filename="model.pt"), Artifact("golden", filename="golden.npz")),
+    inputs=(SOURCE_ARTIFACT, "golden"),
+    outputs=(Artifact("torchscript", filename="model.pt"),),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),
     env=("torch", "safetensors", "numpy"),
     check=check,
-    description="TorchScript trace; records golden inputs and eager reference outputs",
+    description="TorchScript trace, checked against the eager references at every recorded shape",
 )
