@@ -18,6 +18,8 @@ class ExitCode(IntEnum):
     USAGE = 2  # bad command line (typer/click's own code)
     CONFIG = 3  # the YAML, a file it names, or the stage selection is wrong
     ENVIRONMENT = 4  # a library, tool or device the run needs is missing
+    CRASHED = 5  # a stage's process died: a signal (segfault, abort, the OOM killer) or exit without a result
+    LIMIT = 6  # a stage exceeded its timeout_s or memory_mb and was stopped
     WILL_RUN = 10  # `deploy plan --detailed-exitcode`: some stage will (or may) run
     INTERNAL = 70  # a bug in deploy (EX_SOFTWARE)
     INTERRUPTED = 130

@@ -6,7 +6,7 @@ Every problem is collected and reported at once, each with its YAML path.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from pipeline.config import DeployConfig, shape_issues
 from pipeline.errors import ConfigError, Issue
 from pipeline.graph import Graph, build_graph
 from pipeline.registry import stage_names, stage_spec
-from pipeline.stage import StageSpec
+from pipeline.stage import RUN_SETTINGS, RunSettings, StageSpec
 
 CACHE_ENV = "DEPLOY_CACHE_DIR"
 REMOTE_ENV = "DEPLOY_CACHE_REMOTE"  # a CI job's shared cache, whatever the config says
@@ -28,6 +28,10 @@ class Project:
     path: Path
     config: DeployConfig
     graph: Graph
+    settings: dict[str, RunSettings] = field(default_factory=dict)  # stage -> how it is run
+
+    def settings_of(self, spec: StageSpec) -> RunSettings:
+        return self.settings.get(spec.name) or RunSettings(timeout_s=spec.timeout_s)
 
     @property
     def cache_dir(self) -> Path:
@@ -87,7 +91,7 @@ def load_project(path: Path, cache_dir: Path | None = None) -> Project:
     if env_remote and isinstance(raw.get("cache", {}), dict):
         raw = {**raw, "cache": {**raw.get("cache", {}), "remote": env_remote}}
     config, issues = _validate_shared(raw, path.parent)
-    stages, stage_issues = _validate_stages(raw.get("stages"), path.parent)
+    stages, settings, stage_issues = _validate_stages(raw.get("stages"), path.parent)
     stages = _with_implied(stages) if stages is not None and not stage_issues else stages
     issues += stage_issues
     graph = None
@@ -98,7 +102,7 @@ def load_project(path: Path, cache_dir: Path | None = None) -> Project:
         issues += [i for spec, params in stages if spec.check for i in spec.check(params, config)]
     if issues or config is None or graph is None:
         raise ConfigError(str(path), issues)
-    return Project(path, config, graph)
+    return Project(path, config, graph, settings)
 
 
 def _validate_shared(raw: dict[str, Any], base: Path) -> tuple[DeployConfig | None, list[Issue]]:
@@ -109,23 +113,39 @@ def _validate_shared(raw: dict[str, Any], base: Path) -> tuple[DeployConfig | No
     return config, shape_issues(config)
 
 
-def _validate_stages(raw: Any, base: Path) -> tuple[list[tuple[StageSpec, BaseModel]] | None, list[Issue]]:
+Stages = list[tuple[StageSpec, BaseModel]]
+
+
+def _validate_stages(raw: Any, base: Path) -> tuple[Stages | None, dict[str, RunSettings], list[Issue]]:
     if not isinstance(raw, dict) or not raw:
-        return None, []  # reported by the shared model
-    stages, issues = [], []
-    for name, params in raw.items():
+        return None, {}, []  # reported by the shared model
+    stages, settings, issues = [], {}, []
+    for name, section in raw.items():
         spec = stage_spec(str(name))
         if spec is None:
             issues.append(Issue(f"stages.{name}", f"unknown stage (known: {', '.join(stage_names())})"))
             continue
+        params, run = _split(section)
         try:
-            stages.append((spec, spec.params.model_validate(params or {}, context={"base_dir": base})))
+            stages.append((spec, spec.params.model_validate(params, context={"base_dir": base})))
         except ValidationError as exc:
             issues += _issues(exc, prefix=f"stages.{name}")
-    return stages, issues
+        try:
+            settings[spec.name] = RunSettings.model_validate({"timeout_s": spec.timeout_s, **run})
+        except ValidationError as exc:
+            issues += _issues(exc, prefix=f"stages.{name}")
+    return stages, settings, issues
 
 
-def _with_implied(stages: list[tuple[StageSpec, BaseModel]]) -> list[tuple[StageSpec, BaseModel]]:
+def _split(section: Any) -> tuple[Any, dict[str, Any]]:
+    """A stage's section: its params, and the run settings (RUN_SETTINGS) beside them."""
+    if not isinstance(section, dict):
+        return section or {}, {}
+    params = {k: v for k, v in section.items() if k not in RUN_SETTINGS}
+    return params, {k: v for k, v in section.items() if k in RUN_SETTINGS}
+
+
+def _with_implied(stages: Stages) -> Stages:
     """Adds, with its defaults, each implied stage (StageSpec.implied) named after an
     artifact that a stage reads and none makes; looked up by name, so only the stages a
     config needs are imported."""

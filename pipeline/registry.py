@@ -51,6 +51,12 @@ def stage_names() -> tuple[str, ...]:
     return tuple(sorted(_modules()))
 
 
+def stage_module(name: str) -> str:
+    """The import path of the module that defines stage `name` (a child process imports
+    it by this path to run the stage)."""
+    return _modules()[name]
+
+
 @cache
 def stage_spec(name: str) -> StageSpec | None:
     module = _modules().get(name)

@@ -8,9 +8,10 @@ written. Anything else (failure, Ctrl-C, crash) leaves the cache as it was.
 from __future__ import annotations
 
 import shutil
+import signal
 import tempfile
+import threading
 import time
-import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,26 +19,18 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pipeline import history, keys, provenance
-from pipeline.errors import (
-    DeployError,
-    ExitCode,
-    SelectionError,
-    StageError,
-    StageFailed,
-    StageSkipped,
-    plain,
-    root_cause,
-)
+from pipeline.errors import DeployError, ExitCode, SelectionError, StageError
+from pipeline.execute import Job, execute
 from pipeline.graph import Node
-from pipeline.logs import captured
+from pipeline.isolation import Limits, run_isolated
 from pipeline.plan import Action, make_plan, source_outputs, stage_parts, why
 from pipeline.project import Project
 from pipeline.remote import RemoteCache
+from pipeline.registry import stage_module
 from pipeline.remote_publish import publish
 from pipeline.results import RunStatus as RunStatus
 from pipeline.results import StageResult as StageResult
 from pipeline.results import Status as Status
-from pipeline.stage import StageContext
 from pipeline.store import Entry, Output, Store
 from pipeline.writable import require_writable
 
@@ -88,6 +81,7 @@ class Runner:
         self._preflight()
         results = self.results = []
         outcome = RunStatus.INTERRUPTED  # unless the loop below completes
+        previous = _sigterm_interrupts()
         try:
             for node in self._needed_nodes():
                 result = self._stage(node)
@@ -96,6 +90,7 @@ class Runner:
                     break
             outcome = RunStatus.FAILED if _failed(results) else RunStatus.OK
         finally:
+            _restore_sigterm(previous)
             if self.remote is not None and self.remote.spec.push and outcome is not RunStatus.INTERRUPTED:
                 self._push()
             self._write_summary(results, time.perf_counter() - started, outcome)
@@ -253,50 +248,27 @@ class Runner:
         self.store.set_head(self.project.config.name, node.name, key, parts)
 
     def _call(self, node: Node, workdir: Path, log: Path, result: StageResult) -> None:
-        inputs = {
-            name: self.store.path_of(self.resolved[str(ref)])
-            for name, ref in node.bindings.items()
-            if ref.stage and str(ref) in self.resolved
-        }
-        outputs = {a.name: a for a in node.spec.outputs}
-        with captured(log) as logger:
-            persistent = self.store.root / "persistent" / node.name
-            ctx = StageContext(
-                self.project.config, inputs, workdir, outputs, logger, result.metrics, persistent
-            )
-            try:
-                node.spec.run(ctx, node.params)
-                missing = [a.name for a in node.spec.outputs if not ctx.output(a.name).exists()]
-                if missing:
-                    raise StageFailed(f"stage finished without writing output(s): {', '.join(missing)}")
-            except StageFailed as exc:
-                _reraise_interrupt(exc)
-                # The cause (e.g. an exporter's pages of advice) goes to the log in full.
-                logger.error("%s", exc, exc_info=exc.__cause__ is not None)
-                result.status, result.message = Status.FAILED, plain(str(exc))
-            except StageSkipped as exc:
-                logger.warning("skipped: %s", exc)
-                result.status, result.message = Status.SKIPPED, str(exc)
-            except DeployError as exc:  # e.g. a library the stage needs is missing: exit code kept
-                _reraise_interrupt(exc)
-                logger.error("%s", exc)
-                result.status, result.message, result.exit_code = (
-                    Status.FAILED,
-                    plain(str(exc)),
-                    exc.exit_code,
-                )
-            except Exception as exc:
-                _reraise_interrupt(exc)
-                logger.error("unexpected error\n%s", traceback.format_exc())
-                result.status, result.message = Status.FAILED, f"{root_cause(exc)} (traceback in the log)"
-            except (
-                SystemExit
-            ) as exc:  # the user's model code called sys.exit(): its code is not ours to exit with
-                logger.error("sys.exit() called in stage code\n%s", traceback.format_exc())
-                result.status, result.message = (
-                    Status.FAILED,
-                    f"code run by the stage called sys.exit({exc.code!r}) (traceback in the log)",
-                )
+        job = Job(
+            node.name,
+            stage_module(node.name),
+            node.params,
+            self.project.config,
+            {
+                name: self.store.path_of(self.resolved[str(ref)])
+                for name, ref in node.bindings.items()
+                if ref.stage and str(ref) in self.resolved
+            },
+            workdir,
+            log,
+            self.store.root / "persistent" / node.name,
+        )
+        settings = self.project.settings_of(node.spec)
+        if settings.isolate:
+            outcome = run_isolated(job, Limits(settings.timeout_s, settings.memory_mb))
+        else:
+            outcome = execute(job, node.spec)
+        result.status, result.message, result.exit_code = outcome.status, outcome.message, outcome.exit_code
+        result.metrics.update(outcome.metrics)
 
     def _store_outputs(
         self, node: Node, key: str, parts: dict[str, Any], workdir: Path, result: StageResult
@@ -345,14 +317,21 @@ class Runner:
         return found
 
 
-def _reraise_interrupt(exc: BaseException) -> None:
-    """Ctrl-C that a library turned into its own error (torch's tracer, a C extension's
-    callback) is still Ctrl-C: the run is interrupted, not a failed stage."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, KeyboardInterrupt):
-            raise KeyboardInterrupt from exc
-        seen = seen.__cause__ or seen.__context__
+def _sigterm_interrupts() -> Any:
+    """SIGTERM (a CI job's abort, `kill`) ends the run as Ctrl-C does: the stage's child
+    is stopped, the summary, JUnit and report say `interrupted`. Main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _restore_sigterm(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _failed(results: list[StageResult]) -> StageResult | None:

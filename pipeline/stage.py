@@ -13,7 +13,7 @@ from enum import Enum, IntEnum
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config import DeployConfig
 from pipeline.errors import Issue
@@ -124,6 +124,31 @@ class StageContext:
         self.metrics.setdefault(REPORT_KEY, []).append(table)
 
 
+class RunSettings(BaseModel):
+    """How a stage's code is run, not what it computes: given in the stage's section of
+    the YAML beside its params (`export: {opset: 18, timeout_s: 600}`), never in its key."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    timeout_s: float = Field(
+        gt=0, description="Wall-clock limit of the stage's run; past it the stage is stopped and fails (exit 6)."
+    )
+    memory_mb: int | None = Field(
+        None,
+        ge=64,
+        description="Resident-memory limit of the stage's process and its children; past it the stage is "
+        "stopped and fails (exit 6). null: none (the kernel's out-of-memory killer still ends it: exit 5).",
+    )
+    isolate: bool = Field(
+        True,
+        description="Run the stage in a child process, so a crash (segfault, abort, out-of-memory kill) or a "
+        "hang fails the stage, not the run. false: in deploy's own process (for a debugger); then timeout_s "
+        "and memory_mb are not enforced.",
+    )
+
+
+RUN_SETTINGS = tuple(RunSettings.model_fields)
+
 P = TypeVar("P", bound=BaseModel)
 
 
@@ -165,6 +190,8 @@ class StageSpec(Generic[P]):
     # the same name that no configured stage makes (the golden references: every
     # converting stage needs them, no config should have to ask for them).
     implied: bool = False
+    # The default of the stage's `timeout_s` run setting (RunSettings).
+    timeout_s: float = 3600.0
 
     def destinations(self, params: P, config: DeployConfig, artifact: Artifact) -> tuple[Path | str, ...]:
         """Where a published output goes with these params and config (none if unmarked)."""

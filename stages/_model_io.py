@@ -125,6 +125,8 @@ def _locate(
     if spec.path is not None:
         return _follow(result, spec.path)
     if by_name:
+        if spec.name not in result:
+            return (), f"no key '{spec.name}' in the model's {type(result).__name__} (set outputs[{index}].path)"
         return _follow(result, spec.name)
     if index >= len(leaves):
         return (), f"there is no tensor at position {index}"

@@ -199,9 +199,11 @@ def run(ctx: StageContext, params: TritonParams) -> None:
     models = [m for m in served(params, ctx.config.name) if m.artifact in ctx.inputs]
     for missing in [m for m in served(params, ctx.config.name) if m.artifact not in ctx.inputs]:
         ctx.log.warning(
-            "%s not written: no %s artifact (its stage was skipped)", missing.model, missing.artifact
+            "%s not written: no %s artifact (its stage was skipped or is not configured)",
+            missing.model,
+            missing.artifact,
         )
-        ctx.record(f"not_written.{missing.model}", f"no {missing.artifact} (stage skipped)")
+        ctx.record(f"not_written.{missing.model}", f"no {missing.artifact} (stage skipped or not configured)")
     if any(m.fmt == "plan" for m in models) and "manifest" in ctx.inputs:
         check_engine_batch(
             json.loads(ctx.input("manifest").read_text()), params, max_batch(params, ctx.config)
@@ -314,6 +316,8 @@ SPEC = StageSpec(
     check=check,
     select_inputs=inputs_for,
     optional_inputs=frozenset({"engine", "manifest"}),
+    # No trace stage (the torch.export path): the torchscript format is not written, and says so.
+    if_configured=frozenset({"torchscript"}),
     publishes=when_all,
     description="Triton model repository: config.pbtxt (validated as ModelConfig) + model files",
 )

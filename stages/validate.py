@@ -32,6 +32,8 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
     for runtime in params.runtimes:
         if runtime == "tensorrt" and "engine" not in ctx.inputs:
             skipped[runtime] = "no engine: the build stage was skipped (no TensorRT or GPU)"
+        elif runtime == "torchscript" and "torchscript" not in ctx.inputs:
+            skipped[runtime] = "no TorchScript: this config has no trace stage"
         else:
             tables[runtime] = _parity.compare(_RUNNERS[runtime](ctx, golden), golden, params)
     report = _report(tables, skipped, params)
@@ -89,7 +91,10 @@ def _tensorrt(ctx: StageContext, golden: Any) -> Any:
 
 
 def inputs_for(params: ValidateParams) -> tuple[str, ...]:
-    return ("onnx", "torchscript", "golden") + (("engine",) if "tensorrt" in params.runtimes else ())
+    runtimes = set(params.runtimes)
+    return ("onnx", "golden") + (("torchscript",) if "torchscript" in runtimes else ()) + (
+        ("engine",) if "tensorrt" in runtimes else ()
+    )
 
 
 _RUNNERS = {"onnxruntime": _onnxruntime, "torchscript": _torchscript, "tensorrt": _tensorrt}
@@ -106,5 +111,6 @@ SPEC = StageSpec(
     env=("onnxruntime", "torch", "numpy"),
     select_inputs=inputs_for,
     optional_inputs=frozenset({"engine"}),
+    if_configured=frozenset({"torchscript"}),  # the torch.export path has no trace stage
     description="parity gate: ONNX Runtime and TorchScript vs the eager reference",
 )

@@ -63,9 +63,9 @@ def make(
 
     if runtime == "torchscript":
         return TorchModule.torchscript(ctx.input("torchscript"), *names, device, threads).timed(feeds)
-    from stages._torch import load_model
+    from stages._torch import load_adapted
 
-    return TorchModule(load_model(ctx.config.model), *names, device, threads).timed(feeds)
+    return TorchModule(load_adapted(ctx.config, feeds), *names, device, threads).timed(feeds)
 
 
 # -- `deploy bench FILE`: inputs from --shapes or the model -------------------------------------

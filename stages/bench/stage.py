@@ -158,7 +158,7 @@ def run(ctx: StageContext, params: BenchParams) -> None:
     skipped: dict[str, str] = {}
     for runtime in params.runtimes:
         if ARTIFACT[runtime] != SOURCE_ARTIFACT and ARTIFACT[runtime] not in ctx.inputs:
-            skipped[runtime] = f"no {ARTIFACT[runtime]}: its stage was skipped"
+            skipped[runtime] = f"no {ARTIFACT[runtime]}: its stage was skipped or is not configured"
         elif runtime == "triton":
             rows += _triton_rows(ctx, params, settings)
         else:
@@ -298,5 +298,6 @@ SPEC = StageSpec(
     select_inputs=inputs_for,
     # Formats whose stage may be skipped here (no TensorRT, no GPU): reported, not failed.
     optional_inputs=frozenset({"engine"}),
+    if_configured=frozenset({"torchscript"}),  # the torch.export path has no trace stage
     description="trtexec-style latency / throughput of every runtime per batch, Triton concurrency sweep; JSON, Markdown, PNG",
 )

@@ -24,11 +24,15 @@ sys.exit(code)
 """
 
 
+# Stage isolation's fork server: a fully cached run starts no child process.
+FORKSERVER = ("multiprocessing.forkserver", "multiprocessing.popen_forkserver")
+
+
 def heavy_imports(*args: str) -> tuple[int, list[str]]:
     import subprocess
 
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE.format(args=list(args), heavy=HEAVY)],
+        [sys.executable, "-c", PROBE.format(args=list(args), heavy=HEAVY + FORKSERVER)],
         capture_output=True,
         text=True,
         timeout=600,

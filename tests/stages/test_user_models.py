@@ -1,0 +1,111 @@
+"""A model written the way Hugging Face writes them — keyword inputs, a `ModelOutput`
+result — through the pipeline on both ONNX exporters; on the torch.export path without
+a trace stage, through a real tritonserver."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import onnx
+import pytest
+import yaml
+
+from tests.helpers import run, statuses
+
+MODEL = '''
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers.utils import ModelOutput
+
+
+@dataclass
+class EncoderOutput(ModelOutput):
+    last_hidden_state: torch.Tensor | None = None
+    pooled: torch.Tensor | None = None
+    attentions: tuple | None = None  # unset, as HF leaves it without output_attentions
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(50, 8)
+        self.proj = nn.Linear(8, 5)
+
+    def forward(self, input_ids=None, attention_mask=None, **kwargs):
+        mask = attention_mask.unsqueeze(-1).to(torch.float32)
+        hidden = torch.tanh(self.embed(input_ids)) * mask
+        pooled = self.proj(hidden.sum(1) / mask.sum(1).clamp(min=1.0))
+        return EncoderOutput(last_hidden_state=hidden, pooled=pooled)
+
+
+def encoder():
+    torch.manual_seed(0)
+    return Encoder()
+'''
+
+
+def encoder_config(tmp: Path, stages: dict[str, Any]) -> Path:
+    (tmp / "encoder.py").write_text(MODEL)
+    dims = {"dims": ["batch", "seq"], "min": [1, 3], "opt": [2, 6], "max": [4, 10]}
+    data = {
+        "name": "encoder",
+        "model": {"file": "encoder.py", "callable": "encoder", "inputs_by": "keyword", "seed": 1},
+        "inputs": [
+            {"name": "input_ids", "dtype": "int64", "value_range": [0, 49], **dims},
+            {"name": "attention_mask", "dtype": "int64", "value_range": [0, 1], **dims},
+        ],
+        # Declared in another order than the model returns them; one by a path.
+        "outputs": [{"name": "pooled"}, {"name": "hidden", "path": "last_hidden_state"}],
+        "cache_dir": str(tmp / "cache"),
+        "repository": str(tmp / "model_repository"),
+        "run_dir": str(tmp / "runs"),
+        "stages": stages,
+    }
+    path = tmp / "encoder.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def onnx_io(results: dict[str, Any], path: Path) -> tuple[list[Any], list[Any]]:
+    from pipeline.project import load_project
+    from pipeline.store import Store
+
+    model = onnx.load(str(Store(load_project(path).cache_dir).path_of(results["export"].outputs["onnx"])))
+    dims = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.input]
+    return [v.name for v in model.graph.input] + dims, [v.name for v in model.graph.output]
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+def test_keyword_inputs_and_a_model_output_export_on_both_paths(tmp_path, exporter):
+    stages = {"export": {"exporter": exporter, "opset": 18}, "validate": {"runtimes": ["onnxruntime"]}}
+    if exporter == "torchscript":
+        stages |= {"trace": {}, "validate": {}}
+    path = encoder_config(tmp_path, stages)
+    results = run(path)
+    assert set(statuses(results).values()) == {"ran"}, {n: r.message for n, r in results.items()}
+    inputs, outputs = onnx_io(results, path)
+    assert inputs == ["input_ids", "attention_mask", ["batch", "seq"], ["batch", "seq"]]
+    assert outputs == ["pooled", "hidden"]
+    parity = results["validate"].metrics["parity"]
+    assert parity["onnxruntime"]["passed"] and ("torchscript" in parity) == (exporter == "torchscript")
+
+
+@pytest.mark.triton
+def test_the_torch_export_path_without_trace_serves_and_passes_smoke(tmp_path):
+    stages = {
+        "export": {"exporter": "dynamo", "opset": 18},
+        "simplify": {},
+        "validate": {},
+        "triton_config": {"formats": ["python"], "max_batch_size": 4},
+        "smoke": {"protocols": ["http", "grpc"]},
+    }
+    results = run(encoder_config(tmp_path, stages))
+    assert statuses(results) == dict.fromkeys(
+        ["golden", "export", "simplify", "validate", "triton_config", "smoke"], "ran"
+    ), {n: r.message for n, r in results.items()}
+    assert "torchscript: skipped" in results["validate"].metrics["headline"]
+    served = results["smoke"].metrics["smoke"]["models"]["encoder_python"]
+    assert served["status"] == "passed", served
