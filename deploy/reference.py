@@ -128,9 +128,19 @@ def sections() -> list[Section]:
         "Top-level keys of the config file.",
         tuple(rows(DeployConfig)),
     )
-    out = [shared]
+    from pipeline.stage import RunSettings
+
+    run = Section(
+        "Run settings (every stage)",
+        "Beside a stage's params in its section (`export: {opset: 18, timeout_s: 600}`); how the stage's code "
+        "is run, not what it computes, so never in its cache key. `timeout_s` defaults per stage (in each "
+        "stage's section below).",
+        tuple(rows(RunSettings, f"{STAGES_FIELD}.<stage>")),
+    )
+    out = [shared, run]
     for name, spec in stage_specs().items():
         intro = f"{spec.description}." if spec.description else ""
+        intro += f" Default `timeout_s`: {spec.timeout_s:g}."
         out.append(
             Section(f"`{STAGES_FIELD}.{name}`", intro, tuple(rows(spec.params, f"{STAGES_FIELD}.{name}")))
         )

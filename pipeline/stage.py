@@ -131,7 +131,10 @@ class RunSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     timeout_s: float = Field(
-        gt=0, description="Wall-clock limit of the stage's run; past it the stage is stopped and fails (exit 6)."
+        3600.0,
+        gt=0,
+        description="Wall-clock limit of the stage's run; past it the stage is stopped and fails (exit 6). "
+        "The default differs per stage (each stage's section says it).",
     )
     memory_mb: int | None = Field(
         None,

@@ -306,4 +306,5 @@ SPEC = StageSpec(
     check=check,
     select_inputs=lambda p: (source_artifact(p),),
     description="TensorRT engine with optimization profiles from the shape spec (skipped without TensorRT / GPU)",
+    timeout_s=7200,
 )

@@ -61,4 +61,5 @@ SPEC = StageSpec(
     description="golden inputs at min / opt / max and the eager model's reference outputs",
     phase=Phase.CONVERT,
     implied=True,
+    timeout_s=1800,
 )

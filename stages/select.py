@@ -191,4 +191,5 @@ SPEC = StageSpec(
     if_configured=frozenset({*REPORTS.values(), "repository"}),
     publishes=when_selected,
     description="picks the best (format, precision) per objective from bench rows and accuracy gates; status table",
+    timeout_s=600,
 )

@@ -97,4 +97,5 @@ SPEC = StageSpec(
     uses=frozenset({Section.SHAPES}),
     env=("onnx", "onnxsim", "onnxruntime", "numpy"),
     description="onnxsim graph simplification, dynamic dims kept; ORT parity vs eager",
+    timeout_s=1800,
 )

@@ -298,4 +298,5 @@ SPEC = StageSpec(
     identity=lambda params: identity(params.server),
     check=check,
     description="real tritonserver: metadata, HTTP + gRPC parity at min/opt/max, dynamic batching",
+    timeout_s=1800,
 )

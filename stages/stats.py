@@ -146,4 +146,5 @@ SPEC = StageSpec(
     uses=frozenset({Section.SHAPES}),
     env=("onnx-tool", "onnx", "numpy"),
     description="parameters, FLOPs, bytes, arithmetic intensity per op type; roofline per declared hardware target",
+    timeout_s=600,
 )

@@ -100,4 +100,5 @@ SPEC = StageSpec(
     env=("torch", "safetensors", "numpy"),
     check=check,
     description="TorchScript trace, checked against the eager references at every recorded shape",
+    timeout_s=1800,
 )

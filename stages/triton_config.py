@@ -320,4 +320,5 @@ SPEC = StageSpec(
     if_configured=frozenset({"torchscript"}),
     publishes=when_all,
     description="Triton model repository: config.pbtxt (validated as ModelConfig) + model files",
+    timeout_s=600,
 )

@@ -161,4 +161,5 @@ SPEC = StageSpec(
     check=check,
     publishes=when_all,
     description="Model Analyzer-style search: instance count x max batch x queue delay on a live tritonserver",
+    timeout_s=7200,
 )

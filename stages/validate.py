@@ -113,4 +113,5 @@ SPEC = StageSpec(
     optional_inputs=frozenset({"engine"}),
     if_configured=frozenset({"torchscript"}),  # the torch.export path has no trace stage
     description="parity gate: ONNX Runtime and TorchScript vs the eager reference",
+    timeout_s=1800,
 )

@@ -22,6 +22,54 @@ from pipeline.errors import ExitCode
 from tests.helpers import run_cli, tiny_dict
 
 CONFIG, STAGE, ENV, USAGE = ExitCode.CONFIG, ExitCode.STAGE, ExitCode.ENVIRONMENT, ExitCode.USAGE
+CRASHED, LIMIT = ExitCode.CRASHED, ExitCode.LIMIT
+
+# Models written as users write them, for the model-I/O and isolation cases.
+DICT_MODEL = """
+import torch
+from torch import nn
+
+
+class Seg(nn.Module):  # torchvision's segmentation models return {"out": ..., "aux": ...}
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 3, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return {"out": y, "aux": y.mean((2, 3))}
+
+
+class Faulty(nn.Module):
+    def __init__(self, fault):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 3, 3, padding=1)
+        self.fault = fault
+
+    def forward(self, x):
+        import os, time
+        if self.fault == "abort":
+            os.abort()
+        if self.fault == "hang":
+            time.sleep(600)
+        if self.fault == "branch" and x.sum() > 0:  # data-dependent: torch.export cannot
+            return self.conv(x) * 2
+        return self.conv(x)
+
+
+def build(kind="dict"):
+    return Seg() if kind == "dict" else Faulty(kind)
+"""
+
+
+def _user_model(kind: str, **stages: Any) -> Callable[[dict[str, Any], Path], None]:
+    def edit(data: dict[str, Any], tmp: Path) -> None:
+        _model_file(DICT_MODEL)(data, tmp)
+        data["model"]["kwargs"] = {"kind": kind}
+        for name, params in stages.items():
+            data["stages"][name] = params
+
+    return edit
 
 
 @dataclass(frozen=True)
@@ -637,6 +685,40 @@ CASES = [
         _file("model.bin", b"x"),
         ("bench", "{tmp}/model.bin"),
     ),
+    Case(
+        "dict-output-unknown-key",
+        CONFIG,
+        "outputs[0]: 'logits': no key 'logits' in the model's dict (set outputs[0].path); "
+        "the model returns a dict with 2 tensor(s): out [4, 3, 8, 8], aux [4, 3]",
+        _user_model("dict"),
+    ),
+    Case(
+        "inputs-cannot-bind-by-keyword",
+        CONFIG,
+        "model.inputs_by: the declared inputs ['image'] cannot be passed by keyword to forward(x)",
+        lambda d, t: (_user_model("dict")(d, t), _set("model.inputs_by", "keyword")(d, t)),
+    ),
+    Case(
+        "exporter-fails-on-the-model",
+        STAGE,
+        "torch.onnx.export (dynamo) failed:",
+        _user_model("branch", export={"exporter": "dynamo", "opset": 18}),
+        args=("run", "{config}", "--to", "export"),
+        prepare=("--to", "golden"),
+    ),
+    Case(
+        "stage-times-out",
+        LIMIT,
+        "stage 'golden' failed: exceeded timeout_s 2; the stage was stopped (raise stages.golden.timeout_s",
+        _user_model("hang", golden={"timeout_s": 2}),
+    ),
+    Case(
+        "stage-process-dies",
+        CRASHED,
+        "stage 'golden' failed: the stage's process was killed by SIGABRT",
+        _user_model("abort"),
+    ),
+    Case("run-setting-out-of-range", CONFIG, "stages.export.timeout_s: Input should be greater than 0", _set("stages.export.timeout_s", 0)),
     Case(
         "bench-bad-percentile",
         USAGE,
