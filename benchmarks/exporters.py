@@ -52,7 +52,7 @@ def run_pair(config: Path, exporter: str, iterations: int) -> dict[str, object]:
         if proc.returncode != 0:
             failed = next(r for r in rows.values() if r["status"] == "failed")
             return {"config": name, "exporter": exporter, "failed": f"{failed['stage']}: {failed['message']}"}
-        onnx_path = rows["simplify"]["outputs"]["onnx"]["path"]
+        onnx_path = str(Path(rows["simplify"]["outputs"]["onnx"]["path"]) / "model.onnx")  # the model dir
         return {
             "config": name,
             "exporter": exporter,

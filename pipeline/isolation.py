@@ -97,7 +97,9 @@ def _died(exitcode: int | None, log: Path) -> Outcome:
     else:
         why = f"exited with code {exitcode} without a result"
     _note(log, f"the stage's process {why}")
-    return Outcome(Status.FAILED, f"the stage's process was {why} (its log has what it printed)", ExitCode.CRASHED)
+    return Outcome(
+        Status.FAILED, f"the stage's process was {why} (its log has what it printed)", ExitCode.CRASHED
+    )
 
 
 def _limit(job: Job, what: str) -> Outcome:

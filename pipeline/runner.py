@@ -25,8 +25,8 @@ from pipeline.graph import Node
 from pipeline.isolation import Limits, run_isolated
 from pipeline.plan import Action, make_plan, source_outputs, stage_parts, why
 from pipeline.project import Project
-from pipeline.remote import RemoteCache
 from pipeline.registry import stage_module
+from pipeline.remote import RemoteCache
 from pipeline.remote_publish import publish
 from pipeline.results import RunStatus as RunStatus
 from pipeline.results import StageResult as StageResult
@@ -247,17 +247,22 @@ class Runner:
         self.store.commit(Entry(node.name, key, parts, {}, result.metrics, skipped=result.message))
         self.store.set_head(self.project.config.name, node.name, key, parts)
 
+    def _input_paths(self, node: Node) -> dict[str, Path]:
+        return {
+            name: self.project.graph.node(ref.stage)
+            .spec.output(ref.name)
+            .within(self.store.path_of(self.resolved[str(ref)]))
+            for name, ref in node.bindings.items()
+            if ref.stage and str(ref) in self.resolved
+        }
+
     def _call(self, node: Node, workdir: Path, log: Path, result: StageResult) -> None:
         job = Job(
             node.name,
             stage_module(node.name),
             node.params,
             self.project.config,
-            {
-                name: self.store.path_of(self.resolved[str(ref)])
-                for name, ref in node.bindings.items()
-                if ref.stage and str(ref) in self.resolved
-            },
+            self._input_paths(node),
             workdir,
             log,
             self.store.root / "persistent" / node.name,

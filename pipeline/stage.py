@@ -45,7 +45,9 @@ class Section(str, Enum):
             return config.name
         if self is Section.MODEL:
             # Paths are left out on purpose: the model's identity (digests) is an input.
-            return config.model.model_dump(mode="json", include={"kwargs", "seed", "callable", "factory", "inputs_by"})
+            return config.model.model_dump(
+                mode="json", include={"kwargs", "seed", "callable", "factory", "inputs_by"}
+            )
         return config.model_dump(mode="json", include={"inputs", "outputs", "batch_dim"})
 
 
@@ -74,10 +76,17 @@ class Artifact:
     kind: ArtifactKind = ArtifactKind.FILE
     filename: str = ""  # file name inside the stage's work dir (FILE kind)
     publish: Publish | None = None
+    # TREE kind: the file inside the directory that writers and readers are handed (an
+    # ONNX model, whose weights file lies beside it, named relative to it).
+    entry: str = ""
 
     @property
     def relpath(self) -> str:
         return self.filename or self.name
+
+    def within(self, root: Path) -> Path:
+        """What a stage is handed for this artifact stored at `root`."""
+        return root / self.entry if self.entry else root
 
 
 @dataclass
@@ -98,7 +107,11 @@ class StageContext:
         return self.inputs[name]
 
     def output(self, name: str) -> Path:
-        return self.workdir / self.outputs[name].relpath
+        artifact = self.outputs[name]
+        path = artifact.within(self.workdir / artifact.relpath)
+        if artifact.entry:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        return path
 
     def record(self, key: str, value: Any) -> None:
         """Adds a JSON-serialisable number or table to the run summary."""

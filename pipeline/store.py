@@ -147,7 +147,11 @@ class Store:
         for rel, meta in self.tree_manifest(digest).items():
             target = tmp / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            os.link(self.object_path(meta["digest"]), target)
+            # A copy, not a hard link: ONNX and ONNX Runtime refuse an external weights
+            # file with more than one link (their guard against hardlink attacks). Made
+            # once per tree digest; warm runs find the tree laid out already.
+            shutil.copyfile(self.object_path(meta["digest"]), target)
+            os.chmod(target, 0o444)
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, dest)
 

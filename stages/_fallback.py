@@ -13,7 +13,6 @@ conversion judged by the real gate. Imports onnx and numpy (via the runtime) whe
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from stages import _onnx_files
 from stages._accuracy import Accuracy
+from stages._onnx_files import MODEL_FILE
 from stages._tolerance import AccuracyGate, AutoFallback
 
 # kept_float node names -> where to write the converted model
@@ -75,7 +76,8 @@ class _Search:
         self.paths: dict[tuple[str, ...], Path] = {}
 
     def passes(self, kept: tuple[str, ...]) -> bool:
-        path = self.work / f"fallback-{len(self.attempts)}.onnx"
+        path = self.work / f"fallback-{len(self.attempts)}" / MODEL_FILE  # its weights may lie beside it
+        path.parent.mkdir(parents=True, exist_ok=True)
         self.build(kept, path)
         metrics, bad = self.judge(path)
         cosines = [m.cosine for m in metrics.values() if m.cosine is not None]
@@ -250,7 +252,7 @@ def _expose(model: Path, tensors: list[str], dest: Path) -> Path:
     produced = {o for n in graph.node for o in n.output}
     wanted = [t for t in tensors if t in produced and t not in constant | present]
     graph.output.extend(onnx.ValueInfoProto(name=t) for t in wanted)
-    onnx.save(proto, str(dest))
+    _onnx_files.save(proto, dest, _onnx_files.uses_external_data(model))
     return dest
 
 
@@ -292,7 +294,7 @@ def conclude(
         auto.max_float_nodes,
         ctx.workdir,
     )
-    shutil.copyfile(outcome.chosen, dest)
+    _onnx_files.copy(outcome.chosen, dest)
     _report(ctx, conversion.label, outcome)
     label = (
         f"{conversion.label} ({len(outcome.kept_float)} nodes kept FP32)"

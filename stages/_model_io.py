@@ -30,10 +30,20 @@ Path = tuple[Step, ...]
 class IOAdapter(torch.nn.Module):
     """`forward(*tensors)` in declared input order -> a tuple in declared output order."""
 
-    def __init__(self, model: torch.nn.Module, names: tuple[str, ...], keyword: bool, picks: tuple[Path, ...]):
+    def __init__(
+        self, model: torch.nn.Module, names: tuple[str, ...], keyword: bool, picks: tuple[Path, ...]
+    ):
         super().__init__()
         self.model = model
         self.names, self.keyword, self.picks = names, keyword, picks
+        self.plain = False  # set by adapt(): the model already speaks this convention
+
+    def exportable(self) -> torch.nn.Module:
+        """What an exporter should see: the model itself where it already takes the
+        inputs by position and returns exactly the declared outputs in order, so its
+        ONNX node names stay its own (`/fc/Gemm`, not `/model/fc/Gemm`), the names
+        that `exclude` lists and earlier caches use; else this adapter."""
+        return self.model if self.plain else self
 
     def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if self.keyword:
@@ -55,14 +65,26 @@ def adapt(model: torch.nn.Module, config: DeployConfig, sample: Mapping[str, np.
     except Exception as exc:
         raise StageFailed(f"the model's forward raised: {type(exc).__name__}: {first_line(exc)}") from exc
     picks = tuple(find_outputs(result, config.outputs))
-    return IOAdapter(model, names, keyword, picks).eval()
+    adapter = IOAdapter(model, names, keyword, picks).eval()
+    adapter.plain = not keyword and _natural(result, picks)
+    return adapter
+
+
+def _natural(result: Any, picks: tuple[Path, ...]) -> bool:
+    """A tensor, or a flat tuple / list of exactly the picked tensors, in order."""
+    if isinstance(result, torch.Tensor):
+        return picks == ((),)
+    flat = isinstance(result, tuple | list) and all(isinstance(r, torch.Tensor) for r in result)
+    return flat and picks == tuple((i,) for i in range(len(result)))
 
 
 def _keyword(model: torch.nn.Module, names: tuple[str, ...], inputs_by: InputsBy) -> bool:
     signature = _signature(model)
     if inputs_by is InputsBy.AUTO:
         params = signature.parameters if signature is not None else {}
-        named = {n for n, p in params.items() if p.kind is not p.VAR_POSITIONAL and p.kind is not p.VAR_KEYWORD}
+        named = {
+            n for n, p in params.items() if p.kind is not p.VAR_POSITIONAL and p.kind is not p.VAR_KEYWORD
+        }
         keyword = bool(names) and set(names) <= named
     else:
         keyword = inputs_by is InputsBy.KEYWORD
@@ -111,9 +133,7 @@ def find_outputs(result: Any, specs: Sequence[OutputSpec]) -> list[Path]:
             issues.append(Issue(f"outputs[{index}]", f"'{spec.name}': {problem}; {describe(result)}"))
         paths.append(path)
     if not issues and not by_name and not any(s.path for s in specs) and len(specs) != len(leaves):
-        issues.append(
-            Issue("outputs", f"the config declares {len(specs)} output(s); {describe(result)}")
-        )
+        issues.append(Issue("outputs", f"the config declares {len(specs)} output(s); {describe(result)}"))
     if issues:
         raise ConfigError("outputs", issues)
     return paths
@@ -126,7 +146,10 @@ def _locate(
         return _follow(result, spec.path)
     if by_name:
         if spec.name not in result:
-            return (), f"no key '{spec.name}' in the model's {type(result).__name__} (set outputs[{index}].path)"
+            return (
+                (),
+                f"no key '{spec.name}' in the model's {type(result).__name__} (set outputs[{index}].path)",
+            )
         return _follow(result, spec.name)
     if index >= len(leaves):
         return (), f"there is no tensor at position {index}"

@@ -11,12 +11,15 @@ import importlib.util
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from pipeline.config import DeployConfig, ModelSource
 from pipeline.errors import StageFailed, first_line
+
+if TYPE_CHECKING:
+    from stages._model_io import IOAdapter
 
 
 def load_model(source: ModelSource) -> torch.nn.Module:
@@ -117,8 +120,7 @@ def _read_state(path: Path) -> Any:
         raise StageFailed(f"model.checkpoint: cannot read {path} as a state_dict: {first_line(exc)}") from exc
 
 
-
-def load_adapted(config: DeployConfig, sample: Mapping[str, Any]) -> torch.nn.Module:
+def load_adapted(config: DeployConfig, sample: Mapping[str, Any]) -> IOAdapter:
     """The model behind the pipeline's calling convention (stages._model_io): one tensor
     per declared input in, the declared outputs as a tuple out; `sample` (numpy arrays by
     input name) is what it is probed with to find them."""

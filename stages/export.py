@@ -8,10 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config import DeployConfig
 from pipeline.errors import StageFailed, root_cause
-from pipeline.stage import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
+from pipeline.stage import SOURCE_ARTIFACT, Artifact, ArtifactKind, Section, StageContext, StageSpec
+from stages._onnx_files import MODEL_FILE, ExternalData
 from stages._tolerance import Tolerance
-
-TWO_GB = 2**31  # protobuf's limit for one ONNX file
 
 
 class ExportParams(BaseModel):
@@ -24,6 +23,11 @@ class ExportParams(BaseModel):
         description="torchscript: the legacy exporter (fast); dynamo: torch.export based (needs onnxscript).",
     )
     constant_folding: bool = Field(True, description="Fold constants during export.")
+    external_data: ExternalData = Field(
+        ExternalData.AUTO,
+        description="Where the weights go: auto keeps them in model.onnx unless they pass 2 GB, then "
+        "writes model.onnx.data beside it; always writes them beside it. Later stages keep the layout.",
+    )
     tolerance: Tolerance = Field(
         Tolerance(), description="ONNX Runtime vs eager outputs on the golden inputs."
     )
@@ -33,16 +37,15 @@ def run(ctx: StageContext, params: ExportParams) -> None:
     import onnx
 
     from runtimes.onnxrt import OnnxRuntime
-    from stages import _golden, _parity
+    from stages import _golden, _onnx_files, _parity
     from stages._torch import load_adapted
 
     golden = _golden.load(ctx.input("golden"))
-    model = load_adapted(ctx.config, golden["opt"].inputs)
-    _check_size(model)
+    model = load_adapted(ctx.config, golden["opt"].inputs).exportable()
     _export(model, ctx, params, golden)
-    proto = onnx.load(str(ctx.output("onnx")))
-    onnx.checker.check_model(proto)
-    _record_opset(ctx, proto, params.opset)
+    del model  # a model over 2 GB is in memory once more in ONNX Runtime below
+    _onnx_files.check(ctx.output("onnx"))
+    _record_opset(ctx, onnx.load(str(ctx.output("onnx")), load_external_data=False), params.opset)
     table = _parity.compare(
         _golden.run(OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names()), golden),
         golden,
@@ -93,6 +96,8 @@ def _export_legacy(
 ) -> None:
     import torch
 
+    from stages import _onnx_files
+
     config = ctx.config
     torch.onnx.export(
         model,
@@ -105,6 +110,10 @@ def _export_legacy(
         do_constant_folding=params.constant_folding,
         dynamo=False,
     )
+    # Past 2 GB this exporter writes one file per tensor: laid out again as one data file.
+    written = ctx.output("onnx")
+    if params.external_data is ExternalData.ALWAYS or len(list(written.parent.iterdir())) > 1:
+        _onnx_files.rewrite(written, external=True)
 
 
 def _export_dynamo(model: Any, args: tuple[Any, ...], ctx: StageContext, params: ExportParams) -> None:
@@ -113,18 +122,22 @@ def _export_dynamo(model: Any, args: tuple[Any, ...], ctx: StageContext, params:
     `embedding` op output) is renamed away instead of breaking SSA form."""
     import torch
 
+    from stages._model_io import IOAdapter
+
+    shapes = dynamic_shapes(ctx.config)
     program = torch.onnx.export(
         model,
         args,
         None,
         dynamo=True,
-        dynamic_shapes=(dynamic_shapes(ctx.config),),  # one entry: the adapter's *args
+        # The adapter takes *args (one entry for all of them); a plain model one per input.
+        dynamic_shapes=(shapes,) if isinstance(model, IOAdapter) else shapes,
         opset_version=params.opset,
         optimize=True,
     )
     assert program is not None  # with no file given, the exporter returns the program
     rename_io(program.model.graph, ctx.config.input_names(), ctx.config.output_names())
-    program.save(str(ctx.output("onnx")), external_data=False)
+    program.save(str(ctx.output("onnx")), external_data=_external(program.model, params))
 
 
 def dynamic_shapes(config: DeployConfig) -> tuple[dict[int, Any], ...]:
@@ -138,7 +151,9 @@ def dynamic_shapes(config: DeployConfig) -> tuple[dict[int, Any], ...]:
         axes = {}
         for axis, name in spec.dynamic_axes().items():
             if spec.min[axis] < spec.max[axis]:
-                axes[axis] = dims.setdefault(name, torch.export.Dim(name, min=spec.min[axis], max=spec.max[axis]))
+                axes[axis] = dims.setdefault(
+                    name, torch.export.Dim(name, min=spec.min[axis], max=spec.max[axis])
+                )
         shapes.append(axes)
     return tuple(shapes)
 
@@ -158,12 +173,13 @@ def rename_io(graph: Any, inputs: list[str], outputs: list[str]) -> None:
         value.name = name
 
 
-def _check_size(model: Any) -> None:
-    size = sum(p.numel() * p.element_size() for p in model.parameters())
-    if size >= TWO_GB:
-        raise StageFailed(
-            f"the model's weights are {size / 1e9:.1f} GB; ONNX files over 2 GB need external data, not supported yet"
-        )
+def _external(model: Any, params: ExportParams) -> bool:
+    """Whether an onnx_ir model's weights go beside it (onnx_ir names the file
+    `<model file>.data`, as the other writers do)."""
+    from stages._onnx_files import MARGIN, PROTOBUF_LIMIT
+
+    size = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
+    return params.external_data is ExternalData.ALWAYS or size >= PROTOBUF_LIMIT - MARGIN
 
 
 def _record_opset(ctx: StageContext, proto: Any, requested: int) -> None:
@@ -177,10 +193,10 @@ def _record_opset(ctx: StageContext, proto: Any, requested: int) -> None:
 
 SPEC = StageSpec(
     name="export",
-    version=2,
+    version=3,
     params=ExportParams,
     inputs=(SOURCE_ARTIFACT, "golden"),
-    outputs=(Artifact("onnx", filename="model.onnx"),),
+    outputs=(Artifact("onnx", ArtifactKind.TREE, entry=MODEL_FILE),),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),
     env=("torch", "safetensors", "onnx", "onnxruntime", "onnxscript", "onnx-ir", "numpy"),

@@ -11,8 +11,9 @@ from pydantic import Field
 
 from pipeline.config import DeployConfig
 from pipeline.errors import Issue
-from pipeline.stage import Artifact, Section, StageContext, StageSpec
+from pipeline.stage import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from stages._datasource import DataSource, fingerprint
+from stages._onnx_files import MODEL_FILE
 from stages._tolerance import AccuracyGate, AutoFallback, gate_issues
 
 # Reductions, exponentials and normalisations overflow or lose precision in FP16.
@@ -80,6 +81,8 @@ def _convert(
     import onnx
     from onnxconverter_common import float16
 
+    from stages import _onnx_files
+
     model = onnx.load(str(source))
     _unshare(model.graph, set(kept))
     converted: Any = float16.convert_float_to_float16(
@@ -90,7 +93,7 @@ def _convert(
         max_finite_val=max_finite,
     )
     _feed_fp32(converted, set(kept))
-    onnx.save(converted, str(dest))
+    _onnx_files.save(converted, dest, _onnx_files.uses_external_data(source))
 
 
 def _unshare(graph: Any, kept: set[str]) -> None:
@@ -144,11 +147,11 @@ def check(params: Fp16Params, config: DeployConfig) -> list[Issue]:
 
 SPEC = StageSpec(
     name="fp16",
-    version=4,  # 4: automatic fallback (nodes kept FP32), speed in the report
+    version=5,  # 5: the model as a directory (weights beside it past 2 GB); 4: automatic fallback
     params=Fp16Params,
     inputs=("onnx",),
     outputs=(
-        Artifact("onnx_fp16", filename="model.fp16.onnx"),
+        Artifact("onnx_fp16", ArtifactKind.TREE, entry=MODEL_FILE),
         Artifact("accuracy_fp16", filename="accuracy.json"),
     ),
     run=run,

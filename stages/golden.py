@@ -41,7 +41,9 @@ def run(ctx: StageContext, params: GoldenParams) -> None:
     _golden.refuse_constant(
         "reference output", {lb: case.outputs for lb, case in cases.items()}, _OUTPUT_HINT
     )
-    ctx.headline("outputs " + ", ".join(f"{k} {list(v.shape)}" for k, v in cases["opt"].outputs.items()) + " at opt")
+    ctx.headline(
+        "outputs " + ", ".join(f"{k} {list(v.shape)}" for k, v in cases["opt"].outputs.items()) + " at opt"
+    )
     _golden.save(ctx.output("golden"), cases)
 
 

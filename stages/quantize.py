@@ -22,9 +22,10 @@ from pydantic import Field
 
 from pipeline.config import DeployConfig
 from pipeline.errors import Issue, MissingDependency, StageFailed
-from pipeline.stage import Artifact, Section, StageContext, StageSpec
+from pipeline.stage import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from stages._calibration import Method
 from stages._datasource import DataSource, fingerprint
+from stages._onnx_files import MODEL_FILE
 from stages._tolerance import AccuracyGate, AutoFallback, gate_issues
 
 Target = Literal["onnxruntime", "tensorrt"]
@@ -152,8 +153,18 @@ def _prepared(source: Path, params: QuantizeParams, work: Path) -> Path:
         return source
     from onnxruntime.quantization import shape_inference
 
+    from stages import _onnx_files
+
     model = work / "preprocessed.onnx"
-    shape_inference.quant_pre_process(str(source), str(model), skip_symbolic_shape=True)
+    external = _onnx_files.uses_external_data(source)
+    shape_inference.quant_pre_process(
+        str(source),
+        str(model),
+        skip_symbolic_shape=True,
+        save_as_external_data=external,
+        all_tensors_to_one_file=True,
+        external_data_location=model.name + _onnx_files.DATA_SUFFIX if external else None,
+    )
     return model
 
 
@@ -187,8 +198,12 @@ class _Quantizer:
     calibration runs once, on the first call of the static recipe."""
 
     def __init__(self, model: Path, params: QuantizeParams, calibration: list[Any], work: Path) -> None:
+        from stages import _onnx_files
+
         self.model, self.params, self.calibration, self.work = model, params, calibration, work
         self._cache: Path | None = None
+        # The quantized model keeps its source's layout (weights beside it or inside).
+        self.external = _onnx_files.uses_external_data(model)
 
     def build(self, kept_float: tuple[str, ...], dest: Path) -> None:
         exclude = [*self.params.exclude, *kept_float]
@@ -210,6 +225,7 @@ class _Quantizer:
             per_channel=self.params.per_channel,
             weight_type=q.QuantType.QInt8,
             nodes_to_exclude=[*exclude, *rewritten],
+            use_external_data_format=self.external,
         )
 
     def _static(self, exclude: list[str], dest: Path) -> None:
@@ -236,6 +252,7 @@ class _Quantizer:
             calibrate_method=_calibration.ort_method(self.params.method),
             extra_options={"ActivationSymmetric": tensorrt, "WeightSymmetric": True},
             calibration_cache_path=str(self._cache),
+            use_external_data_format=self.external,
         )
 
 
@@ -261,11 +278,11 @@ def _quantize_modelopt(source: Path, dest: Path, calibration: list[Any], params:
 
 SPEC = StageSpec(
     name="quantize",
-    version=4,  # 4: recipes (dynamic), op_types, exclude, automatic fallback, speed, text data
+    version=5,  # 5: the model as a directory (weights beside it past 2 GB); 4: recipes, fallback, speed
     params=QuantizeParams,
     inputs=("onnx",),
     outputs=(
-        Artifact("onnx_int8", filename="model.int8.onnx"),
+        Artifact("onnx_int8", ArtifactKind.TREE, entry=MODEL_FILE),
         Artifact("accuracy_int8", filename="accuracy.json"),
     ),
     run=run,

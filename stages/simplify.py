@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.errors import StageFailed
-from pipeline.stage import Artifact, Section, StageContext, StageSpec
+from pipeline.stage import Artifact, ArtifactKind, Section, StageContext, StageSpec
+from stages._onnx_files import MODEL_FILE
 from stages._tolerance import Tolerance
 
 
@@ -27,8 +27,10 @@ class SimplifyParams(BaseModel):
 
 
 def run(ctx: StageContext, params: SimplifyParams) -> None:
+    from stages import _onnx_files
+
     if not params.enabled:
-        shutil.copyfile(ctx.input("onnx"), ctx.output("onnx"))
+        _onnx_files.copy(ctx.input("onnx"), ctx.output("onnx"))
         ctx.headline("disabled: model passed through")
         return
     import onnx
@@ -36,18 +38,23 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
     from runtimes.onnxrt import OnnxRuntime
     from stages import _golden, _parity
 
+    header = onnx.load(str(ctx.input("onnx")), load_external_data=False)  # sizes, not weights
+    if _onnx_files.too_big(header):
+        _pass_through(ctx, "the model is over 2 GB: onnxsim works on one in-memory protobuf, capped at 2 GB")
+        return
+    external = _onnx_files.has_external(header)
     original = onnx.load(str(ctx.input("onnx")))
     simplified = _simplify(ctx, original, params)
     if simplified is None:
         return
-    onnx.save(simplified, str(ctx.output("onnx")))
+    nodes = (len(original.graph.node), len(simplified.graph.node))
+    _onnx_files.save(simplified, ctx.output("onnx"), external)
     golden = _golden.load(ctx.input("golden"))
     table = _parity.compare(
         _golden.run(OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names()), golden),
         golden,
         params.tolerance,
     )
-    nodes = (len(original.graph.node), len(simplified.graph.node))
     ctx.record("nodes_before", nodes[0])
     ctx.record("nodes_after", nodes[1])
     ctx.record("parity", _parity.to_json(table))
@@ -70,10 +77,19 @@ def _simplify(ctx: StageContext, model: Any, params: SimplifyParams) -> Any:
         message = f"onnxsim failed: {type(exc).__name__}: {exc}"
         if params.on_failure == "fail":
             raise StageFailed(message) from exc
-        ctx.log.warning("%s; passing the model through unsimplified", message)
-        ctx.headline("onnxsim failed; passed through (on_failure: passthrough)")
-        shutil.copyfile(ctx.input("onnx"), ctx.output("onnx"))
+        _pass_through(ctx, f"{message} (on_failure: passthrough)")
         return None
+
+
+def _pass_through(ctx: StageContext, reason: str) -> None:
+    """Hands the exported model on unsimplified, saying why (ONNX Runtime already
+    checked it in export, so no parity run here)."""
+    from stages import _onnx_files
+
+    ctx.log.warning("%s; passing the model through unsimplified", reason)
+    ctx.record("skipped_because", reason)
+    ctx.headline(f"not simplified: {reason}")
+    _onnx_files.copy(ctx.input("onnx"), ctx.output("onnx"))
 
 
 def _check_dynamic_dims(ctx: StageContext, model: Any) -> None:
@@ -89,10 +105,10 @@ def _check_dynamic_dims(ctx: StageContext, model: Any) -> None:
 
 SPEC = StageSpec(
     name="simplify",
-    version=1,
+    version=2,
     params=SimplifyParams,
     inputs=("onnx", "golden"),
-    outputs=(Artifact("onnx", filename="model.onnx"),),
+    outputs=(Artifact("onnx", ArtifactKind.TREE, entry=MODEL_FILE),),
     run=run,
     uses=frozenset({Section.SHAPES}),
     env=("onnx", "onnxsim", "onnxruntime", "numpy"),

@@ -300,13 +300,19 @@ def _check_onnx_names(ctx: StageContext, source: Path) -> None:
 def _write_model(model_dir: Path, version: int, text: str, source: Path, filename: str) -> None:
     (model_dir / str(version)).mkdir(parents=True)
     (model_dir / "config.pbtxt").write_text(text)
-    shutil.copyfile(source, model_dir / str(version) / filename)
+    dest = model_dir / str(version) / filename
+    if source.suffix == ".onnx":
+        from stages import _onnx_files
+
+        _onnx_files.copy(source, dest)  # with the weights file beside it, if any
+    else:
+        shutil.copyfile(source, dest)
 
 
 SPEC = StageSpec(
     phase=Phase.PACKAGE,
     name="triton_config",
-    version=3,
+    version=4,  # 4: ONNX weights file beside model.onnx when the model has one
     params=TritonParams,
     inputs=("golden", "onnx", "onnx_int8", "onnx_fp16", "torchscript", "engine", "manifest"),
     outputs=(Artifact("repository", ArtifactKind.TREE, publish=Publish.REPOSITORY),),

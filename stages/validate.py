@@ -92,8 +92,10 @@ def _tensorrt(ctx: StageContext, golden: Any) -> Any:
 
 def inputs_for(params: ValidateParams) -> tuple[str, ...]:
     runtimes = set(params.runtimes)
-    return ("onnx", "golden") + (("torchscript",) if "torchscript" in runtimes else ()) + (
-        ("engine",) if "tensorrt" in runtimes else ()
+    return (
+        ("onnx", "golden")
+        + (("torchscript",) if "torchscript" in runtimes else ())
+        + (("engine",) if "tensorrt" in runtimes else ())
     )
 
 

@@ -89,8 +89,11 @@ def tritonservers() -> set[int]:
 
 
 def output_path(path: Path, results: dict[str, StageResult], stage: str, artifact: str) -> Path:
-    """Where a stage's output of the last run lies in the cache."""
-    return Store(load_project(path).cache_dir).path_of(results[stage].outputs[artifact])
+    """Where a stage's output of the last run lies in the cache (for a directory
+    artifact with an entry file, e.g. an ONNX model, that file)."""
+    project = load_project(path)
+    stored = Store(project.cache_dir).path_of(results[stage].outputs[artifact])
+    return project.graph.node(stage).spec.output(artifact).within(stored)
 
 
 def real_tensorrt() -> bool:

@@ -21,7 +21,7 @@ def models(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bench")
     path = tmp / "tiny.yaml"
     path.write_text(yaml.safe_dump(tiny_dict(tmp), sort_keys=False))
-    results = run(path, stop="export")
+    results = run(path, stop="trace")
     return output_path(path, results, "export", "onnx"), output_path(path, results, "trace", "torchscript")
 
 

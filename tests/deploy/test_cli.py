@@ -77,7 +77,7 @@ def test_first_run_writes_summary_and_parseable_repository(cached_config):
     from tritonclient.grpc import model_config_pb2
 
     summary = json.loads((cached_config.parent / "runs" / "tiny" / "summary.json").read_text())
-    assert summary["status"] == "ok" and [s["stage"] for s in summary["stages"]][0] == "trace"
+    assert summary["status"] == "ok" and [s["stage"] for s in summary["stages"]][:2] == ["golden", "export"]
     repo = cached_config.parent / "model_repository"
     for model in ("tiny_onnx", "tiny_torchscript"):
         config = text_format.Parse(
@@ -156,7 +156,7 @@ def test_cache_ls_verify_gc(cached_config):
     assert gc.returncode == 0 and not stray.exists()
     assert run_cli("run", str(cached_config)).returncode == 0  # nothing live was collected
     again = run_cli("run", str(cached_config))
-    assert again.returncode == 0 and "6 stages: 6 cached" in again.stdout, again.stdout
+    assert again.returncode == 0 and "7 stages: 7 cached" in again.stdout, again.stdout
 
 
 def test_cache_verify_finds_and_drops_damaged_entries(cached_config):
@@ -165,12 +165,12 @@ def test_cache_verify_finds_and_drops_damaged_entries(cached_config):
     from pipeline.store import Store
 
     store = Store(cached_config.parent / "cache")
-    entry, _ = store.lookup(store.head("tiny")["trace"]["key"])
+    entry, _ = store.lookup(store.head("tiny")["golden"]["key"])
     golden = store.object_path(entry.outputs["golden"].digest)
     os.chmod(golden, 0o644)
     golden.write_bytes(b"garbage")
     proc = run_cli("cache", "verify", "--cache-dir", str(store.root))
-    assert proc.returncode == ExitCode.STAGE and "trace.golden" in proc.stdout
+    assert proc.returncode == ExitCode.STAGE and "golden.golden" in proc.stdout
     rerun = run_cli("run", str(cached_config))
     assert rerun.returncode == 0 and "ran" in rerun.stdout
 

@@ -46,7 +46,11 @@ def test_every_field_has_a_description():
 
 def test_every_stage_and_shared_key_is_listed():
     titles = [section.title for section in reference.sections()]
-    assert titles == ["Shared keys", *(f"`stages.{name}`" for name in stage_specs())]
+    assert titles == [
+        "Shared keys",
+        "Run settings (every stage)",
+        *(f"`stages.{name}`" for name in stage_specs()),
+    ]
     shared = {row.path for row in reference.sections()[0].rows}
     assert set(DeployConfig.model_fields) <= shared
     assert {"model.factory", "inputs[].dims", "outputs[].name"} <= shared

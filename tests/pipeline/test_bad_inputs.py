@@ -483,8 +483,8 @@ CASES = [
     ),
     Case(
         "wrong-output-count",
-        STAGE,
-        "the config declares 2",
+        CONFIG,
+        "outputs[1]: 'b': there is no tensor at position 1; the model returns a Tensor with 1 tensor(s)",
         lambda d, t: (
             _model_file(TWO_OUTPUTS_DECLARED)(d, t),
             d.update(outputs=[{"name": "a"}, {"name": "b"}]),
@@ -498,8 +498,8 @@ CASES = [
     ),
     Case(
         "forward-returns-none",
-        STAGE,
-        "the model returned a NoneType; outputs must be tensors",
+        CONFIG,
+        "there is no tensor at position 0; the model returns a NoneType with no tensors",
         _model_file(NONE_OUT),
     ),
     Case(
@@ -661,7 +661,7 @@ CASES = [
     Case(
         "only-without-cached-upstream",
         CONFIG,
-        "stage 'trace' is outside the selected stages",
+        "stage 'golden' is outside the selected stages",
         args=("run", "{config}", "--only", "validate"),
     ),
     Case(
@@ -718,7 +718,12 @@ CASES = [
         "stage 'golden' failed: the stage's process was killed by SIGABRT",
         _user_model("abort"),
     ),
-    Case("run-setting-out-of-range", CONFIG, "stages.export.timeout_s: Input should be greater than 0", _set("stages.export.timeout_s", 0)),
+    Case(
+        "run-setting-out-of-range",
+        CONFIG,
+        "stages.export.timeout_s: Input should be greater than 0",
+        _set("stages.export.timeout_s", 0),
+    ),
     Case(
         "bench-bad-percentile",
         USAGE,

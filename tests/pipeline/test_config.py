@@ -20,7 +20,15 @@ def issues_of(path: Path) -> list[str]:
 
 def test_tiny_config_is_valid(write_config):
     project = load_project(write_config())
-    assert project.graph.names() == ["trace", "export", "simplify", "stats", "validate", "triton_config"]
+    assert project.graph.names() == [
+        "golden",
+        "export",
+        "simplify",
+        "trace",
+        "stats",
+        "validate",
+        "triton_config",
+    ]
     assert project.config.batch_range() == (1, 4, 16)
 
 
@@ -105,7 +113,7 @@ def test_stage_order_comes_from_the_artifacts_not_the_yaml(write_config):
     assert (
         load_project(reversed_yaml).graph.names()
         == listed
-        == ["trace", "export", "simplify", "stats", "validate", "triton_config"]
+        == ["golden", "export", "simplify", "trace", "stats", "validate", "triton_config"]
     )
 
 
@@ -165,6 +173,6 @@ def test_cli_reports_config_errors_without_traceback(write_config):
 
 def test_cli_validate_command(write_config):
     ok = run_cli("validate", str(write_config()))
-    assert ok.returncode == 0 and "trace -> export" in ok.stdout
+    assert ok.returncode == 0 and "golden -> export -> simplify -> trace" in ok.stdout
     missing = run_cli("validate", "/nonexistent.yaml")
     assert missing.returncode == ExitCode.CONFIG and "config file not found" in missing.stderr

@@ -21,9 +21,9 @@ def test_every_stage_module_declares_a_consistent_spec():
 def test_select_ranges(write_config):
     graph = load_project(write_config()).graph
     assert select(graph, [], None, None) == graph.names()
-    assert select(graph, [], "simplify", None) == ["simplify", "stats", "validate", "triton_config"]
-    assert select(graph, [], None, "export") == ["trace", "export"]
-    assert select(graph, [], "export", "validate") == ["export", "simplify", "stats", "validate"]
+    assert select(graph, [], "simplify", None) == ["simplify", "trace", "stats", "validate", "triton_config"]
+    assert select(graph, [], None, "export") == ["golden", "export"]
+    assert select(graph, [], "export", "validate") == ["export", "simplify", "trace", "stats", "validate"]
     assert select(graph, ["validate", "trace"], None, None) == ["trace", "validate"]
 
 

@@ -21,7 +21,7 @@ import yaml
 from pipeline.errors import ExitCode
 from tests.helpers import ROOT, run_cli, tritonservers
 
-MODEL = '''
+MODEL = """
 import ctypes, os, time
 import torch
 from torch import nn
@@ -51,7 +51,7 @@ class Net(nn.Module):
 
 def net(fault="none"):
     return Net(fault)
-'''
+"""
 
 
 def faulty_config(tmp: Path, fault: str, golden: dict[str, Any] | None = None, smoke: bool = False) -> Path:
@@ -130,7 +130,9 @@ def test_sigterm_stops_the_stage_and_the_run_says_interrupted(tmp_path):
     config = faulty_config(tmp_path, "hang")
     cli = [sys.executable, "-c", "import sys; from deploy.cli import main; sys.argv[0] = 'deploy'; main()"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([*cli, "run", str(config)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [*cli, "run", str(config)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     log = tmp_path / "runs" / "faulty" / "logs" / "golden.log"
     deadline = time.monotonic() + 60
     while not (log.exists() and "running" not in log.read_text() and descendants(proc.pid)):
@@ -153,7 +155,11 @@ def test_a_stage_stopped_while_its_server_runs_leaves_no_tritonserver(tmp_path):
     config = faulty_config(tmp_path, "none", smoke=True)
     env = {k: v for k, v in os.environ.items() if k != "DEPLOY_CACHE_DIR"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "deploy", "run", str(config)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        [sys.executable, "-m", "deploy", "run", str(config)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     seen: set[int] = set()
     while proc.poll() is None:

@@ -32,8 +32,8 @@ def test_one_testcase_per_stage_with_its_status(write_config, tmp_path):
     failed = run_cli("run", str(config), "--junit", str(junit), "--json", str(summary))
     assert failed.returncode == ExitCode.STAGE
     suite, by_name = cases(junit)
-    assert list(by_name) == ["trace", "export", "build", "validate", "triton_config"]
-    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("5", "1", "2")
+    assert list(by_name) == ["golden", "export", "build", "trace", "validate", "triton_config"]
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("6", "1", "2")
     assert by_name["trace"].find("failure") is None and by_name["trace"].find("skipped") is None
     assert "TensorRT" in by_name["build"].find("skipped").get("message")
     failure = by_name["validate"].find("failure")
@@ -64,6 +64,7 @@ def test_one_testcase_per_stage_with_its_status(write_config, tmp_path):
         "cached",
         "cached",
         "skipped",
+        "cached",
         "ran",
         "ran",
     ]

@@ -65,6 +65,7 @@ def test_a_stage_from_another_package_runs_and_caches(write_config, tmp_path: Pa
     second = run_cli("run", str(path), "--json", str(tmp_path / "second.json"), env=env)
     again = {s["stage"]: s["status"] for s in json.loads((tmp_path / "second.json").read_text())["stages"]}
     assert second.returncode == ExitCode.OK and again == {
+        "golden": "cached",
         "trace": "cached",
         "export": "cached",
         "checksum": "cached",

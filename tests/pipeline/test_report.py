@@ -85,7 +85,7 @@ def test_a_cached_run_rewrites_the_report_with_cached_statuses(report):
     html_path.unlink()
     run(report)
     html = html_path.read_text()
-    assert html.count("<span class='cached'>cached</span>") == len(STAGES)
+    assert html.count("<span class='cached'>cached</span>") == len(STAGES) + 1  # and the implied golden
     assert "Per op type" in html and "data:image/png;base64," in html
 
 

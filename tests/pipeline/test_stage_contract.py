@@ -28,6 +28,7 @@ DISTRIBUTION = {
     "yaml": "pyyaml",
     "google": "protobuf",
     "onnx_tool": "onnx-tool",
+    "onnx_ir": "onnx-ir",
     "onnxconverter_common": "onnxconverter-common",
     "sklearn": "scikit-learn",
 }

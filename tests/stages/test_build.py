@@ -122,6 +122,7 @@ def test_build_with_the_fake_writes_raw_plan_manifest_and_profiles(write_config,
                 "trace": {},
                 "export": {},
                 "build": {
+                    "isolate": False,  # the fake is patched into this process
                     "profiles": profiles,
                     "workspace_mib": 64,
                     "optimization_level": 5,
@@ -156,7 +157,10 @@ def test_without_tensorrt_the_build_is_skipped_and_the_rest_completes(write_conf
     results = run(path)
     assert results["build"].status.value == "skipped" and "TensorRT" in results["build"].message
     assert results["triton_config"].status.value == "ran"
-    assert results["triton_config"].metrics["not_written.tiny_plan"] == "no engine (stage skipped)"
+    assert (
+        results["triton_config"].metrics["not_written.tiny_plan"]
+        == "no engine (stage skipped or not configured)"
+    )
     again = run(path)
     assert statuses(again)["build"] == "skipped" and statuses(again)["triton_config"] == "cached"
     with pytest.raises(StageFailed, match="TensorRT engine required"):
@@ -208,7 +212,13 @@ def test_validate_reports_tensorrt_skipped_without_an_engine(write_config):
         pytest.skip("TensorRT is installed here")
     stages = {"trace": {}, "export": {}, "build": {}, "validate": {"runtimes": ["onnxruntime", "tensorrt"]}}
     results = run(write_config(replace={"stages": stages}))
-    assert statuses(results) == {"trace": "ran", "export": "ran", "build": "skipped", "validate": "ran"}
+    assert statuses(results) == {
+        "golden": "ran",
+        "trace": "ran",
+        "export": "ran",
+        "build": "skipped",
+        "validate": "ran",
+    }
     report = results["validate"].metrics["parity"]
     assert report["onnxruntime"]["passed"] and "skipped" in report["tensorrt"]
 
@@ -225,7 +235,7 @@ def test_triton_plan_max_batch_is_checked_against_the_engine_profiles(write_conf
     stages = {
         "trace": {},
         "export": {},
-        "build": {"profiles": small},
+        "build": {"profiles": small, "isolate": False},  # the fake is patched into this process
         "triton_config": {"formats": ["plan"], "max_batch_size": 8},
     }
     with pytest.raises(StageError, match="max_batch_size 8 exceeds the engine's profiles' max batch 4"):
@@ -245,7 +255,7 @@ def test_timing_cache_is_carried_from_build_to_build(write_config, monkeypatch):
     monkeypatch.setattr(build, "_tensorrt", lambda p: fake)
     monkeypatch.setattr(build, "gpu_identity", lambda: "Fake GPU (sm 9.0)")
     fake.built.clear()
-    stages = {"trace": {}, "export": {}, "build": {"optimization_level": 2}}
+    stages = {"trace": {}, "export": {}, "build": {"optimization_level": 2, "isolate": False}}
     run(write_config(replace={"stages": stages}))
     assert fake.built[-1]["config"].cache.previous == b""
     stages["build"]["optimization_level"] = 4  # a different build, same TensorRT and GPU

@@ -73,7 +73,7 @@ def test_constant_golden_inputs_from_a_file_are_refused(write_config, tmp_path: 
     with pytest.raises(
         StageError, match=r"golden inputs are constant or not finite.*image at max \(all 0\.0\)"
     ) as info:
-        run(path, only=["trace"])
+        run(path, only=["golden"])
     assert "model.golden_inputs" in str(info.value)
 
 
@@ -85,11 +85,11 @@ def test_golden_inputs_file_is_cut_to_each_shape_and_exact_keys_win(write_config
     )
     np.savez(tmp_path / "golden.npz", image=shared, **{"opt.image": exact})
     path = write_config({"model": {"golden_inputs": str(tmp_path / "golden.npz")}})
-    results = run(path, only=["trace"])
+    results = run(path, only=["golden"])
     store_path = load_project(path).cache_dir
     from pipeline.store import Store
 
-    cases = _golden.load(Store(store_path).path_of(results["trace"].outputs["golden"]))
+    cases = _golden.load(Store(store_path).path_of(results["golden"].outputs["golden"]))
     np.testing.assert_array_equal(cases["min"].inputs["image"], shared[:1])
     np.testing.assert_array_equal(cases["max"].inputs["image"], shared[:16])
     np.testing.assert_array_equal(cases["opt"].inputs["image"], exact)
@@ -101,7 +101,7 @@ def test_golden_inputs_file_too_small_names_the_input_and_shape(write_config, tm
     with pytest.raises(
         StageError, match=r"model\.golden_inputs\[image\]: shape \[2, 1, 8, 8\] cannot give the opt shape"
     ) as info:
-        run(path, only=["trace"])
+        run(path, only=["golden"])
     assert info.value.exit_code == ExitCode.CONFIG
 
 
@@ -119,7 +119,7 @@ def test_constant_reference_outputs_are_refused(write_config, tmp_path: Path) ->
         StageError,
         match=r"reference outputs are constant or not finite.*logits at min \(all 0\.0\).*model\.golden_inputs",
     ):
-        run(path, only=["trace"])
+        run(path, only=["golden"])
 
 
 def test_zero_vs_zero_is_not_a_perfect_cosine() -> None:
@@ -181,7 +181,7 @@ def test_golden_inputs_keys_that_name_no_input_are_refused(write_config, tmp_pat
     np.savez(tmp_path / "golden.npz", imgae=np.ones((16, 1, 8, 8), np.float32))
     path = write_config({"model": {"golden_inputs": str(tmp_path / "golden.npz")}})
     with pytest.raises(StageError, match=r"keys \['imgae'\] name no input \(inputs: \['image'\]"):
-        run(path, only=["trace"])
+        run(path, only=["golden"])
 
 
 def test_nan_reference_outputs_are_refused(write_config, tmp_path: Path) -> None:
@@ -191,4 +191,4 @@ def test_nan_reference_outputs_are_refused(write_config, tmp_path: Path) -> None
         StageError,
         match=r"reference outputs are constant or not finite.*logits at min \(64 of 64 values NaN or infinite\)",
     ):
-        run(path, only=["trace"])
+        run(path, only=["golden"])

@@ -16,7 +16,9 @@ from pipeline.errors import ConfigError
 from stages._model_io import adapt
 
 
-def config(outputs: list[dict[str, Any]], inputs: tuple[str, ...] = ("x",), inputs_by: str = "auto") -> DeployConfig:
+def config(
+    outputs: list[dict[str, Any]], inputs: tuple[str, ...] = ("x",), inputs_by: str = "auto"
+) -> DeployConfig:
     specs = [{"name": n, "dims": ["batch", 4], "min": [1, 4], "opt": [2, 4], "max": [4, 4]} for n in inputs]
     return DeployConfig.model_validate(
         {
@@ -79,7 +81,9 @@ def test_outputs_that_are_not_there_are_one_config_error_naming_what_was_found()
     with pytest.raises(ConfigError) as info:
         adapt(model, config([{"name": "logits"}, {"name": "z", "path": "out.7"}]), feeds())
     text = str(info.value)
-    assert "outputs[0]: 'logits': no key 'logits'" in text and "outputs[1]: 'z': path 'out.7' has no '7'" in text
+    assert (
+        "outputs[0]: 'logits': no key 'logits'" in text and "outputs[1]: 'z': path 'out.7' has no '7'" in text
+    )
     assert "a dict with 2 tensor(s): out [2, 4], aux [2, 4]" in text
     with pytest.raises(ConfigError, match=r"declares 1 output\(s\); the model returns a tuple with 2 tensor"):
         adapt(Returns(lambda x, y: (x, y)), config([{"name": "p"}]), feeds())

