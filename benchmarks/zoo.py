@@ -76,14 +76,20 @@ ZOO = [
     vision("mobilenet_v3_small", "depthwise-separable CNN", "torchvision.models:mobilenet_v3_small"),
     vision("efficientnet_b0", "depthwise CNN, SiLU, squeeze-excite", "torchvision.models:efficientnet_b0"),
     vision("convnext_tiny", "modern CNN, LayerNorm", "torchvision.models:convnext_tiny"),
-    vision("vit_b_16", "vision transformer", "torchvision.models:vit_b_16"),
+    Entry(
+        "vit_b_16",
+        "vision transformer (torchvision zero-inits its head: a random one here)",
+        {"file": str(ROOT / "benchmarks" / "zoo_models.py"), "callable": "vit_b_16"},
+        [image()],
+        [{"name": "logits", "kind": "logits"}],
+    ),
     vision("swin_t", "windowed-attention transformer", "torchvision.models:swin_t"),
     Entry(
         "deeplabv3_mobilenet_v3",
         "segmentation, dict output {'out', 'aux'}",
         {
             "factory": "torchvision.models.segmentation:deeplabv3_mobilenet_v3_large",
-            "kwargs": {"weights_backbone": None},
+            "kwargs": {"weights_backbone": None, "aux_loss": True},
         },
         [image(224)],
         [{"name": "out"}, {"name": "aux"}],
@@ -191,6 +197,7 @@ def run_one(entry: Entry, exporter: str, work: Path) -> dict[str, Any]:
         return row
     stages = {s["stage"]: s for s in json.loads(summary_path.read_text())["stages"]}
     row["stages"] = {name: cell(stages.get(name)) for name in STAGES}
+    row["reasons"] = {name: stages[name]["reasons"] for name in STAGES if name in stages}  # why each ran
     return row
 
 
@@ -199,7 +206,8 @@ def cell(stage: dict[str, Any] | None) -> str:
         return "—"
     status = stage["status"]
     if status == "failed":
-        return f"failed: {stage['message'].splitlines()[0][:160]}"
+        lines = [line.strip() for line in stage["message"].splitlines() if line.strip()]
+        return f"failed: {' '.join(lines[:3])[:220]}"  # a config error's issues follow its first line
     if status == "skipped":
         return f"skipped: {stage['message'][:120]}"
     note = stage.get("metrics", {}).get("skipped_because")
@@ -239,12 +247,23 @@ def main() -> None:
             for exporter in args.exporters.split(","):
                 rows.append(run_one(entry, exporter, work))
                 print(markdown(rows[-1:]).splitlines()[-1], flush=True)
-    table = markdown(rows)
-    print(table)
     results = ROOT / "benchmarks" / "results"
     results.mkdir(exist_ok=True)
+    if args.only and (results / "zoo.json").exists():  # rerun some: replace their rows only
+        rows = merged(json.loads((results / "zoo.json").read_text()), rows)
+    table = markdown(rows)
+    print(table)
     (results / "zoo.json").write_text(json.dumps(rows, indent=1))
     (results / "zoo.md").write_text(table + "\n")
+
+
+def merged(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of both, the new winning, in the zoo's order."""
+    by_key = {(r["model"], r["exporter"]): r for r in [*old, *new]}
+    order = {e.name: i for i, e in enumerate(ZOO)}
+    return sorted(
+        by_key.values(), key=lambda r: (order.get(r["model"], len(order)), EXPORTERS.index(r["exporter"]))
+    )
 
 
 if __name__ == "__main__":

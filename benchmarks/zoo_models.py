@@ -58,6 +58,17 @@ def kwargs_only() -> nn.Module:
     return KwargsOnly().eval()
 
 
+def vit_b_16() -> nn.Module:
+    """torchvision's ViT-B/16 with a random classification head: torchvision initialises
+    the head to zeros (constant logits, which the golden stage rightly refuses)."""
+    from torchvision.models import vit_b_16 as build
+
+    torch.manual_seed(0)
+    model = build()
+    nn.init.normal_(model.heads.head.weight, std=0.02)
+    return model.eval()
+
+
 def fpn_backbone() -> nn.Module:
     """The detection backbone of Faster R-CNN (ResNet-18 + FPN): an OrderedDict of
     feature maps per level."""

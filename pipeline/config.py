@@ -182,8 +182,8 @@ class ModelSource(Frozen):
     inputs_by: InputsBy = Field(
         InputsBy.AUTO,
         description="How the inputs are passed to forward: `position` (in declared order), `keyword` "
-        "(`forward(input_ids=..., attention_mask=...)`, needed for `forward(**kwargs)`), or `auto`: by keyword "
-        "where every input name is a parameter of forward, else by position.",
+        "(`forward(input_ids=..., attention_mask=...)`), or `auto`: by keyword where every input name is a "
+        "parameter of forward or forward takes only `**kwargs`, else by position.",
     )
     seed: int = Field(
         0, description="Seeds random initialisation and the golden inputs, so runs are reproducible."

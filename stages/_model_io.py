@@ -81,11 +81,11 @@ def _natural(result: Any, picks: tuple[Path, ...]) -> bool:
 def _keyword(model: torch.nn.Module, names: tuple[str, ...], inputs_by: InputsBy) -> bool:
     signature = _signature(model)
     if inputs_by is InputsBy.AUTO:
-        params = signature.parameters if signature is not None else {}
-        named = {
-            n for n, p in params.items() if p.kind is not p.VAR_POSITIONAL and p.kind is not p.VAR_KEYWORD
-        }
-        keyword = bool(names) and set(names) <= named
+        params = list(signature.parameters.values()) if signature is not None else []
+        named = {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        # `forward(**inputs)` and nothing else can only be called by keyword.
+        only_kwargs = bool(params) and all(p.kind is p.VAR_KEYWORD for p in params)
+        keyword = bool(names) and (set(names) <= named or only_kwargs)
     else:
         keyword = inputs_by is InputsBy.KEYWORD
     if signature is not None:

@@ -75,3 +75,13 @@ def test_a_small_model_stays_one_file_by_default(write_config):
     results = run(path)
     model = output_path(path, results, "simplify", "onnx")
     assert external_weights(model) == 0 and sorted(p.name for p in model.parent.iterdir()) == [MODEL_FILE]
+
+
+def test_the_dynamo_exporter_writes_external_data_when_asked(write_config):
+    path = write_config(
+        replace={"stages": {"export": {"exporter": "dynamo", "opset": 18, "external_data": "always"}}}
+    )
+    results = run(path)
+    model = output_path(path, results, "export", "onnx")
+    assert external_weights(model) > 0 and data_files(model) == [MODEL_FILE + ".data"]
+    assert results["export"].metrics["parity"]["max"]["logits"]["passed"]

@@ -101,8 +101,12 @@ class Reordered(nn.Module):
         return input_ids - attention_mask
 
 
-@pytest.mark.parametrize(("model", "inputs_by"), [(Keywords(), "keyword"), (Reordered(), "auto")])
-def test_inputs_are_passed_by_keyword_when_asked_or_when_forward_names_them(model, inputs_by):
+@pytest.mark.parametrize(
+    ("model", "inputs_by"), [(Keywords(), "keyword"), (Keywords(), "auto"), (Reordered(), "auto")]
+)
+def test_inputs_are_passed_by_keyword_when_asked_when_forward_names_them_or_takes_only_kwargs(
+    model, inputs_by
+):
     names = ("input_ids", "attention_mask")
     sample = feeds(names)
     (out,) = call(adapt(model, config([{"name": "logits"}], names, inputs_by), sample), sample)
