@@ -2,7 +2,7 @@
 ONNX exporters: golden -> export -> simplify -> validate -> triton_config -> smoke (a
 real tritonserver, python backend on ONNX Runtime).
 
-    .venv/bin/pip install timm    # the two timm models; without it they fail, saying so
+    .venv/bin/pip install timm==1.0.31    # the two timm models; without it they fail, saying so
     .venv/bin/python benchmarks/zoo.py [--only resnet18,vit_b_16] [--exporters torchscript]
 
 Each model gets a config written from the entry below (factory, shapes, which output is

@@ -21,11 +21,12 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     assert cold.returncode == 0, cold.stderr[-3000:]
     cases = {c.get("name"): c for c in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")}
     assert list(cases) == [
-        "trace",
+        "golden",
         "export",
         "simplify",
         "build",
         "quantize",
+        "trace",
         "stats",
         "validate",
         "triton_config",
@@ -40,7 +41,7 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     summary = json.loads((tmp_path / "runs" / "resnet50" / "summary.json").read_text())
     states = {s["stage"]: s["status"] for s in summary["stages"]}
     expected_build = "ran" if real_tensorrt() else "skipped"
-    assert states.pop("build") == expected_build and set(states.values()) == {"ran"} and len(states) == 10
+    assert states.pop("build") == expected_build and set(states.values()) == {"ran"} and len(states) == 11
     validate = next(s for s in summary["stages"] if s["stage"] == "validate")
     assert validate["metrics"]["parity"]["onnxruntime"]["passed"]
     smoke = next(s for s in summary["stages"] if s["stage"] == "smoke")["metrics"]["smoke"]["models"]
