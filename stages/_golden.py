@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.config import LABELS, DeployConfig, InputSpec, Label
-from pipeline.errors import ConfigError, Issue, StageFailed
+from pipeline.errors import ConfigError, Issue, StageFailed, first_line
 from runtimes import arrays
 from runtimes.arrays import random_input
 from runtimes.base import Runtime
@@ -174,5 +174,20 @@ def varying_axes(cases: dict[Label, Case], output: str) -> set[int]:
 
 
 def run(runtime: Runtime, cases: dict[Label, Case]) -> dict[Label, dict[str, np.ndarray]]:
-    """The runtime's outputs on every recorded case's inputs."""
-    return {label: runtime.infer(case.inputs) for label, case in cases.items()}
+    """The runtime's outputs on every recorded case's inputs; a case the runtime cannot
+    run at all fails naming the case and its shapes (typically a shape the export froze:
+    the graph runs at the opt shape it was traced with and nowhere else)."""
+    return {label: _infer(runtime, label, case) for label, case in cases.items()}
+
+
+def _infer(runtime: Runtime, label: Label, case: Case) -> dict[str, np.ndarray]:
+    try:
+        return runtime.infer(case.inputs)
+    except (KeyboardInterrupt, StageFailed):
+        raise
+    except Exception as exc:
+        shapes = ", ".join(f"{name} {list(array.shape)}" for name, array in case.inputs.items())
+        raise StageFailed(
+            f"{type(runtime).__name__} cannot run the model on the golden inputs at {label} ({shapes}); "
+            f"if only the opt shape works, the export froze a shape: {first_line(exc)}"
+        ) from exc

@@ -66,8 +66,20 @@ def adapt(model: torch.nn.Module, config: DeployConfig, sample: Mapping[str, np.
         raise StageFailed(f"the model's forward raised: {type(exc).__name__}: {first_line(exc)}") from exc
     picks = tuple(find_outputs(result, config.outputs))
     adapter = IOAdapter(model, names, keyword, picks).eval()
-    adapter.plain = not keyword and _natural(result, picks)
+    adapter.plain = _natural(result, picks) and (not keyword or _in_order(_signature(model), names))
     return adapter
+
+
+def _in_order(signature: inspect.Signature | None, names: tuple[str, ...]) -> bool:
+    """Whether passing `names` by keyword is the same call as passing them by position."""
+    if signature is None:
+        return False
+    positional = [
+        p.name
+        for p in signature.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    return tuple(positional[: len(names)]) == names
 
 
 def _natural(result: Any, picks: tuple[Path, ...]) -> bool:

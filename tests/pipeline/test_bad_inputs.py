@@ -255,6 +255,11 @@ EXITS = "import sys\n\nsys.exit(0)\n"
 RAISES = "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, image):\n        raise RuntimeError('boom in forward')\n\ndef build(width=8):\n    return M()\n"
 TWO_OUTPUTS_DECLARED = "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, image):\n        return image.flatten(1)\n\ndef build(width=8):\n    return M()\n"
 NOT_A_MODULE = "def build(width=8):\n    return 42\n"
+# int() of a traced size is a constant in the graph: the ONNX model runs at opt only.
+FROZEN_BATCH = (
+    "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, image):\n"
+    "        return image.reshape(int(image.shape[0]), 64)[:, :10]\n\ndef build(width=8):\n    return M()\n"
+)
 
 CASES = [
     # -- the YAML itself ---------------------------------------------------------------------
@@ -697,6 +702,15 @@ CASES = [
         CONFIG,
         "model.inputs_by: the declared inputs ['image'] cannot be passed by keyword to forward(x)",
         lambda d, t: (_user_model("dict")(d, t), _set("model.inputs_by", "keyword")(d, t)),
+    ),
+    Case(
+        "export-froze-a-shape",
+        STAGE,
+        "OnnxRuntime cannot run the model on the golden inputs at min (image [1, 1, 8, 8]); "
+        "if only the opt shape works, the export froze a shape",
+        _model_file(FROZEN_BATCH),
+        args=("run", "{config}", "--to", "export"),
+        prepare=("--to", "golden"),
     ),
     Case(
         "exporter-fails-on-the-model",

@@ -1,0 +1,30 @@
+"""benchmarks/zoo.py: every entry writes a config the pipeline accepts, for both
+exporters, and one small entry runs through smoke and lands in the table as `ran`."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from pipeline.project import load_project
+from tests.helpers import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import zoo  # benchmarks/ is a script directory, not a package
+
+
+@pytest.mark.parametrize("exporter", zoo.EXPORTERS)
+def test_every_zoo_entry_is_a_valid_config(tmp_path, exporter):
+    assert len(zoo.ZOO) >= 12
+    for entry in zoo.ZOO:
+        project = load_project(zoo.config_for(entry, exporter, tmp_path))
+        assert project.graph.names()[0] == "golden" and "smoke" in project.graph.names(), entry.name
+
+
+@pytest.mark.triton
+def test_a_zoo_entry_runs_through_smoke_and_fills_its_row(tmp_path):
+    entry = next(e for e in zoo.ZOO if e.name == "kwargs_only")
+    row = zoo.run_one(entry, "torchscript", tmp_path)
+    assert row["exit"] == 0 and row["stages"] == dict.fromkeys(zoo.STAGES, "ran"), row
+    assert f"| {entry.name} | torchscript | ran |" in zoo.markdown([row])
