@@ -119,3 +119,18 @@ def test_inputs_that_cannot_bind_are_a_config_error_naming_forward():
         adapt(Keywords(), config([{"name": "logits"}], names, "position"), feeds(names))
     with pytest.raises(ConfigError, match=r"cannot be passed by keyword to forward\(x"):
         adapt(Returns(lambda x, y: x), config([{"name": "o"}], ("image",), "keyword"), feeds(("image",)))
+
+
+@pytest.mark.parametrize(
+    ("make", "outputs", "plain"),
+    [
+        (lambda x, y: y, [{"name": "y"}], True),  # a tensor
+        (lambda x, y: (x, y), [{"name": "a"}, {"name": "b"}], True),  # exactly the declared tuple
+        (lambda x, y: (x, y), [{"name": "b", "path": "1"}], False),  # a pick among them
+        (lambda x, y: {"out": y}, [{"name": "out"}], False),  # a dict
+    ],
+)
+def test_the_exporter_sees_the_model_itself_only_where_it_needs_no_adapter(make, outputs, plain):
+    model = Returns(make)
+    adapter = adapt(model, config(outputs), feeds())  # `x` names forward's parameter: keyword = position
+    assert adapter.plain is plain and (adapter.exportable() is model) is plain
