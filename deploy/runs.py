@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from pipeline.errors import DeployError
+from pipeline.results import Status
 
 if TYPE_CHECKING:
     from pipeline.project import Project
@@ -108,7 +109,7 @@ def ci_files_for_rejection(
     from pipeline.errors import SelectionError
 
     what = "selection" if isinstance(exc, SelectionError) else "config"
-    failed = {"stage": what, "status": "failed", "message": str(exc), "seconds": 0.0}
+    failed = {"stage": what, "status": Status.FAILED.value, "message": str(exc), "seconds": 0.0}
     summary = {
         "pipeline": config.stem,
         "config": str(config),

@@ -14,6 +14,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from pipeline.results import Status
+
 LOG_TAIL_LINES = 60
 # Characters XML 1.0 forbids; stage logs catch native libraries' terminal colour codes.
 NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -33,17 +35,16 @@ def write(path: Path, summary: dict[str, Any]) -> None:
 
 
 def _case(pipeline: str, stage: dict[str, Any]) -> ET.Element:
-    status, message = stage["status"], _xml(stage.get("message") or "")
-    spent = (
-        stage.get("seconds", 0.0) if status in ("ran", "failed") else 0.0
-    )  # a cached stage costs this run nothing
+    status, message = Status(stage["status"]), _xml(stage.get("message") or "")
+    # A cached stage costs this run nothing.
+    spent = stage.get("seconds", 0.0) if status in (Status.RAN, Status.FAILED) else 0.0
     case = ET.Element("testcase", classname=f"deploy.{pipeline}", name=stage["stage"], time=f"{spent:.3f}")
-    if status == "failed":
+    if status is Status.FAILED:
         failure = ET.SubElement(case, "failure", message=message.splitlines()[0] if message else "failed")
         failure.text = f"{message}\n\nlog: {stage.get('log')}\n{_xml(_tail(stage.get('log')))}"
-    elif status == "skipped":
+    elif status is Status.SKIPPED:
         ET.SubElement(case, "skipped", message=message or "skipped")
-    elif status == "not run":
+    elif status is Status.NOT_RUN:
         ET.SubElement(
             case,
             "skipped",
@@ -54,7 +55,9 @@ def _case(pipeline: str, stage: dict[str, Any]) -> ET.Element:
         partial = f"PARTIAL: {stage['partial']}\n" if stage.get("partial") else ""
         out.text = _xml(
             partial
-            + f"{status}; key {stage.get('key')}; {stage.get('metrics', {}).get('headline', '')}".rstrip("; ")
+            + f"{status.value}; key {stage.get('key')}; {stage.get('metrics', {}).get('headline', '')}".rstrip(
+                "; "
+            )
         )
     return case
 

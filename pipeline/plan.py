@@ -17,6 +17,7 @@ from pipeline import keys
 from pipeline.graph import Node
 from pipeline.project import Project
 from pipeline.remote import RemoteCache
+from pipeline.results import Status
 from pipeline.source import source_digest
 from pipeline.stage import SOURCE_ARTIFACT, ArtifactKind
 from pipeline.store import Output, Store
@@ -110,7 +111,7 @@ def last_failures(summary: Path) -> dict[str, Failure]:
     return {
         str(s.get("stage")): Failure(s.get("key"), str(s.get("message", "")), str(data.get("finished", "?")))
         for s in data.get("stages", [])
-        if isinstance(s, dict) and s.get("status") == "failed"
+        if isinstance(s, dict) and s.get("status") == Status.FAILED.value
     }
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pipeline.results import Status
 from pipeline.stage import HEADLINE_KEY, REPORT_KEY
 
 STYLE = """
@@ -62,7 +63,7 @@ def _provenance(found: dict[str, Any] | None) -> list[str]:
 def _failures(stages: list[dict[str, Any]]) -> list[str]:
     """A failure's whole text, readable, before anything else."""
     parts = []
-    for stage in (s for s in stages if s["status"] == "failed"):
+    for stage in (s for s in stages if Status(s["status"]) is Status.FAILED):
         log = f"<p class='meta'>log: {_e(stage['log'])}</p>" if stage.get("log") else ""
         parts += [
             f"<h2 class='failed'>{_e(stage['stage'])} failed</h2>",
@@ -92,9 +93,10 @@ def _stage_table(stages: list[dict[str, Any]]) -> str:
 def _time(stage: dict[str, Any]) -> str:
     """This run's time, or for a cached stage what it took when it ran (and when)."""
     seconds = stage.get("seconds", 0)
-    if stage["status"] in ("ran", "failed"):
+    status = Status(stage["status"])
+    if status in (Status.RAN, Status.FAILED):
         return f"{seconds:.2f} s"
-    if stage["status"] == "cached":
+    if status is Status.CACHED:
         made = f", made {stage['created']}" if stage.get("created") else ""
         return f"0 s (ran {seconds:.2f} s{made})"
     return ""
