@@ -71,7 +71,7 @@ def _announce(served: Served, name: str, say: Say) -> None:
         f"HTTP     http://{server.http}\ngRPC     {server.grpc}\nmetrics  {metrics}\nserver log  {server.log_path}"
     )
     for model, state in served.states.items():
-        say(f"model {model}: {state.get('state')} {state.get('reason', '')}".rstrip())
+        say(f"model {model}: {state}")
     for model in sorted(m for m in served.found if m.startswith(f"{name}_") and m not in served.states):
         say(f"model {model}: not loaded ({repo.skip_reason(served.found[model].backend)})")
     say("serving; Ctrl-C or SIGTERM stops the server")

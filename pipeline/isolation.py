@@ -13,6 +13,7 @@ of their own die with it (they are started with PR_SET_PDEATHSIG).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -47,10 +48,11 @@ def run_isolated(job: Job, limits: Limits) -> Outcome:
     child = mp.Process(target=_child, args=(job, dict(os.environ), send), name=f"deploy-{job.stage}")
     child.start()
     send.close()
+    spawned: set[Proc] = set()  # every descendant seen: a crash orphans them before _stop
     try:
-        return _wait(child, receive, job, limits)
+        return _wait(child, receive, job, limits, spawned)
     finally:
-        _stop(child)
+        _stop(child, spawned)
         receive.close()
 
 
@@ -69,9 +71,10 @@ def _child(job: Job, environ: dict[str, str], send: Any) -> None:
     send.close()
 
 
-def _wait(child: Any, receive: Any, job: Job, limits: Limits) -> Outcome:
+def _wait(child: Any, receive: Any, job: Job, limits: Limits, spawned: set[Proc]) -> Outcome:
     deadline = time.monotonic() + limits.timeout_s
     while True:
+        spawned.update(_procs(_descendants(child.pid)))
         if receive.poll(POLL_S):  # an outcome, or the end of the pipe: the child is gone
             try:
                 outcome: Outcome = receive.recv()
@@ -116,8 +119,12 @@ def _note(log: Path, line: str) -> None:
         fh.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ERROR {line}\n")
 
 
-def _stop(child: Any) -> None:
-    """SIGTERM to the child's group, SIGKILL after the grace period; reaps the child."""
+def _stop(child: Any, spawned: set[Proc]) -> None:
+    """SIGTERM to the child's group, SIGKILL after the grace period; reaps the child.
+    Descendants in sessions of their own (a stage's tritonserver) get their parent-death
+    signal when the child dies; the run waits for them, and kills the slow ones, so none
+    outlives the stage."""
+    escaped = sorted(spawned.union(_procs(_descendants(child.pid))))
     for sig, wait in ((signal.SIGTERM, GRACE_S), (signal.SIGKILL, GRACE_S)):
         try:
             os.killpg(child.pid, sig)
@@ -127,6 +134,42 @@ def _stop(child: Any) -> None:
         if not child.is_alive() and not _group_alive(child.pid):
             break
     child.join(GRACE_S)
+    _reap(escaped)
+
+
+def _reap(procs: list[Proc]) -> None:
+    deadline = time.monotonic() + GRACE_S
+    while (alive := [p for p in procs if p.running()]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for proc in alive:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(proc.pid, signal.SIGKILL)
+
+
+@dataclass(frozen=True, order=True)
+class Proc:
+    """A process by pid and start time: a pid reused by another process is not it."""
+
+    pid: int
+    started: str
+
+    def running(self) -> bool:
+        """The same process, alive and not a zombie (an orphan's reaper may be slow)."""
+        stat = _stat(self.pid)
+        return stat is not None and stat[19] == self.started and stat[0] != "Z"
+
+
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name: state first, start time at 19."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _procs(pids: list[int]) -> set[Proc]:
+    return {Proc(pid, stat[19]) for pid in pids if (stat := _stat(pid)) is not None}
 
 
 def _group_alive(pgid: int) -> bool:
@@ -139,12 +182,16 @@ def _group_alive(pgid: int) -> bool:
 
 def tree_rss_mb(pid: int) -> float:
     """Resident memory of a process and its descendants, from /proc (Linux)."""
-    total, todo = 0.0, [pid]
+    return sum(_rss_mb(p) for p in [pid, *_descendants(pid)])
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], _children(pid)
     while todo:
         current = todo.pop()
-        total += _rss_mb(current)
+        found.append(current)
         todo += _children(current)
-    return total
+    return found
 
 
 def _rss_mb(pid: int) -> float:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from serving import repository as repo
 from serving import server as ts
+from serving.model_state import UNKNOWN, LoadState, ModelState
 from serving.repository import Model
 from serving.spec import ServerSpec
 
@@ -29,7 +30,7 @@ class Served:
     server: ts.Server
     repository: Path  # the directory the server reads
     found: dict[str, Model]  # every model in the repository
-    states: dict[str, dict[str, str]]  # the chosen models: {state, reason} after loading
+    states: dict[str, LoadState]  # the chosen models, after loading
 
 
 @contextmanager
@@ -56,21 +57,21 @@ def serve_repository(
         )
 
 
-def wait_models(server: ts.Server, models: list[str], deadline: float) -> dict[str, dict[str, str]]:
+def wait_models(server: ts.Server, models: list[str], deadline: float) -> dict[str, LoadState]:
     """Polls until each model is READY or UNAVAILABLE; those still loading at the
     deadline are reported as timed out."""
-    states: dict[str, dict[str, str]] = {}
+    states: dict[str, LoadState] = {}
     while time.monotonic() < deadline:
         states = ts.repository_index(server)
-        if all(states.get(m, {}).get("state") in ("READY", "UNAVAILABLE") for m in models):
+        if all(states.get(m, UNKNOWN).settled for m in models):
             return {m: states[m] for m in models}
         time.sleep(0.2)
-    return {
-        m: states.get(m, {})
-        if states.get(m, {}).get("state") in ("READY", "UNAVAILABLE")
-        else {
-            "state": "TIMEOUT",
-            "reason": f"not ready before the startup timeout (state {states.get(m, {}).get('state', 'unknown')})",
-        }
-        for m in models
-    }
+    return {m: _final(states.get(m, UNKNOWN)) for m in models}
+
+
+def _final(state: LoadState) -> LoadState:
+    if state.settled:
+        return state
+    return LoadState(
+        ModelState.TIMEOUT, f"not ready before the startup timeout (state {state.state.value.lower()})"
+    )

@@ -27,6 +27,7 @@ from pathlib import Path
 from types import FrameType
 
 from pipeline.errors import EnvError, MissingDependency, StageFailed
+from serving.model_state import UNKNOWN, LoadState
 from serving.ports import choose_ports
 from serving.spec import ServerKind, ServerSpec, find_binary, pytriton_root
 
@@ -147,7 +148,7 @@ def _load_into_existing(server: Server, models: list[str]) -> list[str]:
     states = repository_index(server)
     loaded = []
     for model in models:
-        if states.get(model, {}).get("state") == "READY":
+        if states.get(model, UNKNOWN).ready:
             server.notes.append(f"{model} was already loaded; left as it was")
             continue
         error = _post(server, f"/v2/repository/models/{model}/load")
@@ -359,8 +360,8 @@ def _answers(host_port: str, path: str) -> bool:
         return False
 
 
-def repository_index(server: Server) -> dict[str, dict[str, str]]:
-    """model -> {state, reason} as the server reports them."""
+def repository_index(server: Server) -> dict[str, LoadState]:
+    """model -> its load state, as the server reports it."""
     request = urllib.request.Request(f"http://{server.http}/v2/repository/index", data=b"{}", method="POST")
     with urllib.request.urlopen(request, timeout=10) as reply:
-        return {m["name"]: m for m in json.loads(reply.read()) if "name" in m}
+        return {m["name"]: LoadState.from_index(m) for m in json.loads(reply.read()) if "name" in m}

@@ -166,8 +166,8 @@ def search(ctx: Any, params: Any, tree: Path) -> Result:
     started = time.monotonic()
     with serve_repository(params.server, tree, scratch, _chooser(params.model)) as served:
         (name,) = served.states
-        if served.states[name].get("state") != "READY":
-            raise StageFailed(f"Triton could not load {name}: {served.states[name].get('reason', '')}")
+        if not served.states[name].ready:
+            raise StageFailed(f"Triton could not load {name}: {served.states[name].reason}")
         conn = grpcclient.InferenceServerClient(served.server.grpc)
         try:
             base = conn.get_model_config(name, as_json=True)["config"]

@@ -20,6 +20,7 @@ from pipeline.config import DeployConfig, Label
 from pipeline.errors import Issue, StageFailed
 from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
 from serving.layout import ServingFormat
+from serving.model_state import LoadState
 from serving.repository import Model
 from serving.spec import ServerKind, ServerSpec, identity
 from stages import _smoke_result as results
@@ -123,19 +124,19 @@ def _check_all(served: Any, ctx: StageContext, params: SmokeParams, golden: Any)
     results = {}
     for name, state in served.states.items():
         model = served.found[name]
-        if state.get("state") != "READY":
+        if not state.ready:
             results[name] = _unavailable(state, model, params)
             continue
         results[name] = _check_model(served.server, name, model, ctx, params, _reference(model, golden, ctx))
     return results
 
 
-def _unavailable(state: dict[str, str], model: Model, params: SmokeParams) -> ModelResult:
-    reason = state.get("reason", "")
+def _unavailable(state: LoadState, model: Model, params: SmokeParams) -> ModelResult:
+    reason = state.reason
     # A server we did not configure (URL, image) reports a missing backend only on load.
     if not params.server.kind.backends_known and "backend" in reason and "not found" in reason.lower():
         return ModelResult.skipped(model, reason)
-    return ModelResult.failed(model, f"{state.get('state', '?')}: {reason}")
+    return ModelResult.failed(model, f"{state.state.value}: {reason}")
 
 
 def _reference(model: Model, golden: Any, ctx: StageContext) -> Any:

@@ -208,9 +208,9 @@ def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> 
         params.triton.server, ctx.input("repository"), scratch, _chooser(params.triton)
     ) as served:
         for name, state in served.states.items():
-            if state.get("state") != "READY":
+            if not state.ready:
                 raise StageFailed(
-                    f"Triton could not load {name}: {state.get('reason', '')}\n{served.server.log_tail(15)}"
+                    f"Triton could not load {name}: {state.reason}\n{served.server.log_tail(15)}"
                 )
             feeds = opt_feeds(ctx.config, served.found[name].fmt, params.triton.batch)
             for row in _served_rows(served.server.grpc, name, feeds, params.triton, settings):

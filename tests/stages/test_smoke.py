@@ -255,6 +255,7 @@ def test_existing_server_by_url_gets_models_loaded_and_unloaded(built, tmp_path)
     """A server we don't own (explicit model control, nothing loaded): the stage loads
     the models through the API, checks them, unloads them, and leaves the server up."""
     from serving import server as ts
+    from serving.model_state import ModelState
 
     repo = python_only_repo(built, tmp_path)
     outside = tmp_path / "outside"
@@ -271,10 +272,11 @@ def test_existing_server_by_url_gets_models_loaded_and_unloaded(built, tmp_path)
         assert server.process.poll() is None  # not ours to stop
         deadline = time.monotonic() + 30
         while (
-            ts.repository_index(server)["tiny_python"]["state"] == "UNLOADING" and time.monotonic() < deadline
+            ts.repository_index(server)["tiny_python"].state is ModelState.UNLOADING
+            and time.monotonic() < deadline
         ):
             time.sleep(0.1)
-        assert ts.repository_index(server)["tiny_python"]["state"] == "UNAVAILABLE"  # unloaded again
+        assert ts.repository_index(server)["tiny_python"].state is ModelState.UNAVAILABLE  # unloaded again
 
 
 def test_default_formats_pass_on_the_default_server_and_say_partial(tmp_path, write_config):
