@@ -144,6 +144,9 @@ def _reap(procs: list[Proc]) -> None:
     for proc in alive:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(proc.pid, signal.SIGKILL)
+    deadline = time.monotonic() + GRACE_S  # SIGKILL lands at once, the exit of a big process not
+    while any(p.running() for p in alive) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 @dataclass(frozen=True, order=True)

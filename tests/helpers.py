@@ -76,8 +76,10 @@ def tritonservers() -> set[int]:
     import psutil
 
     found = set()
-    for proc in psutil.process_iter(["name", "cmdline"]):
+    for proc in psutil.process_iter(["name", "cmdline", "status"]):
         try:
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue  # exited; only its parent's wait is pending
             if (
                 proc.info["name"] == "tritonserver"
                 or "tritonserver" in " ".join(proc.info["cmdline"] or [])[:200].split(" ")[0]

@@ -168,8 +168,7 @@ def test_a_stage_stopped_while_its_server_runs_leaves_no_tritonserver(tmp_path):
     console = proc.communicate()[0].decode()
     assert proc.returncode == ExitCode.LIMIT and "exceeded timeout_s 4" in console, console
     assert seen, "the smoke stage never started its server"
-    time.sleep(1)
-    assert not tritonservers() & seen
+    assert not tritonservers() & seen  # the run waited for it (or killed it) before ending
 
 
 @pytest.mark.parametrize("isolate", [True, False])
