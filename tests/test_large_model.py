@@ -7,6 +7,8 @@ cache that a second agent downloads from instead of exporting again."""
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import onnx
@@ -17,6 +19,13 @@ from stages._onnx_files import PROTOBUF_LIMIT, data_files
 from tests.helpers import run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.triton]
+
+# Peak disk use measured at 10.2 GB (2026-11-24, df sampled every 2 s during this test):
+# one agent holds the weights in its cache objects, each laid-out tree (export,
+# triton_config), the model repository and the remote, ~5 copies of 2.1 GB. CI's disk is
+# shared with whatever else the machine holds, so the test says so instead of failing
+# everything after it with ENOSPC.
+NEEDS_FREE_GB = 16
 
 MODEL = """
 import torch
@@ -63,7 +72,19 @@ def stages_of(config: Path) -> dict[str, dict]:
     return {s["stage"]: s for s in summary["stages"]}
 
 
-def test_a_model_over_2_gb_runs_end_to_end_and_travels_through_the_remote(tmp_path):
+@pytest.fixture
+def workdir(tmp_path: Path) -> Iterator[Path]:
+    """Removed after the test, passed or failed: ~10 GB must not sit in pytest's basetemp
+    (kept for the last three sessions) while the rest of the suite runs."""
+    free_gb = shutil.disk_usage(tmp_path).free / 2**30
+    if free_gb < NEEDS_FREE_GB:
+        pytest.skip(f"needs {NEEDS_FREE_GB} GB free disk under {tmp_path}, has {free_gb:.1f} GB")
+    yield tmp_path
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_a_model_over_2_gb_runs_end_to_end_and_travels_through_the_remote(workdir: Path):
+    tmp_path = workdir
     model = tmp_path / "big.py"
     model.write_text(MODEL)
     remote = tmp_path / "remote"
@@ -78,6 +99,8 @@ def test_a_model_over_2_gb_runs_end_to_end_and_travels_through_the_remote(tmp_pa
     assert (served / "model.onnx.data").stat().st_size >= PROTOBUF_LIMIT - 2**26
     assert len(onnx.load(str(served / "model.onnx"), load_external_data=False).graph.node) > 0
     assert "passed" in stages["smoke"]["metrics"]["headline"]
+    size = (served / "model.onnx.data").stat().st_size
+    shutil.rmtree(first.parent)  # the second agent is another machine: only the remote is shared
 
     second = agent(tmp_path / "b", model, remote)
     again = run_cli("run", str(second))
@@ -85,4 +108,4 @@ def test_a_model_over_2_gb_runs_end_to_end_and_travels_through_the_remote(tmp_pa
     from_remote = {name for name, s in stages_of(second).items() if s.get("remote")}
     assert {"export", "simplify", "triton_config"} <= from_remote, stages_of(second)
     copy = second.parent / "model_repository" / "big_python" / "1" / "model.onnx.data"
-    assert copy.stat().st_size == (served / "model.onnx.data").stat().st_size
+    assert copy.stat().st_size == size
