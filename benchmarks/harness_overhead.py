@@ -1,4 +1,4 @@
-"""Overhead of the benchmark harness (stages/_bench.py) against a bare timing loop of
+"""Overhead of the benchmark harness (stages/harness.py) against a bare timing loop of
 the same ONNX Runtime session, on a model of ~1 ms per call.
 
     .venv/bin/python benchmarks/harness_overhead.py [--calls 2000] [--rounds 7]
@@ -23,7 +23,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from runtimes import harness as _bench
+from runtimes import harness
 
 
 def model(path: Path, width: int = 512, layers: int = 4) -> None:
@@ -83,15 +83,15 @@ def main() -> None:
                 if which == "bare":
                     bare.append(bare_loop(call, args.calls))
                 else:
-                    timing = _bench.measure(
-                        call, _bench.Settings(warmup_ms=0, duration_s=0, iterations=args.calls)
+                    timing = harness.measure(
+                        call, harness.Settings(warmup_ms=0, duration_s=0, iterations=args.calls)
                     )
                     harness.append(timing.wall_s * 1e3 / len(timing.latencies_ms))
     b, h = statistics.median(bare), statistics.median(harness)
     per_call_us = bookkeeping_us()
     print("| loop | ms per call (median of rounds) |\n|---|---|")
     print(
-        f"| bare `for` loop, ONNX Runtime | {b:.4f} |\n| harness (`stages/_bench.measure`), ONNX Runtime | {h:.4f} |"
+        f"| bare `for` loop, ONNX Runtime | {b:.4f} |\n| harness (`stages/harness.measure`), ONNX Runtime | {h:.4f} |"
     )
     print(
         f"\nend to end: {100 * (h - b) / b:+.2f} % ({args.rounds} rounds x {args.calls} calls; run-to-run noise on this VM is a few %)"
@@ -110,7 +110,7 @@ def bookkeeping_us(calls: int = 200_000) -> float:
     bare = statistics.median(bare_loop(noop, calls) for _ in range(5)) * 1000
     timed = []
     for _ in range(5):
-        timing = _bench.measure(noop, _bench.Settings(warmup_ms=0, duration_s=0, iterations=calls))
+        timing = harness.measure(noop, harness.Settings(warmup_ms=0, duration_s=0, iterations=calls))
         timed.append(timing.wall_s * 1e6 / len(timing.latencies_ms))
     return statistics.median(timed) - bare
 

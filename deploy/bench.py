@@ -33,29 +33,29 @@ class BenchRequest:
 
 
 def bench_file(model: Path, request: BenchRequest) -> None:
-    from runtimes import harness as _bench
-    from stages.bench import runtimes as _bench_runtimes
+    from runtimes import harness
+    from stages.bench import calls
 
     chosen = _runtime(model, request.runtime)
     settings = _settings(request)
-    make = _bench_runtimes.onnxruntime if chosen == "onnxruntime" else _bench_runtimes.torchscript
+    make = calls.onnxruntime if chosen == "onnxruntime" else calls.torchscript
     try:
-        call, batch = make(model, _bench_runtimes.parse_shapes(request.shapes), request.threads)
+        call, batch = make(model, calls.parse_shapes(request.shapes), request.threads)
     except ConfigError as exc:  # a --shapes problem is a command-line problem
         raise typer.BadParameter("; ".join(i.message for i in exc.issues), param_hint="--shapes") from None
     typer.echo(
         f"[I] Model: {model} ({chosen}), shapes: {request.shapes or 'from the model'}, streams: {request.streams}"
     )
     timing = _timing(call, settings, request.streams)
-    for line in _bench.report_lines(chosen, _bench.summarize(timing, batch, settings), settings):
+    for line in harness.report_lines(chosen, harness.summarize(timing, batch, settings), settings):
         typer.echo(line)
     if request.export is not None:
-        _bench.export_times(request.export, timing)
+        harness.export_times(request.export, timing)
         typer.echo(f"[I] Per-call times written to {request.export}")
 
 
 def _settings(request: BenchRequest) -> Any:
-    from runtimes import harness as _bench
+    from runtimes import harness
 
     if not 0 < request.stability_percentage < 100:
         raise typer.BadParameter(
@@ -66,7 +66,7 @@ def _settings(request: BenchRequest) -> Any:
             f"{request.max_trials} < --stability-windows {request.stability_windows}",
             param_hint="--max-trials",
         )
-    return _bench.Settings(
+    return harness.Settings(
         request.warmup_ms,
         request.duration_s,
         request.iterations,
@@ -77,13 +77,12 @@ def _settings(request: BenchRequest) -> Any:
     )
 
 
-def _timing(call: Any, settings: Any, streams: int) -> Any:
-    from runtimes import harness as _bench
-    from runtimes import streams as _bench_streams
+def _timing(call: Any, settings: Any, count: int) -> Any:
+    from runtimes import harness, streams
 
-    if streams == 1:
-        return _bench.measure(call, settings)
-    return _bench_streams.measure([call] * streams, settings)[0]  # one session, called from every stream
+    if count == 1:
+        return harness.measure(call, settings)
+    return streams.measure([call] * count, settings)[0]  # one session, called from every stream
 
 
 def _runtime(model: Path, runtime: str) -> str:

@@ -13,9 +13,9 @@ from typing import Any
 from pipeline.errors import StageFailed
 from pipeline.project import Project
 from serving import repository as repo
-from serving import server as ts
+from serving import tritonserver
+from serving.launch import Served, loadable_models, serve_repository
 from serving.repository import Model
-from serving.serve import Served, loadable_models, serve_repository
 from serving.spec import ServerSpec
 
 Say = Callable[[str], None]
@@ -36,10 +36,10 @@ def serve(name: str, spec: ServerSpec, repository: Path, say: Say, origins: dict
     came from (e.g. {"http_port": "--http-port"}), for the error when one is taken."""
     if not any(m.startswith(f"{name}_") for m in repo.models(repository)):
         raise StageFailed(f"no models of '{name}' in {repository}; run `deploy run` first")
-    with ts.stop_requests():
+    with tritonserver.stop_requests():
         try:
             _serve_until_stopped(name, spec, repository, say, origins)
-        except ts.StopRequested as stop:
+        except tritonserver.StopRequested as stop:
             say(f"{stop}; server stopped")
 
 

@@ -18,7 +18,7 @@ from runtimes.arrays import varying_axes
 from runtimes.dtypes import triton_name
 from serving.layout import io_name
 from serving.requests import SETTLE_S, Feed, infer_inputs, settled, statistics
-from serving.server import Server
+from serving.tritonserver import Server
 
 PROTOCOLS = {"http": httpclient, "grpc": grpcclient}
 

@@ -54,11 +54,11 @@ def models(repo: Path) -> dict[str, Model]:
 def backends(spec: ServerSpec, workdir: Path) -> set[str] | None:
     """The backends a local server has; None where that is unknown until a load is
     tried (a URL or a docker image)."""
-    from serving import server as ts
+    from serving import tritonserver
 
     if not spec.kind.backends_known:
         return None
-    launch = ts.locate(spec, workdir)
+    launch = tritonserver.locate(spec, workdir)
     return {p.name for p in launch.backend_dir.iterdir()} if launch.backend_dir else None
 
 

@@ -6,11 +6,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gates.tolerance import Tolerance
+from modelio.onnx_files import MODEL_FILE, ExternalData
 from pipeline.config import DeployConfig
 from pipeline.errors import StageFailed, root_cause
 from pipeline.stage import SOURCE_ARTIFACT, Artifact, ArtifactKind, Section, StageContext, StageSpec
-from stages._onnx_files import MODEL_FILE, ExternalData
-from stages._tolerance import Tolerance
 
 
 class ExportParams(BaseModel):
@@ -36,32 +36,33 @@ class ExportParams(BaseModel):
 def run(ctx: StageContext, params: ExportParams) -> None:
     import onnx
 
+    from gates import parity, references
+    from modelio import onnx_files
+    from modelio.loading import load_adapted
     from runtimes.onnxrt import OnnxRuntime
-    from stages import _golden, _onnx_files, _parity
-    from stages._torch import load_adapted
 
-    golden = _golden.load(ctx.input("golden"))
+    golden = references.load(ctx.input("golden"))
     model = load_adapted(ctx.config, golden["opt"].inputs).exportable()
     _export(model, ctx, params, golden)
     del model  # a model over 2 GB is in memory once more in ONNX Runtime below
-    _onnx_files.check(ctx.output("onnx"))
+    onnx_files.check(ctx.output("onnx"))
     _record_opset(ctx, onnx.load(str(ctx.output("onnx")), load_external_data=False), params.opset)
-    table = _parity.compare(
-        _golden.run(OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names()), golden),
+    table = parity.compare(
+        references.run(OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names()), golden),
         golden,
         params.tolerance,
     )
-    ctx.record("parity", _parity.to_json(table))
+    ctx.record("parity", parity.to_json(table))
     ctx.headline(
         f"{params.exporter}, opset {ctx.metrics['opset_written']}, {ctx.metrics['nodes']} nodes, "
-        f"ORT vs eager: {_parity.headline(table, params.tolerance)}"
+        f"ORT vs eager: {parity.headline(table, params.tolerance)}"
     )
-    _parity.gate("ONNX Runtime vs eager", table, params.tolerance)
+    parity.gate("ONNX Runtime vs eager", table, params.tolerance)
 
 
 def dynamic_axes(config: DeployConfig, golden: dict[Any, Any]) -> dict[str, dict[int, str]]:
     """Input axes from the shape spec; output axes where the reference outputs vary."""
-    from stages._golden import varying_axes
+    from gates.references import varying_axes
 
     axes = {spec.name: spec.dynamic_axes() for spec in config.inputs}
     for spec in config.outputs:
@@ -96,7 +97,7 @@ def _export_legacy(
 ) -> None:
     import torch
 
-    from stages import _onnx_files
+    from modelio import onnx_files
 
     config = ctx.config
     torch.onnx.export(
@@ -113,7 +114,7 @@ def _export_legacy(
     # Past 2 GB this exporter writes one file per tensor: laid out again as one data file.
     written = ctx.output("onnx")
     if params.external_data is ExternalData.ALWAYS or len(list(written.parent.iterdir())) > 1:
-        _onnx_files.rewrite(written, external=True)
+        onnx_files.rewrite(written, external=True)
 
 
 def _export_dynamo(model: Any, args: tuple[Any, ...], ctx: StageContext, params: ExportParams) -> None:
@@ -122,7 +123,7 @@ def _export_dynamo(model: Any, args: tuple[Any, ...], ctx: StageContext, params:
     `embedding` op output) is renamed away instead of breaking SSA form."""
     import torch
 
-    from stages._model_io import IOAdapter
+    from modelio.adapter import IOAdapter
 
     shapes = dynamic_shapes(ctx.config)
     program = torch.onnx.export(
@@ -176,7 +177,7 @@ def rename_io(graph: Any, inputs: list[str], outputs: list[str]) -> None:
 def _external(model: Any, params: ExportParams) -> bool:
     """Whether an onnx_ir model's weights go beside it (onnx_ir names the file
     `<model file>.data`, as the other writers do)."""
-    from stages._onnx_files import MARGIN, PROTOBUF_LIMIT
+    from modelio.onnx_files import MARGIN, PROTOBUF_LIMIT
 
     size = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
     return params.external_data is ExternalData.ALWAYS or size >= PROTOBUF_LIMIT - MARGIN

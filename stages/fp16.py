@@ -9,12 +9,12 @@ from typing import Any
 
 from pydantic import Field
 
+from datasources.datasource import DataSource, fingerprint
+from gates.tolerance import AccuracyGate, AutoFallback, gate_issues
+from modelio.onnx_files import MODEL_FILE
 from pipeline.config import DeployConfig
 from pipeline.errors import Issue
 from pipeline.stage import Artifact, ArtifactKind, Section, StageContext, StageSpec
-from stages._datasource import DataSource, fingerprint
-from stages._onnx_files import MODEL_FILE
-from stages._tolerance import AccuracyGate, AutoFallback, gate_issues
 
 # Reductions, exponentials and normalisations overflow or lose precision in FP16.
 SENSITIVE_OPS = (
@@ -51,12 +51,13 @@ class Fp16Params(AutoFallback):
 
 
 def run(ctx: StageContext, params: Fp16Params) -> None:
-    from stages import _datasource, _fallback
+    from datasources import datasource
+    from gates import fallback
 
-    holdout = _datasource.load(params.holdout, ctx.config)
-    calibration = _datasource.load(params.calibration, ctx.config) if params.auto else []
+    holdout = datasource.load(params.holdout, ctx.config)
+    calibration = datasource.load(params.calibration, ctx.config) if params.auto else []
     blocked = _blocked(params)
-    conversion = _fallback.Conversion(
+    conversion = fallback.Conversion(
         "FP16",
         "onnx_fp16",
         "accuracy_fp16",
@@ -65,7 +66,7 @@ def run(ctx: StageContext, params: Fp16Params) -> None:
         lambda node, _converted: node.op_type not in blocked,
     )
     details = {"kept_fp32": list(params.keep_fp32_ops)}
-    _fallback.conclude(ctx, conversion, calibration, holdout, params.gate, params, details)
+    fallback.conclude(ctx, conversion, calibration, holdout, params.gate, params, details)
 
 
 def _blocked(params: Fp16Params) -> frozenset[str]:
@@ -81,7 +82,7 @@ def _convert(
     import onnx
     from onnxconverter_common import float16
 
-    from stages import _onnx_files
+    from modelio import onnx_files
 
     model = onnx.load(str(source))
     _unshare(model.graph, set(kept))
@@ -93,7 +94,7 @@ def _convert(
         max_finite_val=max_finite,
     )
     _feed_fp32(converted, set(kept))
-    _onnx_files.save(converted, dest, _onnx_files.uses_external_data(source))
+    onnx_files.save(converted, dest, onnx_files.uses_external_data(source))
 
 
 def _unshare(graph: Any, kept: set[str]) -> None:

@@ -29,22 +29,22 @@ _OUTPUT_HINT = (
 def run(ctx: StageContext, params: GoldenParams) -> None:
     import numpy as np
 
+    from gates import references
+    from modelio.loading import load_adapted
     from runtimes.torchrt import TorchModule
-    from stages import _golden
-    from stages._torch import load_adapted
 
     config = ctx.config
-    inputs = _golden.golden_inputs(config, np.random.default_rng(config.model.seed))
+    inputs = references.golden_inputs(config, np.random.default_rng(config.model.seed))
     eager = TorchModule(load_adapted(config, inputs["opt"]), config.input_names(), config.output_names())
-    cases = {label: _golden.Case(inputs[label], eager.infer(inputs[label])) for label in LABELS}
+    cases = {label: references.Case(inputs[label], eager.infer(inputs[label])) for label in LABELS}
     ctx.log.info("reference outputs: %s", _shapes(cases))
-    _golden.refuse_constant(
+    references.refuse_constant(
         "reference output", {lb: case.outputs for lb, case in cases.items()}, _OUTPUT_HINT
     )
     ctx.headline(
         "outputs " + ", ".join(f"{k} {list(v.shape)}" for k, v in cases["opt"].outputs.items()) + " at opt"
     )
-    _golden.save(ctx.output("golden"), cases)
+    references.save(ctx.output("golden"), cases)
 
 
 def _shapes(cases: dict[Any, Any]) -> dict[str, dict[str, list[int]]]:

@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gates.tolerance import Tolerance
+from modelio.onnx_files import MODEL_FILE
 from pipeline.errors import StageFailed
 from pipeline.stage import Artifact, ArtifactKind, Section, StageContext, StageSpec
-from stages._onnx_files import MODEL_FILE
-from stages._tolerance import Tolerance
 
 
 class SimplifyParams(BaseModel):
@@ -27,39 +27,39 @@ class SimplifyParams(BaseModel):
 
 
 def run(ctx: StageContext, params: SimplifyParams) -> None:
-    from stages import _onnx_files
+    from modelio import onnx_files
 
     if not params.enabled:
-        _onnx_files.copy(ctx.input("onnx"), ctx.output("onnx"))
+        onnx_files.copy(ctx.input("onnx"), ctx.output("onnx"))
         ctx.headline("disabled: model passed through")
         return
     import onnx
 
+    from gates import parity, references
     from runtimes.onnxrt import OnnxRuntime
-    from stages import _golden, _parity
 
     header = onnx.load(str(ctx.input("onnx")), load_external_data=False)  # sizes, not weights
-    if _onnx_files.too_big(header):
+    if onnx_files.too_big(header):
         _pass_through(ctx, "the model is over 2 GB: onnxsim works on one in-memory protobuf, capped at 2 GB")
         return
-    external = _onnx_files.has_external(header)
+    external = onnx_files.has_external(header)
     original = onnx.load(str(ctx.input("onnx")))
     simplified = _simplify(ctx, original, params)
     if simplified is None:
         return
     nodes = (len(original.graph.node), len(simplified.graph.node))
-    _onnx_files.save(simplified, ctx.output("onnx"), external)
-    golden = _golden.load(ctx.input("golden"))
-    table = _parity.compare(
-        _golden.run(OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names()), golden),
+    onnx_files.save(simplified, ctx.output("onnx"), external)
+    golden = references.load(ctx.input("golden"))
+    table = parity.compare(
+        references.run(OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names()), golden),
         golden,
         params.tolerance,
     )
     ctx.record("nodes_before", nodes[0])
     ctx.record("nodes_after", nodes[1])
-    ctx.record("parity", _parity.to_json(table))
-    ctx.headline(f"nodes {nodes[0]} -> {nodes[1]}, ORT vs eager: {_parity.headline(table, params.tolerance)}")
-    _parity.gate("simplified ONNX vs eager", table, params.tolerance)
+    ctx.record("parity", parity.to_json(table))
+    ctx.headline(f"nodes {nodes[0]} -> {nodes[1]}, ORT vs eager: {parity.headline(table, params.tolerance)}")
+    parity.gate("simplified ONNX vs eager", table, params.tolerance)
 
 
 def _simplify(ctx: StageContext, model: Any, params: SimplifyParams) -> Any:
@@ -84,12 +84,12 @@ def _simplify(ctx: StageContext, model: Any, params: SimplifyParams) -> Any:
 def _pass_through(ctx: StageContext, reason: str) -> None:
     """Hands the exported model on unsimplified, saying why (ONNX Runtime already
     checked it in export, so no parity run here)."""
-    from stages import _onnx_files
+    from modelio import onnx_files
 
     ctx.log.warning("%s; passing the model through unsimplified", reason)
     ctx.record("skipped_because", reason)
     ctx.headline(f"not simplified: {reason}")
-    _onnx_files.copy(ctx.input("onnx"), ctx.output("onnx"))
+    onnx_files.copy(ctx.input("onnx"), ctx.output("onnx"))
 
 
 def _check_dynamic_dims(ctx: StageContext, model: Any) -> None:

@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gates.tolerance import Tolerance
 from pipeline.config import DeployConfig
 from pipeline.errors import Issue
 from pipeline.stage import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
-from stages._tolerance import Tolerance
 
 
 class TraceParams(BaseModel):
@@ -30,30 +30,30 @@ class TraceParams(BaseModel):
 def run(ctx: StageContext, params: TraceParams) -> None:
     import torch
 
+    from gates import parity, references
+    from modelio.loading import load_adapted
     from runtimes.torchrt import TorchModule
-    from stages import _golden, _parity
-    from stages._torch import load_adapted
 
     config = ctx.config
-    cases = _golden.load(ctx.input("golden"))
+    cases = references.load(ctx.input("golden"))
     model = load_adapted(config, cases["opt"].inputs)
     eager = TorchModule(model, config.input_names(), config.output_names())
     traced = _trace(model, eager.args(cases["opt"].inputs))
-    table = _parity.compare(
-        _golden.run(TorchModule(traced, config.input_names(), config.output_names()), cases),
+    table = parity.compare(
+        references.run(TorchModule(traced, config.input_names(), config.output_names()), cases),
         cases,
         params.tolerance,
     )
-    ctx.record("parity", _parity.to_json(table))
-    ctx.headline("torchscript vs eager: " + _parity.headline(table, params.tolerance))
-    _parity.gate("TorchScript vs eager", table, params.tolerance)
+    ctx.record("parity", parity.to_json(table))
+    ctx.headline("torchscript vs eager: " + parity.headline(table, params.tolerance))
+    parity.gate("TorchScript vs eager", table, params.tolerance)
     torch.jit.save(traced, str(ctx.output("torchscript")))
 
 
 def check(params: TraceParams, config: DeployConfig) -> list[Issue]:
     """A TorchScript source is called with one tensor per declared input, positionally:
     a forward that wants anything else fails here, before any stage runs."""
-    from stages._torchscript_sig import forward_args
+    from modelio.torchscript_signature import forward_args
 
     path = config.model.torchscript
     args = forward_args(path) if path is not None else None

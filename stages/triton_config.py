@@ -29,7 +29,7 @@ from pipeline.stage import (
     StageSpec,
 )
 from serving.layout import LAYOUTS, PYTHON_MODEL, TRITON_TYPES, ServingFormat, io_name
-from stages._publishing import PublishPolicy, when_all
+from serving.publishing import PublishPolicy, when_all
 
 Format = ServingFormat
 
@@ -192,9 +192,9 @@ def check_engine_batch(manifest: dict[str, Any], params: TritonParams, size: int
 
 
 def run(ctx: StageContext, params: TritonParams) -> None:
-    from stages import _golden
+    from gates import references
 
-    golden = _golden.load(ctx.input("golden"))
+    golden = references.load(ctx.input("golden"))
     root = ctx.output("repository")
     models = [m for m in served(params, ctx.config.name) if m.artifact in ctx.inputs]
     for missing in [m for m in served(params, ctx.config.name) if m.artifact not in ctx.inputs]:
@@ -267,7 +267,7 @@ def _type(pb: Any, dtype: str) -> int:
 
 
 def _output_dims(golden: Any, name: str, max_batch_size: int) -> list[int]:
-    from stages._golden import varying_axes
+    from gates.references import varying_axes
 
     shape = golden["opt"].outputs[name].shape
     varying = varying_axes(golden, name)
@@ -302,9 +302,9 @@ def _write_model(model_dir: Path, version: int, text: str, source: Path, filenam
     (model_dir / "config.pbtxt").write_text(text)
     dest = model_dir / str(version) / filename
     if source.suffix == ".onnx":
-        from stages import _onnx_files
+        from modelio import onnx_files
 
-        _onnx_files.copy(source, dest)  # with the weights file beside it, if any
+        onnx_files.copy(source, dest)  # with the weights file beside it, if any
     else:
         shutil.copyfile(source, dest)
 

@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from gates.tolerance import Tolerance
 from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
-from stages._tolerance import Tolerance
 
 Runtime = Literal["onnxruntime", "torchscript", "tensorrt"]
 
@@ -24,10 +24,10 @@ class ValidateParams(Tolerance):
 
 
 def run(ctx: StageContext, params: ValidateParams) -> None:
-    from stages import _golden, _parity
+    from gates import parity, references
 
-    golden = _golden.load(ctx.input("golden"))
-    tables: dict[str, _parity.Table] = {}
+    golden = references.load(ctx.input("golden"))
+    tables: dict[str, parity.Table] = {}
     skipped: dict[str, str] = {}
     for runtime in params.runtimes:
         if runtime == "tensorrt" and "engine" not in ctx.inputs:
@@ -35,43 +35,43 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
         elif runtime == "torchscript" and "torchscript" not in ctx.inputs:
             skipped[runtime] = "no TorchScript: this config has no trace stage"
         else:
-            tables[runtime] = _parity.compare(_RUNNERS[runtime](ctx, golden), golden, params)
+            tables[runtime] = parity.compare(_RUNNERS[runtime](ctx, golden), golden, params)
     report = _report(tables, skipped, params)
     ctx.record("parity", report)
     ctx.headline(
         "; ".join(
-            [f"{r}: {_parity.headline(t, params)}" for r, t in tables.items()]
+            [f"{r}: {parity.headline(t, params)}" for r, t in tables.items()]
             + [f"{r}: skipped" for r in skipped]
         )
     )
-    rows = [row for r, t in tables.items() for row in _parity.report_rows(r, t)]
+    rows = [row for r, t in tables.items() for row in parity.report_rows(r, t)]
     note = "; ".join(f"{r}: {why}" for r, why in skipped.items())
-    ctx.report_table("Parity vs the eager reference", _parity.REPORT_COLUMNS, rows, note=note)
+    ctx.report_table("Parity vs the eager reference", parity.REPORT_COLUMNS, rows, note=note)
     ctx.output("report").write_text(json.dumps(report, indent=1))
     for name, table in tables.items():
-        _parity.gate(f"{name} vs eager", table, params)
+        parity.gate(f"{name} vs eager", table, params)
 
 
 def _report(tables: dict[str, Any], skipped: dict[str, str], params: ValidateParams) -> dict[str, Any]:
     """parity.json: the thresholds, then per runtime its table or why it was skipped."""
-    from stages import _parity
+    from gates import parity
 
     report: dict[str, Any] = {"thresholds": Tolerance(**params.model_dump(exclude={"runtimes"})).model_dump()}
     for runtime, table in tables.items():
-        report[runtime] = {"passed": not _parity.failures(table, params), "shapes": _parity.to_json(table)}
+        report[runtime] = {"passed": not parity.failures(table, params), "shapes": parity.to_json(table)}
     return report | {runtime: {"skipped": why} for runtime, why in skipped.items()}
 
 
 def _onnxruntime(ctx: StageContext, golden: Any) -> Any:
+    from gates.references import run
     from runtimes.onnxrt import OnnxRuntime
-    from stages._golden import run
 
     return run(OnnxRuntime(ctx.input("onnx"), outputs=ctx.config.output_names()), golden)
 
 
 def _torchscript(ctx: StageContext, golden: Any) -> Any:
+    from gates.references import run
     from runtimes.torchrt import TorchModule
-    from stages._golden import run
 
     return run(
         TorchModule.torchscript(
@@ -82,8 +82,8 @@ def _torchscript(ctx: StageContext, golden: Any) -> Any:
 
 
 def _tensorrt(ctx: StageContext, golden: Any) -> Any:
+    from gates.references import run
     from runtimes.tensorrt import TensorRTEngine
-    from stages._golden import run
 
     return run(
         TensorRTEngine(ctx.input("engine"), ctx.config.input_names(), ctx.config.output_names()), golden

@@ -1,7 +1,7 @@
 """bench: trtexec-style timing of every runtime, and Triton end to end.
 
 stage.py     the stage: params, key, rows, outputs
-runtimes.py  each runtime as a timed call over fixed inputs
+calls.py     each runtime as a timed call over fixed inputs
 output.py    JSON / Markdown / PNG, and the regression gate
 
 The measurement itself is shared with the Triton config search: runtimes/harness.py

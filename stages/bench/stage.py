@@ -25,14 +25,14 @@ from pipeline.stage import SOURCE_ARTIFACT, Artifact, Phase, Section, StageConte
 from runtimes.base import Device
 from runtimes.devices import host_identity
 from runtimes.harness import Settings, report_lines
+from runtimes.measure import MeasureSettings
 from runtimes.pacing import Distribution, Pace
 from runtimes.record import BenchRow
 from serving.spec import ServerSpec
 from serving.spec import identity as server_identity
-from stages._measure import MeasureSettings
-from stages.bench import output as _bench_output
+from stages.bench import output
+from stages.bench.calls import ARTIFACT
 from stages.bench.output import RegressionGate
-from stages.bench.runtimes import ARTIFACT
 
 Runtime = Literal[
     "eager", "torchscript", "onnxruntime", "onnxruntime_int8", "onnxruntime_fp16", "tensorrt", "triton"
@@ -163,7 +163,7 @@ def run(ctx: StageContext, params: BenchParams) -> None:
             rows += _triton_rows(ctx, params, settings)
         else:
             rows += [_in_process(ctx, params, settings, runtime, batch) for batch in batch_sizes(params, ctx)]
-    rows = _bench_output.speedups(rows)
+    rows = output.speedups(rows)
     result = {
         "host": host_identity(),
         "settings": params.model_dump(exclude={"gate"}),
@@ -171,35 +171,35 @@ def run(ctx: StageContext, params: BenchParams) -> None:
         "skipped": skipped,
     }
     ctx.output("results").write_text(json.dumps(result, indent=1))
-    ctx.output("table").write_text(_bench_output.markdown(rows, params.percentiles))
-    _bench_output.plot(rows, ctx.output("plot"))
+    ctx.output("table").write_text(output.markdown(rows, params.percentiles))
+    output.plot(rows, ctx.output("plot"))
     ctx.record("bench", result["results"])
-    ctx.headline(_bench_output.headline(rows, skipped))
-    _bench_output.report(ctx, rows, skipped, params.percentiles)
-    _bench_output.gate(rows, params.gate)
+    ctx.headline(output.headline(rows, skipped))
+    output.report(ctx, rows, skipped, params.percentiles)
+    output.gate(rows, params.gate)
 
 
 def _in_process(
     ctx: StageContext, params: BenchParams, settings: Settings, runtime: str, batch: int
 ) -> BenchRow:
-    from runtimes import harness as _bench
+    from runtimes import harness
     from runtimes.arrays import opt_inputs
-    from stages.bench import runtimes as _bench_runtimes
+    from stages.bench import calls
 
     feeds = opt_inputs(ctx.config, batch)
-    timed = _bench_runtimes.make(runtime, ctx, feeds, Device(params.device), params.threads)
-    timing = _bench.measure(timed.call, settings)
+    timed = calls.make(runtime, ctx, feeds, Device(params.device), params.threads)
+    timing = harness.measure(timed.call, settings)
     device = "cuda" if runtime == "tensorrt" else params.device
-    row = BenchRow.of(_bench.summarize(timing, batch, settings), runtime, device)
+    row = BenchRow.of(harness.summarize(timing, batch, settings), runtime, device)
     if timed.phases is not None:
-        row = replace(row, gpu=_bench.phase_summary(timed.phases[-len(timing.latencies_ms) :], settings))
+        row = replace(row, gpu=harness.phase_summary(timed.phases[-len(timing.latencies_ms) :], settings))
     ctx.log.info("\n".join(report_lines(runtime, row, settings)))
     return row
 
 
 def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> list[BenchRow]:
+    from serving.launch import serve_repository
     from serving.requests import opt_feeds
-    from serving.serve import serve_repository
 
     scratch = ctx.workdir / "server"
     scratch.mkdir()

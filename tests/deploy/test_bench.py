@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pipeline.errors import ExitCode
-from runtimes import harness as _bench
+from runtimes import harness
 from tests.helpers import output_path, run, run_cli
 
 
@@ -81,19 +81,19 @@ def test_bad_arguments_are_usage_errors(models, args, fragment):
 
 
 def test_measure_honours_duration_and_iterations():
-    settings = _bench.Settings(warmup_ms=10, duration_s=0.05, iterations=500, percentiles=(50.0, 100.0))
-    timing = _bench.measure(lambda: None, settings)
+    settings = harness.Settings(warmup_ms=10, duration_s=0.05, iterations=500, percentiles=(50.0, 100.0))
+    timing = harness.measure(lambda: None, settings)
     assert len(timing.latencies_ms) >= 500 and timing.wall_s >= 0.05 and timing.warmup_calls >= 1
-    summary = _bench.summarize(timing, batch=4, settings=settings)
+    summary = harness.summarize(timing, batch=4, settings=settings)
     assert summary.percentiles_ms["p100"] == summary.max_ms
     assert summary.items_per_s == pytest.approx(4 * summary.qps)
     assert (
-        _bench.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
-        and _bench.percentile([1.0, 2.0, 3.0, 4.0], 99) == 4.0
+        harness.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
+        and harness.percentile([1.0, 2.0, 3.0, 4.0], 99) == 4.0
     )
     hundred = [float(i) for i in range(1, 101)]
-    assert _bench.percentile(hundred, 7) == 7.0  # 0.07 * 100 is 7.000000000000001 in floats
-    assert _bench.percentile([float(i) for i in range(1, 1001)], 99.9) == 999.0
+    assert harness.percentile(hundred, 7) == 7.0  # 0.07 * 100 is 7.000000000000001 in floats
+    assert harness.percentile([float(i) for i in range(1, 1001)], 99.9) == 999.0
 
 
 def test_streams_overlap_their_calls(models, tmp_path):
@@ -130,14 +130,12 @@ def test_streams_overlap_their_calls(models, tmp_path):
 def test_stream_measurement_counts_calls_completed_inside_the_window():
     import time
 
-    from runtimes import streams as _bench_streams
+    from runtimes import streams
 
-    settings = _bench.Settings(warmup_ms=20, duration_s=0.2, iterations=10, percentiles=(50.0,))
+    settings = harness.Settings(warmup_ms=20, duration_s=0.2, iterations=10, percentiles=(50.0,))
     edges = iter(range(100))
-    one, _ = _bench_streams.measure([lambda: time.sleep(0.005)], settings)
-    two, (before, after) = _bench_streams.measure(
-        [lambda: time.sleep(0.005)] * 2, settings, lambda: next(edges)
-    )
+    one, _ = streams.measure([lambda: time.sleep(0.005)], settings)
+    two, (before, after) = streams.measure([lambda: time.sleep(0.005)] * 2, settings, lambda: next(edges))
     # Two snapshots per window edge (just before and just after it); the pair returned
     # brackets the kept (last three) windows from outside.
     edge = len(two.windows) - 3
@@ -154,13 +152,13 @@ def test_stream_measurement_counts_calls_completed_inside_the_window():
 
 def test_a_failing_stream_fails_the_measurement():
     from pipeline.errors import StageFailed
-    from runtimes import streams as _bench_streams
+    from runtimes import streams
 
     def broken() -> None:
         raise RuntimeError("model exploded")
 
     with pytest.raises(StageFailed, match="a stream failed: RuntimeError: model exploded"):
-        _bench_streams.measure([broken], _bench.Settings(warmup_ms=0, duration_s=0.01, iterations=1))
+        streams.measure([broken], harness.Settings(warmup_ms=0, duration_s=0.01, iterations=1))
 
 
 # -- perf_analyzer's stability rule and percentile support ----------------------------------------
@@ -174,11 +172,11 @@ def _kept(summary, settings):
 def test_windows_are_added_until_the_last_k_agree():
     from tests.helpers import WindowedLatency
 
-    settings = _bench.Settings(
+    settings = harness.Settings(
         warmup_ms=0, duration_s=0, iterations=60, percentiles=(50.0,), stability_threshold=0.25
     )
-    summary = _bench.summarize(
-        _bench.measure(WindowedLatency(NOISY_THEN_STEADY, per_window=20), settings), 1, settings
+    summary = harness.summarize(
+        harness.measure(WindowedLatency(NOISY_THEN_STEADY, per_window=20), settings), 1, settings
     )
     # The earliest window set of three that agrees is 4, 5, 6 (all 2.5 ms): seven windows.
     assert summary.stable and summary.windows_used >= 7 and len(summary.windows) == summary.windows_used
@@ -191,25 +189,25 @@ def test_windows_are_added_until_the_last_k_agree():
 def test_windows_stop_at_the_maximum_and_the_run_is_marked_unstable():
     from tests.helpers import WindowedLatency
 
-    settings = _bench.Settings(warmup_ms=0, duration_s=0, iterations=30, percentiles=(50.0,), max_windows=5)
-    summary = _bench.summarize(
-        _bench.measure(WindowedLatency([1.0, 5.0] * 10, per_window=10), settings), 1, settings
+    settings = harness.Settings(warmup_ms=0, duration_s=0, iterations=30, percentiles=(50.0,), max_windows=5)
+    summary = harness.summarize(
+        harness.measure(WindowedLatency([1.0, 5.0] * 10, per_window=10), settings), 1, settings
     )
     assert summary.windows_used == 5 and not summary.stable and summary.iterations == 30
-    lines = _bench.report_lines("x", summary, settings)
+    lines = harness.report_lines("x", summary, settings)
     assert any(line.startswith("[W] * The last 3 of 5 windows differ by more than ±10 %") for line in lines)
 
 
 def test_stream_windows_are_added_until_stable_and_capped():
-    from runtimes import streams as _bench_streams
+    from runtimes import streams
     from tests.helpers import WindowedLatency
 
-    settings = _bench.Settings(
+    settings = harness.Settings(
         warmup_ms=10, duration_s=0.15, iterations=6, percentiles=(50.0,), stability_threshold=0.25
     )
     steady = WindowedLatency(NOISY_THEN_STEADY)
-    timing, (before, after) = _bench_streams.measure([steady] * 2, settings, steady.edge)
-    summary = _bench.summarize(timing, 1, settings)
+    timing, (before, after) = streams.measure([steady] * 2, settings, steady.edge)
+    summary = harness.summarize(timing, 1, settings)
     assert summary.stable and summary.windows_used >= 7
     used = summary.windows_used
     assert (before, after) == (2 * (used - 3) + 1, 2 * used + 2), (
@@ -218,24 +216,24 @@ def test_stream_windows_are_added_until_stable_and_capped():
     assert all(2.4 < w.median_ms < 4.0 for w in _kept(summary, settings)) and summary.median_ms < 4.0
     capped = dataclasses.replace(settings, max_windows=4)
     noisy = WindowedLatency([1.0, 5.0] * 10)
-    summary = _bench.summarize(_bench_streams.measure([noisy] * 2, capped, noisy.edge)[0], 1, capped)
+    summary = harness.summarize(streams.measure([noisy] * 2, capped, noisy.edge)[0], 1, capped)
     assert summary.windows_used == 4 and not summary.stable
 
 
 @pytest.mark.parametrize(("p", "needs"), [(50, 2), (90, 10), (95, 20), (99, 100), (99.9, 1000), (100, 1)])
 def test_a_percentile_needs_one_over_one_minus_p_samples(p, needs):
-    assert _bench.required_samples(p) == needs
-    assert _bench.supported(p, needs) and (needs == 1 or not _bench.supported(p, needs - 1))
+    assert harness.required_samples(p) == needs
+    assert harness.supported(p, needs) and (needs == 1 or not harness.supported(p, needs - 1))
 
 
 def test_p99_of_twenty_samples_is_computed_but_marked_unsupported():
-    settings = _bench.Settings(percentiles=(90.0, 95.0, 99.0))
-    timing = _bench.Timing([float(i) for i in range(1, 21)], [0.0] * 20, 1.0, 1)
-    summary = _bench.summarize(timing, 1, settings)
+    settings = harness.Settings(percentiles=(90.0, 95.0, 99.0))
+    timing = harness.Timing([float(i) for i in range(1, 21)], [0.0] * 20, 1.0, 1)
+    summary = harness.summarize(timing, 1, settings)
     assert summary.percentiles_ms["p99"] == 20.0
     assert summary.percentiles_supported == {"p90": True, "p95": True, "p99": False}
     latency = next(
-        line for line in _bench.report_lines("x", summary, settings) if line.startswith("[I] Latency")
+        line for line in harness.report_lines("x", summary, settings) if line.startswith("[I] Latency")
     )
     assert (
         "percentile(95%) = 19 ms" in latency
@@ -328,15 +326,15 @@ def test_bad_stability_settings_are_usage_errors(models, args, fragment):
 
 
 def test_stability_needs_both_throughput_and_median_latency_to_agree():
-    settings = _bench.Settings(stability_windows=3, stability_threshold=0.10)
-    steady = [_bench.Window(100, 1.0, 10.0)] * 3
-    assert _bench.is_stable(steady, settings) and not _bench.is_stable(steady[:2], settings)
-    assert not _bench.is_stable([*steady[:2], _bench.Window(100, 1.0, 12.0)], settings), (
+    settings = harness.Settings(stability_windows=3, stability_threshold=0.10)
+    steady = [harness.Window(100, 1.0, 10.0)] * 3
+    assert harness.is_stable(steady, settings) and not harness.is_stable(steady[:2], settings)
+    assert not harness.is_stable([*steady[:2], harness.Window(100, 1.0, 12.0)], settings), (
         "median latency 12 vs mean 10.7"
     )
-    assert not _bench.is_stable([*steady[:2], _bench.Window(125, 1.0, 10.0)], settings), (
+    assert not harness.is_stable([*steady[:2], harness.Window(125, 1.0, 10.0)], settings), (
         "throughput 125 vs mean 108"
     )
-    assert _bench.is_stable([_bench.Window(100, 1.0, 30.0), *steady], settings), (
+    assert harness.is_stable([harness.Window(100, 1.0, 30.0), *steady], settings), (
         "only the last K windows count"
     )

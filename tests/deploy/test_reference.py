@@ -76,7 +76,7 @@ def test_known_defaults_render_from_the_model():
 def test_nested_defaults_are_the_parents_where_they_differ():
     """trace's tolerance is tighter than Tolerance's defaults: its own row says so, while
     its fields' rows keep the defaults that apply to keys left out of `tolerance: {...}`."""
-    from stages._tolerance import Tolerance
+    from gates.tolerance import Tolerance
     from stages.trace import TraceParams
 
     tight = TraceParams.model_fields["tolerance"].default

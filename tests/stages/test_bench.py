@@ -263,24 +263,24 @@ def test_stability_settings_reach_every_cell_and_the_table_shows_n(write_config)
 
 
 def _row(latencies, runtime="onnxruntime", percentiles=(50.0, 99.0)):
-    from runtimes import harness as _bench
+    from runtimes import harness
 
-    settings = _bench.Settings(percentiles=percentiles)
+    settings = harness.Settings(percentiles=percentiles)
     from runtimes.record import BenchRow
 
-    summary = _bench.summarize(_bench.Timing(latencies, [0.0] * len(latencies), 1.0, 1), 1, settings)
+    summary = harness.summarize(harness.Timing(latencies, [0.0] * len(latencies), 1.0, 1), 1, settings)
     return BenchRow.of(summary, runtime, "cpu")
 
 
 def test_tables_mark_unsupported_percentiles_with_a_footnote():
-    from stages.bench import output as _bench_output
+    from stages.bench import output
 
     rows = [_row([1.0] * 20), _row([1.0] * 100, runtime="eager")]
-    table = _bench_output.markdown(rows, (50.0, 99.0))
+    table = output.markdown(rows, (50.0, 99.0))
     assert "| onnxruntime | cpu | 1 | 1 | 20 | 1.000 | 1.000 | 1.000* |" in table
     assert "| eager | cpu | 1 | 1 | 100 | 1.000 | 1.000 | 1.000 |" in table
     assert "\\* fewer samples than the percentile needs (n >= 1 / (1 - p): p99 needs 100)" in table
-    assert "fewer samples" not in _bench_output.markdown(rows[1:], (50.0, 99.0))
+    assert "fewer samples" not in output.markdown(rows[1:], (50.0, 99.0))
 
 
 def test_gate_refuses_a_percentile_the_samples_do_not_support():

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gates import accuracy, parity, references
+from gates.tolerance import Tolerance
 from pipeline.config import InputSpec, OutputKind, OutputSpec
 from pipeline.errors import ConfigError, ExitCode, StageError
 from pipeline.project import load_project
-from stages import _accuracy, _golden, _parity
-from stages._tolerance import Tolerance
 from tests.helpers import run
 
 ZERO_MODEL = '''
@@ -42,7 +42,7 @@ def test_integer_value_range_is_inclusive_so_a_mask_has_ones() -> None:
         max=[8, 16],
         value_range=(0, 1),
     )
-    drawn = _golden.random_input(spec, (8, 16), np.random.default_rng(0))
+    drawn = references.random_input(spec, (8, 16), np.random.default_rng(0))
     assert set(np.unique(drawn)) == {0, 1}
 
 
@@ -89,7 +89,7 @@ def test_golden_inputs_file_is_cut_to_each_shape_and_exact_keys_win(write_config
     store_path = load_project(path).cache_dir
     from pipeline.store import Store
 
-    cases = _golden.load(Store(store_path).path_of(results["golden"].outputs["golden"]))
+    cases = references.load(Store(store_path).path_of(results["golden"].outputs["golden"]))
     np.testing.assert_array_equal(cases["min"].inputs["image"], shared[:1])
     np.testing.assert_array_equal(cases["max"].inputs["image"], shared[:16])
     np.testing.assert_array_equal(cases["opt"].inputs["image"], exact)
@@ -124,36 +124,36 @@ def test_constant_reference_outputs_are_refused(write_config, tmp_path: Path) ->
 
 def test_zero_vs_zero_is_not_a_perfect_cosine() -> None:
     zeros = np.zeros((2, 10), np.float32)
-    m = _parity.metrics(zeros, zeros, Tolerance())
+    m = parity.metrics(zeros, zeros, Tolerance())
     assert m.cosine is None and not m.passed
     table = {"min": {"logits": m}}
-    assert "cosine undefined" in _parity.failures(table, Tolerance())[0]
-    assert "cos undefined" in _parity.headline(table, Tolerance())
+    assert "cosine undefined" in parity.failures(table, Tolerance())[0]
+    assert "cos undefined" in parity.headline(table, Tolerance())
 
 
 def test_headline_says_when_atol_cannot_bite() -> None:
     rng = np.random.default_rng(0)
     tiny = (rng.standard_normal((4, 10)) * 1e-9).astype(np.float32)
     wrong_but_within_atol = tiny + np.float32(5e-5)
-    m = _parity.metrics(wrong_but_within_atol, tiny, Tolerance(atol=1e-4, min_cosine=0.0))
+    m = parity.metrics(wrong_but_within_atol, tiny, Tolerance(atol=1e-4, min_cosine=0.0))
     assert m.within_tolerance and not m.atol_bites
     assert m.scaled_err > 1000  # the error is thousands of times the reference's scale
-    headline = _parity.headline({"min": {"logits": m}}, Tolerance(atol=1e-4))
+    headline = parity.headline({"min": {"logits": m}}, Tolerance(atol=1e-4))
     assert "atol 0.0001 cannot bite" in headline
 
 
 def test_atol_bites_on_outputs_of_normal_scale() -> None:
     ref = np.linspace(-3, 3, 40, dtype=np.float32)
-    m = _parity.metrics(ref + np.float32(1e-6), ref, Tolerance())
+    m = parity.metrics(ref + np.float32(1e-6), ref, Tolerance())
     assert m.atol_bites and m.passed
-    assert "cannot bite" not in _parity.headline({"min": {"out": m}}, Tolerance())
+    assert "cannot bite" not in parity.headline({"min": {"out": m}}, Tolerance())
 
 
 def test_agreement_metrics_only_for_declared_logits() -> None:
     rng = np.random.default_rng(0)
     ref = [{"out": rng.standard_normal((8, 5))}]
-    as_logits = _accuracy.measure(ref, ref, 3, {"out": OutputKind.LOGITS})
-    as_embedding = _accuracy.measure(ref, ref, 3, {"out": OutputKind.EMBEDDING})
+    as_logits = accuracy.measure(ref, ref, 3, {"out": OutputKind.LOGITS})
+    as_embedding = accuracy.measure(ref, ref, 3, {"out": OutputKind.EMBEDDING})
     assert as_logits["out"].top1_agreement == 1.0
     assert as_embedding["out"].top1_agreement is None
     assert "top1_agreement" not in as_embedding["out"].to_json()

@@ -11,9 +11,9 @@ import pytest
 import torch
 from torch import nn
 
+from modelio.adapter import adapt
 from pipeline.config import DeployConfig
 from pipeline.errors import ConfigError
-from stages._model_io import adapt
 
 
 def config(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gates.parity import compare, gate, metrics
+from gates.references import Case
+from gates.tolerance import Tolerance
 from pipeline.errors import StageFailed
-from stages._golden import Case
-from stages._parity import compare, gate, metrics
-from stages._tolerance import Tolerance
 
 
 def test_metrics_values():

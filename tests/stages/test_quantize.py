@@ -145,8 +145,8 @@ def test_data_source_errors_name_their_field(write_config):
 def test_image_source_preprocessing(tmp_path):
     from PIL import Image
 
+    from datasources.datasource import DataSource, load
     from pipeline.config import DeployConfig
-    from stages._datasource import DataSource, load
 
     for i in range(3):
         Image.new("RGB", (320, 240), (255, 0, 128)).save(tmp_path / f"{i}.png")

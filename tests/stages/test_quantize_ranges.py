@@ -93,7 +93,7 @@ def test_other_calibration_errors_are_not_replaced_by_minmax_ranges(
     import numpy as np
     from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
 
-    from stages import _calibration
+    from stages.quantize import calibration
 
     def ranges(model: Path, calibration: list, method: str, work: Path, scope: object) -> TensorsData:
         if method != "minmax":
@@ -102,9 +102,9 @@ def test_other_calibration_errors_are_not_replaced_by_minmax_ranges(
             CalibrationMethod.MinMax, {"t": TensorData(lowest=np.float32(0), highest=np.float32(1))}
         )
 
-    monkeypatch.setattr(_calibration, "_ranges", ranges)
+    monkeypatch.setattr(calibration, "_ranges", ranges)
     with pytest.raises(ValueError, match="entropy's own problem"):
-        _calibration.calibrate(tmp_path / "model.onnx", [], "entropy", tmp_path, _calibration.Scope(None, ()))
+        calibration.calibrate(tmp_path / "model.onnx", [], "entropy", tmp_path, calibration.Scope(None, ()))
     assert not (tmp_path / "calibration.json").exists()
 
 

@@ -8,8 +8,7 @@ import json
 import pytest
 
 from pipeline.errors import ConfigError, StageError
-from stages import _selection
-from stages.select import FORMATS, Objective
+from stages.select import FORMATS, Objective, selection
 from tests.helpers import output_path, real_tensorrt, run
 
 FAST = {"warmup_ms": 10, "duration_s": 0.05, "iterations": 5, "batches": [1, 4]}
@@ -33,20 +32,20 @@ ROWS = [row("onnxruntime", 1, 1.40), row("onnxruntime_int8", 1, 1.47), row("eage
 
 
 def test_fp32_wins_over_an_int8_that_is_slower() -> None:
-    found = _selection.candidates(ROWS, {}, FORMATS, {"int8": 0.999})
-    decision = _selection.decide(found, Objective(name="latency", metric="latency"))
+    found = selection.candidates(ROWS, {}, FORMATS, {"int8": 0.999})
+    decision = selection.decide(found, Objective(name="latency", metric="latency"))
     assert decision.winner is not None and decision.winner.candidate.runtime == "onnxruntime"
     int8 = next(e for e in decision.entries if e.candidate.runtime == "onnxruntime_int8")
-    assert int8.verdict is _selection.Verdict.SLOWER
+    assert int8.verdict is selection.Verdict.SLOWER
     assert "1.470 ms vs 1.400 ms (1.05x worse than onnx fp32 (onnxruntime))" in int8.reason
 
 
 def test_constraints_reject_with_the_number_and_skips_keep_their_reason() -> None:
     rows = [row("onnxruntime", 1, 2.0, p99_ms=30.0), row("onnxruntime_int8", 1, 1.0)]
-    found = _selection.candidates(
+    found = selection.candidates(
         rows, {"tensorrt": "no engine: its stage was skipped"}, FORMATS, {"int8": 0.993}
     )
-    decision = _selection.decide(
+    decision = selection.decide(
         found, Objective(name="x", metric="latency", max_latency_ms=20, min_cosine=0.995)
     )
     verdicts = {e.candidate.runtime: (e.verdict.value, e.reason) for e in decision.entries}
@@ -60,22 +59,22 @@ def test_constraints_reject_with_the_number_and_skips_keep_their_reason() -> Non
 
 def test_an_int8_gain_inside_min_gain_keeps_fp32() -> None:
     rows = [row("onnxruntime", 1, 3.47), row("onnxruntime_int8", 1, 3.22)]  # 7.8 % faster
-    found = _selection.candidates(rows, {}, FORMATS, {"int8": 0.999})
+    found = selection.candidates(rows, {}, FORMATS, {"int8": 0.999})
     objective = Objective(name="latency", metric="latency")
-    kept = _selection.decide(found, objective, min_gain=0.10)
+    kept = selection.decide(found, objective, min_gain=0.10)
     assert kept.winner.candidate.runtime == "onnxruntime"
     int8 = next(e for e in kept.entries if e.candidate.runtime == "onnxruntime_int8")
     assert int8.reason == "3.220 ms vs 3.470 ms: 7.8 % better than onnx fp32 (onnxruntime), within min_gain"
-    assert _selection.decide(found, objective, min_gain=0.05).winner.candidate.runtime == "onnxruntime_int8"
+    assert selection.decide(found, objective, min_gain=0.05).winner.candidate.runtime == "onnxruntime_int8"
 
 
 def test_throughput_compares_at_the_largest_measured_batch() -> None:
     rows = [*ROWS, row("onnxruntime", 8, 6.0), row("onnxruntime_int8", 8, 4.0)]
-    found = _selection.candidates(rows, {}, FORMATS, {"int8": 0.999})
-    decision = _selection.decide(found, Objective(name="t", metric="throughput"))
+    found = selection.candidates(rows, {}, FORMATS, {"int8": 0.999})
+    decision = selection.decide(found, Objective(name="t", metric="throughput"))
     assert decision.batch == 8 and decision.winner.candidate.runtime == "onnxruntime_int8"
     eager = next(e for e in decision.entries if e.candidate.runtime == "eager")
-    assert eager.verdict is _selection.Verdict.SKIPPED and eager.reason == "not measured at batch 8"
+    assert eager.verdict is selection.Verdict.SKIPPED and eager.reason == "not measured at batch 8"
 
 
 def select_config(write_config, select: dict):
@@ -142,13 +141,13 @@ def test_the_status_table_is_printed_after_the_run(write_config, tmp_path) -> No
 
 def test_an_eager_winner_is_served_by_the_best_contender_triton_serves() -> None:
     rows = [row("eager", 1, 1.0), row("onnxruntime", 1, 2.0), row("torchscript", 1, 3.0)]
-    decision = _selection.decide(
-        _selection.candidates(rows, {}, FORMATS, {}), Objective(name="latency", metric="latency")
+    decision = selection.decide(
+        selection.candidates(rows, {}, FORMATS, {}), Objective(name="latency", metric="latency")
     )
     assert decision.winner.candidate.runtime == "eager"
-    pick = _selection.served_pick(decision, lambda c: [] if c.format == "pytorch" else [c.format])
+    pick = selection.served_pick(decision, lambda c: [] if c.format == "pytorch" else [c.format])
     assert pick is not None and pick.candidate.runtime == "onnxruntime"
-    assert _selection.served_pick(decision, lambda c: []) is None
+    assert selection.served_pick(decision, lambda c: []) is None
 
 
 def publishing_config(write_config, publish: str):

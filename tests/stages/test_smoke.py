@@ -254,13 +254,13 @@ def test_deploy_serve_answers_and_stops_on_ctrl_c(built):
 def test_existing_server_by_url_gets_models_loaded_and_unloaded(built, tmp_path):
     """A server we don't own (explicit model control, nothing loaded): the stage loads
     the models through the API, checks them, unloads them, and leaves the server up."""
-    from serving import server as ts
+    from serving import tritonserver
     from serving.model_state import ModelState
 
     repo = python_only_repo(built, tmp_path)
     outside = tmp_path / "outside"
     outside.mkdir()
-    with ts.serving(ts.ServerSpec(), repo, [], outside) as server:
+    with tritonserver.serving(tritonserver.ServerSpec(), repo, [], outside) as server:
         ctx = smoke_run(
             built,
             repo,
@@ -272,11 +272,13 @@ def test_existing_server_by_url_gets_models_loaded_and_unloaded(built, tmp_path)
         assert server.process.poll() is None  # not ours to stop
         deadline = time.monotonic() + 30
         while (
-            ts.repository_index(server)["tiny_python"].state is ModelState.UNLOADING
+            tritonserver.repository_index(server)["tiny_python"].state is ModelState.UNLOADING
             and time.monotonic() < deadline
         ):
             time.sleep(0.1)
-        assert ts.repository_index(server)["tiny_python"].state is ModelState.UNAVAILABLE  # unloaded again
+        assert (
+            tritonserver.repository_index(server)["tiny_python"].state is ModelState.UNAVAILABLE
+        )  # unloaded again
 
 
 def test_default_formats_pass_on_the_default_server_and_say_partial(tmp_path, write_config):

@@ -12,15 +12,15 @@ def test_safetensors_checkpoint_gives_the_same_golden_as_pt(write_config, digits
     import torch
     from safetensors.torch import save_file
 
-    from stages import _golden
+    from gates import references
 
     checkpoint, _ = digits_checkpoint
     st = tmp_path / "digits.safetensors"
     save_file(torch.load(checkpoint), str(st))
     pt_path = write_config({"model": {"checkpoint": str(checkpoint)}}, name="pt.yaml")
     st_path = write_config({"model": {"checkpoint": str(st)}}, name="st.yaml")
-    pt = _golden.load(output_path(pt_path, run(pt_path, stop="golden"), "golden", "golden"))
-    st_cases = _golden.load(output_path(st_path, run(st_path, stop="golden"), "golden", "golden"))
+    pt = references.load(output_path(pt_path, run(pt_path, stop="golden"), "golden", "golden"))
+    st_cases = references.load(output_path(st_path, run(st_path, stop="golden"), "golden", "golden"))
     assert (pt["opt"].outputs["logits"] == st_cases["opt"].outputs["logits"]).all()
 
 

@@ -12,11 +12,11 @@ from tests.helpers import output_path, run, statuses
 
 
 def test_trace_records_golden_data_at_min_opt_max(write_config):
-    from stages import _golden
+    from gates import references
 
     path = write_config()
     results = run(path, stop="trace")
-    cases = _golden.load(output_path(path, results, "golden", "golden"))
+    cases = references.load(output_path(path, results, "golden", "golden"))
     assert {label: case.inputs["image"].shape for label, case in cases.items()} == {
         "min": (1, 1, 8, 8),
         "opt": (4, 1, 8, 8),

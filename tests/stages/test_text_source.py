@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
+from datasources import datasource
 from pipeline.errors import ConfigError, StageFailed
 from pipeline.project import load_project
-from stages import _datasource
 from tests.helpers import ROOT
 
 SENTENCES = ["The cat sat on the mat.", "Deploying models needs care.", "It rained all day.", "Hello world."]
@@ -34,12 +34,12 @@ def text_config(write_config, tmp_path, inputs: list[dict] | None = None):
     replace["stages"] = {"trace": {}, "export": {}, "quantize": {"calibration": source}}
     path = write_config(replace=replace, name="text.yaml")
     config = load_project(path).config
-    return config, _datasource.DataSource.model_validate(source)
+    return config, datasource.DataSource.model_validate(source)
 
 
 def test_text_is_tokenized_like_the_model_expects(write_config, tmp_path) -> None:
     config, source = text_config(write_config, tmp_path)
-    samples = _datasource.load(source, config)
+    samples = datasource.load(source, config)
     sys.path.insert(0, str(ROOT / "configs" / "models"))
     from minilm import tokenize
 
@@ -48,7 +48,7 @@ def test_text_is_tokenized_like_the_model_expects(write_config, tmp_path) -> Non
     assert samples[0]["input_ids"].dtype == np.int64
     assert np.array_equal(np.concatenate([s["input_ids"] for s in samples]), expected["input_ids"])
     assert np.array_equal(np.concatenate([s["attention_mask"] for s in samples]), expected["attention_mask"])
-    assert _datasource.fingerprint(source) != _datasource.fingerprint(
+    assert datasource.fingerprint(source) != datasource.fingerprint(
         source.model_copy(update={"tokenizer": None})
     )
 
@@ -63,7 +63,7 @@ def test_an_input_text_cannot_make_is_named(write_config, tmp_path) -> None:
     }
     config, source = text_config(write_config, tmp_path, inputs=[image])
     with pytest.raises(StageFailed, match=r"a 'text' source makes .*; the model also takes \['image'\]"):
-        _datasource.load(source, config)
+        datasource.load(source, config)
 
 
 def test_a_text_source_needs_a_tokenizer(write_config, tmp_path) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import torch
 
+from modelio.torchscript_signature import forward_args
 from pipeline.errors import ExitCode
-from stages._torchscript_sig import forward_args
 from tests.helpers import run_cli
 
 

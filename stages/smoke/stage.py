@@ -16,17 +16,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gates.tolerance import Tolerance
 from pipeline.config import DeployConfig, Label
 from pipeline.errors import Issue, StageFailed
 from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
 from serving.layout import ServingFormat
 from serving.model_state import LoadState
+from serving.publishing import PublishPolicy, policy, published_url
 from serving.repository import Model
 from serving.spec import ServerKind, ServerSpec, identity
-from stages import _smoke_result as results
-from stages._publishing import PublishPolicy, policy, published_url
-from stages._smoke_result import ModelResult, ModelStatus
-from stages._tolerance import Tolerance
+from stages.smoke import result
+from stages.smoke.result import ModelResult, ModelStatus
 
 Protocol = Literal["http", "grpc"]
 
@@ -73,10 +73,10 @@ def check(params: SmokeParams, config: DeployConfig) -> list[Issue]:
 
 
 def run(ctx: StageContext, params: SmokeParams) -> None:
-    from serving.serve import serve_repository
-    from stages import _golden
+    from gates import references
+    from serving.launch import serve_repository
 
-    golden = _golden.load(ctx.input("golden"))
+    golden = references.load(ctx.input("golden"))
     scratch = ctx.workdir / "server"  # backends dir, server log: not outputs
     scratch.mkdir()
     report: dict[str, Any] = {"models": {}}
@@ -96,7 +96,7 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
 
 def _choose(report: dict[str, Any]) -> Any:
     """Loads what the server can; records the rest in the report as skipped."""
-    from serving.serve import loadable_models
+    from serving.launch import loadable_models
 
     def choose(found: dict[str, Model], backends: Callable[[], set[str] | None]) -> list[str]:
         names = loadable_models(found, backends)
@@ -145,8 +145,8 @@ def _reference(model: Model, golden: Any, ctx: StageContext) -> Any:
     (serving parity); its accuracy against FP32 is the quantize stage's gate."""
     if model.precision == "fp32":
         return golden
+    from gates.references import Case, run
     from runtimes.onnxrt import OnnxRuntime
-    from stages._golden import Case, run
 
     files = sorted(model.directory.glob("*/model.onnx"))
     if not files:
@@ -158,8 +158,8 @@ def _reference(model: Model, golden: Any, ctx: StageContext) -> Any:
 def _check_model(
     server: Any, name: str, model: Model, ctx: StageContext, params: SmokeParams, golden: Any
 ) -> ModelResult:
+    from gates import parity
     from serving import checks
-    from stages import _parity
 
     inputs, outputs = checks.expected(ctx.config, model.fmt, golden)
     served = (
@@ -182,7 +182,7 @@ def _check_model(
             checks.Target(conn, protocol, name, max_batch), golden, inputs, outputs, params
         )
         result.protocols[protocol] = table
-        result.problems += [f"{protocol} {p}" for p in _parity.failures(table, params.tolerance)]
+        result.problems += [f"{protocol} {p}" for p in parity.failures(table, params.tolerance)]
     if not result.problems and "dynamic_batching" in config and params.batching_requests:
         batching = checks.batching(
             server, name, golden["opt"], inputs, params.batching_requests, params.request_timeout_s
@@ -208,8 +208,8 @@ def _describe(conn: Any, protocol: str, name: str) -> tuple[dict[str, Any], dict
 def _golden_parity(target: Any, golden: Any, inputs: Any, outputs: Any, params: SmokeParams) -> Any:
     from tritonclient.utils import InferenceServerException
 
+    from gates import parity
     from serving import checks
-    from stages import _parity
 
     results: dict[Label, Any] = {}
     for label, case in golden.items():
@@ -217,8 +217,8 @@ def _golden_parity(target: Any, golden: Any, inputs: Any, outputs: Any, params: 
             results[label] = checks.infer(target, case, inputs, outputs)
         except InferenceServerException as exc:
             names = [o.spec_name for o in outputs]
-            return _parity.unanswered(golden, names, f"inference failed: {exc.message()}")
-    return _parity.compare(results, golden, params.tolerance)
+            return parity.unanswered(golden, names, f"inference failed: {exc.message()}")
+    return parity.compare(results, golden, params.tolerance)
 
 
 def _finish(ctx: StageContext, report: dict[str, Any], server: Any, tol: Tolerance) -> None:
@@ -226,7 +226,7 @@ def _finish(ctx: StageContext, report: dict[str, Any], server: Any, tol: Toleran
     data = {**report, "models": {name: r.to_json() for name, r in models.items()}}
     ctx.record("smoke", data)
     ctx.headline(_headline(models, tol))
-    note = results.partial(models)
+    note = result.partial(models)
     if note:
         ctx.partial(note)
     _report_table(ctx, models, report.get("server", {}), tol)
@@ -238,10 +238,10 @@ def _finish(ctx: StageContext, report: dict[str, Any], server: Any, tol: Toleran
 
 def _verdict(report: dict[str, Any], server: Any, require: tuple[str, ...]) -> None:
     models: dict[str, ModelResult] = report["models"]
-    lines = [f"{m}: {'; '.join(r.problems)}" for m, r in results.of(models, ModelStatus.FAILED).items()]
-    lines += results.required_problems(models, require)
-    if not lines and not results.of(models, ModelStatus.PASSED):
-        lines = [results.nothing_tested(models)]
+    lines = [f"{m}: {'; '.join(r.problems)}" for m, r in result.of(models, ModelStatus.FAILED).items()]
+    lines += result.required_problems(models, require)
+    if not lines and not result.of(models, ModelStatus.PASSED):
+        lines = [result.nothing_tested(models)]
     if lines:
         tail = server.log_tail(25) if server is not None else ""
         raise StageFailed(
@@ -278,7 +278,7 @@ def _report_table(
 
 
 def _model_numbers(result: ModelResult, tol: Tolerance) -> str:
-    from stages._parity import headline
+    from gates.parity import headline
 
     numbers = [f"{p} {headline(t, tol)}" for p, t in result.protocols.items()] or ["no inference"]
     if result.batching:

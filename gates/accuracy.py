@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from gates.tolerance import AccuracyGate
 from pipeline.config import OutputKind, OutputSpec
 from pipeline.errors import StageFailed
-from stages._tolerance import AccuracyGate
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from gates.references import Case
+from gates.tolerance import Tolerance
 from pipeline.config import Label
 from pipeline.errors import StageFailed
-from stages._golden import Case
-from stages._tolerance import Tolerance
 
 # atol "bites" only when it is small against the reference's own scale: an atol of 1e-4
 # passes any answer at all for logits of size 1e-9 (random-init models).

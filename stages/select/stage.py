@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from pipeline.errors import StageFailed
 from pipeline.stage import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
-from stages import _selection
-from stages._publishing import when_selected
+from serving.publishing import when_selected
+from stages.select import selection
 
 
 class Objective(BaseModel):
@@ -95,14 +95,14 @@ SERVED_AS = {"onnx": ("onnx", "python"), "torchscript": ("torchscript",), "tenso
 def run(ctx: StageContext, params: SelectParams) -> None:
     bench = json.loads(ctx.input("results").read_text())
     cosines = {p: _cosine(ctx, artifact) for p, artifact in REPORTS.items()}
-    candidates = _selection.candidates(bench["results"], bench.get("skipped", {}), FORMATS, cosines)
+    candidates = selection.candidates(bench["results"], bench.get("skipped", {}), FORMATS, cosines)
     if not any(c.rows for c in candidates):
         raise StageFailed("select: the bench stage measured no in-process runtime to choose from")
-    decisions = [_selection.decide(candidates, objective, params.min_gain) for objective in params.objectives]
-    chosen = _selection.to_json(decisions, candidates)
+    decisions = [selection.decide(candidates, objective, params.min_gain) for objective in params.objectives]
+    chosen = selection.to_json(decisions, candidates)
     ctx.record("selection", {d.objective.name: d.winner_label() for d in decisions})
-    ctx.headline(_selection.headline(decisions))
-    _selection.report(ctx, decisions, candidates)
+    ctx.headline(selection.headline(decisions))
+    selection.report(ctx, decisions, candidates)
     unmet = [d.objective.name for d in decisions if d.winner is None]
     ctx.output("deployment").mkdir()  # empty without a repository: nothing to serve
     if not unmet and "repository" in ctx.inputs:
@@ -114,7 +114,7 @@ def run(ctx: StageContext, params: SelectParams) -> None:
         )
 
 
-def _deployment(ctx: StageContext, decisions: list[_selection.Decision]) -> dict[str, list[str]]:
+def _deployment(ctx: StageContext, decisions: list[selection.Decision]) -> dict[str, list[str]]:
     """Writes `deployment`: the repository's models serving each objective's pick, as
     they are (same files, so smoke's and bench's verdicts on them hold)."""
     source = ctx.input("repository")
@@ -136,15 +136,15 @@ def _deployment(ctx: StageContext, decisions: list[_selection.Decision]) -> dict
     return {name: serves(p.candidate) for name, p in picks.items()}
 
 
-def _served(name: str, present: set[str], c: _selection.Candidate) -> list[str]:
+def _served(name: str, present: set[str], c: selection.Candidate) -> list[str]:
     suffix = f"_{c.precision}" if c.precision in REPORTS else ""
     return [m for m in (f"{name}_{fmt}{suffix}" for fmt in SERVED_AS.get(c.format, ())) if m in present]
 
 
 def _serving_pick(
-    d: _selection.Decision, serves: Callable[[_selection.Candidate], list[str]], present: list[str]
-) -> _selection.Entry:
-    pick = _selection.served_pick(d, serves)
+    d: selection.Decision, serves: Callable[[selection.Candidate], list[str]], present: list[str]
+) -> selection.Entry:
+    pick = selection.served_pick(d, serves)
     if pick is None:
         raise StageFailed(
             f"select: the repository serves no contender of '{d.objective.name}' (it holds {present}); "
@@ -153,7 +153,7 @@ def _serving_pick(
     return pick
 
 
-def _why(d: _selection.Decision, pick: _selection.Entry) -> str:
+def _why(d: selection.Decision, pick: selection.Entry) -> str:
     if pick is d.winner:
         return ""
     return f"{d.winner_label()} has no Triton model here; the best one served"

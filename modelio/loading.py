@@ -19,7 +19,7 @@ from pipeline.config import DeployConfig, ModelSource
 from pipeline.errors import StageFailed, first_line
 
 if TYPE_CHECKING:
-    from stages._model_io import IOAdapter
+    from modelio.adapter import IOAdapter
 
 
 def load_model(source: ModelSource) -> torch.nn.Module:
@@ -121,9 +121,9 @@ def _read_state(path: Path) -> Any:
 
 
 def load_adapted(config: DeployConfig, sample: Mapping[str, Any]) -> IOAdapter:
-    """The model behind the pipeline's calling convention (stages._model_io): one tensor
+    """The model behind the pipeline's calling convention (modelio.adapter): one tensor
     per declared input in, the declared outputs as a tuple out; `sample` (numpy arrays by
     input name) is what it is probed with to find them."""
-    from stages._model_io import adapt
+    from modelio.adapter import adapt
 
     return adapt(load_model(config.model), config, sample)

@@ -140,7 +140,7 @@ def _read(source: DataSource, config: DeployConfig, window: slice) -> dict[str, 
         if source.kind == "images":
             return _images(source, config, window)
         if source.kind == "text":
-            from stages._text import tokenized
+            from datasources.text import tokenized
 
             return tokenized(source, config, window)
         return {k: v[window] for k, v in _arrays(source, config).items()}
@@ -174,7 +174,7 @@ def _sample_shape_problem(spec: InputSpec, array: np.ndarray, batched: bool) -> 
 def _random(source: DataSource, config: DeployConfig) -> list[dict[str, np.ndarray]]:
     import numpy as np
 
-    from stages._golden import make_inputs
+    from gates.references import make_inputs
 
     rng = np.random.default_rng(source.seed + source.offset)
     return [{k: v[:1] for k, v in make_inputs(config, "opt", rng).items()} for _ in range(source.count)]

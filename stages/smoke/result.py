@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from serving.repository import Model, skip_reason
 
 if TYPE_CHECKING:  # at run time only inside to_json: this module is read on the warm path
+    from gates.parity import Table
     from serving.checks import Burst
-    from stages._parity import Table
 
 
 class ModelStatus(str, Enum):
@@ -65,7 +65,7 @@ class ModelResult:
             }
         )
         if self.status is not ModelStatus.SKIPPED:
-            from stages._parity import to_json
+            from gates.parity import to_json
 
             protocols = {p: to_json(t) for p, t in self.protocols.items()}
             data.update(problems=self.problems, protocols=protocols)

@@ -65,7 +65,7 @@ def gate_issues(gate: AccuracyGate, outputs: tuple[OutputSpec, ...], where: str)
 
 class AutoFallback(BaseModel):
     """Shared by the reduced-precision stages: when the gate fails, keep the nodes that
-    hurt accuracy most in FP32 until it passes (stages/_fallback.py)."""
+    hurt accuracy most in FP32 until it passes (gates/fallback.py)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 

@@ -158,8 +158,8 @@ def _point(instances: int, max_batch: int, delay: int | None, preferred: tuple[i
 def search(ctx: Any, params: Any, tree: Path) -> Result:
     import tritonclient.grpc as grpcclient
 
+    from serving.launch import serve_repository
     from serving.requests import opt_feeds
-    from serving.serve import serve_repository
 
     scratch = ctx.workdir / "server"
     scratch.mkdir()

@@ -63,7 +63,7 @@ def make(
 
     if runtime == "torchscript":
         return TorchModule.torchscript(ctx.input("torchscript"), *names, device, threads).timed(feeds)
-    from stages._torch import load_adapted
+    from modelio.loading import load_adapted
 
     return TorchModule(load_adapted(ctx.config, feeds), *names, device, threads).timed(feeds)
 

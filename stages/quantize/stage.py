@@ -9,7 +9,7 @@ than FP32 (resnet50: 32 ms vs 27 ms FP32 vs 9.5 ms uint8 at batch 1 on 2 cores).
 `dynamic`: int8 weights, activations quantized at run time (ONNX Runtime's recipe for
 transformer MatMul / Gemm on CPU): no calibrated ranges, so a -inf attention-mask fill
 cannot break it. `op_types` and `exclude` choose what is quantized; `auto` keeps the most
-sensitive nodes in FP32 until the gate passes (stages/_fallback.py).
+sensitive nodes in FP32 until the gate passes (stages/fallback.py).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from datasources.datasource import DataSource, fingerprint
+from gates.tolerance import AccuracyGate, AutoFallback, gate_issues
+from modelio.onnx_files import MODEL_FILE
 from pipeline.config import DeployConfig
 from pipeline.errors import Issue, MissingDependency, StageFailed
 from pipeline.stage import Artifact, ArtifactKind, Section, StageContext, StageSpec
-from stages._calibration import Method
-from stages._datasource import DataSource, fingerprint
-from stages._onnx_files import MODEL_FILE
-from stages._tolerance import AccuracyGate, AutoFallback, gate_issues
+from stages.quantize.calibration import Method
 
 Target = Literal["onnxruntime", "tensorrt"]
 Recipe = Literal["static", "dynamic"]
@@ -114,10 +114,11 @@ def holdout_source(params: QuantizeParams) -> DataSource:
 
 
 def run(ctx: StageContext, params: QuantizeParams) -> None:
-    from stages import _accuracy, _datasource, _fallback
+    from datasources import datasource
+    from gates import accuracy, fallback
 
-    calibration = _datasource.load(params.calibration, ctx.config)
-    holdout = _datasource.load(holdout_source(params), ctx.config)
+    calibration = datasource.load(params.calibration, ctx.config)
+    holdout = datasource.load(holdout_source(params), ctx.config)
     details = {
         "target": params.target,
         "recipe": params.recipe,
@@ -128,14 +129,14 @@ def run(ctx: StageContext, params: QuantizeParams) -> None:
     }
     if params.quantizer == "modelopt":
         _quantize_modelopt(ctx.input("onnx"), ctx.output("onnx_int8"), calibration, params)
-        _accuracy.conclude(
+        accuracy.conclude(
             ctx, "INT8", ctx.output("onnx_int8"), holdout, params.gate, details, "accuracy_int8"
         )
         return
     model = _prepared(ctx.input("onnx"), params, ctx.workdir)
     _check_names(model, params.exclude)
     quantize = _Quantizer(model, params, calibration, ctx.workdir)
-    conversion = _fallback.Conversion(
+    conversion = fallback.Conversion(
         "INT8",
         "onnx_int8",
         "accuracy_int8",
@@ -143,7 +144,7 @@ def run(ctx: StageContext, params: QuantizeParams) -> None:
         model,
         partial(_eligible, params, _supported(params)),
     )
-    _fallback.conclude(ctx, conversion, calibration, holdout, params.gate, params, details)
+    fallback.conclude(ctx, conversion, calibration, holdout, params.gate, params, details)
 
 
 def _prepared(source: Path, params: QuantizeParams, work: Path) -> Path:
@@ -153,17 +154,17 @@ def _prepared(source: Path, params: QuantizeParams, work: Path) -> Path:
         return source
     from onnxruntime.quantization import shape_inference
 
-    from stages import _onnx_files
+    from modelio import onnx_files
 
     model = work / "preprocessed.onnx"
-    external = _onnx_files.uses_external_data(source)
+    external = onnx_files.uses_external_data(source)
     shape_inference.quant_pre_process(
         str(source),
         str(model),
         skip_symbolic_shape=True,
         save_as_external_data=external,
         all_tensors_to_one_file=True,
-        external_data_location=model.name + _onnx_files.DATA_SUFFIX if external else None,
+        external_data_location=model.name + onnx_files.DATA_SUFFIX if external else None,
     )
     return model
 
@@ -198,12 +199,12 @@ class _Quantizer:
     calibration runs once, on the first call of the static recipe."""
 
     def __init__(self, model: Path, params: QuantizeParams, calibration: list[Any], work: Path) -> None:
-        from stages import _onnx_files
+        from modelio import onnx_files
 
         self.model, self.params, self.calibration, self.work = model, params, calibration, work
         self._cache: Path | None = None
         # The quantized model keeps its source's layout (weights beside it or inside).
-        self.external = _onnx_files.uses_external_data(model)
+        self.external = onnx_files.uses_external_data(model)
 
     def build(self, kept_float: tuple[str, ...], dest: Path) -> None:
         exclude = [*self.params.exclude, *kept_float]
@@ -231,11 +232,11 @@ class _Quantizer:
     def _static(self, exclude: list[str], dest: Path) -> None:
         from onnxruntime import quantization as q
 
-        from stages import _calibration
+        from stages.quantize import calibration
 
         if self._cache is None:
-            scope = _calibration.Scope(self.params.op_types, self.params.exclude)
-            self._cache = _calibration.calibrate(
+            scope = calibration.Scope(self.params.op_types, self.params.exclude)
+            self._cache = calibration.calibrate(
                 self.model, self.calibration, self.params.method, self.work, scope
             )
         tensorrt = self.params.target == "tensorrt"
@@ -249,7 +250,7 @@ class _Quantizer:
             activation_type=q.QuantType.QInt8 if tensorrt else q.QuantType.QUInt8,
             weight_type=q.QuantType.QInt8,
             nodes_to_exclude=exclude,
-            calibrate_method=_calibration.ort_method(self.params.method),
+            calibrate_method=calibration.ort_method(self.params.method),
             extra_options={"ActivationSymmetric": tensorrt, "WeightSymmetric": True},
             calibration_cache_path=str(self._cache),
             use_external_data_format=self.external,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from serving import repository as repo
-from serving import server as ts
+from serving import tritonserver
 from serving.model_state import UNKNOWN, LoadState, ModelState
 from serving.repository import Model
 from serving.spec import ServerSpec
@@ -27,7 +27,7 @@ def loadable_models(found: dict[str, Model], backends: Callable[[], set[str] | N
 
 @dataclass
 class Served:
-    server: ts.Server
+    server: tritonserver.Server
     repository: Path  # the directory the server reads
     found: dict[str, Model]  # every model in the repository
     states: dict[str, LoadState]  # the chosen models, after loading
@@ -51,18 +51,18 @@ def serve_repository(
     tree = repo.private_copy(repository, workdir / "repository") if local else repository.absolute()
     found = repo.models(tree)
     names = choose(found, lambda: repo.backends(spec, workdir))
-    with ts.serving(spec, remote or tree, names, workdir, origins) as server:
+    with tritonserver.serving(spec, remote or tree, names, workdir, origins) as server:
         yield Served(
             server, tree, found, wait_models(server, names, time.monotonic() + spec.startup_timeout_s)
         )
 
 
-def wait_models(server: ts.Server, models: list[str], deadline: float) -> dict[str, LoadState]:
+def wait_models(server: tritonserver.Server, models: list[str], deadline: float) -> dict[str, LoadState]:
     """Polls until each model is READY or UNAVAILABLE; those still loading at the
     deadline are reported as timed out."""
     states: dict[str, LoadState] = {}
     while time.monotonic() < deadline:
-        states = ts.repository_index(server)
+        states = tritonserver.repository_index(server)
         if all(states.get(m, UNKNOWN).settled for m in models):
             return {m: states[m] for m in models}
         time.sleep(0.2)

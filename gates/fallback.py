@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from stages import _onnx_files
-from stages._accuracy import Accuracy
-from stages._onnx_files import MODEL_FILE
-from stages._tolerance import AccuracyGate, AutoFallback
+from gates.accuracy import Accuracy
+from gates.tolerance import AccuracyGate, AutoFallback
+from modelio import onnx_files
+from modelio.onnx_files import MODEL_FILE
 
 # kept_float node names -> where to write the converted model
 Build = Callable[[tuple[str, ...], Path], None]
@@ -252,7 +252,7 @@ def _expose(model: Path, tensors: list[str], dest: Path) -> Path:
     produced = {o for n in graph.node for o in n.output}
     wanted = [t for t in tensors if t in produced and t not in constant | present]
     graph.output.extend(onnx.ValueInfoProto(name=t) for t in wanted)
-    _onnx_files.save(proto, dest, _onnx_files.uses_external_data(model))
+    onnx_files.save(proto, dest, onnx_files.uses_external_data(model))
     return dest
 
 
@@ -279,22 +279,22 @@ def conclude(
     auto: AutoFallback,
     details: dict[str, Any],
 ) -> None:
-    """Converts, with the automatic fallback when asked, then gates (stages/_accuracy.py)."""
-    from stages import _accuracy
+    """Converts, with the automatic fallback when asked, then gates (stages/accuracy.py)."""
+    from gates import accuracy
 
     dest = ctx.output(conversion.output)
     if not auto.auto:
         conversion.build((), dest)
-        _accuracy.conclude(ctx, conversion.label, dest, holdout, gate, details, conversion.report)
+        accuracy.conclude(ctx, conversion.label, dest, holdout, gate, details, conversion.report)
         return
     outcome = search(
         conversion.build,
-        lambda path: _accuracy.gate_against_fp32(ctx.input("onnx"), path, holdout, ctx.config.outputs, gate),
+        lambda path: accuracy.gate_against_fp32(ctx.input("onnx"), path, holdout, ctx.config.outputs, gate),
         lambda first: rank(conversion.reference, first, calibration, conversion.eligible, ctx.workdir),
         auto.max_float_nodes,
         ctx.workdir,
     )
-    _onnx_files.copy(outcome.chosen, dest)
+    onnx_files.copy(outcome.chosen, dest)
     _report(ctx, conversion.label, outcome)
     label = (
         f"{conversion.label} ({len(outcome.kept_float)} nodes kept FP32)"
@@ -302,7 +302,7 @@ def conclude(
         else conversion.label
     )
     details = details | {"fallback": to_json(outcome, auto)}
-    _accuracy.conclude(ctx, label, dest, holdout, gate, details, conversion.report)
+    accuracy.conclude(ctx, label, dest, holdout, gate, details, conversion.report)
 
 
 def to_json(outcome: Outcome, auto: AutoFallback) -> dict[str, Any]:

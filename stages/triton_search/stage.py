@@ -23,10 +23,10 @@ from pydantic import Field, NonNegativeInt, PositiveInt
 from pipeline.config import Frozen
 from pipeline.errors import StageFailed
 from pipeline.stage import Artifact, ArtifactKind, Phase, Publish, Section, StageContext, StageSpec
+from runtimes.measure import MeasureSettings
+from serving.publishing import when_all
 from serving.spec import ServerSpec
 from serving.spec import identity as server_identity
-from stages._measure import MeasureSettings
-from stages._publishing import when_all
 
 
 class SearchSpace(Frozen):
@@ -118,18 +118,18 @@ def check(params: SearchParams, config: Any) -> list[Any]:
 
 
 def run(ctx: StageContext, params: SearchParams) -> None:
-    from stages import _search
+    from stages.triton_search import search
 
     tree = ctx.output("repository")
     shutil.copytree(ctx.input("repository"), tree, symlinks=True)
-    result = _search.search(ctx, params, tree)
+    result = search.search(ctx, params, tree)
     ctx.output("search_results").write_text(json.dumps(result.to_json(), indent=1))
-    ctx.output("search_csv").write_text(_search.csv(result))
-    _search.plot(result, params.goal, ctx.output("search_plot"))
-    _search.write_winner(result, tree)
+    ctx.output("search_csv").write_text(search.csv(result))
+    search.plot(result, params.goal, ctx.output("search_plot"))
+    search.write_winner(result, tree)
     ctx.record("search", result.summary())
     ctx.headline(result.headline())
-    _search.report(ctx, result)
+    search.report(ctx, result)
     if result.winner is None:
         raise StageFailed(
             f"triton_search: no configuration of {result.model} meets the goal: {result.goal_text}"

@@ -1,7 +1,7 @@
 """stats: what the model costs, read from its ONNX graph at one shape of the shape spec:
 parameters, FLOPs, bytes moved, arithmetic intensity, a per-op-type breakdown and, for
 each declared hardware target, whether each op type is compute- or memory-bound and a
-roofline lower bound on the time per inference (stages/_roofline.py has the method).
+roofline lower bound on the time per inference (stages/roofline.py has the method).
 
 Targets are declared, not measured: peak FLOP/s for the precision you deploy in and the
 memory bandwidth, from the vendor's data sheet.
@@ -40,18 +40,19 @@ class StatsParams(Frozen):
 def run(ctx: StageContext, params: StatsParams) -> None:
     import numpy as np
 
-    from stages import _golden, _roofline
+    from gates import references
+    from stages.stats import roofline
 
     rng = np.random.default_rng(0)
-    feeds = _golden.make_inputs(ctx.config, params.shape, rng)
-    nodes = _roofline.count(ctx.input("onnx"), feeds)
-    targets = [_roofline.Target(t.name, t.peak_tflops * 1e12, t.bandwidth_gbps * 1e9) for t in params.targets]
+    feeds = references.make_inputs(ctx.config, params.shape, rng)
+    nodes = roofline.count(ctx.input("onnx"), feeds)
+    targets = [roofline.Target(t.name, t.peak_tflops * 1e12, t.bandwidth_gbps * 1e9) for t in params.targets]
     batch = _batch(ctx, params)
     stats: dict[str, Any] = {
         "shape": params.shape,
         "batch": batch,
-        "totals": _roofline.totals(nodes, targets),
-        "op_types": _roofline.by_op_type(nodes, targets),
+        "totals": roofline.totals(nodes, targets),
+        "op_types": roofline.by_op_type(nodes, targets),
         "targets": [t.model_dump() for t in params.targets],
     }
     ctx.output("stats").write_text(json.dumps(stats, indent=1))
