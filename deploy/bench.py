@@ -9,8 +9,14 @@ from typing import Any
 import typer
 
 from pipeline.errors import ConfigError, Issue
+from runtimes.catalog import BenchRuntime
 
-RUNTIMES = {".onnx": "onnxruntime", ".pt": "torchscript", ".ts": "torchscript"}
+# `deploy bench MODEL` times one file, with the runtime its suffix implies.
+RUNTIMES = {
+    ".onnx": BenchRuntime.ONNXRUNTIME,
+    ".pt": BenchRuntime.TORCHSCRIPT,
+    ".ts": BenchRuntime.TORCHSCRIPT,
+}
 
 
 @dataclass(frozen=True)
@@ -38,7 +44,7 @@ def bench_file(model: Path, request: BenchRequest) -> None:
 
     chosen = _runtime(model, request.runtime)
     settings = _settings(request)
-    make = calls.onnxruntime if chosen == "onnxruntime" else calls.torchscript
+    make = calls.onnxruntime if chosen == BenchRuntime.ONNXRUNTIME else calls.torchscript
     try:
         call, batch = make(model, calls.parse_shapes(request.shapes), request.threads)
     except ConfigError as exc:  # a --shapes problem is a command-line problem
@@ -90,7 +96,7 @@ def _runtime(model: Path, runtime: str) -> str:
         raise ConfigError(str(model), [Issue("MODEL_FILE", "file not found")])
     if runtime == "auto":
         runtime = RUNTIMES.get(model.suffix, "")
-    if runtime not in ("onnxruntime", "torchscript"):
+    if runtime not in set(RUNTIMES.values()):
         raise typer.BadParameter(
             f"cannot tell the runtime of '{model.name}'; pass onnxruntime or torchscript",
             param_hint="--runtime",

@@ -18,6 +18,11 @@ import numpy as np
 from gates.tolerance import AccuracyGate
 from pipeline.config import OutputKind, OutputSpec
 from pipeline.errors import StageFailed
+from pipeline.records import SchemaMismatch, expect_schema
+
+# accuracy.json's layout (quantize's and fp16's report, read by select); bumped with
+# those stages' versions (their keys), see pipeline/records.py.
+SCHEMA = 1
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,14 @@ class OutputAccuracy:
         if self.top_k is not None:
             data[f"top{self.top_k}_agreement"] = data.pop("topk_agreement")
         return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> OutputAccuracy:
+        fields = dict(data)
+        k = fields.get("top_k")
+        if k is not None:
+            fields["topk_agreement"] = fields.pop(f"top{k}_agreement")
+        return cls(**fields)
 
 
 Accuracy = dict[str, OutputAccuracy]
@@ -200,17 +213,11 @@ def conclude(
     the stage adds to the report; `artifact`: the report's artifact name."""
     metrics, bad = gate_against_fp32(ctx.input("onnx"), candidate, feeds, ctx.config.outputs, gate)
     speed = measure_speed(ctx.input("onnx"), candidate, feeds[0])
-    report = {
-        **details,
-        "holdout_samples": len(feeds),
-        "outputs": to_json(metrics),
-        "gate": gate.model_dump(),
-        "speed": asdict(speed) | {"speedup": speed.speedup},
-    }
-    ctx.record("accuracy", report)
+    report = AccuracyReport(metrics, len(feeds), gate.model_dump(mode="json"), speed, details)
+    ctx.record("accuracy", report.to_json())
     ctx.headline(f"{headline(label, metrics)}; {speed.text()}")
     report_table(ctx, label, metrics, len(feeds))
-    ctx.output(artifact).write_text(json.dumps(report, indent=1))
+    ctx.output(artifact).write_text(json.dumps(report.to_json(), indent=1))
     if bad:
         raise StageFailed(f"{label} accuracy gate failed: " + "; ".join(bad))
 
@@ -251,3 +258,41 @@ def measure_speed(fp32: Path, candidate: Path, feed: dict[str, np.ndarray]) -> S
             call()
             found.append(1000 * (time.perf_counter() - start))
     return Speed(statistics.median(times[0]), statistics.median(times[1]), SPEED_CALLS)
+
+
+@dataclass(frozen=True)
+class AccuracyReport:
+    """accuracy.json: the reduced-precision model against FP32 on held-out data."""
+
+    outputs: dict[str, OutputAccuracy]
+    holdout_samples: int
+    gate: Mapping[str, object]  # the thresholds applied (AccuracyGate, as JSON)
+    speed: Speed
+    details: Mapping[str, object]  # what the converting stage adds: recipe, exclusions, fallback
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "schema": SCHEMA,
+            **self.details,
+            "holdout_samples": self.holdout_samples,
+            "outputs": to_json(self.outputs),
+            "gate": dict(self.gate),
+            "speed": asdict(self.speed) | {"speedup": self.speed.speedup},
+        }
+
+    @classmethod
+    def read(cls, path: Path) -> AccuracyReport:
+        data = dict(expect_schema(json.loads(path.read_text()), str(path), SCHEMA))
+        try:
+            outputs = {n: OutputAccuracy.from_json(m) for n, m in data.pop("outputs").items()}  # type: ignore[attr-defined]
+            speed = dict(data.pop("speed"))  # type: ignore[call-overload]
+            speed.pop("speedup")
+            fixed = (data.pop("holdout_samples"), data.pop("gate"), data.pop("schema"))
+            return cls(outputs, int(fixed[0]), dict(fixed[1]), Speed(**speed), data)  # type: ignore[call-overload]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise SchemaMismatch(f"{path}: not an accuracy report ({type(exc).__name__}: {exc})") from exc
+
+    def worst_cosine(self) -> float | None:
+        """The lowest output cosine to FP32 (None when no output has a direction)."""
+        found = [m.cosine for m in self.outputs.values() if m.cosine is not None]
+        return min(found) if found else None

@@ -279,7 +279,7 @@ def conclude(
     auto: AutoFallback,
     details: dict[str, Any],
 ) -> None:
-    """Converts, with the automatic fallback when asked, then gates (stages/accuracy.py)."""
+    """Converts, with the automatic fallback when asked, then gates (gates/accuracy.py)."""
     from gates import accuracy
 
     dest = ctx.output(conversion.output)

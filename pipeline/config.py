@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -282,6 +283,17 @@ class DeployConfig(Frozen):
     )
 
     _paths = field_validator("cache_dir", "repository", "run_dir")(resolve_path)
+    # The config file's directory: a stage's own relative paths resolve against it when
+    # another stage reads its params (pipeline/facts.py).
+    _base_dir: Path | None = PrivateAttr(None)
+
+    def model_post_init(self, context: Any) -> None:
+        base = (context or {}).get("base_dir") if isinstance(context, dict) else None
+        self._base_dir = Path(base) if base is not None else None
+
+    @property
+    def base_dir(self) -> Path | None:
+        return self._base_dir
 
     def input(self, name: str) -> InputSpec:
         return next(spec for spec in self.inputs if spec.name == name)

@@ -15,9 +15,10 @@ from pydantic import BaseModel, ValidationError
 
 from pipeline.config import DeployConfig, shape_issues
 from pipeline.errors import ConfigError, Issue
+from pipeline.facts import duplicate_issues
 from pipeline.graph import Graph, build_graph
 from pipeline.registry import stage_names, stage_spec
-from pipeline.stage import RUN_SETTINGS, RunSettings, StageSpec
+from pipeline.stage import RunSettings, StageSpec, split_section
 
 CACHE_ENV = "DEPLOY_CACHE_DIR"
 REMOTE_ENV = "DEPLOY_CACHE_REMOTE"  # a CI job's shared cache, whatever the config says
@@ -99,6 +100,7 @@ def load_project(path: Path, cache_dir: Path | None = None) -> Project:
         graph, graph_issues = _graph(stages)
         issues += graph_issues
     if config is not None and stages is not None and not stage_issues:
+        issues += duplicate_issues({spec.name: spec.provides for spec, _ in stages})
         issues += [i for spec, params in stages if spec.check for i in spec.check(params, config)]
     if issues or config is None or graph is None:
         raise ConfigError(str(path), issues)
@@ -125,7 +127,7 @@ def _validate_stages(raw: Any, base: Path) -> tuple[Stages | None, dict[str, Run
         if spec is None:
             issues.append(Issue(f"stages.{name}", f"unknown stage (known: {', '.join(stage_names())})"))
             continue
-        params, run = _split(section)
+        params, run = split_section(section)
         try:
             stages.append((spec, spec.params.model_validate(params, context={"base_dir": base})))
         except ValidationError as exc:
@@ -135,14 +137,6 @@ def _validate_stages(raw: Any, base: Path) -> tuple[Stages | None, dict[str, Run
         except ValidationError as exc:
             issues += _issues(exc, prefix=f"stages.{name}")
     return stages, settings, issues
-
-
-def _split(section: Any) -> tuple[Any, dict[str, Any]]:
-    """A stage's section: its params, and the run settings (RUN_SETTINGS) beside them."""
-    if not isinstance(section, dict):
-        return section or {}, {}
-    params = {k: v for k, v in section.items() if k not in RUN_SETTINGS}
-    return params, {k: v for k, v in section.items() if k in RUN_SETTINGS}
 
 
 def _with_implied(stages: Stages) -> Stages:

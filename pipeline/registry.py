@@ -16,9 +16,14 @@ import os
 import pkgutil
 from functools import cache
 from types import ModuleType
+from typing import TypeVar
 
+from pipeline.config import DeployConfig
 from pipeline.errors import EnvError
+from pipeline.facts import Fact
 from pipeline.stage import StageSpec
+
+T = TypeVar("T")
 
 BUILTIN = "stages"
 PACKAGES_ENV = "DEPLOY_STAGE_PACKAGES"
@@ -77,3 +82,15 @@ def forget() -> None:
     """Drops what was found (after $DEPLOY_STAGE_PACKAGES changed, in tests)."""
     _modules.cache_clear()
     stage_spec.cache_clear()
+
+
+def read_fact(config: DeployConfig, wanted: Fact[T]) -> T:
+    """A fact (pipeline/facts.py) as the configured stage that provides it states it, read
+    from that stage's validated params; the fact's default when none provides it."""
+    for name, section in config.stages.items():
+        spec = stage_spec(name)
+        provider = next((p for p in spec.provides if p.fact.name == wanted.name), None) if spec else None
+        if spec is not None and provider is not None:
+            value: T = provider.read(spec.params_from(section, config.base_dir))
+            return value
+    return wanted.default

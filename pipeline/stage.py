@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config import DeployConfig
 from pipeline.errors import Issue
+from pipeline.facts import Provides
 
 # The artifact every pipeline starts from: the model as the config declares it.
 SOURCE_ARTIFACT = "model"
@@ -165,6 +166,15 @@ class RunSettings(BaseModel):
 
 RUN_SETTINGS = tuple(RunSettings.model_fields)
 
+
+def split_section(section: object) -> tuple[object, dict[str, object]]:
+    """A stage's section: its params, and the run settings (RUN_SETTINGS) beside them."""
+    if not isinstance(section, dict):
+        return section or {}, {}
+    params = {k: v for k, v in section.items() if k not in RUN_SETTINGS}
+    return params, {k: v for k, v in section.items() if k in RUN_SETTINGS}
+
+
 P = TypeVar("P", bound=BaseModel)
 
 
@@ -208,6 +218,13 @@ class StageSpec(Generic[P]):
     implied: bool = False
     # The default of the stage's `timeout_s` run setting (RunSettings).
     timeout_s: float = 3600.0
+    # Facts its params state for other stages (pipeline/facts.py), e.g. the publish policy.
+    provides: tuple[Provides[P, Any], ...] = ()
+
+    def params_from(self, section: object, base_dir: Path | None) -> P:
+        """Its params from its YAML section (run settings left out), validated."""
+        params, _ = split_section(section)
+        return self.params.model_validate(params, context={"base_dir": base_dir})
 
     def destinations(self, params: P, config: DeployConfig, artifact: Artifact) -> tuple[Path | str, ...]:
         """Where a published output goes with these params and config (none if unmarked)."""

@@ -3,11 +3,21 @@ sequence (what `deploy bench` prints), and `BenchRow`, one measured cell of the 
 runtime at a batch size and concurrency) with what its runtime adds: the GPU phase split,
 Triton's server-side share, the speed-up over eager PyTorch.
 
-Stdlib only, like the harness that fills them. `to_json` keeps bench.json's flat layout."""
+`BenchResults` is bench.json, the bench stage's versioned record, read back by the select
+stage. Stdlib (and the engine's record check) only, like the harness that fills them."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.records import SchemaMismatch, expect_schema
+
+# bench.json's layout; bumped with the bench stage's version (its key), see pipeline/records.py.
+SCHEMA = 1
 
 
 @dataclass(frozen=True)
@@ -90,3 +100,39 @@ class BenchRow(Measured):
 
     def to_json(self) -> dict[str, object]:
         return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BenchRow:
+        fields = dict(data)
+        fields["windows"] = [WindowSummary(**w) for w in fields.get("windows", [])]
+        if fields.get("server") is not None:
+            fields["server"] = ServerShare(**fields["server"])
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class BenchResults:
+    """bench.json: the rows measured, the runtimes skipped (and why), where and how."""
+
+    rows: list[BenchRow]
+    skipped: dict[str, str] = field(default_factory=dict)  # runtime -> why it was not timed
+    host: Mapping[str, object] = field(default_factory=dict)  # runtimes.devices.host_identity()
+    settings: Mapping[str, object] = field(default_factory=dict)  # the stage's params, as run
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "schema": SCHEMA,
+            "host": dict(self.host),
+            "settings": dict(self.settings),
+            "results": [r.to_json() for r in self.rows],
+            "skipped": self.skipped,
+        }
+
+    @classmethod
+    def read(cls, path: Path) -> BenchResults:
+        data = expect_schema(json.loads(path.read_text()), str(path), SCHEMA)
+        try:
+            rows = [BenchRow.from_json(r) for r in data["results"]]  # type: ignore[attr-defined]
+            return cls(rows, dict(data["skipped"]), dict(data["host"]), dict(data["settings"]))  # type: ignore[call-overload]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise SchemaMismatch(f"{path}: not a bench results record ({type(exc).__name__}: {exc})") from exc

@@ -1,12 +1,14 @@
-"""Which stage publishes the Triton repository, and where. `triton_config.publish`
-decides for the whole pipeline: `all` publishes the repository as built (and as
-triton_search tunes it); `selected` publishes only the models serving what the select
-stage chose. Every stage that can publish asks here, so exactly one tree reaches
-`model_repository/` and, with `triton_config.publish_to`, object storage."""
+"""Where the Triton repository is published, and by which stage: a fact (`PUBLISHING`)
+that triton_config's params state (`publish`, `publish_to`) and that every stage able
+to publish reads through the engine (`read_fact`), never from another stage's YAML.
+`all` publishes the repository as built (and as triton_search tunes it); `selected`
+only the models serving what the select stage chose; so exactly one tree reaches
+`model_repository/` and, with `publish_to`, object storage."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from urllib.parse import urlparse
@@ -14,9 +16,8 @@ from urllib.parse import urlparse
 from pydantic import BaseModel
 
 from pipeline.config import DeployConfig
-
-# The stage whose params hold the policy and the remote destination, and the fields.
-OWNER, FIELD, REMOTE = "triton_config", "publish", "publish_to"
+from pipeline.facts import Fact
+from pipeline.registry import read_fact
 
 
 class PublishPolicy(str, Enum):
@@ -24,37 +25,43 @@ class PublishPolicy(str, Enum):
     SELECTED = "selected"
 
 
-def policy(config: DeployConfig) -> PublishPolicy:
-    raw = config.stages.get(OWNER) or {}
-    value = raw.get(FIELD, PublishPolicy.ALL.value)
-    # An invalid value never gets here: triton_config's params are validated first.
-    return PublishPolicy(value) if value in {p.value for p in PublishPolicy} else PublishPolicy.ALL
+@dataclass(frozen=True)
+class Publishing:
+    policy: PublishPolicy = PublishPolicy.ALL
+    remote: str | None = None  # object storage (s3://…) or a shared dir, besides the local one
+
+
+PUBLISHING: Fact[Publishing] = Fact("publishing", Publishing())
+
+
+def publishing(config: DeployConfig) -> Publishing:
+    return read_fact(config, PUBLISHING)
 
 
 def destinations(config: DeployConfig) -> tuple[Path | str, ...]:
     """The local repository, and the remote one where `publish_to` names it."""
-    remote = (config.stages.get(OWNER) or {}).get(REMOTE)
-    return (config.repository, *([str(remote)] if remote else []))
+    remote = publishing(config).remote
+    return (config.repository, *([remote] if remote else []))
 
 
 def when_all(_params: BaseModel, config: DeployConfig) -> tuple[Path | str, ...]:
-    return destinations(config) if policy(config) is PublishPolicy.ALL else ()
+    return destinations(config) if publishing(config).policy is PublishPolicy.ALL else ()
 
 
 def when_selected(_params: BaseModel, config: DeployConfig) -> tuple[Path | str, ...]:
-    return destinations(config) if policy(config) is PublishPolicy.SELECTED else ()
+    return destinations(config) if publishing(config).policy is PublishPolicy.SELECTED else ()
 
 
 def published_url(config: DeployConfig) -> str | None:
     """`publish_to` as tritonserver reads it: for an S3-compatible endpoint
     ($AWS_ENDPOINT_URL_S3 / $AWS_ENDPOINT_URL) Triton's own form,
     s3://http://host:port/bucket/path; otherwise as written."""
-    remote = (config.stages.get(OWNER) or {}).get(REMOTE)
+    remote = publishing(config).remote
     if not remote:
         return None
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    if not str(remote).startswith("s3://") or not endpoint:
-        return str(remote)
+    if not remote.startswith("s3://") or not endpoint:
+        return remote
     parsed = urlparse(endpoint)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    return f"s3://{parsed.scheme}://{parsed.hostname}:{port}/{str(remote).removeprefix('s3://')}"
+    return f"s3://{parsed.scheme}://{parsed.hostname}:{port}/{remote.removeprefix('s3://')}"

@@ -148,7 +148,7 @@ def check(params: Fp16Params, config: DeployConfig) -> list[Issue]:
 
 SPEC = StageSpec(
     name="fp16",
-    version=5,  # 5: the model as a directory (weights beside it past 2 GB); 4: automatic fallback
+    version=6,  # 6: accuracy.json a versioned record; 5: the model as a directory; 4: automatic fallback
     params=Fp16Params,
     inputs=("onnx",),
     outputs=(

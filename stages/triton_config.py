@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config import DeployConfig
 from pipeline.errors import Issue, StageFailed
+from pipeline.facts import Provides
 from pipeline.stage import (
     Artifact,
     ArtifactKind,
@@ -29,7 +30,7 @@ from pipeline.stage import (
     StageSpec,
 )
 from serving.layout import LAYOUTS, PYTHON_MODEL, TRITON_TYPES, ServingFormat, io_name
-from serving.publishing import PublishPolicy, when_all
+from serving.publishing import PUBLISHING, Publishing, PublishPolicy, when_all
 
 Format = ServingFormat
 
@@ -325,6 +326,7 @@ SPEC = StageSpec(
     # No trace stage (the torch.export path): the torchscript format is not written, and says so.
     if_configured=frozenset({"torchscript"}),
     publishes=when_all,
+    provides=(Provides(PUBLISHING, lambda p: Publishing(p.publish, p.publish_to)),),
     description="Triton model repository: config.pbtxt (validated as ModelConfig) + model files",
     timeout_s=600,
 )

@@ -10,7 +10,19 @@ from tests.helpers import ROOT
 
 def test_mypy_is_clean():
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "deploy", "pipeline", "stages", "gates", "datasources", "modelio", "runtimes", "serving"],
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "deploy",
+            "pipeline",
+            "stages",
+            "gates",
+            "datasources",
+            "modelio",
+            "runtimes",
+            "serving",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

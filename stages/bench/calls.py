@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import ConfigError, Issue
-from pipeline.stage import SOURCE_ARTIFACT, StageContext
+from pipeline.stage import StageContext
 from runtimes.base import Device
+from runtimes.catalog import BenchRuntime, artifact_of
 from runtimes.timing import Timed
 
 if TYPE_CHECKING:
@@ -33,18 +34,6 @@ def parse_shapes(text: str | None) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-# The artifact each runtime times.
-ARTIFACT = {
-    "eager": SOURCE_ARTIFACT,
-    "torchscript": "torchscript",
-    "onnxruntime": "onnx",
-    "onnxruntime_int8": "onnx_int8",
-    "onnxruntime_fp16": "onnx_fp16",
-    "tensorrt": "engine",
-    "triton": "repository",
-}
-
-
 # -- the bench stage: inputs from the shape spec -------------------------------------------------
 def make(
     runtime: str, ctx: StageContext, feeds: dict[str, Any], device: Device, threads: int | None
@@ -54,8 +43,8 @@ def make(
     if runtime.startswith("onnxruntime"):
         from runtimes.onnxrt import OnnxRuntime
 
-        return OnnxRuntime(ctx.input(ARTIFACT[runtime]), device, threads).timed(feeds)
-    if runtime == "tensorrt":
+        return OnnxRuntime(ctx.input(artifact_of(runtime)), device, threads).timed(feeds)
+    if runtime == BenchRuntime.TENSORRT:
         from runtimes.tensorrt import TensorRTEngine
 
         return TensorRTEngine(ctx.input("engine"), *names).timed(feeds)

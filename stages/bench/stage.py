@@ -23,21 +23,16 @@ from pipeline.config import DeployConfig, Frozen
 from pipeline.errors import Issue, StageFailed
 from pipeline.stage import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from runtimes.base import Device
+from runtimes.catalog import CATALOG, BenchRuntime, artifact_of
 from runtimes.devices import host_identity
 from runtimes.harness import Settings, report_lines
 from runtimes.measure import MeasureSettings
 from runtimes.pacing import Distribution, Pace
-from runtimes.record import BenchRow
+from runtimes.record import BenchResults, BenchRow
 from serving.spec import ServerSpec
 from serving.spec import identity as server_identity
 from stages.bench import output
-from stages.bench.calls import ARTIFACT
 from stages.bench.output import RegressionGate
-
-Runtime = Literal[
-    "eager", "torchscript", "onnxruntime", "onnxruntime_int8", "onnxruntime_fp16", "tensorrt", "triton"
-]
-
 
 # Above this share of late sends a request-rate row is flagged (log, table).
 LATE_WARNING = 0.05
@@ -73,8 +68,8 @@ class TritonBench(Frozen):
 
 
 class BenchParams(MeasureSettings):
-    runtimes: tuple[Runtime, ...] = Field(
-        ("eager", "torchscript", "onnxruntime"),
+    runtimes: tuple[BenchRuntime, ...] = Field(
+        (BenchRuntime.EAGER, BenchRuntime.TORCHSCRIPT, BenchRuntime.ONNXRUNTIME),
         min_length=1,
         description="What to time; a runtime whose artifact's stage was skipped (e.g. tensorrt without an engine) "
         "is reported skipped. eager is the baseline of the speed-ups.",
@@ -102,7 +97,7 @@ class BenchParams(MeasureSettings):
 
 def identity(params: BenchParams) -> dict[str, Any]:
     found: dict[str, Any] = host_identity()
-    if "triton" in params.runtimes:
+    if BenchRuntime.TRITON in params.runtimes:
         found.update(server_identity(params.triton.server))
     return found
 
@@ -142,7 +137,7 @@ def _gate_key_problem(key: str, runtimes: tuple[str, ...], batches: list[int]) -
     ):  # triton:MODEL@batch/cN: its models are known only once the repository is
         return (
             None
-            if "triton" in runtimes
+            if BenchRuntime.TRITON in runtimes
             else f"key '{key}': 'triton' is not in stages.bench.runtimes {list(runtimes)}"
         )
     if runtime not in runtimes:
@@ -157,23 +152,19 @@ def run(ctx: StageContext, params: BenchParams) -> None:
     rows: list[BenchRow] = []
     skipped: dict[str, str] = {}
     for runtime in params.runtimes:
-        if ARTIFACT[runtime] != SOURCE_ARTIFACT and ARTIFACT[runtime] not in ctx.inputs:
-            skipped[runtime] = f"no {ARTIFACT[runtime]}: its stage was skipped or is not configured"
-        elif runtime == "triton":
+        artifact = artifact_of(runtime)
+        if artifact != SOURCE_ARTIFACT and artifact not in ctx.inputs:
+            skipped[runtime] = f"no {artifact}: its stage was skipped or is not configured"
+        elif runtime == BenchRuntime.TRITON:
             rows += _triton_rows(ctx, params, settings)
         else:
             rows += [_in_process(ctx, params, settings, runtime, batch) for batch in batch_sizes(params, ctx)]
     rows = output.speedups(rows)
-    result = {
-        "host": host_identity(),
-        "settings": params.model_dump(exclude={"gate"}),
-        "results": [r.to_json() for r in rows],
-        "skipped": skipped,
-    }
-    ctx.output("results").write_text(json.dumps(result, indent=1))
+    result = BenchResults(rows, skipped, host_identity(), params.model_dump(mode="json", exclude={"gate"}))
+    ctx.output("results").write_text(json.dumps(result.to_json(), indent=1))
     ctx.output("table").write_text(output.markdown(rows, params.percentiles))
     output.plot(rows, ctx.output("plot"))
-    ctx.record("bench", result["results"])
+    ctx.record("bench", [r.to_json() for r in rows])
     ctx.headline(output.headline(rows, skipped))
     output.report(ctx, rows, skipped, params.percentiles)
     output.gate(rows, params.gate)
@@ -189,7 +180,7 @@ def _in_process(
     feeds = opt_inputs(ctx.config, batch)
     timed = calls.make(runtime, ctx, feeds, Device(params.device), params.threads)
     timing = harness.measure(timed.call, settings)
-    device = "cuda" if runtime == "tensorrt" else params.device
+    device = "cuda" if runtime == BenchRuntime.TENSORRT else params.device
     row = BenchRow.of(harness.summarize(timing, batch, settings), runtime, device)
     if timed.phases is not None:
         row = replace(row, gpu=harness.phase_summary(timed.phases[-len(timing.latencies_ms) :], settings))
@@ -267,15 +258,15 @@ def _triton_models(
 
 
 def inputs_for(params: BenchParams) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(ARTIFACT[r] for r in params.runtimes))
+    return tuple(dict.fromkeys(artifact_of(r) for r in params.runtimes))
 
 
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="bench",
-    version=4,  # 4: stability windows, sample counts and percentile support in every row
+    version=5,  # 5: bench.json is a versioned record (runtimes/record.py BenchResults)
     params=BenchParams,
-    inputs=tuple(dict.fromkeys(ARTIFACT.values())),
+    inputs=tuple(dict.fromkeys(d.artifact for d in CATALOG.values())),
     outputs=(
         Artifact("results", filename="bench.json"),
         Artifact("table", filename="bench.md"),

@@ -9,7 +9,7 @@ than FP32 (resnet50: 32 ms vs 27 ms FP32 vs 9.5 ms uint8 at batch 1 on 2 cores).
 `dynamic`: int8 weights, activations quantized at run time (ONNX Runtime's recipe for
 transformer MatMul / Gemm on CPU): no calibrated ranges, so a -inf attention-mask fill
 cannot break it. `op_types` and `exclude` choose what is quantized; `auto` keeps the most
-sensitive nodes in FP32 until the gate passes (stages/fallback.py).
+sensitive nodes in FP32 until the gate passes (gates/fallback.py).
 """
 
 from __future__ import annotations
@@ -279,7 +279,7 @@ def _quantize_modelopt(source: Path, dest: Path, calibration: list[Any], params:
 
 SPEC = StageSpec(
     name="quantize",
-    version=5,  # 5: the model as a directory (weights beside it past 2 GB); 4: recipes, fallback, speed
+    version=6,  # 6: accuracy.json a versioned record; 5: the model as a directory; 4: recipes, fallback
     params=QuantizeParams,
     inputs=("onnx",),
     outputs=(

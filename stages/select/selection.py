@@ -1,13 +1,23 @@
 """The select stage's decision, as typed records: candidates (a runtime and what it
 deploys, with its measured rows and accuracy), and per objective the winner and every
-other candidate's verdict with its reason. Stdlib only."""
+other candidate's verdict with its reason, and `Selection`, selection.json (a versioned
+record). Stdlib and the shared records only."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Any, Protocol
+
+from pipeline.records import SchemaMismatch, expect_schema
+from runtimes.catalog import CATALOG, IN_PROCESS
+from runtimes.record import BenchRow
+
+# selection.json's layout; bumped with the select stage's version (see pipeline/records.py).
+SCHEMA = 1
 
 
 class Goal(Protocol):
@@ -38,7 +48,7 @@ class Candidate:
     format: str
     precision: str
     cosine: float | None  # to FP32 on held-out data; None for FP32 itself
-    rows: dict[int, Mapping[str, Any]] = field(default_factory=dict)  # batch -> bench row
+    rows: dict[int, BenchRow] = field(default_factory=dict)  # batch -> its single-stream row
     skipped: str = ""  # why bench did not measure it
 
     @property
@@ -69,19 +79,18 @@ class Decision:
 
 
 def candidates(
-    rows: list[Mapping[str, Any]],
-    skipped: Mapping[str, str],
-    formats: Mapping[str, tuple[str, str]],
-    cosines: Mapping[str, float | None],
+    rows: list[BenchRow], skipped: Mapping[str, str], cosines: Mapping[str, float | None]
 ) -> list[Candidate]:
     """One per in-process runtime bench measured or skipped (Triton rows are serving
     measurements of the same files, not candidates of their own)."""
     found = []
-    for runtime, (fmt, precision) in formats.items():
-        mine = {int(r["batch"]): r for r in rows if r["runtime"] == runtime and r["concurrency"] == 1}
+    for runtime in IN_PROCESS:
+        deploys = CATALOG[runtime]
+        mine = {r.batch: r for r in rows if r.runtime == runtime and r.load == "1"}
         if mine or runtime in skipped:
-            cosine = cosines.get(precision)
-            found.append(Candidate(runtime, fmt, precision, cosine, mine, skipped.get(runtime, "")))
+            cosine = cosines.get(deploys.precision)
+            reason = skipped.get(runtime, "")
+            found.append(Candidate(runtime.value, deploys.format, deploys.precision, cosine, mine, reason))
     return found
 
 
@@ -125,21 +134,20 @@ def _judge(c: Candidate, objective: Goal, batch: int | None) -> Entry:
     row = c.rows.get(batch) if batch is not None else None
     if row is None:
         return Entry(c, Verdict.SKIPPED, None, f"not measured at batch {batch}")
-    value = float(row["median_ms"] if objective.metric == "latency" else row["items_per_s"])
+    value = row.median_ms if objective.metric == "latency" else row.items_per_s
     broken = _broken(c, row, objective)
     return Entry(c, Verdict.REJECTED if broken else Verdict.SLOWER, value, "; ".join(broken))
 
 
-def _broken(c: Candidate, row: Mapping[str, Any], objective: Goal) -> list[str]:
+def _broken(c: Candidate, row: BenchRow, objective: Goal) -> list[str]:
     found = []
     if objective.max_latency_ms is not None:
-        given = objective.percentile
-        tail = f"p{given:g}" if given else max(row["percentiles_ms"], key=lambda k: float(k[1:]))
-        value = row["percentiles_ms"].get(tail)
+        tail = f"p{objective.percentile:g}" if objective.percentile else row.tail()
+        value = row.percentiles_ms.get(tail)
         if value is None:
             found.append(f"{tail} was not measured (bench.percentiles)")
-        elif not row.get("percentiles_supported", {}).get(tail, False):
-            found.append(f"{tail} not supported by {row['iterations']} samples")
+        elif not row.supported(tail):
+            found.append(f"{tail} not supported by {row.iterations} samples")
         elif value > objective.max_latency_ms:
             found.append(f"{tail} {value:.3f} ms > {objective.max_latency_ms} ms")
     if objective.min_cosine is not None and c.precision in ("int8", "fp16"):
@@ -183,30 +191,75 @@ def served_pick(decision: Decision, serves: Callable[[Candidate], list[str]]) ->
 
 
 # -- output -----------------------------------------------------------------------------------------
-def to_json(decisions: list[Decision], found: list[Candidate]) -> dict[str, Any]:
-    return {
-        "objectives": [
-            {
-                "name": d.objective.name,
-                "metric": d.objective.metric,
-                "batch": d.batch,
-                "selected": d.winner_label(),
-                "candidates": [
-                    {
-                        "runtime": e.candidate.runtime,
-                        "format": e.candidate.format,
-                        "precision": e.candidate.precision,
-                        "verdict": e.verdict.value,
-                        "value": e.value,
-                        "reason": e.reason,
-                    }
-                    for e in d.entries
-                ],
-            }
+@dataclass(frozen=True)
+class Judged:
+    """One candidate's line in selection.json."""
+
+    runtime: str
+    format: str
+    precision: str
+    verdict: Verdict
+    value: float | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """One objective in selection.json: what won, at which batch, and every verdict."""
+
+    name: str
+    metric: str
+    batch: int | None
+    selected: str | None
+    candidates: list[Judged]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """selection.json: per objective the pick and every verdict; the worst cosine to FP32
+    per reduced-precision runtime; and, where a repository was given, its models that
+    serve each objective's pick."""
+
+    objectives: list[Chosen]
+    accuracy: dict[str, float]
+    served: dict[str, list[str]] | None = None
+
+    @classmethod
+    def of(cls, decisions: list[Decision], found: list[Candidate]) -> Selection:
+        chosen = [
+            Chosen(
+                d.objective.name,
+                d.objective.metric,
+                d.batch,
+                d.winner_label(),
+                [_judged(e) for e in d.entries],
+            )
             for d in decisions
-        ],
-        "accuracy": {c.runtime: c.cosine for c in found if c.cosine is not None},
-    }
+        ]
+        return cls(chosen, {c.runtime: c.cosine for c in found if c.cosine is not None})
+
+    def to_json(self) -> dict[str, object]:
+        data = {"schema": SCHEMA, **asdict(self)}
+        return data if self.served is not None else {k: v for k, v in data.items() if k != "served"}
+
+    @classmethod
+    def read(cls, path: Path) -> Selection:
+        data = expect_schema(json.loads(path.read_text()), str(path), SCHEMA)
+        try:
+            objectives = [_chosen(o) for o in data["objectives"]]  # type: ignore[attr-defined]
+            return cls(objectives, dict(data["accuracy"]), data.get("served"))  # type: ignore[call-overload, arg-type]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SchemaMismatch(f"{path}: not a selection record ({type(exc).__name__}: {exc})") from exc
+
+
+def _judged(e: Entry) -> Judged:
+    c = e.candidate
+    return Judged(c.runtime, c.format, c.precision, e.verdict, e.value, e.reason)
+
+
+def _chosen(data: Mapping[str, Any]) -> Chosen:
+    judged = [Judged(**{**j, "verdict": Verdict(j["verdict"])}) for j in data["candidates"]]
+    return Chosen(data["name"], data["metric"], data["batch"], data["selected"], judged)
 
 
 def headline(decisions: list[Decision]) -> str:
@@ -246,8 +299,8 @@ def _status_row(c: Candidate, decisions: list[Decision], lat: int | None, thr: i
         c.runtime,
         f"skipped: {c.skipped}" if c.skipped else "ok",
         accuracy,
-        _number(latency["median_ms"] if latency else None, ".3f"),
-        _number(throughput["items_per_s"] if throughput else None, ".1f"),
+        _number(latency.median_ms if latency else None, ".3f"),
+        _number(throughput.items_per_s if throughput else None, ".1f"),
         ", ".join(chosen),
     ]
 

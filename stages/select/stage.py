@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Literal
 
@@ -19,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from pipeline.errors import StageFailed
 from pipeline.stage import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
+from runtimes.catalog import CATALOG, BenchRuntime
+from runtimes.record import BenchResults
 from serving.publishing import when_selected
 from stages.select import selection
 
@@ -77,37 +80,26 @@ class SelectParams(BaseModel):
         return self
 
 
-# What each in-process bench runtime deploys.
-FORMATS: dict[str, tuple[str, str]] = {
-    "eager": ("pytorch", "fp32"),
-    "torchscript": ("torchscript", "fp32"),
-    "onnxruntime": ("onnx", "fp32"),
-    "onnxruntime_int8": ("onnx", "int8"),
-    "onnxruntime_fp16": ("onnx", "fp16"),
-    "tensorrt": ("tensorrt", "engine"),
-}
+# The accuracy report of each reduced precision: the artifacts of quantize and fp16.
 REPORTS = {"int8": "accuracy_int8", "fp16": "accuracy_fp16"}
-# The repository's models that serve each candidate format (serving/layout.py formats;
-# eager PyTorch has none).
-SERVED_AS = {"onnx": ("onnx", "python"), "torchscript": ("torchscript",), "tensorrt": ("plan",)}
 
 
 def run(ctx: StageContext, params: SelectParams) -> None:
-    bench = json.loads(ctx.input("results").read_text())
+    bench = BenchResults.read(ctx.input("results"))
     cosines = {p: _cosine(ctx, artifact) for p, artifact in REPORTS.items()}
-    candidates = selection.candidates(bench["results"], bench.get("skipped", {}), FORMATS, cosines)
+    candidates = selection.candidates(bench.rows, bench.skipped, cosines)
     if not any(c.rows for c in candidates):
         raise StageFailed("select: the bench stage measured no in-process runtime to choose from")
     decisions = [selection.decide(candidates, objective, params.min_gain) for objective in params.objectives]
-    chosen = selection.to_json(decisions, candidates)
+    chosen = selection.Selection.of(decisions, candidates)
     ctx.record("selection", {d.objective.name: d.winner_label() for d in decisions})
     ctx.headline(selection.headline(decisions))
     selection.report(ctx, decisions, candidates)
     unmet = [d.objective.name for d in decisions if d.winner is None]
     ctx.output("deployment").mkdir()  # empty without a repository: nothing to serve
     if not unmet and "repository" in ctx.inputs:
-        chosen["served"] = _deployment(ctx, decisions)
-    ctx.output("selection").write_text(json.dumps(chosen, indent=1))
+        chosen = replace(chosen, served=_deployment(ctx, decisions))
+    ctx.output("selection").write_text(json.dumps(chosen.to_json(), indent=1))
     if unmet:
         raise StageFailed(
             f"select: no candidate meets the constraints of {unmet}: see {ctx.output('selection')}"
@@ -138,7 +130,8 @@ def _deployment(ctx: StageContext, decisions: list[selection.Decision]) -> dict[
 
 def _served(name: str, present: set[str], c: selection.Candidate) -> list[str]:
     suffix = f"_{c.precision}" if c.precision in REPORTS else ""
-    return [m for m in (f"{name}_{fmt}{suffix}" for fmt in SERVED_AS.get(c.format, ())) if m in present]
+    formats = CATALOG[BenchRuntime(c.runtime)].served_as
+    return [m for m in (f"{name}_{fmt}{suffix}" for fmt in formats) if m in present]
 
 
 def _serving_pick(
@@ -169,17 +162,15 @@ def _link(src: str, dst: str) -> None:
 
 def _cosine(ctx: StageContext, artifact: str) -> float | None:
     """The worst output cosine to FP32 in a reduced-precision stage's report."""
-    if artifact not in ctx.inputs:
-        return None
-    outputs = json.loads(ctx.input(artifact).read_text())["outputs"]
-    found = [m["cosine"] for m in outputs.values() if m.get("cosine") is not None]
-    return min(found) if found else None
+    from gates.accuracy import AccuracyReport  # numpy: not at discovery
+
+    return AccuracyReport.read(ctx.input(artifact)).worst_cosine() if artifact in ctx.inputs else None
 
 
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="select",
-    version=2,
+    version=3,  # 3: selection.json a versioned record
     params=SelectParams,
     inputs=("results", "accuracy_int8", "accuracy_fp16", "repository"),
     outputs=(

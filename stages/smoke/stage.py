@@ -22,7 +22,7 @@ from pipeline.errors import Issue, StageFailed
 from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
 from serving.layout import ServingFormat
 from serving.model_state import LoadState
-from serving.publishing import PublishPolicy, policy, published_url
+from serving.publishing import PublishPolicy, published_url, publishing
 from serving.repository import Model
 from serving.spec import ServerKind, ServerSpec, identity
 from stages.smoke import result
@@ -65,7 +65,7 @@ def check(params: SmokeParams, config: DeployConfig) -> list[Issue]:
     where = "stages.smoke.source"
     if published_url(config) is None:
         return [Issue(where, "'published' needs triton_config.publish_to (an s3://, gs:// or az:// URL)")]
-    if policy(config) is not PublishPolicy.ALL:
+    if publishing(config).policy is not PublishPolicy.ALL:
         return [Issue(where, "'published' needs triton_config.publish: all (selected publishes after smoke)")]
     if params.server.kind not in (ServerKind.AUTO, ServerKind.BINARY):
         return [Issue(where, "'published' needs a server this process starts (kind auto or binary)")]

@@ -1,7 +1,7 @@
 """stats: what the model costs, read from its ONNX graph at one shape of the shape spec:
 parameters, FLOPs, bytes moved, arithmetic intensity, a per-op-type breakdown and, for
 each declared hardware target, whether each op type is compute- or memory-bound and a
-roofline lower bound on the time per inference (stages/roofline.py has the method).
+roofline lower bound on the time per inference (roofline.py beside it has the method).
 
 Targets are declared, not measured: peak FLOP/s for the precision you deploy in and the
 memory bandwidth, from the vendor's data sheet.

@@ -8,23 +8,36 @@ import json
 import pytest
 
 from pipeline.errors import ConfigError, StageError
-from stages.select import FORMATS, Objective, selection
+from runtimes.record import BenchRow
+from stages.select import selection
+from stages.select.stage import Objective
 from tests.helpers import output_path, real_tensorrt, run
 
 FAST = {"warmup_ms": 10, "duration_s": 0.05, "iterations": 5, "batches": [1, 4]}
 
 
-def row(runtime: str, batch: int, median_ms: float, p99_ms: float | None = None) -> dict:
-    return {
-        "runtime": runtime,
-        "batch": batch,
-        "concurrency": 1,
-        "median_ms": median_ms,
-        "items_per_s": 1000 * batch / median_ms,
-        "iterations": 200,
-        "percentiles_ms": {"p99": p99_ms or median_ms},
-        "percentiles_supported": {"p99": True},
-    }
+def row(runtime: str, batch: int, median_ms: float, p99_ms: float | None = None) -> BenchRow:
+    return BenchRow(
+        runtime=runtime,
+        device="cpu",
+        batch=batch,
+        iterations=200,
+        warmup_calls=10,
+        min_ms=median_ms,
+        max_ms=p99_ms or median_ms,
+        mean_ms=median_ms,
+        median_ms=median_ms,
+        percentiles_ms={"p99": p99_ms or median_ms},
+        percentiles_supported={"p99": True},
+        qps=1000 / median_ms,
+        items_per_s=1000 * batch / median_ms,
+        wall_s=1.0,
+        cv=0.01,
+        stable=True,
+        windows_used=3,
+        measured_s=1.0,
+        windows=[],
+    )
 
 
 # Measured shape of MobileNetV3 on 2 cores (issue 12): INT8 slower than FP32 at batch 1.
@@ -32,7 +45,7 @@ ROWS = [row("onnxruntime", 1, 1.40), row("onnxruntime_int8", 1, 1.47), row("eage
 
 
 def test_fp32_wins_over_an_int8_that_is_slower() -> None:
-    found = selection.candidates(ROWS, {}, FORMATS, {"int8": 0.999})
+    found = selection.candidates(ROWS, {}, {"int8": 0.999})
     decision = selection.decide(found, Objective(name="latency", metric="latency"))
     assert decision.winner is not None and decision.winner.candidate.runtime == "onnxruntime"
     int8 = next(e for e in decision.entries if e.candidate.runtime == "onnxruntime_int8")
@@ -42,9 +55,7 @@ def test_fp32_wins_over_an_int8_that_is_slower() -> None:
 
 def test_constraints_reject_with_the_number_and_skips_keep_their_reason() -> None:
     rows = [row("onnxruntime", 1, 2.0, p99_ms=30.0), row("onnxruntime_int8", 1, 1.0)]
-    found = selection.candidates(
-        rows, {"tensorrt": "no engine: its stage was skipped"}, FORMATS, {"int8": 0.993}
-    )
+    found = selection.candidates(rows, {"tensorrt": "no engine: its stage was skipped"}, {"int8": 0.993})
     decision = selection.decide(
         found, Objective(name="x", metric="latency", max_latency_ms=20, min_cosine=0.995)
     )
@@ -59,7 +70,7 @@ def test_constraints_reject_with_the_number_and_skips_keep_their_reason() -> Non
 
 def test_an_int8_gain_inside_min_gain_keeps_fp32() -> None:
     rows = [row("onnxruntime", 1, 3.47), row("onnxruntime_int8", 1, 3.22)]  # 7.8 % faster
-    found = selection.candidates(rows, {}, FORMATS, {"int8": 0.999})
+    found = selection.candidates(rows, {}, {"int8": 0.999})
     objective = Objective(name="latency", metric="latency")
     kept = selection.decide(found, objective, min_gain=0.10)
     assert kept.winner.candidate.runtime == "onnxruntime"
@@ -70,7 +81,7 @@ def test_an_int8_gain_inside_min_gain_keeps_fp32() -> None:
 
 def test_throughput_compares_at_the_largest_measured_batch() -> None:
     rows = [*ROWS, row("onnxruntime", 8, 6.0), row("onnxruntime_int8", 8, 4.0)]
-    found = selection.candidates(rows, {}, FORMATS, {"int8": 0.999})
+    found = selection.candidates(rows, {}, {"int8": 0.999})
     decision = selection.decide(found, Objective(name="t", metric="throughput"))
     assert decision.batch == 8 and decision.winner.candidate.runtime == "onnxruntime_int8"
     eager = next(e for e in decision.entries if e.candidate.runtime == "eager")
@@ -142,7 +153,7 @@ def test_the_status_table_is_printed_after_the_run(write_config, tmp_path) -> No
 def test_an_eager_winner_is_served_by_the_best_contender_triton_serves() -> None:
     rows = [row("eager", 1, 1.0), row("onnxruntime", 1, 2.0), row("torchscript", 1, 3.0)]
     decision = selection.decide(
-        selection.candidates(rows, {}, FORMATS, {}), Objective(name="latency", metric="latency")
+        selection.candidates(rows, {}, {}), Objective(name="latency", metric="latency")
     )
     assert decision.winner.candidate.runtime == "eager"
     pick = selection.served_pick(decision, lambda c: [] if c.format == "pytorch" else [c.format])
