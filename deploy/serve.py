@@ -12,10 +12,9 @@ from typing import Any
 
 from pipeline.errors import StageFailed
 from pipeline.project import Project
-from serving import repository as repo
 from serving import tritonserver
 from serving.launch import Served, loadable_models, serve_repository
-from serving.repository import Model
+from serving.repository import Model, models, skip_reason
 from serving.spec import ServerSpec
 
 Say = Callable[[str], None]
@@ -34,7 +33,7 @@ def serve(name: str, spec: ServerSpec, repository: Path, say: Say, origins: dict
     """Until Ctrl-C, SIGTERM or SIGHUP; each stops the server, removes the temp dir and
     returns normally (a requested stop is a success). `origins`: where explicit ports
     came from (e.g. {"http_port": "--http-port"}), for the error when one is taken."""
-    if not any(m.startswith(f"{name}_") for m in repo.models(repository)):
+    if not any(m.startswith(f"{name}_") for m in models(repository)):
         raise StageFailed(f"no models of '{name}' in {repository}; run `deploy run` first")
     with tritonserver.stop_requests():
         try:
@@ -73,7 +72,7 @@ def _announce(served: Served, name: str, say: Say) -> None:
     for model, state in served.states.items():
         say(f"model {model}: {state}")
     for model in sorted(m for m in served.found if m.startswith(f"{name}_") and m not in served.states):
-        say(f"model {model}: not loaded ({repo.skip_reason(served.found[model].backend)})")
+        say(f"model {model}: not loaded ({skip_reason(served.found[model].backend)})")
     say("serving; Ctrl-C or SIGTERM stops the server")
 
 

@@ -6,7 +6,10 @@ A parity table is label (min/opt/max) -> output name -> `Compared` (the numbers)
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,6 +18,10 @@ from gates.references import Case
 from gates.tolerance import Tolerance
 from pipeline.config import Label
 from pipeline.errors import StageFailed
+from pipeline.records import SchemaMismatch, expect_schema
+
+# parity.json's layout (the validate stage's report); bumped with validate's version.
+SCHEMA = 1
 
 # atol "bites" only when it is small against the reference's own scale: an atol of 1e-4
 # passes any answer at all for logits of size 1e-9 (random-init models).
@@ -95,8 +102,59 @@ def unanswered(golden: dict[Label, Case], outputs: list[str], error: str) -> Tab
     return {label: {name: Incomparable(error) for name in outputs} for label in golden}
 
 
-def to_json(table: Table) -> dict[str, dict[str, dict[str, Any]]]:
+def to_json(table: Table) -> dict[str, dict[str, dict[str, object]]]:
     return {label: {name: asdict(p) for name, p in outs.items()} for label, outs in table.items()}
+
+
+def from_json(data: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> Table:
+    return {label: {name: _output(p) for name, p in outs.items()} for label, outs in data.items()}
+
+
+def _output(data: Mapping[str, Any]) -> OutputParity:
+    return Incomparable(**data) if "error" in data else Compared(**data)
+
+
+@dataclass(frozen=True)
+class RuntimeParity:
+    """One runtime's line in parity.json: its table and verdict, or why it was skipped."""
+
+    table: Table | None = None
+    passed: bool | None = None
+    skipped: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        if self.table is None:
+            return {"skipped": self.skipped}
+        return {"passed": self.passed, "shapes": to_json(self.table)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RuntimeParity:
+        if "skipped" in data:
+            return cls(skipped=str(data["skipped"]))
+        return cls(from_json(data["shapes"]), bool(data["passed"]))
+
+
+@dataclass(frozen=True)
+class ParityReport:
+    """parity.json (the validate stage's report): the thresholds, then per runtime its
+    table or why it was skipped."""
+
+    thresholds: Mapping[str, object]
+    runtimes: dict[str, RuntimeParity]
+
+    def to_json(self) -> dict[str, object]:
+        lines = {name: r.to_json() for name, r in self.runtimes.items()}
+        return {"schema": SCHEMA, "thresholds": dict(self.thresholds), **lines}
+
+    @classmethod
+    def read(cls, path: Path) -> ParityReport:
+        data = dict(expect_schema(json.loads(path.read_text()), str(path), SCHEMA))
+        try:
+            thresholds = dict(data.pop("thresholds"))  # type: ignore[call-overload]
+            data.pop("schema")
+            return cls(thresholds, {n: RuntimeParity.from_json(r) for n, r in data.items()})  # type: ignore[arg-type]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise SchemaMismatch(f"{path}: not a parity report ({type(exc).__name__}: {exc})") from exc
 
 
 def failures(table: Table, tol: Tolerance) -> list[str]:

@@ -194,7 +194,7 @@ class StageSpec(Generic[P]):
     env: tuple[str, ...] = ()
     # What else the output depends on that no library version says: a server binary's
     # digest, a docker image, a GPU's compute capability. Must be cheap: no heavy imports.
-    identity: Callable[[P], dict[str, Any]] | None = None
+    identity: Callable[[P], Mapping[str, object]] | None = None
     # Cross-stage checks against the shared config, run before anything executes.
     check: Callable[[P, DeployConfig], list[Issue]] | None = None
     # The inputs this stage reads with these params, when that depends on them (e.g.

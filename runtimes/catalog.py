@@ -5,12 +5,12 @@ bench stage, the select stage and `deploy bench`; nothing else spells these name
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from pipeline.stage import SOURCE_ARTIFACT
 
 
-class BenchRuntime(str, Enum):
+class BenchRuntime(StrEnum):
     EAGER = "eager"
     TORCHSCRIPT = "torchscript"
     ONNXRUNTIME = "onnxruntime"

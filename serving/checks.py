@@ -85,7 +85,7 @@ def expected(config: DeployConfig, fmt: str, golden: dict[str, Example]) -> tupl
     return inputs, outputs
 
 
-def metadata_problems(meta: dict[str, Any], inputs: list[Tensor], outputs: list[Tensor]) -> list[str]:
+def metadata_problems(meta: Mapping[str, Any], inputs: list[Tensor], outputs: list[Tensor]) -> list[str]:
     problems = []
     for kind, want in (("input", inputs), ("output", outputs)):
         have = {t["name"]: t for t in meta.get(f"{kind}s", [])}
@@ -103,7 +103,7 @@ def metadata_problems(meta: dict[str, Any], inputs: list[Tensor], outputs: list[
     return problems
 
 
-def batch_problem(server_config: dict[str, Any], max_batch: int | None) -> str | None:
+def batch_problem(server_config: Mapping[str, Any], max_batch: int | None) -> str | None:
     size = int(server_config.get("max_batch_size", 0))
     if max_batch is not None and size > max_batch:
         return f"max_batch_size {size} exceeds the shape spec's max batch {max_batch}"

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from serving import repository as repo
+import serving.repository
 from serving import tritonserver
 from serving.model_state import UNKNOWN, LoadState, ModelState
 from serving.repository import Model
@@ -22,7 +22,7 @@ Chooser = Callable[[dict[str, Model], Callable[[], set[str] | None]], list[str]]
 
 def loadable_models(found: dict[str, Model], backends: Callable[[], set[str] | None]) -> list[str]:
     """The default choice: every model whose backend the server has (all, when unknown)."""
-    return repo.loadable(found, backends())
+    return serving.repository.loadable(found, backends())
 
 
 @dataclass
@@ -48,9 +48,13 @@ def serve_repository(
     the server reads this URL instead (a published copy of `repository`, e.g. on S3);
     the models are still found in `repository`."""
     local = remote is None and private
-    tree = repo.private_copy(repository, workdir / "repository") if local else repository.absolute()
-    found = repo.models(tree)
-    names = choose(found, lambda: repo.backends(spec, workdir))
+    tree = (
+        serving.repository.private_copy(repository, workdir / "repository")
+        if local
+        else repository.absolute()
+    )
+    found = serving.repository.models(tree)
+    names = choose(found, lambda: serving.repository.backends(spec, workdir))
     with tritonserver.serving(spec, remote or tree, names, workdir, origins) as server:
         yield Served(
             server, tree, found, wait_models(server, names, time.monotonic() + spec.startup_timeout_s)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,6 +26,7 @@ from pipeline.config import DeployConfig
 from pipeline.errors import Issue, StageFailed, StageSkipped
 from pipeline.stage import Artifact, Section, StageContext, StageSpec
 from runtimes.devices import gpu_identity, tensorrt_version
+from runtimes.engine_manifest import EngineManifest, ShapeRange
 
 if TYPE_CHECKING:
     import tensorrt as trt
@@ -150,7 +152,7 @@ def _profile_problems(shapes: ProfileShapes, dims: tuple[int | str, ...]) -> lis
 
 
 # -- identity: TensorRT version + GPU, without importing tensorrt ----------------------------
-def identity(params: BuildParams) -> dict[str, Any]:
+def identity(params: BuildParams) -> Mapping[str, object]:
     version = tensorrt_version()
     return {"tensorrt": version, "gpu": gpu_identity()}
 
@@ -264,22 +266,23 @@ def _describe(
     engine = runtime.deserialize_cuda_engine(plan)
     inspector = engine.create_engine_inspector()
     ctx.output("layers").write_text(inspector.get_engine_information(trt_module.LayerInformationFormat.JSON))
-    manifest = {
-        "tensorrt": trt_module.__version__,
-        "gpu": gpu_identity(),
-        "source": params.source,
-        "source_onnx_sha256": _sha256(ctx.input(source_artifact(params)).read_bytes()),
-        "strongly_typed": strongly_typed(params, major),
-        "fp16_flag": params.fp16,
-        "version_compatible": params.version_compatible,
-        "hardware_compatibility": params.hardware_compatibility,
-        "profiles": {
-            p.name: {k: v.model_dump() for k, v in profile_shapes(ctx.config, p).items()}
-            for p in params.profiles
-        },
-    }
-    ctx.output("manifest").write_text(json.dumps(manifest, indent=1))
-    ctx.headline(f"TensorRT {trt_module.__version__} on {manifest['gpu']}: {len(params.profiles)} profile(s)")
+    manifest = EngineManifest(
+        tensorrt=trt_module.__version__,
+        gpu=gpu_identity(),
+        source=params.source,
+        source_onnx_sha256=_sha256(ctx.input(source_artifact(params)).read_bytes()),
+        strongly_typed=strongly_typed(params, major),
+        fp16_flag=params.fp16,
+        version_compatible=params.version_compatible,
+        hardware_compatibility=params.hardware_compatibility,
+        profiles={p.name: _ranges(profile_shapes(ctx.config, p)) for p in params.profiles},
+    )
+    ctx.output("manifest").write_text(json.dumps(manifest.to_json(), indent=1))
+    ctx.headline(f"TensorRT {trt_module.__version__} on {manifest.gpu}: {len(params.profiles)} profile(s)")
+
+
+def _ranges(shapes: dict[str, ProfileShapes]) -> dict[str, ShapeRange]:
+    return {name: ShapeRange(list(s.min), list(s.opt), list(s.max)) for name, s in shapes.items()}
 
 
 def _sha256(data: bytes) -> str:
@@ -290,7 +293,7 @@ def _sha256(data: bytes) -> str:
 
 SPEC = StageSpec(
     name="build",
-    version=1,
+    version=2,  # 2: manifest.json a versioned record (runtimes/engine_manifest.py)
     params=BuildParams,
     inputs=("onnx", "onnx_int8", "onnx_fp16"),
     outputs=(

@@ -146,7 +146,7 @@ def dynamic_shapes(config: DeployConfig) -> tuple[dict[int, Any], ...]:
     the spec's min / max; a named dim whose min equals its max stays static."""
     import torch
 
-    dims: dict[str, Any] = {}
+    dims: dict[str, torch.export.Dim] = {}
     shapes = []
     for spec in config.inputs:
         axes = {}

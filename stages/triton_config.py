@@ -9,7 +9,6 @@ the CPU serving format that runs on any server with the python backend. Every co
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from pipeline.stage import (
     StageContext,
     StageSpec,
 )
+from runtimes.engine_manifest import EngineManifest
 from serving.layout import LAYOUTS, PYTHON_MODEL, TRITON_TYPES, ServingFormat, io_name
 from serving.publishing import PUBLISHING, Publishing, PublishPolicy, when_all
 
@@ -182,12 +182,10 @@ def inputs_for(params: TritonParams) -> tuple[str, ...]:
     return ("golden", *dict.fromkeys(s.artifact for s in served(params, "x")), *extra)
 
 
-def check_engine_batch(manifest: dict[str, Any], params: TritonParams, size: int) -> None:
+def check_engine_batch(manifest: EngineManifest, params: TritonParams, size: int) -> None:
     """Triton refuses a plan whose profiles can't take max_batch_size ("configuration
     specified max-batch N but TensorRT engine only supports max-batch M")."""
-    profiles = list(manifest["profiles"].values())
-    used = [profiles[i] for i in params.plan.profiles] if params.plan.profiles else profiles
-    engine_max = min(min(shape["max"][0] for shape in p.values()) for p in used)
+    engine_max = manifest.max_batch(list(params.plan.profiles))
     if size > engine_max:
         raise StageFailed(f"max_batch_size {size} exceeds the engine's profiles' max batch {engine_max}")
 
@@ -206,9 +204,8 @@ def run(ctx: StageContext, params: TritonParams) -> None:
         )
         ctx.record(f"not_written.{missing.model}", f"no {missing.artifact} (stage skipped or not configured)")
     if any(m.fmt == "plan" for m in models) and "manifest" in ctx.inputs:
-        check_engine_batch(
-            json.loads(ctx.input("manifest").read_text()), params, max_batch(params, ctx.config)
-        )
+        manifest = EngineManifest.read(ctx.input("manifest"))
+        check_engine_batch(manifest, params, max_batch(params, ctx.config))
     for entry in models:
         source = ctx.input(entry.artifact)
         if entry.artifact.startswith("onnx"):

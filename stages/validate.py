@@ -5,12 +5,15 @@ the eager reference; any threshold exceeded fails the run."""
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
 from gates.tolerance import Tolerance
 from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
+
+if TYPE_CHECKING:  # numpy: imported when the stage runs, not at discovery
+    from gates.parity import ParityReport, Table
 
 Runtime = Literal["onnxruntime", "torchscript", "tensorrt"]
 
@@ -36,7 +39,7 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
             skipped[runtime] = "no TorchScript: this config has no trace stage"
         else:
             tables[runtime] = parity.compare(_RUNNERS[runtime](ctx, golden), golden, params)
-    report = _report(tables, skipped, params)
+    report = _report(tables, skipped, params).to_json()
     ctx.record("parity", report)
     ctx.headline(
         "; ".join(
@@ -52,14 +55,14 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
         parity.gate(f"{name} vs eager", table, params)
 
 
-def _report(tables: dict[str, Any], skipped: dict[str, str], params: ValidateParams) -> dict[str, Any]:
-    """parity.json: the thresholds, then per runtime its table or why it was skipped."""
+def _report(tables: dict[str, Table], skipped: dict[str, str], params: ValidateParams) -> ParityReport:
     from gates import parity
 
-    report: dict[str, Any] = {"thresholds": Tolerance(**params.model_dump(exclude={"runtimes"})).model_dump()}
-    for runtime, table in tables.items():
-        report[runtime] = {"passed": not parity.failures(table, params), "shapes": parity.to_json(table)}
-    return report | {runtime: {"skipped": why} for runtime, why in skipped.items()}
+    thresholds = Tolerance(**params.model_dump(exclude={"runtimes"})).model_dump(mode="json")
+    lines = {r: parity.RuntimeParity(t, not parity.failures(t, params)) for r, t in tables.items()}
+    return parity.ParityReport(
+        thresholds, lines | {r: parity.RuntimeParity(skipped=why) for r, why in skipped.items()}
+    )
 
 
 def _onnxruntime(ctx: StageContext, golden: Any) -> Any:
@@ -104,7 +107,7 @@ _RUNNERS = {"onnxruntime": _onnxruntime, "torchscript": _torchscript, "tensorrt"
 SPEC = StageSpec(
     phase=Phase.VERIFY,
     name="validate",
-    version=2,
+    version=3,  # 3: parity.json a versioned record (gates/parity.py ParityReport)
     params=ValidateParams,
     inputs=("onnx", "torchscript", "golden", "engine"),
     outputs=(Artifact("report", filename="parity.json"),),

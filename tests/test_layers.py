@@ -1,12 +1,15 @@
 """The layering, read from the source with `ast` (nothing is imported):
 
-    deploy/    the app (CLI)            may import everything below
-    pipeline/  the engine               imports no stage, no app, no runtime, no serving
-    stages/    the stages + helpers     a stage imports no other stage
-    runtimes/  one runner per format    imports neither stages nor the app
-    serving/   Triton serving           imports neither stages nor the app
+    deploy/       the app (CLI)                may import everything below
+    stages/       the stages, nothing else     a stage imports no other stage, and reads
+                                               no other stage's YAML section
+    gates/ datasources/ modelio/ runtimes/ serving/
+                  libraries the stages share   import neither stages nor the app
+    pipeline/     the engine                   imports no stage, app or library
 
-and no two modules import each other, directly or through others."""
+and no two modules import each other, directly or through others; no module name is
+used in two packages; library modules say what they are in a docstring; and project
+modules are imported under their own names."""
 
 from __future__ import annotations
 
@@ -17,7 +20,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("deploy", "pipeline", "stages", "runtimes", "serving")
+LIBRARIES = ("gates", "datasources", "modelio", "runtimes", "serving")
+PACKAGES = ("deploy", "pipeline", "stages", *LIBRARIES)
 
 
 def module_name(path: Path) -> str:
@@ -84,16 +88,14 @@ KNOWN = modules()
 
 
 @pytest.mark.parametrize("name", sorted(n for n in KNOWN if n.startswith("pipeline")))
-def test_the_engine_imports_no_stage_app_runtime_or_serving(name: str) -> None:
+def test_the_engine_imports_no_stage_app_or_library(name: str) -> None:
     bad = sorted(
-        i
-        for i in project_imports(KNOWN[name], KNOWN)
-        if i.split(".")[0] in ("stages", "deploy", "runtimes", "serving")
+        i for i in project_imports(KNOWN[name], KNOWN) if i.split(".")[0] in ("stages", "deploy", *LIBRARIES)
     )
     assert not bad, f"{name} imports {bad}"
 
 
-@pytest.mark.parametrize("name", sorted(n for n in KNOWN if n.split(".")[0] in ("runtimes", "serving")))
+@pytest.mark.parametrize("name", sorted(n for n in KNOWN if n.split(".")[0] in LIBRARIES))
 def test_shared_libraries_import_no_stage_and_no_app(name: str) -> None:
     bad = sorted(i for i in project_imports(KNOWN[name], KNOWN) if i.split(".")[0] in ("stages", "deploy"))
     assert not bad, f"{name} imports {bad}"
@@ -104,6 +106,80 @@ def test_a_stage_imports_no_other_stage(name: str) -> None:
     own = stage_of(name, KNOWN)
     others = {stage_of(i, KNOWN) for i in project_imports(KNOWN[name], KNOWN)} - {None, own}
     assert not others, f"{name} imports the stage(s) {sorted(o for o in others if o)}"
+
+
+def raw_stage_reads(path: Path) -> list[str]:
+    """Reads of a stage's YAML section by subscript, `.get` or iteration (`x.stages[...]`,
+    `x.stages.get(...)`, `x.stages.items()`): outside the engine, another stage's
+    settings come through a declared fact (pipeline/facts.py). Asking whether a stage is
+    configured (`"select" in config.stages`) is not a read."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        target = node.value if isinstance(node, ast.Subscript) else None
+        if isinstance(node, ast.Attribute) and node.attr in ("get", "items", "values", "keys", "__getitem__"):
+            target = node.value
+        if isinstance(target, ast.Attribute) and target.attr == "stages":
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(n for n in KNOWN if not n.startswith("pipeline")))
+def test_no_stage_reads_another_stages_yaml(name: str) -> None:
+    reads = raw_stage_reads(KNOWN[name])
+    assert not reads, f"{name} reads stage sections of the raw config: {reads}"
+
+
+def test_a_planted_raw_read_is_caught(tmp_path: Path) -> None:
+    planted = tmp_path / "bad.py"
+    planted.write_text(
+        "def f(config, ctx):\n"
+        "    a = config.stages['triton_config']['publish']\n"
+        "    b = (ctx.config.stages.get('smoke') or {}).get('server')\n"
+        "    c = [s for s in config.stages.values()]\n"
+        "    return 'select' in config.stages\n"
+    )
+    assert sorted(r.split(":")[0] for r in raw_stage_reads(planted)) == ["line 2", "line 3", "line 4"]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in KNOWN if n.count(".") == 1 and n.startswith("stages.")))
+def test_the_stages_package_holds_only_stages(name: str) -> None:
+    """Helpers of one stage live in its package; helpers of several in a library."""
+    assert is_stage(name, KNOWN), f"{name} is not a stage: move it into its stage's package or a library"
+
+
+def test_no_module_name_is_used_in_two_packages() -> None:
+    """`from X import stage` must say which: the engine's contract or a stage's module."""
+    where: dict[str, set[str]] = {}
+    for name in KNOWN:
+        parts = name.split(".")
+        for leaf in {parts[0], parts[-1]}:
+            where.setdefault(leaf, set()).add(parts[0])
+    shared = {leaf: sorted(packages) for leaf, packages in where.items() if len(packages) > 1}
+    assert not shared, f"names used in more than one package: {shared}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in KNOWN if n.split(".")[0] in LIBRARIES))
+def test_library_modules_say_what_they_are(name: str) -> None:
+    doc = ast.get_docstring(ast.parse(KNOWN[name].read_text()))
+    assert doc and len(doc.splitlines()[0]) > 10, f"{name}: a module docstring, its first line a summary"
+
+
+def aliased_project_imports(path: Path) -> list[str]:
+    """`import runtimes.harness as _bench`: the reader no longer sees what `_bench` is."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            base = getattr(node, "module", None) or ""
+            for alias in node.names:
+                full = f"{base}.{alias.name}" if base else alias.name
+                if alias.asname and full in KNOWN:
+                    found.append(f"{full} as {alias.asname}")
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN))
+def test_project_modules_are_imported_under_their_own_names(name: str) -> None:
+    assert not aliased_project_imports(KNOWN[name]), f"{name}: {aliased_project_imports(KNOWN[name])}"
 
 
 def test_no_import_cycles() -> None:

@@ -7,16 +7,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipeline.errors import ConfigError, Issue
 from pipeline.stage import StageContext
-from runtimes.base import Device
+from runtimes.base import Device, Feeds
 from runtimes.catalog import BenchRuntime, artifact_of
 from runtimes.timing import Timed
-
-if TYPE_CHECKING:
-    pass
 
 SHAPE = re.compile(r"^([A-Za-z_][\w.:/-]*):(\d+(?:x\d+)*)$")
 
@@ -35,9 +32,7 @@ def parse_shapes(text: str | None) -> dict[str, tuple[int, ...]]:
 
 
 # -- the bench stage: inputs from the shape spec -------------------------------------------------
-def make(
-    runtime: str, ctx: StageContext, feeds: dict[str, Any], device: Device, threads: int | None
-) -> Timed:
+def make(runtime: str, ctx: StageContext, feeds: Feeds, device: Device, threads: int | None) -> Timed:
     """The runtime loaded from its artifact, timed over `feeds`."""
     names = (ctx.config.input_names(), ctx.config.output_names())
     if runtime.startswith("onnxruntime"):
@@ -102,7 +97,7 @@ def _shape(name: str, declared: list[Any], given: dict[str, tuple[int, ...]]) ->
     )
 
 
-def _unknown(given: dict[str, tuple[int, ...]], feeds: dict[str, Any]) -> None:
+def _unknown(given: dict[str, tuple[int, ...]], feeds: Feeds) -> None:
     extra = sorted(set(given) - set(feeds))
     if extra:
         raise ConfigError(
@@ -110,6 +105,6 @@ def _unknown(given: dict[str, tuple[int, ...]], feeds: dict[str, Any]) -> None:
         )
 
 
-def _batch(feeds: dict[str, Any]) -> int:
+def _batch(feeds: Feeds) -> int:
     first = next(iter(feeds.values()))
     return int(first.shape[0]) if first.ndim else 1

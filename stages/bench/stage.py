@@ -13,7 +13,7 @@ leak across machines; `--force bench` remeasures.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -29,6 +29,7 @@ from runtimes.harness import Settings, report_lines
 from runtimes.measure import MeasureSettings
 from runtimes.pacing import Distribution, Pace
 from runtimes.record import BenchResults, BenchRow
+from serving.repository import Model
 from serving.spec import ServerSpec
 from serving.spec import identity as server_identity
 from stages.bench import output
@@ -95,11 +96,9 @@ class BenchParams(MeasureSettings):
     )
 
 
-def identity(params: BenchParams) -> dict[str, Any]:
-    found: dict[str, Any] = host_identity()
-    if BenchRuntime.TRITON in params.runtimes:
-        found.update(server_identity(params.triton.server))
-    return found
+def identity(params: BenchParams) -> Mapping[str, object]:
+    served = server_identity(params.triton.server) if BenchRuntime.TRITON in params.runtimes else {}
+    return {**host_identity(), **served}
 
 
 def batch_sizes(params: BenchParams, ctx: StageContext) -> list[int]:
@@ -234,18 +233,18 @@ def _warn_late(ctx: StageContext, row: BenchRow) -> None:
         )
 
 
-def _chooser(bench: TritonBench) -> Callable[[dict[str, Any], Callable[[], set[str] | None]], list[str]]:
+def _chooser(bench: TritonBench) -> Callable[[dict[str, Model], Callable[[], set[str] | None]], list[str]]:
     return lambda found, backends: list(_triton_models(bench, found, backends))
 
 
 def _triton_models(
-    bench: TritonBench, found: dict[str, Any], backends: Callable[[], set[str] | None]
-) -> dict[str, Any]:
-    from serving import repository as repo
+    bench: TritonBench, found: dict[str, Model], backends: Callable[[], set[str] | None]
+) -> dict[str, Model]:
+    from serving.repository import loadable
 
     if bench.models is None:
         have = backends()
-        names = repo.loadable(found, have)
+        names = loadable(found, have)
         if not names:
             raise StageFailed(
                 f"the server can load none of {sorted(found)} (its backends: {sorted(have or [])})"

@@ -1,13 +1,21 @@
-"""What the smoke stage found for each model, as typed records, and the verdicts drawn
-from them (partial, nothing tested, required formats)."""
+"""What the smoke stage found for each model, as typed records (smoke.json is
+`SmokeReport`, versioned), and the verdicts drawn from them (partial, nothing tested,
+required formats)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.records import SchemaMismatch, expect_schema
 from serving.repository import Model, skip_reason
+
+# smoke.json's layout; bumped with the smoke stage's version (see pipeline/records.py).
+SCHEMA = 1
 
 if TYPE_CHECKING:  # at run time only inside to_json: this module is read on the warm path
     from gates.parity import Table
@@ -46,9 +54,9 @@ class ModelResult:
     def failed(cls, model: Model, problem: str) -> ModelResult:
         return cls(ModelStatus.FAILED, model.fmt, model.precision, model.backend, problems=[problem])
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The fields that apply: a skipped model has a reason, a tested one its numbers."""
-        data: dict[str, Any] = {
+        data: dict[str, object] = {
             "status": self.status.value,
             "format": self.format,
             "precision": self.precision,
@@ -72,6 +80,59 @@ class ModelResult:
         if self.batching is not None:
             data["batching"] = asdict(self.batching) | {"batched": self.batching.batched}
         return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ModelResult:
+        from gates.parity import from_json
+        from serving.checks import Burst
+
+        batching = {k: v for k, v in data.get("batching", {}).items() if k != "batched"}
+        return cls(
+            ModelStatus(data["status"]),
+            data["format"],
+            data["precision"],
+            data.get("backend", ""),
+            data.get("reason", ""),
+            data.get("reference", ""),
+            problems=list(data.get("problems", [])),
+            protocols={p: from_json(t) for p, t in data.get("protocols", {}).items()},
+            batching=Burst(**batching) if batching else None,
+        )
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """The server the models were checked on."""
+
+    kind: str
+    version: str | None
+    http: str
+    grpc: str
+    backends: list[str] | None  # None: a server we did not start (its backends are unknown)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SmokeReport:
+    """smoke.json: every model in the repository with its result, and the server."""
+
+    models: dict[str, ModelResult] = field(default_factory=dict)
+    server: ServerInfo | None = None
+
+    def to_json(self) -> dict[str, object]:
+        models = {name: r.to_json() for name, r in self.models.items()}
+        server = asdict(self.server) if self.server is not None else None
+        return {"schema": SCHEMA, "models": models, **({"server": server} if server else {})}
+
+    @classmethod
+    def read(cls, path: Path) -> SmokeReport:
+        data = expect_schema(json.loads(path.read_text()), str(path), SCHEMA)
+        try:
+            models = {n: ModelResult.from_json(m) for n, m in data["models"].items()}  # type: ignore[attr-defined]
+            server = data.get("server")
+            return cls(models, ServerInfo(**server) if server else None)  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise SchemaMismatch(f"{path}: not a smoke report ({type(exc).__name__}: {exc})") from exc
 
 
 def of(models: dict[str, ModelResult], status: ModelStatus) -> dict[str, ModelResult]:

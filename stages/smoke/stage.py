@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -79,7 +79,7 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
     golden = references.load(ctx.input("golden"))
     scratch = ctx.workdir / "server"  # backends dir, server log: not outputs
     scratch.mkdir()
-    report: dict[str, Any] = {"models": {}}
+    report = result.SmokeReport()
     server = None
     try:
         remote = published_url(ctx.config) if params.source == "published" else None
@@ -87,37 +87,34 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
             params.server, ctx.input("repository"), scratch, _choose(report), remote=remote
         ) as served:
             server = served.server
-            report["server"] = _server_info(server, params)
-            report["models"].update(_check_all(served, ctx, params, golden))
+            report.server = _server_info(server, params)
+            report.models.update(_check_all(served, ctx, params, golden))
     finally:
         _finish(ctx, report, server, params.tolerance)
     _verdict(report, server, params.require)
 
 
-def _choose(report: dict[str, Any]) -> Any:
+def _choose(report: result.SmokeReport) -> Any:
     """Loads what the server can; records the rest in the report as skipped."""
     from serving.launch import loadable_models
 
     def choose(found: dict[str, Model], backends: Callable[[], set[str] | None]) -> list[str]:
         names = loadable_models(found, backends)
-        report["models"] = {m: ModelResult.skipped(info) for m, info in found.items() if m not in names}
+        report.models = {m: ModelResult.skipped(info) for m, info in found.items() if m not in names}
         return names
 
     return choose
 
 
-def _server_info(server: Any, params: SmokeParams) -> dict[str, Any]:
+def _server_info(server: Any, params: SmokeParams) -> result.ServerInfo:
     import tritonclient.http as httpclient
 
     meta = httpclient.InferenceServerClient(server.http).get_server_metadata()
-    return {
-        "kind": params.server.kind.value,
-        "version": meta.get("version"),
-        "http": server.http,
-        "grpc": server.grpc,
-        "backends": sorted(server.backends) if server.backends is not None else None,
-        "notes": server.notes,
-    }
+    backends = sorted(server.backends) if server.backends is not None else None
+    kind = params.server.kind.value
+    return result.ServerInfo(
+        kind, meta.get("version"), server.http, server.grpc, backends, list(server.notes)
+    )
 
 
 def _check_all(served: Any, ctx: StageContext, params: SmokeParams, golden: Any) -> dict[str, ModelResult]:
@@ -197,7 +194,8 @@ def _check_model(
     return result
 
 
-def _describe(conn: Any, protocol: str, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _describe(conn: Any, protocol: str, name: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """Triton's model metadata and config, as JSON (tritonclient's own shapes)."""
     if protocol == "grpc":
         return conn.get_model_metadata(name, as_json=True), conn.get_model_config(name, as_json=True)[
             "config"
@@ -221,23 +219,23 @@ def _golden_parity(target: Any, golden: Any, inputs: Any, outputs: Any, params: 
     return parity.compare(results, golden, params.tolerance)
 
 
-def _finish(ctx: StageContext, report: dict[str, Any], server: Any, tol: Tolerance) -> None:
-    models: dict[str, ModelResult] = report["models"]
-    data = {**report, "models": {name: r.to_json() for name, r in models.items()}}
+def _finish(ctx: StageContext, report: result.SmokeReport, server: Any, tol: Tolerance) -> None:
+    models = report.models
+    data = report.to_json()
     ctx.record("smoke", data)
     ctx.headline(_headline(models, tol))
     note = result.partial(models)
     if note:
         ctx.partial(note)
-    _report_table(ctx, models, report.get("server", {}), tol)
+    _report_table(ctx, models, report.server, tol)
     if server is not None and server.log_path.exists():
         ctx.log.info("server log:\n%s", server.log_path.read_text(errors="replace"))
         shutil.copyfile(server.log_path, ctx.output("server_log"))
     ctx.output("report").write_text(json.dumps(data, indent=1))
 
 
-def _verdict(report: dict[str, Any], server: Any, require: tuple[str, ...]) -> None:
-    models: dict[str, ModelResult] = report["models"]
+def _verdict(report: result.SmokeReport, server: Any, require: tuple[str, ...]) -> None:
+    models = report.models
     lines = [f"{m}: {'; '.join(r.problems)}" for m, r in result.of(models, ModelStatus.FAILED).items()]
     lines += result.required_problems(models, require)
     if not lines and not result.of(models, ModelStatus.PASSED):
@@ -259,7 +257,7 @@ def _headline(models: dict[str, ModelResult], tol: Tolerance) -> str:
 
 
 def _report_table(
-    ctx: StageContext, models: dict[str, ModelResult], server: dict[str, Any], tol: Tolerance
+    ctx: StageContext, models: dict[str, ModelResult], server: result.ServerInfo | None, tol: Tolerance
 ) -> None:
     rows = [
         [
@@ -271,7 +269,8 @@ def _report_table(
         ]
         for name, r in models.items()
     ]
-    title = f"Triton smoke test (tritonserver {server.get('version', '?')}, {server.get('kind', '?')})"
+    version, kind = (server.version or "?", server.kind) if server is not None else ("?", "?")
+    title = f"Triton smoke test (tritonserver {version}, {kind})"
     ctx.report_table(
         title, ["model", "status", "format", "precision", "parity (golden inputs) / reason"], rows
     )
@@ -289,7 +288,7 @@ def _model_numbers(result: ModelResult, tol: Tolerance) -> str:
 SPEC = StageSpec(
     phase=Phase.SERVE,
     name="smoke",
-    version=3,
+    version=4,  # 4: smoke.json a versioned record (result.py SmokeReport)
     params=SmokeParams,
     inputs=("repository", "golden"),
     outputs=(Artifact("report", filename="smoke.json"), Artifact("server_log", filename="server.log")),

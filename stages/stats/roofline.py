@@ -55,49 +55,69 @@ def roofline_s(node: NodeCount, target: Target) -> float:
     return max(node.flops / target.flops_per_s, node.bytes / target.bytes_per_s)
 
 
-def by_op_type(nodes: list[NodeCount], targets: list[Target]) -> list[dict[str, Any]]:
-    """One row per op type, most FLOPs first: counts, and per target the roofline time
-    and whether the op type's own intensity is below the ridge."""
-    rows = []
-    for op in sorted({n.op_type for n in nodes}):
-        mine = [n for n in nodes if n.op_type == op]
-        flops, moved = sum(n.flops for n in mine), sum(n.bytes for n in mine)
-        row: dict[str, Any] = {
-            "op_type": op,
-            "count": len(mine),
-            "params": sum(n.params for n in mine),
-            "flops": flops,
-            "bytes": moved,
-            "intensity": flops / moved if moved else 0.0,
-            "targets": {},
-        }
-        for target in targets:
-            bound = "compute" if row["intensity"] >= target.ridge else "memory"
-            row["targets"][target.name] = {
-                "bound": bound,
-                "roofline_s": sum(roofline_s(n, target) for n in mine),
-            }
-        rows.append(row)
-    return sorted(rows, key=lambda r: -r["flops"])
+@dataclass(frozen=True)
+class OpOnTarget:
+    bound: str  # "compute" or "memory": the op type's intensity against the target's ridge
+    roofline_s: float
 
 
-def totals(nodes: list[NodeCount], targets: list[Target]) -> dict[str, Any]:
-    flops, moved = sum(n.flops for n in nodes), sum(n.bytes for n in nodes)
-    found: dict[str, Any] = {
-        "nodes": len(nodes),
-        "params": sum(n.params for n in nodes),
-        "flops": flops,
-        "bytes": moved,
-        "intensity": flops / moved if moved else 0.0,
-        "targets": {},
+@dataclass(frozen=True)
+class OpRow:
+    """One op type's counts, and per target its roofline time and bound."""
+
+    op_type: str
+    count: int
+    params: int
+    flops: float
+    bytes: int
+    intensity: float  # FLOPs per byte moved
+    targets: dict[str, OpOnTarget]
+
+
+@dataclass(frozen=True)
+class TotalOnTarget:
+    ridge_flops_per_byte: float
+    roofline_s: float
+    memory_bound_time_share: float
+
+
+@dataclass(frozen=True)
+class Totals:
+    nodes: int
+    params: int
+    flops: float
+    bytes: int
+    intensity: float
+    targets: dict[str, TotalOnTarget]
+
+
+def by_op_type(nodes: list[NodeCount], targets: list[Target]) -> list[OpRow]:
+    """One row per op type, most FLOPs first."""
+    rows = [_op_row(op, [n for n in nodes if n.op_type == op], targets) for op in {n.op_type for n in nodes}]
+    return sorted(rows, key=lambda r: (-r.flops, r.op_type))
+
+
+def _op_row(op: str, mine: list[NodeCount], targets: list[Target]) -> OpRow:
+    flops, moved = sum(n.flops for n in mine), sum(n.bytes for n in mine)
+    intensity = flops / moved if moved else 0.0
+    on = {
+        t.name: OpOnTarget(
+            "compute" if intensity >= t.ridge else "memory", sum(roofline_s(n, t) for n in mine)
+        )
+        for t in targets
     }
-    for target in targets:
-        times = [(roofline_s(n, target), n) for n in nodes]
-        total = sum(t for t, _ in times)
-        memory = sum(t for t, n in times if (n.bytes and n.flops / n.bytes < target.ridge) or not n.flops)
-        found["targets"][target.name] = {
-            "ridge_flops_per_byte": target.ridge,
-            "roofline_s": total,
-            "memory_bound_time_share": memory / total if total else 0.0,
-        }
-    return found
+    return OpRow(op, len(mine), sum(n.params for n in mine), flops, moved, intensity, on)
+
+
+def totals(nodes: list[NodeCount], targets: list[Target]) -> Totals:
+    flops, moved = sum(n.flops for n in nodes), sum(n.bytes for n in nodes)
+    on = {t.name: _total_on(nodes, t) for t in targets}
+    params = sum(n.params for n in nodes)
+    return Totals(len(nodes), params, flops, moved, flops / moved if moved else 0.0, on)
+
+
+def _total_on(nodes: list[NodeCount], target: Target) -> TotalOnTarget:
+    times = [(roofline_s(n, target), n) for n in nodes]
+    total = sum(t for t, _ in times)
+    memory = sum(t for t, n in times if (n.bytes and n.flops / n.bytes < target.ridge) or not n.flops)
+    return TotalOnTarget(target.ridge, total, memory / total if total else 0.0)

@@ -10,12 +10,16 @@ memory bandwidth, from the vendor's data sheet.
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from pipeline.config import Frozen, Label
 from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
+
+if TYPE_CHECKING:  # onnx-tool: imported when the stage runs
+    from stages.stats.roofline import OpRow, Totals
 
 
 class Hardware(Frozen):
@@ -48,17 +52,19 @@ def run(ctx: StageContext, params: StatsParams) -> None:
     nodes = roofline.count(ctx.input("onnx"), feeds)
     targets = [roofline.Target(t.name, t.peak_tflops * 1e12, t.bandwidth_gbps * 1e9) for t in params.targets]
     batch = _batch(ctx, params)
-    stats: dict[str, Any] = {
+    totals, ops = roofline.totals(nodes, targets), roofline.by_op_type(nodes, targets)
+    stats = {
         "shape": params.shape,
         "batch": batch,
-        "totals": roofline.totals(nodes, targets),
-        "op_types": roofline.by_op_type(nodes, targets),
+        "totals": asdict(totals),
+        "op_types": [asdict(row) for row in ops],
         "targets": [t.model_dump() for t in params.targets],
     }
     ctx.output("stats").write_text(json.dumps(stats, indent=1))
-    ctx.record("stats", stats["totals"])
-    ctx.headline(_headline(stats["totals"], batch))
-    _report(ctx, stats)
+    ctx.record("stats", asdict(totals))
+    ctx.headline(_headline(totals, batch))
+    _report(ctx, totals, params.shape, batch)
+    _op_table(ctx, ops, list(totals.targets))
 
 
 def _batch(ctx: StageContext, params: StatsParams) -> int:
@@ -82,54 +88,43 @@ def si(value: float, unit: str) -> str:
     return f"{value / scale:.3g} {prefix}{unit}" if value else f"0 {unit}"
 
 
-def _headline(totals: dict[str, Any], batch: int) -> str:
-    return f"{si(totals['params'], 'params')}, {si(totals['flops'] / batch, 'FLOP')}/item, {totals['intensity']:.1f} FLOP/byte"
+def _headline(totals: Totals, batch: int) -> str:
+    return f"{si(totals.params, 'params')}, {si(totals.flops / batch, 'FLOP')}/item, {totals.intensity:.1f} FLOP/byte"
 
 
-def _report(ctx: StageContext, stats: dict[str, Any]) -> None:
-    totals, batch = stats["totals"], stats["batch"]
-    rows = [
-        ["parameters", f"{totals['params']:,}"],
-        ["nodes", totals["nodes"]],
-        [
-            "FLOPs per inference",
-            f"{si(totals['flops'], 'FLOP')} ({si(totals['flops'] / batch, 'FLOP')} per item)",
-        ],
-        ["bytes moved (layer by layer)", si(totals["bytes"], "B")],
-        ["arithmetic intensity", f"{totals['intensity']:.1f} FLOP/byte"],
+def _report(ctx: StageContext, totals: Totals, shape: str, batch: int) -> None:
+    rows: list[list[object]] = [
+        ["parameters", f"{totals.params:,}"],
+        ["nodes", totals.nodes],
+        ["FLOPs per inference", f"{si(totals.flops, 'FLOP')} ({si(totals.flops / batch, 'FLOP')} per item)"],
+        ["bytes moved (layer by layer)", si(totals.bytes, "B")],
+        ["arithmetic intensity", f"{totals.intensity:.1f} FLOP/byte"],
     ]
-    for name, t in totals["targets"].items():
+    for name, t in totals.targets.items():
         rows.append(
             [
                 f"roofline on {name}",
-                f"{si(t['roofline_s'], 's')} (ridge {t['ridge_flops_per_byte']:.3g} FLOP/byte; "
-                f"{100 * t['memory_bound_time_share']:.0f} % of it memory-bound)",
+                f"{si(t.roofline_s, 's')} (ridge {t.ridge_flops_per_byte:.3g} FLOP/byte; "
+                f"{100 * t.memory_bound_time_share:.0f} % of it memory-bound)",
             ]
         )
-    ctx.report_table(
-        f"Model statistics at the '{stats['shape']}' shape (batch {batch})", ["quantity", "value"], rows
-    )
-    names = list(totals["targets"])
-    columns = [
-        "op type",
-        "count",
-        "params",
-        "FLOPs",
-        "bytes moved",
-        "FLOP/byte",
-        *[f"{n}: bound, roofline time" for n in names],
-    ]
+    ctx.report_table(f"Model statistics at the '{shape}' shape (batch {batch})", ["quantity", "value"], rows)
+
+
+def _op_table(ctx: StageContext, ops: list[OpRow], targets: list[str]) -> None:
+    columns = ["op type", "count", "params", "FLOPs", "bytes moved", "FLOP/byte"]
+    columns += [f"{n}: bound, roofline time" for n in targets]
     body = [
         [
-            r["op_type"],
-            r["count"],
-            f"{r['params']:,}",
-            si(r["flops"], "FLOP"),
-            si(r["bytes"], "B"),
-            f"{r['intensity']:.1f}",
-            *[f"{r['targets'][n]['bound']}, {si(r['targets'][n]['roofline_s'], 's')}" for n in names],
+            r.op_type,
+            r.count,
+            f"{r.params:,}",
+            si(r.flops, "FLOP"),
+            si(r.bytes, "B"),
+            f"{r.intensity:.1f}",
+            *[f"{r.targets[n].bound}, {si(r.targets[n].roofline_s, 's')}" for n in targets],
         ]
-        for r in stats["op_types"]
+        for r in ops
     ]
     ctx.report_table(
         "Per op type", columns, body, note="bytes: each node's inputs, weights and outputs once (no fusion)"

@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from itertools import product
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import StageFailed
+from pipeline.records import SchemaMismatch, expect_schema
 from runtimes.record import BenchRow
+from serving.repository import Model
+
+# search_results.json's layout; bumped with the triton_search stage's version.
+SCHEMA = 1
 
 
 @dataclass(frozen=True)
@@ -27,7 +33,7 @@ class Point:
     preferred: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, config: dict[str, Any]) -> Point:
+    def of(cls, config: Mapping[str, Any]) -> Point:
         groups = config.get("instance_group") or [{"count": 1}]
         batching = config.get("dynamic_batching")
         delay = int(batching.get("max_queue_delay_microseconds", 0)) if batching is not None else None
@@ -109,32 +115,99 @@ class Result:
             text += f" ({ratio:.2f}x the current config's {base.score:.4g})"
         return text + f"; {len(self.measured)} configs in {self.wall_s:.0f} s"
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
+        """The run summary's line: the pick, its score, how many configs, how long."""
+        return {k: v for k, v in self.record().to_json().items() if k in SUMMARY}
+
+    def record(self) -> SearchResults:
         win = self.winner
-        return {
-            "model": self.model,
-            "selected": None if win is None else asdict(win.point),
-            "score": None if win is None else win.score,
-            "configs": len(self.measured),
-            "wall_s": self.wall_s,
+        points = [SearchedPoint(m.point, m.score, m.stopped, m.error, m.rows) for m in self.measured]
+        return SearchResults(
+            self.model,
+            None if win is None else win.point,
+            None if win is None else win.score,
+            self.wall_s,
+            self.goal_text,
+            self.current,
+            points,
+        )
+
+
+SUMMARY = ("model", "selected", "score", "configs", "wall_s")
+
+
+@dataclass(frozen=True)
+class SearchedPoint:
+    point: Point
+    score: float | None
+    stopped: str
+    error: str
+    rows: list[BenchRow]
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self.point) | {
+            "label": self.point.label,
+            "score": self.score,
+            "stopped": self.stopped,
+            "error": self.error,
+            "rows": [r.to_json() for r in self.rows],
         }
 
-    def to_json(self) -> dict[str, Any]:
-        return self.summary() | {
-            "goal": self.goal_text,
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SearchedPoint:
+        point = _point_of(data)
+        rows = [BenchRow.from_json(r) for r in data["rows"]]
+        return cls(point, data["score"], data["stopped"], data["error"], rows)
+
+
+@dataclass(frozen=True)
+class SearchResults:
+    """search_results.json: the goal, the current configuration, every point measured
+    (its rows, score, why its sweep stopped or why it did not load) and the pick."""
+
+    model: str
+    selected: Point | None
+    score: float | None
+    wall_s: float
+    goal: str
+    current: Point
+    points: list[SearchedPoint]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "schema": SCHEMA,
+            "model": self.model,
+            "selected": None if self.selected is None else asdict(self.selected),
+            "score": self.score,
+            "configs": len(self.points),
+            "wall_s": self.wall_s,
+            "goal": self.goal,
             "current": asdict(self.current),
-            "points": [
-                {
-                    **asdict(m.point),
-                    "label": m.point.label,
-                    "score": m.score,
-                    "stopped": m.stopped,
-                    "error": m.error,
-                    "rows": [r.to_json() for r in m.rows],
-                }
-                for m in self.measured
-            ],
+            "points": [p.to_json() for p in self.points],
         }
+
+    @classmethod
+    def read(cls, path: Path) -> SearchResults:
+        data = expect_schema(json.loads(path.read_text()), str(path), SCHEMA)
+        try:
+            selected = data["selected"]
+            return cls(
+                str(data["model"]),
+                None if selected is None else _point_of(selected),  # type: ignore[arg-type]
+                data["score"],  # type: ignore[arg-type]
+                float(data["wall_s"]),  # type: ignore[arg-type]
+                str(data["goal"]),
+                _point_of(data["current"]),  # type: ignore[arg-type]
+                [SearchedPoint.from_json(p) for p in data["points"]],  # type: ignore[attr-defined]
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SchemaMismatch(
+                f"{path}: not a search results record ({type(exc).__name__}: {exc})"
+            ) from exc
+
+
+def _point_of(data: Mapping[str, Any]) -> Point:
+    return Point(data["instances"], data["max_batch"], data["delay_us"], tuple(data["preferred"]))
 
 
 def grid(space: Any, current: Point, limit: int) -> list[Point]:
@@ -194,8 +267,8 @@ def search(ctx: Any, params: Any, tree: Path) -> Result:
 
 
 def _chooser(model: str | None) -> Any:
-    def choose(found: dict[str, Any], backends: Any) -> list[str]:
-        from serving import repository as repo
+    def choose(found: dict[str, Model], backends: Any) -> list[str]:
+        from serving.repository import loadable
 
         if model is not None:
             if model not in found:
@@ -203,7 +276,7 @@ def _chooser(model: str | None) -> Any:
                     f"triton_search.model: '{model}' is not in the repository (it has {sorted(found)})"
                 )
             return [model]
-        names = [n for n in repo.loadable(found, backends()) if found[n].precision == "fp32"]
+        names = [n for n in loadable(found, backends()) if found[n].precision == "fp32"]
         if not names:
             raise StageFailed(f"triton_search: the server can load none of {sorted(found)}")
         return names[:1]

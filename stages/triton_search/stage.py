@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt
@@ -123,7 +124,7 @@ def run(ctx: StageContext, params: SearchParams) -> None:
     tree = ctx.output("repository")
     shutil.copytree(ctx.input("repository"), tree, symlinks=True)
     result = search.search(ctx, params, tree)
-    ctx.output("search_results").write_text(json.dumps(result.to_json(), indent=1))
+    ctx.output("search_results").write_text(json.dumps(result.record().to_json(), indent=1))
     ctx.output("search_csv").write_text(search.csv(result))
     search.plot(result, params.goal, ctx.output("search_plot"))
     search.write_winner(result, tree)
@@ -136,7 +137,7 @@ def run(ctx: StageContext, params: SearchParams) -> None:
         )
 
 
-def identity(params: SearchParams) -> dict[str, Any]:
+def identity(params: SearchParams) -> Mapping[str, object]:
     from runtimes.devices import host_identity
 
     return host_identity() | server_identity(params.server)
@@ -145,7 +146,7 @@ def identity(params: SearchParams) -> dict[str, Any]:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="triton_search",
-    version=1,
+    version=2,  # 2: search_results.json a versioned record (search.py SearchResults)
     params=SearchParams,
     inputs=("repository",),
     outputs=(

@@ -5,7 +5,6 @@ missing; mypy against the stubs; and a real build wherever TensorRT and a GPU ex
 from __future__ import annotations
 
 import ast
-import json
 import subprocess
 import sys
 
@@ -13,6 +12,7 @@ import pytest
 
 from pipeline.errors import ConfigError, StageError, StageFailed, StageSkipped
 from pipeline.project import load_project
+from runtimes.engine_manifest import EngineManifest
 from stages import build
 from tests.helpers import ROOT, real_tensorrt, run, statuses
 from tests.stages import fake_tensorrt as fake
@@ -135,9 +135,11 @@ def test_build_with_the_fake_writes_raw_plan_manifest_and_profiles(write_config,
     from tests.helpers import output_path
 
     assert output_path(path, results, "build", "engine").read_bytes() == fake.PLAN  # no header inside
-    manifest = json.loads(output_path(path, results, "build", "manifest").read_text())
-    assert manifest["tensorrt"] == "10.13.0.35" and manifest["gpu"] == "Fake GPU (sm 9.0)"
-    assert manifest["strongly_typed"] is False and list(manifest["profiles"]) == ["small", "default"]
+    manifest = EngineManifest.read(output_path(path, results, "build", "manifest"))
+    assert manifest.tensorrt == "10.13.0.35" and manifest.gpu == "Fake GPU (sm 9.0)"
+    assert manifest.strongly_typed is False and list(manifest.profiles) == ["small", "default"]
+    # What triton_config checks max_batch_size against: the smallest max batch of the profiles used.
+    assert (manifest.max_batch(), manifest.max_batch([1])) == (2, 16)
     config = fake.built[-1]["config"]
     assert config.pools[fake.MemoryPoolType.WORKSPACE] == 64 << 20 and config.builder_optimization_level == 5
     assert config.hardware_compatibility_level == fake.HardwareCompatibilityLevel.AMPERE_PLUS

@@ -205,3 +205,17 @@ def test_publish_selected_publishes_only_the_models_serving_the_picks(write_conf
     assert _published(tmp_path) == everything
     ran = {name for name, r in again.items() if r.status is Status.RAN}
     assert ran == {"triton_config"}
+
+
+def test_selection_record_round_trip(tmp_path) -> None:
+    from dataclasses import replace
+
+    found = selection.candidates(ROWS, {"tensorrt": "no engine"}, {"int8": 0.999})
+    decisions = [selection.decide(found, Objective(name=m, metric=m)) for m in ("latency", "throughput")]
+    written = replace(selection.Selection.of(decisions, found), served={"latency": ["m_onnx"]})
+    path = tmp_path / "selection.json"
+    path.write_text(json.dumps(written.to_json()))
+    back = selection.Selection.read(path)
+    assert back == written
+    assert back.objectives[0].selected == "onnx fp32 (onnxruntime)"
+    assert {j.verdict for j in back.objectives[0].candidates} >= {selection.Verdict.SKIPPED}

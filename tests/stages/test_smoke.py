@@ -20,7 +20,7 @@ from pipeline.errors import ExitCode, StageFailed
 from pipeline.project import load_project
 from pipeline.stage import StageContext
 from pipeline.store import Store
-from stages import smoke
+from stages.smoke import stage as smoke
 from tests.helpers import output_path, run, run_cli, tritonservers
 
 pytestmark = pytest.mark.triton

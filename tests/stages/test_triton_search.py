@@ -49,7 +49,11 @@ def test_search_beats_the_current_config_and_publishes_one_that_loads(write_conf
     path = search_config(write_config, SEARCH)
     results = run(path)
     assert results["smoke"].status == "ran"  # the tuned repository loaded and answered correctly
-    found = json.loads(output_path(path, results, "triton_search", "search_results").read_text())
+    written = output_path(path, results, "triton_search", "search_results")
+    found = json.loads(written.read_text())
+    assert (
+        json.loads(json.dumps(search.SearchResults.read(written).to_json())) == found
+    )  # reads back what it wrote
     points = {(p["instances"], p["delay_us"], tuple(p["preferred"])): p for p in found["points"]}
     current = points[(1, 20000, ())]
     assert len(points) == 6, list(points)
@@ -85,7 +89,7 @@ def test_pareto_front_keeps_only_points_nothing_beats() -> None:
 
 
 def test_grid_puts_the_current_config_first_and_respects_the_bound() -> None:
-    from stages.triton_search import SearchSpace
+    from stages.triton_search.stage import SearchSpace
 
     space = SearchSpace(instance_counts=(1, 2, 3), max_batch_sizes=(8, 16), max_queue_delays_us=(None, 100))
     current = search.Point(1, 16, None)
@@ -109,7 +113,7 @@ def test_preferred_batch_sizes_go_with_dynamic_batching_and_fit_the_max_batch() 
     from google.protobuf import json_format
     from tritonclient.grpc import model_config_pb2
 
-    from stages.triton_search import SearchSpace
+    from stages.triton_search.stage import SearchSpace
 
     space = SearchSpace(
         instance_counts=(1,),

@@ -1,0 +1,74 @@
+"""The gates' reports as records: accuracy.json (quantize, fp16; read by select) and
+parity.json (validate) come back from JSON as they were measured, and a report of
+another layout is refused with its path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gates import parity
+from gates.accuracy import AccuracyReport, Speed, measure
+from gates.references import Case
+from gates.tolerance import Tolerance
+from pipeline.config import OutputKind
+from pipeline.records import SchemaMismatch
+
+RNG = np.random.default_rng(0)
+
+
+def accuracy_report() -> AccuracyReport:
+    reference = [{"logits": RNG.normal(size=(4, 10)), "embedding": RNG.normal(size=(4, 3))} for _ in range(3)]
+    noisy = [{k: v + RNG.normal(scale=0.05, size=v.shape) for k, v in r.items()} for r in reference]
+    kinds = {"logits": OutputKind.LOGITS, "embedding": OutputKind.EMBEDDING}
+    metrics = measure(reference, noisy, 5, kinds)
+    return AccuracyReport(metrics, 12, {"min_cosine": 0.99}, Speed(2.0, 1.0, 20), {"recipe": "static"})
+
+
+def test_accuracy_report_round_trip_keeps_top_k_and_the_stage_details(tmp_path: Path) -> None:
+    report = accuracy_report()
+    path = tmp_path / "accuracy.json"
+    path.write_text(json.dumps(report.to_json()))
+    assert "top5_agreement" in json.loads(path.read_text())["outputs"]["logits"]
+    back = AccuracyReport.read(path)
+    assert back == report
+    assert back.worst_cosine() == min(m.cosine for m in report.outputs.values() if m.cosine is not None)
+
+
+def test_an_accuracy_report_of_another_layout_is_refused(tmp_path: Path) -> None:
+    data = accuracy_report().to_json()
+    del data["outputs"]
+    path = tmp_path / "accuracy.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SchemaMismatch, match=r"accuracy\.json: not an accuracy report"):
+        AccuracyReport.read(path)
+
+
+def test_parity_report_round_trip_with_a_skipped_runtime_and_an_incomparable_output(tmp_path: Path) -> None:
+    ref = {"y": RNG.normal(size=(2, 4)).astype(np.float32)}
+    golden = {"opt": Case({"x": np.zeros((2, 4), np.float32)}, ref)}
+    table = parity.compare({"opt": {"y": ref["y"] + 1e-3}}, golden, Tolerance())
+    broken = parity.unanswered(golden, ["y"], "inference failed")
+    report = parity.ParityReport(
+        Tolerance().model_dump(mode="json"),
+        {
+            "onnxruntime": parity.RuntimeParity(table, True),
+            "torchscript": parity.RuntimeParity(broken, False),
+            "tensorrt": parity.RuntimeParity(skipped="no engine"),
+        },
+    )
+    path = tmp_path / "parity.json"
+    path.write_text(json.dumps(report.to_json()))
+    back = parity.ParityReport.read(path)
+    assert back == report
+    assert isinstance(back.runtimes["torchscript"].table["opt"]["y"], parity.Incomparable)  # type: ignore[index]
+
+
+def test_a_parity_report_from_another_release_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "parity.json"
+    path.write_text(json.dumps({"thresholds": {}, "onnxruntime": {"passed": True, "shapes": {}}}))
+    with pytest.raises(SchemaMismatch, match=r"parity\.json: schema None"):
+        parity.ParityReport.read(path)
