@@ -4,6 +4,12 @@ Stage parameters are validated against the models their stages declare (see
 `pipeline.project`); this module holds what every stage shares: the model source
 and the shape spec, the single source for ONNX dynamic axes, TensorRT profiles and
 Triton dims / max_batch_size.
+
+Why the shape spec lives in the engine, though only stages use it: it is the shared
+config's own section (every stage reads it, its `uses` key component hashes it), and
+the engine validates it once, up front, with every other config error, before any
+stage runs; stage-to-stage checks against it (profiles, max_batch_size) are the stages'
+own `check` functions.
 """
 
 from __future__ import annotations

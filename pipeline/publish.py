@@ -1,90 +1,171 @@
-"""Copies published tree artifacts (the Triton model repository) out of the cache.
+"""Publishes a tree artifact (the Triton model repository) out of the cache, to a local
+directory or to object storage (s3://, gs://, az://, file://; Triton reads such
+repositories directly): one protocol over fsspec for both.
 
-Each top-level directory of the tree is one Triton model. It is replaced as a whole,
-through a temp dir and a rename, and stamped with `.deploy.json` so that a rerun can
-tell cheaply that it is already current, and which directories a pipeline owns.
-"""
+Per model dir (each top-level directory of the tree), so that a server polling the
+repository never loads a half-written model:
+  1. a model whose `.deploy.json` stamp matches (same pipeline, same file digests) and
+     whose files are all there with their sizes is left alone;
+  2. otherwise its files are written under a hidden staging name beside it first;
+  3. then put in place: on a local file system by renaming the staged directory over
+     the old one; on object storage (no rename) by copying each file into place, files
+     in version subdirectories before the model's own root files (a server reads the
+     model's config there, so it sees the new config only once the versions are in
+     place), then the stamp, then removing files the new model no longer has;
+  4. model dirs this pipeline published earlier but no longer produces are deleted;
+     another pipeline's are kept.
+Any storage error is an EnvError naming the destination. Credentials: the storage
+library's standard environment / profile, never logged."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.errors import EnvError
 from pipeline.store import Output, Store
 
 STAMP = ".deploy.json"
+SCHEMA = 1
 
 
-def publish_tree(store: Store, output: Output, dest: Path, pipeline: str) -> list[str]:
+@dataclass(frozen=True)
+class Stamp:
+    """What `.deploy.json` says: which pipeline owns the model dir, and its files."""
+
+    pipeline: str
+    files: dict[str, tuple[str, int]]  # path inside the model dir -> (digest, size)
+
+    def to_json(self) -> dict[str, object]:
+        files = {rel: [digest, size] for rel, (digest, size) in sorted(self.files.items())}
+        return {"schema": SCHEMA, "pipeline": self.pipeline, "files": files}
+
+    @classmethod
+    def from_json(cls, data: object) -> Stamp | None:
+        """None for anything but a stamp (then the model is rewritten). A stamp without a
+        schema is from before it had one: the same layout otherwise."""
+        if not isinstance(data, Mapping) or data.get("schema", SCHEMA) != SCHEMA:
+            return None
+        files = {rel: (str(d), int(s)) for rel, (d, s) in data["files"].items()}
+        return cls(str(data["pipeline"]), files)
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a repository is published: a file system and the repository's root in it."""
+
+    fs: Any  # an fsspec AbstractFileSystem
+    root: str
+    local: bool  # renames are atomic: a staged model dir is renamed into place
+
+
+def publish(store: Store, output: Output, dest: Path | str, pipeline: str) -> list[str]:
     """Makes `dest/<model>` match the tree; returns the model dirs that were (re)written."""
-    models = models_of(store, output)
-    written = [m for m, files in models.items() if _sync_model(store, dest / m, files, pipeline)]
-    _remove_stale(dest, pipeline, keep=set(models))
+    where = destination(dest)
+    try:
+        models = models_of(store, output)
+        written = [m for m, files in models.items() if _sync(where, m, files, store, pipeline)]
+        _remove_stale(where, pipeline, keep=set(models))
+    except Exception as exc:  # every storage backend has its own errors; all mean the same here
+        raise EnvError(f"publishing the repository to {dest} failed: {type(exc).__name__}: {exc}") from exc
     return written
 
 
-def models_of(store: Store, output: Output) -> dict[str, dict[str, dict[str, object]]]:
+def destination(dest: Path | str) -> Destination:
+    from fsspec.core import url_to_fs
+    from fsspec.implementations.local import LocalFileSystem
+
+    if isinstance(dest, Path):
+        return Destination(LocalFileSystem(auto_mkdir=True), str(dest.absolute()), local=True)
+    fs, root = url_to_fs(dest, **_options(dest))
+    if isinstance(fs, LocalFileSystem):  # file://: a directory after all
+        return destination(Path(root))
+    return Destination(fs, root.rstrip("/"), local=False)
+
+
+def _options(url: str) -> dict[str, str]:
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    return {"endpoint_url": endpoint} if url.startswith("s3://") and endpoint else {}
+
+
+def models_of(store: Store, output: Output) -> dict[str, dict[str, tuple[str, int]]]:
     """Model dir -> its files (path inside the model dir -> digest, size)."""
-    models: dict[str, dict[str, dict[str, object]]] = {}
+    models: dict[str, dict[str, tuple[str, int]]] = {}
     for rel, meta in store.tree_manifest(output.digest).items():
         top, _, rest = rel.partition("/")
-        models.setdefault(top, {})[rest] = meta
+        models.setdefault(top, {})[rest] = (str(meta["digest"]), int(meta["size"]))
     return models
 
 
-def stamp_of(files: dict[str, dict[str, object]], pipeline: str) -> dict[str, Any]:
-    """What `.deploy.json` says: which pipeline owns the model dir, and its files."""
-    return {"pipeline": pipeline, "files": {k: [v["digest"], v["size"]] for k, v in sorted(files.items())}}
-
-
-def _sync_model(store: Store, target: Path, files: dict[str, dict[str, object]], pipeline: str) -> bool:
-    stamp = stamp_of(files, pipeline)
-    if _current(target, stamp):
+def _sync(
+    where: Destination, model: str, files: dict[str, tuple[str, int]], store: Store, pipeline: str
+) -> bool:
+    stamp = Stamp(pipeline, files)
+    target = f"{where.root}/{model}"
+    if _current(where, target, stamp):
         return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    # mkdtemp makes it 0700: a tritonserver running as another user (a container's
-    # --user, runAsNonRoot, NFS) could not read it. Give it the modes mkdir would.
-    tmp.chmod(0o777 & ~_umask())
-    for rel, meta in files.items():
-        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(store.object_path(str(meta["digest"])), tmp / rel)
-    (tmp / STAMP).write_text(json.dumps(stamp, indent=1))
-    shutil.rmtree(target, ignore_errors=True)
-    tmp.rename(target)
+    if where.local:  # (s3fs's makedirs would create a missing bucket: a typo should fail)
+        where.fs.makedirs(where.root, exist_ok=True)
+    staging = f"{where.root}/.{model}.staging-{uuid.uuid4().hex}"
+    try:
+        for rel in in_order(files):
+            where.fs.put_file(str(store.object_path(files[rel][0])), f"{staging}/{rel}")
+        where.fs.pipe_file(f"{staging}/{STAMP}", json.dumps(stamp.to_json(), indent=1).encode())
+        _put_in_place(where, staging, target, [*in_order(files), STAMP])
+    finally:
+        if where.fs.exists(staging):
+            where.fs.rm(staging, recursive=True)
     return True
 
 
-def _umask() -> int:
-    mask = os.umask(0)  # the only portable way to read it is to set it
-    os.umask(mask)
-    return mask
+def in_order(files: Mapping[str, object]) -> list[str]:
+    """Files in subdirectories (a model's versions) first, the model dir's own files last."""
+    return sorted(files, key=lambda rel: ("/" not in rel, rel))
 
 
-def _current(target: Path, stamp: dict[str, Any]) -> bool:
+def _put_in_place(where: Destination, staging: str, target: str, order: list[str]) -> None:
+    if where.local:
+        if where.fs.exists(target):
+            where.fs.rm(target, recursive=True)
+        where.fs.mv(staging, target, recursive=True)
+        return
+    for rel in order:
+        where.fs.copy(f"{staging}/{rel}", f"{target}/{rel}")
+    for path in where.fs.find(target):
+        if path[len(target) + 1 :] not in order:
+            where.fs.rm_file(path)
+
+
+def _current(where: Destination, target: str, stamp: Stamp) -> bool:
     """Same stamp and every file present with its recorded size: nothing to copy."""
-    try:
-        if json.loads((target / STAMP).read_text()) != stamp:
-            return False
-    except (OSError, ValueError):
+    if _read_stamp(where, f"{target}/{STAMP}") != stamp:
         return False
-    files = stamp["files"]
-    assert isinstance(files, dict)
-    return all(
-        (target / rel).is_file() and (target / rel).stat().st_size == meta[1] for rel, meta in files.items()
-    )
+    return all(_size(where, f"{target}/{rel}") == size for rel, (_, size) in stamp.files.items())
 
 
-def _remove_stale(dest: Path, pipeline: str, keep: set[str]) -> None:
+def _size(where: Destination, path: str) -> int | None:
+    try:
+        return int(where.fs.size(path))
+    except (FileNotFoundError, OSError):
+        return None
+
+
+def _read_stamp(where: Destination, path: str) -> Stamp | None:
+    try:
+        return Stamp.from_json(json.loads(where.fs.cat_file(path)))
+    except (FileNotFoundError, OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _remove_stale(where: Destination, pipeline: str, keep: set[str]) -> None:
     """Drops model dirs this pipeline published earlier but no longer produces."""
-    for stamp_path in dest.glob(f"*/{STAMP}"):
-        try:
-            owner = json.loads(stamp_path.read_text()).get("pipeline")
-        except (OSError, ValueError):
-            continue
-        if owner == pipeline and stamp_path.parent.name not in keep:
-            shutil.rmtree(stamp_path.parent, ignore_errors=True)
+    for stamp_path in where.fs.glob(f"{where.root}/*/{STAMP}"):
+        model_dir = stamp_path.rsplit("/", 1)[0]
+        stamp = _read_stamp(where, stamp_path)
+        if stamp is not None and stamp.pipeline == pipeline and model_dir.rsplit("/", 1)[-1] not in keep:
+            where.fs.rm(model_dir, recursive=True)

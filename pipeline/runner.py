@@ -25,9 +25,9 @@ from pipeline.graph import Node
 from pipeline.isolation import Limits, run_isolated
 from pipeline.plan import Action, make_plan, source_outputs, stage_parts, why
 from pipeline.project import Project
+from pipeline.publish import publish
 from pipeline.registry import stage_module
 from pipeline.remote import RemoteCache
-from pipeline.remote_publish import publish
 from pipeline.results import RunStatus as RunStatus
 from pipeline.results import StageResult as StageResult
 from pipeline.results import Status as Status
