@@ -14,7 +14,7 @@ from rich.text import Text
 from pipeline.plan import Action, PlanRow
 from pipeline.report import human_size
 from pipeline.results import StageResult, Status
-from pipeline.stage import HEADLINE_KEY, REPORT_KEY
+from pipeline.stage import HEADLINE_KEY, report_tables
 from pipeline.store import Output
 
 STYLE = {
@@ -139,10 +139,7 @@ def results_table(results: list[StageResult], names: list[str], full_notes: bool
 def console_tables(results: list[StageResult]) -> list[tuple[str, list[str], list[list[Any]]]]:
     """The report tables stages asked to show in the console: (title, columns, rows)."""
     return [
-        (f"{r.name}: {t['title']}", t["columns"], t["rows"])
-        for r in results
-        for t in r.metrics.get(REPORT_KEY, [])
-        if t.get("console")
+        (f"{r.name}: {t.title}", t.columns, t.rows) for r in results for t in report_tables(r.metrics) if t.console
     ]
 
 

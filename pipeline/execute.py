@@ -11,7 +11,6 @@ import importlib
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -19,7 +18,7 @@ from pipeline.config import DeployConfig
 from pipeline.errors import DeployError, ExitCode, StageFailed, StageSkipped, plain, root_cause
 from pipeline.logs import captured
 from pipeline.results import Status
-from pipeline.stage import StageContext, StageSpec
+from pipeline.stage import Metrics, StageContext, StageSpec
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,7 @@ class Outcome:
     status: Status
     message: str = ""
     exit_code: ExitCode = ExitCode.STAGE
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=dict)
 
 
 def execute(job: Job, spec: StageSpec) -> Outcome:

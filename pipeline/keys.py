@@ -12,8 +12,12 @@ import os
 import platform
 import re
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
+
+from pydantic import BaseModel
 
 from pipeline.config import DeployConfig
 from pipeline.hashing import digest_json
@@ -58,35 +62,74 @@ def dist_version(name: str) -> str | None:
         return None
 
 
-def environment(spec: StageSpec, params: Any) -> dict[str, Any]:
-    env: dict[str, Any] = {"python": platform.python_version()}
+def environment(spec: StageSpec, params: BaseModel) -> dict[str, object]:
+    env: dict[str, object] = {"python": platform.python_version()}
     env.update({name: dist_version(name) for name in spec.env})
     if spec.identity is not None:
         env.update(spec.identity(params))
     return env
 
 
-def components(spec: StageSpec, params: Any, config: DeployConfig, inputs: dict[str, str]) -> dict[str, Any]:
-    return {
-        "schema": KEY_SCHEMA,
-        "stage": spec.name,
-        "version": spec.version,
-        "params": params.model_dump(mode="json"),
-        "config": {s.value: s.extract(config) for s in sorted(spec.uses, key=lambda s: s.value)},
-        "inputs": dict(sorted(inputs.items())),
-        "env": environment(spec, params),
-    }
+@dataclass(frozen=True)
+class KeyParts:
+    """Everything a stage's output depends on; the cache key is the sha256 of its
+    canonical JSON. Stored with each cache entry and each pipeline head (what `deploy
+    plan` diffs)."""
+
+    stage: str
+    version: int
+    params: Mapping[str, object]  # the stage's own params, as JSON
+    config: Mapping[str, object]  # the shared config sections it declares (`uses`)
+    inputs: Mapping[str, str]  # input name -> artifact digest (or ABSENT)
+    env: Mapping[str, object]  # library versions and the stage's identity facts
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "schema": KEY_SCHEMA,
+            "stage": self.stage,
+            "version": self.version,
+            "params": dict(self.params),
+            "config": dict(self.config),
+            "inputs": dict(sorted(self.inputs.items())),
+            "env": dict(self.env),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> KeyParts:
+        fields = ("stage", "version", "params", "config", "inputs", "env")
+        return cls(*(data[name] for name in fields))
+
+    @property
+    def key(self) -> str:
+        return key_of(self.to_json())
+
+    def own(self) -> dict[str, object]:
+        """What the stage itself decides: everything but the input digests."""
+        return {k: v for k, v in self.to_json().items() if k != "inputs"}
 
 
-def key_of(parts: dict[str, Any]) -> str:
-    return digest_json(parts)
+def components(
+    spec: StageSpec, params: BaseModel, config: DeployConfig, inputs: Mapping[str, str]
+) -> KeyParts:
+    return KeyParts(
+        spec.name,
+        spec.version,
+        params.model_dump(mode="json"),
+        {s.value: s.extract(config) for s in sorted(spec.uses, key=lambda s: s.value)},
+        dict(inputs),
+        environment(spec, params),
+    )
 
 
-def reasons(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
+def key_of(document: Mapping[str, object]) -> str:
+    return digest_json(document)
+
+
+def reasons(old: KeyParts | None, new: KeyParts) -> list[str]:
     """Human-readable differences, e.g. 'params.opset: 17 -> 18'."""
-    if not old:
+    if old is None:
         return [NEVER_RAN]
-    flat_old, flat_new = _flatten(old), _flatten(new)
+    flat_old, flat_new = _flatten(old.to_json()), _flatten(new.to_json())
     changed = []
     for path in sorted(set(flat_old) | set(flat_new)):
         before, after = flat_old.get(path, "<unset>"), flat_new.get(path, "<unset>")
@@ -95,16 +138,16 @@ def reasons(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
     return changed
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict) and value:
-        out: dict[str, Any] = {}
+def _flatten(value: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, Mapping) and value:
+        out: dict[str, object] = {}
         for k, v in value.items():
             out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
         return out
     return {prefix: value}
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     text = str(value)
     # Digests are long; their first 12 characters identify them well enough.
     return text[:12] + "…" if len(text) == 64 and text.isalnum() else text

@@ -35,7 +35,7 @@ def live_objects(store: Store, entry: Entry) -> set[str]:
     for output in entry.outputs.values():
         digests.add(output.digest)
         if output.kind is ArtifactKind.TREE and store.object_path(output.digest).is_file():
-            digests.update(m["digest"] for m in store.tree_manifest(output.digest).values())
+            digests.update(m.digest for m in store.tree_manifest(output.digest).values())
     return digests
 
 

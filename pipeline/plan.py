@@ -15,6 +15,7 @@ from typing import Any
 
 from pipeline import keys
 from pipeline.graph import Node
+from pipeline.keys import KeyParts
 from pipeline.project import Project
 from pipeline.remote import RemoteCache
 from pipeline.results import Status
@@ -64,7 +65,7 @@ ABSENT = "absent"
 
 def stage_parts(
     node: Node, project: Project, resolved: dict[str, Output], absent: frozenset[str] = frozenset()
-) -> dict[str, Any] | None:
+) -> KeyParts | None:
     """The key material of a stage, or None while an input's digest is unknown. Optional
     inputs whose producer was skipped enter the key as absent."""
     digests = {}
@@ -79,9 +80,10 @@ def stage_parts(
 
 
 def why(
-    node: Node, project: Project, store: Store, parts: dict[str, Any] | None, resolved: dict[str, Output]
+    node: Node, project: Project, store: Store, parts: KeyParts | None, resolved: dict[str, Output]
 ) -> list[str]:
-    last = store.head(project.config.name).get(node.name, {}).get("components")
+    head = store.head(project.config.name).get(node.name)
+    last = head.components if head is not None else None
     if parts is not None:
         return keys.reasons(last, parts) or ["same key as the last run, but no cache entry for it"]
     own = keys.components(node.spec, node.params, project.config, {})
@@ -124,7 +126,7 @@ class _Walk:
     resolved: dict[str, Output]
     remote: RemoteCache | None = None  # asked on a local miss (the entry only, nothing downloaded)
     absent: set[str] = field(default_factory=set)  # outputs of stages that will skip
-    _entries: dict[str, list[dict[str, Any]]] | None = None
+    _entries: dict[str, list[KeyParts]] | None = None
     _failures: dict[str, Failure] | None = None
 
     def failure(self, stage: str) -> Failure | None:
@@ -133,7 +135,7 @@ class _Walk:
             self._failures = last_failures(self.project.run_dir / "summary.json")
         return self._failures.get(stage)
 
-    def entries(self, stage: str) -> list[dict[str, Any]]:
+    def entries(self, stage: str) -> list[KeyParts]:
         """Key material of every cached entry of `stage` (read once, on first need)."""
         if self._entries is None:
             self._entries = {}
@@ -160,7 +162,7 @@ def _row(node: Node, walk: _Walk) -> PlanRow:
     parts = stage_parts(node, walk.project, walk.resolved, frozenset(walk.absent))
     if parts is None:
         return _unknown_key(node, walk)
-    key = keys.key_of(parts)
+    key = parts.key
     entry, problem = walk.store.lookup(key)
     remote = walk.remote.entry(key) if entry is None and walk.remote is not None else None
     if remote is not None and remote.skipped is None:
@@ -211,12 +213,12 @@ def _unknown_key(node: Node, walk: _Walk) -> PlanRow:
     )
 
 
-def _could_match(node: Node, walk: _Walk, found: dict[str, Any]) -> bool:
+def _could_match(node: Node, walk: _Walk, found: KeyParts) -> bool:
     own = keys.components(node.spec, node.params, walk.project.config, {})
-    if {k: v for k, v in found.items() if k != "inputs"} != {k: v for k, v in own.items() if k != "inputs"}:
+    if found.own() != own.own():
         return False
     known = _known_inputs(node, walk)
-    return all(found.get("inputs", {}).get(name) == digest for name, digest in known.items())
+    return all(found.inputs.get(name) == digest for name, digest in known.items())
 
 
 def _known_inputs(node: Node, walk: _Walk) -> dict[str, str]:

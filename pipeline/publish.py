@@ -98,7 +98,7 @@ def models_of(store: Store, output: Output) -> dict[str, dict[str, tuple[str, in
     models: dict[str, dict[str, tuple[str, int]]] = {}
     for rel, meta in store.tree_manifest(output.digest).items():
         top, _, rest = rel.partition("/")
-        models.setdefault(top, {})[rest] = (str(meta["digest"]), int(meta["size"]))
+        models.setdefault(top, {})[rest] = (meta.digest, meta.size)
     return models
 
 

@@ -225,7 +225,7 @@ def _objects(entry: Entry, store: Store) -> Iterator[tuple[str, int | None]]:
         yield output.digest, None if tree else output.size
         if tree:
             for meta in store.tree_manifest(output.digest).values():
-                yield str(meta["digest"]), int(meta["size"])
+                yield meta.digest, meta.size
 
 
 def _is_local(fs: Any) -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import ExitCode
-from pipeline.stage import PARTIAL_KEY
+from pipeline.stage import PARTIAL_KEY, Metrics
 from pipeline.store import Output, Store
 
 
@@ -37,7 +37,7 @@ class StageResult:
     duration_s: float = 0.0
     reasons: list[str] = field(default_factory=list)
     outputs: dict[str, Output] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=dict)
     log: Path | None = None
     message: str = ""
     # A failure's exit code: a stage's own failure (1), a missing library (4), a stage

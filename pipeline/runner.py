@@ -18,11 +18,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from pipeline import history, keys, provenance
+from pipeline import history, provenance
 from pipeline.errors import DeployError, ExitCode, SelectionError, StageError
 from pipeline.execute import Job, execute
 from pipeline.graph import Node
 from pipeline.isolation import Limits, run_isolated
+from pipeline.keys import KeyParts
 from pipeline.plan import Action, make_plan, source_outputs, stage_parts, why
 from pipeline.project import Project
 from pipeline.publish import publish
@@ -154,7 +155,7 @@ class Runner:
                 node,
                 StageResult(node.name, Status.SKIPPED, message=f"inputs unavailable: {', '.join(missing)}"),
             )
-        key = keys.key_of(parts)
+        key = parts.key
         entry, problem = self.store.lookup(key)
         if problem:
             self.reporter.warn(f"{node.name}: cache entry {key[:12]} is damaged ({problem}); rebuilding")
@@ -174,9 +175,7 @@ class Runner:
         )
         return self._execute(node, key, parts, reasons + ([f"damaged entry: {problem}"] if problem else []))
 
-    def _outside_selection(
-        self, node: Node, key: str, parts: dict[str, Any], entry: Entry | None
-    ) -> StageResult:
+    def _outside_selection(self, node: Node, key: str, parts: KeyParts, entry: Entry | None) -> StageResult:
         if entry is None:  # found only now: an upstream stage's new output changed its key
             result = StageResult(
                 node.name, Status.FAILED, key, message=_outside_message(node.name), exit_code=ExitCode.CONFIG
@@ -188,7 +187,7 @@ class Runner:
         self.absent.update(f"{node.name}.{a.name}" for a in node.spec.outputs)
         return self._report(result)
 
-    def _hit(self, node: Node, key: str, parts: dict[str, Any], entry: Entry) -> StageResult:
+    def _hit(self, node: Node, key: str, parts: KeyParts, entry: Entry) -> StageResult:
         if entry.skipped is not None:  # a remembered skip: same TensorRT / GPU as then
             return self._skip(node, StageResult(node.name, Status.SKIPPED, key, message=entry.skipped))
         result = StageResult(
@@ -204,7 +203,7 @@ class Runner:
         self._accept(node, key, parts, result)
         return self._report(result)
 
-    def _accept(self, node: Node, key: str, parts: dict[str, Any], result: StageResult) -> None:
+    def _accept(self, node: Node, key: str, parts: KeyParts, result: StageResult) -> None:
         self.resolved.update({f"{node.name}.{n}": o for n, o in result.outputs.items()})
         self.store.set_head(self.project.config.name, node.name, key, parts)
         try:
@@ -219,7 +218,7 @@ class Runner:
         self.reporter.finished(result)
         return result
 
-    def _execute(self, node: Node, key: str, parts: dict[str, Any], reasons: list[str]) -> StageResult:
+    def _execute(self, node: Node, key: str, parts: KeyParts, reasons: list[str]) -> StageResult:
         self.reporter.started(node.name, reasons)
         log = self.project.run_dir / "logs" / f"{node.name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -241,7 +240,7 @@ class Runner:
             return self._skip(node, result)
         return self._report(result)
 
-    def _remember_skip(self, node: Node, key: str, parts: dict[str, Any], result: StageResult) -> None:
+    def _remember_skip(self, node: Node, key: str, parts: KeyParts, result: StageResult) -> None:
         """A skip depends only on the key's inputs (e.g. TensorRT version, GPU): cached like
         a result, so a warm run does not even try to import TensorRT again."""
         self.store.commit(Entry(node.name, key, parts, {}, result.metrics, skipped=result.message))
@@ -276,7 +275,7 @@ class Runner:
         result.metrics.update(outcome.metrics)
 
     def _store_outputs(
-        self, node: Node, key: str, parts: dict[str, Any], workdir: Path, result: StageResult
+        self, node: Node, key: str, parts: KeyParts, workdir: Path, result: StageResult
     ) -> None:
         for artifact in node.spec.outputs:
             result.outputs[artifact.name] = self.store.ingest(workdir / artifact.relpath, artifact.kind)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import Enum, IntEnum
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -27,6 +27,10 @@ REPORT_KEY = "report"
 PARTIAL_KEY = "partial"
 # The metrics key of a stage's one-line result, shown beside it in the console and report.
 HEADLINE_KEY = "headline"
+
+# What a stage records for the run summary and report: JSON numbers, strings and tables of
+# its own choosing (`object`, not Any: a reader narrows what it uses).
+Metrics = dict[str, object]
 
 
 class ArtifactKind(str, Enum):
@@ -99,7 +103,7 @@ class StageContext:
     workdir: Path
     outputs: Mapping[str, Artifact]
     log: logging.Logger
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=dict)
     # A per-stage directory in the cache that outlives runs, for things that speed a
     # stage up without being its result (TensorRT's timing cache). Not in any key.
     persistent: Path | None = None
@@ -134,8 +138,29 @@ class StageContext:
         """A table for the run report (pipeline/report.py renders every stage's tables,
         and embeds its .png outputs, without knowing the stage); `console`: also printed
         after the run's results (a decision the user should see without opening the report)."""
-        table = {"title": title, "columns": columns, "rows": rows, "note": note, "console": console}
-        self.metrics.setdefault(REPORT_KEY, []).append(table)
+        table = ReportTable(title, columns, rows, note, console)
+        self.metrics[REPORT_KEY] = [*report_json(self.metrics), asdict(table)]
+
+
+@dataclass(frozen=True)
+class ReportTable:
+    """A table a stage adds to the run report (and, with `console`, to the console)."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+    note: str = ""
+    console: bool = False
+
+
+def report_json(metrics: Mapping[str, object]) -> list[object]:
+    found = metrics.get(REPORT_KEY, [])
+    return list(found) if isinstance(found, list) else []
+
+
+def report_tables(metrics: Mapping[str, object]) -> list[ReportTable]:
+    """The tables a stage recorded, read back from its metrics (or the run summary)."""
+    return [ReportTable(**t) for t in report_json(metrics) if isinstance(t, dict)]
 
 
 class RunSettings(BaseModel):

@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,8 @@ from pipeline.hashing import (
     digest_file,
     digest_json,
 )
-from pipeline.stage import ArtifactKind
+from pipeline.keys import KeyParts
+from pipeline.stage import ArtifactKind, Metrics
 
 SCHEMA = 1
 
@@ -44,29 +45,49 @@ class Output:
 class Entry:
     stage: str
     key: str
-    components: dict[str, Any]
+    components: KeyParts
     outputs: dict[str, Output]
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=dict)
     duration_s: float = 0.0
     created: str = ""
     log: str | None = None  # digest of the stage log
     skipped: str | None = None  # why the stage did not apply here (then no outputs)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         data = asdict(self)
+        data["components"] = self.components.to_json()
         data["outputs"] = {n: {**asdict(o), "kind": o.kind.value} for n, o in self.outputs.items()}
         return {"schema": SCHEMA, **data}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Entry:
+    def from_json(cls, data: Mapping[str, Any]) -> Entry:
         if data.get("schema") != SCHEMA:
             raise ValueError(f"cache entry schema {data.get('schema')!r}, expected {SCHEMA}")
         outputs = {
             n: Output(ArtifactKind(o["kind"]), o["digest"], int(o["size"]))
             for n, o in data["outputs"].items()
         }
-        fields = {k: v for k, v in data.items() if k not in ("schema", "outputs")}
-        return cls(outputs=outputs, **fields)
+        fields = {k: v for k, v in data.items() if k not in ("schema", "outputs", "components")}
+        return cls(components=KeyParts.from_json(data["components"]), outputs=outputs, **fields)
+
+
+@dataclass(frozen=True)
+class TreeFile:
+    """One file of a tree artifact's manifest."""
+
+    digest: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Head:
+    """What a stage of a pipeline last ran with (`deploy plan` diffs against it)."""
+
+    key: str
+    components: KeyParts
+
+    def to_json(self) -> dict[str, object]:
+        return {"key": self.key, "components": self.components.to_json()}
 
 
 class Store:
@@ -112,16 +133,13 @@ class Store:
 
     def _ingest_tree(self, root: Path) -> Output:
         files = sorted(p for p in root.rglob("*") if p.is_file())
-        manifest: dict[str, dict[str, Any]] = {
-            str(p.relative_to(root)): {"size": p.stat().st_size, "digest": self._ingest_file(p)}
-            for p in files
-        }
-        text = canonical_json({"files": manifest})
-        digest = digest_json({"files": manifest})
-        tmp = self._tmp_file(text)
-        self._ingest_file(tmp)  # content-addressed like any file: same digest
+        sized = [(p, p.stat().st_size) for p in files]  # before the files move into objects/
+        entries = {str(p.relative_to(root)): TreeFile(self._ingest_file(p), size) for p, size in sized}
+        manifest = {"files": {rel: asdict(f) for rel, f in entries.items()}}
+        digest = digest_json(manifest)
+        self._ingest_file(self._tmp_file(canonical_json(manifest)))  # content-addressed: same digest
         shutil.rmtree(root, ignore_errors=True)
-        return Output(ArtifactKind.TREE, digest, sum(int(f["size"]) for f in manifest.values()))
+        return Output(ArtifactKind.TREE, digest, sum(f.size for f in entries.values()))
 
     def _tmp_file(self, text: str) -> Path:
         (self.root / "tmp").mkdir(parents=True, exist_ok=True)
@@ -130,8 +148,9 @@ class Store:
             fh.write(text)
         return Path(name)
 
-    def tree_manifest(self, digest: str) -> dict[str, dict[str, Any]]:
-        return dict(json.loads(self.object_path(digest).read_text())["files"])
+    def tree_manifest(self, digest: str) -> dict[str, TreeFile]:
+        files = json.loads(self.object_path(digest).read_text())["files"]
+        return {rel: TreeFile(str(f["digest"]), int(f["size"])) for rel, f in files.items()}
 
     def path_of(self, output: Output) -> Path:
         """Where readers find an output: the object itself, or a laid-out tree."""
@@ -150,7 +169,7 @@ class Store:
             # A copy, not a hard link: ONNX and ONNX Runtime refuse an external weights
             # file with more than one link (their guard against hardlink attacks). Made
             # once per tree digest; warm runs find the tree laid out already.
-            shutil.copyfile(self.object_path(meta["digest"]), target)
+            shutil.copyfile(self.object_path(meta.digest), target)
             os.chmod(target, 0o444)
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, dest)
@@ -164,7 +183,7 @@ class Store:
         if found or output.kind is ArtifactKind.FILE:
             return found
         for rel, meta in self.tree_manifest(output.digest).items():
-            bad = self._object_problem(meta["digest"], meta["size"], deep)
+            bad = self._object_problem(meta.digest, meta.size, deep)
             if bad:
                 return f"{rel}: {bad}"
         return None
@@ -221,16 +240,18 @@ class Store:
         return path
 
     # -- heads: what each pipeline's stages last ran with --------------------------------
-    def head(self, pipeline: str) -> dict[str, Any]:
+    def head(self, pipeline: str) -> dict[str, Head]:
         try:
-            return dict(json.loads((self.root / "heads" / f"{pipeline}.json").read_text()))
-        except (OSError, ValueError):
+            data = json.loads((self.root / "heads" / f"{pipeline}.json").read_text())
+            return {stage: Head(h["key"], KeyParts.from_json(h["components"])) for stage, h in data.items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return {}
 
-    def set_head(self, pipeline: str, stage: str, key: str, components: dict[str, Any]) -> None:
+    def set_head(self, pipeline: str, stage: str, key: str, components: KeyParts) -> None:
         heads = self.head(pipeline)
-        record = {"key": key, "components": components}
-        if heads.get(stage) == record:
+        record = Head(key, components)
+        if stage in heads and heads[stage].to_json() == record.to_json():
             return  # a cached rerun: nothing new to record
         heads[stage] = record
-        atomic_write_text(self.root / "heads" / f"{pipeline}.json", json.dumps(heads, indent=1))
+        text = json.dumps({name: h.to_json() for name, h in heads.items()}, indent=1)
+        atomic_write_text(self.root / "heads" / f"{pipeline}.json", text)

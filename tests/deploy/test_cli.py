@@ -165,7 +165,7 @@ def test_cache_verify_finds_and_drops_damaged_entries(cached_config):
     from pipeline.store import Store
 
     store = Store(cached_config.parent / "cache")
-    entry, _ = store.lookup(store.head("tiny")["golden"]["key"])
+    entry, _ = store.lookup(store.head("tiny")["golden"].key)
     golden = store.object_path(entry.outputs["golden"].digest)
     os.chmod(golden, 0o644)
     golden.write_bytes(b"garbage")

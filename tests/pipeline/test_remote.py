@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from pipeline.hashing import digest_file
+from pipeline.keys import KeyParts
 from pipeline.stage import ArtifactKind
 from pipeline.store import Entry, Store
 from tests.helpers import S3_ENV, S3Server, run, run_cli, tiny_dict
@@ -136,7 +137,7 @@ def big_entries(store: Store, count: int, size: int) -> list[Entry]:
         path = store.work_root() / f"big-{index}"
         path.write_bytes(os.urandom(size))
         output = store.ingest(path, ArtifactKind.FILE)
-        entry = Entry("big", f"{index:02d}" + "0" * 62, {}, {"blob": output})
+        entry = Entry("big", f"{index:02d}" + "0" * 62, KeyParts("big", 1, {}, {}, {}, {}), {"blob": output})
         store.commit(entry)
         entries.append(entry)
     return entries

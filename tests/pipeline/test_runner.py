@@ -77,10 +77,10 @@ def test_checkpoint_change_reruns_from_trace(write_config, digits_checkpoint, tm
 
 def test_damaged_entry_is_rebuilt_not_served(warm):
     store = Store(load_project(warm).cache_dir)
-    export_key = store.head("tiny")["export"]["key"]
+    export_key = store.head("tiny")["export"].key
     entry, _ = store.lookup(export_key)
     model_file = store.tree_manifest(entry.outputs["onnx"].digest)["model.onnx"]
-    obj = store.object_path(model_file["digest"])
+    obj = store.object_path(model_file.digest)
     os.chmod(obj, 0o644)
     obj.write_bytes(obj.read_bytes()[:100])  # truncated
     recorder = Recorder()
@@ -90,7 +90,7 @@ def test_damaged_entry_is_rebuilt_not_served(warm):
     assert any("damaged" in r for r in result["export"].reasons)
     # The export is deterministic: the rebuilt ONNX is byte-identical, so nothing after it reruns.
     assert statuses(result)["simplify"] == "cached"
-    assert obj.stat().st_size == model_file["size"]
+    assert obj.stat().st_size == model_file.size
 
 
 def test_selection_only_force_from_to(warm, write_config):

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from pipeline.keys import KeyParts
 from pipeline.stage import ArtifactKind
 from pipeline.store import Entry, Store
 
@@ -23,7 +24,7 @@ def store(tmp_path):
 
 
 def commit(store, outputs, key="k" * 64):
-    store.commit(Entry("s", key, {}, outputs))
+    store.commit(Entry("s", key, KeyParts("s", 1, {}, {}, {}, {}), outputs))
     return key
 
 
@@ -85,8 +86,8 @@ def test_tree_artifacts_round_trip(store, tmp_path):
     assert (laid / "m" / "1" / "model.onnx").read_bytes() == b"onnx"
     assert sorted(store.tree_manifest(out.digest)) == ["m/1/model.onnx", "m/config.pbtxt"]
     key = commit(store, {"t": out})
-    os.chmod(store.object_path(store.tree_manifest(out.digest)["m/config.pbtxt"]["digest"]), 0o644)
-    store.object_path(store.tree_manifest(out.digest)["m/config.pbtxt"]["digest"]).write_text("name: 'x'")
+    os.chmod(store.object_path(store.tree_manifest(out.digest)["m/config.pbtxt"].digest), 0o644)
+    store.object_path(store.tree_manifest(out.digest)["m/config.pbtxt"].digest).write_text("name: 'x'")
     assert "m/config.pbtxt" in store.lookup(key)[1]
 
 
