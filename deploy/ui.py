@@ -139,7 +139,10 @@ def results_table(results: list[StageResult], names: list[str], full_notes: bool
 def console_tables(results: list[StageResult]) -> list[tuple[str, list[str], list[list[Any]]]]:
     """The report tables stages asked to show in the console: (title, columns, rows)."""
     return [
-        (f"{r.name}: {t.title}", t.columns, t.rows) for r in results for t in report_tables(r.metrics) if t.console
+        (f"{r.name}: {t.title}", t.columns, t.rows)
+        for r in results
+        for t in report_tables(r.metrics)
+        if t.console
     ]
 
 
