@@ -118,12 +118,14 @@ def run(
         with runner.reporter:  # type: ignore[attr-defined]
             runner.run()
     except DeployError as exc:
-        if runner is None or not runner.summary:  # rejected: no summary or report was written
+        if runner is None or runner.summary is None:  # rejected: no summary or report was written
             ci_files_for_rejection(config, exc, junit, summary_json)
         raise
     finally:
         written = (
-            finish_run(runner, console, verbose, junit, summary_json) if runner and runner.summary else True
+            finish_run(runner, console, verbose, junit, summary_json)
+            if runner and runner.summary is not None
+            else True
         )
     if not written:
         raise typer.Exit(ExitCode.CONFIG)

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from pipeline.errors import DeployError
-from pipeline.results import Status
+from pipeline.results import RunStatus, RunSummary, StageSummary, Status
 
 if TYPE_CHECKING:
     from pipeline.project import Project
@@ -76,7 +76,9 @@ def finish_run(
     from deploy.ui import results_table, summary_lines
     from pipeline.runner import REPORT_FILE
 
-    project, plain = runner.project, not console.is_terminal
+    project, plain, summary = runner.project, not console.is_terminal, runner.summary
+    if summary is None:  # the runner writes it before it returns, whatever happened
+        return False
     if plain:
         for line in summary_lines(runner.results, project.graph.names()):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -84,14 +86,14 @@ def finish_run(
         console.print(results_table(runner.results, project.graph.names(), full_notes=verbose))
     _print_decisions(runner, console, plain)
     console.print(
-        f"run {runner.summary['status']}   summary: {project.run_dir / 'summary.json'}   "
+        f"run {summary.status.value}   summary: {project.run_dir / 'summary.json'}   "
         f"report: {project.run_dir / REPORT_FILE}   repository: {project.config.repository}",
         markup=False,
         highlight=False,
         soft_wrap=plain,
     )
     try:
-        _write_ci_files(runner.summary, junit, summary_json)
+        _write_ci_files(summary, junit, summary_json)
     except OSError as exc:  # printed, not raised: it must not hide the run's own outcome
         console.print(
             Text.assemble(("error", "bold red"), f": could not write a --junit / --json file: {exc}")
@@ -108,26 +110,22 @@ def ci_files_for_rejection(
     `config` or `selection`."""
     from pipeline.errors import SelectionError
 
-    what = "selection" if isinstance(exc, SelectionError) else "config"
-    failed = {"stage": what, "status": Status.FAILED.value, "message": str(exc), "seconds": 0.0}
-    summary = {
-        "pipeline": config.stem,
-        "config": str(config),
-        "status": f"{what} error",
-        "message": str(exc),
-        "wall_s": 0.0,
-        "stages": [failed],
-    }
+    selection = isinstance(exc, SelectionError)
+    what, status = (
+        ("selection", RunStatus.SELECTION_ERROR) if selection else ("config", RunStatus.CONFIG_ERROR)
+    )
+    failed = StageSummary(what, Status.FAILED, message=str(exc))
+    summary = RunSummary(config.stem, str(config), status, [failed], message=str(exc))
     _write_ci_files(summary, junit, summary_json)
 
 
-def _write_ci_files(summary: dict[str, object], junit: Path | None, summary_json: Path | None) -> None:
+def _write_ci_files(summary: RunSummary, junit: Path | None, summary_json: Path | None) -> None:
     import json
 
-    from pipeline import junit as junit_xml
     from pipeline.hashing import atomic_write_text
+    from pipeline.junit import write_xml
 
     if junit is not None:
-        junit_xml.write(junit, summary)
+        write_xml(junit, summary)
     if summary_json is not None:
-        atomic_write_text(summary_json, json.dumps(summary, indent=1))
+        atomic_write_text(summary_json, json.dumps(summary.to_json(), indent=1))

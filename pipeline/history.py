@@ -16,9 +16,9 @@ import shutil
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from pipeline.hashing import atomic_write_text
+from pipeline.results import RunSummary
 
 REPORT_FILE = "report.html"
 SUMMARY_FILE = "summary.json"
@@ -28,11 +28,11 @@ KEEP = 20
 
 
 def record(
-    run_dir: Path, summary: dict[str, Any], images: dict[str, list[Path]], warn: Callable[[str], None]
+    run_dir: Path, summary: RunSummary, images: dict[str, list[Path]], warn: Callable[[str], None]
 ) -> Path:
     """Writes this run's summary and report; returns the run's own directory."""
     folder = _new_run_dir(run_dir)
-    text = json.dumps(summary, indent=1)
+    text = json.dumps(summary.to_json(), indent=1)
     atomic_write_text(folder / SUMMARY_FILE, text)
     atomic_write_text(run_dir / SUMMARY_FILE, text)
     try:
@@ -44,9 +44,7 @@ def record(
     return folder
 
 
-def _write_report(
-    folder: Path, run_dir: Path, summary: dict[str, Any], images: dict[str, list[Path]]
-) -> None:
+def _write_report(folder: Path, run_dir: Path, summary: RunSummary, images: dict[str, list[Path]]) -> None:
     from pipeline import report
 
     html = report.render(summary, images)

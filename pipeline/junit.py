@@ -12,36 +12,36 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
-from pipeline.results import Status
+from pipeline.results import RunSummary, StageSummary, Status
+from pipeline.stage import HEADLINE_KEY
 
 LOG_TAIL_LINES = 60
 # Characters XML 1.0 forbids; stage logs catch native libraries' terminal colour codes.
 NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def write(path: Path, summary: dict[str, Any]) -> None:
+def write_xml(path: Path, summary: RunSummary) -> None:
     from pipeline.hashing import atomic_write_text
 
-    suite = ET.Element("testsuite", name=f"deploy.{summary['pipeline']}")
-    if summary.get("finished"):
-        suite.set("timestamp", summary["finished"])
-    cases = [_case(summary["pipeline"], stage) for stage in summary["stages"]]
+    suite = ET.Element("testsuite", name=f"deploy.{summary.pipeline}")
+    if summary.finished:
+        suite.set("timestamp", summary.finished)
+    cases = [_case(summary.pipeline, stage) for stage in summary.stages]
     suite.extend(cases)
-    _count(suite, cases, summary.get("wall_s", 0.0))
+    _count(suite, cases, summary.wall_s)
     ET.indent(suite)
     atomic_write_text(path, ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n")
 
 
-def _case(pipeline: str, stage: dict[str, Any]) -> ET.Element:
-    status, message = Status(stage["status"]), _xml(stage.get("message") or "")
+def _case(pipeline: str, stage: StageSummary) -> ET.Element:
+    status, message = stage.status, _xml(stage.message)
     # A cached stage costs this run nothing.
-    spent = stage.get("seconds", 0.0) if status in (Status.RAN, Status.FAILED) else 0.0
-    case = ET.Element("testcase", classname=f"deploy.{pipeline}", name=stage["stage"], time=f"{spent:.3f}")
+    spent = stage.seconds if status in (Status.RAN, Status.FAILED) else 0.0
+    case = ET.Element("testcase", classname=f"deploy.{pipeline}", name=stage.stage, time=f"{spent:.3f}")
     if status is Status.FAILED:
         failure = ET.SubElement(case, "failure", message=message.splitlines()[0] if message else "failed")
-        failure.text = f"{message}\n\nlog: {stage.get('log')}\n{_xml(_tail(stage.get('log')))}"
+        failure.text = f"{message}\n\nlog: {stage.log}\n{_xml(_tail(stage.log))}"
     elif status is Status.SKIPPED:
         ET.SubElement(case, "skipped", message=message or "skipped")
     elif status is Status.NOT_RUN:
@@ -52,13 +52,9 @@ def _case(pipeline: str, stage: dict[str, Any]) -> ET.Element:
         )
     else:
         out = ET.SubElement(case, "system-out")
-        partial = f"PARTIAL: {stage['partial']}\n" if stage.get("partial") else ""
-        out.text = _xml(
-            partial
-            + f"{status.value}; key {stage.get('key')}; {stage.get('metrics', {}).get('headline', '')}".rstrip(
-                "; "
-            )
-        )
+        partial = f"PARTIAL: {stage.partial}\n" if stage.partial else ""
+        headline = stage.metrics.get(HEADLINE_KEY, "")
+        out.text = _xml(partial + f"{status.value}; key {stage.key}; {headline}".rstrip("; "))
     return case
 
 

@@ -7,7 +7,6 @@ byte-identical (the exports are deterministic).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -18,7 +17,7 @@ from pipeline.graph import Node
 from pipeline.keys import KeyParts
 from pipeline.project import Project
 from pipeline.remote import RemoteCache
-from pipeline.results import Status
+from pipeline.results import RunSummary
 from pipeline.source import source_digest
 from pipeline.stage import SOURCE_ARTIFACT, ArtifactKind
 from pipeline.store import Output, Store
@@ -107,14 +106,10 @@ class Failure:
 def last_failures(summary: Path) -> dict[str, Failure]:
     """stage -> its failure in the run that wrote `summary`; {} when there is none."""
     try:
-        data = json.loads(summary.read_text())
-    except (OSError, ValueError):
+        found = RunSummary.read(summary)
+    except (OSError, ValueError):  # none yet, or from another release: no failures known
         return {}
-    return {
-        str(s.get("stage")): Failure(s.get("key"), str(s.get("message", "")), str(data.get("finished", "?")))
-        for s in data.get("stages", [])
-        if isinstance(s, dict) and s.get("status") == Status.FAILED.value
-    }
+    return {s.stage: Failure(s.key, s.message, found.finished or "?") for s in found.failed()}
 
 
 @dataclass

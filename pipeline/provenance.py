@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import platform
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from pipeline.keys import dist_version
 
@@ -28,15 +28,24 @@ LIBRARIES = (
 )
 
 
-def collect(config: Path) -> dict[str, Any]:
-    return {
-        "host": platform.node(),
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "libraries": {name: dist_version(name) for name in LIBRARIES},
-        "commit": git_commit(config.absolute().parent),
-    }
+@dataclass(frozen=True)
+class Provenance:
+    """Where and with what a run ran: the run summary and report show it."""
+
+    host: str
+    cpu: str
+    cores: int | None
+    python: str
+    libraries: dict[str, str | None]
+    commit: str | None
+
+
+def collect(config: Path) -> Provenance:
+    libraries = {name: dist_version(name) for name in LIBRARIES}
+    commit = git_commit(config.absolute().parent)
+    return Provenance(
+        platform.node(), cpu_model(), os.cpu_count(), platform.python_version(), libraries, commit
+    )
 
 
 @cache

@@ -13,8 +13,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pipeline.results import Status
-from pipeline.stage import HEADLINE_KEY, REPORT_KEY
+from pipeline.provenance import Provenance
+from pipeline.results import RunSummary, StageSummary, Status
+from pipeline.stage import HEADLINE_KEY, report_tables
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#1d1d1f;padding:0 16px}
@@ -28,90 +29,85 @@ pre.failure{background:#fdf1f0;border:1px solid #f0c0bc;padding:8px 12px;white-s
 """
 
 
-def render(summary: dict[str, Any], images: dict[str, list[Path]]) -> str:
-    """`summary`: the run summary (as written to summary.json); `images`: stage -> its
-    .png artifacts, in the store."""
-    stages = summary["stages"]
+def render(summary: RunSummary, images: dict[str, list[Path]]) -> str:
+    """`summary`: the run summary; `images`: stage -> its .png artifacts, in the store."""
+    status = summary.status.value
     parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>deploy: {_e(summary['pipeline'])}</title>",
+        f"<!doctype html><html><head><meta charset='utf-8'><title>deploy: {_e(summary.pipeline)}</title>",
         f"<style>{STYLE}</style></head><body>",
-        f"<h1>deploy run: {_e(summary['pipeline'])} — <span class='{_e(summary['status'])}'>{_e(summary['status'])}</span></h1>",
-        f"<p class='meta'>config {_e(summary['config'])} · finished {_e(summary['finished'])} · "
-        f"{summary['wall_s']:.2f} s · cache {_e(summary['cache'])}</p>",
-        *_provenance(summary.get("provenance")),
-        *_failures(stages),
+        f"<h1>deploy run: {_e(summary.pipeline)} — <span class='{_e(status)}'>{_e(status)}</span></h1>",
+        f"<p class='meta'>config {_e(summary.config)} · finished {_e(summary.finished)} · "
+        f"{summary.wall_s:.2f} s · cache {_e(summary.cache)}</p>",
+        *_provenance(summary.provenance),
+        *_failures(summary.failed()),
         "<h2>Stages</h2>",
-        _stage_table(stages),
+        _stage_table(summary.stages),
     ]
-    for stage in stages:
-        parts += _stage_section(stage, images.get(stage["stage"], []))
+    for stage in summary.stages:
+        parts += _stage_section(stage, images.get(stage.stage, []))
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
-def _provenance(found: dict[str, Any] | None) -> list[str]:
-    if not found:
+def _provenance(found: Provenance | None) -> list[str]:
+    if found is None:
         return []
-    libraries = ", ".join(f"{n} {v}" for n, v in found.get("libraries", {}).items() if v)
+    libraries = ", ".join(f"{n} {v}" for n, v in found.libraries.items() if v)
     return [
-        f"<p class='meta'>host {_e(found.get('host'))} · {_e(found.get('cpu'))} · {_e(found.get('cores'))} cores · "
-        f"Python {_e(found.get('python'))} · commit {_e(found.get('commit') or 'not in a git repository')}</p>",
+        f"<p class='meta'>host {_e(found.host)} · {_e(found.cpu)} · {_e(found.cores)} cores · "
+        f"Python {_e(found.python)} · commit {_e(found.commit or 'not in a git repository')}</p>",
         f"<p class='meta'>{_e(libraries)}</p>",
     ]
 
 
-def _failures(stages: list[dict[str, Any]]) -> list[str]:
+def _failures(failed: list[StageSummary]) -> list[str]:
     """A failure's whole text, readable, before anything else."""
     parts = []
-    for stage in (s for s in stages if Status(s["status"]) is Status.FAILED):
-        log = f"<p class='meta'>log: {_e(stage['log'])}</p>" if stage.get("log") else ""
+    for stage in failed:
+        log = f"<p class='meta'>log: {_e(stage.log)}</p>" if stage.log else ""
         parts += [
-            f"<h2 class='failed'>{_e(stage['stage'])} failed</h2>",
-            f"<pre class='failure'>{_e(stage.get('message', ''))}</pre>",
+            f"<h2 class='failed'>{_e(stage.stage)} failed</h2>",
+            f"<pre class='failure'>{_e(stage.message)}</pre>",
             log,
         ]
     return parts
 
 
-def _stage_table(stages: list[dict[str, Any]]) -> str:
+def _stage_table(stages: list[StageSummary]) -> str:
     rows = [
         [
-            s["stage"],
-            _status(s["status"], s.get("partial")),
+            s.stage,
+            _status(s.status.value, s.partial),
             _time(s),
-            (s.get("key") or "")[:12],
-            ", ".join(f"{n} ({human_size(o['bytes'])})" for n, o in s.get("outputs", {}).items()),
-            s.get("partial")
-            or (s.get("message") or "").split("\n")[0]
-            or str(s.get("metrics", {}).get(HEADLINE_KEY, "")),
+            (s.key or "")[:12],
+            ", ".join(f"{n} ({human_size(o.bytes)})" for n, o in s.outputs.items()),
+            s.partial or s.message.split("\n")[0] or str(s.metrics.get(HEADLINE_KEY, "")),
         ]
         for s in stages
     ]
     return _table(["stage", "status", "time", "key", "artifacts", "notes"], rows, raw_columns={1})
 
 
-def _time(stage: dict[str, Any]) -> str:
+def _time(stage: StageSummary) -> str:
     """This run's time, or for a cached stage what it took when it ran (and when)."""
-    seconds = stage.get("seconds", 0)
-    status = Status(stage["status"])
-    if status in (Status.RAN, Status.FAILED):
-        return f"{seconds:.2f} s"
-    if status is Status.CACHED:
-        made = f", made {stage['created']}" if stage.get("created") else ""
-        return f"0 s (ran {seconds:.2f} s{made})"
+    if stage.status in (Status.RAN, Status.FAILED):
+        return f"{stage.seconds:.2f} s"
+    if stage.status is Status.CACHED:
+        made = f", made {stage.created}" if stage.created else ""
+        return f"0 s (ran {stage.seconds:.2f} s{made})"
     return ""
 
 
-def _stage_section(stage: dict[str, Any], pngs: list[Path]) -> list[str]:
-    tables = stage.get("metrics", {}).get(REPORT_KEY, [])
+def _stage_section(stage: StageSummary, pngs: list[Path]) -> list[str]:
+    tables = report_tables(stage.metrics)
     if not tables and not pngs:
         return []
-    parts = [f"<h2 id='{_e(stage['stage'])}'>{_e(stage['stage'])}</h2>"]
+    parts = [f"<h2 id='{_e(stage.stage)}'>{_e(stage.stage)}</h2>"]
     for table in tables:
-        parts.append(f"<h3>{_e(table['title'])}</h3>")
-        parts.append(_table(table["columns"], table["rows"]))
-        if table.get("note"):
-            parts.append(f"<p class='note'>{_e(table['note'])}</p>")
+        parts.append(f"<h3>{_e(table.title)}</h3>")
+        parts.append(_table(table.columns, table.rows))
+        if table.note:
+            parts.append(f"<p class='note'>{_e(table.note)}</p>")
     parts += [f"<img alt='{_e(p.name)}' src='data:image/png;base64,{_png(p)}'>" for p in pngs]
     return parts
 

@@ -1,14 +1,18 @@
-"""What a run says about each stage and about itself: typed records, and their JSON in
-the run summary."""
+"""What a run says about each stage and about itself: typed records, and the run summary
+(summary.json) as a versioned record that the report, JUnit, `deploy plan` and the CLI
+read back."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import ExitCode
+from pipeline.provenance import Provenance
 from pipeline.stage import PARTIAL_KEY, Metrics
 from pipeline.store import Output, Store
 
@@ -27,6 +31,9 @@ class RunStatus(str, Enum):
     OK = "ok"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
+    # Rejected before any stage ran (the CI files then hold one failed pseudo-stage).
+    CONFIG_ERROR = "config error"
+    SELECTION_ERROR = "selection error"
 
 
 @dataclass
@@ -52,22 +59,98 @@ class StageResult:
         note = self.metrics.get(PARTIAL_KEY)
         return str(note) if note else None
 
-    def to_json(self, store: Store) -> dict[str, Any]:
+    def summary(self, store: Store) -> StageSummary:
         """Its row in the run summary."""
-        return {
-            "stage": self.name,
-            "status": self.status.value,
-            "key": self.key,
-            "seconds": round(self.duration_s, 3),
-            "reasons": self.reasons,
-            "message": self.message,
-            "partial": self.partial,
-            "created": self.created or None,
-            "remote": self.remote,
-            "log": str(self.log) if self.log else None,
-            "outputs": {
-                n: {"kind": o.kind.value, "digest": o.digest, "bytes": o.size, "path": str(store.path_of(o))}
-                for n, o in self.outputs.items()
-            },
-            "metrics": self.metrics,
+        outputs = {
+            n: OutputSummary(o.kind.value, o.digest, o.size, str(store.path_of(o)))
+            for n, o in self.outputs.items()
         }
+        return StageSummary(
+            self.name,
+            self.status,
+            key=self.key,
+            seconds=round(self.duration_s, 3),
+            reasons=self.reasons,
+            message=self.message,
+            partial=self.partial,
+            created=self.created or None,
+            remote=self.remote,
+            log=str(self.log) if self.log else None,
+            outputs=outputs,
+            metrics=self.metrics,
+        )
+
+
+SUMMARY_SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class OutputSummary:
+    kind: str
+    digest: str
+    bytes: int
+    path: str  # where readers find it in the store
+
+
+@dataclass(frozen=True)
+class StageSummary:
+    """One stage's row in summary.json."""
+
+    stage: str
+    status: Status
+    key: str | None = None
+    seconds: float = 0.0
+    reasons: list[str] = field(default_factory=list)
+    message: str = ""
+    partial: str | None = None
+    created: str | None = None
+    remote: bool = False
+    log: str | None = None
+    outputs: dict[str, OutputSummary] = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self) | {"status": self.status.value}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StageSummary:
+        outputs = {n: OutputSummary(**o) for n, o in data.get("outputs", {}).items()}
+        return cls(**{**data, "status": Status(data["status"]), "outputs": outputs})
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """summary.json: the run's outcome and every stage of the pipeline, run or not."""
+
+    pipeline: str
+    config: str
+    status: RunStatus
+    stages: list[StageSummary]
+    finished: str = ""
+    wall_s: float = 0.0
+    cache: str = ""
+    message: str = ""  # why an invocation was rejected before anything ran
+    provenance: Provenance | None = None
+
+    def to_json(self) -> dict[str, object]:
+        data = asdict(self) | {"status": self.status.value, "stages": [s.to_json() for s in self.stages]}
+        return {"schema": SUMMARY_SCHEMA, **data}
+
+    @classmethod
+    def read(cls, path: Path) -> RunSummary:
+        """Raises ValueError (with the file) for a summary of another layout."""
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict) or data.get("schema") != SUMMARY_SCHEMA:
+            found = data.get("schema") if isinstance(data, dict) else None
+            raise ValueError(f"{path}: run summary schema {found!r}, this deploy reads {SUMMARY_SCHEMA}")
+        try:
+            stages = [StageSummary.from_json(s) for s in data["stages"]]
+            fields = {k: v for k, v in data.items() if k not in ("schema", "stages", "status", "provenance")}
+            found = data.get("provenance")
+            provenance = Provenance(**found) if found else None
+            return cls(stages=stages, status=RunStatus(data["status"]), provenance=provenance, **fields)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: not a run summary ({type(exc).__name__}: {exc})") from exc
+
+    def failed(self) -> list[StageSummary]:
+        return [s for s in self.stages if s.status is Status.FAILED]

@@ -30,6 +30,7 @@ from pipeline.publish import publish
 from pipeline.registry import stage_module
 from pipeline.remote import RemoteCache
 from pipeline.results import RunStatus as RunStatus
+from pipeline.results import RunSummary, StageSummary
 from pipeline.results import StageResult as StageResult
 from pipeline.results import Status as Status
 from pipeline.store import Entry, Output, Store
@@ -72,7 +73,7 @@ class Runner:
         self.absent: set[str] = set()  # outputs of skipped stages
         self.pulled: set[str] = set()  # keys downloaded from the remote cache
         self.results: list[StageResult] = []
-        self.summary: dict[str, Any] = {}  # the run summary, once written
+        self.summary: RunSummary | None = None  # the run summary, once written
 
     def run(self) -> list[StageResult]:
         """Runs the needed stages; the summary and report are written only once the
@@ -294,20 +295,18 @@ class Runner:
     # -- summary ---------------------------------------------------------------------------
     def _write_summary(self, results: list[StageResult], seconds: float, outcome: RunStatus) -> None:
         done = {r.name for r in results}
-        rows = [r.to_json(self.store) for r in results]
-        rows += [
-            {"stage": n, "status": Status.NOT_RUN.value} for n in self.project.graph.names() if n not in done
-        ]
-        summary = {
-            "pipeline": self.project.config.name,
-            "config": str(self.project.path),
-            "status": outcome.value,
-            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-            "wall_s": round(seconds, 3),
-            "cache": str(self.store.root),
-            "provenance": provenance.collect(self.project.path),
-            "stages": rows,
-        }
+        rows = [r.summary(self.store) for r in results]
+        rows += [StageSummary(n, Status.NOT_RUN) for n in self.project.graph.names() if n not in done]
+        summary = RunSummary(
+            self.project.config.name,
+            str(self.project.path),
+            outcome,
+            rows,
+            finished=datetime.now(UTC).isoformat(timespec="seconds"),
+            wall_s=round(seconds, 3),
+            cache=str(self.store.root),
+            provenance=provenance.collect(self.project.path),
+        )
         self.summary = summary
         history.record(self.project.run_dir, summary, self._images(results), self.reporter.warn)
 

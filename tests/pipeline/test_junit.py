@@ -81,20 +81,17 @@ def test_a_config_that_does_not_load_is_one_failed_testcase(write_config, tmp_pa
 
 
 def test_control_characters_from_native_logs_keep_the_xml_readable(tmp_path):
-    from pipeline import junit
+    from pipeline.junit import write_xml
+    from pipeline.results import RunStatus, RunSummary, StageSummary, Status
 
     log = tmp_path / "stage.log"
     log.write_text("\x1b[31mW onnxruntime: colour\x1b[0m\x00\n")
-    stage = {
-        "stage": "export",
-        "status": "failed",
-        "message": "bad \x07 bell",
-        "log": str(log),
-        "seconds": 1.0,
-    }
-    junit.write(
+    stage = StageSummary("export", Status.FAILED, message="bad \x07 bell", log=str(log), seconds=1.0)
+    write_xml(
         tmp_path / "j.xml",
-        {"pipeline": "p", "finished": "2026-01-01T00:00:00+00:00", "wall_s": 1.0, "stages": [stage]},
+        RunSummary(
+            "p", "p.yaml", RunStatus.FAILED, [stage], finished="2026-01-01T00:00:00+00:00", wall_s=1.0
+        ),
     )
     failure = ET.parse(tmp_path / "j.xml").getroot().find("testcase/failure")
     assert failure.get("message") == "bad \ufffd bell" and "[31mW onnxruntime: colour" in failure.text
