@@ -257,7 +257,7 @@ def bench(
     ] = 10,
 ) -> None:
     """Time one model file the way trtexec does (warm-up, duration, percentiles), in windows until stable as perf_analyzer."""
-    from deploy.bench import BenchRequest, bench_file
+    from deploy.benchmark import BenchRequest, bench_file
 
     check_writable("--exportTimes", export_times)  # before timing, not after it
     request = BenchRequest(

@@ -128,7 +128,7 @@ def sections() -> list[Section]:
         "Top-level keys of the config file.",
         tuple(rows(DeployConfig)),
     )
-    from pipeline.stage import RunSettings
+    from pipeline.contract import RunSettings
 
     run = Section(
         "Run settings (every stage)",

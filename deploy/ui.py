@@ -11,10 +11,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from pipeline.contract import HEADLINE_KEY, report_tables
 from pipeline.plan import Action, PlanRow
 from pipeline.report import human_size
 from pipeline.results import StageResult, Status
-from pipeline.stage import HEADLINE_KEY, report_tables
 from pipeline.store import Output
 
 STYLE = {

@@ -15,10 +15,10 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from pipeline.config import DeployConfig
+from pipeline.contract import Metrics, StageContext, StageSpec
 from pipeline.errors import DeployError, ExitCode, StageFailed, StageSkipped, plain, root_cause
 from pipeline.logs import captured
 from pipeline.results import Status
-from pipeline.stage import Metrics, StageContext, StageSpec
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from pipeline.contract import SOURCE_ARTIFACT, StageSpec
 from pipeline.errors import ConfigError, Issue
-from pipeline.stage import SOURCE_ARTIFACT, StageSpec
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from pipeline.contract import HEADLINE_KEY
 from pipeline.results import RunSummary, StageSummary, Status
-from pipeline.stage import HEADLINE_KEY
 
 LOG_TAIL_LINES = 60
 # Characters XML 1.0 forbids; stage logs catch native libraries' terminal colour codes.

@@ -20,8 +20,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from pipeline.config import DeployConfig
+from pipeline.contract import StageSpec
 from pipeline.hashing import digest_json
-from pipeline.stage import StageSpec
 
 KEY_SCHEMA = 1
 NEVER_RAN = "never ran with this cache"

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.stage import ArtifactKind
+from pipeline.contract import ArtifactKind
 from pipeline.store import Entry, Store
 
 STALE_TMP_SECONDS = 3600

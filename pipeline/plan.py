@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import keys
+from pipeline.contract import SOURCE_ARTIFACT, ArtifactKind
 from pipeline.graph import Node
 from pipeline.keys import KeyParts
 from pipeline.project import Project
 from pipeline.remote import RemoteCache
 from pipeline.results import RunSummary
 from pipeline.source import source_digest
-from pipeline.stage import SOURCE_ARTIFACT, ArtifactKind
 from pipeline.store import Output, Store
 
 NEVER_RAN = keys.NEVER_RAN

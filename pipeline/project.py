@@ -14,11 +14,11 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from pipeline.config import DeployConfig, shape_issues
+from pipeline.contract import RunSettings, StageSpec, split_section
 from pipeline.errors import ConfigError, Issue
 from pipeline.facts import duplicate_issues
 from pipeline.graph import Graph, build_graph
 from pipeline.registry import stage_names, stage_spec
-from pipeline.stage import RunSettings, StageSpec, split_section
 
 CACHE_ENV = "DEPLOY_CACHE_DIR"
 REMOTE_ENV = "DEPLOY_CACHE_REMOTE"  # a CI job's shared cache, whatever the config says

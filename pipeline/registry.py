@@ -19,9 +19,9 @@ from types import ModuleType
 from typing import TypeVar
 
 from pipeline.config import DeployConfig
+from pipeline.contract import StageSpec
 from pipeline.errors import EnvError
 from pipeline.facts import Fact
-from pipeline.stage import StageSpec
 
 T = TypeVar("T")
 

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import DeployConfig
+from pipeline.contract import ArtifactKind
 from pipeline.hashing import digest_file
-from pipeline.stage import ArtifactKind
 from pipeline.store import Entry, Store
 
 # S3 behind a dead endpoint: fail in seconds, not after botocore's default retries.

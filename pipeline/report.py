@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pipeline.contract import HEADLINE_KEY, report_tables
 from pipeline.provenance import Provenance
 from pipeline.results import RunSummary, StageSummary, Status
-from pipeline.stage import HEADLINE_KEY, report_tables
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#1d1d1f;padding:0 16px}

@@ -11,9 +11,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from pipeline.contract import PARTIAL_KEY, Metrics
 from pipeline.errors import ExitCode
 from pipeline.provenance import Provenance
-from pipeline.stage import PARTIAL_KEY, Metrics
 from pipeline.store import Output, Store
 
 

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.contract import ArtifactKind, Metrics
 from pipeline.hashing import (
     StatMemo,
     atomic_write_text,
@@ -29,7 +30,6 @@ from pipeline.hashing import (
     digest_json,
 )
 from pipeline.keys import KeyParts
-from pipeline.stage import ArtifactKind, Metrics
 
 SCHEMA = 1
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from pipeline.stage import SOURCE_ARTIFACT
+from pipeline.contract import SOURCE_ARTIFACT
 
 
 class BenchRuntime(StrEnum):

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config import DeployConfig
+from pipeline.contract import Artifact, Section, StageContext, StageSpec
 from pipeline.errors import Issue, StageFailed, StageSkipped
-from pipeline.stage import Artifact, Section, StageContext, StageSpec
 from runtimes.devices import gpu_identity, tensorrt_version
 from runtimes.engine_manifest import EngineManifest, ShapeRange
 

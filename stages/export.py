@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from gates.tolerance import Tolerance
 from modelio.onnx_files import MODEL_FILE, ExternalData
 from pipeline.config import DeployConfig
+from pipeline.contract import SOURCE_ARTIFACT, Artifact, ArtifactKind, Section, StageContext, StageSpec
 from pipeline.errors import StageFailed, root_cause
-from pipeline.stage import SOURCE_ARTIFACT, Artifact, ArtifactKind, Section, StageContext, StageSpec
 
 
 class ExportParams(BaseModel):

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.config import LABELS
-from pipeline.stage import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
+from pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 
 
 class GoldenParams(BaseModel):

@@ -8,8 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gates.tolerance import Tolerance
 from modelio.onnx_files import MODEL_FILE
+from pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from pipeline.errors import StageFailed
-from pipeline.stage import Artifact, ArtifactKind, Section, StageContext, StageSpec
 
 
 class SimplifyParams(BaseModel):

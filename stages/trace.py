@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gates.tolerance import Tolerance
 from pipeline.config import DeployConfig
+from pipeline.contract import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
 from pipeline.errors import Issue
-from pipeline.stage import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
 
 
 class TraceParams(BaseModel):

@@ -17,9 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config import DeployConfig
-from pipeline.errors import Issue, StageFailed
-from pipeline.facts import Provides
-from pipeline.stage import (
+from pipeline.contract import (
     Artifact,
     ArtifactKind,
     Phase,
@@ -28,6 +26,8 @@ from pipeline.stage import (
     StageContext,
     StageSpec,
 )
+from pipeline.errors import Issue, StageFailed
+from pipeline.facts import Provides
 from runtimes.engine_manifest import EngineManifest
 from serving.layout import LAYOUTS, PYTHON_MODEL, TRITON_TYPES, ServingFormat, io_name
 from serving.publishing import PUBLISHING, Publishing, PublishPolicy, when_all

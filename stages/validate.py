@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from gates.tolerance import Tolerance
-from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
+from pipeline.contract import Artifact, Phase, Section, StageContext, StageSpec
 
 if TYPE_CHECKING:  # numpy: imported when the stage runs, not at discovery
     from gates.parity import ParityReport, Table

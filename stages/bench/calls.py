@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipeline.contract import StageContext
 from pipeline.errors import ConfigError, Issue
-from pipeline.stage import StageContext
 from runtimes.base import Device, Feeds
 from runtimes.catalog import BenchRuntime, artifact_of
 from runtimes.timing import Timed

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.contract import StageContext
 from pipeline.errors import StageFailed
-from pipeline.stage import StageContext
 from runtimes.harness import GPU_PHASES, SERVER_PHASES, required_samples
 from runtimes.record import BenchRow as Row
 

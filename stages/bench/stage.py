@@ -20,8 +20,8 @@ from typing import Any, Literal
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from pipeline.config import DeployConfig, Frozen
+from pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from pipeline.errors import Issue, StageFailed
-from pipeline.stage import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from runtimes.base import Device
 from runtimes.catalog import CATALOG, BenchRuntime, artifact_of
 from runtimes.devices import host_identity

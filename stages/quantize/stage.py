@@ -24,8 +24,8 @@ from datasources.datasource import DataSource, fingerprint
 from gates.tolerance import AccuracyGate, AutoFallback, gate_issues
 from modelio.onnx_files import MODEL_FILE
 from pipeline.config import DeployConfig
+from pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from pipeline.errors import Issue, MissingDependency, StageFailed
-from pipeline.stage import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from stages.quantize.calibration import Method
 
 Target = Literal["onnxruntime", "tensorrt"]

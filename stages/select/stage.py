@@ -18,8 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
+from pipeline.contract import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
 from pipeline.errors import StageFailed
-from pipeline.stage import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
 from runtimes.catalog import CATALOG, BenchRuntime
 from runtimes.record import BenchResults
 from serving.publishing import when_selected

@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gates.tolerance import Tolerance
 from pipeline.config import DeployConfig, Label
+from pipeline.contract import Artifact, Phase, Section, StageContext, StageSpec
 from pipeline.errors import Issue, StageFailed
-from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
 from serving.layout import ServingFormat
 from serving.model_state import LoadState
 from serving.publishing import PublishPolicy, published_url, publishing

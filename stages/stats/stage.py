@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from pipeline.config import Frozen, Label
-from pipeline.stage import Artifact, Phase, Section, StageContext, StageSpec
+from pipeline.contract import Artifact, Phase, Section, StageContext, StageSpec
 
 if TYPE_CHECKING:  # onnx-tool: imported when the stage runs
     from stages.stats.roofline import OpRow, Totals

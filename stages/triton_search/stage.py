@@ -22,8 +22,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, NonNegativeInt, PositiveInt
 
 from pipeline.config import Frozen
+from pipeline.contract import Artifact, ArtifactKind, Phase, Publish, Section, StageContext, StageSpec
 from pipeline.errors import StageFailed
-from pipeline.stage import Artifact, ArtifactKind, Phase, Publish, Section, StageContext, StageSpec
 from runtimes.measure import MeasureSettings
 from serving.publishing import when_all
 from serving.spec import ServerSpec

@@ -45,7 +45,7 @@ def test_select_rejects_bad_selections(write_config, only, start, stop, fragment
 def spec(name: str, reads: tuple[str, ...], writes: tuple[str, ...], phase=None):
     from pydantic import BaseModel
 
-    from pipeline.stage import Artifact, Phase, StageSpec
+    from pipeline.contract import Artifact, Phase, StageSpec
 
     class Params(BaseModel):
         pass
@@ -62,8 +62,8 @@ def spec(name: str, reads: tuple[str, ...], writes: tuple[str, ...], phase=None)
 
 
 def test_transforms_chain_after_their_origin_by_phase_then_name():
+    from pipeline.contract import Phase
     from pipeline.graph import build_graph
-    from pipeline.stage import Phase
 
     stages = [
         spec("zeta", ("onnx",), ("onnx",)),

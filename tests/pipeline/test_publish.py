@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from pipeline.contract import ArtifactKind
 from pipeline.errors import EnvError
 from pipeline.publish import STAMP, destination, in_order, publish
-from pipeline.stage import ArtifactKind
 from pipeline.store import Store
 from tests.helpers import S3Server
 

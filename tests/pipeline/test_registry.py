@@ -17,7 +17,7 @@ import hashlib
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.stage import Artifact, Phase, StageContext, StageSpec
+from pipeline.contract import Artifact, Phase, StageContext, StageSpec
 
 
 class ChecksumParams(BaseModel):

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline.contract import ArtifactKind
 from pipeline.hashing import digest_file
 from pipeline.keys import KeyParts
-from pipeline.stage import ArtifactKind
 from pipeline.store import Entry, Store
 from tests.helpers import S3_ENV, S3Server, run, run_cli, tiny_dict
 

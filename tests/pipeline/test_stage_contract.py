@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from pipeline.contract import StageSpec
 from pipeline.registry import stage_specs
-from pipeline.stage import StageSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ("pipeline", "stages", "runtimes", "serving", "deploy", "tests")

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
+from pipeline.contract import ArtifactKind
 from pipeline.keys import KeyParts
-from pipeline.stage import ArtifactKind
 from pipeline.store import Entry, Store
 
 

@@ -8,9 +8,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from pipeline.contract import StageContext
 from pipeline.errors import StageFailed
 from pipeline.project import load_project
-from pipeline.stage import StageContext
 from stages import simplify
 
 

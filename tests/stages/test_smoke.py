@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.contract import StageContext
 from pipeline.errors import ExitCode, StageFailed
 from pipeline.project import load_project
-from pipeline.stage import StageContext
 from pipeline.store import Store
 from stages.smoke import stage as smoke
 from tests.helpers import output_path, run, run_cli, tritonservers
