@@ -5,6 +5,9 @@ ran or cached -> passed (the status and key in system-out, which starts with "PA
 reason; failed -> failure with the message and the tail of the stage's log; stages that
 never started (after a failure, or past --to) -> skipped, saying why. (The CLI reports a
 config that does not load as one failed stage named `config`.) Stdlib only.
+
+It stays beside the run summary it renders (the engine's `RunSummary`, nothing of any
+stage): the CLI calls it for `--junit`, and so can anything else that runs a pipeline.
 """
 
 from __future__ import annotations

@@ -3,6 +3,12 @@
 It knows no stage: it shows every stage's status, time, artifacts and headline, then
 the tables each stage put in its metrics (StageContext.report_table) and, inline as
 base64, each .png artifact it produced. Stdlib only, so a cached run can afford it.
+
+Why rendering lives in the engine and not the app: the runner writes the report in the
+same step as the summary, also when a stage crashed, hung or the run was interrupted
+(`pipeline/history.py`), and a run driven without the CLI (the Python API, a Jenkins
+agent calling `Runner.run`) must get it too. It reads only the engine's own records
+(`RunSummary`, `ReportTable`), never a stage.
 """
 
 from __future__ import annotations
