@@ -152,12 +152,12 @@ def plan(
     from pipeline.store import Store
 
     project = _project(config, cache_dir)
-    warn = Console(stderr=True).print
-    rows = make_plan(
-        project,
-        Store(project.cache_dir),
-        remote_for(project.config, lambda m: warn(f"warning: {m}", markup=False)),
-    )
+    err = Console(stderr=True)
+
+    def warn(message: str) -> None:
+        err.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+
+    rows = make_plan(project, Store(project.cache_dir), remote_for(project.config, warn), warn)
     _print_plan(rows, as_json)
     if detailed_exitcode and will_run(rows):
         raise typer.Exit(ExitCode.WILL_RUN)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -16,6 +16,9 @@ from pipeline.plan import Action, PlanRow
 from pipeline.report import human_size
 from pipeline.results import StageResult, Status
 from pipeline.store import Output
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 STYLE = {
     Status.RAN: "green",
@@ -34,8 +37,8 @@ class ConsoleReporter:
         self.console = console
         self.verbose = verbose
         self.plain = not console.is_terminal
-        self.progress: Any = None  # created when a stage first runs: a cached run needs none
-        self.tasks: dict[str, Any] = {}
+        self.progress: Progress | None = None  # created when a stage first runs: a cached run needs none
+        self.tasks: dict[str, TaskID] = {}
 
     def __enter__(self) -> ConsoleReporter:
         return self
@@ -46,7 +49,7 @@ class ConsoleReporter:
         if self.progress is not None:
             self.progress.stop()
 
-    def _live(self) -> Any:
+    def _live(self) -> Progress:
         if self.progress is None:
             from rich.progress import (
                 Progress,
@@ -73,7 +76,7 @@ class ConsoleReporter:
             self._line(plain_line(result))
             return
         task = self.tasks.get(result.name)
-        if task is None:
+        if task is None or self.progress is None:
             return  # cached or skipped without running: the table says so
         text = f"[bold]{result.name}[/] [{STYLE[result.status]}]{status_text(result)}[/]"
         if result.message:
@@ -136,7 +139,7 @@ def results_table(results: list[StageResult], names: list[str], full_notes: bool
     return table
 
 
-def console_tables(results: list[StageResult]) -> list[tuple[str, list[str], list[list[Any]]]]:
+def console_tables(results: list[StageResult]) -> list[tuple[str, list[str], list[list[object]]]]:
     """The report tables stages asked to show in the console: (title, columns, rows)."""
     return [
         (f"{r.name}: {t.title}", t.columns, t.rows)
@@ -146,7 +149,7 @@ def console_tables(results: list[StageResult]) -> list[tuple[str, list[str], lis
     ]
 
 
-def rich_table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+def rich_table(title: str, columns: list[str], rows: list[list[object]]) -> Table:
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column)
@@ -155,7 +158,7 @@ def rich_table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
     return table
 
 
-def plain_table(title: str, columns: list[str], rows: list[list[Any]]) -> list[str]:
+def plain_table(title: str, columns: list[str], rows: list[list[object]]) -> list[str]:
     return [title, " | ".join(columns), *(" | ".join(str(c) for c in row) for row in rows)]
 
 

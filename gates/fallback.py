@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from gates.accuracy import Accuracy
+from gates.accuracy_report import Accuracy
 from gates.tolerance import AccuracyGate, AutoFallback
 from modelio import onnx_files
 from modelio.onnx_files import MODEL_FILE

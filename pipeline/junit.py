@@ -6,8 +6,14 @@ reason; failed -> failure with the message and the tail of the stage's log; stag
 never started (after a failure, or past --to) -> skipped, saying why. (The CLI reports a
 config that does not load as one failed stage named `config`.) Stdlib only.
 
-It stays beside the run summary it renders (the engine's `RunSummary`, nothing of any
-stage): the CLI calls it for `--junit`, and so can anything else that runs a pipeline.
+Why it stays in the engine: it is a pure rendering of the engine's own record
+(`RunSummary`, nothing of any stage, no typer or rich), and the record it needs exists
+exactly when the runner guarantees it: `Runner.run` sets `Runner.summary` in its
+finally-path, also when a stage failed, crashed, timed out or the run was interrupted.
+The CLI (`deploy/runs.py`) calls `write_xml` with it for `--junit`, and with the
+pseudo-stage summary of an invocation rejected before running; a pipeline driven
+without the CLI (the Python API, a CI script calling `Runner.run`) writes the same file
+from the same record without importing the app.
 """
 
 from __future__ import annotations

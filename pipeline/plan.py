@@ -7,10 +7,10 @@ byte-identical (the exports are deterministic).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
 from pipeline import keys
 from pipeline.contract import SOURCE_ARTIFACT, ArtifactKind
@@ -50,7 +50,7 @@ class PlanRow:
     key: str | None
     reasons: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"stage": self.name, "action": self.action.value, "key": self.key, "reasons": self.reasons}
 
 
@@ -103,11 +103,17 @@ class Failure:
         return f"failed in the last run ({self.finished}){same}: {first}"
 
 
-def last_failures(summary: Path) -> dict[str, Failure]:
-    """stage -> its failure in the run that wrote `summary`; {} when there is none."""
+def last_failures(summary: Path, warn: Callable[[str], None] | None = None) -> dict[str, Failure]:
+    """stage -> its failure in the run that wrote `summary`; {} when there is none. A
+    summary that cannot be read (another release's schema, a damaged file) means no last
+    run info: `warn` is told why, the plan goes on."""
+    if not summary.is_file():
+        return {}  # no run yet
     try:
         found = RunSummary.read(summary)
-    except (OSError, ValueError):  # none yet, or from another release: no failures known
+    except (OSError, ValueError) as exc:
+        if warn is not None:
+            warn(f"last run's failures unknown: {exc}")
         return {}
     return {s.stage: Failure(s.key, s.message, found.finished or "?") for s in found.failed()}
 
@@ -120,6 +126,7 @@ class _Walk:
     store: Store
     resolved: dict[str, Output]
     remote: RemoteCache | None = None  # asked on a local miss (the entry only, nothing downloaded)
+    warn: Callable[[str], None] | None = None  # told when the last run's summary is unreadable
     absent: set[str] = field(default_factory=set)  # outputs of stages that will skip
     _entries: dict[str, list[KeyParts]] | None = None
     _failures: dict[str, Failure] | None = None
@@ -127,7 +134,7 @@ class _Walk:
     def failure(self, stage: str) -> Failure | None:
         """How `stage` failed in the last run, if it did (the summary is read on first need)."""
         if self._failures is None:
-            self._failures = last_failures(self.project.run_dir / "summary.json")
+            self._failures = last_failures(self.project.run_dir / "summary.json", self.warn)
         return self._failures.get(stage)
 
     def entries(self, stage: str) -> list[KeyParts]:
@@ -140,11 +147,16 @@ class _Walk:
         return self._entries.get(stage, [])
 
 
-def make_plan(project: Project, store: Store, remote: RemoteCache | None = None) -> list[PlanRow]:
+def make_plan(
+    project: Project,
+    store: Store,
+    remote: RemoteCache | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> list[PlanRow]:
     """The same decisions `Runner` makes, from keys alone: cached (locally or in the
     remote cache), a remembered skip, certain to run, or pending on an upstream stage's
-    new output."""
-    walk = _Walk(project, store, dict(source_outputs(project, store)), remote)
+    new output. `warn` hears of a last run summary that cannot be read."""
+    walk = _Walk(project, store, dict(source_outputs(project, store)), remote, warn)
     return [_row(node, walk) for node in project.graph.nodes]
 
 

@@ -46,10 +46,11 @@ class RemoteSpec:
     endpoint_url: str | None = None  # an S3-compatible server (MinIO, moto, Ceph)
     push: bool = True  # upload what runs build; False: read only
 
-    def storage_options(self) -> dict[str, Any]:
+    def storage_options(self) -> dict[str, object]:
+        """fsspec's keyword arguments for this URL's filesystem."""
         if not self.url.startswith("s3://"):
             return {}
-        options: dict[str, Any] = {"config_kwargs": S3_CLIENT}
+        options: dict[str, object] = {"config_kwargs": S3_CLIENT}
         if self.endpoint_url:
             options["endpoint_url"] = self.endpoint_url
         return options
@@ -70,7 +71,7 @@ class RemoteCache:
     warn: Callable[[str], None]
     down: str | None = None  # why the remote was given up for this process
     corrupt: set[str] = field(default_factory=set)  # remote objects to overwrite on push
-    _fs: Any = None
+    _fs: Any = None  # an fsspec filesystem (fsspec ships no type information)
     _root: str = ""
 
     # -- plumbing -------------------------------------------------------------------

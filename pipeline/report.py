@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from pipeline.contract import HEADLINE_KEY, report_tables
 from pipeline.provenance import Provenance
@@ -119,7 +118,9 @@ def _stage_section(stage: StageSummary, pngs: list[Path]) -> list[str]:
 
 
 def _table(
-    columns: list[str], rows: Iterable[list[Any]], raw_columns: frozenset[int] | set[int] = frozenset()
+    columns: Sequence[str],
+    rows: Iterable[Sequence[object]],
+    raw_columns: frozenset[int] | set[int] = frozenset(),
 ) -> str:
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
     body = "".join(
@@ -128,7 +129,7 @@ def _table(
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _cell(value: Any, raw: bool) -> str:
+def _cell(value: object, raw: bool) -> str:
     if raw:
         return f"<td>{value}</td>"
     numeric = isinstance(value, (int, float)) or _looks_numeric(str(value))
@@ -160,5 +161,5 @@ def human_size(n: float) -> str:
     return str(n)
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     return html.escape(str(value), quote=True)

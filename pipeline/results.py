@@ -84,6 +84,17 @@ class StageResult:
 SUMMARY_SCHEMA = 1
 
 
+class SummarySchemaError(ValueError):
+    """A run summary written with another layout (`schema`) than this release reads."""
+
+    def __init__(self, source: str, found: object) -> None:
+        self.source, self.found = source, found
+        super().__init__(
+            f"{source}: run summary schema {found!r}, this deploy reads schema {SUMMARY_SCHEMA} "
+            "(written by another deploy release)"
+        )
+
+
 @dataclass(frozen=True)
 class OutputSummary:
     kind: str
@@ -133,16 +144,28 @@ class RunSummary:
     provenance: Provenance | None = None
 
     def to_json(self) -> dict[str, object]:
-        data = asdict(self) | {"status": self.status.value, "stages": [s.to_json() for s in self.stages]}
-        return {"schema": SUMMARY_SCHEMA, **data}
+        """The layout summary.json always had, plus `schema`: the run's fields first, the
+        stage rows last (every field present, at its default where it does not apply)."""
+        return {
+            "schema": SUMMARY_SCHEMA,
+            "pipeline": self.pipeline,
+            "config": self.config,
+            "status": self.status.value,
+            "message": self.message,
+            "finished": self.finished,
+            "wall_s": self.wall_s,
+            "cache": self.cache,
+            "provenance": asdict(self.provenance) if self.provenance is not None else None,
+            "stages": [s.to_json() for s in self.stages],
+        }
 
     @classmethod
-    def read(cls, path: Path) -> RunSummary:
-        """Raises ValueError (with the file) for a summary of another layout."""
-        data = json.loads(path.read_text())
-        if not isinstance(data, dict) or data.get("schema") != SUMMARY_SCHEMA:
-            found = data.get("schema") if isinstance(data, dict) else None
-            raise ValueError(f"{path}: run summary schema {found!r}, this deploy reads {SUMMARY_SCHEMA}")
+    def from_json(cls, data: object, source: str = "run summary") -> RunSummary:
+        """The record from its JSON; SummarySchemaError when `data` has another `schema`
+        (a file from another deploy release), ValueError when it is not a run summary.
+        `source` (the file) starts every message."""
+        if not isinstance(data, Mapping) or data.get("schema") != SUMMARY_SCHEMA:
+            raise SummarySchemaError(source, data.get("schema") if isinstance(data, Mapping) else None)
         try:
             stages = [StageSummary.from_json(s) for s in data["stages"]]
             fields = {k: v for k, v in data.items() if k not in ("schema", "stages", "status", "provenance")}
@@ -150,7 +173,18 @@ class RunSummary:
             provenance = Provenance(**found) if found else None
             return cls(stages=stages, status=RunStatus(data["status"]), provenance=provenance, **fields)
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{path}: not a run summary ({type(exc).__name__}: {exc})") from exc
+            raise ValueError(f"{source}: not a run summary ({type(exc).__name__}: {exc})") from exc
+
+    @classmethod
+    def read(cls, path: Path) -> RunSummary:
+        """summary.json read back: OSError when it cannot be read, SummarySchemaError
+        (a ValueError) for another release's layout, ValueError for anything else."""
+        text = path.read_text()
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"{path}: not a run summary (not JSON: {exc})") from exc
+        return cls.from_json(data, str(path))
 
     def failed(self) -> list[StageSummary]:
         return [s for s in self.stages if s.status is Status.FAILED]

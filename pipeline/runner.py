@@ -12,11 +12,12 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from types import FrameType
+from typing import Protocol
 
 from pipeline import history, provenance
 from pipeline.errors import DeployError, ExitCode, SelectionError, StageError
@@ -320,7 +321,11 @@ class Runner:
         return found
 
 
-def _sigterm_interrupts() -> Any:
+# What signal.signal takes and returns: a handler, SIG_DFL / SIG_IGN, or None (not set from Python).
+SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+
+
+def _sigterm_interrupts() -> SignalHandler:
     """SIGTERM (a CI job's abort, `kill`) ends the run as Ctrl-C does: the stage's child
     is stopped, the summary, JUnit and report say `interrupted`. Main thread only."""
     if threading.current_thread() is not threading.main_thread():
@@ -328,11 +333,11 @@ def _sigterm_interrupts() -> Any:
     return signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
-def _raise_interrupt(signum: int, frame: Any) -> None:
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
-def _restore_sigterm(previous: Any) -> None:
+def _restore_sigterm(previous: SignalHandler) -> None:
     if previous is not None:
         signal.signal(signal.SIGTERM, previous)
 

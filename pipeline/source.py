@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any
 
 from pipeline.config import ModelSource
 from pipeline.hashing import StatMemo, digest_json
 from pipeline.keys import dist_version
 
 
-def identity(model: ModelSource, memo: StatMemo) -> dict[str, Any]:
-    ident: dict[str, Any] = model.model_dump(mode="json", include={"factory", "callable", "kwargs", "seed"})
+def identity(model: ModelSource, memo: StatMemo) -> dict[str, object]:
+    """The JSON document whose digest is the source artifact's (keys as in the module
+    docstring; a file-backed field only when the config sets it)."""
+    ident: dict[str, object] = model.model_dump(
+        mode="json", include={"factory", "callable", "kwargs", "seed"}
+    )
     ident["kind"] = model.kind
     for name in ("file", "checkpoint", "torchscript", "golden_inputs"):
         path = getattr(model, name)

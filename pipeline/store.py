@@ -80,6 +80,27 @@ class TreeFile:
 
 
 @dataclass(frozen=True)
+class TreeManifest:
+    """A tree artifact: relative path -> file. Stored as an object; its digest is the
+    tree's, and so enters the keys of the stages that read the tree. It therefore has no
+    `schema` field: its JSON must stay byte-identical (`{"files": {rel: {"digest",
+    "size"}}}`), and a new layout would be a new digest, never a misread file."""
+
+    files: dict[str, TreeFile]
+
+    def to_json(self) -> dict[str, object]:
+        return {"files": {rel: asdict(f) for rel, f in self.files.items()}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TreeManifest:
+        return cls({rel: TreeFile(str(f["digest"]), int(f["size"])) for rel, f in data["files"].items()})
+
+    @property
+    def digest(self) -> str:
+        return digest_json(self.to_json())
+
+
+@dataclass(frozen=True)
 class Head:
     """What a stage of a pipeline last ran with (`deploy plan` diffs against it)."""
 
@@ -134,12 +155,13 @@ class Store:
     def _ingest_tree(self, root: Path) -> Output:
         files = sorted(p for p in root.rglob("*") if p.is_file())
         sized = [(p, p.stat().st_size) for p in files]  # before the files move into objects/
-        entries = {str(p.relative_to(root)): TreeFile(self._ingest_file(p), size) for p, size in sized}
-        manifest = {"files": {rel: asdict(f) for rel, f in entries.items()}}
-        digest = digest_json(manifest)
-        self._ingest_file(self._tmp_file(canonical_json(manifest)))  # content-addressed: same digest
+        manifest = TreeManifest(
+            {str(p.relative_to(root)): TreeFile(self._ingest_file(p), size) for p, size in sized}
+        )
+        # Content-addressed: the stored object's digest is the manifest's digest_json.
+        self._ingest_file(self._tmp_file(canonical_json(manifest.to_json())))
         shutil.rmtree(root, ignore_errors=True)
-        return Output(ArtifactKind.TREE, digest, sum(f.size for f in entries.values()))
+        return Output(ArtifactKind.TREE, manifest.digest, sum(f.size for f in manifest.files.values()))
 
     def _tmp_file(self, text: str) -> Path:
         (self.root / "tmp").mkdir(parents=True, exist_ok=True)
@@ -149,8 +171,8 @@ class Store:
         return Path(name)
 
     def tree_manifest(self, digest: str) -> dict[str, TreeFile]:
-        files = json.loads(self.object_path(digest).read_text())["files"]
-        return {rel: TreeFile(str(f["digest"]), int(f["size"])) for rel, f in files.items()}
+        """The files of the tree artifact `digest` (relative path -> file)."""
+        return TreeManifest.from_json(json.loads(self.object_path(digest).read_text())).files
 
     def path_of(self, output: Output) -> Path:
         """Where readers find an output: the object itself, or a laid-out tree."""

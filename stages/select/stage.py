@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
+from gates.accuracy_report import AccuracyReport
 from pipeline.contract import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
 from pipeline.errors import StageFailed
 from runtimes.catalog import CATALOG, BenchRuntime
@@ -162,8 +163,6 @@ def _link(src: str, dst: str) -> None:
 
 def _cosine(ctx: StageContext, artifact: str) -> float | None:
     """The worst output cosine to FP32 in a reduced-precision stage's report."""
-    from gates.accuracy import AccuracyReport  # numpy: not at discovery
-
     return AccuracyReport.read(ctx.input(artifact)).worst_cosine() if artifact in ctx.inputs else None
 
 

@@ -113,6 +113,29 @@ def test_plan_names_the_changed_param(cached_config):
     assert all("cached" in lines[s] for s in ("trace", "export", "simplify", "triton_config"))
 
 
+def test_plan_warns_about_a_summary_of_another_release_and_goes_on(cached_config):
+    """A summary.json without this release's schema means no last-run info: a warning,
+    not a crash."""
+    import yaml
+
+    data = yaml.safe_load(cached_config.read_text())
+    data["stages"]["validate"]["min_cosine"] = 0.98  # validate will run: the plan asks the last run
+    edited = cached_config.with_name("edited_old_summary.yaml")
+    edited.write_text(yaml.safe_dump(data, sort_keys=False))
+    summary = cached_config.parent / "runs" / "tiny" / "summary.json"
+    kept = summary.read_text()
+    summary.write_text(
+        json.dumps({"pipeline": "tiny", "status": "failed", "stages": [{"stage": "validate"}]})
+    )
+    try:
+        proc = run_cli("plan", str(edited))
+    finally:
+        summary.write_text(kept)
+    assert proc.returncode == 0, proc.stderr
+    assert f"warning: last run's failures unknown: {summary}: run summary schema None" in proc.stderr
+    assert "will run" in next(ln for ln in proc.stdout.splitlines() if ln.startswith("validate"))
+
+
 def test_repository_is_restored_from_cache_when_deleted_or_edited(cached_config):
     import shutil
 

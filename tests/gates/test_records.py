@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from gates import parity
-from gates.accuracy import AccuracyReport, Speed, measure
+from gates.accuracy import measure
+from gates.accuracy_report import AccuracyReport, Speed
 from gates.references import Case
 from gates.tolerance import Tolerance
 from pipeline.config import OutputKind

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
+
 from pipeline import keys
+from pipeline.hashing import canonical_json
 from pipeline.project import load_project
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 def parts(project, stage: str, inputs=None):
@@ -58,3 +66,49 @@ def test_key_parts_hash_as_their_json_and_read_back_from_it(write_config):
     assert found.key == keys.key_of(found.to_json())
     assert keys.KeyParts.from_json(found.to_json()).key == found.key
     assert found.to_json()["schema"] == keys.KEY_SCHEMA
+
+
+def test_key_material_canonical_json_is_pinned():
+    """The record hashes as the dict `components` returned before it was a record: this
+    literal was computed by that code; a change here changes every cache key."""
+    found = keys.KeyParts(
+        "x",
+        1,
+        {"b": 2, "a": 1},
+        {"shapes": {"batch_dim": 0}},
+        {"onnx": "b" * 64, "golden": "a" * 64},
+        {"python": "3.11.0", "onnx": None},
+    )
+    assert canonical_json(found.to_json()) == (
+        '{"config":{"shapes":{"batch_dim":0}},"env":{"onnx":null,"python":"3.11.0"},'
+        f'"inputs":{{"golden":"{"a" * 64}","onnx":"{"b" * 64}"}},"params":{{"a":1,"b":2}},'
+        '"schema":1,"stage":"x","version":1}'
+    )
+    assert found.key == "c394791d07e768bb4d7b792e7c492c8cc26d293911f8629f9dbf414d6c67e593"
+
+
+def _legacy_components(spec, params, config, inputs) -> dict:
+    """`keys.components` as it was before KeyParts (a plain dict), for the test below."""
+    return {
+        "schema": keys.KEY_SCHEMA,
+        "stage": spec.name,
+        "version": spec.version,
+        "params": params.model_dump(mode="json"),
+        "config": {s.value: s.extract(config) for s in sorted(spec.uses, key=lambda s: s.value)},
+        "inputs": dict(sorted(inputs.items())),
+        "env": keys.environment(spec, params),
+    }
+
+
+@pytest.mark.parametrize("config", sorted(p.name for p in CONFIGS.glob("*.yaml")))
+def test_every_shipped_stage_keys_as_the_legacy_dict(config):
+    """Every stage of every shipped config: the record's key and stored JSON are the
+    legacy dict's, so caches built before the record still hit."""
+    project = load_project(CONFIGS / config)
+    for node in project.graph.nodes:
+        inputs = {name: f"{i:064x}" for i, name in enumerate(reversed(list(node.bindings)))}
+        found = keys.components(node.spec, node.params, project.config, inputs)
+        legacy = _legacy_components(node.spec, node.params, project.config, inputs)
+        assert canonical_json(found.to_json()) == canonical_json(legacy), node.name
+        assert found.key == keys.key_of(legacy), node.name
+        assert keys.KeyParts.from_json(json.loads(json.dumps(found.to_json()))) == found, node.name

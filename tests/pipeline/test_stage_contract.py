@@ -19,9 +19,9 @@ from pipeline.contract import StageSpec
 from pipeline.registry import stage_specs
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT = ("pipeline", "stages", "runtimes", "serving", "deploy", "tests")
+PROJECT = ("pipeline", "stages", "gates", "datasources", "modelio", "runtimes", "serving", "deploy", "tests")
 # Followed: the code a stage runs. Not followed: the engine, keyed by KEY_SCHEMA instead.
-FOLLOWED = ("stages", "runtimes", "serving")
+FOLLOWED = ("stages", "gates", "datasources", "modelio", "runtimes", "serving")
 # import name -> distribution name, where they differ
 DISTRIBUTION = {
     "PIL": "pillow",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
 from pipeline.contract import ArtifactKind
 from pipeline.keys import KeyParts
-from pipeline.store import Entry, Store
+from pipeline.store import Entry, Head, Store, TreeFile, TreeManifest
 
 
 def make(tmp_path, name: str, data: bytes):
@@ -97,3 +98,39 @@ def test_unreadable_entry_is_a_problem_not_a_crash(store):
     path.write_text("{not json")
     entry, problem = store.lookup("e" * 64)
     assert entry is None and "unreadable" in problem
+
+
+def test_a_tree_digest_is_its_manifests_pinned_json(store, tmp_path):
+    """A tree's digest enters the keys of the stages reading it: the manifest's JSON (and
+    so this digest, computed before TreeManifest was a record) must never change."""
+    root = tmp_path / "work" / "t"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_text("hello")
+    (root / "sub" / "b.bin").write_bytes(b"xxx")
+    out = store.ingest(root, ArtifactKind.TREE)
+    assert out.digest == "ec2b850783d2a36d347d4a40d5d89d215fd8a0a894277832b2466b6b0da3015d" and out.size == 8
+    stored = json.loads(store.object_path(out.digest).read_text())
+    manifest = TreeManifest.from_json(stored)
+    assert manifest.to_json() == stored and manifest.digest == out.digest
+    assert manifest.files["sub/b.bin"] == TreeFile(
+        "cd2eb0837c9b4c962c22d2ff8b5441b7b45805887f051d39bf133b583baf6860", 3
+    )
+
+
+def test_entries_and_heads_read_back_as_written(store, tmp_path):
+    parts = KeyParts("s", 2, {"opset": 17}, {"name": "tiny"}, {"onnx": "b" * 64}, {"python": "3.11.9"})
+    out = store.ingest(make(tmp_path, "a", b"hello"), ArtifactKind.FILE)
+    entry = Entry("s", parts.key, parts, {"a": out}, {"headline": "ok", "n": [1, 2]}, 1.5, "2026-01-01")
+    store.commit(entry)
+    assert store.lookup(parts.key) == (entry, None)
+    assert Entry.from_json(json.loads(json.dumps(entry.to_json()))) == entry
+    store.set_head("p", "s", parts.key, parts)
+    assert store.head("p") == {"s": Head(parts.key, parts)}
+
+
+def test_an_entry_of_another_schema_is_a_problem_naming_both(store):
+    path = store.entry_path("f" * 64)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"schema": 99, "stage": "s"}))
+    entry, problem = store.lookup("f" * 64)
+    assert entry is None and "schema 99, expected 1" in problem

@@ -50,7 +50,7 @@ def test_bench_times_every_runtime_at_every_batch(write_config):
 def test_host_is_part_of_the_key(write_config):
     project = load_project(bench_config(write_config, {}))
     node = project.graph.node("bench")
-    env = keys.components(node.spec, node.params, project.config, {})["env"]
+    env = keys.components(node.spec, node.params, project.config, {}).env
     assert {"host_cpu", "host_cores", "host_gpu"} <= set(env)
 
 
@@ -171,7 +171,7 @@ def test_server_identity_enters_the_key_only_with_triton(write_config):
     with_triton = load_project(triton_config(write_config, {}))
     without = load_project(bench_config(write_config, {}))
     env = [
-        keys.components(p.graph.node("bench").spec, p.graph.node("bench").params, p.config, {})["env"]
+        keys.components(p.graph.node("bench").spec, p.graph.node("bench").params, p.config, {}).env
         for p in (with_triton, without)
     ]
     assert "triton_server" in env[0] and "triton_server" not in env[1]
