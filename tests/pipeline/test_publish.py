@@ -102,8 +102,8 @@ def test_stale_models_of_this_pipeline_go_and_another_pipelines_stay(tmp_path: P
 
 def test_version_files_come_before_the_models_own_files() -> None:
     """A polling server reads config.pbtxt at the model's root: it must land last."""
-    order = in_order({"config.pbtxt": 0, "2/model.onnx": 0, "1/model.onnx.data": 0, "labels.txt": 0})
-    assert order == ["1/model.onnx.data", "2/model.onnx", "config.pbtxt", "labels.txt"]
+    files = {"config.pbtxt": 0, "2/model.onnx": 0, "1/model.onnx.data": 0, "0_labels.txt": 0}
+    assert in_order(files) == ["1/model.onnx.data", "2/model.onnx", "0_labels.txt", "config.pbtxt"]
 
 
 def test_a_failed_publish_names_the_destination(tmp_path: Path, target: Target) -> None:
