@@ -147,9 +147,8 @@ def plan(
     ] = False,
 ) -> None:
     """Show, per stage, whether it is cached, skipped or will run, and why."""
-    from pipeline.plan import make_plan, will_run
-    from pipeline.remote import remote_for
-    from pipeline.store import Store
+    from deploy.api import Pipeline
+    from pipeline.plan import will_run
 
     project = _project(config, cache_dir)
     err = Console(stderr=True)
@@ -157,7 +156,7 @@ def plan(
     def warn(message: str) -> None:
         err.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
 
-    rows = make_plan(project, Store(project.cache_dir), remote_for(project.config, warn), warn)
+    rows = Pipeline(project).plan(warn)
     _print_plan(rows, as_json)
     if detailed_exitcode and will_run(rows):
         raise typer.Exit(ExitCode.WILL_RUN)

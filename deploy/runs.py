@@ -32,20 +32,15 @@ class Choice:
 
 
 def make_runner(project: Project, choice: Choice, console: Console, verbose: bool) -> Runner:
+    """The API's runner (deploy/api.py), reporting to the console."""
+    from deploy.api import Pipeline
     from deploy.ui import ConsoleReporter
-    from pipeline.graph import select
-    from pipeline.remote import remote_for
-    from pipeline.runner import Runner, Selection
-    from pipeline.store import Store
 
-    names = select(project.graph, choice.only, choice.start, choice.stop)
     unknown = [f for f in choice.force if f != "all" and f not in project.graph.names()]
-    if unknown:
+    if unknown:  # a command-line usage error (exit 2), as typer reports its own
         raise typer.BadParameter(f"unknown stage(s) {unknown}", param_hint="--force")
-    selection = Selection(frozenset(names), frozenset(choice.force))
     reporter = ConsoleReporter(console, verbose)
-    remote = remote_for(project.config, reporter.warn)
-    return Runner(project, Store(project.cache_dir), reporter, selection, remote)
+    return Pipeline(project).runner(reporter, choice.force, choice.only, choice.start, choice.stop)
 
 
 def check_writable(option: str, path: Path | None) -> None:

@@ -84,7 +84,12 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 def load_project(path: Path, cache_dir: Path | None = None) -> Project:
-    raw = read_yaml(path)
+    return project_from(read_yaml(path), path, cache_dir)
+
+
+def project_from(raw: dict[str, Any], path: Path, cache_dir: Path | None = None) -> Project:
+    """A validated project from a config mapping; `path` names it in messages, and its
+    directory is where the config's relative paths start."""
     env_cache = os.environ.get(CACHE_ENV)
     if cache_dir is not None or env_cache:
         raw = {**raw, "cache_dir": str((cache_dir or Path(env_cache or "")).absolute())}

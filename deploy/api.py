@@ -1,0 +1,166 @@
+"""The Python API: `deploy.load(...)` gives a `Pipeline` to validate, plan and run, and a
+run gives a typed `RunResult`. The CLI is a layer over the same calls. Nothing prints:
+what a run has to say goes to the `deploy` logger (a NullHandler unless the caller
+configures logging) or to a reporter the caller passes. Errors are the engine's typed
+exceptions (`ConfigError`, `SelectionError`, `StageError`, `EnvError`, ...)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipeline.errors import ConfigError, Issue
+from pipeline.results import RunStatus, RunSummary, StageResult, StageSummary
+
+if TYPE_CHECKING:
+    from pipeline.plan import PlanRow
+    from pipeline.project import Project
+    from pipeline.runner import Reporter, Runner
+    from stages.select.selection import Selection
+
+LOG = logging.getLogger("deploy")
+
+
+def load(config: str | Path | Mapping[str, object], cache_dir: Path | None = None) -> Pipeline:
+    """A validated pipeline from a YAML file or a mapping with the same keys. A mapping's
+    relative paths start at the current directory; the YAML it amounts to is written
+    to `<run_dir>/<name>/config.yaml`, the file its resume hints and CI jobs name."""
+    from pipeline.project import load_project, project_from
+
+    if not isinstance(config, Mapping):
+        return Pipeline(load_project(Path(config), cache_dir))
+    origin = Path.cwd() / "config.yaml"  # messages name it; only its directory is used
+    project = project_from(dict(config), origin, cache_dir)
+    return Pipeline(_written(project, config))
+
+
+def _written(project: Project, config: Mapping[str, object]) -> Project:
+    import yaml
+
+    path = project.run_dir / "config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(_plain(config), sort_keys=False))
+    return replace(project, path=path)
+
+
+def _plain(value: object) -> object:
+    """YAML-safe: paths as strings, tuples as lists (mappings keep their order)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value) if isinstance(value, Path) else value
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    project: Project
+
+    @property
+    def stages(self) -> list[str]:
+        """The stages in the order they run (implied ones included)."""
+        return self.project.graph.names()
+
+    def validate(self) -> list[str]:
+        """The checks `load` made; the stage order, for a caller that wants to see it."""
+        return self.stages
+
+    def plan(self, warn: Callable[[str], None] = LOG.warning) -> list[PlanRow]:
+        """What `run` would do, from keys alone (nothing runs, nothing is downloaded);
+        `warn` hears of an unreachable remote cache or an unreadable last summary."""
+        from pipeline.plan import make_plan
+        from pipeline.remote import remote_for
+        from pipeline.store import Store
+
+        return make_plan(
+            self.project, Store(self.project.cache_dir), remote_for(self.project.config, warn), warn
+        )
+
+    def runner(
+        self,
+        reporter: Reporter,
+        force: Sequence[str] = (),
+        only: Sequence[str] = (),
+        from_: str | None = None,
+        to: str | None = None,
+    ) -> Runner:
+        """The engine's Runner for this selection (the CLI drives it with its console)."""
+        from pipeline.graph import select
+        from pipeline.remote import remote_for
+        from pipeline.runner import Runner, Selection
+        from pipeline.store import Store
+
+        names = select(self.project.graph, list(only), from_, to)
+        unknown = [f for f in force if f != "all" and f not in self.stages]
+        if unknown:
+            issue = Issue("force", f"unknown stage(s) {unknown} (stages: {', '.join(self.stages)})")
+            raise ConfigError("stage selection", [issue])
+        remote = remote_for(self.project.config, reporter.warn)
+        selection = Selection(frozenset(names), frozenset(force))
+        return Runner(self.project, Store(self.project.cache_dir), reporter, selection, remote)
+
+    def run(
+        self,
+        force: Sequence[str] = (),
+        only: Sequence[str] = (),
+        from_: str | None = None,
+        to: str | None = None,
+        reporter: Reporter | None = None,
+    ) -> RunResult:
+        """Runs what is not cached. A failed stage raises StageError (the summary, report
+        and logs are written first); otherwise the result of every stage."""
+        runner = self.runner(reporter or LogReporter(), force, only, from_, to)
+        runner.run()
+        assert runner.summary is not None  # written before run() returns
+        return RunResult(runner.summary, self.project.config.repository)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run did: the run summary as a record, and where things are."""
+
+    summary: RunSummary
+    repository: Path  # the published Triton model repository
+
+    @property
+    def ok(self) -> bool:
+        return self.summary.status is RunStatus.OK
+
+    @property
+    def stages(self) -> dict[str, StageSummary]:
+        return {s.stage: s for s in self.summary.stages}
+
+    def artifact(self, stage: str, name: str) -> Path:
+        """Where an output of a stage that ran or was cached lies in the store."""
+        found = self.stages.get(stage)
+        if found is None or name not in found.outputs:
+            have = {s: sorted(row.outputs) for s, row in self.stages.items() if row.outputs}
+            raise KeyError(f"no artifact '{name}' of stage '{stage}' in this run (outputs: {have})")
+        return Path(found.outputs[name].path)
+
+    @property
+    def selection(self) -> Selection | None:
+        """The select stage's decision, where it ran."""
+        from stages.select.selection import Selection
+
+        stage = self.stages.get("select")
+        return Selection.read(self.artifact("select", "selection")) if stage and stage.outputs else None
+
+
+class LogReporter:
+    """A run's progress to the `deploy` logger: silent unless the caller configures logging."""
+
+    def started(self, name: str, reasons: list[str]) -> None:
+        LOG.info("%s: running (%s)", name, "; ".join(reasons))
+
+    def finished(self, result: StageResult) -> None:
+        LOG.info("%s: %s in %.2f s", result.name, result.status.value, result.duration_s)
+
+    def warn(self, message: str) -> None:
+        LOG.warning(message)
+
+    def note(self, message: str) -> None:
+        LOG.info(message)

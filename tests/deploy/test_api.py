@@ -1,0 +1,79 @@
+"""The Python API as its docstring shows it: load -> plan -> run -> selection, on the
+tiny model with real stages; a dict config is written where a CI job can repeat it;
+misuse raises the typed errors the CLI reports; nothing prints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import deploy
+from pipeline.errors import ConfigError, StageError
+from pipeline.plan import Action
+from pipeline.results import Status
+from tests.helpers import run_cli, tiny_dict
+
+FAST = {"warmup_ms": 10, "duration_s": 0.05, "iterations": 5, "batches": [1, 4]}
+
+
+def config(tmp_path: Path) -> dict:
+    data = tiny_dict(tmp_path)
+    data["stages"] = {
+        "export": {},
+        "validate": {"runtimes": ["onnxruntime"]},
+        "bench": {**FAST, "runtimes": ["eager", "onnxruntime"]},
+        "select": {"min_gain": 0},
+    }
+    return data
+
+
+def test_load_plan_run_selection(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pipeline = deploy.load(config(tmp_path))
+    assert pipeline.stages == ["golden", "export", "validate", "bench", "select"]
+    assert {r.action for r in pipeline.plan()} <= {Action.RUN, Action.PENDING}
+    result = pipeline.run()
+    assert result.ok and {s.status for s in result.stages.values()} == {Status.RAN}
+    bench = json.loads(result.artifact("bench", "results").read_text())
+    fastest = min((r for r in bench["results"] if r["batch"] == 1), key=lambda r: r["median_ms"])
+    latency = next(o for o in result.selection.objectives if o.name == "latency")
+    assert latency.selected and fastest["runtime"] in latency.selected
+    assert capsys.readouterr() == ("", "")  # a library prints nothing
+    assert {r.action for r in deploy.load(config(tmp_path)).plan()} == {Action.CACHED}
+
+
+def test_a_dict_config_is_written_and_the_cli_finds_its_run_cached(tmp_path: Path) -> None:
+    data = config(tmp_path)
+    data["stages"] = {"export": {}, "validate": {"runtimes": ["onnxruntime"]}}
+    pipeline = deploy.load(data)
+    pipeline.run()
+    written = pipeline.project.path
+    assert written == tmp_path / "runs" / "tiny" / "config.yaml" and written.is_file()
+    done = run_cli("plan", str(written), "--json")
+    assert done.returncode == 0, done.stderr
+    assert {row["action"] for row in json.loads(done.stdout)} == {"cached"}
+
+
+def test_misuse_raises_the_typed_errors_the_cli_reports(tmp_path: Path) -> None:
+    data = config(tmp_path)
+    with pytest.raises(ConfigError, match="unknown stage 'nosuch'"):
+        deploy.load(data).run(only=["nosuch"])
+    with pytest.raises(ConfigError, match=r"force: unknown stage\(s\) \['nosuch'\]"):
+        deploy.load(data).run(force=["nosuch"])
+    broken = {**data, "stages": {"export": {"opset": "high"}, "nosuch": {}}}
+    with pytest.raises(ConfigError) as info:
+        deploy.load(broken)
+    assert {i.where for i in info.value.issues} == {"stages.export.opset", "stages.nosuch"}
+
+
+def test_a_failing_stage_raises_stage_error_after_writing_the_summary(tmp_path: Path) -> None:
+    data = config(tmp_path)
+    data["stages"] = {
+        "export": {},
+        "validate": {"runtimes": ["onnxruntime"], "atol": 0, "rtol": 0, "min_cosine": 1.0},
+    }
+    with pytest.raises(StageError, match="stage 'validate' failed"):
+        deploy.load(data).run()
+    summary = json.loads((tmp_path / "runs" / "tiny" / "summary.json").read_text())
+    assert {s["stage"]: s["status"] for s in summary["stages"]}["validate"] == "failed"
