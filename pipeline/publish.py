@@ -1,28 +1,31 @@
-"""Publishes a tree artifact (the Triton model repository) out of the cache, to a local
-directory or to object storage (s3://, gs://, az://, file://; Triton reads such
-repositories directly): one protocol over fsspec for both.
+"""Publishes a tree artifact out of the cache to a directory or object storage: one protocol.
+
+The tree is the Triton model repository; the destination a local directory or an fsspec
+URL (s3://, gs://, az://, file://; Triton reads such repositories directly).
 
 Per model dir (each top-level directory of the tree), so that a server polling the
 repository never loads a half-written model:
   1. a model whose `.deploy.json` stamp matches (same pipeline, same file digests) and
      whose files are all there with their sizes is left alone;
   2. otherwise its files are written under a hidden staging name beside it first;
-  3. then put in place: on a local file system by renaming the staged directory over
-     the old one; on object storage (no rename) by copying each file into place, files
-     in version subdirectories before the model's own root files (a server reads the
-     model's config there, so it sees the new config only once the versions are in
-     place), then the stamp, then removing files the new model no longer has;
+  3. then put in place: on a local file system by renaming the old model dir aside and
+     the staged one into its place, then removing the old one; on object storage (no
+     rename) by copying each file into place, files in version subdirectories before
+     the model's own root files (a server reads the model's config there, so it sees
+     the new config only once the versions are in place), then the stamp, then
+     removing files the new model no longer has;
   4. model dirs this pipeline published earlier but no longer produces are deleted;
      another pipeline's are kept.
-Any storage error is an EnvError naming the destination. Credentials: the storage
-library's standard environment / profile, never logged."""
+Local directories and files get the modes mkdir and open give under the umask. Any
+storage error is an EnvError naming the destination. Credentials: the storage library's
+standard environment / profile, never logged."""
 
 from __future__ import annotations
 
 import json
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,19 +43,24 @@ class Stamp:
 
     pipeline: str
     files: dict[str, tuple[str, int]]  # path inside the model dir -> (digest, size)
+    schema: int = SCHEMA
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> str:
         files = {rel: [digest, size] for rel, (digest, size) in sorted(self.files.items())}
-        return {"schema": SCHEMA, "pipeline": self.pipeline, "files": files}
+        return json.dumps({"schema": self.schema, "pipeline": self.pipeline, "files": files}, indent=1)
 
     @classmethod
-    def from_json(cls, data: object) -> Stamp | None:
-        """None for anything but a stamp (then the model is rewritten). A stamp without a
-        schema is from before it had one: the same layout otherwise."""
-        if not isinstance(data, Mapping) or data.get("schema", SCHEMA) != SCHEMA:
+    def from_json(cls, text: str | bytes) -> Stamp | None:
+        """None for anything but a stamp of this schema (then the model is rewritten). A
+        stamp without a schema is from before it had one: the same layout otherwise."""
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.get("schema", SCHEMA) != SCHEMA:
+                return None
+            files = {str(rel): (str(d), int(s)) for rel, (d, s) in data["files"].items()}
+            return cls(str(data["pipeline"]), files)
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
-        files = {rel: (str(d), int(s)) for rel, (d, s) in data["files"].items()}
-        return cls(str(data["pipeline"]), files)
 
 
 @dataclass(frozen=True)
@@ -67,10 +75,10 @@ class Destination:
 def publish(store: Store, output: Output, dest: Path | str, pipeline: str) -> list[str]:
     """Makes `dest/<model>` match the tree; returns the model dirs that were (re)written."""
     models = models_of(store, output)
-    if isinstance(dest, Path) and _up_to_date_here(dest, models, pipeline):
-        return []  # the common warm run: checked without importing fsspec
-    where = destination(dest)
     try:
+        if isinstance(dest, Path) and _up_to_date_here(dest, models, pipeline):
+            return []  # the common warm run: checked without importing fsspec
+        where = destination(dest)
         written = [m for m, files in models.items() if _sync(where, m, files, store, pipeline)]
         _remove_stale(where, pipeline, keep=set(models))
     except Exception as exc:  # every storage backend has its own errors; all mean the same here
@@ -117,7 +125,7 @@ def _sync(
     try:
         for rel in in_order(files):
             where.fs.put_file(str(store.object_path(files[rel][0])), f"{staging}/{rel}")
-        where.fs.pipe_file(f"{staging}/{STAMP}", json.dumps(stamp.to_json(), indent=1).encode())
+        where.fs.pipe_file(f"{staging}/{STAMP}", stamp.to_json().encode())
         _put_in_place(where, staging, target, [*in_order(files), STAMP])
     finally:
         if where.fs.exists(staging):
@@ -131,10 +139,13 @@ def in_order(files: Mapping[str, object]) -> list[str]:
 
 
 def _put_in_place(where: Destination, staging: str, target: str, order: list[str]) -> None:
-    if where.local:
+    if where.local:  # the old model stays whole until the staged one is renamed in
+        retired = f"{staging}.retired"
         if where.fs.exists(target):
-            where.fs.rm(target, recursive=True)
+            where.fs.mv(target, retired, recursive=True)
         where.fs.mv(staging, target, recursive=True)
+        if where.fs.exists(retired):
+            where.fs.rm(retired, recursive=True)
         return
     for rel in order:
         where.fs.copy(f"{staging}/{rel}", f"{target}/{rel}")
@@ -145,46 +156,55 @@ def _put_in_place(where: Destination, staging: str, target: str, order: list[str
 
 def _current(where: Destination, target: str, stamp: Stamp) -> bool:
     """Same stamp and every file present with its recorded size: nothing to copy."""
-    if _read_stamp(where, f"{target}/{STAMP}") != stamp:
-        return False
-    return all(_size(where, f"{target}/{rel}") == size for rel, (_, size) in stamp.files.items())
+    return _matches(
+        stamp, _read_stamp(where, f"{target}/{STAMP}"), lambda rel: _size(where, f"{target}/{rel}")
+    )
+
+
+def _matches(stamp: Stamp, found: Stamp | None, size_of: Callable[[str], int | None]) -> bool:
+    return found == stamp and all(size_of(rel) == size for rel, (_, size) in stamp.files.items())
 
 
 def _size(where: Destination, path: str) -> int | None:
     try:
         return int(where.fs.size(path))
-    except (FileNotFoundError, OSError):
+    except OSError:  # FileNotFoundError included
         return None
 
 
 def _read_stamp(where: Destination, path: str) -> Stamp | None:
     try:
-        return Stamp.from_json(json.loads(where.fs.cat_file(path)))
-    except (FileNotFoundError, OSError, ValueError, KeyError, TypeError):
+        return Stamp.from_json(where.fs.cat_file(path))
+    except OSError:
         return None
 
 
 def _up_to_date_here(dest: Path, models: dict[str, dict[str, tuple[str, int]]], pipeline: str) -> bool:
-    """A local repository already holds every model as stamped, and no stale one of ours."""
+    """The same check for a local repository, with pathlib: every model there as stamped,
+    and no stale one of ours."""
     for stamp_path in dest.glob(f"*/{STAMP}"):
-        try:
-            stamp = Stamp.from_json(json.loads(stamp_path.read_text()))
-        except (OSError, ValueError, KeyError, TypeError):
-            return False
+        stamp = _read_stamp_here(stamp_path)
         if stamp is not None and stamp.pipeline == pipeline and stamp_path.parent.name not in models:
             return False  # a stale model of ours to remove
-    return all(_current_here(dest / model, Stamp(pipeline, files)) for model, files in models.items())
-
-
-def _current_here(target: Path, stamp: Stamp) -> bool:
-    try:
-        found = Stamp.from_json(json.loads((target / STAMP).read_text()))
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    files = stamp.files.items()
-    return found == stamp and all(
-        (target / rel).is_file() and (target / rel).stat().st_size == n for rel, (_, n) in files
+    return all(
+        _matches(Stamp(pipeline, files), _read_stamp_here(dest / model / STAMP), _sizer(dest / model))
+        for model, files in models.items()
     )
+
+
+def _read_stamp_here(path: Path) -> Stamp | None:
+    try:
+        return Stamp.from_json(path.read_bytes())
+    except OSError:
+        return None
+
+
+def _sizer(model_dir: Path) -> Callable[[str], int | None]:
+    def size_of(rel: str) -> int | None:
+        path = model_dir / rel
+        return path.stat().st_size if path.is_file() else None
+
+    return size_of
 
 
 def _remove_stale(where: Destination, pipeline: str, keep: set[str]) -> None:
