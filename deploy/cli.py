@@ -185,6 +185,41 @@ def validate(config: ConfigArg) -> None:
     _console().print(f"[green]ok[/] {config}: {project.config.name}: {stages}")
 
 
+@app.command()
+def init(
+    inputs: Annotated[
+        list[str],
+        typer.Option(
+            "--input",
+            help="NAME:DTYPE:MIN/OPT/MAX (repeatable), e.g. image:float32:1x3x224x224/4x3x224x224/8x3x224x224.",
+        ),
+    ],
+    factory: Annotated[
+        str | None, typer.Option(help="The model: `module:callable` returning the nn.Module.")
+    ] = None,
+    file: Annotated[Path | None, typer.Option(help="The model: a Python file (with --callable).")] = None,
+    callable_: Annotated[str | None, typer.Option("--callable", help="The function in --file.")] = None,
+    torchscript: Annotated[Path | None, typer.Option(help="The model: a TorchScript file.")] = None,
+    kwarg: Annotated[
+        list[str], typer.Option("--kwarg", help="KEY=VALUE for the factory (repeatable; VALUE read as YAML).")
+    ] = [],  # noqa: B006
+    name: Annotated[
+        str | None, typer.Option(help="Pipeline name (default: from the model's source).")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Where to write (default: NAME.yaml).")
+    ] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing file.")] = False,
+) -> None:
+    """Write a starter config for a model: it is built and called once at the opt shapes,
+    and its outputs (tensor, tuple, dict, ModelOutput) become the declared outputs."""
+    from deploy.init import Request, initialise
+
+    request = Request(factory, file, callable_, torchscript, kwarg, inputs, name, output, overwrite)
+    dest = initialise(request)
+    _console().print(f"[green]wrote[/] {dest}: check the guesses, then `deploy run {dest}`")
+
+
 _PORT_HELP = "port. Default: the config's {0}, else a free one. Taken: exit 4."
 
 

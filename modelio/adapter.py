@@ -57,17 +57,36 @@ def adapt(model: torch.nn.Module, config: DeployConfig, sample: Mapping[str, np.
     """Binds the inputs, calls the model once on `sample` and finds each declared output
     in what it returns (ConfigError naming the keys / positions found where one is not)."""
     names = tuple(config.input_names())
-    keyword = _keyword(model, names, config.model.inputs_by)
+    result, keyword = probe(model, names, config.model.inputs_by, sample)
+    picks = tuple(find_outputs(result, config.outputs))
+    adapter = IOAdapter(model, names, keyword, picks).eval()
+    adapter.plain = _natural(result, picks) and (not keyword or _in_order(_signature(model), names))
+    return adapter
+
+
+def probe(
+    model: torch.nn.Module, names: tuple[str, ...], inputs_by: InputsBy, sample: Mapping[str, np.ndarray]
+) -> tuple[Any, bool]:
+    """Calls the model once on `sample`, its inputs bound as the pipeline binds them:
+    (what it returned, whether by keyword)."""
+    keyword = _keyword(model, names, inputs_by)
     args = tuple(torch.from_numpy(np.ascontiguousarray(sample[n])) for n in names)
     try:
         with torch.no_grad():
             result = model(**dict(zip(names, args))) if keyword else model(*args)
     except Exception as exc:
         raise StageFailed(f"the model's forward raised: {type(exc).__name__}: {first_line(exc)}") from exc
-    picks = tuple(find_outputs(result, config.outputs))
-    adapter = IOAdapter(model, names, keyword, picks).eval()
-    adapter.plain = _natural(result, picks) and (not keyword or _in_order(_signature(model), names))
-    return adapter
+    return result, keyword
+
+
+def returned_tensors(result: Any) -> list[tuple[str, tuple[int, ...], str]]:
+    """Each tensor the model returned: its dotted path ('' for a lone tensor), shape and
+    dtype, in the order the pipeline would number them."""
+    found = []
+    for path in _leaves(result, ()):
+        tensor = _take(result, path)
+        found.append((_dotted(path), tuple(tensor.shape), str(tensor.dtype).removeprefix("torch.")))
+    return found
 
 
 def _in_order(signature: inspect.Signature | None, names: tuple[str, ...]) -> bool:
