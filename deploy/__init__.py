@@ -21,11 +21,16 @@ logging.getLogger("deploy").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from deploy.api import LogReporter, Pipeline, RunResult, load
+    from deploy.live_model import optimize
 
-__all__ = ["LogReporter", "Pipeline", "RunResult", "load"]
+__all__ = ["LogReporter", "Pipeline", "RunResult", "load", "optimize"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "optimize":
+        from deploy.live_model import optimize
+
+        return optimize
     if name in __all__:
         from deploy import api
 
