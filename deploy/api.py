@@ -17,6 +17,7 @@ from pipeline.results import RunStatus, RunSummary, StageResult, StageSummary
 
 if TYPE_CHECKING:
     from pipeline.plan import PlanRow
+    from pipeline.progress import Progress
     from pipeline.project import Project
     from pipeline.runner import Reporter, Runner
     from stages.select.selection import Selection
@@ -164,3 +165,6 @@ class LogReporter:
 
     def note(self, message: str) -> None:
         LOG.info(message)
+
+    def progress(self, event: Progress) -> None:
+        LOG.debug("%s: %s of %s %s", event.stage, event.done, event.total or "?", event.what)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -13,12 +14,16 @@ from rich.text import Text
 
 from pipeline.contract import HEADLINE_KEY, report_tables
 from pipeline.plan import Action, PlanRow
+from pipeline.progress import Progress as StageProgress
 from pipeline.report import human_size
 from pipeline.results import StageResult, Status
 from pipeline.store import Output
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
+
+# In a CI log (no terminal): one progress line per stage at most this often.
+PLAIN_EVERY_S = 10.0
 
 STYLE = {
     Status.RAN: "green",
@@ -37,8 +42,9 @@ class ConsoleReporter:
         self.console = console
         self.verbose = verbose
         self.plain = not console.is_terminal
-        self.progress: Progress | None = None  # created when a stage first runs: a cached run needs none
+        self.live: Progress | None = None  # created when a stage first runs: a cached run needs none
         self.tasks: dict[str, TaskID] = {}
+        self.printed: dict[str, float] = {}  # stage -> when its last plain progress line went out
 
     def __enter__(self) -> ConsoleReporter:
         return self
@@ -46,22 +52,30 @@ class ConsoleReporter:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self.progress is not None:
-            self.progress.stop()
+        if self.live is not None:
+            self.live.stop()
 
     def _live(self) -> Progress:
-        if self.progress is None:
+        if self.live is None:
             from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
                 Progress,
                 SpinnerColumn,
                 TextColumn,
                 TimeElapsedColumn,
             )
 
-            columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
-            self.progress = Progress(*columns, console=self.console)
-            self.progress.start()
-        return self.progress
+            columns = (
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                BarColumn(bar_width=24),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+            )
+            self.live = Progress(*columns, console=self.console)
+            self.live.start()
+        return self.live
 
     def started(self, name: str, reasons: list[str]) -> None:
         if self.plain:
@@ -76,13 +90,13 @@ class ConsoleReporter:
             self._line(plain_line(result))
             return
         task = self.tasks.get(result.name)
-        if task is None or self.progress is None:
+        if task is None or self.live is None:
             return  # cached or skipped without running: the table says so
         text = f"[bold]{result.name}[/] [{STYLE[result.status]}]{status_text(result)}[/]"
         if result.message:
             text += f" — {escape(result.message.splitlines()[0])}"
-        self.progress.update(task, description=text, total=1, completed=1)
-        self.progress.stop_task(task)
+        self.live.update(task, description=text, total=1, completed=1)
+        self.live.stop_task(task)
 
     def warn(self, message: str) -> None:
         if self.plain:
@@ -92,6 +106,28 @@ class ConsoleReporter:
 
     def note(self, message: str) -> None:
         self._line(message) if self.plain else self.console.print(Text(message, style="dim"))
+
+    def progress(self, event: StageProgress) -> None:
+        """A bar on a terminal; in a CI log one line per stage every PLAIN_EVERY_S."""
+        if self.plain:
+            self._plain_progress(event)
+            return
+        task = self.tasks.get(event.stage)
+        if task is None:
+            task = self.tasks[event.stage] = self._live().add_task(f"[bold]{event.stage}[/]", total=None)
+        what = f" — {escape(event.what)}" if event.what else ""
+        live = self._live()
+        live.update(
+            task, description=f"[bold]{event.stage}[/]{what}", total=event.total, completed=event.done
+        )
+
+    def _plain_progress(self, event: StageProgress) -> None:
+        now = time.monotonic()
+        if now - self.printed.get(event.stage, 0.0) < PLAIN_EVERY_S and event.done != event.total:
+            return
+        self.printed[event.stage] = now
+        of = f"{event.done}/{event.total}" if event.total else f"{event.done}"
+        self._line(f"{event.stage}: {of} done{f', now {event.what}' if event.what else ''}")
 
     def _line(self, text: str) -> None:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)

@@ -107,6 +107,14 @@ class StageContext:
     # A per-stage directory in the cache that outlives runs, for things that speed a
     # stage up without being its result (TensorRT's timing cache). Not in any key.
     persistent: Path | None = None
+    # Where progress goes (pipeline/progress.py): the runner's reporter, throttled.
+    on_progress: Callable[[int, int | None, str], None] | None = None
+
+    def progress(self, done: int, total: int | None = None, what: str = "") -> None:
+        """Long work as it goes (done of total steps, the step under way): a bar on a
+        terminal, a line every few seconds in CI. Cheap: throttled where it is sent."""
+        if self.on_progress is not None:
+            self.on_progress(done, total, what)
 
     def input(self, name: str) -> Path:
         return self.inputs[name]

@@ -18,6 +18,7 @@ from pipeline.config import DeployConfig
 from pipeline.contract import Metrics, StageContext, StageSpec
 from pipeline.errors import DeployError, ExitCode, StageFailed, StageSkipped, plain, root_cause
 from pipeline.logs import captured
+from pipeline.progress import Sink, Throttled
 from pipeline.results import Status
 
 
@@ -48,14 +49,16 @@ class Outcome:
     metrics: Metrics = field(default_factory=dict)
 
 
-def execute(job: Job, spec: StageSpec) -> Outcome:
-    """Runs the stage; every way it can end becomes an Outcome (its log has the detail)."""
+def execute(job: Job, spec: StageSpec, sink: Sink | None = None) -> Outcome:
+    """Runs the stage; every way it can end becomes an Outcome (its log has the detail).
+    `sink` hears the stage's progress."""
     outcome = Outcome(Status.RAN)
     with captured(job.log) as logger:
         outputs = {a.name: a for a in spec.outputs}
         ctx = StageContext(
             job.config, job.inputs, job.workdir, outputs, logger, outcome.metrics, job.persistent
         )
+        ctx.on_progress = Throttled(job.stage, sink) if sink is not None else None
         try:
             spec.run(ctx, job.params)
             missing = [a.name for a in spec.outputs if not ctx.output(a.name).exists()]

@@ -23,6 +23,7 @@ from typing import Any
 
 from pipeline.errors import ExitCode
 from pipeline.execute import Job, Outcome, execute
+from pipeline.progress import Progress, Sink
 from pipeline.results import Status
 
 # Imported once by the fork server: what most stages import, and what costs seconds.
@@ -38,8 +39,9 @@ class Limits:
     memory_mb: int | None
 
 
-def run_isolated(job: Job, limits: Limits) -> Outcome:
-    """Runs the job in a child and waits for its outcome, its death or its limits."""
+def run_isolated(job: Job, limits: Limits, sink: Sink | None = None) -> Outcome:
+    """Runs the job in a child and waits for its outcome, its death or its limits; the
+    child's progress events go to `sink` meanwhile."""
     import multiprocessing
 
     mp = multiprocessing.get_context("forkserver")
@@ -50,7 +52,7 @@ def run_isolated(job: Job, limits: Limits) -> Outcome:
     send.close()
     spawned: set[Proc] = set()  # every descendant seen: a crash orphans them before _stop
     try:
-        return _wait(child, receive, job, limits, spawned)
+        return _wait(child, receive, job, limits, spawned, sink)
     finally:
         _stop(child, spawned)
         receive.close()
@@ -66,22 +68,29 @@ def _child(job: Job, environ: dict[str, str], send: Any) -> None:
     os.environ.update(environ)
     with open(job.log, "a") as log:
         faulthandler.enable(file=log)  # SIGSEGV / SIGABRT: where Python was, into the stage log
-        outcome = execute(job, job.spec())
+        outcome = execute(job, job.spec(), send.send)
     send.send(outcome)
     send.close()
 
 
-def _wait(child: Any, receive: Any, job: Job, limits: Limits, spawned: set[Proc]) -> Outcome:
+def _wait(
+    child: Any, receive: Any, job: Job, limits: Limits, spawned: set[Proc], sink: Sink | None
+) -> Outcome:
     deadline = time.monotonic() + limits.timeout_s
     while True:
         spawned.update(_procs(_descendants(child.pid)))
-        if receive.poll(POLL_S):  # an outcome, or the end of the pipe: the child is gone
+        if receive.poll(POLL_S):  # progress, an outcome, or the end of the pipe: the child is gone
             try:
-                outcome: Outcome = receive.recv()
+                message = receive.recv()
             except EOFError:
                 child.join(GRACE_S)
                 return _died(child.exitcode, job.log)
+            if isinstance(message, Progress):
+                if sink is not None:
+                    sink(message)
+                continue
             child.join(GRACE_S)
+            outcome: Outcome = message
             return outcome
         if not child.is_alive():
             return _died(child.exitcode, job.log)

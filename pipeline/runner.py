@@ -26,6 +26,7 @@ from pipeline.graph import Node
 from pipeline.isolation import Limits, run_isolated
 from pipeline.keys import KeyParts
 from pipeline.plan import Action, make_plan, source_outputs, stage_parts, why
+from pipeline.progress import Progress
 from pipeline.project import Project
 from pipeline.publish import publish
 from pipeline.registry import stage_module
@@ -45,6 +46,7 @@ class Reporter(Protocol):
     def finished(self, result: StageResult) -> None: ...
     def warn(self, message: str) -> None: ...
     def note(self, message: str) -> None: ...
+    def progress(self, event: Progress) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -270,9 +272,11 @@ class Runner:
         )
         settings = self.project.settings_of(node.spec)
         if settings.isolate:
-            outcome = run_isolated(job, Limits(settings.timeout_s, settings.memory_mb))
+            outcome = run_isolated(
+                job, Limits(settings.timeout_s, settings.memory_mb), self.reporter.progress
+            )
         else:
-            outcome = execute(job, node.spec)
+            outcome = execute(job, node.spec, self.reporter.progress)
         result.status, result.message, result.exit_code = outcome.status, outcome.message, outcome.exit_code
         result.metrics.update(outcome.metrics)
 

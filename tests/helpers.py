@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from pipeline.graph import select
+from pipeline.progress import Progress
 from pipeline.project import load_project
 from pipeline.runner import Runner, Selection, StageResult
 from pipeline.store import Store
@@ -115,6 +116,7 @@ class Recorder:
     def __init__(self) -> None:
         self.warnings: list[str] = []
         self.notes: list[str] = []
+        self.progress_events: list[Progress] = []
 
     def started(self, name: str, reasons: list[str]) -> None:
         pass
@@ -127,6 +129,9 @@ class Recorder:
 
     def note(self, message: str) -> None:
         self.notes.append(message)
+
+    def progress(self, event: Progress) -> None:
+        self.progress_events.append(event)
 
 
 def run(

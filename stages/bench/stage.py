@@ -150,14 +150,17 @@ def run(ctx: StageContext, params: BenchParams) -> None:
     settings = params.settings()
     rows: list[BenchRow] = []
     skipped: dict[str, str] = {}
-    for runtime in params.runtimes:
+    batches = batch_sizes(params, ctx)
+    for index, runtime in enumerate(params.runtimes):
+        ctx.progress(index, len(params.runtimes), str(runtime))
         artifact = artifact_of(runtime)
         if artifact != SOURCE_ARTIFACT and artifact not in ctx.inputs:
             skipped[runtime] = f"no {artifact}: its stage was skipped or is not configured"
         elif runtime == BenchRuntime.TRITON:
             rows += _triton_rows(ctx, params, settings)
         else:
-            rows += [_in_process(ctx, params, settings, runtime, batch) for batch in batch_sizes(params, ctx)]
+            rows += [_in_process(ctx, params, settings, runtime, batch) for batch in batches]
+    ctx.progress(len(params.runtimes), len(params.runtimes), "done")
     rows = output.speedups(rows)
     result = BenchResults(rows, skipped, host_identity(), params.model_dump(mode="json", exclude={"gate"}))
     ctx.output("results").write_text(json.dumps(result.to_json(), indent=1))

@@ -119,7 +119,8 @@ def _server_info(server: Any, params: SmokeParams) -> result.ServerInfo:
 
 def _check_all(served: Any, ctx: StageContext, params: SmokeParams, golden: Any) -> dict[str, ModelResult]:
     results = {}
-    for name, state in served.states.items():
+    for index, (name, state) in enumerate(served.states.items()):
+        ctx.progress(index, len(served.states), name)
         model = served.found[name]
         if not state.ready:
             results[name] = _unavailable(state, model, params)

@@ -246,10 +246,12 @@ def search(ctx: Any, params: Any, tree: Path) -> Result:
             base = conn.get_model_config(name, as_json=True)["config"]
             current = Point.of(base)
             feeds = opt_feeds(ctx.config, served.found[name].fmt, params.batch)
-            measured = [
-                _measure(conn, served.server.grpc, name, base, point, feeds, params, ctx.log)
-                for point in grid(params.space, current, params.max_configs)
-            ]
+            points = grid(params.space, current, params.max_configs)
+            measured = []
+            for index, point in enumerate(points):
+                ctx.progress(index, len(points), point.label)
+                measured.append(_measure(conn, served.server.grpc, name, base, point, feeds, params, ctx.log))
+            ctx.progress(len(points), len(points), "done")
         finally:
             conn.close()
     tail = f"p{params.goal.percentile:g}"
