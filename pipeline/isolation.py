@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,8 +49,10 @@ def run_isolated(job: Job, limits: Limits, sink: Sink | None = None) -> Outcome:
     mp = multiprocessing.get_context("forkserver")
     mp.set_forkserver_preload(list(PRELOAD))
     receive, send = mp.Pipe(duplex=False)
-    child = mp.Process(target=_child, args=(job, dict(os.environ), send), name=f"deploy-{job.stage}")
-    child.start()
+    args = (job, dict(os.environ), list(sys.path), send)
+    child = mp.Process(target=_child, args=args, name=f"deploy-{job.stage}")
+    with _safe_path():
+        child.start()
     send.close()
     spawned: set[Proc] = set()  # every descendant seen: a crash orphans them before _stop
     try:
@@ -58,14 +62,33 @@ def run_isolated(job: Job, limits: Limits, sink: Sink | None = None) -> Outcome:
         receive.close()
 
 
-def _child(job: Job, environ: dict[str, str], send: Any) -> None:
+@contextlib.contextmanager
+def _safe_path() -> Iterator[None]:
+    """The fork server is a fresh `python -c`, whose sys.path starts with the working
+    directory: a user's own `pipeline/` or `stages/` folder there would shadow ours when
+    it imports PRELOAD. PYTHONSAFEPATH (3.11) leaves the directory out; it is set only
+    while the server may start (children get the runner's environment back)."""
+    before = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONSAFEPATH", None)
+        else:
+            os.environ["PYTHONSAFEPATH"] = before
+
+
+def _child(job: Job, environ: dict[str, str], path: list[str], send: Any) -> None:
     """The child: its own process group (a terminal's Ctrl-C reaches the runner, which
-    stops it), the runner's current environment, a Python traceback on a fatal signal."""
+    stops it), the runner's environment and import path (a model module importable
+    there is importable here), a Python traceback on a fatal signal."""
     import faulthandler
 
     os.setpgrp()
     os.environ.clear()
     os.environ.update(environ)
+    sys.path[:] = path
     with open(job.log, "a") as log:
         faulthandler.enable(file=log)  # SIGSEGV / SIGABRT: where Python was, into the stage log
         outcome = execute(job, job.spec(), send.send)

@@ -182,3 +182,24 @@ def test_isolate_false_runs_the_stage_in_the_runners_process(tmp_path, isolate):
     assert run(config, stop="golden")["golden"].status.value == "ran"
     pids = {int(p) for p in (tmp_path / "pid.txt").read_text().split()}
     assert (pids == {os.getpid()}) is not isolate, pids
+
+
+def test_a_users_own_pipeline_folder_in_the_working_directory_shadows_nothing(write_config, tmp_path) -> None:
+    """The fork server imports our packages, not same-named folders where `deploy` (the
+    console script, as users run it) is run."""
+    import shutil
+    import subprocess
+    import sys
+
+    # A copy of ours that fails where the fork server would import it from (a stale
+    # checkout, a project's own `pipeline/`): it must never be imported.
+    shutil.copytree(ROOT / "pipeline", tmp_path / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
+    with (tmp_path / "pipeline" / "isolation.py").open("a") as planted:
+        planted.write("\nraise RuntimeError('imported from the working directory')\n")
+    path = write_config(replace={"stages": {"export": {}}})
+    deploy = Path(sys.executable).parent / "deploy"
+    done = subprocess.run(
+        [str(deploy), "run", str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "export" in done.stdout and "ran" in done.stdout
