@@ -1,4 +1,4 @@
-"""The bench stage with longer, steadier settings than a config's, for the README tables.
+"""The bench stage with longer, steadier settings than a config's, for the tables in docs/performance.md.
 
     .venv/bin/python benchmarks/bench_stage.py [configs/resnet50.yaml] [--duration 3] [--batches 1 8]
     python benchmarks/bench_stage.py --device cuda --batches 1 8 32      (on a GPU machine)

@@ -3,7 +3,7 @@ the inputs from pinned host memory, GPU compute, D2H copy of the outputs into pi
 memory, each timed per call with CUDA events on the current stream; the host wall time
 of the whole call is the latency the harness measures around it.
 
-The PyTorch path ran on an H100 (see README); TensorRT shares it but never ran here.
+The PyTorch path ran on an H100 (docs/concepts/tensorrt.md); TensorRT shares it but never ran here.
 Imports torch."""
 
 from __future__ import annotations

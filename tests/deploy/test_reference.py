@@ -1,6 +1,7 @@
-"""The README's config reference is generated from the pydantic models (deploy/reference.py):
-it must be current, complete (every field described) and faithful (defaults as YAML that
-reads back as the default)."""
+"""The docs' generated references (deploy/reference.py): the config reference, from the
+pydantic models, must be current, complete (every field described) and faithful (defaults
+as YAML that reads back as the default); the CLI reference, from the typer app, current and
+complete (every command, argument and option)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from pipeline.config import DeployConfig
 from pipeline.registry import stage_specs
 from tests.helpers import ROOT
 
-README = ROOT / "README.md"
-REGENERATE = "python -m deploy.reference --write README.md"
+CONFIG_DOC = ROOT / "docs" / "reference" / "config.md"
+CLI_DOC = ROOT / "docs" / "reference" / "cli.md"
+REGENERATE = "python -m deploy.reference --write"
 
 
 def _row(path: str) -> reference.Row:
@@ -34,9 +36,72 @@ def _all_fields():
         yield from reference.walk(spec.params, f"stages.{name}")
 
 
-def test_readme_section_is_the_generated_reference():
-    current = reference.current(README.read_text(encoding="utf-8"))
-    assert current == reference.render(), f"README.md's config reference is stale: run `{REGENERATE}`"
+def test_the_docs_config_reference_is_the_generated_one():
+    current = reference.current(CONFIG_DOC.read_text(encoding="utf-8"))
+    assert current == reference.render(), f"{CONFIG_DOC}'s config reference is stale: run `{REGENERATE}`"
+
+
+def test_the_docs_cli_reference_is_the_generated_one():
+    text = CLI_DOC.read_text(encoding="utf-8")
+    current = reference.current(text, reference.CLI_START, reference.CLI_END)
+    assert current == reference.render_cli(), f"{CLI_DOC}'s CLI reference is stale: run `{REGENERATE}`"
+
+
+def test_check_without_a_file_checks_both_docs_pages(capsys):
+    assert reference.DEFAULT_FILES == (CONFIG_DOC, CLI_DOC)
+    assert reference.main(["--check"]) == 0, capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    ("page", "start", "end", "stale"),
+    [
+        (CONFIG_DOC, reference.START, reference.END, ("`stages.validate.atol`", "`stages.validate.atoll`")),
+        (CLI_DOC, reference.CLI_START, reference.CLI_END, ("Stop after STAGE.", "Stop before STAGE.")),
+    ],
+)
+def test_check_fails_on_a_stale_copy_of_a_docs_page(tmp_path, capsys, page, start, end, stale):
+    """A docs page whose generated section was edited by hand (or not regenerated after the
+    code changed) fails the check, and --write brings it back to exactly the committed page."""
+    copy = tmp_path / page.name
+    text = page.read_text(encoding="utf-8")
+    assert stale[0] in reference.current(text, start, end)
+    copy.write_text(text.replace(stale[0], stale[1], 1), encoding="utf-8")
+    assert reference.main(["--check", str(copy)]) == 1
+    out = capsys.readouterr()
+    assert stale[1] in out.out and "stale" in out.err and "--write" in out.err
+    assert reference.main(["--write", str(copy)]) == 0
+    assert copy.read_text(encoding="utf-8") == text
+
+
+def test_the_cli_reference_lists_every_command_and_option():
+    import typer.main
+
+    from deploy.cli import app
+
+    text = reference.render_cli()
+    root = typer.main.get_command(app)
+    context = root.context_class(root, info_name="deploy", **root.context_settings)
+    commands = list(reference._commands(root, context))
+    assert {ctx.command_path for _, _, ctx in commands} >= {
+        "deploy",
+        "deploy run",
+        "deploy plan",
+        "deploy validate",
+        "deploy serve",
+        "deploy bench",
+        "deploy doctor",
+        "deploy cache",
+        "deploy cache ls",
+        "deploy cache gc",
+        "deploy cache verify",
+    }
+    for _, command, ctx in commands:
+        assert f"`{ctx.command_path}`" in text
+        for param in command.get_params(ctx):
+            for opt in [*param.opts, *param.secondary_opts]:
+                if opt.startswith("-"):
+                    assert opt in text, (ctx.command_path, opt)
+    assert "| `--warmUp <float range>` | Warm-up time, ms. [default: 200.0; x>=0] |" in text
 
 
 def test_every_field_has_a_description():
@@ -156,13 +221,29 @@ def test_check_and_write(tmp_path, capsys):
     assert reference.main(["--check", str(readme)]) == 0
     (tmp_path / "no_markers.md").write_text("nothing\n")
     assert reference.main(["--check", str(tmp_path / "no_markers.md")]) == 2
+    (tmp_path / "half.md").write_text(f"{reference.CLI_START}\nno end\n")
+    assert reference.main(["--check", str(tmp_path / "half.md")]) == 2
 
 
-def test_readme_example_is_a_valid_config(tmp_path):
+def test_check_and_write_both_sections_of_one_file(tmp_path):
+    doc = tmp_path / "both.md"
+    doc.write_text(
+        f"a\n{reference.START}\nold\n{reference.END}\nb\n{reference.CLI_START}\nold\n{reference.CLI_END}\nc\n"
+    )
+    assert reference.main(["--check", str(doc)]) == 1
+    assert reference.main(["--write", str(doc)]) == 0
+    text = doc.read_text()
+    assert reference.current(text) == reference.render()
+    assert reference.current(text, reference.CLI_START, reference.CLI_END) == reference.render_cli()
+    assert text.startswith("a\n") and text.endswith(f"{reference.CLI_END}\nc\n")
+    assert reference.main(["--check", str(doc)]) == 0
+
+
+def test_the_config_reference_example_is_a_valid_config(tmp_path):
     """The hand-written example before the generated tables must stay a working config."""
     from pipeline.project import load_project
 
-    text = README.read_text(encoding="utf-8")
+    text = CONFIG_DOC.read_text(encoding="utf-8")
     before = text[: text.index(reference.START)]
     example = re.findall(r"```yaml\n(.*?)```", before, re.S)[-1]
     data = yaml.safe_load(example)

@@ -4,7 +4,7 @@ traceback on the console, and a cache that holds nothing it did not hold before.
 
 Each case builds its input from the tiny config in a temp dir. Cases that fail inside a
 stage use the tiny CNN and stop early (`--to`), so the whole battery runs in about a
-minute. The table is the README's "Bad input battery"."""
+minute. The table is docs/reference/bad-inputs.md."""
 
 from __future__ import annotations
 
@@ -794,10 +794,15 @@ def test_the_battery_is_large_and_distinct() -> None:
     assert len(CASES) >= 30 and len({c.id for c in CASES}) == len(CASES)
 
 
-def test_the_readme_lists_every_case_with_its_exit_code() -> None:
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    table = text.split("<!-- bad-input-battery:start -->")[1].split("<!-- bad-input-battery:end -->")[0]
-    rows = {
-        line.split("|")[1].strip(" `"): line.split("|")[2].strip() for line in table.strip().splitlines()[2:]
-    }
+def test_the_docs_table_lists_every_case_with_its_exit_code() -> None:
+    """docs/reference/bad-inputs.md: one row per case, none twice, each with its exit code."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "bad-inputs.md").read_text()
+    start, end = "<!-- bad-input-battery:start -->", "<!-- bad-input-battery:end -->"
+    assert text.count(start) == 1 and text.count(end) == 1
+    table = text.split(start)[1].split(end)[0]
+    lines = table.strip().splitlines()
+    assert lines[0] == "| case | exit | command | the console says |" and lines[1] == "|---|---|---|---|"
+    ids = [line.split("|")[1].strip(" `") for line in lines[2:]]
+    assert len(ids) == len(set(ids)), "a case is listed twice"
+    rows = {line.split("|")[1].strip(" `"): line.split("|")[2].strip() for line in lines[2:]}
     assert rows == {c.id: str(int(c.expect)) for c in CASES}

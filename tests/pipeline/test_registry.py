@@ -1,5 +1,5 @@
 """A stage added from a package outside this repository, without touching the engine:
-the recipe in the README, exercised end to end through the CLI."""
+the recipe in docs/development.md, exercised end to end through the CLI."""
 
 from __future__ import annotations
 

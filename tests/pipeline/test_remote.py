@@ -82,7 +82,7 @@ def test_a_second_agent_downloads_instead_of_rebuilding(s3, tmp_path) -> None:
     assert statuses(summary) == dict.fromkeys(STAGES, "remote"), done.stdout
     assert "pushed" not in done.stdout  # nothing new to push
     assert published(second) == published(first)
-    # Downloading 5 entries beats rebuilding them (measured on 2 cores: see the README).
+    # Downloading 5 entries beats rebuilding them (measured on 2 cores: see docs/how-to/remote-cache.md).
     print(f"agent a built in {cold:.1f} s; agent b downloaded in {warm:.1f} s")
     assert warm < cold
 
