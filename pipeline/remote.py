@@ -71,6 +71,8 @@ class RemoteCache:
     warn: Callable[[str], None]
     down: str | None = None  # why the remote was given up for this process
     corrupt: set[str] = field(default_factory=set)  # remote objects to overwrite on push
+    # Told of each object moved (done, total, what): the runner's progress, throttled.
+    step: Callable[[int, int | None, str], None] | None = None
     _fs: Any = None  # an fsspec filesystem (fsspec ships no type information)
     _root: str = ""
 
@@ -122,9 +124,13 @@ class RemoteCache:
         entry = Entry.from_json(json.loads(text))
         if entry.key != key:
             return None
-        for digest, size in _objects(entry, store):
+        # Lazily: a tree's members are known only once its manifest object is here.
+        count = 0
+        for count, (digest, size) in enumerate(_objects(entry, store), start=1):
+            self._moved(count - 1, None, f"downloading {entry.stage}")
             if not self._fetch(digest, size, store):
                 return None
+        self._moved(count, count, f"downloaded {entry.stage}")
         store.commit(entry, made_here=False)
         return entry
 
@@ -146,6 +152,10 @@ class RemoteCache:
         finally:
             tmp.unlink(missing_ok=True)
 
+    def _moved(self, done: int, total: int | None, what: str) -> None:
+        if self.step is not None:
+            self.step(done, total, what)
+
     # -- push -----------------------------------------------------------------------
     def push(self, entries: Iterable[Entry], store: Store) -> Transfer:
         """Uploads the entries' objects the remote lacks, then the entries."""
@@ -160,8 +170,10 @@ class RemoteCache:
         fs, _ = self._files()
         objects = dict.fromkeys(d for e in entries for d, _ in _objects(e, store))
         sent = [d for d in objects if d in self.corrupt or not fs.exists(self._path(_object_rel(d)))]
-        for digest in sent:
+        for index, digest in enumerate(sent):
+            self._moved(index, len(sent), "uploading")
             self._put(store.object_path(digest), _object_rel(digest))
+        self._moved(len(sent), len(sent), "uploaded")
         self.corrupt.difference_update(sent)
         for entry in entries:  # last: every object it names is already there
             tmp = store.work_root() / f"push-{uuid.uuid4().hex}.json"

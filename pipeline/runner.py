@@ -26,7 +26,7 @@ from pipeline.graph import Node
 from pipeline.isolation import Limits, run_isolated
 from pipeline.keys import KeyParts
 from pipeline.plan import Action, make_plan, source_outputs, stage_parts, why
-from pipeline.progress import Progress
+from pipeline.progress import Progress, Throttled
 from pipeline.project import Project
 from pipeline.publish import publish
 from pipeline.registry import stage_module
@@ -70,6 +70,8 @@ class Runner:
         self.project = project
         self.store = store
         self.remote = remote
+        if remote is not None:
+            remote.step = Throttled("remote cache", reporter.progress)
         self.reporter = reporter
         self.selection = selection
         self.resolved: dict[str, Output] = {}

@@ -5,6 +5,7 @@ reuses them. Imports onnxruntime and onnx when called."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -46,7 +47,12 @@ class Scope:
         return {t for n in chosen for t in [*n.input, *n.output]}
 
 
-def calibrate(model: Path, calibration: list[Any], method: Method, work: Path, scope: Scope) -> Path:
+Step = Callable[[int, int | None, str], None]
+
+
+def calibrate(
+    model: Path, calibration: list[Any], method: Method, work: Path, scope: Scope, step: Step | None = None
+) -> Path:
     """Calibrates the way quantize_static would, but checks the ranges first: a -inf / inf
     constant (a transformer's attention-mask fill) makes them infinite, which minmax turns
     into NaN zero-points and entropy / percentile into numpy errors. The ranges reach
@@ -54,7 +60,7 @@ def calibrate(model: Path, calibration: list[Any], method: Method, work: Path, s
     from onnxruntime.quantization.calibrate import save_tensors_data
 
     try:
-        ranges = _ranges(model, calibration, method, work, scope)
+        ranges = _ranges(model, calibration, method, work, scope, step)
     except ValueError:
         # numpy refuses a histogram over an infinite range: minmax finds and names those
         # tensors. Any other ValueError is ORT's own: minmax ranges must not stand in for it.
@@ -66,7 +72,9 @@ def calibrate(model: Path, calibration: list[Any], method: Method, work: Path, s
     return path
 
 
-def _ranges(model: Path, calibration: list[Any], method: Method, work: Path, scope: Scope) -> Any:
+def _ranges(
+    model: Path, calibration: list[Any], method: Method, work: Path, scope: Scope, step: Step | None = None
+) -> Any:
     from onnxruntime.quantization.calibrate import create_calibrator
 
     calibrator = create_calibrator(
@@ -75,7 +83,7 @@ def _ranges(model: Path, calibration: list[Any], method: Method, work: Path, sco
         augmented_model_path=str(work / "augmented.onnx"),
         calibrate_method=ort_method(method),
     )
-    calibrator.collect_data(_reader(calibration))
+    calibrator.collect_data(_reader(calibration, step))
     return calibrator.compute_data()
 
 
@@ -122,14 +130,18 @@ def _producers(model: Path) -> dict[str, str]:
     }
 
 
-def _reader(samples: list[Any]) -> Any:
+def _reader(samples: list[Any], step: Step | None = None) -> Any:
     from onnxruntime.quantization import CalibrationDataReader
 
     class Reader(CalibrationDataReader):  # type: ignore[misc]
         def __init__(self) -> None:
             self.feeds = iter(samples)
+            self.read = 0
 
         def get_next(self) -> Any:
+            if step is not None:
+                step(self.read, len(samples), "calibration samples")
+            self.read += 1
             return next(self.feeds, None)
 
     return Reader()

@@ -14,6 +14,7 @@ sensitive nodes in FP32 until the gate passes (gates/fallback.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -136,6 +137,7 @@ def run(ctx: StageContext, params: QuantizeParams) -> None:
     model = _prepared(ctx.input("onnx"), params, ctx.workdir)
     _check_names(model, params.exclude)
     quantize = _Quantizer(model, params, calibration, ctx.workdir)
+    quantize.step = ctx.progress
     conversion = fallback.Conversion(
         "INT8",
         "onnx_int8",
@@ -194,6 +196,9 @@ def _eligible(params: QuantizeParams, supported: frozenset[str], node: Any, conv
     return node.op_type in supported and node.name not in params.exclude and converted.quantized(node)
 
 
+Step = Callable[[int, int | None, str], None]
+
+
 class _Quantizer:
     """Writes the INT8 model for a set of nodes kept in FP32 (on top of `exclude`);
     calibration runs once, on the first call of the static recipe."""
@@ -203,6 +208,7 @@ class _Quantizer:
 
         self.model, self.params, self.calibration, self.work = model, params, calibration, work
         self._cache: Path | None = None
+        self.step: Step | None = None  # calibration's progress (StageContext.progress)
         # The quantized model keeps its source's layout (weights beside it or inside).
         self.external = onnx_files.uses_external_data(model)
 
@@ -237,7 +243,7 @@ class _Quantizer:
         if self._cache is None:
             scope = calibration.Scope(self.params.op_types, self.params.exclude)
             self._cache = calibration.calibrate(
-                self.model, self.calibration, self.params.method, self.work, scope
+                self.model, self.calibration, self.params.method, self.work, scope, self.step
             )
         tensorrt = self.params.target == "tensorrt"
         q.quantize_static(

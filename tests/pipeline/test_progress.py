@@ -45,3 +45,12 @@ def test_a_ci_log_gets_a_plain_line_per_stage_not_one_per_event() -> None:
     reporter.progress(Progress("bench", 5, 5, "done"))
     lines = out.getvalue().splitlines()
     assert lines == ["bench: 0/5 done, now cell 0", "bench: 5/5 done, now done"]
+
+
+def test_uploads_to_the_remote_cache_report_progress(write_config, tmp_path) -> None:
+    remote = tmp_path / "shared"
+    path = write_config(replace={"stages": {"export": {}}, "cache": {"remote": remote.as_uri()}})
+    recorder = Recorder()
+    run(path, recorder=recorder)
+    events = [e for e in recorder.progress_events if e.stage == "remote cache"]
+    assert events and events[-1].what == "uploaded" and events[-1].done == events[-1].total > 0

@@ -95,7 +95,9 @@ def test_other_calibration_errors_are_not_replaced_by_minmax_ranges(
 
     from stages.quantize import calibration
 
-    def ranges(model: Path, calibration: list, method: str, work: Path, scope: object) -> TensorsData:
+    def ranges(
+        model: Path, calibration: list, method: str, work: Path, scope: object, step=None
+    ) -> TensorsData:
         if method != "minmax":
             raise ValueError("entropy's own problem")
         return TensorsData(
