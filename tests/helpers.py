@@ -242,3 +242,44 @@ def _boto_credentials() -> dict[str, str]:
         "aws_secret_access_key": S3_ENV["AWS_SECRET_ACCESS_KEY"],
         "region_name": S3_ENV["AWS_DEFAULT_REGION"],
     }
+
+
+def two_heads_net() -> Any:
+    """A seeded, eval-mode torch module with two inputs (a, b: [batch, 4] float32) and two
+    outputs returned as a tuple (mix, gate: [batch, 3]), different enough that their order
+    shows. Built in milliseconds; torch is imported here, not when this module is."""
+    import torch
+
+    class TwoHeads(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mix = torch.nn.Linear(8, 3)
+            self.gate = torch.nn.Linear(4, 3)
+
+        def forward(self, a: Any, b: Any) -> Any:
+            return self.mix(torch.cat([a, b], dim=1)), torch.sigmoid(self.gate(a - b))
+
+    torch.manual_seed(0)
+    return TwoHeads().eval()
+
+
+def export_two_heads(net: Any, path: Path) -> Path:
+    """`two_heads_net()` as ONNX at `path` (inputs a, b; outputs mix, gate; batch dynamic)."""
+    import warnings
+
+    import torch
+
+    names = ("a", "b", "mix", "gate")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter: fast, and enough here
+        torch.onnx.export(
+            net,
+            (torch.zeros(2, 4), torch.zeros(2, 4)),
+            str(path),
+            input_names=["a", "b"],
+            output_names=["mix", "gate"],
+            dynamic_axes={name: {0: "batch"} for name in names},
+            opset_version=17,
+            dynamo=False,
+        )
+    return path

@@ -1,0 +1,53 @@
+"""The serving layouts agree with themselves and with Triton: one entry per serving format,
+platforms that map back, config.pbtxt type names Triton's ModelConfig knows for every
+config dtype, and the python model reading the file its layout names."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+import pytest
+
+from pipeline.config import DType
+from serving.layout import BY_PLATFORM, LAYOUTS, PYTHON_MODEL, TRITON_TYPES, ServingFormat, io_name
+
+
+def test_one_layout_per_serving_format_and_platforms_map_back() -> None:
+    assert set(LAYOUTS) == set(get_args(ServingFormat))
+    assert all(layout.fmt == fmt for fmt, layout in LAYOUTS.items())
+    assert {p: layout.fmt for p, layout in BY_PLATFORM.items()} == {
+        layout.platform: fmt for fmt, layout in LAYOUTS.items()
+    }
+    assert len(BY_PLATFORM) == len(LAYOUTS)
+
+
+def test_type_names_are_triton_model_config_types_for_every_config_dtype() -> None:
+    from tritonclient.grpc import model_config_pb2
+
+    assert set(TRITON_TYPES) == set(get_args(DType))
+    assert set(TRITON_TYPES.values()) <= set(model_config_pb2.DataType.keys())
+    assert (TRITON_TYPES["float32"], TRITON_TYPES["bfloat16"], TRITON_TYPES["bool"]) == (
+        "TYPE_FP32",
+        "TYPE_BF16",
+        "TYPE_BOOL",
+    )
+
+
+def test_the_python_model_loads_the_file_its_layout_names() -> None:
+    assert PYTHON_MODEL.is_file() and PYTHON_MODEL.name == "python_model.py"
+    source = PYTHON_MODEL.read_text()
+    assert f'"{LAYOUTS["python"].model_file}"' in source and "class TritonPythonModel" in source
+    compile(source, str(PYTHON_MODEL), "exec")  # valid Python for the backend's interpreter
+
+
+@pytest.mark.parametrize(
+    ("fmt", "names"),
+    [
+        ("torchscript", ["input__0", "mask__1", "out__2"]),
+        ("onnx", ["input", "mask", "out"]),
+        ("python", ["input", "mask", "out"]),
+        ("plan", ["input", "mask", "out"]),
+    ],
+)
+def test_only_libtorch_names_tensors_by_position(fmt: str, names: list[str]) -> None:
+    assert [io_name(fmt, n, i) for i, n in enumerate(["input", "mask", "out"])] == names
