@@ -13,7 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from serving.layout import BY_PLATFORM
+from serving.service import ROLE_PARAMETER, Role
 from serving.spec import ServerSpec
+
+ENSEMBLE = "ensemble"  # Triton's built-in platform: no backend directory
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,8 @@ class Model:
     backend: str
     precision: str
     directory: Path
+    role: Role = Role.MODEL
+    steps: tuple[str, ...] = ()  # an ensemble's composing models, in order
 
 
 def private_copy(tree: Path, dest: Path) -> Path:
@@ -47,7 +52,13 @@ def models(repo: Path) -> dict[str, Model]:
             if "deploy_precision" in config.parameters
             else "fp32"
         )
-        found[path.parent.name] = Model(fmt, backend, precision, path.parent)
+        role = (
+            Role(config.parameters[ROLE_PARAMETER].string_value)
+            if ROLE_PARAMETER in config.parameters
+            else Role.MODEL
+        )
+        steps = tuple(step.model_name for step in config.ensemble_scheduling.step)
+        found[path.parent.name] = Model(fmt, backend, precision, path.parent, role, steps)
     return found
 
 
@@ -63,7 +74,17 @@ def backends(spec: ServerSpec, workdir: Path) -> set[str] | None:
 
 
 def loadable(found: dict[str, Model], have: set[str] | None) -> list[str]:
-    return [name for name, info in found.items() if have is None or info.backend in have]
+    """Models whose backend the server has; an ensemble when all its steps are loadable."""
+    return [name for name in found if _loadable(name, found, have)]
+
+
+def _loadable(name: str, found: dict[str, Model], have: set[str] | None) -> bool:
+    info = found.get(name)
+    if info is None:
+        return False
+    if info.backend == ENSEMBLE:
+        return all(_loadable(step, found, have) for step in info.steps if step != name)
+    return have is None or info.backend in have
 
 
 def skip_reason(backend: str) -> str:

@@ -15,7 +15,7 @@ from pipeline.records import SchemaMismatch, expect_schema
 from serving.repository import Model, skip_reason
 
 # smoke.json's layout; bumped with the smoke stage's version (see pipeline/records.py).
-SCHEMA = 1
+SCHEMA = 2  # 2: an ensemble's service check
 
 if TYPE_CHECKING:  # at run time only inside to_json: this module is read on the warm path
     from gates.parity import Table
@@ -29,6 +29,19 @@ class ModelStatus(str, Enum):
 
 
 @dataclass
+class ServiceCheck:
+    """One ensemble's answers per protocol and how they compare with the reference."""
+
+    kind: str  # classify / embedding / tensors
+    samples: list[str]
+    answers: dict[str, list[str]] = field(default_factory=dict)  # protocol -> one line per sample
+    reference: list[str] = field(default_factory=list)
+    top1_agreement: float | None = None
+    min_cosine: float | None = None
+    latency_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
 class ModelResult:
     status: ModelStatus
     format: str = ""
@@ -39,6 +52,7 @@ class ModelResult:
     problems: list[str] = field(default_factory=list)
     protocols: dict[str, Table] = field(default_factory=dict)  # protocol -> parity table
     batching: Burst | None = None
+    service: ServiceCheck | None = None  # an ensemble: what real inputs got back
 
     @classmethod
     def skipped(cls, model: Model, reason: str = "") -> ModelResult:
@@ -79,6 +93,8 @@ class ModelResult:
             data.update(problems=self.problems, protocols=protocols)
         if self.batching is not None:
             data["batching"] = asdict(self.batching) | {"batched": self.batching.batched}
+        if self.service is not None:
+            data["service"] = asdict(self.service)
         return data
 
     @classmethod
@@ -97,6 +113,7 @@ class ModelResult:
             problems=list(data.get("problems", [])),
             protocols={p: from_json(t) for p, t in data.get("protocols", {}).items()},
             batching=Burst(**batching) if batching else None,
+            service=ServiceCheck(**data["service"]) if "service" in data else None,
         )
 
 

@@ -12,23 +12,57 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gates.tolerance import Tolerance
-from pipeline.config import DeployConfig, Label
-from pipeline.contract import Artifact, Phase, Section, StageContext, StageSpec
+from pipeline.config import DeployConfig, Label, resolve_path
+from pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from pipeline.errors import Issue, StageFailed
 from serving.layout import ServingFormat
 from serving.model_state import LoadState
 from serving.publishing import PublishPolicy, published_url, publishing
 from serving.repository import Model
+from serving.service import Role
 from serving.spec import ServerKind, ServerSpec, identity
 from stages.smoke import result
 from stages.smoke.result import ModelResult, ModelStatus
 
 Protocol = Literal["http", "grpc"]
+
+
+class ServiceGate(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    min_top1_agreement: float = Field(
+        1.0, ge=0, le=1, description="Share of samples whose top-1 class is the reference's (classify)."
+    )
+    min_cosine: float = Field(
+        0.999, ge=-1, le=1, description="Cosine of the served top-k scores / embedding vs the reference."
+    )
+
+
+class ServiceParams(BaseModel):
+    """The check of each published ensemble (triton_config.preprocess): real inputs over
+    every protocol, compared with the eager model inside Python pre/post-processing."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    samples: Path | None = Field(
+        None,
+        description="A directory of images or a text file of sentences (one per line); null: scikit-learn's "
+        "bundled photos (JPEG and PNG) or a few built-in sentences.",
+    )
+    gate: ServiceGate = Field(ServiceGate(), description="Gate of ensembles serving the FP32 model.")
+    reduced_precision: ServiceGate = Field(
+        ServiceGate(min_top1_agreement=0.0, min_cosine=0.99),
+        description="Gate of ensembles serving an INT8 / FP16 model (their accuracy is the quantize / fp16 "
+        "stages' gate; this checks the chain answers).",
+    )
+
+    _samples = field_validator("samples")(resolve_path)
 
 
 class SmokeParams(BaseModel):
@@ -50,6 +84,10 @@ class SmokeParams(BaseModel):
         "cache",
         description="What the server reads: cache, the repository artifact; published, the copy "
         "triton_config.publish_to put on object storage (the server reads s3:// itself), as production would.",
+    )
+    service: ServiceParams = Field(
+        ServiceParams(),
+        description="Ensembles (triton_config.preprocess): real images / sentences end to end.",
     )
     require: tuple[ServingFormat, ...] = Field(
         (),
@@ -94,6 +132,14 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
     _verdict(report, server, params.require)
 
 
+def _service() -> Any:
+    """The ensemble checks (numpy, torch, PIL when they run): imported when used, not at
+    discovery, which every `deploy` command pays."""
+    from stages.smoke import ensemble_check
+
+    return ensemble_check
+
+
 def _choose(report: result.SmokeReport) -> Any:
     """Loads what the server can; records the rest in the report as skipped."""
     from serving.launch import loadable_models
@@ -124,9 +170,13 @@ def _check_all(served: Any, ctx: StageContext, params: SmokeParams, golden: Any)
         model = served.found[name]
         if not state.ready:
             results[name] = _unavailable(state, model, params)
-            continue
-        results[name] = _check_model(served.server, name, model, ctx, params, _reference(model, golden, ctx))
-    return results
+        elif model.role is Role.ENSEMBLE:
+            results[name] = _service().check_ensemble(served, name, ctx, params)
+        elif model.role is Role.MODEL:
+            results[name] = _check_model(
+                served.server, name, model, ctx, params, _reference(model, golden, ctx)
+            )
+    return results | _service().parts(served, results)
 
 
 def _unavailable(state: LoadState, model: Model, params: SmokeParams) -> ModelResult:
@@ -229,6 +279,7 @@ def _finish(ctx: StageContext, report: result.SmokeReport, server: Any, tol: Tol
     if note:
         ctx.partial(note)
     _report_table(ctx, models, report.server, tol)
+    _service().answers_table(ctx, models)
     if server is not None and server.log_path.exists():
         ctx.log.info("server log:\n%s", server.log_path.read_text(errors="replace"))
         shutil.copyfile(server.log_path, ctx.output("server_log"))
@@ -280,6 +331,10 @@ def _report_table(
 def _model_numbers(result: ModelResult, tol: Tolerance) -> str:
     from gates.parity import headline
 
+    if result.service is not None:
+        return _service().numbers(result.service)
+    if not result.protocols and result.reference:
+        return result.reference  # a pre / post model: "checked through <ensemble>"
     numbers = [f"{p} {headline(t, tol)}" for p, t in result.protocols.items()] or ["no inference"]
     if result.batching:
         numbers.append(f"{result.batching.inferences} requests in {result.batching.executions} executions")
@@ -289,13 +344,23 @@ def _model_numbers(result: ModelResult, tol: Tolerance) -> str:
 SPEC = StageSpec(
     phase=Phase.SERVE,
     name="smoke",
-    version=4,  # 4: smoke.json a versioned record (result.py SmokeReport)
+    version=5,  # 5: ensembles checked with real inputs (smoke.json schema 2)
     params=SmokeParams,
-    inputs=("repository", "golden"),
+    inputs=("repository", "golden", SOURCE_ARTIFACT),
     outputs=(Artifact("report", filename="smoke.json"), Artifact("server_log", filename="server.log")),
     run=run,
-    uses=frozenset({Section.SHAPES}),
-    env=("tritonclient", "protobuf", "nvidia-pytriton", "onnxruntime", "numpy"),
+    uses=frozenset({Section.MODEL, Section.SHAPES}),
+    env=(
+        "tritonclient",
+        "protobuf",
+        "nvidia-pytriton",
+        "onnxruntime",
+        "numpy",
+        "torch",
+        "torchvision",
+        "tokenizers",
+        "pillow",
+    ),
     identity=lambda params: identity(params.server),
     check=check,
     description="real tritonserver: metadata, HTTP + gRPC parity at min/opt/max, dynamic batching",

@@ -33,7 +33,9 @@ def test_unknown_backends_keep_their_name_and_stray_directories_are_not_models(t
     (tmp_path / "m_dali" / "1").mkdir(parents=True)
     (tmp_path / "m_dali" / "config.pbtxt").write_text('name: "m_dali"\nbackend: "dali"\n')
     (tmp_path / "m_ens").mkdir()
-    (tmp_path / "m_ens" / "config.pbtxt").write_text('name: "m_ens"\nplatform: "ensemble"\n')
+    (tmp_path / "m_ens" / "config.pbtxt").write_text(
+        'name: "m_ens"\nplatform: "ensemble"\nensemble_scheduling { step { model_name: "m_dali" model_version: -1 } }\n'
+    )
     (tmp_path / "notes" / "1").mkdir(parents=True)  # no config.pbtxt
     (tmp_path / "README.md").write_text("not a model\n")
     found = models(tmp_path)
@@ -41,4 +43,6 @@ def test_unknown_backends_keep_their_name_and_stray_directories_are_not_models(t
         "m_dali": ("dali", "dali", "fp32", tmp_path / "m_dali"),
         "m_ens": ("ensemble", "ensemble", "fp32", tmp_path / "m_ens"),
     }
-    assert loadable(found, {"python", "dali"}) == ["m_dali"] and loadable(found, set()) == []
+    assert found["m_ens"].steps == ("m_dali",)
+    # An ensemble (Triton's built-in platform) loads when every step does.
+    assert loadable(found, {"python", "dali"}) == ["m_dali", "m_ens"] and loadable(found, {"python"}) == []

@@ -14,6 +14,7 @@ from gates.references import Case
 from gates.tolerance import Tolerance
 from pipeline.records import SchemaMismatch
 from serving.checks import Burst
+from stages.smoke import result
 from stages.smoke.result import ModelResult, ModelStatus, ServerInfo, SmokeReport
 
 
@@ -41,6 +42,6 @@ def test_smoke_report_round_trip(tmp_path: Path) -> None:
 
 def test_a_smoke_report_without_models_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "smoke.json"
-    path.write_text(json.dumps({"schema": 1, "server": None}))
+    path.write_text(json.dumps({"schema": result.SCHEMA, "server": None}))
     with pytest.raises(SchemaMismatch, match=r"smoke\.json: not a smoke report"):
         SmokeReport.read(path)

@@ -9,6 +9,7 @@ the CPU serving format that runs on any server with the python backend. Every co
 
 from __future__ import annotations
 
+import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +30,10 @@ from pipeline.contract import (
 from pipeline.errors import Issue, StageFailed
 from pipeline.facts import Provides
 from runtimes.engine_manifest import EngineManifest
-from serving.layout import LAYOUTS, PYTHON_MODEL, TRITON_TYPES, ServingFormat, io_name
+from serving.layout import LAYOUTS, PYTHON_MODEL, ServingFormat, io_name
 from serving.publishing import PUBLISHING, Publishing, PublishPolicy, when_all
+from serving.service import Postprocess, Preprocess, Role
+from stages.triton_config import ensemble
 
 Format = ServingFormat
 
@@ -108,6 +111,16 @@ class TritonParams(Frozen):
         description="What reaches the published repository: all, every model written here (as triton_search "
         "tuned it); selected, only the models serving what the select stage chose (needs select).",
     )
+    preprocess: Preprocess | None = Field(
+        None,
+        description="Publish a service: `<name>_pre` turns image bytes (kind image) or sentences (kind text) into "
+        "the model's inputs, and each served model gets a `<model>_ensemble` a client sends them to.",
+    )
+    postprocess: Postprocess | None = Field(
+        None,
+        description="`<name>_post` in each ensemble: top-k classes with labels (kind classify) or an L2-normalised "
+        "vector (kind embedding); null: the ensemble answers the model's outputs.",
+    )
     publish_to: str | None = Field(
         None,
         pattern=r"^(s3|gs|gcs|az|abfs|file)://.+",
@@ -152,7 +165,7 @@ def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
         issues.append(Issue(f"{where}.formats", "lists a format twice"))
     if params.publish is PublishPolicy.SELECTED and "select" not in config.stages:
         issues.append(Issue(f"{where}.publish", "'selected' needs a select stage in this config"))
-    return issues
+    return issues + ensemble.check(params.preprocess, params.postprocess, config)
 
 
 @dataclass(frozen=True)
@@ -206,17 +219,60 @@ def run(ctx: StageContext, params: TritonParams) -> None:
     if any(m.fmt == "plan" for m in models) and "manifest" in ctx.inputs:
         manifest = EngineManifest.read(ctx.input("manifest"))
         check_engine_batch(manifest, params, max_batch(params, ctx.config))
+    protos = []
     for entry in models:
         source = ctx.input(entry.artifact)
         if entry.artifact.startswith("onnx"):
             _check_onnx_names(ctx, source)
-        text = render(model_config(entry.model, entry.fmt, params, ctx.config, golden, entry.precision))
-        _write_model(root / entry.model, params.version, text, source, LAYOUTS[entry.fmt].model_file)
+        protos.append(model_config(entry.model, entry.fmt, params, ctx.config, golden, entry.precision))
+        _write_model(
+            root / entry.model,
+            params.version,
+            _written(ctx, protos[-1]),
+            source,
+            LAYOUTS[entry.fmt].model_file,
+        )
         if entry.fmt == "python":
             shutil.copyfile(PYTHON_MODEL, root / entry.model / str(params.version) / "model.py")
-        ctx.log.info("wrote %s:\n%s", entry.model, text)
+    services = _write_service(ctx, params, golden, protos)
     ctx.record("models", [m.model for m in models])
-    ctx.headline(", ".join(m.model for m in models))
+    if services:
+        ctx.record("services", services)
+    ctx.headline(", ".join([m.model for m in models] + services))
+
+
+def _written(ctx: StageContext, proto: Any) -> str:
+    text = render(proto)
+    ctx.log.info("wrote %s:\n%s", proto.name, text)
+    return text
+
+
+def _write_service(ctx: StageContext, params: TritonParams, golden: Any, protos: list[Any]) -> list[str]:
+    """`<name>_pre`, `<name>_post` and an ensemble per served model; their names."""
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    pre, post, config = params.preprocess, params.postprocess, ctx.config
+    if (pre is None and post is None) or not protos:
+        return []
+    size, count, root = max_batch(params, config), params.instance_group.count, ctx.output("repository")
+    parts = {}
+    if pre is not None:
+        parts[Role.PRE] = ensemble.pre_proto(pb, f"{config.name}_pre", pre, config, size, count)
+    if post is not None:
+        reads = ensemble.post_output(post, config)
+        source = (str(golden["opt"].outputs[reads].dtype), _output_dims(golden, reads, size))
+        ensemble.count_labels(post, math.prod(source[1]))
+        parts[Role.POST] = ensemble.post_proto(pb, f"{config.name}_post", post, config, source, size, count)
+    ensemble.write_parts(root, params.version, parts, pre, post)
+    ensembles = [
+        ensemble.ensemble_proto(pb, p, config, parts.get(Role.PRE), parts.get(Role.POST)) for p in protos
+    ]
+    for proto in [*parts.values(), *ensembles]:
+        (root / proto.name / str(params.version)).mkdir(parents=True, exist_ok=True)
+        (root / proto.name / "config.pbtxt").write_text(_written(ctx, proto))
+    for proto in ensembles:  # Triton needs the version dir; a file keeps it in trees and copies
+        (root / proto.name / str(params.version) / "ENSEMBLE").write_text(ensemble.ENSEMBLE_NOTE)
+    return [p.name for p in [*parts.values(), *ensembles]]
 
 
 def model_config(
@@ -232,11 +288,13 @@ def model_config(
         proto.platform = LAYOUTS[fmt].platform
     for i, spec in enumerate(config.inputs):
         dims = [-1 if isinstance(d, str) else d for d in spec.dims][1 if size else 0 :]
-        proto.input.add(name=io_name(fmt, spec.name, i), data_type=_type(pb, spec.dtype), dims=dims)
+        proto.input.add(
+            name=io_name(fmt, spec.name, i), data_type=ensemble.data_type(pb, spec.dtype), dims=dims
+        )
     for i, out in enumerate(config.outputs):
         dtype = str(golden["opt"].outputs[out.name].dtype)
         dims = _output_dims(golden, out.name, size)
-        proto.output.add(name=io_name(fmt, out.name, i), data_type=_type(pb, dtype), dims=dims)
+        proto.output.add(name=io_name(fmt, out.name, i), data_type=ensemble.data_type(pb, dtype), dims=dims)
     if params.dynamic_batching is not None:
         proto.dynamic_batching.max_queue_delay_microseconds = params.dynamic_batching.max_queue_delay_us
         proto.dynamic_batching.preferred_batch_size.extend(params.dynamic_batching.preferred_batch_sizes)
@@ -256,12 +314,6 @@ def model_config(
     # Read back by the smoke stage to pick the tolerance for this precision.
     proto.parameters["deploy_precision"].string_value = precision
     return proto
-
-
-def _type(pb: Any, dtype: str) -> int:
-    if dtype not in TRITON_TYPES:
-        raise StageFailed(f"no Triton data type for {dtype}")
-    return int(pb.DataType.Value(TRITON_TYPES[dtype]))
 
 
 def _output_dims(golden: Any, name: str, max_batch_size: int) -> list[int]:
@@ -310,7 +362,7 @@ def _write_model(model_dir: Path, version: int, text: str, source: Path, filenam
 SPEC = StageSpec(
     phase=Phase.PACKAGE,
     name="triton_config",
-    version=4,  # 4: ONNX weights file beside model.onnx when the model has one
+    version=5,  # 5: pre / post models and ensembles (preprocess, postprocess)
     params=TritonParams,
     inputs=("golden", "onnx", "onnx_int8", "onnx_fp16", "torchscript", "engine", "manifest"),
     outputs=(Artifact("repository", ArtifactKind.TREE, publish=Publish.REPOSITORY),),
@@ -318,6 +370,7 @@ SPEC = StageSpec(
     uses=frozenset({Section.NAME, Section.SHAPES}),
     env=("tritonclient", "protobuf", "onnx", "numpy"),
     check=check,
+    identity=lambda p: ensemble.files(p.preprocess, p.postprocess),
     select_inputs=inputs_for,
     optional_inputs=frozenset({"engine", "manifest"}),
     # No trace stage (the torch.export path): the torchscript format is not written, and says so.
