@@ -262,6 +262,38 @@ def serve(
 
 
 @app.command()
+def infer(
+    image: Annotated[
+        list[Path] | None, typer.Option("--image", help="An image file (JPEG, PNG, ...) to send; repeatable.")
+    ] = None,
+    text: Annotated[list[str] | None, typer.Option("--text", help="A sentence to send; repeatable.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", help="The service (an ensemble, e.g. resnet50_python_ensemble); default: the only one."
+        ),
+    ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option("--url", help="host:port of the server; default localhost:8000 (http) / 8001 (grpc)."),
+    ] = None,
+    protocol: Annotated[str, typer.Option("--protocol", help="http | grpc.")] = "http",
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds per request.")] = 60.0,
+) -> None:
+    """Send images or sentences to a published service on a running Triton server and print
+    the top labels (or the embedding's first values) and each request's latency."""
+    from deploy.infer import Request
+    from deploy.infer import infer as ask_service
+
+    if protocol not in ("http", "grpc"):
+        raise typer.BadParameter("http or grpc", param_hint="--protocol")
+    where = url or ("localhost:8000" if protocol == "http" else "localhost:8001")
+    request = Request(where, protocol, model, list(image or []), list(text or []), timeout)  # type: ignore[arg-type]
+    console = _console()
+    ask_service(request, lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
+
+
+@app.command()
 def bench(
     model: Annotated[Path, typer.Argument(help="An .onnx (ONNX Runtime) or .pt/.ts (TorchScript) file.")],
     shapes: Annotated[str | None, typer.Option("--shapes", help="NAME:DxDxD,... (as trtexec).")] = None,

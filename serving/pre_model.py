@@ -53,7 +53,8 @@ def _image(spec):
             image = Image.open(io.BytesIO(bytes(data)))
             image = image.convert(mode)
         except Exception as exc:
-            raise ValueError(f"not a readable image ({len(bytes(data))} bytes): {exc}") from None
+            reason = str(exc).split(" <")[0]  # PIL names its BytesIO object: noise to a client
+            raise ValueError(f"not a readable image ({len(bytes(data))} bytes): {reason}") from None
         image = _resize_shorter(image, spec["resize"])
         pixels = np.asarray(_center_crop(image, spec["crop"]), np.float32).reshape(
             spec["crop"], spec["crop"], -1

@@ -89,3 +89,16 @@ def _loadable(name: str, found: dict[str, Model], have: set[str] | None) -> bool
 
 def skip_reason(backend: str) -> str:
     return f"the server has no '{backend}' backend"
+
+
+def missing_backend(name: str, found: dict[str, Model], have: set[str] | None) -> tuple[str, str]:
+    """(the backend, why) that keeps model `name` from loading; for an ensemble, the first
+    step that cannot load."""
+    info = found[name]
+    if info.backend != ENSEMBLE:
+        return info.backend, skip_reason(info.backend)
+    step = next((s for s in info.steps if s != name and not _loadable(s, found, have)), None)
+    if step is None or step not in found:
+        return ENSEMBLE, f"step '{step}' is not in the repository"
+    backend, _ = missing_backend(step, found, have)
+    return backend, f"its step {step} needs the '{backend}' backend, which the server lacks"

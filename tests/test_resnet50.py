@@ -51,8 +51,19 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     assert smoke["resnet50_onnx"]["status"] == "skipped"  # the wheel's server has no onnxruntime backend
     assert smoke["resnet50_python_int8"]["status"] == "passed"
     smoke_row = next(s for s in summary["stages"] if s["stage"] == "smoke")
-    assert smoke_row["partial"] == "passed 2, skipped 3 (no onnxruntime, pytorch backend)"
-    assert cases["smoke"].find("system-out").text.startswith("PARTIAL: passed 2, skipped 3")
+    # 2 models, the pre / post models and the 2 ensembles over them; the onnx / torchscript
+    # models and their 3 ensembles need backends the wheel's server lacks.
+    assert smoke_row["partial"] == "passed 6, skipped 6 (no onnxruntime, pytorch backend)"
+    assert cases["smoke"].find("system-out").text.startswith("PARTIAL: passed 6, skipped 6")
+    assert (
+        "its step resnet50_onnx needs the 'onnxruntime' backend" in smoke["resnet50_onnx_ensemble"]["reason"]
+    )
+    for name in ("resnet50_python_ensemble", "resnet50_python_int8_ensemble"):
+        service = smoke[name]["service"]  # JPEG + PNG through pre -> model -> post, both protocols
+        assert smoke[name]["status"] == "passed" and service["samples"] == ["china.jpeg", "flower.png"]
+        assert service["top1_agreement"] == 1.0 and service["min_cosine"] >= 0.999
+        assert set(service["answers"]) == {"http", "grpc"}
+        assert service["answers"]["http"] == service["answers"]["grpc"] == service["reference"]
     quantize = next(s for s in summary["stages"] if s["stage"] == "quantize")["metrics"]["accuracy"]
     assert quantize["outputs"]["logits"]["cosine"] >= 0.99
     bench = next(s for s in summary["stages"] if s["stage"] == "bench")["metrics"]["bench"]

@@ -244,10 +244,11 @@ def _triton_models(
     bench: TritonBench, found: dict[str, Model], backends: Callable[[], set[str] | None]
 ) -> dict[str, Model]:
     from serving.repository import loadable
+    from serving.service import Role
 
     if bench.models is None:
         have = backends()
-        names = loadable(found, have)
+        names = [n for n in loadable(found, have) if found[n].role is Role.MODEL]
         if not names:
             raise StageFailed(
                 f"the server can load none of {sorted(found)} (its backends: {sorted(have or [])})"

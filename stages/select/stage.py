@@ -130,9 +130,14 @@ def _deployment(ctx: StageContext, decisions: list[selection.Decision]) -> dict[
 
 
 def _served(name: str, present: set[str], c: selection.Candidate) -> list[str]:
+    """The models serving candidate `c`, with their ensembles and the pre / post models
+    those run (triton_config.preprocess), so the published service is the chosen one."""
     suffix = f"_{c.precision}" if c.precision in REPORTS else ""
     formats = CATALOG[BenchRuntime(c.runtime)].served_as
-    return [m for m in (f"{name}_{fmt}{suffix}" for fmt in formats) if m in present]
+    models = [m for m in (f"{name}_{fmt}{suffix}" for fmt in formats) if m in present]
+    services = [f"{m}_ensemble" for m in models if f"{m}_ensemble" in present]
+    parts = [p for p in (f"{name}_pre", f"{name}_post") if services and p in present]
+    return models + services + parts
 
 
 def _serving_pick(

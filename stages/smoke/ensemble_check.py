@@ -70,16 +70,30 @@ def _packaged_images() -> list[Sample]:
     return found
 
 
+def _local_file(model: Model) -> Path | None:
+    """A reduced-precision model is run locally from the very file served (its accuracy
+    against FP32 is the quantize / fp16 stages' gate); FP32 answers to the eager model."""
+    if model.precision == "fp32":
+        return None
+    files = sorted(model.directory.glob("*/model.onnx"))
+    return files[-1] if files else None
+
+
 def reference(
-    ctx: StageContext, pre: dict[str, Any], pre_dir: Path, items: list[Sample]
+    ctx: StageContext, pre: dict[str, Any], pre_dir: Path, items: list[Sample], onnx_file: Path | None
 ) -> dict[str, np.ndarray]:
-    """The eager model's declared outputs for `items`, prepared in Python."""
+    """The model's declared outputs for `items`, prepared in Python: the eager model, or
+    ONNX Runtime on `onnx_file`."""
     import torch
 
     from modelio.loading import load_adapted
 
     feeds = _image_feeds(pre, items) if pre["kind"] == "image" else _text_feeds(pre, pre_dir, items)
     feeds = {s.name: feeds[s.name].astype(s.dtype) for s in ctx.config.inputs}
+    if onnx_file is not None:
+        from runtimes.onnxrt import OnnxRuntime
+
+        return OnnxRuntime(onnx_file, outputs=ctx.config.output_names()).infer(feeds)
     model = load_adapted(ctx.config, feeds)
     with torch.no_grad():
         outs = model(*(torch.from_numpy(feeds[s.name]) for s in ctx.config.inputs))
@@ -167,7 +181,8 @@ def check(
     pre = settings(pre_model)
     post = settings(post_model) if post_model else None
     items = samples(pre["kind"], source)
-    ref = postprocess(post, reference(ctx, pre, _version_dir(pre_model), items))
+    served = found[wiring["model"]]
+    ref = postprocess(post, reference(ctx, pre, _version_dir(pre_model), items, _local_file(served)))
     result = ServiceCheck(post["kind"] if post else "tensors", [s.name for s in items])
     labels = _labels(post, post_model)
     result.reference = [_line(s.name, ref, labels, i) for i, s in enumerate(items)]
@@ -278,8 +293,8 @@ def check_ensemble(served: Any, name: str, ctx: StageContext, params: Any) -> Mo
     from serving import checks
 
     model = served.found[name]
-    precision = served.found[model.steps[1] if len(model.steps) > 1 else model.steps[0]].precision
-    gate = params.service.gate if precision == "fp32" else params.service.reduced_precision
+    precision = served.found[settings(model)["model"]].precision
+    gate = params.service.gate
     conns = {p: checks.client(served.server, p, params.request_timeout_s) for p in params.protocols}
     found, problems = check(
         conns,
@@ -289,7 +304,8 @@ def check_ensemble(served: Any, name: str, ctx: StageContext, params: Any) -> Mo
         Gate(gate.min_top1_agreement, gate.min_cosine),
         params.service.samples,
     )
-    reference = "eager PyTorch inside Python pre/post-processing (torchvision transforms / tokenizers, torch)"
+    runs = "eager PyTorch" if precision == "fp32" else f"local ONNX Runtime on the served {precision} file"
+    reference = f"{runs} inside Python pre/post-processing (torchvision transforms / tokenizers, torch)"
     result = ModelResult(
         ModelStatus.PASSED,
         "ensemble",

