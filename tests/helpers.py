@@ -283,3 +283,38 @@ def export_two_heads(net: Any, path: Path) -> Path:
             dynamo=False,
         )
     return path
+
+
+DIGIT_NAMES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+
+def digits_service(workdir: Path, checkpoint: Path, count: int = 10) -> tuple[Path, dict[str, int]]:
+    """The tiny CNN trained on sklearn's digits (`checkpoint`) published as a service:
+    PNG bytes in (grayscale, 8x8, pixel / 255 as it was trained on digits / 16), the top-3
+    digit names out. Writes the config, labels.txt and `count` held-out digits as PNGs;
+    returns (config path, {png name: true digit})."""
+    import numpy as np
+    from PIL import Image
+
+    data = tiny_dict(workdir, smoke=True)
+    data["model"]["checkpoint"] = str(checkpoint)
+    (workdir / "labels.txt").write_text("".join(f"{n}\n" for n in DIGIT_NAMES))
+    gray = {"kind": "image", "color": "grayscale", "resize": 8, "crop": 8, "mean": [0.0], "std": [1.0]}
+    data["stages"]["triton_config"].update(
+        formats=["python"],
+        preprocess=gray,
+        postprocess={"kind": "classify", "top_k": 3, "labels": str(workdir / "labels.txt")},
+    )
+    samples = workdir / "digits"
+    samples.mkdir()
+    held_out = np.load(checkpoint.parent / "test.npy")  # digits / 16, never trained on
+    labels = np.load(checkpoint.parent / "test_labels.npy")
+    truth = {}
+    for index in range(count):
+        name = f"digit{index}.png"
+        Image.fromarray(np.round(held_out[index, 0] * 255).astype(np.uint8)).save(samples / name)
+        truth[name] = int(labels[index])
+    data["stages"]["smoke"]["service"] = {"samples": str(samples)}
+    path = workdir / "digits.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path, truth

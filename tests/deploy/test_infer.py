@@ -1,0 +1,76 @@
+"""`deploy infer` against a real tritonserver serving a published service: the digits
+CNN (trained on scikit-learn's digits) behind PNG pre-processing and labelled top-k."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import DIGIT_NAMES, digits_service, run_cli
+
+pytestmark = pytest.mark.triton
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, digits_checkpoint):
+    from serving.launch import serve_repository
+    from serving.spec import ServerSpec
+
+    work = tmp_path_factory.mktemp("infer")
+    config, truth = digits_service(work, digits_checkpoint[0])
+    built = run_cli("run", str(config), "--to", "triton_config", cwd=work)
+    assert built.returncode == 0, built.stderr[-2000:]
+    scratch = work / "server"
+    scratch.mkdir()
+    with serve_repository(ServerSpec(), work / "model_repository", scratch) as server:
+        assert all(state.ready for state in server.states.values()), server.states
+        yield work, truth, server.server
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_infer_prints_the_digit_drawn_and_the_latency(served, protocol):
+    work, truth, server = served
+    url = server.http if protocol == "http" else server.grpc
+    images = [str(work / "digits" / name) for name in truth]
+    args = ["infer", "--url", url, "--protocol", protocol, *(a for i in images for a in ("--image", i))]
+    result = run_cli(*args, cwd=work)
+    assert result.returncode == 0, result.stderr
+    blocks = result.stdout.split(str(work / "digits") + "/")[1:]
+    assert len(blocks) == len(truth)
+    right = 0
+    for block in blocks:
+        name, rest = block.split("  (", 1)
+        assert rest.split(" ms)")[0].replace(".", "").isdigit()  # the latency, in ms
+        top = rest.split("1. ")[1].split(" ")[0]
+        right += top == DIGIT_NAMES[truth[name]]
+    assert right >= 8, result.stdout
+
+
+def test_an_unreadable_image_is_named_with_the_services_reason(served):
+    work, _, server = served
+    (work / "notes.png").write_bytes(b"these are notes, not pixels")
+    result = run_cli("infer", "--url", server.http, "--image", str(work / "notes.png"), cwd=work)
+    assert result.returncode == 3 and "Traceback" not in result.stderr
+    assert (
+        "--image: " in result.stderr
+        and "notes.png" in result.stderr
+        and "not a readable image" in result.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--model", "tiny_python", "--text", "seven"], "'tiny_python' is not a published service"),
+        (["--text", "seven"], "name the service: text services ready at"),
+        (
+            ["--model", "tiny_python_ensemble", "--text", "seven"],
+            "'tiny_python_ensemble' takes image: use --image",
+        ),
+        (["--model", "nope_ensemble", "--text", "seven"], "nope_ensemble"),
+    ],
+)
+def test_a_model_that_is_not_the_service_asked_for_is_refused(served, args, says):
+    work, _, server = served
+    result = run_cli("infer", "--url", server.http, *args, cwd=work)
+    assert result.returncode == 3 and says in result.stdout + result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
