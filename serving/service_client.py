@@ -4,13 +4,18 @@ and `deploy infer`; tritonclient is imported by the call."""
 
 from __future__ import annotations
 
+import io
+import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from serving.service import IMAGE_INPUT, ROLE_PARAMETER, TEXT_INPUT, Role
+from serving.repository import Model
+from serving.requests import Feed
+from serving.service import IMAGE_INPUT, ROLE_PARAMETER, SERVICE_PARAMETER, TEXT_INPUT, Role
 
 Protocol = Literal["http", "grpc"]
 
@@ -74,3 +79,63 @@ def service_input(conn: Any, protocol: Protocol, model: str) -> str:
     if role != Role.ENSEMBLE.value or not set(names) & {IMAGE_INPUT, TEXT_INPUT}:
         raise ValueError(f"model '{model}' is not a published service taking images or text (inputs {names})")
     return IMAGE_INPUT if IMAGE_INPUT in names else TEXT_INPUT
+
+
+# -- what the checks and benchmarks send ------------------------------------------------------
+# Sentences of our own for text services (a file of lines replaces them: smoke.samples).
+SENTENCES = (
+    "The engine was rebuilt after the weights changed.",
+    "A cat sleeps on the warm windowsill.",
+    "Latency matters more than throughput for this endpoint.",
+    "Rain is expected tomorrow afternoon.",
+)
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    data: bytes  # encoded image, or a UTF-8 sentence
+
+
+def settings(model: Model) -> dict[str, Any]:
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    config = text_format.Parse((model.directory / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    return dict(json.loads(config.parameters[SERVICE_PARAMETER].string_value))
+
+
+def samples(kind: str, source: Path | None) -> list[Sample]:
+    if kind == "text":
+        lines = source.read_text(encoding="utf-8").splitlines() if source else SENTENCES
+        return [Sample(f"sentence {i}", line.encode()) for i, line in enumerate(lines) if line.strip()]
+    if source is not None:
+        files = sorted(p for p in source.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        return [Sample(p.name, p.read_bytes()) for p in files]
+    return _packaged_images()
+
+
+def _packaged_images() -> list[Sample]:
+    """scikit-learn's two bundled photos, one encoded as JPEG and one as PNG."""
+    from PIL import Image
+    from sklearn.datasets import load_sample_images
+
+    found = []
+    for (name, pixels), fmt in zip(zip(("china", "flower"), load_sample_images().images), ("JPEG", "PNG")):
+        buffer = io.BytesIO()
+        Image.fromarray(pixels).save(buffer, format=fmt)
+        found.append(Sample(f"{name}.{fmt.lower()}", buffer.getvalue()))
+    return found
+
+
+def input_name(pre: dict[str, Any]) -> str:
+    return IMAGE_INPUT if pre["kind"] == "image" else TEXT_INPUT
+
+
+def service_feed(found: dict[str, Model], ensemble: str, batch: int) -> Feed:
+    """`batch` copies of the first packaged sample (a JPEG photo or a sentence) for the
+    ensemble's client input: what a client of the service sends, for timing it."""
+    pre = settings(found[settings(found[ensemble])["pre"]])
+    sample = samples(pre["kind"], None)[0]
+    return Feed(input_name(pre), np.array([[sample.data]] * batch, dtype=np.object_), "BYTES")

@@ -72,7 +72,8 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
         (rt, b) for rt in ("eager", "torchscript", "onnxruntime", "onnxruntime_int8") for b in (1, 8)
     }
     served = {(r["runtime"], r["concurrency"]) for r in bench if r["device"] == "server"}
-    assert served == {(f"triton:resnet50_{m}", c) for m in ("python", "python_int8") for c in (1, 2, 4)}
+    models = ("python", "python_int8", "python_ensemble", "python_int8_ensemble")  # services end to end too
+    assert served == {(f"triton:resnet50_{m}", c) for m in models for c in (1, 2, 4)}
     stats = next(s for s in summary["stages"] if s["stage"] == "stats")["metrics"]["stats"]
     # ~25.5 M parameters (BatchNorm folded into the convs) and the published ~4.1 GMACs at 224x224.
     assert 25.4e6 < stats["params"] < 25.6e6 and stats["flops"] / 2 == pytest.approx(4.1e9, rel=0.02)

@@ -30,6 +30,7 @@ from runtimes.measure import MeasureSettings
 from runtimes.pacing import Distribution, Pace
 from runtimes.record import BenchResults, BenchRow
 from serving.repository import Model
+from serving.service import Role
 from serving.spec import ServerSpec
 from serving.spec import identity as server_identity
 from stages.bench import output
@@ -192,7 +193,6 @@ def _in_process(
 
 def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> list[BenchRow]:
     from serving.launch import serve_repository
-    from serving.requests import opt_feeds
 
     scratch = ctx.workdir / "server"
     scratch.mkdir()
@@ -205,13 +205,26 @@ def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> 
                 raise StageFailed(
                     f"Triton could not load {name}: {state.reason}\n{served.server.log_tail(15)}"
                 )
-            feeds = opt_feeds(ctx.config, served.found[name].fmt, params.triton.batch)
+            if served.found[name].role in (Role.PRE, Role.POST):
+                continue  # timed inside their ensembles
+            feeds = _feeds(ctx, served.found, name, params.triton.batch)
             for row in _served_rows(served.server.grpc, name, feeds, params.triton, settings):
                 rows.append(row)
                 ctx.log.info("\n".join(report_lines(f"triton:{name}, load {row.load}", row, settings)))
                 _warn_late(ctx, row)
         ctx.log.info("server log:\n%s", served.server.log_tail(200))
     return rows
+
+
+def _feeds(ctx: StageContext, found: dict[str, Model], name: str, batch: int) -> list[Any]:
+    """Tensors at the opt shape for a model; for an ensemble, what its clients send (a
+    photo as JPEG bytes, or a sentence), so its row includes pre- and post-processing."""
+    from serving.requests import opt_feeds
+    from serving.service_client import service_feed
+
+    if found[name].role is Role.ENSEMBLE:
+        return [service_feed(found, name, batch)]
+    return opt_feeds(ctx.config, found[name].fmt, batch)
 
 
 def _served_rows(url: str, name: str, feeds: Any, bench: TritonBench, settings: Settings) -> list[BenchRow]:
@@ -244,11 +257,12 @@ def _triton_models(
     bench: TritonBench, found: dict[str, Model], backends: Callable[[], set[str] | None]
 ) -> dict[str, Model]:
     from serving.repository import loadable
-    from serving.service import Role
 
     if bench.models is None:
         have = backends()
-        names = [n for n in loadable(found, have) if found[n].role is Role.MODEL]
+        # The models and their services (an ensemble brings its pre / post models along).
+        names = [n for n in loadable(found, have) if found[n].role in (Role.MODEL, Role.ENSEMBLE)]
+        names += [s for n in names for s in found[n].steps if s not in names]
         if not names:
             raise StageFailed(
                 f"the server can load none of {sorted(found)} (its backends: {sorted(have or [])})"
@@ -267,7 +281,7 @@ def inputs_for(params: BenchParams) -> tuple[str, ...]:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="bench",
-    version=5,  # 5: bench.json is a versioned record (runtimes/record.py BenchResults)
+    version=6,  # 6: ensembles (services) timed end to end beside the bare models
     params=BenchParams,
     inputs=tuple(dict.fromkeys(d.artifact for d in CATALOG.values())),
     outputs=(

@@ -10,7 +10,6 @@ library), runs the eager model, then softmax/top-k or L2-normalisation in torch.
 from __future__ import annotations
 
 import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,55 +18,9 @@ import numpy as np
 
 from pipeline.contract import StageContext
 from serving.repository import Model
-from serving.service import IMAGE_INPUT, SERVICE_PARAMETER, TEXT_INPUT, TOKENIZER_FILE, Role
-from serving.service_client import Protocol
+from serving.service import TOKENIZER_FILE, Role
+from serving.service_client import Protocol, Sample, input_name, samples, settings
 from stages.smoke.result import ModelResult, ModelStatus, ServiceCheck
-
-# Sentences of our own for text services (a file of lines replaces them: smoke.samples).
-SENTENCES = (
-    "The engine was rebuilt after the weights changed.",
-    "A cat sleeps on the warm windowsill.",
-    "Latency matters more than throughput for this endpoint.",
-    "Rain is expected tomorrow afternoon.",
-)
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
-
-
-@dataclass(frozen=True)
-class Sample:
-    name: str
-    data: bytes  # encoded image, or a UTF-8 sentence
-
-
-def settings(model: Model) -> dict[str, Any]:
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
-
-    config = text_format.Parse((model.directory / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
-    return dict(json.loads(config.parameters[SERVICE_PARAMETER].string_value))
-
-
-def samples(kind: str, source: Path | None) -> list[Sample]:
-    if kind == "text":
-        lines = source.read_text(encoding="utf-8").splitlines() if source else SENTENCES
-        return [Sample(f"sentence {i}", line.encode()) for i, line in enumerate(lines) if line.strip()]
-    if source is not None:
-        files = sorted(p for p in source.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-        return [Sample(p.name, p.read_bytes()) for p in files]
-    return _packaged_images()
-
-
-def _packaged_images() -> list[Sample]:
-    """scikit-learn's two bundled photos, one encoded as JPEG and one as PNG."""
-    from PIL import Image
-    from sklearn.datasets import load_sample_images
-
-    found = []
-    for (name, pixels), fmt in zip(zip(("china", "flower"), load_sample_images().images), ("JPEG", "PNG")):
-        buffer = io.BytesIO()
-        Image.fromarray(pixels).save(buffer, format=fmt)
-        found.append(Sample(f"{name}.{fmt.lower()}", buffer.getvalue()))
-    return found
 
 
 def _local_file(model: Model) -> Path | None:
@@ -153,10 +106,6 @@ def postprocess(post: dict[str, Any] | None, outputs: dict[str, np.ndarray]) -> 
     probs = scores.softmax(1) if post["softmax"] else scores
     top = probs.topk(min(post["top_k"], probs.shape[1]), dim=1)
     return {"scores": top.values.numpy(), "classes": top.indices.numpy(), "probabilities": probs.numpy()}
-
-
-def input_name(pre: dict[str, Any]) -> str:
-    return IMAGE_INPUT if pre["kind"] == "image" else TEXT_INPUT
 
 
 @dataclass(frozen=True)
