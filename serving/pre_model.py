@@ -34,7 +34,10 @@ class TritonPythonModel:
             try:
                 items = pb_utils.get_input_tensor_by_name(request, self.input).as_numpy().reshape(-1)
                 arrays = self.prepare(list(items))
-                tensors = [pb_utils.Tensor(n, arrays[n].astype(t)) for n, t in self.outputs.items()]
+                tensors = [
+                    pb_utils.Tensor(n, np.ascontiguousarray(arrays[n], dtype=t))
+                    for n, t in self.outputs.items()
+                ]
                 responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
             except Exception as exc:  # the request gets the error, the model stays loaded
                 responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))))
@@ -44,8 +47,9 @@ class TritonPythonModel:
 def _image(spec):
     from PIL import Image
 
-    mean = np.array(spec["mean"], np.float32)
-    std = np.array(spec["std"], np.float32)
+    # (x * scale - mean) / std as one multiply-add: x * gain - offset
+    gain = np.float32(spec["scale"]) / np.array(spec["std"], np.float32)
+    offset = np.array(spec["mean"], np.float32) / np.array(spec["std"], np.float32)
     mode = "RGB" if spec["color"] == "rgb" else "L"
 
     def one(data):
@@ -59,7 +63,7 @@ def _image(spec):
         pixels = np.asarray(_center_crop(image, spec["crop"]), np.float32).reshape(
             spec["crop"], spec["crop"], -1
         )
-        pixels = (pixels * np.float32(spec["scale"]) - mean) / std
+        pixels = pixels * gain - offset
         return pixels.transpose(2, 0, 1) if spec["layout"] == "NCHW" else pixels
 
     return lambda items: {spec["feed"]: np.stack([one(item) for item in items])}

@@ -116,18 +116,22 @@ def _output(post: Classify | Embedding, config: DeployConfig) -> str | None:
 
 
 def files(pre: ImagePre | TextPre | None, post: Classify | Embedding | None) -> dict[str, str]:
-    """The digests of the files the service copies (tokenizer, labels), for the cache key:
-    their paths are params, their contents are not."""
+    """The digests of the files copied into the repository that no param states: the
+    python models this release ships and the service's tokenizer / labels (their paths
+    are params, their contents are not), for the cache key."""
     import hashlib
 
+    from serving.layout import PYTHON_MODEL
+
     paths = {
+        "python_model": PYTHON_MODEL,
+        "pre_model": PRE_MODEL if pre is not None else None,
+        "post_model": POST_MODEL if post is not None else None,
         "tokenizer": pre.tokenizer if isinstance(pre, TextPre) else None,
         "labels": post.labels if isinstance(post, Classify) else None,
     }
     return {
-        role: hashlib.sha256(path.read_bytes()).hexdigest()
-        for role, path in paths.items()
-        if path is not None
+        role: hashlib.sha256(path.read_bytes()).hexdigest() for role, path in paths.items() if path is not None
     }
 
 
