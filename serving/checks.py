@@ -198,3 +198,25 @@ def _single_item(case: Example, inputs: list[Tensor]) -> list[Any]:
 def _counts(conn: Any, model: str) -> tuple[int, int]:
     found = statistics(conn, model)
     return found.inferences, found.executions
+
+
+# -- production settings the server must be seen to honour ---------------------------------------
+def warmup_problems(server: Server, model: str, server_config: Mapping[str, Any]) -> list[str]:
+    """Every model_warmup sample must appear in the server log as run (Triton logs it at
+    --log-verbose 1, which smoke sets when the repository has warm-ups)."""
+    samples = [str(w.get("name", "")) for w in server_config.get("model_warmup", [])]
+    if not samples or (server.container is None and not server.log_path.exists()):
+        return []
+    log = server.log_path.read_text(errors="replace")
+    ran = f"model '{model}' instance"
+    return [
+        f"warm-up sample '{s}' is not in the server log as run"
+        for s in samples
+        if not any(ran in line and f"running warmup sample '{s}'" in line for line in log.splitlines())
+    ]
+
+
+def cache_hits(conn: Any, model: str) -> int:
+    """Responses the server's response cache answered for this model (all versions)."""
+    stats = conn.get_inference_statistics(model, as_json=True).get("model_stats", [])
+    return sum(int(s.get("inference_stats", {}).get("cache_hit", {}).get("count", 0)) for s in stats)

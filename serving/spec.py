@@ -57,6 +57,18 @@ class ServerSpec(BaseModel):
     metrics_port: int | None = Field(
         None, ge=1, le=65535, description="Metrics port of a server deploy starts; null: a free port."
     )
+    cache_mib: int = Field(
+        32,
+        ge=0,
+        description="Local response cache of a server deploy starts (--cache-config local,size=...), used by "
+        "models with response_cache; 0: none.",
+    )
+    log_verbose: int = Field(
+        0,
+        ge=0,
+        le=3,
+        description="--log-verbose of a server deploy starts (smoke raises it to 1 to see warm-ups).",
+    )
     startup_timeout_s: float = Field(120, gt=0, description="Seconds to wait for the server to become ready.")
     stop_grace_s: float = Field(
         10, ge=0, description="Seconds between asking the server to stop and killing it."

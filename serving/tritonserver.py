@@ -211,7 +211,11 @@ def _start_local(
     ports = choose_ports(spec, origins)
     command = [str(launch.binary), f"--model-repository={repo}", "--model-control-mode=explicit"]
     command += [f"--load-model={m}" for m in models]
-    command += _network_flags(spec.host, ports) + ["--exit-on-error=false", "--log-verbose=0"]
+    command += _network_flags(spec.host, ports) + [
+        "--exit-on-error=false",
+        f"--log-verbose={spec.log_verbose}",
+    ]
+    command += _local_cache_flags(spec, Path(launch.binary))
     if launch.backend_dir is not None:
         command.append(f"--backend-directory={launch.backend_dir}")
     with open(log, "wb") as out:
@@ -273,12 +277,27 @@ def _start_docker(
         "--model-repository=/models",
         "--model-control-mode=explicit",
     ]
-    command += [f"--load-model={m}" for m in models] + ["--exit-on-error=false"]
+    command += [f"--load-model={m}" for m in models] + ["--exit-on-error=false", *_cache_flags(spec)]
     started = subprocess.run(command, capture_output=True, text=True)
     if started.returncode != 0:
         raise StageFailed(f"docker run failed: {started.stderr.strip()}")
     http, grpc, metrics = (f"{spec.host}:{port}" for port in ports)
     return Server(http, grpc, log, metrics, None, container=name)
+
+
+def _cache_flags(spec: ServerSpec) -> list[str]:
+    """The local response cache that models with response_cache enabled use."""
+    return [f"--cache-config=local,size={spec.cache_mib << 20}"] if spec.cache_mib else []
+
+
+def _local_cache_flags(spec: ServerSpec, binary: Path) -> list[str]:
+    """A local binary looks for its cache library in <root>/caches (the nvidia-pytriton
+    wheel ships it there, not in /opt/tritonserver/caches); without one, no cache: a
+    server that cannot load a configured cache refuses to start."""
+    for caches in (binary.resolve().parent.parent / "caches", Path("/opt/tritonserver/caches")):
+        if (caches / "local").is_dir():
+            return [*_cache_flags(spec), f"--cache-directory={caches}"] if spec.cache_mib else []
+    return []
 
 
 def stop(server: Server, grace_s: float) -> None:

@@ -122,7 +122,11 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
     try:
         remote = published_url(ctx.config) if params.source == "published" else None
         with serve_repository(
-            params.server, ctx.input("repository"), scratch, _choose(report), remote=remote
+            _server_spec(params.server, ctx.input("repository")),
+            ctx.input("repository"),
+            scratch,
+            _choose(report),
+            remote=remote,
         ) as served:
             server = served.server
             report.server = _server_info(server, params)
@@ -138,6 +142,13 @@ def _service() -> Any:
     from stages.smoke import ensemble_check
 
     return ensemble_check
+
+
+def _server_spec(spec: ServerSpec, repository: Path) -> ServerSpec:
+    """At --log-verbose 1 Triton logs each warm-up sample it runs: raised when a model of
+    the repository has warm-ups, so the check can see them."""
+    warms = any("model_warmup" in p.read_text() for p in repository.glob("*/config.pbtxt"))
+    return spec.model_copy(update={"log_verbose": max(spec.log_verbose, 1)}) if warms else spec
 
 
 def _choose(report: result.SmokeReport) -> Any:
@@ -236,7 +247,15 @@ def _check_model(
         )
         result.protocols[protocol] = table
         result.problems += [f"{protocol} {p}" for p in parity.failures(table, params.tolerance)]
-    if not result.problems and "dynamic_batching" in config and params.batching_requests:
+    result.problems += checks.warmup_problems(server, name, config)
+    cached = bool(config.get("response_cache", {}).get("enable"))
+    # The golden inputs went over every protocol: the repeats must have been cache hits.
+    if cached and not result.problems and not checks.cache_hits(checks.client(server, "grpc", 30), name):
+        result.problems.append(
+            "response_cache is enabled but the repeated golden requests were no cache hits"
+        )
+    # A response cache answers repeated bursts itself: the batcher never sees them.
+    if not result.problems and "dynamic_batching" in config and params.batching_requests and not cached:
         batching = checks.batching(
             server, name, golden["opt"], inputs, params.batching_requests, params.request_timeout_s
         )

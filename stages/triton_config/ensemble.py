@@ -131,7 +131,9 @@ def files(pre: ImagePre | TextPre | None, post: Classify | Embedding | None) -> 
         "labels": post.labels if isinstance(post, Classify) else None,
     }
     return {
-        role: hashlib.sha256(path.read_bytes()).hexdigest() for role, path in paths.items() if path is not None
+        role: hashlib.sha256(path.read_bytes()).hexdigest()
+        for role, path in paths.items()
+        if path is not None
     }
 
 

@@ -13,9 +13,7 @@ import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from pipeline.config import DeployConfig
 from pipeline.contract import (
@@ -32,101 +30,11 @@ from pipeline.facts import Provides
 from runtimes.engine_manifest import EngineManifest
 from serving.layout import LAYOUTS, PYTHON_MODEL, ServingFormat, io_name
 from serving.publishing import PUBLISHING, Publishing, PublishPolicy, when_all
-from serving.service import Postprocess, Preprocess, Role
-from stages.triton_config import ensemble
+from serving.service import Role
+from stages.triton_config import ensemble, production
+from stages.triton_config.params import TritonParams
 
 Format = ServingFormat
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-
-class DynamicBatching(Frozen):
-    max_queue_delay_us: int = Field(
-        100, ge=0, description="How long Triton may hold a request to form a larger batch, µs."
-    )
-    preferred_batch_sizes: tuple[Annotated[int, Field(ge=1)], ...] = Field(
-        (), description="Batch sizes Triton prefers to form; each at most max_batch_size."
-    )
-
-
-class InstanceGroup(Frozen):
-    kind: Literal["auto", "cpu", "gpu"] = Field(
-        "cpu",
-        description="Where model instances run (Triton KIND_*); the python format always uses cpu, plan gpu.",
-    )
-    count: int = Field(1, ge=1, description="Model instances per device.")
-
-
-class PlanOptions(Frozen):
-    """TensorRT-only settings for the `plan` format."""
-
-    # instance_group.profile: the optimization profiles (by index) instances may use.
-    profiles: tuple[Annotated[int, Field(ge=0)], ...] = Field(
-        (),
-        description="instance_group.profile: the optimization profiles (by index) instances may use; empty: all.",
-    )
-    # cc_model_filenames: compute capability -> plan file, for a repository that ships
-    # engines for several GPUs (e.g. {"8.0": "model_a100.plan"}).
-    cc_model_filenames: dict[str, str] = Field(
-        default_factory=dict,
-        description='Compute capability -> plan file name, for engines for several GPUs (e.g. {"8.0": "model_a100.plan"}).',
-    )
-
-
-class TritonParams(Frozen):
-    # python is in the defaults so that they work on the default server (the
-    # nvidia-pytriton wheel's, which has only the python backend).
-    formats: tuple[Format, ...] = Field(
-        ("onnx", "torchscript", "python"),
-        min_length=1,
-        description="One Triton model `<name>_<format>` per format; python serves the ONNX file with ONNX Runtime "
-        "(Triton's python backend); plan needs the build stage's engine.",
-    )
-    # Default: the shape spec's max batch (0 when the model has no batch dim).
-    max_batch_size: int | None = Field(
-        None,
-        ge=0,
-        description="null: the shape spec's max batch (0 without a batch dim); must not exceed it.",
-    )
-    version: int = Field(1, ge=1, description="Model version directory in the repository.")
-    dynamic_batching: DynamicBatching | None = Field(
-        DynamicBatching(), description="Triton dynamic batching; null: off."
-    )
-    instance_group: InstanceGroup = Field(
-        InstanceGroup(), description="Model instances (Triton instance_group)."
-    )
-    # fp32: the exported model; int8 / fp16: the quantize / fp16 stages' ONNX, served in
-    # the ONNX-based formats as <name>_<format>_<precision>.
-    precisions: tuple[Literal["fp32", "int8", "fp16"], ...] = Field(
-        ("fp32",),
-        min_length=1,
-        description="fp32: the exported model; int8 / fp16: the quantize / fp16 stages' ONNX, served in the "
-        "ONNX-based formats as `<name>_<format>_<precision>`.",
-    )
-    plan: PlanOptions = Field(PlanOptions(), description="Settings of the plan (TensorRT) format only.")
-    publish: PublishPolicy = Field(
-        PublishPolicy.ALL,
-        description="What reaches the published repository: all, every model written here (as triton_search "
-        "tuned it); selected, only the models serving what the select stage chose (needs select).",
-    )
-    preprocess: Preprocess | None = Field(
-        None,
-        description="Publish a service: `<name>_pre` turns image bytes (kind image) or sentences (kind text) into "
-        "the model's inputs, and each served model gets a `<model>_ensemble` a client sends them to.",
-    )
-    postprocess: Postprocess | None = Field(
-        None,
-        description="`<name>_post` in each ensemble: top-k classes with labels (kind classify) or an L2-normalised "
-        "vector (kind embedding); null: the ensemble answers the model's outputs.",
-    )
-    publish_to: str | None = Field(
-        None,
-        pattern=r"^(s3|gs|gcs|az|abfs|file)://.+",
-        description="Also publish the repository to object storage (s3://bucket/models, gs://, az://, file://), "
-        "model by model with config.pbtxt last; credentials and $AWS_ENDPOINT_URL from the environment.",
-    )
 
 
 def max_batch(params: TritonParams, config: DeployConfig) -> int:
@@ -165,7 +73,22 @@ def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
         issues.append(Issue(f"{where}.formats", "lists a format twice"))
     if params.publish is PublishPolicy.SELECTED and "select" not in config.stages:
         issues.append(Issue(f"{where}.publish", "'selected' needs a select stage in this config"))
-    return issues + ensemble.check(params.preprocess, params.postprocess, config)
+    return issues + _production_issues(params) + ensemble.check(params.preprocess, params.postprocess, config)
+
+
+def _production_issues(params: TritonParams) -> list[Issue]:
+    where, issues = "stages.triton_config", []
+    if params.instance_group.gpus and params.instance_group.kind != "gpu":
+        issues.append(Issue(f"{where}.instance_group.gpus", "needs instance_group.kind gpu"))
+    if params.onnx_accelerators and "onnx" not in params.formats:
+        issues.append(
+            Issue(f"{where}.onnx_accelerators", "apply to the onnx format, which formats does not list")
+        )
+    limiter = params.instance_group.rate_limiter
+    names = [r.name for r in (limiter.resources if limiter else ())]
+    if len(set(names)) != len(names):
+        issues.append(Issue(f"{where}.instance_group.rate_limiter.resources", "names a resource twice"))
+    return issues
 
 
 @dataclass(frozen=True)
@@ -224,14 +147,14 @@ def run(ctx: StageContext, params: TritonParams) -> None:
         source = ctx.input(entry.artifact)
         if entry.artifact.startswith("onnx"):
             _check_onnx_names(ctx, source)
-        protos.append(model_config(entry.model, entry.fmt, params, ctx.config, golden, entry.precision))
-        _write_model(
-            root / entry.model,
-            params.version,
-            _written(ctx, protos[-1]),
-            source,
-            LAYOUTS[entry.fmt].model_file,
-        )
+        proto = model_config(entry.model, entry.fmt, params, ctx.config, golden, entry.precision)
+        warm = _warmup(proto, entry.fmt, params, ctx.config, golden)
+        protos.append(proto)
+        text = _written(ctx, proto)
+        _write_model(root / entry.model, params.version, text, source, LAYOUTS[entry.fmt].model_file)
+        for filename, data in warm.items():
+            (root / entry.model / production.WARMUP_DIR).mkdir(exist_ok=True)
+            (root / entry.model / production.WARMUP_DIR / filename).write_bytes(data)
         if entry.fmt == "python":
             shutil.copyfile(PYTHON_MODEL, root / entry.model / str(params.version) / "model.py")
     services = _write_service(ctx, params, golden, protos)
@@ -239,6 +162,17 @@ def run(ctx: StageContext, params: TritonParams) -> None:
     if services:
         ctx.record("services", services)
     ctx.headline(", ".join([m.model for m in models] + services))
+
+
+def _warmup(
+    proto: Any, fmt: str, params: TritonParams, config: DeployConfig, golden: Any
+) -> dict[str, bytes]:
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    if params.warmup is None:
+        return {}
+    names = [(io_name(fmt, s.name, i), s.name) for i, s in enumerate(config.inputs)]
+    return production.warmup(proto, pb, params.warmup, golden, names)
 
 
 def _written(ctx: StageContext, proto: Any) -> str:
@@ -311,9 +245,25 @@ def model_config(
     if fmt == "plan":
         group.profile.extend(str(p) for p in params.plan.profiles)
         proto.cc_model_filenames.update(params.plan.cc_model_filenames)
+    _production(proto, pb, fmt, params, group)
     # Read back by the smoke stage to pick the tolerance for this precision.
     proto.parameters["deploy_precision"].string_value = precision
     return proto
+
+
+def _production(proto: Any, pb: Any, fmt: str, params: TritonParams, group: Any) -> None:
+    batching, instances = params.dynamic_batching, params.instance_group
+    if batching is not None and batching.queue_policy is not None:
+        production.queue_policy(proto, pb, batching.queue_policy)
+    if group.kind == pb.ModelInstanceGroup.Kind.Value("KIND_GPU"):
+        group.gpus.extend(instances.gpus)
+    if instances.rate_limiter is not None:
+        production.rate_limiter(group, instances.rate_limiter)
+    if params.version_policy is not None:
+        production.version_policy(proto, params.version_policy)
+    proto.response_cache.enable = params.response_cache
+    if fmt == "onnx":
+        production.accelerators(proto, params.onnx_accelerators)
 
 
 def _output_dims(golden: Any, name: str, max_batch_size: int) -> list[int]:
