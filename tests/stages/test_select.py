@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from pipeline.errors import ConfigError, StageError
 from runtimes.record import BenchRow
@@ -219,3 +220,33 @@ def test_selection_record_round_trip(tmp_path) -> None:
     assert back == written
     assert back.objectives[0].selected == "onnx fp32 (onnxruntime)"
     assert {j.verdict for j in back.objectives[0].candidates} >= {selection.Verdict.SKIPPED}
+
+
+def test_publish_selected_publishes_the_chosen_models_services_with_them(write_config, tmp_path) -> None:
+    """With pre/post-processing, the ensembles over the chosen models and the pre/post
+    models they run are published beside them; the other ensembles are not."""
+    path = publishing_config(write_config, "selected")
+    data = yaml.safe_load(path.read_text())
+    (tmp_path / "labels.txt").write_text("".join(f"digit {i}\n" for i in range(10)))
+    data["stages"]["triton_config"].update(
+        preprocess={
+            "kind": "image",
+            "color": "grayscale",
+            "resize": 8,
+            "crop": 8,
+            "mean": [0.0],
+            "std": [1.0],
+        },
+        postprocess={"kind": "classify", "labels": str(tmp_path / "labels.txt")},
+    )
+    path.write_text(yaml.safe_dump(data))
+    results = run(path)
+    chosen = json.loads(output_path(path, results, "select", "selection").read_text())
+    served = {m for models in chosen["served"].values() for m in models}
+    models = {m for m in served if not m.endswith(("_ensemble", "_pre", "_post"))}
+    assert served == models | {f"{m}_ensemble" for m in models} | {"tiny_pre", "tiny_post"}
+    assert _published(tmp_path) == served
+    written = set(results["triton_config"].metrics["services"])
+    left_out = written - served  # the ensembles over models nobody chose
+    assert len([m for m in written if m.endswith("_ensemble")]) == 5
+    assert left_out and all(m.endswith("_ensemble") for m in left_out)

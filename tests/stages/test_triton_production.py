@@ -123,7 +123,15 @@ def test_warmup_problems_read_the_servers_own_lines(tmp_path):
 @pytest.mark.triton
 @pytest.mark.parametrize("cache_mib", [32, 0])
 def test_smoke_sees_the_warmup_run_and_the_cache_answer(write_config, tmp_path, cache_mib):
-    settings = {"formats": ["python"], "warmup": {"cases": ["opt"]}, "response_cache": True}
+    settings = {
+        "formats": ["python"],
+        "warmup": {"cases": ["opt"]},
+        "response_cache": True,
+        # loaded by the server too (not exercised: no timeouts, no --rate-limit here)
+        "dynamic_batching": {"queue_policy": {"timeout_us": 10_000_000, "max_queue_size": 64}},
+        "instance_group": {"kind": "cpu", "rate_limiter": {"resources": [{"name": "R1", "count": 1}]}},
+        "version_policy": {"kind": "latest", "latest": 1},
+    }
     server = {"kind": "auto", "startup_timeout_s": 120, "cache_mib": cache_mib}
     config = write_config({"stages": {"triton_config": settings, "smoke": {"server": server}}}, smoke=True)
     result = run_cli("run", str(config), cwd=tmp_path)
