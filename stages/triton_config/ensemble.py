@@ -55,9 +55,7 @@ def _image_issues(pre: ImagePre, config: DeployConfig) -> list[Issue]:
         return [Issue(f"{where}.input", f"names no single model input to feed (the model has {names})")]
     if len(spec.dims) != 4 or spec.dtype not in ("float32", "float16"):
         return [
-            Issue(
-                f"{where}.input", f"'{spec.name}' is {spec.dtype} {_dims(spec)}, not a float image batch"
-            )
+            Issue(f"{where}.input", f"'{spec.name}' is {spec.dtype} {_dims(spec)}, not a float image batch")
         ]
     shape = spec.opt[1:]
     want = (pre.channels, pre.crop, pre.crop) if pre.layout == "NCHW" else (pre.crop, pre.crop, pre.channels)
