@@ -147,24 +147,3 @@ class Embedding(Frozen):
 
 
 Postprocess = Annotated[Classify | Embedding, Field(discriminator="kind")]
-
-
-class Wiring(Frozen):
-    """What `triton_config` wrote, as the repository carries it (config.pbtxt JSON):
-    pre/post settings with file paths made relative to the model's version dir."""
-
-    model: str  # the served model the ensemble runs
-    pre: dict[str, object] | None = None
-    post: dict[str, object] | None = None
-    # model input -> the pre model output feeding it; model output -> ensemble output
-    inputs: dict[str, str] = Field(default_factory=dict)
-    outputs: dict[str, str] = Field(default_factory=dict)
-
-
-def service_outputs(post: Classify | Embedding | None, model_outputs: list[str]) -> list[str]:
-    """The ensemble's output names a client reads."""
-    if isinstance(post, Classify):
-        return ["scores", "classes", "labels"]
-    if isinstance(post, Embedding):
-        return ["embedding"]
-    return list(model_outputs)
