@@ -32,6 +32,10 @@ def check(
     if pre is None and post is None:
         return []
     issues = [] if config.batch_range() else [Issue(f"{WHERE}.preprocess", "a service needs a batch dim")]
+    if pre is None:  # the client input of a service is images or text
+        issues.append(
+            Issue(f"{WHERE}.postprocess", "needs a preprocess (kind image or text) to make a service")
+        )
     if isinstance(pre, ImagePre):
         issues += _image_issues(pre, config)
     if isinstance(pre, TextPre):

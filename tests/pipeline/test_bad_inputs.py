@@ -809,7 +809,15 @@ CASES = [
         "service-output-unknown",
         CONFIG,
         "stages.triton_config.postprocess.output: 'probs' is not a model output ['logits']",
-        _set("stages.triton_config.postprocess", {"kind": "classify", "output": "probs"}),
+        lambda d, t: d["stages"]["triton_config"].update(
+            preprocess=GRAY, postprocess={"kind": "classify", "output": "probs"}
+        ),
+    ),
+    Case(
+        "service-post-without-pre",
+        CONFIG,
+        "stages.triton_config.postprocess: needs a preprocess (kind image or text) to make a service",
+        _set("stages.triton_config.postprocess", {"kind": "classify"}),
     ),
     Case(
         "service-labels-count",
