@@ -300,6 +300,8 @@ SPEC = StageSpec(
         "protobuf",
         "nvidia-pytriton",
         "matplotlib",
+        "pillow",
+        "scikit-learn",
     ),
     identity=identity,
     check=check,

@@ -384,6 +384,8 @@ SPEC = StageSpec(
         "torchvision",
         "tokenizers",
         "pillow",
+        "safetensors",
+        "scikit-learn",
     ),
     identity=lambda params: identity(params.server),
     check=check,
