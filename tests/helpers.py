@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -71,6 +72,13 @@ def run_cli(
         text=True,
         timeout=1800,
     )
+
+
+def ctrl_c_reaches_python() -> None:
+    """A Popen preexec_fn: a shell's background job (`cmd &` without job control) starts
+    with SIGINT ignored, and Python then installs no KeyboardInterrupt handler: the
+    child would shrug off the test's Ctrl-C. Reset, as a terminal's foreground job has it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def tritonservers() -> set[int]:

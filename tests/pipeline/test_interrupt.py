@@ -24,14 +24,17 @@ def slow(**kwargs):
 
 
 def test_sigint_during_a_stage_leaves_the_cache_clean(write_config, tmp_path):
-    from tests.helpers import ROOT
+    from tests.helpers import ROOT, ctrl_c_reaches_python
 
     model = tmp_path / "slow.py"
     model.write_text(SLOW_FACTORY.format(models=str(ROOT / "configs" / "models")))
     path = write_config({"model": {"file": str(model), "callable": "slow"}})
     log = path.parent / "runs" / "tiny" / "logs" / "export.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "deploy", "run", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-m", "deploy", "run", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=ctrl_c_reaches_python,
     )
     deadline = time.monotonic() + 60
     while not log.exists() and time.monotonic() < deadline:

@@ -21,7 +21,7 @@ from pipeline.errors import ExitCode, StageFailed
 from pipeline.project import load_project
 from pipeline.store import Store
 from stages.smoke import stage as smoke
-from tests.helpers import output_path, run, run_cli, tritonservers
+from tests.helpers import ctrl_c_reaches_python, output_path, run, run_cli, tritonservers
 
 pytestmark = pytest.mark.triton
 
@@ -213,7 +213,10 @@ def test_server_dies_with_an_interrupted_or_killed_pipeline(built, write_config,
     run(path, stop="triton_config")
     before = tritonservers()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "deploy", "run", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [sys.executable, "-m", "deploy", "run", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=ctrl_c_reaches_python,
     )
     started = wait_for_server(before)
     time.sleep(1.0)
