@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ["tiny", "mobilenetv3", "resnet50", "minilm"]
+CONFIGS = ["tiny", "mobilenetv3", "mobilenetv2", "resnet50", "minilm"]
 EXPORTERS = ("torchscript", "dynamo")
 
 

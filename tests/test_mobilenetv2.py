@@ -1,0 +1,56 @@
+"""End to end with real ImageNet weights: configs/mobilenetv2.yaml publishes an image
+service, smoke checks it against torchvision, and `deploy infer` on a photo from
+scikit-learn answers a label a person would give it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers import ROOT, run_cli
+
+
+def _photos(directory):
+    """scikit-learn's two bundled photos, JPEG-encoded as a camera would."""
+    from PIL import Image
+    from sklearn.datasets import load_sample_images
+
+    found = load_sample_images()
+    for name, pixels in zip(found.filenames, found.images):
+        Image.fromarray(pixels).save(directory / name.rsplit("/", 1)[-1], quality=90)
+    return directory / "china.jpg", directory / "flower.jpg"
+
+
+def _top(stdout: str) -> list[str]:
+    """The rank-1 label of each image `deploy infer` printed."""
+    return [block.split("\n", 1)[0].rsplit(" ", 1)[0] for block in stdout.split("  1. ")[1:]]
+
+
+@pytest.mark.slow
+@pytest.mark.triton
+def test_the_imagenet_service_names_what_the_photo_shows(tmp_path):
+    from serving.launch import serve_repository
+    from serving.spec import ServerSpec
+
+    result = run_cli("run", str(ROOT / "configs" / "mobilenetv2.yaml"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "runs" / "mobilenetv2" / "summary.json").read_text())
+    smoke = next(s for s in summary["stages"] if s["stage"] == "smoke")["metrics"]["smoke"]["models"]
+    service = smoke["mobilenetv2_python_ensemble"]["service"]
+    assert service["top1_agreement"] == 1.0 and service["min_cosine"] > 0.999
+    assert service["answers"]["grpc"][0].startswith("china.jpeg: palace ")
+    china, flower = _photos(tmp_path)
+    (tmp_path / "server").mkdir()
+    with serve_repository(ServerSpec(), tmp_path / "model_repository", tmp_path / "server") as served:
+        printed = {
+            protocol: run_cli(
+                "infer", "--url", url, "--protocol", protocol, "--image", str(china), "--image", str(flower)
+            )
+            for protocol, url in (("http", served.server.http), ("grpc", served.server.grpc))
+        }
+    assert all(p.returncode == 0 for p in printed.values()), {k: p.stderr for k, p in printed.items()}
+    # china.jpg is a temple: torchvision's own weights say palace (0.71), then monastery.
+    assert _top(printed["http"].stdout) == _top(printed["grpc"].stdout)
+    assert _top(printed["http"].stdout)[0] == "palace", printed["http"].stdout
+    assert printed["http"].stdout.count("  5. ") == 2
