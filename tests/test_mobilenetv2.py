@@ -12,14 +12,14 @@ from tests.helpers import ROOT, run_cli
 
 
 def _photos(directory):
-    """scikit-learn's two bundled photos, JPEG-encoded as a camera would."""
-    from PIL import Image
-    from sklearn.datasets import load_sample_images
+    """The photos smoke sends (scikit-learn's, as JPEG and PNG), as files for `deploy infer`."""
+    from serving.service_client import samples
 
-    found = load_sample_images()
-    for name, pixels in zip(found.filenames, found.images):
-        Image.fromarray(pixels).save(directory / name.rsplit("/", 1)[-1], quality=90)
-    return directory / "china.jpg", directory / "flower.jpg"
+    written = []
+    for sample in samples("image", None):
+        written.append(directory / sample.name)
+        written[-1].write_bytes(sample.data)
+    return written
 
 
 def _top(stdout: str) -> list[str]:
@@ -50,7 +50,7 @@ def test_the_imagenet_service_names_what_the_photo_shows(tmp_path):
             for protocol, url in (("http", served.server.http), ("grpc", served.server.grpc))
         }
     assert all(p.returncode == 0 for p in printed.values()), {k: p.stderr for k, p in printed.items()}
-    # china.jpg is a temple: torchvision's own weights say palace (0.71), then monastery.
+    # china.jpeg is a temple: torchvision's own weights say palace (0.74), then monastery.
     assert _top(printed["http"].stdout) == _top(printed["grpc"].stdout)
     assert _top(printed["http"].stdout)[0] == "palace", printed["http"].stdout
     assert printed["http"].stdout.count("  5. ") == 2
