@@ -21,6 +21,7 @@ from pipeline.config import resolve_path
 if TYPE_CHECKING:
     import numpy as np
 
+    from gates.accuracy_report import Evidence
     from pipeline.config import DeployConfig, InputSpec
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".ppm")
@@ -257,3 +258,16 @@ def _file_digest(path: Path) -> str:
 
     with open(path, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def evidence(source: DataSource, key: str) -> Evidence:
+    """What an accuracy measured on `source` rests on; `key`: where real data is given."""
+    from gates.accuracy_report import Evidence
+
+    if source.kind == "random":
+        return Evidence(
+            True,
+            f"random inputs (seed {source.seed + source.offset})",
+            f"{key} (kind images | arrays | text)",
+        )
+    return Evidence(False, f"{source.kind} from {source.path}", key)

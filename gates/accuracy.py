@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from gates.accuracy_report import Accuracy, AccuracyReport, OutputAccuracy, Speed
+from gates.accuracy_report import Accuracy, AccuracyReport, Evidence, OutputAccuracy, Speed
 from gates.tolerance import AccuracyGate
 from pipeline.config import OutputKind, OutputSpec
 from pipeline.errors import StageFailed
@@ -111,15 +111,17 @@ def gate_against_fp32(
     return metrics, failures(metrics, gate)
 
 
-def headline(label: str, metrics: Accuracy) -> str:
+def headline(label: str, metrics: Accuracy, evidence: Evidence) -> str:
     parts = []
     for name, m in metrics.items():
         agree = "" if m.top1_agreement is None else f", top-1 agree {m.top1_agreement:.3f}"
         parts.append(f"{name}: cos {_maybe(m.cosine, '.5f')}, max|Δ| {m.max_abs:.3g}{agree}")
-    return f"{label} vs FP32 on held-out: " + "; ".join(parts)
+    held_out = "RANDOM held-out inputs" if evidence.synthetic else "held-out"
+    text = f"{label} vs FP32 on {held_out}: " + "; ".join(parts)
+    return f"{text} ({evidence.label()})" if evidence.synthetic else text
 
 
-def report_table(ctx: Any, label: str, metrics: Accuracy, samples: int) -> None:
+def report_table(ctx: Any, label: str, metrics: Accuracy, samples: int, evidence: Evidence) -> None:
     """The run report's view of the gate: one row per output."""
     columns = [
         "output",
@@ -144,7 +146,8 @@ def report_table(ctx: Any, label: str, metrics: Accuracy, samples: int) -> None:
         ]
         for name, m in metrics.items()
     ]
-    ctx.report_table(f"{label} vs FP32 on {samples} held-out samples", columns, rows)
+    what = "RANDOM held-out samples" if evidence.synthetic else "held-out samples"
+    ctx.report_table(f"{label} vs FP32 on {samples} {what}", columns, rows, note=evidence.label())
 
 
 def _maybe(value: float | None, spec: str) -> str:
@@ -159,17 +162,19 @@ def conclude(
     gate: AccuracyGate,
     details: dict[str, Any],
     artifact: str,
+    evidence: Evidence,
 ) -> None:
     """The reduced-precision stages' ending: gate `candidate` against the FP32 model,
     time both (is it faster at all?), record and write the report (accuracy.json,
     headline, report table), and fail the stage when the gate failed. `details`: what
-    the stage adds to the report; `artifact`: the report's artifact name."""
+    the stage adds to the report; `artifact`: the report's artifact name; `evidence`:
+    what the held-out inputs were (random ones are said to be, everywhere)."""
     metrics, bad = gate_against_fp32(ctx.input("onnx"), candidate, feeds, ctx.config.outputs, gate)
     speed = measure_speed(ctx.input("onnx"), candidate, feeds[0])
-    report = AccuracyReport(metrics, len(feeds), gate.model_dump(mode="json"), speed, details)
+    report = AccuracyReport(metrics, len(feeds), gate.model_dump(mode="json"), speed, details, evidence)
     ctx.record("accuracy", report.to_json())
-    ctx.headline(f"{headline(label, metrics)}; {speed.text()}")
-    report_table(ctx, label, metrics, len(feeds))
+    ctx.headline(f"{headline(label, metrics, evidence)}; {speed.text()}")
+    report_table(ctx, label, metrics, len(feeds), evidence)
     ctx.output(artifact).write_text(json.dumps(report.to_json(), indent=1))
     if bad:
         raise StageFailed(f"{label} accuracy gate failed: " + "; ".join(bad))

@@ -14,7 +14,7 @@ from pipeline.records import SchemaMismatch, expect_schema
 
 # accuracy.json's layout (quantize's and fp16's report, read by select); bumped with
 # those stages' versions (their keys), see pipeline/records.py.
-SCHEMA = 1
+SCHEMA = 2  # 2: the evidence (what the held-out inputs were)
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,25 @@ class Speed:
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """What the held-out inputs an accuracy was measured on are: random numbers prove the
+    conversion's mechanics, not that the model still answers right on real inputs."""
+
+    synthetic: bool
+    source: str  # "random (seed 1234)", "images in data/val"
+    key: str  # the config key that takes real data
+
+    def label(self) -> str:
+        """For the console line, the report and select's table."""
+        if self.synthetic:
+            return f"measured on {self.source}, not real data: give real inputs in {self.key}"
+        return f"measured on {self.source}"
+
+    def short(self) -> str:
+        return f"random data: {self.key}" if self.synthetic else ""
+
+
+@dataclass(frozen=True)
 class AccuracyReport:
     """accuracy.json: the reduced-precision model against FP32 on held-out data."""
 
@@ -88,11 +107,13 @@ class AccuracyReport:
     gate: Mapping[str, object]  # the thresholds applied (AccuracyGate, as JSON)
     speed: Speed
     details: Mapping[str, object]  # what the converting stage adds: recipe, exclusions, fallback
+    evidence: Evidence
 
     def to_json(self) -> dict[str, object]:
         return {
             "schema": SCHEMA,
             **self.details,
+            "evidence": asdict(self.evidence) | {"label": self.evidence.label()},
             "holdout_samples": self.holdout_samples,
             "outputs": to_json(self.outputs),
             "gate": dict(self.gate),
@@ -106,8 +127,9 @@ class AccuracyReport:
             outputs = {n: OutputAccuracy.from_json(m) for n, m in data.pop("outputs").items()}  # type: ignore[attr-defined]
             speed = dict(data.pop("speed"))  # type: ignore[call-overload]
             speed.pop("speedup")
+            evidence = {k: v for k, v in data.pop("evidence").items() if k != "label"}  # type: ignore[attr-defined]
             fixed = (data.pop("holdout_samples"), data.pop("gate"), data.pop("schema"))
-            return cls(outputs, int(fixed[0]), dict(fixed[1]), Speed(**speed), data)  # type: ignore[call-overload]
+            return cls(outputs, int(fixed[0]), dict(fixed[1]), Speed(**speed), data, Evidence(**evidence))  # type: ignore[call-overload]
         except (KeyError, TypeError, AttributeError) as exc:
             raise SchemaMismatch(f"{path}: not an accuracy report ({type(exc).__name__}: {exc})") from exc
 

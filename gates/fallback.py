@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from gates.accuracy_report import Accuracy
+from gates.accuracy_report import Accuracy, Evidence
 from gates.tolerance import AccuracyGate, AutoFallback
 from modelio import onnx_files
 from modelio.onnx_files import MODEL_FILE
@@ -278,14 +278,16 @@ def conclude(
     gate: AccuracyGate,
     auto: AutoFallback,
     details: dict[str, Any],
+    evidence: Evidence,
 ) -> None:
-    """Converts, with the automatic fallback when asked, then gates (gates/accuracy.py)."""
+    """Converts, with the automatic fallback when asked, then gates (gates/accuracy.py)
+    on `holdout` (`evidence` says what those inputs are)."""
     from gates import accuracy
 
     dest = ctx.output(conversion.output)
     if not auto.auto:
         conversion.build((), dest)
-        accuracy.conclude(ctx, conversion.label, dest, holdout, gate, details, conversion.report)
+        accuracy.conclude(ctx, conversion.label, dest, holdout, gate, details, conversion.report, evidence)
         return
     outcome = search(
         conversion.build,
@@ -302,7 +304,7 @@ def conclude(
         else conversion.label
     )
     details = details | {"fallback": to_json(outcome, auto)}
-    accuracy.conclude(ctx, label, dest, holdout, gate, details, conversion.report)
+    accuracy.conclude(ctx, label, dest, holdout, gate, details, conversion.report, evidence)
 
 
 def to_json(outcome: Outcome, auto: AutoFallback) -> dict[str, Any]:

@@ -6,6 +6,7 @@ them, so a parity number always means "distance from what PyTorch computed".
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,9 +149,11 @@ def _input_hint(config: DeployConfig) -> str:
     return "Widen the input's value_range, or give real inputs in model.golden_inputs (.npz keyed by input name)."
 
 
-def save(path: Path, cases: dict[Label, Case]) -> None:
+def save(path: Path, cases: dict[Label, Case], clients: Sequence[Case] = ()) -> None:
+    """golden.npz: the cases by label, and the client requests as `client<i>`."""
     arrays = {}
-    for label, case in cases.items():
+    named = [*cases.items(), *((f"{CLIENT}{i}", case) for i, case in enumerate(clients))]
+    for label, case in named:
         arrays.update({f"{label}.in.{k}": v for k, v in case.inputs.items()})
         arrays.update({f"{label}.out.{k}": v for k, v in case.outputs.items()})
     with open(path, "wb") as fh:
@@ -158,14 +161,51 @@ def save(path: Path, cases: dict[Label, Case]) -> None:
 
 
 def load(path: Path) -> dict[Label, Case]:
+    arrays = _arrays(path)
+    return {label: _case(arrays, label) for label in LABELS}
+
+
+def load_clients(path: Path) -> list[Case]:
+    """The concurrent clients' requests golden recorded, each with its own reference."""
+    arrays = _arrays(path)
+    count = len({k.split(".", 1)[0] for k in arrays if k.startswith(CLIENT)})
+    return [_case(arrays, f"{CLIENT}{i}") for i in range(count)]
+
+
+def _arrays(path: Path) -> dict[str, np.ndarray]:
     with np.load(path) as data:
-        arrays = {k: data[k] for k in data.files}
-    cases = {}
-    for label in LABELS:
-        ins = {k.split(".", 2)[2]: v for k, v in arrays.items() if k.startswith(f"{label}.in.")}
-        outs = {k.split(".", 2)[2]: v for k, v in arrays.items() if k.startswith(f"{label}.out.")}
-        cases[label] = Case(ins, outs)
-    return cases
+        return {k: data[k] for k in data.files}
+
+
+def _case(arrays: dict[str, np.ndarray], prefix: str) -> Case:
+    ins = {k.split(".", 2)[2]: v for k, v in arrays.items() if k.startswith(f"{prefix}.in.")}
+    outs = {k.split(".", 2)[2]: v for k, v in arrays.items() if k.startswith(f"{prefix}.out.")}
+    return Case(ins, outs)
+
+
+# What concurrent clients send (smoke): each its own rows of the golden `max` inputs,
+# batch sizes cycling through these, at most CLIENTS requests.
+CLIENT = "client"
+CLIENT_BATCHES = (1, 2, 3)
+CLIENTS = 8
+
+
+def client_inputs(cases: dict[Label, dict[str, np.ndarray]], batched: bool) -> list[dict[str, np.ndarray]]:
+    """Distinct requests of varied batch sizes cut from the `max` inputs (rows a model was
+    already checked on); without a batch dim, or too few rows for three requests, the
+    min / opt / max inputs themselves."""
+    biggest = cases["max"]
+    rows = len(next(iter(biggest.values()))) if batched else 0
+    cuts: list[slice] = []
+    start = 0
+    for size in (CLIENT_BATCHES * CLIENTS)[:CLIENTS]:
+        if start + size > rows:
+            break
+        cuts.append(slice(start, start + size))
+        start += size
+    if len(cuts) < 3:
+        return [cases[label] for label in LABELS]
+    return [{k: np.ascontiguousarray(v[cut]) for k, v in biggest.items()} for cut in cuts]
 
 
 def varying_axes(cases: dict[Label, Case], output: str) -> set[int]:
@@ -177,10 +217,10 @@ def run(runtime: Runtime, cases: dict[Label, Case]) -> dict[Label, dict[str, np.
     """The runtime's outputs on every recorded case's inputs; a case the runtime cannot
     run at all fails naming the case and its shapes (typically a shape the export froze:
     the graph runs at the opt shape it was traced with and nowhere else)."""
-    return {label: _infer(runtime, label, case) for label, case in cases.items()}
+    return {label: infer_case(runtime, label, case) for label, case in cases.items()}
 
 
-def _infer(runtime: Runtime, label: Label, case: Case) -> dict[str, np.ndarray]:
+def infer_case(runtime: Runtime, label: str, case: Case) -> dict[str, np.ndarray]:
     try:
         return runtime.infer(case.inputs)
     except (KeyboardInterrupt, StageFailed):

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from pipeline.config import DeployConfig
 from pipeline.contract import Metrics, StageContext, StageSpec
-from pipeline.errors import DeployError, ExitCode, StageFailed, StageSkipped, plain, root_cause
+from pipeline.errors import ConfigError, DeployError, ExitCode, StageFailed, StageSkipped, plain, root_cause
 from pipeline.logs import captured
 from pipeline.progress import Sink, Throttled
 from pipeline.results import Status
@@ -75,7 +75,7 @@ def execute(job: Job, spec: StageSpec, sink: Sink | None = None) -> Outcome:
         except DeployError as exc:  # e.g. a library the stage needs is missing: exit code kept
             _reraise_interrupt(exc)
             logger.error("%s", exc)
-            outcome.status, outcome.message, outcome.exit_code = Status.FAILED, plain(str(exc)), exc.exit_code
+            outcome.status, outcome.message, outcome.exit_code = Status.FAILED, _message(exc), exc.exit_code
         except Exception as exc:
             _reraise_interrupt(exc)
             logger.error("unexpected error\n%s", traceback.format_exc())
@@ -85,6 +85,14 @@ def execute(job: Job, spec: StageSpec, sink: Sink | None = None) -> Outcome:
             outcome.status = Status.FAILED
             outcome.message = f"code run by the stage called sys.exit({exc.code!r}) (traceback in the log)"
     return outcome
+
+
+def _message(exc: DeployError) -> str:
+    """A config problem found while a stage ran: the problems themselves, each naming its
+    key (the console's one line per stage shows the first)."""
+    if isinstance(exc, ConfigError):
+        return plain("\n".join(str(issue) for issue in exc.issues))
+    return plain(str(exc))
 
 
 def _reraise_interrupt(exc: BaseException) -> None:

@@ -1,12 +1,11 @@
 """What the smoke stage checks on each model a live server loaded: its metadata against
-the shape spec, golden inputs over HTTP and gRPC against the eager reference, and (with
-dynamic batching) that concurrent requests were really batched. Imports tritonclient."""
+the shape spec, golden inputs over HTTP and gRPC against the eager reference, and the
+production settings the server must be seen to honour. Imports tritonclient."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -17,7 +16,7 @@ from pipeline.config import DeployConfig
 from runtimes.arrays import varying_axes
 from runtimes.dtypes import triton_name
 from serving.layout import io_name
-from serving.requests import SETTLE_S, Feed, infer_inputs, settled, statistics
+from serving.requests import Feed, infer_inputs
 from serving.tritonserver import Server
 
 PROTOCOLS = {"http": httpclient, "grpc": grpcclient}
@@ -31,21 +30,6 @@ class Example(Protocol):
 
     @property
     def outputs(self) -> Mapping[str, np.ndarray]: ...
-
-
-@dataclass(frozen=True)
-class Burst:
-    """What the server's statistics counted for one burst of single-item requests."""
-
-    requests: int
-    inferences: int
-    executions: int
-    errors: list[str] = field(default_factory=list)
-    rounds: int = 1  # bursts sent until one was batched (or the limit)
-
-    @property
-    def batched(self) -> bool:
-        return self.executions < self.inferences
 
 
 @dataclass(frozen=True)
@@ -145,59 +129,6 @@ def _infer_chunk(
     wanted = [module.InferRequestedOutput(t.name) for t in outputs]
     result = target.conn.infer(target.model, requests, outputs=wanted)
     return {t.spec_name: result.as_numpy(t.name) for t in outputs}
-
-
-BATCHING_ROUNDS = 3
-
-
-def batching(
-    server: Server, model: str, case: Example, inputs: list[Tensor], requests: int, timeout_s: float
-) -> Burst:
-    """Fires `requests` single-item requests at once and reads Triton's statistics: with
-    dynamic batching, executions must be fewer than inferences. The batcher only groups
-    requests that queue while the model is busy, so a fast model on an idle server can
-    legitimately run one burst unbatched: up to BATCHING_ROUNDS bursts are sent.
-    gRPC's async_infer is truly concurrent (the HTTP client's gevent pool is not)."""
-    conn = grpcclient.InferenceServerClient(server.grpc)
-    rounds: list[Burst] = []
-    try:
-        for _ in range(BATCHING_ROUNDS):
-            rounds.append(_burst(conn, model, _single_item(case, inputs), requests, timeout_s))
-            if rounds[-1].batched or rounds[-1].errors:
-                break
-    finally:
-        conn.close()
-    return replace(rounds[-1], rounds=len(rounds))
-
-
-def _burst(conn: Any, model: str, request: list[Any], requests: int, timeout_s: float) -> Burst:
-    before = _counts(conn, model)
-    errors: list[Any] = []
-    done = threading.Semaphore(0)
-
-    def finished(result: Any, error: Any) -> None:
-        if error is not None:
-            errors.append(error)
-        done.release()
-
-    for _ in range(requests):
-        conn.async_infer(model, request, finished, client_timeout=timeout_s)
-    for _ in range(requests):
-        if not done.acquire(timeout=timeout_s):
-            raise TimeoutError(f"batching check: no answer within {timeout_s} s")
-    after = settled(
-        lambda: _counts(conn, model), lambda c: c[0], before[0] + requests - len(errors), SETTLE_S
-    )
-    return Burst(requests, after[0] - before[0], after[1] - before[1], [str(e) for e in errors[:3]])
-
-
-def _single_item(case: Example, inputs: list[Tensor]) -> list[Any]:
-    return infer_inputs(grpcclient, [Feed(t.name, case.inputs[t.spec_name][:1], t.datatype) for t in inputs])
-
-
-def _counts(conn: Any, model: str) -> tuple[int, int]:
-    found = statistics(conn, model)
-    return found.inferences, found.executions
 
 
 # -- production settings the server must be seen to honour ---------------------------------------

@@ -88,6 +88,10 @@ SENTENCES = (
     "A cat sleeps on the warm windowsill.",
     "Latency matters more than throughput for this endpoint.",
     "Rain is expected tomorrow afternoon.",
+    "She ordered a second coffee before the meeting.",
+    "The bridge was closed for repairs all week.",
+    "Quarterly revenue grew faster than analysts expected.",
+    "Children played football in the park until dark.",
 )
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 
@@ -139,3 +143,29 @@ def service_feed(found: dict[str, Model], ensemble: str, batch: int) -> Feed:
     pre = settings(found[settings(found[ensemble])["pre"]])
     sample = samples(pre["kind"], None)[0]
     return Feed(input_name(pre), np.array([[sample.data]] * batch, dtype=np.object_), "BYTES")
+
+
+def variants(kind: str, items: list[Sample], count: int) -> list[Sample]:
+    """`count` distinct samples for concurrent clients: the samples, then (images) crops of
+    them, every other one mirrored, encoded as the original was. Sentences are what they
+    are: a file with fewer lines gives fewer distinct requests."""
+    if kind == "text" or not items:
+        return items[:count] if len(items) >= count else items
+    return [items[i] if i < len(items) else _variant(items[i % len(items)], i) for i in range(count)]
+
+
+def _variant(sample: Sample, index: int) -> Sample:
+    from PIL import Image, ImageOps
+
+    image = Image.open(io.BytesIO(sample.data))
+    fmt = image.format or "PNG"
+    width, height = image.size
+    inset = 0.04 * (1 + index % 4)  # 4 %..16 % off each side, by index
+    box = (int(width * inset), int(height * inset), int(width * (1 - inset)), int(height * (1 - inset)))
+    cropped = image.convert("RGB" if image.mode not in ("L", "RGB") else image.mode).crop(box)
+    if index % 2:
+        cropped = ImageOps.mirror(cropped)
+    buffer = io.BytesIO()
+    cropped.save(buffer, format=fmt)
+    stem, _, suffix = sample.name.rpartition(".")
+    return Sample(f"{stem or sample.name}-variant{index}.{suffix or fmt.lower()}", buffer.getvalue())

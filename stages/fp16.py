@@ -66,7 +66,8 @@ def run(ctx: StageContext, params: Fp16Params) -> None:
         lambda node, _converted: node.op_type not in blocked,
     )
     details = {"kept_fp32": list(params.keep_fp32_ops)}
-    fallback.conclude(ctx, conversion, calibration, holdout, params.gate, params, details)
+    evidence = datasource.evidence(params.holdout, "stages.fp16.holdout")
+    fallback.conclude(ctx, conversion, calibration, holdout, params.gate, params, details, evidence)
 
 
 def _blocked(params: Fp16Params) -> frozenset[str]:
@@ -148,7 +149,7 @@ def check(params: Fp16Params, config: DeployConfig) -> list[Issue]:
 
 SPEC = StageSpec(
     name="fp16",
-    version=6,  # 6: accuracy.json a versioned record; 5: the model as a directory; 4: automatic fallback
+    version=7,  # 7: accuracy.json says what its held-out inputs were; 6: a versioned record; 5: a directory
     params=Fp16Params,
     inputs=("onnx",),
     outputs=(

@@ -8,10 +8,12 @@ a TorchScript artifact is needed to get references (the torch.export path runs w
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from gates.batch_independence import BatchIndependence, measure, not_measured
 from pipeline.config import LABELS
 from pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 
@@ -38,13 +40,47 @@ def run(ctx: StageContext, params: GoldenParams) -> None:
     eager = TorchModule(load_adapted(config, inputs["opt"]), config.input_names(), config.output_names())
     cases = {label: references.Case(inputs[label], eager.infer(inputs[label])) for label in LABELS}
     ctx.log.info("reference outputs: %s", _shapes(cases))
+    batching = _batching(config, cases, eager.infer)
+    ctx.output("batching").write_text(json.dumps(batching.to_json(), indent=1))
     references.refuse_constant(
-        "reference output", {lb: case.outputs for lb, case in cases.items()}, _OUTPUT_HINT
+        "reference output", {lb: case.outputs for lb, case in cases.items()}, _output_hint(batching)
     )
-    ctx.headline(
-        "outputs " + ", ".join(f"{k} {list(v.shape)}" for k, v in cases["opt"].outputs.items()) + " at opt"
+    # Each concurrent client's request gets the eager answer for exactly its own rows.
+    clients = references.client_inputs(inputs, config.batch_dim is not None)
+    references.save(ctx.output("golden"), cases, [references.Case(c, eager.infer(c)) for c in clients])
+    _say(ctx, cases, batching)
+
+
+def _say(ctx: StageContext, cases: dict[Any, Any], batching: BatchIndependence) -> None:
+    """The headline: output shapes, what the inputs were, whether outputs are per sample."""
+    shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in cases["opt"].outputs.items())
+    source = (
+        "given inputs (model.golden_inputs)"
+        if ctx.config.model.golden_inputs
+        else "random inputs (real ones: model.golden_inputs)"
     )
-    references.save(ctx.output("golden"), cases)
+    ctx.record("inputs", source)
+    ctx.record("batching", batching.text())
+    ctx.headline(f"outputs {shapes} at opt, {source}; {batching.text()}")
+
+
+def _output_hint(batching: BatchIndependence) -> str:
+    """A batch-centred output is constant (zeros) for a batch of one sample: that is the
+    model, not the inputs, and the fix is the batch range."""
+    if not batching.dependent():
+        return _OUTPUT_HINT
+    return (
+        f"{batching.text()}: for a batch of one such an output can be constant by construction; give the "
+        "batch dim a min of 2 or more (inputs[].min), and serve it with stages.triton_config.max_batch_size: 0"
+    )
+
+
+def _batching(config: Any, cases: dict[Any, Any], infer: Any) -> BatchIndependence:
+    """Measured on the largest-but-one batch that has two samples or more: opt, else max."""
+    if config.batch_dim is None:
+        return not_measured("the model has no batch dim (batch_dim: null)")
+    case = cases["opt"] if config.batch_range()[1] >= 2 else cases["max"]
+    return measure(infer, case.inputs, case.outputs)
 
 
 def _shapes(cases: dict[Any, Any]) -> dict[str, dict[str, list[int]]]:
@@ -53,14 +89,14 @@ def _shapes(cases: dict[Any, Any]) -> dict[str, dict[str, list[int]]]:
 
 SPEC = StageSpec(
     name="golden",
-    version=1,
+    version=2,  # 2: concurrent clients' requests in golden.npz, batching.json
     params=GoldenParams,
     inputs=(SOURCE_ARTIFACT,),
-    outputs=(Artifact("golden", filename="golden.npz"),),
+    outputs=(Artifact("golden", filename="golden.npz"), Artifact("batching", filename="batching.json")),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),
     env=("torch", "safetensors", "numpy"),
-    description="golden inputs at min / opt / max and the eager model's reference outputs",
+    description="golden inputs at min / opt / max, concurrent clients' requests, the eager model's outputs; batch independence",
     phase=Phase.CONVERT,
     implied=True,
     timeout_s=1800,

@@ -120,6 +120,10 @@ def run(ctx: StageContext, params: QuantizeParams) -> None:
 
     calibration = datasource.load(params.calibration, ctx.config)
     holdout = datasource.load(holdout_source(params), ctx.config)
+    # With no holdout of its own, the held-out samples follow the calibration ones: the
+    # real data goes there.
+    key = "stages.quantize.holdout" if params.holdout is not None else "stages.quantize.calibration"
+    evidence = datasource.evidence(holdout_source(params), key)
     details = {
         "target": params.target,
         "recipe": params.recipe,
@@ -131,7 +135,7 @@ def run(ctx: StageContext, params: QuantizeParams) -> None:
     if params.quantizer == "modelopt":
         _quantize_modelopt(ctx.input("onnx"), ctx.output("onnx_int8"), calibration, params)
         accuracy.conclude(
-            ctx, "INT8", ctx.output("onnx_int8"), holdout, params.gate, details, "accuracy_int8"
+            ctx, "INT8", ctx.output("onnx_int8"), holdout, params.gate, details, "accuracy_int8", evidence
         )
         return
     model = _prepared(ctx.input("onnx"), params, ctx.workdir)
@@ -146,7 +150,7 @@ def run(ctx: StageContext, params: QuantizeParams) -> None:
         model,
         partial(_eligible, params, _supported(params)),
     )
-    fallback.conclude(ctx, conversion, calibration, holdout, params.gate, params, details)
+    fallback.conclude(ctx, conversion, calibration, holdout, params.gate, params, details, evidence)
 
 
 def _prepared(source: Path, params: QuantizeParams, work: Path) -> Path:
@@ -285,7 +289,7 @@ def _quantize_modelopt(source: Path, dest: Path, calibration: list[Any], params:
 
 SPEC = StageSpec(
     name="quantize",
-    version=6,  # 6: accuracy.json a versioned record; 5: the model as a directory; 4: recipes, fallback
+    version=7,  # 7: accuracy.json says what its held-out inputs were; 6: a versioned record; 5: a directory
     params=QuantizeParams,
     inputs=("onnx",),
     outputs=(

@@ -1,10 +1,13 @@
-"""select: decides, per objective, which (format, precision) to deploy, from what the
-pipeline measured: the bench stage's single-stream rows (latency, throughput, tail
-percentile) and the reduced-precision stages' accuracy against FP32. Every candidate
-gets its verdict: selected, slower (by how much), rejected (which constraint), or
-skipped (why it was never measured). Writes selection.json and, in the run report, a
-Model Navigator-style status table (format x precision: conversion, accuracy, latency,
-throughput, selected for)."""
+"""select: decides, per objective, what to deploy, from what the pipeline measured and
+verified. With a smoke stage the decision is for the server smoke ran: its candidates
+are the models that server loaded and smoke verified, compared on bench's end-to-end rows
+through that server where bench timed them; a model it never loaded (a backend it lacks)
+or a runtime no served model stands for is shown unverified, with the reason, and is not
+chosen for it. Without smoke, bench's in-process rows decide, for in-process use. Every
+candidate gets its verdict: selected, slower (by how much), rejected (which constraint),
+unverified or skipped (why). Writes selection.json and, in the run report and the console,
+the decision first (the model directory to deploy, for which target), then a Model
+Navigator-style status table."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
@@ -24,7 +27,8 @@ from pipeline.errors import StageFailed
 from runtimes.catalog import CATALOG, BenchRuntime
 from runtimes.record import BenchResults
 from serving.publishing import when_selected
-from stages.select import selection
+from serving.smoke_report import SmokeReport
+from stages.select import candidates, output, selection
 
 
 class Objective(BaseModel):
@@ -87,24 +91,38 @@ REPORTS = {"int8": "accuracy_int8", "fp16": "accuracy_fp16"}
 
 def run(ctx: StageContext, params: SelectParams) -> None:
     bench = BenchResults.read(ctx.input("results"))
-    cosines = {p: _cosine(ctx, artifact) for p, artifact in REPORTS.items()}
-    candidates = selection.candidates(bench.rows, bench.skipped, cosines)
-    if not any(c.rows for c in candidates):
+    reports = {p: AccuracyReport.read(ctx.input(a)) for p, a in REPORTS.items() if a in ctx.inputs}
+    cosines = {p: r.worst_cosine() for p, r in reports.items()}
+    evidence = {p: r.evidence.short() for p, r in reports.items()}
+    smoke = SmokeReport.read(ctx.input("smoke")) if "smoke" in ctx.inputs else None
+    target = candidates.target_of(bench, smoke)
+    found = candidates.gather(bench, cosines, smoke, evidence)
+    if not any(c.rows or c.served for c in found):
         raise StageFailed("select: the bench stage measured no in-process runtime to choose from")
-    decisions = [selection.decide(candidates, objective, params.min_gain) for objective in params.objectives]
-    chosen = selection.Selection.of(decisions, candidates)
+    decisions = [selection.decide(found, o, params.min_gain, target.server) for o in params.objectives]
+    chosen = selection.Selection.of(decisions, found, target.text)
     ctx.record("selection", {d.objective.name: d.winner_label() for d in decisions})
-    ctx.headline(selection.headline(decisions))
-    selection.report(ctx, decisions, candidates)
+    ctx.record("target", target.text)
+    ctx.headline(output.headline(decisions, target, ctx.config.repository))
+    output.report(ctx, decisions, found, target)
     unmet = [d.objective.name for d in decisions if d.winner is None]
     ctx.output("deployment").mkdir()  # empty without a repository: nothing to serve
     if not unmet and "repository" in ctx.inputs:
         chosen = replace(chosen, served=_deployment(ctx, decisions))
     ctx.output("selection").write_text(json.dumps(chosen.to_json(), indent=1))
     if unmet:
-        raise StageFailed(
-            f"select: no candidate meets the constraints of {unmet}: see {ctx.output('selection')}"
-        )
+        raise StageFailed(_unmet_message(unmet, decisions, target))
+
+
+def _unmet_message(unmet: list[str], decisions: list[selection.Decision], target: Any) -> str:
+    unverified = {
+        e.candidate.label for d in decisions for e in d.entries if e.verdict is selection.Verdict.UNVERIFIED
+    }
+    why = f" ({len(unverified)} candidate(s) unverified on {target.text})" if unverified else ""
+    return (
+        f"select: no candidate meets the constraints of {output.quoted(unmet)}{why}; every verdict is in the "
+        "run report's selection tables"
+    )
 
 
 def _deployment(ctx: StageContext, decisions: list[selection.Decision]) -> dict[str, list[str]]:
@@ -130,11 +148,15 @@ def _deployment(ctx: StageContext, decisions: list[selection.Decision]) -> dict[
 
 
 def _served(name: str, present: set[str], c: selection.Candidate) -> list[str]:
-    """The models serving candidate `c`, with their ensembles and the pre / post models
-    those run (triton_config.preprocess), so the published service is the chosen one."""
-    suffix = f"_{c.precision}" if c.precision in REPORTS else ""
-    formats = CATALOG[BenchRuntime(c.runtime)].served_as
-    models = [m for m in (f"{name}_{fmt}{suffix}" for fmt in formats) if m in present]
+    """The models serving candidate `c` (the one smoke verified, where the target is a
+    server), with their ensembles and the pre / post models those run
+    (triton_config.preprocess), so the published service is the chosen one."""
+    if c.model:
+        models = [c.model] if c.model in present else []
+    else:
+        suffix = f"_{c.precision}" if c.precision in REPORTS else ""
+        formats = CATALOG[BenchRuntime(c.runtime)].served_as
+        models = [m for m in (f"{name}_{fmt}{suffix}" for fmt in formats) if m in present]
     services = [f"{m}_ensemble" for m in models if f"{m}_ensemble" in present]
     parts = [p for p in (f"{name}_pre", f"{name}_post") if services and p in present]
     return models + services + parts
@@ -153,8 +175,10 @@ def _serving_pick(
 
 
 def _why(d: selection.Decision, pick: selection.Entry) -> str:
+    if pick is d.winner and pick.candidate.model:
+        return "the model the target server loaded and smoke verified"
     if pick is d.winner:
-        return ""
+        return "every model of the repository that serves this runtime's file (no server verified them)"
     return f"{d.winner_label()} has no Triton model here; the best one served"
 
 
@@ -166,24 +190,19 @@ def _link(src: str, dst: str) -> None:
         shutil.copyfile(src, dst)
 
 
-def _cosine(ctx: StageContext, artifact: str) -> float | None:
-    """The worst output cosine to FP32 in a reduced-precision stage's report."""
-    return AccuracyReport.read(ctx.input(artifact)).worst_cosine() if artifact in ctx.inputs else None
-
-
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="select",
-    version=3,  # 3: selection.json a versioned record
+    version=4,  # 4: decides for the server smoke verified, on served numbers (selection.json schema 2)
     params=SelectParams,
-    inputs=("results", "accuracy_int8", "accuracy_fp16", "repository"),
+    inputs=("results", "accuracy_int8", "accuracy_fp16", "repository", "smoke"),
     outputs=(
         Artifact("selection", filename="selection.json"),
         Artifact("deployment", ArtifactKind.TREE, publish=Publish.REPOSITORY),
     ),
     run=run,
     env=(),
-    if_configured=frozenset({*REPORTS.values(), "repository"}),
+    if_configured=frozenset({*REPORTS.values(), "repository", "smoke"}),
     publishes=when_selected,
     description="picks the best (format, precision) per objective from bench rows and accuracy gates; status table",
     timeout_s=600,

@@ -20,7 +20,7 @@ from pipeline.contract import StageContext
 from serving.repository import Model
 from serving.service import TOKENIZER_FILE, Role
 from serving.service_client import Protocol, Sample, input_name, samples, settings
-from stages.smoke.result import ModelResult, ModelStatus, ServiceCheck
+from serving.smoke_report import ModelResult, ModelStatus, ServiceCheck
 
 
 def _local_file(model: Model) -> Path | None:
@@ -114,6 +114,40 @@ class Gate:
     min_cosine: float
 
 
+@dataclass(frozen=True)
+class Service:
+    """One published ensemble as the checks need it: its parts' settings and where the
+    reference runs (the eager model, or ONNX Runtime on the served reduced-precision file)."""
+
+    name: str
+    pre: dict[str, Any]
+    pre_dir: Path
+    post: dict[str, Any] | None
+    labels: list[str] | None
+    served: Model
+    local: Path | None
+
+    @classmethod
+    def of(cls, name: str, found: dict[str, Model]) -> Service:
+        wiring = settings(found[name])
+        pre_model, post_model = found[wiring["pre"]], found[wiring["post"]] if wiring["post"] else None
+        post = settings(post_model) if post_model else None
+        served = found[wiring["model"]]
+        labels = _labels(post, post_model)
+        return cls(
+            name, settings(pre_model), _version_dir(pre_model), post, labels, served, _local_file(served)
+        )
+
+    def expected(self, ctx: StageContext, items: list[Sample]) -> dict[str, np.ndarray]:
+        """What the service must answer for `items` sent as one request."""
+        return postprocess(self.post, reference(ctx, self.pre, self.pre_dir, items, self.local))
+
+    def ask(self, conn: Any, protocol: Protocol, items: list[Sample]) -> Any:
+        from serving.service_client import ask
+
+        return ask(conn, protocol, self.name, input_name(self.pre), [s.data for s in items])
+
+
 def check(
     conns: dict[Protocol, Any],
     name: str,
@@ -123,25 +157,41 @@ def check(
     source: Path | None,
 ) -> tuple[ServiceCheck, list[str]]:
     """Sends the samples to ensemble `name` over each protocol; (what came back, problems)."""
-    from serving.service_client import ask
-
-    wiring = settings(found[name])
-    pre_model, post_model = found[wiring["pre"]], found[wiring["post"]] if wiring["post"] else None
-    pre = settings(pre_model)
-    post = settings(post_model) if post_model else None
-    items = samples(pre["kind"], source)
-    served = found[wiring["model"]]
-    ref = postprocess(post, reference(ctx, pre, _version_dir(pre_model), items, _local_file(served)))
-    result = ServiceCheck(post["kind"] if post else "tensors", [s.name for s in items])
-    labels = _labels(post, post_model)
-    result.reference = [_line(s.name, ref, labels, i) for i, s in enumerate(items)]
+    service = Service.of(name, found)
+    items = samples(service.pre["kind"], source)
+    ref = service.expected(ctx, items)
+    result = ServiceCheck(service.post["kind"] if service.post else "tensors", [s.name for s in items])
+    result.reference = [_line(s.name, ref, service.labels, i) for i, s in enumerate(items)]
     problems = []
     for protocol, conn in conns.items():
-        answer = ask(conn, protocol, name, input_name(pre), [s.data for s in items])
+        answer = service.ask(conn, protocol, items)
         result.latency_ms[protocol] = answer.latency_ms
-        result.answers[protocol] = [_line(s.name, answer.outputs, labels, i) for i, s in enumerate(items)]
-        problems += [f"{protocol}: {p}" for p in _compare(result, answer.outputs, ref, labels, gate)]
+        result.answers[protocol] = [
+            _line(s.name, answer.outputs, service.labels, i) for i, s in enumerate(items)
+        ]
+        problems += [f"{protocol}: {p}" for p in _compare(result, answer.outputs, ref, service.labels, gate)]
     return result, problems
+
+
+def concurrent(ctx: StageContext, service: Service, gate: Gate, params: Any, reach: Any) -> Any:
+    """Clients at once, each sending its own images / sentences (`reach`: traffic.Server)."""
+    from stages.smoke import traffic
+
+    requests = concurrent_requests(service.pre["kind"], params.service.samples)
+    expected = [service.expected(ctx, items) for items in requests]
+
+    def ask(conn: Any, protocol: str, request: int) -> Any:
+        return service.ask(conn, protocol, requests[request]).outputs  # type: ignore[arg-type]
+
+    def judge(request: int, got: dict[str, Any]) -> list[str]:
+        scratch = ServiceCheck("", [])
+        return _compare(scratch, got, expected[request], service.labels, gate)
+
+    load = traffic.plan(
+        [len(r) for r in requests], params.clients, params.batching_requests, params.protocols
+    )
+    merging = "dynamic_batching" in (service.served.directory / "config.pbtxt").read_text()
+    return traffic.run(reach, ask, judge, load, merging)
 
 
 def _version_dir(model: Model) -> Path:
@@ -231,41 +281,66 @@ def parts(served: Any, results: dict[str, ModelResult]) -> dict[str, ModelResult
         passed = [e for e in users if results[e].status is ModelStatus.PASSED]
         status = ModelStatus.PASSED if passed else ModelStatus.FAILED
         note = f"checked through {', '.join(users)}" if users else "in no ensemble that loaded"
-        parts[name] = ModelResult(status, model.fmt, model.precision, model.backend, reference=note)
+        parts[name] = ModelResult.of(model, status, reference=note)
         if status is ModelStatus.FAILED:
             parts[name].problems.append(note)
     return parts
 
 
+# -- concurrent clients, each with its own image or sentence -----------------------------------
+REQUEST_SIZES = (1, 2)  # samples per request, in turn
+DISTINCT = 8  # distinct samples the clients share out
+
+
+def concurrent_requests(kind: str, source: Path | None) -> list[list[Sample]]:
+    """Distinct requests of one or two samples each: the samples, and for images variants
+    of them (a crop, mirrored), so that no two clients send the same bytes."""
+    from serving.service_client import variants
+
+    items = variants(kind, samples(kind, source), DISTINCT)
+    found, start = [], 0
+    for size in REQUEST_SIZES * len(items):
+        if start + size > len(items):
+            break
+        found.append(items[start : start + size])
+        start += size
+    return found
+
+
 def check_ensemble(served: Any, name: str, ctx: StageContext, params: Any) -> ModelResult:
     """`params`: the smoke stage's (protocols, request timeout, service gates and samples)."""
     from serving import checks
+    from stages.smoke import traffic
 
     model = served.found[name]
     precision = served.found[settings(model)["model"]].precision
-    gate = params.service.gate
     conns = {p: checks.client(served.server, p, params.request_timeout_s) for p in params.protocols}
-    found, problems = check(
-        conns,
-        name,
-        served.found,
-        ctx,
-        Gate(gate.min_top1_agreement, gate.min_cosine),
-        params.service.samples,
-    )
+    found, problems = check(conns, name, served.found, ctx, _gate(params), params.service.samples)
+    load = None
+    if not problems and params.batching_requests:
+        service = Service.of(name, served.found)
+        with traffic.reach(served.server, service.served.directory.name, params.request_timeout_s) as clients:
+            load = concurrent(ctx, service, _gate(params), params, clients)
+        problems += load.problems()
     runs = "eager PyTorch" if precision == "fp32" else f"local ONNX Runtime on the served {precision} file"
     reference = f"{runs} inside Python pre/post-processing (torchvision transforms / tokenizers, torch)"
-    result = ModelResult(
-        ModelStatus.PASSED,
+    status = ModelStatus.FAILED if problems else ModelStatus.PASSED
+    return ModelResult(
+        status,
         "ensemble",
         precision,
         "ensemble",
         reference=reference,
         problems=problems,
         service=found,
+        traffic=load,
+        role=Role.ENSEMBLE.value,
     )
-    result.status = ModelStatus.FAILED if problems else ModelStatus.PASSED
-    return result
+
+
+def _gate(params: Any) -> Gate:
+    gate = params.service.gate
+    return Gate(gate.min_top1_agreement, gate.min_cosine)
 
 
 def numbers(check: ServiceCheck) -> str:

@@ -22,14 +22,14 @@ from gates.tolerance import Tolerance
 from pipeline.config import DeployConfig, Label, resolve_path
 from pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from pipeline.errors import Issue, StageFailed
+from serving import smoke_report as result
 from serving.layout import ServingFormat
 from serving.model_state import LoadState
 from serving.publishing import PublishPolicy, published_url, publishing
 from serving.repository import Model
 from serving.service import Role
+from serving.smoke_report import ModelResult, ModelStatus
 from serving.spec import ServerKind, ServerSpec, identity
-from stages.smoke import result
-from stages.smoke.result import ModelResult, ModelStatus
 
 Protocol = Literal["http", "grpc"]
 
@@ -75,9 +75,17 @@ class SmokeParams(BaseModel):
     tolerance: Tolerance = Field(
         Tolerance(), description="Served outputs vs the eager reference on the golden inputs."
     )
-    # Dynamic-batching check: this many single-item requests sent at once (0: off).
+    clients: int = Field(
+        8,
+        ge=1,
+        description="Concurrent check: clients sending at once, each its own requests (golden's distinct client "
+        "requests, batch sizes 1-3), over the protocols in turn; every answer vs that request's own reference.",
+    )
     batching_requests: int = Field(
-        64, ge=0, description="Dynamic-batching check: this many single-item requests sent at once; 0: off."
+        64,
+        ge=0,
+        description="Concurrent check: requests per burst, shared among the clients (bursts repeat, up to 3, until "
+        "the server merges requests where dynamic batching is on); 0: off.",
     )
     request_timeout_s: float = Field(120, gt=0, description="Timeout of each request to the server, seconds.")
     source: Literal["cache", "published"] = Field(
@@ -207,16 +215,21 @@ def _reference(model: Model, golden: Any, ctx: StageContext) -> Any:
     """FP32 models answer for the whole chain: compared with the eager reference. A
     reduced-precision model is compared with ONNX Runtime running the very file served
     (serving parity); its accuracy against FP32 is the quantize stage's gate."""
-    if model.precision == "fp32":
-        return golden
-    from gates.references import Case, run
+    found = _reference_cases(model, list(golden.values()), ctx)
+    return dict(zip(golden, found))
+
+
+def _reference_cases(model: Model, cases: list[Any], ctx: StageContext) -> list[Any]:
+    """`cases` with the outputs the served model must give: eager's (FP32), or ONNX
+    Runtime's on the very file served (reduced precision)."""
+    files = sorted(model.directory.glob("*/model.onnx"))
+    if model.precision == "fp32" or not files:
+        return cases
+    from gates.references import Case, infer_case
     from runtimes.onnxrt import OnnxRuntime
 
-    files = sorted(model.directory.glob("*/model.onnx"))
-    if not files:
-        return golden
-    local = run(OnnxRuntime(files[-1], outputs=ctx.config.output_names()), golden)
-    return {label: Case(case.inputs, local[label]) for label, case in golden.items()}
+    local = OnnxRuntime(files[-1], outputs=ctx.config.output_names())
+    return [Case(case.inputs, infer_case(local, f"case {i}", case)) for i, case in enumerate(cases)]
 
 
 def _check_model(
@@ -231,7 +244,7 @@ def _check_model(
         if model.precision == "fp32"
         else f"local ONNX Runtime on the served {model.precision} file"
     )
-    result = ModelResult(ModelStatus.PASSED, model.fmt, model.precision, model.backend, reference=served)
+    result = ModelResult.of(model, ModelStatus.PASSED, reference=served)
     batch = ctx.config.batch_range()
     for protocol in params.protocols:
         conn = checks.client(server, protocol, params.request_timeout_s)
@@ -254,19 +267,33 @@ def _check_model(
         result.problems.append(
             "response_cache is enabled but the repeated golden requests were no cache hits"
         )
-    # A response cache answers repeated bursts itself: the batcher never sees them.
-    if not result.problems and "dynamic_batching" in config and params.batching_requests and not cached:
-        batching = checks.batching(
-            server, name, golden["opt"], inputs, params.batching_requests, params.request_timeout_s
-        )
-        result.batching = batching
-        if not batching.batched or batching.errors:
-            result.problems.append(
-                f"dynamic batching did not batch: {batching.inferences} requests in {batching.executions} "
-                f"executions after {batching.rounds} bursts, errors {batching.errors}"
-            )
+    if not result.problems and params.batching_requests:
+        result.traffic = _traffic(server, name, model, ctx, params, (inputs, outputs), config)
+        result.problems += result.traffic.problems()
     result.status = ModelStatus.FAILED if result.problems else ModelStatus.PASSED
     return result
+
+
+def _traffic(
+    server: Any, name: str, model: Model, ctx: StageContext, params: SmokeParams, io: Any, config: Any
+) -> Any:
+    """Concurrent clients with their own requests (stages/smoke/traffic.py)."""
+    from gates.references import load_clients
+    from serving import checks
+    from stages.smoke import traffic
+
+    cases = _reference_cases(model, load_clients(ctx.input("golden")), ctx)
+    max_batch = int(config.get("max_batch_size", 0))
+
+    def ask(conn: Any, protocol: str, request: int) -> Any:
+        return checks.infer(checks.Target(conn, protocol, name, max_batch), cases[request], *io)
+
+    load = traffic.plan(
+        traffic.batch_sizes(cases), params.clients, params.batching_requests, params.protocols
+    )
+    judge = traffic.tensor_judge(cases, params.tolerance)
+    with traffic.reach(server, name, params.request_timeout_s) as clients:
+        return traffic.run(clients, ask, judge, load, "dynamic_batching" in config)
 
 
 def _describe(conn: Any, protocol: str, name: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
@@ -307,7 +334,7 @@ def _finish(ctx: StageContext, report: result.SmokeReport, server: Any, tol: Tol
     if server is not None and server.log_path.exists():
         ctx.log.info("server log:\n%s", server.log_path.read_text(errors="replace"))
         shutil.copyfile(server.log_path, ctx.output("server_log"))
-    ctx.output("report").write_text(json.dumps(data, indent=1))
+    ctx.output("smoke").write_text(json.dumps(data, indent=1))
 
 
 def _verdict(report: result.SmokeReport, server: Any, require: tuple[str, ...]) -> None:
@@ -360,18 +387,18 @@ def _model_numbers(result: ModelResult, tol: Tolerance) -> str:
     if not result.protocols and result.reference:
         return result.reference  # a pre / post model: "checked through <ensemble>"
     numbers = [f"{p} {headline(t, tol)}" for p, t in result.protocols.items()] or ["no inference"]
-    if result.batching:
-        numbers.append(f"{result.batching.inferences} requests in {result.batching.executions} executions")
+    if result.traffic:
+        numbers.append(result.traffic.text())
     return ", ".join(numbers)
 
 
 SPEC = StageSpec(
     phase=Phase.SERVE,
     name="smoke",
-    version=5,  # 5: ensembles checked with real inputs (smoke.json schema 2)
+    version=6,  # 6: concurrent clients with their own requests (smoke.json schema 3)
     params=SmokeParams,
     inputs=("repository", "golden", SOURCE_ARTIFACT),
-    outputs=(Artifact("report", filename="smoke.json"), Artifact("server_log", filename="server.log")),
+    outputs=(Artifact("smoke", filename="smoke.json"), Artifact("server_log", filename="server.log")),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),
     env=(
@@ -389,6 +416,6 @@ SPEC = StageSpec(
     ),
     identity=lambda params: identity(params.server),
     check=check,
-    description="real tritonserver: metadata, HTTP + gRPC parity at min/opt/max, dynamic batching",
+    description="real tritonserver: metadata, HTTP + gRPC parity at min/opt/max, concurrent clients' own answers",
     timeout_s=1800,
 )

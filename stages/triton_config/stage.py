@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gates.batch_independence import BatchIndependence
 from pipeline.config import DeployConfig
 from pipeline.contract import (
     Artifact,
@@ -25,14 +26,14 @@ from pipeline.contract import (
     StageContext,
     StageSpec,
 )
-from pipeline.errors import Issue, StageFailed
+from pipeline.errors import ConfigError, Issue, StageFailed
 from pipeline.facts import Provides
 from runtimes.engine_manifest import EngineManifest
 from serving.layout import LAYOUTS, PYTHON_MODEL, ServingFormat, io_name
 from serving.publishing import PUBLISHING, Publishing, PublishPolicy, when_all
 from serving.service import Role
 from stages.triton_config import ensemble, production
-from stages.triton_config.params import TritonParams
+from stages.triton_config.params import DynamicBatching, TritonParams
 
 Format = ServingFormat
 
@@ -42,6 +43,36 @@ def max_batch(params: TritonParams, config: DeployConfig) -> int:
     if params.max_batch_size is not None:
         return params.max_batch_size
     return 0 if batch is None else batch[2]
+
+
+def dynamic_batching(params: TritonParams, config: DeployConfig) -> DynamicBatching | None:
+    """The dynamic batcher as written: its default applies to a model served with a batch
+    dim (max_batch_size > 0); asked for explicitly without one, `check` refuses it."""
+    if max_batch(params, config) == 0 and "dynamic_batching" not in params.model_fields_set:
+        return None
+    return params.dynamic_batching
+
+
+def refuse_batch_dependent(record: BatchIndependence, merging: DynamicBatching | None) -> None:
+    """The dynamic batcher merges concurrent clients' requests into one execution: an output
+    computed across the batch would answer each client with the others' data."""
+    if merging is None or not record.dependent():
+        return
+    where = "stages.triton_config.dynamic_batching"
+    raise ConfigError(
+        where,
+        [
+            Issue(
+                where,
+                f"output '{o.name}' depends on the rest of its batch: {o.difference()} (measured by golden "
+                f"on {record.batch} distinct samples). Triton's dynamic batcher merges concurrent clients' "
+                "requests, so each client would get an answer computed with other clients' data. Fix: "
+                f"set stages.triton_config.max_batch_size: 0 (each request runs as sent), or drop "
+                f"'{o.name}' from outputs",
+            )
+            for o in record.dependent()
+        ],
+    )
 
 
 def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
@@ -56,13 +87,10 @@ def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
         issues.append(
             Issue(f"{where}.max_batch_size", f"{size} exceeds the shape spec's max batch {batch[2]}")
         )
-    if params.dynamic_batching is not None and size == 0:
+    if params.dynamic_batching is not None and size == 0 and "dynamic_batching" in params.model_fields_set:
         issues.append(Issue(f"{where}.dynamic_batching", "needs max_batch_size > 0"))
-    too_big = [
-        b
-        for b in (params.dynamic_batching.preferred_batch_sizes if params.dynamic_batching else ())
-        if b > size
-    ]
+    merging = dynamic_batching(params, config)
+    too_big = [b for b in (merging.preferred_batch_sizes if merging else ()) if b > size]
     if too_big:
         issues.append(
             Issue(
@@ -115,7 +143,7 @@ def served(params: TritonParams, name: str) -> list[Served]:
 
 def inputs_for(params: TritonParams) -> tuple[str, ...]:
     extra = ("manifest",) if "plan" in params.formats else ()
-    return ("golden", *dict.fromkeys(s.artifact for s in served(params, "x")), *extra)
+    return ("golden", "batching", *dict.fromkeys(s.artifact for s in served(params, "x")), *extra)
 
 
 def check_engine_batch(manifest: EngineManifest, params: TritonParams, size: int) -> None:
@@ -130,6 +158,9 @@ def run(ctx: StageContext, params: TritonParams) -> None:
     from gates import references
 
     golden = references.load(ctx.input("golden"))
+    refuse_batch_dependent(
+        BatchIndependence.read(ctx.input("batching")), dynamic_batching(params, ctx.config)
+    )
     root = ctx.output("repository")
     models = [m for m in served(params, ctx.config.name) if m.artifact in ctx.inputs]
     for missing in [m for m in served(params, ctx.config.name) if m.artifact not in ctx.inputs]:
@@ -229,9 +260,10 @@ def model_config(
         dtype = str(golden["opt"].outputs[out.name].dtype)
         dims = _output_dims(golden, out.name, size)
         proto.output.add(name=io_name(fmt, out.name, i), data_type=ensemble.data_type(pb, dtype), dims=dims)
-    if params.dynamic_batching is not None:
-        proto.dynamic_batching.max_queue_delay_microseconds = params.dynamic_batching.max_queue_delay_us
-        proto.dynamic_batching.preferred_batch_size.extend(params.dynamic_batching.preferred_batch_sizes)
+    merging = dynamic_batching(params, config)
+    if merging is not None:
+        proto.dynamic_batching.max_queue_delay_microseconds = merging.max_queue_delay_us
+        proto.dynamic_batching.preferred_batch_size.extend(merging.preferred_batch_sizes)
     # The python format runs ONNX Runtime's CPU provider: its instances are CPU instances;
     # a TensorRT plan runs on GPUs only.
     kind = {"python": "KIND_CPU", "plan": "KIND_GPU"}.get(fmt) or {
@@ -252,7 +284,8 @@ def model_config(
 
 
 def _production(proto: Any, pb: Any, fmt: str, params: TritonParams, group: Any) -> None:
-    batching, instances = params.dynamic_batching, params.instance_group
+    batching = params.dynamic_batching if proto.HasField("dynamic_batching") else None
+    instances = params.instance_group
     if batching is not None and batching.queue_policy is not None:
         production.queue_policy(proto, pb, batching.queue_policy)
     if group.kind == pb.ModelInstanceGroup.Kind.Value("KIND_GPU"):
@@ -312,9 +345,9 @@ def _write_model(model_dir: Path, version: int, text: str, source: Path, filenam
 SPEC = StageSpec(
     phase=Phase.PACKAGE,
     name="triton_config",
-    version=5,  # 5: pre / post models and ensembles (preprocess, postprocess)
+    version=6,  # 6: dynamic batching refused for batch-dependent outputs (golden's batching.json)
     params=TritonParams,
-    inputs=("golden", "onnx", "onnx_int8", "onnx_fp16", "torchscript", "engine", "manifest"),
+    inputs=("golden", "batching", "onnx", "onnx_int8", "onnx_fp16", "torchscript", "engine", "manifest"),
     outputs=(Artifact("repository", ArtifactKind.TREE, publish=Publish.REPOSITORY),),
     run=run,
     uses=frozenset({Section.NAME, Section.SHAPES}),

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt
 
+from gates.batch_independence import BatchIndependence
 from pipeline.config import Frozen
 from pipeline.contract import Artifact, ArtifactKind, Phase, Publish, Section, StageContext, StageSpec
 from pipeline.errors import StageFailed
@@ -123,7 +124,7 @@ def run(ctx: StageContext, params: SearchParams) -> None:
 
     tree = ctx.output("repository")
     shutil.copytree(ctx.input("repository"), tree, symlinks=True)
-    result = search.search(ctx, params, tree)
+    result = search.search(ctx, _without_merging(ctx, params), tree)
     ctx.output("search_results").write_text(json.dumps(result.record().to_json(), indent=1))
     ctx.output("search_csv").write_text(search.csv(result))
     search.plot(result, params.goal, ctx.output("search_plot"))
@@ -137,6 +138,19 @@ def run(ctx: StageContext, params: SearchParams) -> None:
         )
 
 
+def _without_merging(ctx: StageContext, params: SearchParams) -> SearchParams:
+    """A model with an output that depends on its batch must never have requests merged:
+    dynamic batching leaves the search space (golden's batching.json says which)."""
+    record = BatchIndependence.read(ctx.input("batching"))
+    if not record.dependent():
+        return params
+    ctx.log.warning("dynamic batching left out of the search: %s", record.text())
+    ctx.record("dynamic_batching", f"not searched: {record.text()}")
+    return params.model_copy(
+        update={"space": params.space.model_copy(update={"max_queue_delays_us": (None,)})}
+    )
+
+
 def identity(params: SearchParams) -> Mapping[str, object]:
     from runtimes.devices import host_identity
 
@@ -146,9 +160,9 @@ def identity(params: SearchParams) -> Mapping[str, object]:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="triton_search",
-    version=2,  # 2: search_results.json a versioned record (search.py SearchResults)
+    version=3,  # 3: no dynamic batching for batch-dependent outputs (golden's batching.json)
     params=SearchParams,
-    inputs=("repository",),
+    inputs=("repository", "batching"),
     outputs=(
         Artifact("repository", ArtifactKind.TREE, publish=Publish.REPOSITORY),
         Artifact("search_results", filename="search.json"),

@@ -12,7 +12,7 @@ import pytest
 
 from gates import parity
 from gates.accuracy import measure
-from gates.accuracy_report import AccuracyReport, Speed
+from gates.accuracy_report import AccuracyReport, Evidence, Speed
 from gates.references import Case
 from gates.tolerance import Tolerance
 from pipeline.config import OutputKind
@@ -26,7 +26,10 @@ def accuracy_report() -> AccuracyReport:
     noisy = [{k: v + RNG.normal(scale=0.05, size=v.shape) for k, v in r.items()} for r in reference]
     kinds = {"logits": OutputKind.LOGITS, "embedding": OutputKind.EMBEDDING}
     metrics = measure(reference, noisy, 5, kinds)
-    return AccuracyReport(metrics, 12, {"min_cosine": 0.99}, Speed(2.0, 1.0, 20), {"recipe": "static"})
+    evidence = Evidence(True, "random inputs (seed 1234)", "stages.quantize.calibration")
+    return AccuracyReport(
+        metrics, 12, {"min_cosine": 0.99}, Speed(2.0, 1.0, 20), {"recipe": "static"}, evidence
+    )
 
 
 def test_accuracy_report_round_trip_keeps_top_k_and_the_stage_details(tmp_path: Path) -> None:

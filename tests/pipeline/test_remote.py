@@ -207,7 +207,7 @@ def test_the_repository_is_published_to_s3_and_smoke_serves_it_from_there(s3, tm
         body = s3.client().get_object(Bucket="models", Key=f"repo/{rel}")["Body"].read()
         assert hashlib.sha256(body).hexdigest() == digest
     smoke = next(s for s in summary["stages"] if s["stage"] == "smoke")
-    report = json.loads(Path(smoke["outputs"]["report"]["path"]).read_text())
+    report = json.loads(Path(smoke["outputs"]["smoke"]["path"]).read_text())
     assert report["models"]["tiny_python"]["status"] == "passed", report
     server_log = Path(smoke["outputs"]["server_log"]["path"]).read_text()
     assert f"s3://http://127.0.0.1:{s3.port}/models/repo" in server_log

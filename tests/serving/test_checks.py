@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pipeline.config import DeployConfig
-from serving.checks import Burst, Tensor, batch_problem, expected, metadata_problems
+from serving.checks import Tensor, batch_problem, expected, metadata_problems
 
 
 @dataclass(frozen=True)
@@ -106,8 +106,3 @@ def test_max_batch_size_may_not_exceed_the_specs(
 ) -> None:
     config = {} if size is None else {"max_batch_size": size}
     assert batch_problem(config, spec_max) == problem
-
-
-def test_a_burst_was_batched_when_executions_are_fewer_than_inferences() -> None:
-    assert Burst(requests=8, inferences=8, executions=3).batched
-    assert not Burst(requests=8, inferences=8, executions=8).batched

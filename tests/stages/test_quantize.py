@@ -54,6 +54,43 @@ def test_int8_stays_inside_the_gate_on_real_data(write_config, digits_checkpoint
     print(f"digits: FP32 accuracy {fp32:.4f}, INT8 {int8:.4f}, agreement {report['outputs']['logits']}")
     assert fp32 == pytest.approx(fp32_accuracy, abs=0.01)
     assert fp32 - int8 <= 0.02, (fp32, int8)  # the label-accuracy drop the gate allows here
+    # Real data is named as such, and nothing calls it random.
+    assert report["evidence"]["synthetic"] is False and "arrays from" in report["evidence"]["source"]
+    assert "RANDOM" not in results["quantize"].metrics["headline"]
+
+
+def test_accuracy_on_random_inputs_says_so_everywhere(write_config, digits_checkpoint):
+    """The same trained CNN gated on random held-out inputs: the gate may pass, but the
+    console line, the summary, the report table and select's status table all say the
+    data was random and which key takes real data."""
+    checkpoint, _ = digits_checkpoint
+    stages = {
+        "export": {},
+        "quantize": {"calibration": {"count": 8}, "holdout_count": 8, "gate": {"min_cosine": 0.9}},
+        "bench": {
+            "warmup_ms": 10,
+            "duration_s": 0.05,
+            "iterations": 5,
+            "batches": [1],
+            "runtimes": ["onnxruntime", "onnxruntime_int8"],
+        },
+        "select": {"min_gain": 0},
+    }
+    path = write_config(
+        replace={"stages": stages}, override={"model": {"checkpoint": str(checkpoint)}}, name="r.yaml"
+    )
+    results = run(path)
+    quantize = results["quantize"].metrics
+    key = "stages.quantize.calibration (kind images | arrays | text)"
+    assert "INT8 vs FP32 on RANDOM held-out inputs" in quantize["headline"] and key in quantize["headline"]
+    assert quantize["accuracy"]["evidence"]["synthetic"] is True
+    table = next(t for t in quantize["report"] if t["title"].startswith("INT8 vs FP32 on 8 RANDOM held-out"))
+    assert key in table["note"]
+    status = next(
+        t for t in results["select"].metrics["report"] if t["title"] == "Status per format and precision"
+    )
+    int8 = next(r for r in status["rows"] if "onnxruntime_int8" in r[0])
+    assert int8[2].endswith(f"(random data: {key})")
 
 
 def test_broken_calibration_is_caught_by_the_gate(write_config, digits_checkpoint, tmp_path):

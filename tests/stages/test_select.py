@@ -9,17 +9,21 @@ import pytest
 import yaml
 
 from pipeline.errors import ConfigError, StageError
-from runtimes.record import BenchRow
-from stages.select import selection
+from runtimes.record import BenchResults, BenchRow
+from serving.smoke_report import ModelResult, ModelStatus, ServerInfo, SmokeReport
+from stages.select import candidates, output, selection
 from stages.select.stage import Objective
 from tests.helpers import output_path, real_tensorrt, run
 
 FAST = {"warmup_ms": 10, "duration_s": 0.05, "iterations": 5, "batches": [1, 4]}
 
 
-def row(runtime: str, batch: int, median_ms: float, p99_ms: float | None = None) -> BenchRow:
+def row(
+    runtime: str, batch: int, median_ms: float, p99_ms: float | None = None, concurrency: int = 1
+) -> BenchRow:
     return BenchRow(
         runtime=runtime,
+        concurrency=concurrency,
         device="cpu",
         batch=batch,
         iterations=200,
@@ -31,7 +35,7 @@ def row(runtime: str, batch: int, median_ms: float, p99_ms: float | None = None)
         percentiles_ms={"p99": p99_ms or median_ms},
         percentiles_supported={"p99": True},
         qps=1000 / median_ms,
-        items_per_s=1000 * batch / median_ms,
+        items_per_s=1000 * batch * concurrency / median_ms,
         wall_s=1.0,
         cv=0.01,
         stable=True,
@@ -43,10 +47,15 @@ def row(runtime: str, batch: int, median_ms: float, p99_ms: float | None = None)
 
 # Measured shape of MobileNetV3 on 2 cores (issue 12): INT8 slower than FP32 at batch 1.
 ROWS = [row("onnxruntime", 1, 1.40), row("onnxruntime_int8", 1, 1.47), row("eager", 1, 4.0)]
+HOST = {"host_cpu": "a test CPU", "host_cores": 2}
+
+
+def gather(rows, skipped, cosines, smoke=None):
+    return candidates.gather(BenchResults(rows, skipped, HOST), cosines, smoke)
 
 
 def test_fp32_wins_over_an_int8_that_is_slower() -> None:
-    found = selection.candidates(ROWS, {}, {"int8": 0.999})
+    found = gather(ROWS, {}, {"int8": 0.999})
     decision = selection.decide(found, Objective(name="latency", metric="latency"))
     assert decision.winner is not None and decision.winner.candidate.runtime == "onnxruntime"
     int8 = next(e for e in decision.entries if e.candidate.runtime == "onnxruntime_int8")
@@ -56,7 +65,7 @@ def test_fp32_wins_over_an_int8_that_is_slower() -> None:
 
 def test_constraints_reject_with_the_number_and_skips_keep_their_reason() -> None:
     rows = [row("onnxruntime", 1, 2.0, p99_ms=30.0), row("onnxruntime_int8", 1, 1.0)]
-    found = selection.candidates(rows, {"tensorrt": "no engine: its stage was skipped"}, {"int8": 0.993})
+    found = gather(rows, {"tensorrt": "no engine: its stage was skipped"}, {"int8": 0.993})
     decision = selection.decide(
         found, Objective(name="x", metric="latency", max_latency_ms=20, min_cosine=0.995)
     )
@@ -71,7 +80,7 @@ def test_constraints_reject_with_the_number_and_skips_keep_their_reason() -> Non
 
 def test_an_int8_gain_inside_min_gain_keeps_fp32() -> None:
     rows = [row("onnxruntime", 1, 3.47), row("onnxruntime_int8", 1, 3.22)]  # 7.8 % faster
-    found = selection.candidates(rows, {}, {"int8": 0.999})
+    found = gather(rows, {}, {"int8": 0.999})
     objective = Objective(name="latency", metric="latency")
     kept = selection.decide(found, objective, min_gain=0.10)
     assert kept.winner.candidate.runtime == "onnxruntime"
@@ -82,11 +91,11 @@ def test_an_int8_gain_inside_min_gain_keeps_fp32() -> None:
 
 def test_throughput_compares_at_the_largest_measured_batch() -> None:
     rows = [*ROWS, row("onnxruntime", 8, 6.0), row("onnxruntime_int8", 8, 4.0)]
-    found = selection.candidates(rows, {}, {"int8": 0.999})
+    found = gather(rows, {}, {"int8": 0.999})
     decision = selection.decide(found, Objective(name="t", metric="throughput"))
     assert decision.batch == 8 and decision.winner.candidate.runtime == "onnxruntime_int8"
     eager = next(e for e in decision.entries if e.candidate.runtime == "eager")
-    assert eager.verdict is selection.Verdict.SKIPPED and eager.reason == "not measured at batch 8"
+    assert eager.verdict is selection.Verdict.SKIPPED and eager.reason == "not measured in process at batch 8"
 
 
 def select_config(write_config, select: dict):
@@ -122,14 +131,18 @@ def test_select_stage_agrees_with_what_bench_measured(write_config) -> None:
         assert list(verdicts.values()).count("selected") == 1
     assert set(chosen["accuracy"]) == {"onnxruntime_int8"}
     tables = [t["title"] for t in results["select"].metrics["report"]]
-    assert tables[0] == "Status per format and precision"
+    # No smoke in this config: the decision says it holds for in-process runtimes.
+    assert tables[0].startswith("deploy onnx ") and "target: in-process runtimes on " in tables[0]
+    assert tables[1] == "Status per format and precision"
 
 
 def test_select_fails_when_no_candidate_meets_the_constraints(write_config) -> None:
     path = select_config(
         write_config, {"objectives": [{"name": "tight", "metric": "latency", "max_latency_ms": 1e-6}]}
     )
-    with pytest.raises(StageError, match=r"no candidate meets the constraints of \['tight'\]"):
+    with pytest.raises(
+        StageError, match=r"no candidate meets the constraints of 'tight'; every verdict is in the run report"
+    ):
         run(path)
 
 
@@ -146,16 +159,18 @@ def test_the_status_table_is_printed_after_the_run(write_config, tmp_path) -> No
     done = run_cli("run", str(path), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("select: deploy "))
+    # The first line of select's output names what to deploy and the target it holds for.
+    assert lines[first].startswith("select: deploy onnx ") and "target: in-process runtimes" in lines[first]
+    assert lines[first + 1] == "objective | deploy | value | compared on"
     start = lines.index("select: Status per format and precision")
-    assert lines[start + 1].startswith("format | precision | runtime | conversion")
-    assert any(line.startswith("onnx | int8 | onnxruntime_int8 | ok | ") for line in lines[start:])
+    assert lines[start + 1].startswith("candidate | verified | accuracy (cosine to FP32) | latency b1 median ms")
+    assert any(line.startswith("onnx int8 (onnxruntime_int8) | yes | ") for line in lines[start:])
 
 
 def test_an_eager_winner_is_served_by_the_best_contender_triton_serves() -> None:
     rows = [row("eager", 1, 1.0), row("onnxruntime", 1, 2.0), row("torchscript", 1, 3.0)]
-    decision = selection.decide(
-        selection.candidates(rows, {}, {}), Objective(name="latency", metric="latency")
-    )
+    decision = selection.decide(gather(rows, {}, {}), Objective(name="latency", metric="latency"))
     assert decision.winner.candidate.runtime == "eager"
     pick = selection.served_pick(decision, lambda c: [] if c.format == "pytorch" else [c.format])
     assert pick is not None and pick.candidate.runtime == "onnxruntime"
@@ -211,7 +226,7 @@ def test_publish_selected_publishes_only_the_models_serving_the_picks(write_conf
 def test_selection_record_round_trip(tmp_path) -> None:
     from dataclasses import replace
 
-    found = selection.candidates(ROWS, {"tensorrt": "no engine"}, {"int8": 0.999})
+    found = gather(ROWS, {"tensorrt": "no engine"}, {"int8": 0.999})
     decisions = [selection.decide(found, Objective(name=m, metric=m)) for m in ("latency", "throughput")]
     written = replace(selection.Selection.of(decisions, found), served={"latency": ["m_onnx"]})
     path = tmp_path / "selection.json"
@@ -250,3 +265,84 @@ def test_publish_selected_publishes_the_chosen_models_services_with_them(write_c
     left_out = written - served  # the ensembles over models nobody chose
     assert len([m for m in written if m.endswith("_ensemble")]) == 5
     assert left_out and all(m.endswith("_ensemble") for m in left_out)
+
+
+# -- the target: what the server smoke ran verified ------------------------------------------------
+def smoke_report(**statuses: tuple[str, str, str]) -> SmokeReport:
+    """model -> (format, precision, status); onnx-format models skipped for the backend."""
+    models = {}
+    for name, (fmt, precision, status) in statuses.items():
+        reason = "the server has no 'onnxruntime' backend" if status == "skipped" else ""
+        models[name] = ModelResult(ModelStatus(status), fmt, precision, "python", reason=reason)
+    server = ServerInfo("auto", "2.51.0", "127.0.0.1:1", "127.0.0.1:2", ["python"])
+    return SmokeReport(models, server)
+
+
+# resnet50's shape on this machine: in process ORT INT8 is fastest, but the server has no
+# onnxruntime backend, and the INT8 model it does serve (python backend) is slower served.
+SERVED_ROWS = [
+    row("onnxruntime", 1, 30.0),
+    row("onnxruntime_int8", 1, 12.0),
+    row("eager", 1, 50.0),
+    row("triton:m_python", 1, 40.0),
+    row("triton:m_python", 1, 60.0, concurrency=2),
+    row("triton:m_python_int8", 1, 44.0),
+    row("triton:m_python_int8", 1, 70.0, concurrency=2),
+]
+SERVED = smoke_report(
+    m_onnx=("onnx", "fp32", "skipped"),
+    m_onnx_int8=("onnx", "int8", "skipped"),
+    m_python=("python", "fp32", "passed"),
+    m_python_int8=("python", "int8", "passed"),
+)
+
+
+def test_what_no_server_loaded_is_unverified_and_served_numbers_decide() -> None:
+    found = gather(SERVED_ROWS, {}, {"int8": 0.999}, SERVED)
+    target = candidates.target_of(BenchResults(SERVED_ROWS, {}, HOST), SERVED)
+    assert target.server and target.text.startswith("tritonserver 2.51.0 (auto server, backends python)")
+    latency = selection.decide(found, Objective(name="latency", metric="latency"), server=True)
+    assert latency.basis is selection.Basis.SERVED
+    assert latency.winner.candidate.model == "m_python" and latency.winner.value == 40.0
+    verdicts = {e.candidate.label: (e.verdict.value, e.reason) for e in latency.entries}
+    assert verdicts["m_onnx_int8: onnx int8 (onnxruntime_int8)"] == (
+        "unverified",
+        "the server did not load it: the server has no 'onnxruntime' backend",
+    )
+    assert verdicts["pytorch fp32 (eager)"] == ("unverified", "eager PyTorch is not a Triton model format")
+    assert verdicts["m_python_int8: onnx int8 (onnxruntime_int8)"][0] == "slower"
+    # Throughput: the best concurrency of each served model (2 clients x 1 / 60 ms = 33.3/s).
+    throughput = selection.decide(found, Objective(name="throughput", metric="throughput"), server=True)
+    assert throughput.winner.candidate.model == "m_python" and throughput.winner.load == "c2"
+    assert throughput.winner.value == pytest.approx(2000 / 60)
+
+
+def test_the_decision_names_the_model_directory_and_the_target() -> None:
+    from pathlib import Path
+
+    found = gather(SERVED_ROWS, {}, {"int8": 0.999}, SERVED)
+    target = candidates.target_of(BenchResults(SERVED_ROWS, {}, HOST), SERVED)
+    decisions = [selection.decide(found, Objective(name=m, metric=m), server=True) for m in ("latency", "throughput")]
+    line = output.headline(decisions, target, Path("model_repository"))
+    assert line == (
+        "deploy model_repository/m_python for 'latency', 'throughput'; target: tritonserver 2.51.0 "
+        "(auto server, backends python) on a test CPU, 2 cores"
+    )
+
+
+def test_without_served_rows_in_process_numbers_decide_among_the_verified_only() -> None:
+    rows = [r for r in SERVED_ROWS if not r.runtime.startswith("triton:")]
+    found = gather(rows, {}, {"int8": 0.999}, SERVED)
+    latency = selection.decide(found, Objective(name="latency", metric="latency"), server=True)
+    assert latency.basis is selection.Basis.IN_PROCESS
+    # onnxruntime_int8 is fastest in process; its verified model is m_python_int8.
+    assert latency.winner.candidate.model == "m_python_int8" and latency.winner.value == 12.0
+    assert all(e.verdict is not selection.Verdict.SELECTED for e in latency.entries if e.candidate.unverified)
+
+
+def test_with_nothing_verified_nothing_is_selected_and_the_message_says_why() -> None:
+    nothing = smoke_report(m_onnx=("onnx", "fp32", "skipped"), m_onnx_int8=("onnx", "int8", "skipped"))
+    found = gather(SERVED_ROWS[:3], {}, {"int8": 0.999}, nothing)
+    decision = selection.decide(found, Objective(name="latency", metric="latency"), server=True)
+    assert decision.winner is None
+    assert {e.verdict for e in decision.entries} == {selection.Verdict.UNVERIFIED}

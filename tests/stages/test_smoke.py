@@ -77,16 +77,20 @@ def edit(path: Path, old: str, new: str) -> None:
 
 def test_full_smoke_passes_over_http_and_grpc_with_batching(built, tmp_path):
     ctx = smoke_run(built, built[1], tmp_path)
-    report = json.loads(ctx.output("report").read_text())
+    report = json.loads(ctx.output("smoke").read_text())
     python = report["models"]["tiny_python"]
     assert python["status"] == "passed" and set(python["protocols"]) == {"http", "grpc"}
     for protocol in ("http", "grpc"):
         assert {label for label in python["protocols"][protocol]} == {"min", "opt", "max"}
         assert python["protocols"][protocol]["max"]["logits"]["max_abs"] < 1e-5
+    traffic = python["traffic"]
+    # 8 clients at once, each its own rows of golden's inputs (batch 1, 2, 3), all answered
+    # as their own request alone would be, and the batcher merged requests of several.
     assert (
-        python["batching"]["batched"]
-        and python["batching"]["executions"] < python["batching"]["inferences"] == 64
+        traffic["clients"] == 8 and traffic["requests"] == 64 and sorted(set(traffic["batches"])) == [1, 2, 3]
     )
+    assert traffic["mismatch_count"] == 0 and traffic["merged"], traffic
+    assert traffic["executions"] < 64
     assert report["models"]["tiny_onnx"] == {
         "status": "skipped",
         "reason": "the server has no 'onnxruntime' backend",
@@ -270,7 +274,7 @@ def test_existing_server_by_url_gets_models_loaded_and_unloaded(built, tmp_path)
             tmp_path,
             server={"kind": "url", "url": server.http, "grpc_url": server.grpc},
         )
-        report = json.loads(ctx.output("report").read_text())
+        report = json.loads(ctx.output("smoke").read_text())
         assert report["models"]["tiny_python"]["status"] == "passed"
         assert server.process.poll() is None  # not ours to stop
         deadline = time.monotonic() + 30

@@ -48,6 +48,11 @@ def test_the_ensemble_answers_what_torchvision_and_the_eager_model_answer(servic
     right = sum(top1[name] == DIGIT_NAMES[digit] for name, digit in truth.items())
     assert right >= 8, check["answers"]["http"]
     assert models["tiny_pre"]["status"] == models["tiny_post"]["status"] == "passed"
+    # Concurrent clients, each sending its own digits (requests of 1 and 2 PNGs), each
+    # answered as its own request alone: the trained model's top-1 per digit, not a neighbour's.
+    traffic = ensemble["traffic"]
+    assert traffic["distinct"] >= 4 and sorted(set(traffic["batches"])) == [1, 2]
+    assert traffic["mismatch_count"] == 0 and traffic["clients"] == 8, traffic
     report = (work / "runs" / "tiny" / "report.html").read_text()
     assert "Published services: real inputs end to end" in report
 

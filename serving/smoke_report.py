@@ -15,11 +15,10 @@ from pipeline.records import SchemaMismatch, expect_schema
 from serving.repository import Model, skip_reason
 
 # smoke.json's layout; bumped with the smoke stage's version (see pipeline/records.py).
-SCHEMA = 2  # 2: an ensemble's service check
+SCHEMA = 3  # 3: concurrent clients' traffic per model (was: one burst's batching counts)
 
 if TYPE_CHECKING:  # at run time only inside to_json: this module is read on the warm path
     from gates.parity import Table
-    from serving.checks import Burst
 
 
 class ModelStatus(str, Enum):
@@ -42,6 +41,50 @@ class ServiceCheck:
 
 
 @dataclass
+class Traffic:
+    """What concurrent clients got back (smoke.json's `traffic` of a model)."""
+
+    clients: int
+    requests: int  # per round
+    distinct: int  # distinct requests (golden's client requests)
+    batches: list[int]  # their batch sizes
+    rounds: int = 0
+    executions: int = 0  # over the last round
+    merged: bool = False
+    merging_configured: bool = False
+    mismatches: list[str] = field(default_factory=list)
+    mismatch_count: int = 0
+
+    def batching_note(self) -> str:
+        """Whether merged executions were seen: a fact, or the admission that it was not."""
+        if not self.merging_configured:
+            return "no dynamic batching: each request ran as sent"
+        seen = f"{self.requests} requests in {self.executions} executions"
+        if self.merged:
+            return f"requests of different clients merged ({seen})"
+        return f"dynamic batching was not exercised: {seen} after {self.rounds} bursts"
+
+    def problems(self) -> list[str]:
+        """The verdict and the first mismatches, for the stage's failure."""
+        if not self.mismatch_count:
+            return []
+        judged = self.requests * self.rounds
+        merged = " while the server merged requests of different clients" if self.merged else ""
+        head = (
+            f"{self.mismatch_count} of {judged} answers to concurrent clients differ from the reference for the "
+            f"client's own request{merged}"
+        )
+        return [head, *self.mismatches]
+
+    def text(self) -> str:
+        head = f"{self.clients} clients x {self.requests // max(self.clients, 1)} requests ({self.distinct} distinct, batch {'/'.join(map(str, sorted(set(self.batches))))})"
+        verdict = (
+            f"{self.mismatch_count} wrong" if self.mismatch_count else "all answers match their own reference"
+        )
+        return f"{head}: {verdict}; {self.batching_note()}"
+
+
+@dataclass
 class ModelResult:
     status: ModelStatus
     format: str = ""
@@ -51,22 +94,22 @@ class ModelResult:
     reference: str = ""  # what the served outputs were compared with
     problems: list[str] = field(default_factory=list)
     protocols: dict[str, Table] = field(default_factory=dict)  # protocol -> parity table
-    batching: Burst | None = None
+    traffic: Traffic | None = None  # concurrent clients, each with its own requests
     service: ServiceCheck | None = None  # an ensemble: what real inputs got back
+    role: str = "model"  # serving.service.Role: model, pre, post, ensemble
+
+    @classmethod
+    def of(cls, model: Model, status: ModelStatus, **fields: Any) -> ModelResult:
+        """A result for `model`, its format, precision, backend and role as the repository says."""
+        return cls(status, model.fmt, model.precision, model.backend, role=model.role.value, **fields)
 
     @classmethod
     def skipped(cls, model: Model, reason: str = "") -> ModelResult:
-        return cls(
-            ModelStatus.SKIPPED,
-            model.fmt,
-            model.precision,
-            model.backend,
-            reason or skip_reason(model.backend),
-        )
+        return cls.of(model, ModelStatus.SKIPPED, reason=reason or skip_reason(model.backend))
 
     @classmethod
     def failed(cls, model: Model, problem: str) -> ModelResult:
-        return cls(ModelStatus.FAILED, model.fmt, model.precision, model.backend, problems=[problem])
+        return cls.of(model, ModelStatus.FAILED, problems=[problem])
 
     def to_json(self) -> dict[str, object]:
         """The fields that apply: a skipped model has a reason, a tested one its numbers."""
@@ -74,6 +117,7 @@ class ModelResult:
             "status": self.status.value,
             "format": self.format,
             "precision": self.precision,
+            "role": self.role,
         }
         data.update(
             {
@@ -91,8 +135,8 @@ class ModelResult:
 
             protocols = {p: to_json(t) for p, t in self.protocols.items()}
             data.update(problems=self.problems, protocols=protocols)
-        if self.batching is not None:
-            data["batching"] = asdict(self.batching) | {"batched": self.batching.batched}
+        if self.traffic is not None:
+            data["traffic"] = asdict(self.traffic) | {"note": self.traffic.text()}
         if self.service is not None:
             data["service"] = asdict(self.service)
         return data
@@ -100,9 +144,8 @@ class ModelResult:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ModelResult:
         from gates.parity import from_json
-        from serving.checks import Burst
 
-        batching = {k: v for k, v in data.get("batching", {}).items() if k != "batched"}
+        traffic = {k: v for k, v in data.get("traffic", {}).items() if k != "note"}
         return cls(
             ModelStatus(data["status"]),
             data["format"],
@@ -112,7 +155,8 @@ class ModelResult:
             data.get("reference", ""),
             problems=list(data.get("problems", [])),
             protocols={p: from_json(t) for p, t in data.get("protocols", {}).items()},
-            batching=Burst(**batching) if batching else None,
+            traffic=Traffic(**traffic) if traffic else None,
+            role=str(data.get("role", "model")),
             service=ServiceCheck(**data["service"]) if "service" in data else None,
         )
 
