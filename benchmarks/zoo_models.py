@@ -85,3 +85,40 @@ def over_2gb() -> nn.Module:
     for _ in range(2):
         layers += [nn.Linear(8192, 16384), nn.ReLU(), nn.Linear(16384, 8192), nn.ReLU()]
     return nn.Sequential(*layers[:-1]).eval()
+
+
+# -- detection: one dict of boxes / scores / labels per image (model.detections) -------------------
+def _spread(model: nn.Module, seed: int = 0) -> nn.Module:
+    """Random weights of a spread that makes scores differ: torchvision initialises the
+    heads of untrained detectors so that every anchor scores the same (1 / classes), and
+    ties leave NMS's order undefined. Mechanics only: these weights detect nothing."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.Conv2d | nn.Linear):
+                fan_in = module.weight[0].numel()
+                module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * (2.0 / fan_in) ** 0.5)
+                if module.bias is not None:
+                    module.bias.zero_()
+    return model.eval()
+
+
+def ssdlite() -> nn.Module:
+    """torchvision's SSDlite (MobileNetV3 backbone) at 320 x 320."""
+    from torchvision.models.detection import ssdlite320_mobilenet_v3_large
+
+    return _spread(ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None))
+
+
+def retinanet() -> nn.Module:
+    """torchvision's RetinaNet (ResNet-50 FPN), resized to 320 (not 800) for a 2-core CPU."""
+    from torchvision.models.detection import retinanet_resnet50_fpn
+
+    return _spread(retinanet_resnet50_fpn(weights=None, weights_backbone=None, min_size=320, max_size=320))
+
+
+def fcos() -> nn.Module:
+    """torchvision's FCOS (ResNet-50 FPN), resized to 320 for a 2-core CPU."""
+    from torchvision.models.detection import fcos_resnet50_fpn
+
+    return _spread(fcos_resnet50_fpn(weights=None, weights_backbone=None, min_size=320, max_size=320))

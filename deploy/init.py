@@ -1,7 +1,11 @@
 """`deploy init`: a starter config for a model nobody configured yet. The model is built
-from its source and called once at the `opt` shapes; what it returns (a tensor, a tuple,
-a dict, a `ModelOutput`) becomes the declared outputs, each with its path and a guessed
-`kind`. The file is written only once it passes the same validation as `deploy validate`."""
+from its source and called at the smallest batch of the `opt` shapes; what it returns (a
+tensor, a tuple, a dict, a `ModelOutput`, or one dict of detections per image) becomes the
+declared outputs, each with its path and a guessed `kind`. Dims get readable names (batch,
+sequence, height, width; one name for a sequence length that inputs share), integer
+inputs named like masks get {0, 1}, and an output that depends on the rest of its batch
+(measured as golden measures it) is written with `max_batch_size: 0`. The file is written
+only once it passes the same validation as `deploy validate`."""
 
 from __future__ import annotations
 
@@ -13,14 +17,20 @@ from typing import Any
 
 import yaml
 
+from deploy.init_model import COUNT, MAX_DETECTIONS, Findings, Found, discover
 from pipeline.errors import ConfigError, Issue
+
+__all__ = ["discover", "initialise", "input_specs", "parse_input", "starter"]
 
 INPUT_FORM = (
     "NAME:DTYPE:MIN/OPT/MAX, shapes as 1x3x224x224 (e.g. image:float32:1x3x224x224/4x3x224x224/8x3x224x224)"
 )
 SHAPE = re.compile(r"^\d+(x\d+)*$")
-# Random token ids stay below any real vocabulary's size.
+# Random token ids stay below any real vocabulary's size; masks and segment ids are 0 / 1.
 INT_RANGE = (0, 99)
+BINARY_RANGE = (0, 1)
+BINARY_NAMES = re.compile(r"mask|token_type|segment", re.I)
+DETECTION_RTOL = 0.01
 
 
 @dataclass(frozen=True)
@@ -54,9 +64,10 @@ def parse_kwargs(items: list[str]) -> dict[str, Any]:
 
 
 def input_specs(args: list[InputArg]) -> list[dict[str, Any]]:
-    """Dims named from the shapes: a varying axis 0 is `batch`; other varying axes with
-    the same min/opt/max share one name across inputs (a sequence length)."""
-    names: dict[tuple[int, int, int], str] = {}
+    """Dims named from the shapes: a varying axis 0 is `batch`; other varying axes are
+    named by their role (sequence, height, width), one name per role and range across
+    inputs (a sequence length inputs share), another where the ranges differ."""
+    names: dict[tuple[str, tuple[int, int, int]], str] = {}
     specs = []
     for arg in args:
         dims: list[int | str] = []
@@ -66,87 +77,119 @@ def input_specs(args: list[InputArg]) -> list[dict[str, Any]]:
             elif axis == 0:
                 dims.append("batch")
             else:
-                dims.append(names.setdefault((low, mid, high), f"dim{len(names) + 1}"))
+                dims.append(_dim_name(names, _role(axis, len(arg.min), arg.dtype), (low, mid, high)))
         spec: dict[str, Any] = {"name": arg.name, "dtype": arg.dtype, "dims": dims}
         spec |= {"min": list(arg.min), "opt": list(arg.opt), "max": list(arg.max)}
         if arg.dtype.startswith(("int", "uint")):
-            spec["value_range"] = list(INT_RANGE)
+            spec["value_range"] = list(BINARY_RANGE if BINARY_NAMES.search(arg.name) else INT_RANGE)
         specs.append(spec)
     return specs
 
 
-@dataclass(frozen=True)
-class Found:
-    """One tensor the model returned, as an output entry."""
-
-    name: str
-    path: str | None  # None: the default (a lone tensor, or positions in order)
-    shape: tuple[int, ...]
-    kind: str
+def _dim_name(
+    names: dict[tuple[str, tuple[int, int, int]], str], role: str, span: tuple[int, int, int]
+) -> str:
+    """The role's name for this range; a second range of the same role gets a number."""
+    taken = sum(1 for r, _ in names if r == role)
+    return names.setdefault((role, span), role if not taken else f"{role}{taken + 1}")
 
 
-def discover(result_tensors: list[tuple[str, tuple[int, ...], str]], batched: bool) -> list[Found]:
-    """Output entries for what the model returned (modelio.adapter.returned_tensors)."""
-    by_position = all(path.isdigit() for path, _, _ in result_tensors)
-    found = []
-    for index, (path, shape, dtype) in enumerate(result_tensors):
-        name = (
-            re.sub(r"\W", "_", path) if path and not by_position else f"output{index}" if path else "output"
-        )
-        keep_path = None if (by_position or not path or path == name) else path
-        found.append(
-            Found(
-                _valid_name(name), keep_path, shape, _kind(name, shape, dtype, batched, len(result_tensors))
-            )
-        )
-    return found
+def _role(axis: int, rank: int, dtype: str) -> str:
+    """What a dynamic axis most likely is: images are [batch, channels, height, width],
+    token ids [batch, sequence], embeddings [batch, sequence, features]."""
+    if rank == 4 and axis in (2, 3) and not dtype.startswith(("int", "uint")):
+        return ("height", "width")[axis - 2]
+    if axis == 1 and rank in (2, 3):
+        return "sequence"
+    return f"dim{axis}"
 
 
-def _valid_name(name: str) -> str:
-    return name if re.match(r"^[A-Za-z_]", name) else f"out_{name}"
+def fixed_batch(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A model that takes its batch as a list of images is exported unrolled: batch 1."""
+    return [
+        spec | {"dims": [1, *spec["dims"][1:]], **{k: [1, *spec[k][1:]] for k in ("min", "opt", "max")}}
+        for spec in specs
+    ]
 
 
-def _kind(name: str, shape: tuple[int, ...], dtype: str, batched: bool, count: int) -> str:
-    """A guess, marked as one in the file: class scores are [batch, classes] floats."""
-    if not dtype.startswith(("float", "bfloat")):
-        return "other"
-    rank2 = len(shape) == 2 and (shape[1] >= 2) and batched
-    if rank2 and ("logit" in name or "score" in name or count == 1):
-        return "logits"
-    if rank2 or any(word in name for word in ("embed", "pool", "hidden")):
-        return "embedding"
-    return "other"
-
-
-def starter(name: str, source: dict[str, Any], inputs: list[dict[str, Any]], outputs: list[Found]) -> str:
+def starter(name: str, source: dict[str, Any], inputs: list[dict[str, Any]], found: Findings) -> str:
     """The config's text, commented for the person who will edit it."""
+    model = dict(source)
+    if found.detections:
+        model["detections"] = {"max_detections": MAX_DETECTIONS}
     body: dict[str, object] = {
         "name": name,
-        "model": source,
+        "model": model,
         "inputs": inputs,
-        "outputs": [_output(o) for o in outputs],
+        "outputs": [_output(o) for o in found.outputs],
     }
-    if all(isinstance(s["dims"][0], int) for s in inputs):
+    fixed = all(isinstance(s["dims"][0], int) for s in inputs)
+    if fixed:
         body["batch_dim"] = None
+    shapes = [
+        f"# outputs: {o.name} {list(o.shape)} at the smallest batch (kind '{o.kind}' is a guess)"
+        for o in found.outputs
+    ]
     lines = [
         f"# Written by `deploy init` for '{name}'; check the guesses, then `deploy run` this file.",
         "# Every key is in the config reference; `deploy validate FILE` checks the file.",
+        *_notes(found, fixed),
         yaml.safe_dump(body, sort_keys=False, default_flow_style=None).rstrip(),
-        *[f"# outputs: {o.name} {list(o.shape)} at opt (kind '{o.kind}' is a guess)" for o in outputs],
+        *shapes,
         "",
         "stages:",
-        "  export: {}          # ONNX with the dims above as dynamic axes (exporter: torchscript | dynamo)",
-        "  simplify: {}        # onnxsim, with a parity check against the eager model",
-        "  validate:           # ONNX Runtime against the eager model at min / opt / max",
-        "    runtimes: [onnxruntime]",
-        "  triton_config:      # a Triton repository; `python` (ONNX Runtime) loads on any tritonserver",
-        "    formats: [python]",
-        "  smoke: {}           # a real tritonserver: metadata, HTTP + gRPC parity",
-        "  # quantize: {}      # INT8 with an accuracy gate (give calibration data: docs/how-to)",
-        "  # bench: {}         # trtexec-style timing of every runtime",
+        *_stage_lines(found),
         "",
     ]
     return "\n".join(lines)
+
+
+def _stage_lines(found: Findings) -> list[str]:
+    # Detections decode box coordinates through exp(): float noise grows with their scale.
+    tolerance = f" {{tolerance: {{rtol: {DETECTION_RTOL}}}}}" if found.detections else " {}"
+    lines = [
+        f"  export:{tolerance}          # ONNX; exporter auto: torch.export, the legacy exporter where it fails",
+        f"  simplify:{tolerance}        # onnxsim, with a parity check against the eager model",
+        "  validate:           # ONNX Runtime against the eager model at min / opt / max",
+        "    runtimes: [onnxruntime]",
+        *([f"    rtol: {DETECTION_RTOL}"] if found.detections else []),
+        "  triton_config:      # a Triton repository; `python` (ONNX Runtime) loads on any tritonserver",
+        "    formats: [python]",
+        *_batch_lines(found),
+        f"  smoke:{tolerance}           # a real tritonserver: metadata, HTTP + gRPC parity, concurrent clients",
+        "  # quantize: {}      # INT8 with an accuracy gate (give calibration data: docs/how-to)",
+        "  # bench: {}         # trtexec-style timing of every runtime",
+    ]
+    return lines
+
+
+def _notes(found: Findings, fixed: bool) -> list[str]:
+    if found.detections:
+        return [
+            "# The model answers one dict of detections per image: each tensor is padded to max_detections",
+            f"# rows, with {COUNT} valid ones. It takes its batch as a list of images, which the export",
+            "# unrolls: the batch is fixed at 1.",
+        ]
+    if fixed:
+        return ["# Every input shape is fixed: no batch dim (batch_dim: null), Triton's max_batch_size is 0."]
+    return []
+
+
+def _batch_lines(found: Findings) -> list[str]:
+    """max_batch_size: 0 where an output depends on the rest of its batch (measured)."""
+    record = found.batching
+    if record is None or not record.dependent():
+        return []
+    names = {m.name: o.name for m, o in zip(record.outputs, found.outputs)}
+    said = [
+        f"    # {names.get(o.name, o.name)} depends on the rest of its batch: {o.difference()}"
+        for o in record.dependent()
+    ]
+    return [
+        *said,
+        "    # Triton must not merge clients' requests (dynamic batching): each request runs as sent.",
+        "    max_batch_size: 0",
+    ]
 
 
 def _output(found: Found) -> dict[str, Any]:
@@ -164,6 +207,9 @@ def write_checked(text: str, dest: Path) -> None:
     tmp.write_text(text)
     try:
         load_project(tmp)
+    except ConfigError as exc:  # about the file being written, not the scratch copy
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(str(dest), exc.issues) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -211,15 +257,19 @@ def initialise(request: Request) -> Path:
 
 
 def make_config(source: dict[str, Any], args: list[InputArg], name: str, dest: Path) -> str:
-    """Builds the model from `source`, calls it once at the opt shapes, and returns the
+    """Builds the model from `source`, calls it (deploy/init_model.py) and returns the
     starter config's text; a ConfigError naming the option or the model's failure."""
+    from deploy.init_model import inspect
+    from modelio.loading import load_model
+    from pipeline.errors import StageFailed
+
     specs = input_specs(args)
     model_source, checked = _validated(source, specs, dest.parent)
-    tensors = _returned(model_source, checked)
-    if not tensors:
-        raise ConfigError("model", [Issue("model", "the model returned no tensors at the opt shapes")])
-    batched = any(isinstance(s["dims"][0], str) for s in specs)
-    return starter(name, source, specs, discover(tensors, batched))
+    try:
+        found = inspect(load_model(model_source), checked)
+    except StageFailed as exc:  # the model could not be built or called: say which
+        raise ConfigError("model", [Issue("model", str(exc))]) from None
+    return starter(name, source, fixed_batch(specs) if found.detections else specs, found)
 
 
 def _validated(source: dict[str, Any], specs: list[dict[str, Any]], base: Path) -> tuple[Any, list[Any]]:
@@ -244,21 +294,3 @@ def _validated(source: dict[str, Any], specs: list[dict[str, Any]], base: Path) 
 
 def _option(loc: tuple[Any, ...]) -> str:
     return str(loc[0]) if loc else "factory"
-
-
-def _returned(model_source: Any, specs: list[Any]) -> list[tuple[str, tuple[int, ...], str]]:
-    import numpy as np
-
-    from modelio.adapter import probe, returned_tensors
-    from modelio.loading import load_model
-    from pipeline.config import InputsBy
-    from pipeline.errors import StageFailed
-    from runtimes.arrays import random_input
-
-    rng = np.random.default_rng(0)
-    sample = {s.name: random_input(s, s.shape("opt"), rng) for s in specs}
-    try:
-        result, _ = probe(load_model(model_source), tuple(sample), InputsBy.AUTO, sample)
-    except StageFailed as exc:  # the model could not be built or called: say which
-        raise ConfigError("model", [Issue("model", str(exc))]) from None
-    return returned_tensors(result)

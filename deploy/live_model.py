@@ -133,16 +133,12 @@ def _config_text(
     examples: Mapping[str, Any],
     work: Path,
 ) -> str:
-    import numpy as np
+    from deploy.init import fixed_batch, starter
+    from deploy.init_model import inspect
+    from pipeline.config import InputSpec
 
-    from deploy.init import discover, starter
-    from modelio.adapter import probe, returned_tensors
-    from pipeline.config import InputsBy
-
-    sample = {k: np.ascontiguousarray(v.detach().cpu().numpy()) for k, v in examples.items()}
-    result, _ = probe(model.eval(), tuple(sample), InputsBy.AUTO, sample)
-    batched = any(isinstance(s["dims"][0], str) for s in specs)
-    text = starter(name, source, specs, discover(returned_tensors(result), batched))
+    found = inspect(model.eval(), [InputSpec.model_validate(s) for s in specs])
+    text = starter(name, source, fixed_batch(specs) if found.detections else specs, found)
     paths = (
         f"cache_dir: {work / 'cache'}\nrepository: {work / 'model_repository'}\nrun_dir: {work / 'runs'}\n"
     )

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from gates.detections import Layout, aligned
 from gates.references import Case
 from gates.tolerance import Tolerance
 from pipeline.config import Label
@@ -85,11 +86,17 @@ def _cosine(a: np.ndarray, r: np.ndarray) -> float | None:
     return None if norm == 0 else float(a @ r / norm)  # NaN outputs give NaN, which fails
 
 
-def compare(results: dict[Label, dict[str, np.ndarray]], golden: dict[Label, Case], tol: Tolerance) -> Table:
-    """label -> output -> parity, for every recorded shape and output."""
+def compare(
+    results: dict[Label, dict[str, np.ndarray]],
+    golden: dict[Label, Case],
+    tol: Tolerance,
+    layout: Layout | None = None,
+) -> Table:
+    """label -> output -> parity, for every recorded shape and output; padded detections
+    (`layout`) compared row for matching row (gates/detections.py)."""
     table: Table = {}
     for label, case in golden.items():
-        got = results[label]
+        got = aligned(case.outputs, results[label], layout)
         table[label] = {
             name: metrics(got[name], ref, tol) if name in got else Incomparable("missing output")
             for name, ref in case.outputs.items()

@@ -6,6 +6,7 @@ them, so a parity number always means "distance from what PyTorch computed".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,6 +221,10 @@ def run(runtime: Runtime, cases: dict[Label, Case]) -> dict[Label, dict[str, np.
     return {label: infer_case(runtime, label, case) for label, case in cases.items()}
 
 
+# ONNX Runtime's words for a graph input nobody feeds: "Required inputs (['x']) are missing".
+_UNFED = re.compile(r"Required inputs \((\[[^\]]*\])\) are missing")
+
+
 def infer_case(runtime: Runtime, label: str, case: Case) -> dict[str, np.ndarray]:
     try:
         return runtime.infer(case.inputs)
@@ -227,6 +232,14 @@ def infer_case(runtime: Runtime, label: str, case: Case) -> dict[str, np.ndarray
         raise
     except Exception as exc:
         shapes = ", ".join(f"{name} {list(array.shape)}" for name, array in case.inputs.items())
+        unfed = _UNFED.search(str(exc))
+        if unfed:  # not a shape at all: the graph has an input the config never declared
+            raise StageFailed(
+                f"{type(runtime).__name__} cannot run the model: its graph takes input(s) {unfed.group(1)} that no "
+                f"declared input feeds (declared: {sorted(case.inputs)}); an argument of forward that is not a "
+                "model input became a graph input: fix its value in model.forward_kwargs, or declare it under "
+                "inputs"
+            ) from exc
         raise StageFailed(
             f"{type(runtime).__name__} cannot run the model on the golden inputs at {label} ({shapes}); "
             f"if only the opt shape works, the export froze a shape: {first_line(exc)}"

@@ -168,6 +168,23 @@ class InputsBy(str, Enum):
     KEYWORD = "keyword"  # e.g. Hugging Face `input_ids=`, or a `forward(**kwargs)`
 
 
+class Detections(Frozen):
+    """A model that answers one dict per image with a varying number of rows (torchvision's
+    detection models: boxes [n, 4], scores [n], labels [n]): each tensor is padded (or cut)
+    to `max_detections` rows and stacked over the batch, beside a per-image count, the layout
+    of TensorRT's EfficientNMS plugin and of Triton clients."""
+
+    max_detections: int = Field(
+        ge=1,
+        description="Rows per image in each padded output: the first max_detections of the model's (it orders them "
+        "by score), zeros after them.",
+    )
+    count: TensorName = Field(
+        "num_detections",
+        description="The output holding each image's number of valid rows (int64 [batch]); declare it under outputs.",
+    )
+
+
 class ModelSource(Frozen):
     """Exactly one of: an import path, a local Python file + callable, a TorchScript file."""
 
@@ -185,6 +202,16 @@ class ModelSource(Frozen):
     )
     checkpoint: Path | None = Field(
         None, description="A state_dict loaded into the model: .pt, .pth or .safetensors."
+    )
+    forward_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Fixed values for forward's arguments that are not model inputs (`{return_features: false}`); "
+        "arguments with defaults that are not given keep their defaults. Neither exporter makes them graph inputs.",
+    )
+    detections: Detections | None = Field(
+        None,
+        description="The model returns a list with one dict of variable-length tensors per image (torchvision "
+        "detection): pad them to a fixed number of rows, with a per-image count. null: it returns tensors.",
     )
     inputs_by: InputsBy = Field(
         InputsBy.AUTO,
@@ -320,7 +347,27 @@ class DeployConfig(Frozen):
 
 def shape_issues(config: DeployConfig) -> list[Issue]:
     """Checks across inputs that one InputSpec alone cannot make."""
-    return _name_issues(config) + _shared_dim_issues(config.inputs) + _batch_issues(config)
+    issues = _name_issues(config) + _shared_dim_issues(config.inputs) + _batch_issues(config)
+    return issues + _model_io_issues(config)
+
+
+def _model_io_issues(config: DeployConfig) -> list[Issue]:
+    """The model section's names against the declared inputs and outputs."""
+    issues = [
+        Issue(f"model.forward_kwargs.{name}", "is a model input (under inputs): it cannot also be fixed")
+        for name in config.model.forward_kwargs
+        if name in config.input_names()
+    ]
+    found = config.model.detections
+    if found is not None and found.count not in config.output_names():
+        issues.append(
+            Issue(
+                "model.detections.count",
+                f"'{found.count}' is not among outputs {config.output_names()}: declare it "
+                f"(- {{name: {found.count}}}), the per-image number of valid rows",
+            )
+        )
+    return issues
 
 
 def _name_issues(config: DeployConfig) -> list[Issue]:

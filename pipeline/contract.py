@@ -51,7 +51,16 @@ class Section(str, Enum):
         if self is Section.MODEL:
             # Paths are left out on purpose: the model's identity (digests) is an input.
             return config.model.model_dump(
-                mode="json", include={"kwargs", "seed", "callable", "factory", "inputs_by"}
+                mode="json",
+                include={
+                    "kwargs",
+                    "seed",
+                    "callable",
+                    "factory",
+                    "inputs_by",
+                    "forward_kwargs",
+                    "detections",
+                },
             )
         return config.model_dump(mode="json", include={"inputs", "outputs", "batch_dim"})
 

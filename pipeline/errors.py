@@ -107,10 +107,54 @@ def first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def root_cause(exc: BaseException) -> str:
-    """`Type: first line` of the innermost cause: the error that started it, not the
-    wrappers' advice around it."""
+def innermost(exc: BaseException) -> BaseException:
+    """The error that started it, not the wrappers around it."""
     while exc.__cause__ is not None:
         exc = exc.__cause__
+    return exc
+
+
+# An upstream message's line, at most: torch.export's guards run to kilobytes of symbols.
+LINE_CHARS = 160
+
+
+def clip(text: str, limit: int = LINE_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def root_cause(exc: BaseException) -> str:
+    """`Type: first line` of the innermost cause, clipped: the error that started it, not
+    the wrappers' advice around it."""
+    exc = innermost(exc)
     lines = plain(str(exc)).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return clip(f"{type(exc).__name__}: {lines[0]}") if lines else type(exc).__name__
+
+
+# Upstream lines that say where it happened in the user's (or a library's) code.
+_CAUSED_BY = re.compile(r"^Caused by: \((.+)\)$")
+_FRAME = re.compile(r'^File "([^"]+)", line (\d+), in (\S+)$')
+
+
+def key_lines(exc: BaseException) -> str:
+    """An upstream error capped to what a reader needs: the root cause's first line and,
+    where the message says it, the line of code it happened at (the full text stays in
+    the stage's log)."""
+    lines = [line.strip() for line in plain(str(innermost(exc))).splitlines() if line.strip()]
+    where = _located(lines)
+    return root_cause(exc) + (f" (at {where})" if where else "")
+
+
+def _located(lines: list[str]) -> str:
+    """`Caused by: (file:line in function)`, else the last `File ..., line N, in f` frame
+    with the code line under it."""
+    for line in lines:
+        found = _CAUSED_BY.match(line)
+        if found:
+            return clip(found.group(1), 120)
+    frames = [(i, m) for i, line in enumerate(lines) if (m := _FRAME.match(line))]
+    if not frames:
+        return ""
+    index, frame = frames[-1]
+    file = "/".join(frame.group(1).split("/")[-2:])
+    code = lines[index + 1] if index + 1 < len(lines) and not _FRAME.match(lines[index + 1]) else ""
+    return clip(f"{file}:{frame.group(2)} in {frame.group(3)}" + (f": {code}" if code else ""), 200)

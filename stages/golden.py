@@ -24,7 +24,8 @@ class GoldenParams(BaseModel):
 
 _OUTPUT_HINT = (
     "The golden inputs do not exercise the model (e.g. an all-zero attention mask): "
-    "give real inputs in model.golden_inputs (.npz keyed by input name) or change the inputs' value_range."
+    "give real inputs in model.golden_inputs (.npz keyed by input name) or change the inputs' value_range; "
+    "or its weights do not (an untrained head scoring every class alike): give model.checkpoint."
 )
 
 

@@ -36,6 +36,7 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
     import onnx
 
     from gates import parity, references
+    from gates.detections import layout_of
     from runtimes.onnxrt import OnnxRuntime
 
     header = onnx.load(str(ctx.input("onnx")), load_external_data=False)  # sizes, not weights
@@ -54,6 +55,7 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
         references.run(OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names()), golden),
         golden,
         params.tolerance,
+        layout_of(ctx.config),
     )
     ctx.record("nodes_before", nodes[0])
     ctx.record("nodes_after", nodes[1])

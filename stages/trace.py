@@ -31,6 +31,7 @@ def run(ctx: StageContext, params: TraceParams) -> None:
     import torch
 
     from gates import parity, references
+    from gates.detections import layout_of
     from modelio.loading import load_adapted
     from runtimes.torchrt import TorchModule
 
@@ -43,6 +44,7 @@ def run(ctx: StageContext, params: TraceParams) -> None:
         references.run(TorchModule(traced, config.input_names(), config.output_names()), cases),
         cases,
         params.tolerance,
+        layout_of(config),
     )
     ctx.record("parity", parity.to_json(table))
     ctx.headline("torchscript vs eager: " + parity.headline(table, params.tolerance))

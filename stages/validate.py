@@ -28,6 +28,7 @@ class ValidateParams(Tolerance):
 
 def run(ctx: StageContext, params: ValidateParams) -> None:
     from gates import parity, references
+    from gates.detections import layout_of
 
     golden = references.load(ctx.input("golden"))
     tables: dict[str, parity.Table] = {}
@@ -38,7 +39,9 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
         elif runtime == "torchscript" and "torchscript" not in ctx.inputs:
             skipped[runtime] = "no TorchScript: this config has no trace stage"
         else:
-            tables[runtime] = parity.compare(_RUNNERS[runtime](ctx, golden), golden, params)
+            tables[runtime] = parity.compare(
+                _RUNNERS[runtime](ctx, golden), golden, params, layout_of(ctx.config)
+            )
     report = _report(tables, skipped, params).to_json()
     ctx.record("parity", report)
     ctx.headline(

@@ -236,6 +236,7 @@ def _check_model(
     server: Any, name: str, model: Model, ctx: StageContext, params: SmokeParams, golden: Any
 ) -> ModelResult:
     from gates import parity
+    from gates.detections import layout_of
     from serving import checks
 
     inputs, outputs = checks.expected(ctx.config, model.fmt, golden)
@@ -255,9 +256,8 @@ def _check_model(
             result.problems += [f"{protocol}: {p}" for p in problems]
             break
         max_batch = int(config.get("max_batch_size", 0))
-        table = _golden_parity(
-            checks.Target(conn, protocol, name, max_batch), golden, inputs, outputs, params
-        )
+        target = checks.Target(conn, protocol, name, max_batch)
+        table = _golden_parity(target, golden, inputs, outputs, params, layout_of(ctx.config))
         result.protocols[protocol] = table
         result.problems += [f"{protocol} {p}" for p in parity.failures(table, params.tolerance)]
     result.problems += checks.warmup_problems(server, name, config)
@@ -278,6 +278,7 @@ def _traffic(
     server: Any, name: str, model: Model, ctx: StageContext, params: SmokeParams, io: Any, config: Any
 ) -> Any:
     """Concurrent clients with their own requests (stages/smoke/traffic.py)."""
+    from gates.detections import layout_of
     from gates.references import load_clients
     from serving import checks
     from stages.smoke import traffic
@@ -291,7 +292,7 @@ def _traffic(
     load = traffic.plan(
         traffic.batch_sizes(cases), params.clients, params.batching_requests, params.protocols
     )
-    judge = traffic.tensor_judge(cases, params.tolerance)
+    judge = traffic.tensor_judge(cases, params.tolerance, layout_of(ctx.config))
     with traffic.reach(server, name, params.request_timeout_s) as clients:
         return traffic.run(clients, ask, judge, load, "dynamic_batching" in config)
 
@@ -305,7 +306,9 @@ def _describe(conn: Any, protocol: str, name: str) -> tuple[Mapping[str, Any], M
     return conn.get_model_metadata(name), conn.get_model_config(name)
 
 
-def _golden_parity(target: Any, golden: Any, inputs: Any, outputs: Any, params: SmokeParams) -> Any:
+def _golden_parity(
+    target: Any, golden: Any, inputs: Any, outputs: Any, params: SmokeParams, layout: Any
+) -> Any:
     from tritonclient.utils import InferenceServerException
 
     from gates import parity
@@ -318,7 +321,7 @@ def _golden_parity(target: Any, golden: Any, inputs: Any, outputs: Any, params: 
         except InferenceServerException as exc:
             names = [o.spec_name for o in outputs]
             return parity.unanswered(golden, names, f"inference failed: {exc.message()}")
-    return parity.compare(results, golden, params.tolerance)
+    return parity.compare(results, golden, params.tolerance, layout)
 
 
 def _finish(ctx: StageContext, report: result.SmokeReport, server: Any, tol: Tolerance) -> None:

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from gates.detections import Layout, aligned
 from gates.parity import Compared, metrics
 from gates.references import Case
 from gates.tolerance import Tolerance
@@ -152,10 +153,12 @@ def _judge(found: Traffic, answers: list[Answer], judge: Judge, batches: list[in
 
 
 # -- tensors in, tensors out: golden's client requests -------------------------------------------
-def tensor_judge(cases: list[Case], tol: Tolerance) -> Judge:
-    """Each output against the request's own reference, with the smoke tolerance."""
+def tensor_judge(cases: list[Case], tol: Tolerance, layout: Layout | None = None) -> Judge:
+    """Each output against the request's own reference, with the smoke tolerance (padded
+    detections row for matching row)."""
 
-    def judge(request: int, got: dict[str, Any]) -> list[str]:
+    def judge(request: int, answer: dict[str, Any]) -> list[str]:
+        got = aligned(cases[request].outputs, answer, layout)
         found = []
         for name, ref in cases[request].outputs.items():
             compared = metrics(got[name], ref, tol) if name in got else None

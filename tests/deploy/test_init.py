@@ -5,6 +5,7 @@ config is then run as written, through a real tritonserver. Bad input writes not
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -85,10 +86,20 @@ def test_init_then_run_passes_as_written(tmp_path: Path, case: str) -> None:
     assert "smoke" in done.stdout and "passed" in done.stdout
 
 
-def test_shared_sequence_dims_get_one_name_and_a_static_batch_drops_the_batch_dim() -> None:
-    specs = input_specs([parse_input("ids:int64:1x8/2x16/4x32"), parse_input("mask:int64:1x8/2x16/4x32")])
-    assert [s["dims"] for s in specs] == [["batch", "dim1"], ["batch", "dim1"]]
-    assert specs[0]["value_range"] == [0, 99]
+def test_dims_get_readable_names_shared_where_inputs_share_them() -> None:
+    specs = input_specs(
+        [
+            parse_input("input_ids:int64:1x8/2x16/4x32"),
+            parse_input("attention_mask:int64:1x8/2x16/4x32"),
+            parse_input("token_type_ids:int64:1x8/2x16/4x32"),
+            parse_input("labels:int64:1x4/2x8/4x16"),  # another length: its own name
+        ]
+    )
+    assert [s["dims"] for s in specs] == [["batch", "sequence"]] * 3 + [["batch", "sequence2"]]
+    # Token ids below any vocabulary's size; masks and segment ids are zeros and ones.
+    assert [s["value_range"] for s in specs] == [[0, 99], [0, 1], [0, 1], [0, 99]]
+    image = input_specs([parse_input("image:float32:1x3x224x224/2x3x256x320/4x3x512x512")])
+    assert image[0]["dims"] == ["batch", 3, "height", "width"]  # never one name: that would force H == W
     static = input_specs([parse_input("x:float32:1x3/1x3/1x3")])
     assert static[0]["dims"] == [1, 3]
 
@@ -137,3 +148,122 @@ def test_an_existing_file_is_kept_unless_overwrite(tmp_path: Path) -> None:
     assert (tmp_path / "m.yaml").read_text() == "mine"
     with pytest.raises(ConfigError, match="is not NAME:DTYPE"):
         parse_input("a:float32")
+
+
+CLIP = """
+import torch
+
+
+def small_clip():
+    from transformers import CLIPConfig, CLIPModel
+
+    torch.manual_seed(0)
+    text = {"vocab_size": 100, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+            "num_attention_heads": 2, "max_position_embeddings": 32}
+    vision = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+              "image_size": 32, "patch_size": 8}
+    config = CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)
+    config._attn_implementation = "eager"
+    return CLIPModel(config).eval()
+
+
+def fixed():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 3)).eval()
+"""
+CLIP_INPUTS = [
+    "input_ids:int64:1x8/2x8/4x16",
+    "pixel_values:float32:1x3x32x32/2x3x32x32/4x3x32x32",
+    "attention_mask:int64:1x8/2x8/4x16",
+]
+
+
+@pytest.mark.triton
+def test_clip_is_written_with_max_batch_size_0_and_is_served_as_sent(tmp_path: Path) -> None:
+    """logits_per_image compares every image with every text of the batch: init measures that
+    it depends on the batch and writes max_batch_size 0; as written it passes smoke with
+    concurrent clients. Dynamic batching instead is a config error naming the output."""
+    (tmp_path / "clip_model.py").write_text(CLIP)
+    args = [a for i in CLIP_INPUTS for a in ("--input", i)]
+    made = run_cli(
+        "init", "--file", "clip_model.py", "--callable", "small_clip", "--name", "clip", *args, cwd=tmp_path
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    text = (tmp_path / "clip.yaml").read_text()
+    written = yaml.safe_load(text)
+    assert written["stages"]["triton_config"]["max_batch_size"] == 0
+    assert "# logits_per_image depends on the rest of its batch: its shape is [2, 2] for the batch" in text
+    assert [i["dims"] for i in written["inputs"]] == [
+        ["batch", "sequence"],
+        ["batch", 3, 32, 32],
+        ["batch", "sequence"],
+    ]
+    assert written["inputs"][2]["value_range"] == [0, 1]  # a mask
+    done = run_cli("run", "clip.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "all answers match their own reference" in done.stdout
+    merged = text.replace("    max_batch_size: 0\n", "    dynamic_batching: {max_queue_delay_us: 1000}\n")
+    (tmp_path / "merged.yaml").write_text(merged.replace("name: clip", "name: merged"))
+    refused = run_cli("run", "merged.yaml", cwd=tmp_path)
+    console = " ".join((refused.stdout + refused.stderr).split())
+    assert refused.returncode == 3, console
+    assert (
+        "stages.triton_config.dynamic_batching: output 'logits_per_image' depends on the rest of its batch"
+        in console
+    )
+
+
+def test_a_fixed_shape_model_gets_no_batch_dim_instead_of_an_error(tmp_path: Path) -> None:
+    """It used to fail with an error about a hidden temp file and a key nobody wrote."""
+    (tmp_path / "clip_model.py").write_text(CLIP)
+    made = run_cli(
+        "init",
+        "--file",
+        "clip_model.py",
+        "--callable",
+        "fixed",
+        "--input",
+        "x:float32:1x4/1x4/1x4",
+        cwd=tmp_path,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    text = (tmp_path / "fixed.yaml").read_text()
+    assert yaml.safe_load(text)["batch_dim"] is None and "Triton's max_batch_size is 0" in text
+    checked = run_cli("validate", "fixed.yaml", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert not list(tmp_path.glob(".*.init"))
+
+
+@pytest.mark.slow
+@pytest.mark.triton
+def test_a_detection_model_is_written_with_padded_outputs_and_passes_smoke(tmp_path: Path) -> None:
+    """torchvision's SSDlite answers a list of per-image dicts of varying length: init probes
+    it at batch 1, writes model.detections with the outputs and the count, and the config
+    runs through a real tritonserver (random weights spread so that scores differ:
+    mechanics only, these weights detect nothing)."""
+    made = run_cli(
+        "init",
+        "--file",
+        str(ROOT / "benchmarks" / "zoo_models.py"),
+        "--callable",
+        "ssdlite",
+        "--name",
+        "ssd",
+        "--input",
+        "images:float32:1x3x320x320/2x3x320x320/2x3x320x320",
+        cwd=tmp_path,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    written = yaml.safe_load((tmp_path / "ssd.yaml").read_text())
+    assert written["model"]["detections"] == {"max_detections": 100}
+    assert [o["name"] for o in written["outputs"]] == ["boxes", "scores", "labels", "num_detections"]
+    assert written["inputs"][0]["dims"] == [1, 3, 320, 320] and written["batch_dim"] is None
+    written["stages"]["smoke"]["batching_requests"] = 8  # ~0.3 s a request on 2 cores
+    (tmp_path / "ssd.yaml").write_text(yaml.safe_dump(written, sort_keys=False))
+    done = run_cli("run", "ssd.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((tmp_path / "runs" / "ssd" / "summary.json").read_text())
+    stages = {s["stage"]: s for s in summary["stages"]}
+    assert stages["export"]["metrics"]["exporter"]["used"] == "torchscript"  # NMS: torch.export cannot
+    smoke = stages["smoke"]["metrics"]["smoke"]["models"]["ssd_python"]
+    assert smoke["status"] == "passed" and smoke["traffic"]["mismatch_count"] == 0

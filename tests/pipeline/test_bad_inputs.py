@@ -57,8 +57,24 @@ class Faulty(nn.Module):
         return self.conv(x)
 
 
+class Centred(nn.Module):  # a batch-centred output: each answer moves with the rest of the batch
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 3, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x).mean((2, 3))
+        return y - y.mean(0, keepdim=True)
+
+
+class PerImage(nn.Module):  # torchvision detection's answer: one dict per image, varying rows
+    def forward(self, x):
+        return [{"scores": image.flatten()[image.flatten() > 0.5]} for image in x]
+
+
 def build(kind="dict"):
-    return Seg() if kind == "dict" else Faulty(kind)
+    kinds = {"dict": Seg, "centred": Centred, "per_image": PerImage}
+    return kinds[kind]() if kind in kinds else Faulty(kind)
 """
 
 
@@ -735,10 +751,43 @@ CASES = [
     Case(
         "exporter-fails-on-the-model",
         STAGE,
-        "torch.onnx.export (dynamo) failed:",
+        "torch.export failed: the model branches on values it computes from its inputs",
         _user_model("branch", export={"exporter": "dynamo", "opset": 18}),
         args=("run", "{config}", "--to", "export"),
         prepare=("--to", "golden"),
+    ),
+    Case(
+        "batch-dependent-output-merged",
+        CONFIG,
+        "stages.triton_config.dynamic_batching: output 'logits' depends on the rest of its batch",
+        lambda d, t: (_user_model("centred")(d, t), _set("inputs.0.min", [2, 1, 8, 8])(d, t)),
+        args=("run", "{config}", "--to", "triton_config"),
+        prepare=("--to", "validate"),
+    ),
+    Case(
+        "forward-kwargs-unknown-argument",
+        CONFIG,
+        "model.forward_kwargs: the declared inputs ['image'] cannot be passed by position with "
+        "model.forward_kwargs ['scael'] to forward(x)",
+        lambda d, t: (_user_model("dict")(d, t), _set("model.forward_kwargs", {"scael": 2.0})(d, t)),
+    ),
+    Case(
+        "forward-kwargs-names-an-input",
+        CONFIG,
+        "model.forward_kwargs.image: is a model input (under inputs): it cannot also be fixed",
+        _set("model.forward_kwargs", {"image": 1.0}),
+    ),
+    Case(
+        "detections-count-undeclared",
+        CONFIG,
+        "model.detections.count: 'num_detections' is not among outputs ['logits']",
+        _set("model.detections", {"max_detections": 10}),
+    ),
+    Case(
+        "per-image-dicts-without-detections",
+        CONFIG,
+        "model.detections: the model returns one dict per image",
+        _user_model("per_image"),
     ),
     Case(
         "stage-times-out",

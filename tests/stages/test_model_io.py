@@ -134,3 +134,124 @@ def test_the_exporter_sees_the_model_itself_only_where_it_needs_no_adapter(make,
     model = Returns(make)
     adapter = adapt(model, config(outputs), feeds())  # `x` names forward's parameter: keyword = position
     assert adapter.plain is plain and (adapter.exportable() is model) is plain
+
+
+# -- per-image detections, list inputs, forward's other arguments --------------------------------
+class Detector(nn.Module):
+    """torchvision's detection interface: a list of images in, one dict per image out, the
+    number of rows depending on the image (here: the pixels above 0.5, as boxes)."""
+
+    def forward(self, images: list[torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+        found = []
+        for image in images:
+            keep = image[0].flatten() > 0.5
+            scores = image[0].flatten()[keep]
+            found.append(
+                {"boxes": scores[:, None].repeat(1, 4), "scores": scores, "labels": keep.nonzero()[:, 0]}
+            )
+        return found
+
+
+def detection_config(
+    max_detections: int = 5, outputs: tuple[str, ...] = ("boxes", "scores", "labels")
+) -> DeployConfig:
+    spec = {
+        "name": "images",
+        "dims": [1, 1, 4, 4],
+        "min": [1, 1, 4, 4],
+        "opt": [1, 1, 4, 4],
+        "max": [1, 1, 4, 4],
+    }
+    return DeployConfig.model_validate(
+        {
+            "name": "det",
+            "batch_dim": None,
+            "model": {"factory": "torch.nn:Identity", "detections": {"max_detections": max_detections}},
+            "inputs": [spec],
+            "outputs": [{"name": n} for n in (*outputs, "num_detections")],
+            "stages": {"golden": {}},
+        }
+    )
+
+
+def image(values: list[float]) -> dict[str, np.ndarray]:
+    return {"images": np.array(values, dtype=np.float32).reshape(1, 1, 4, 4)}
+
+
+def test_per_image_detections_are_padded_to_max_detections_with_a_count() -> None:
+    adapter = adapt(Detector(), detection_config(5), image([0.9, 0.1, 0.7] + [0.0] * 13))
+    boxes, scores, labels, count = call(adapter, image([0.9, 0.1, 0.7] + [0.0] * 13))
+    assert (
+        boxes.shape == (1, 5, 4)
+        and scores.shape == (1, 5)
+        and labels.shape == (1, 5)
+        and count.tolist() == [2]
+    )
+    assert scores[0].tolist() == pytest.approx([0.9, 0.7, 0, 0, 0]) and labels[0].tolist() == [0, 2, 0, 0, 0]
+    # More rows than max_detections: the first ones (the model's order), the count capped.
+    many = call(adapter, image([0.6 + 0.01 * i for i in range(16)]))
+    assert many[3].tolist() == [5] and many[1][0].tolist() == pytest.approx([0.6, 0.61, 0.62, 0.63, 0.64])
+
+
+def test_per_image_dicts_without_detections_name_the_setting() -> None:
+    plain = detection_config().model_copy(
+        update={"model": detection_config().model.model_copy(update={"detections": None})}
+    )
+    with pytest.raises(ConfigError) as info:
+        adapt(Detector(), plain, image([0.9] * 16))
+    assert (
+        "model.detections: the model returns one dict per image (1 here: boxes ['n', 4], scores ['n']"
+        in str(info.value)
+    )
+    assert "set model.detections: {max_detections: 100}" in str(info.value)
+
+
+def test_a_construct_the_layout_does_not_cover_is_refused_naming_it() -> None:
+    class Nested(nn.Module):
+        def forward(self, images: list[torch.Tensor]) -> list[dict[str, object]]:
+            return [{"boxes": image.flatten()[:, None].repeat(1, 4), "parts": [image]} for image in images]
+
+    with pytest.raises(
+        ConfigError, match=r"model.detections: image 0's 'parts' is a list, not a tensor \(not supported\)"
+    ):
+        adapt(Nested(), detection_config(outputs=("boxes",)), image([0.5] * 16))
+
+
+def test_deploys_own_output_matching_is_told_apart_from_the_models_forward() -> None:
+    """The outputs were found when probed; at another shape the model returns fewer: it is
+    deploy's picking that fails, and the message says so (not 'the model's forward raised')."""
+    from modelio.adapter import OutputMatchingFailed
+    from runtimes.torchrt import TorchModule
+
+    class PerRow(nn.Module):
+        def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+            return [row for row in x]  # one tensor per sample: position 1 exists only from batch 2
+
+    adapter = adapt(PerRow(), config([{"name": "a", "path": "1"}]), feeds())
+    runtime = TorchModule(adapter, ["x"], ["a"])
+    with pytest.raises(OutputMatchingFailed) as info:
+        runtime.infer({"x": np.zeros((1, 4), np.float32)})
+    text = str(info.value)
+    assert text.startswith(
+        "deploy's output matching (not the model): '1' is not in what the model returned for x [1, 4]"
+    )
+    assert "the model's forward raised" not in text
+
+
+def test_forward_arguments_beyond_the_inputs_keep_their_defaults_or_take_forward_kwargs() -> None:
+    class Scaled(nn.Module):
+        def forward(self, x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+            return x * scale
+
+    plain = adapt(Scaled(), config([{"name": "y"}]), feeds())
+    assert not plain.plain and plain.binding.extras == ("scale",)  # the exporter sees the adapter
+    fixed = config([{"name": "y"}]).model_copy(
+        update={"model": config([{"name": "y"}]).model.model_copy(update={"forward_kwargs": {"scale": 3.0}})}
+    )
+    (out,) = call(adapt(Scaled(), fixed, feeds()), feeds())
+    assert torch.equal(out, 3 * torch.from_numpy(feeds()["x"]))
+    wrong = fixed.model_copy(
+        update={"model": fixed.model.model_copy(update={"forward_kwargs": {"scael": 3.0}})}
+    )
+    with pytest.raises(ConfigError, match=r"model.forward_kwargs: .*scael"):
+        adapt(Scaled(), wrong, feeds())
