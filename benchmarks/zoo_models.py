@@ -97,7 +97,9 @@ def _spread(model: nn.Module, seed: int = 0) -> nn.Module:
         for module in model.modules():
             if isinstance(module, nn.Conv2d | nn.Linear):
                 fan_in = module.weight[0].numel()
-                module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * (2.0 / fan_in) ** 0.5)
+                module.weight.copy_(
+                    torch.randn(module.weight.shape, generator=generator) * (2.0 / fan_in) ** 0.5
+                )
                 if module.bias is not None:
                     module.bias.zero_()
     return model.eval()

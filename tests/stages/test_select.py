@@ -164,7 +164,9 @@ def test_the_status_table_is_printed_after_the_run(write_config, tmp_path) -> No
     assert lines[first].startswith("select: deploy onnx ") and "target: in-process runtimes" in lines[first]
     assert lines[first + 1] == "objective | deploy | value | compared on"
     start = lines.index("select: Status per format and precision")
-    assert lines[start + 1].startswith("candidate | verified | accuracy (cosine to FP32) | latency b1 median ms")
+    assert lines[start + 1].startswith(
+        "candidate | verified | accuracy (cosine to FP32) | latency b1 median ms"
+    )
     assert any(line.startswith("onnx int8 (onnxruntime_int8) | yes | ") for line in lines[start:])
 
 
@@ -322,7 +324,9 @@ def test_the_decision_names_the_model_directory_and_the_target() -> None:
 
     found = gather(SERVED_ROWS, {}, {"int8": 0.999}, SERVED)
     target = candidates.target_of(BenchResults(SERVED_ROWS, {}, HOST), SERVED)
-    decisions = [selection.decide(found, Objective(name=m, metric=m), server=True) for m in ("latency", "throughput")]
+    decisions = [
+        selection.decide(found, Objective(name=m, metric=m), server=True) for m in ("latency", "throughput")
+    ]
     line = output.headline(decisions, target, Path("model_repository"))
     assert line == (
         "deploy model_repository/m_python for 'latency', 'throughput'; target: tritonserver 2.51.0 "
