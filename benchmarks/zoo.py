@@ -1,6 +1,7 @@
 """Public architectures nobody configured by hand, through the whole pipeline, on both
-ONNX exporters: golden -> export -> simplify -> validate -> triton_config -> smoke (a
-real tritonserver, python backend on ONNX Runtime).
+ONNX exporters and on `auto` (the default: torch.export, the legacy exporter where it
+fails): golden -> export -> simplify -> validate -> triton_config -> smoke (a real
+tritonserver, python backend on ONNX Runtime, concurrent clients).
 
     .venv/bin/pip install timm==1.0.31    # the two timm models; without it they fail, saying so
     .venv/bin/python benchmarks/zoo.py [--only resnet18,vit_b_16] [--exporters torchscript]
@@ -29,7 +30,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("golden", "export", "simplify", "validate", "triton_config", "smoke")
-EXPORTERS = ("torchscript", "dynamo")
+EXPORTERS = ("torchscript", "dynamo", "auto")
+MODELS = str(ROOT / "benchmarks" / "zoo_models.py")
 TIMEOUT_S = 1800
 
 
@@ -49,7 +51,7 @@ def tokens(name: str, high: int, max_len: int = 64) -> dict[str, Any]:
         "dtype": "int64",
         "dims": ["batch", "seq"],
         "min": [1, 8],
-        "opt": [2, 32],
+        "opt": [2, min(32, max_len)],
         "max": [4, max_len],
         "value_range": [0, high],
     }
@@ -63,6 +65,34 @@ class Entry:
     inputs: list[dict[str, Any]]
     outputs: list[dict[str, Any]]
     validate: dict[str, Any] = field(default_factory=dict)
+    stages: dict[str, Any] = field(default_factory=dict)  # merged over the zoo's stage settings
+    top: dict[str, Any] = field(default_factory=dict)  # top-level keys (batch_dim)
+
+
+# Box coordinates are decoded through exp(): float noise grows with their scale (pixels).
+DETECTION_TOLERANCE = {"tolerance": {"rtol": 0.01}}
+
+
+def detection(name: str, why: str, builder: str) -> Entry:
+    """A torchvision detector: a list of images in, one dict per image out (padded to 100
+    rows with a count); the export unrolls the list, so the batch is fixed at 1."""
+    shape = [1, 3, 320, 320]
+    return Entry(
+        name,
+        why,
+        {"file": MODELS, "callable": builder, "detections": {"max_detections": 100}},
+        # torchvision's detectors take images of [0, 1] and normalise them themselves.
+        [{"name": "images", "dims": shape, "min": shape, "opt": shape, "max": shape, "value_range": [0, 1]}],
+        [{"name": n} for n in ("boxes", "scores", "labels", "num_detections")],
+        validate={"rtol": 0.01},
+        stages={
+            "export": DETECTION_TOLERANCE,
+            "simplify": DETECTION_TOLERANCE,
+            "triton_config": {"max_batch_size": 0},
+            "smoke": {**DETECTION_TOLERANCE, "batching_requests": 16},
+        },
+        top={"batch_dim": None},
+    )
 
 
 def vision(name: str, why: str, factory: str, **kwargs: Any) -> Entry:
@@ -146,6 +176,41 @@ ZOO = [
         ],
         [{"name": "scores", "kind": "logits"}, {"name": "features"}],
     ),
+    detection("ssdlite", "detection, list of per-image dicts (NMS), MobileNetV3", "ssdlite"),
+    detection("retinanet", "detection, ResNet-50 FPN, focal-loss head", "retinanet"),
+    detection("fcos", "detection, ResNet-50 FPN, anchor-free", "fcos"),
+    Entry(
+        "t5_encoder",
+        "Hugging Face T5 encoder (small config): a reshape over dynamic dims",
+        {"file": MODELS, "callable": "t5_encoder"},
+        [tokens("input_ids", 99), tokens("attention_mask", 1)],
+        [{"name": "last_hidden_state", "kind": "embedding"}],
+    ),
+    Entry(
+        "raft_small",
+        "optical flow (torchvision RAFT small): two images, iterative refinement",
+        {"file": MODELS, "callable": "raft_small", "forward_kwargs": {"num_flow_updates": 4}},
+        [image(128, name="image1"), image(128, name="image2")],
+        [{"name": "flow", "path": "3"}],  # the last of the 4 refinements
+    ),
+    Entry(
+        "clip",
+        "Hugging Face CLIP (small config): logits_per_image depends on the batch",
+        {"file": MODELS, "callable": "small_clip"},
+        [
+            tokens("input_ids", 99, 16),
+            {
+                "name": "pixel_values",
+                "dims": ["batch", 3, 32, 32],
+                "min": [1, 3, 32, 32],
+                "opt": [2, 3, 32, 32],
+                "max": [4, 3, 32, 32],
+            },
+            tokens("attention_mask", 1, 16),
+        ],
+        [{"name": "logits_per_image"}, {"name": "text_embeds", "kind": "embedding"}],
+        stages={"triton_config": {"max_batch_size": 0}},
+    ),
     Entry(
         "over_2gb",
         "synthetic MLP, 2.15 GB of weights (external data)",
@@ -157,22 +222,26 @@ ZOO = [
 
 
 def config_for(entry: Entry, exporter: str, work: Path) -> Path:
-    opset = 18 if exporter == "dynamo" else 17
+    opset = 17 if exporter == "torchscript" else 18
+    stages: dict[str, dict[str, Any]] = {
+        "export": {"exporter": exporter, "opset": opset},
+        "simplify": {"on_failure": "passthrough"},
+        "validate": {"runtimes": ["onnxruntime"], **entry.validate},
+        "triton_config": {"formats": ["python"], "max_batch_size": 4},
+        "smoke": {},
+    }
+    for name, settings in entry.stages.items():
+        stages[name] = {**stages[name], **settings}
     data = {
         "name": entry.name,
         "model": entry.model,
         "inputs": entry.inputs,
         "outputs": entry.outputs,
+        **entry.top,
         "cache_dir": str(work / "cache"),
         "repository": str(work / f"repository-{exporter}"),
         "run_dir": str(work / f"runs-{exporter}"),
-        "stages": {
-            "export": {"exporter": exporter, "opset": opset},
-            "simplify": {"on_failure": "passthrough"},
-            "validate": {"runtimes": ["onnxruntime"], **entry.validate},
-            "triton_config": {"formats": ["python"], "max_batch_size": 4},
-            "smoke": {},
-        },
+        "stages": stages,
     }
     path = work / f"{entry.name}-{exporter}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -211,6 +280,11 @@ def cell(stage: dict[str, Any] | None) -> str:
     if status == "skipped":
         return f"skipped: {stage['message'][:120]}"
     note = stage.get("metrics", {}).get("skipped_because")
+    used = stage.get("metrics", {}).get("exporter", {})
+    if used.get("asked") == "auto":  # which exporter auto took
+        note = f"{used.get('used')}" + (
+            " after torch.export failed" if len(used.get("attempts", [])) > 1 else ""
+        )
     return f"{status} ({note[:60]})" if note else status
 
 

@@ -112,15 +112,87 @@ def ssdlite() -> nn.Module:
     return _spread(ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None))
 
 
+def _settled(model: nn.Module, logits: nn.Module, size: int = 320) -> nn.Module:
+    """A deep random backbone's activations grow layer by layer and saturate every
+    sigmoid score at 1.0: its batch norms take the statistics of random images in [0, 1]
+    (as training would have set them), and the class logits are centred and scaled."""
+    norms = [m for m in model.backbone.modules() if isinstance(m, nn.BatchNorm2d)]
+    for norm in norms:
+        norm.reset_running_stats()
+        norm.momentum = None  # a cumulative average: one pass sets the statistics
+    generator = torch.Generator().manual_seed(1)
+    model.backbone.train()
+    with torch.no_grad():
+        model.backbone(torch.rand(4, 3, size, size, generator=generator))
+    model.eval()
+    seen: list[torch.Tensor] = []
+    hook = logits.register_forward_hook(lambda _m, _i, out: seen.append(out.detach()))
+    with torch.no_grad():
+        model([torch.rand(3, size, size, generator=generator)])
+    hook.remove()
+    values = torch.cat([s.flatten() for s in seen])
+    with torch.no_grad():  # logits ~ N(0, 1) on images of [0, 1]: scores spread, none saturated
+        logits.weight /= values.std()
+        logits.bias.copy_((logits.bias - values.mean()) / values.std())
+    return model
+
+
 def retinanet() -> nn.Module:
     """torchvision's RetinaNet (ResNet-50 FPN), resized to 320 (not 800) for a 2-core CPU."""
     from torchvision.models.detection import retinanet_resnet50_fpn
 
-    return _spread(retinanet_resnet50_fpn(weights=None, weights_backbone=None, min_size=320, max_size=320))
+    model = _spread(retinanet_resnet50_fpn(weights=None, weights_backbone=None, min_size=320, max_size=320))
+    return _settled(model, model.head.classification_head.cls_logits)
 
 
 def fcos() -> nn.Module:
     """torchvision's FCOS (ResNet-50 FPN), resized to 320 for a 2-core CPU."""
     from torchvision.models.detection import fcos_resnet50_fpn
 
-    return _spread(fcos_resnet50_fpn(weights=None, weights_backbone=None, min_size=320, max_size=320))
+    model = _spread(fcos_resnet50_fpn(weights=None, weights_backbone=None, min_size=320, max_size=320))
+    return _settled(model, model.head.classification_head.cls_logits)
+
+
+def t5_encoder() -> nn.Module:
+    """A small Hugging Face T5 encoder (random init): torch.export meets a view over the
+    dynamic sequence length it cannot prove valid."""
+    from transformers import T5Config, T5EncoderModel
+
+    torch.manual_seed(0)
+    config = T5Config(vocab_size=100, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4)
+    return T5EncoderModel(config).eval()
+
+
+def raft_small() -> nn.Module:
+    """torchvision's RAFT (small): two images in, a list of flow refinements out."""
+    from torchvision.models.optical_flow import raft_small as build
+
+    torch.manual_seed(0)
+    return build(weights=None).eval()
+
+
+def small_clip() -> nn.Module:
+    """A small Hugging Face CLIP (random init): logits_per_image compares every image of
+    the batch with every text, so it depends on the rest of the batch."""
+    from transformers import CLIPConfig, CLIPModel
+
+    torch.manual_seed(0)
+    text = {
+        "vocab_size": 100,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "max_position_embeddings": 32,
+    }
+    vision = {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "image_size": 32,
+        "patch_size": 8,
+    }
+    config = CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)
+    config._attn_implementation = "eager"
+    return CLIPModel(config).eval()

@@ -104,10 +104,13 @@ def _role(axis: int, rank: int, dtype: str) -> str:
     return f"dim{axis}"
 
 
-def fixed_batch(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A model that takes its batch as a list of images is exported unrolled: batch 1."""
+def detection_inputs(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A model that takes its batch as a list of images is exported unrolled: batch 1; its
+    images are in [0, 1] (torchvision's detectors normalise them themselves)."""
     return [
-        spec | {"dims": [1, *spec["dims"][1:]], **{k: [1, *spec[k][1:]] for k in ("min", "opt", "max")}}
+        spec
+        | {"dims": [1, *spec["dims"][1:]], **{k: [1, *spec[k][1:]] for k in ("min", "opt", "max")}}
+        | ({} if spec["dtype"].startswith(("int", "uint")) else {"value_range": [0, 1]})
         for spec in specs
     ]
 
@@ -269,7 +272,7 @@ def make_config(source: dict[str, Any], args: list[InputArg], name: str, dest: P
         found = inspect(load_model(model_source), checked)
     except StageFailed as exc:  # the model could not be built or called: say which
         raise ConfigError("model", [Issue("model", str(exc))]) from None
-    return starter(name, source, fixed_batch(specs) if found.detections else specs, found)
+    return starter(name, source, detection_inputs(specs) if found.detections else specs, found)
 
 
 def _validated(source: dict[str, Any], specs: list[dict[str, Any]], base: Path) -> tuple[Any, list[Any]]:

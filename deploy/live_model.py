@@ -133,12 +133,12 @@ def _config_text(
     examples: Mapping[str, Any],
     work: Path,
 ) -> str:
-    from deploy.init import fixed_batch, starter
+    from deploy.init import detection_inputs, starter
     from deploy.init_model import inspect
     from pipeline.config import InputSpec
 
     found = inspect(model.eval(), [InputSpec.model_validate(s) for s in specs])
-    text = starter(name, source, fixed_batch(specs) if found.detections else specs, found)
+    text = starter(name, source, detection_inputs(specs) if found.detections else specs, found)
     paths = (
         f"cache_dir: {work / 'cache'}\nrepository: {work / 'model_repository'}\nrun_dir: {work / 'runs'}\n"
     )

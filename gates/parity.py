@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from gates.detections import Layout, aligned
+from gates.detection_parity import Layout, aligned
 from gates.references import Case
 from gates.tolerance import Tolerance
 from pipeline.config import Label

@@ -36,7 +36,7 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
     import onnx
 
     from gates import parity, references
-    from gates.detections import layout_of
+    from gates.detection_parity import layout_of
     from runtimes.onnxrt import OnnxRuntime
 
     header = onnx.load(str(ctx.input("onnx")), load_external_data=False)  # sizes, not weights

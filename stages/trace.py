@@ -31,7 +31,7 @@ def run(ctx: StageContext, params: TraceParams) -> None:
     import torch
 
     from gates import parity, references
-    from gates.detections import layout_of
+    from gates.detection_parity import layout_of
     from modelio.loading import load_adapted
     from runtimes.torchrt import TorchModule
 

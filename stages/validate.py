@@ -28,7 +28,7 @@ class ValidateParams(Tolerance):
 
 def run(ctx: StageContext, params: ValidateParams) -> None:
     from gates import parity, references
-    from gates.detections import layout_of
+    from gates.detection_parity import layout_of
 
     golden = references.load(ctx.input("golden"))
     tables: dict[str, parity.Table] = {}

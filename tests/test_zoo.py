@@ -1,5 +1,6 @@
 """benchmarks/zoo.py: every entry writes a config the pipeline accepts, for both
-exporters, and one small entry runs through smoke and lands in the table as `ran`."""
+exporters and auto, and one small entry runs through smoke and lands in the table as
+`ran`, its auto row naming the exporter auto took."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ def test_every_zoo_entry_is_a_valid_config(tmp_path, exporter):
 @pytest.mark.triton
 def test_a_zoo_entry_runs_through_smoke_and_fills_its_row(tmp_path):
     entry = next(e for e in zoo.ZOO if e.name == "kwargs_only")
-    row = zoo.run_one(entry, "torchscript", tmp_path)
-    assert row["exit"] == 0 and row["stages"] == dict.fromkeys(zoo.STAGES, "ran"), row
-    assert f"| {entry.name} | torchscript | ran |" in zoo.markdown([row])
+    row = zoo.run_one(entry, "auto", tmp_path)
+    assert row["exit"] == 0 and row["stages"] == {
+        **dict.fromkeys(zoo.STAGES, "ran"),
+        "export": "ran (dynamo)",
+    }, row
+    assert f"| {entry.name} | auto | ran | ran (dynamo) |" in zoo.markdown([row])

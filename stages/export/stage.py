@@ -73,7 +73,7 @@ def _attempt(exporter: Exporter, model: Any, ctx: StageContext, params: ExportPa
     import onnx
 
     from gates import parity, references
-    from gates.detections import layout_of
+    from gates.detection_parity import layout_of
     from modelio import onnx_files
     from runtimes.onnxrt import OnnxRuntime
 

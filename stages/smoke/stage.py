@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
@@ -19,10 +19,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gates.tolerance import Tolerance
-from pipeline.config import DeployConfig, Label, resolve_path
+from pipeline.config import DeployConfig, resolve_path
 from pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from pipeline.errors import Issue, StageFailed
-from serving import smoke_report as result
+from serving import smoke_report
 from serving.layout import ServingFormat
 from serving.model_state import LoadState
 from serving.publishing import PublishPolicy, published_url, publishing
@@ -125,7 +125,7 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
     golden = references.load(ctx.input("golden"))
     scratch = ctx.workdir / "server"  # backends dir, server log: not outputs
     scratch.mkdir()
-    report = result.SmokeReport()
+    report = smoke_report.SmokeReport()
     server = None
     try:
         remote = published_url(ctx.config) if params.source == "published" else None
@@ -152,6 +152,13 @@ def _service() -> Any:
     return ensemble_check
 
 
+def _models() -> Any:
+    """The per-model checks (tritonclient, numpy when they run)."""
+    from stages.smoke import model_check
+
+    return model_check
+
+
 def _server_spec(spec: ServerSpec, repository: Path) -> ServerSpec:
     """At --log-verbose 1 Triton logs each warm-up sample it runs: raised when a model of
     the repository has warm-ups, so the check can see them."""
@@ -159,7 +166,7 @@ def _server_spec(spec: ServerSpec, repository: Path) -> ServerSpec:
     return spec.model_copy(update={"log_verbose": max(spec.log_verbose, 1)}) if warms else spec
 
 
-def _choose(report: result.SmokeReport) -> Any:
+def _choose(report: smoke_report.SmokeReport) -> Any:
     """Loads what the server can; records the rest in the report as skipped."""
     from serving.launch import loadable_models
 
@@ -176,13 +183,13 @@ def _choose(report: result.SmokeReport) -> Any:
     return choose
 
 
-def _server_info(server: Any, params: SmokeParams) -> result.ServerInfo:
+def _server_info(server: Any, params: SmokeParams) -> smoke_report.ServerInfo:
     import tritonclient.http as httpclient
 
     meta = httpclient.InferenceServerClient(server.http).get_server_metadata()
     backends = sorted(server.backends) if server.backends is not None else None
     kind = params.server.kind.value
-    return result.ServerInfo(
+    return smoke_report.ServerInfo(
         kind, meta.get("version"), server.http, server.grpc, backends, list(server.notes)
     )
 
@@ -197,9 +204,7 @@ def _check_all(served: Any, ctx: StageContext, params: SmokeParams, golden: Any)
         elif model.role is Role.ENSEMBLE:
             results[name] = _service().check_ensemble(served, name, ctx, params)
         elif model.role is Role.MODEL:
-            results[name] = _check_model(
-                served.server, name, model, ctx, params, _reference(model, golden, ctx)
-            )
+            results[name] = _models().check_model(served.server, name, model, ctx, params, golden)
     return results | _service().parts(served, results)
 
 
@@ -211,125 +216,12 @@ def _unavailable(state: LoadState, model: Model, params: SmokeParams) -> ModelRe
     return ModelResult.failed(model, f"{state.state.value}: {reason}")
 
 
-def _reference(model: Model, golden: Any, ctx: StageContext) -> Any:
-    """FP32 models answer for the whole chain: compared with the eager reference. A
-    reduced-precision model is compared with ONNX Runtime running the very file served
-    (serving parity); its accuracy against FP32 is the quantize stage's gate."""
-    found = _reference_cases(model, list(golden.values()), ctx)
-    return dict(zip(golden, found))
-
-
-def _reference_cases(model: Model, cases: list[Any], ctx: StageContext) -> list[Any]:
-    """`cases` with the outputs the served model must give: eager's (FP32), or ONNX
-    Runtime's on the very file served (reduced precision)."""
-    files = sorted(model.directory.glob("*/model.onnx"))
-    if model.precision == "fp32" or not files:
-        return cases
-    from gates.references import Case, infer_case
-    from runtimes.onnxrt import OnnxRuntime
-
-    local = OnnxRuntime(files[-1], outputs=ctx.config.output_names())
-    return [Case(case.inputs, infer_case(local, f"case {i}", case)) for i, case in enumerate(cases)]
-
-
-def _check_model(
-    server: Any, name: str, model: Model, ctx: StageContext, params: SmokeParams, golden: Any
-) -> ModelResult:
-    from gates import parity
-    from gates.detections import layout_of
-    from serving import checks
-
-    inputs, outputs = checks.expected(ctx.config, model.fmt, golden)
-    served = (
-        "eager PyTorch"
-        if model.precision == "fp32"
-        else f"local ONNX Runtime on the served {model.precision} file"
-    )
-    result = ModelResult.of(model, ModelStatus.PASSED, reference=served)
-    batch = ctx.config.batch_range()
-    for protocol in params.protocols:
-        conn = checks.client(server, protocol, params.request_timeout_s)
-        meta, config = _describe(conn, protocol, name)
-        problems = checks.metadata_problems(meta, inputs, outputs)
-        problems += [p for p in [checks.batch_problem(config, batch[2] if batch else None)] if p]
-        if problems:
-            result.problems += [f"{protocol}: {p}" for p in problems]
-            break
-        max_batch = int(config.get("max_batch_size", 0))
-        target = checks.Target(conn, protocol, name, max_batch)
-        table = _golden_parity(target, golden, inputs, outputs, params, layout_of(ctx.config))
-        result.protocols[protocol] = table
-        result.problems += [f"{protocol} {p}" for p in parity.failures(table, params.tolerance)]
-    result.problems += checks.warmup_problems(server, name, config)
-    cached = bool(config.get("response_cache", {}).get("enable"))
-    # The golden inputs went over every protocol: the repeats must have been cache hits.
-    if cached and not result.problems and not checks.cache_hits(checks.client(server, "grpc", 30), name):
-        result.problems.append(
-            "response_cache is enabled but the repeated golden requests were no cache hits"
-        )
-    if not result.problems and params.batching_requests:
-        result.traffic = _traffic(server, name, model, ctx, params, (inputs, outputs), config)
-        result.problems += result.traffic.problems()
-    result.status = ModelStatus.FAILED if result.problems else ModelStatus.PASSED
-    return result
-
-
-def _traffic(
-    server: Any, name: str, model: Model, ctx: StageContext, params: SmokeParams, io: Any, config: Any
-) -> Any:
-    """Concurrent clients with their own requests (stages/smoke/traffic.py)."""
-    from gates.detections import layout_of
-    from gates.references import load_clients
-    from serving import checks
-    from stages.smoke import traffic
-
-    cases = _reference_cases(model, load_clients(ctx.input("golden")), ctx)
-    max_batch = int(config.get("max_batch_size", 0))
-
-    def ask(conn: Any, protocol: str, request: int) -> Any:
-        return checks.infer(checks.Target(conn, protocol, name, max_batch), cases[request], *io)
-
-    load = traffic.plan(
-        traffic.batch_sizes(cases), params.clients, params.batching_requests, params.protocols
-    )
-    judge = traffic.tensor_judge(cases, params.tolerance, layout_of(ctx.config))
-    with traffic.reach(server, name, params.request_timeout_s) as clients:
-        return traffic.run(clients, ask, judge, load, "dynamic_batching" in config)
-
-
-def _describe(conn: Any, protocol: str, name: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
-    """Triton's model metadata and config, as JSON (tritonclient's own shapes)."""
-    if protocol == "grpc":
-        return conn.get_model_metadata(name, as_json=True), conn.get_model_config(name, as_json=True)[
-            "config"
-        ]
-    return conn.get_model_metadata(name), conn.get_model_config(name)
-
-
-def _golden_parity(
-    target: Any, golden: Any, inputs: Any, outputs: Any, params: SmokeParams, layout: Any
-) -> Any:
-    from tritonclient.utils import InferenceServerException
-
-    from gates import parity
-    from serving import checks
-
-    results: dict[Label, Any] = {}
-    for label, case in golden.items():
-        try:
-            results[label] = checks.infer(target, case, inputs, outputs)
-        except InferenceServerException as exc:
-            names = [o.spec_name for o in outputs]
-            return parity.unanswered(golden, names, f"inference failed: {exc.message()}")
-    return parity.compare(results, golden, params.tolerance, layout)
-
-
-def _finish(ctx: StageContext, report: result.SmokeReport, server: Any, tol: Tolerance) -> None:
+def _finish(ctx: StageContext, report: smoke_report.SmokeReport, server: Any, tol: Tolerance) -> None:
     models = report.models
     data = report.to_json()
     ctx.record("smoke", data)
     ctx.headline(_headline(models, tol))
-    note = result.partial(models)
+    note = smoke_report.partial(models)
     if note:
         ctx.partial(note)
     _report_table(ctx, models, report.server, tol)
@@ -340,12 +232,12 @@ def _finish(ctx: StageContext, report: result.SmokeReport, server: Any, tol: Tol
     ctx.output("smoke").write_text(json.dumps(data, indent=1))
 
 
-def _verdict(report: result.SmokeReport, server: Any, require: tuple[str, ...]) -> None:
+def _verdict(report: smoke_report.SmokeReport, server: Any, require: tuple[str, ...]) -> None:
     models = report.models
-    lines = [f"{m}: {'; '.join(r.problems)}" for m, r in result.of(models, ModelStatus.FAILED).items()]
-    lines += result.required_problems(models, require)
-    if not lines and not result.of(models, ModelStatus.PASSED):
-        lines = [result.nothing_tested(models)]
+    lines = [f"{m}: {'; '.join(r.problems)}" for m, r in smoke_report.of(models, ModelStatus.FAILED).items()]
+    lines += smoke_report.required_problems(models, require)
+    if not lines and not smoke_report.of(models, ModelStatus.PASSED):
+        lines = [smoke_report.nothing_tested(models)]
     if lines:
         tail = server.log_tail(25) if server is not None else ""
         raise StageFailed(
@@ -363,7 +255,7 @@ def _headline(models: dict[str, ModelResult], tol: Tolerance) -> str:
 
 
 def _report_table(
-    ctx: StageContext, models: dict[str, ModelResult], server: result.ServerInfo | None, tol: Tolerance
+    ctx: StageContext, models: dict[str, ModelResult], server: smoke_report.ServerInfo | None, tol: Tolerance
 ) -> None:
     rows = [
         [

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from gates.detections import Layout, aligned
+from gates.detection_parity import Layout, aligned
 from gates.parity import Compared, metrics
 from gates.references import Case
 from gates.tolerance import Tolerance
