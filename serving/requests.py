@@ -58,6 +58,7 @@ class Statistics:
     requests: int  # successful requests
     inferences: int  # items (a batch of 8 counts 8)
     executions: int  # model executions (fewer than inferences when batched)
+    cache_hits: int = 0  # requests the response cache answered (no execution)
 
     def as_totals(self) -> dict[str, int]:
         return {
@@ -69,15 +70,16 @@ class Statistics:
 
 
 def statistics(conn: Any, model: str) -> Statistics:
-    phases, requests, inferences, executions = dict.fromkeys(PHASES, 0), 0, 0, 0
+    phases, requests, inferences, executions, hits = dict.fromkeys(PHASES, 0), 0, 0, 0, 0
     for stats in conn.get_inference_statistics(model, as_json=True).get("model_stats", []):
         inference = stats.get("inference_stats", {})
         for phase in PHASES:
             phases[phase] += int(inference.get(phase, {}).get("ns", 0))
         requests += int(inference.get("success", {}).get("count", 0))
+        hits += int(inference.get("cache_hit", {}).get("count", 0))
         inferences += int(stats.get("inference_count", 0))
         executions += int(stats.get("execution_count", 0))
-    return Statistics(phases, requests, inferences, executions)
+    return Statistics(phases, requests, inferences, executions, hits)
 
 
 def settled(

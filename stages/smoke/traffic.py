@@ -102,7 +102,9 @@ def run(server: Server, ask: Ask, judge: Judge, load: Load, merging: bool) -> Tr
             SETTLE_S,
         )
         found.rounds, found.executions = round_, after.executions - before.executions
-        found.merged = found.executions < after.requests - before.requests
+        # Requests the response cache answered never reach an execution: not merged ones.
+        executed = after.requests - before.requests - (after.cache_hits - before.cache_hits)
+        found.merged = found.executions < executed
         _judge(found, answers, judge, load.batches)
         if found.merged or found.mismatch_count:
             break

@@ -141,7 +141,7 @@ def test_a_gate_failure_leaves_nothing_in_the_cache(write_config, tmp_path):
     with pytest.raises(StageError) as info:
         run(path)
     err = info.value
-    assert err.stage == "export" and "ONNX Runtime vs eager parity failed" in str(err)
+    assert err.stage == "export" and "ONNX Runtime (torchscript export) vs eager parity failed" in str(err)
     assert "min/logits" in str(err) and "--from export" in err.resume
     assert err.log.is_file() and "parity failed" in err.log.read_text()
     assert sorted(cache.glob("actions/*/*.json")) + sorted(cache.glob("objects/*/*")) == before
