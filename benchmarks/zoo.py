@@ -307,11 +307,58 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def summary(rows: list[dict[str, Any]]) -> str:
+    """The README's table: per model, per exporter, how far it got and in how long; then
+    the pass rate per exporter (through smoke)."""
+    why = {e.name: e.why for e in ZOO}
+    exporters = [x for x in EXPORTERS if any(r["exporter"] == x for r in rows)]
+    by_key = {(r["model"], r["exporter"]): r for r in rows}
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    lines = [
+        "| model | what it proves | " + " | ".join(exporters) + " |",
+        "|---|---|" + "---|" * len(exporters),
+    ]
+    for model in models:
+        cells = [_outcome(by_key.get((model, x))) for x in exporters]
+        lines.append(f"| {model} | {why.get(model, '')} | " + " | ".join(cells) + " |")
+    rates = [f"{x}: {_passed(rows, x)} of {sum(r['exporter'] == x for r in rows)}" for x in exporters]
+    return "\n".join(lines) + "\n\nthrough smoke: " + ", ".join(rates)
+
+
+# A stage that passed in this run, or earlier with the same key (auto's graph is often
+# the dynamo row's, byte for byte: everything after export is then cached).
+PASSED = ("ran", "cached")
+
+
+def _passed(rows: list[dict[str, Any]], exporter: str) -> int:
+    return sum(r["exporter"] == exporter and r.get("stages", {}).get("smoke") in PASSED for r in rows)
+
+
+def _outcome(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return ""
+    stages = row.get("stages", {})
+    if stages.get("smoke") in PASSED:
+        how = str(stages.get("export", "")).partition("(")[2].rstrip(")")
+        return f"smoke passed{f' ({how})' if how else ''}, {row['seconds']} s"
+    failed = next((s for s in STAGES if str(stages.get(s, "")).startswith("failed")), None)
+    if failed is None:
+        return f"exit {row['exit']}"
+    reason = str(stages[failed]).removeprefix("failed: ").removeprefix("torch.export failed: ")
+    return f"{failed} failed: {reason.split(':')[0][:70]}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated model names")
     parser.add_argument("--exporters", default=",".join(EXPORTERS))
+    parser.add_argument(
+        "--summary", action="store_true", help="print the README's table from benchmarks/results/zoo.json"
+    )
     args = parser.parse_args()
+    if args.summary:
+        print(summary(json.loads((ROOT / "benchmarks" / "results" / "zoo.json").read_text())))
+        return
     chosen = [e for e in ZOO if not args.only or e.name in args.only.split(",")]
     rows = []
     with tempfile.TemporaryDirectory(prefix="zoo-") as tmp:

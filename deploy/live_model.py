@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deploy.init import BINARY_NAMES
 from pipeline.errors import ConfigError, Issue
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def optimize(
     examples = _named(example_inputs)
     specs = _specs(examples, dynamic or {})
     config = work / f"{name}.yaml"
-    config.write_text(_config_text(model, name, source, specs, examples, work))
+    config.write_text(_config_text(model, name, source, specs, work))
     return load(config).run()
 
 
@@ -121,7 +122,7 @@ def _spec(
     spec: dict[str, Any] = {"name": input_name, "dtype": dtype, "dims": dims}
     spec |= {"min": low, "opt": list(shape), "max": high}
     if dtype.startswith(("int", "uint")):
-        spec["value_range"] = [0, 99]
+        spec["value_range"] = [0, 1] if BINARY_NAMES.search(input_name) else [0, 99]
     return spec
 
 
@@ -130,7 +131,6 @@ def _config_text(
     name: str,
     source: dict[str, Any],
     specs: list[dict[str, Any]],
-    examples: Mapping[str, Any],
     work: Path,
 ) -> str:
     from deploy.init import detection_inputs, starter

@@ -1,20 +1,22 @@
 """Parity between a runtime's outputs and the golden reference, with one vocabulary
 of thresholds (atol / rtol / min_cosine) shared by every transforming stage.
 
-A parity table is label (min/opt/max) -> output name -> `Compared` (the numbers) or
-`Incomparable` (why there are none: a shape mismatch, a missing output, a failed call)."""
+A parity table (gates/parity_table.py) is label (min/opt/max) -> output name -> `Compared`
+(the numbers) or `Incomparable` (why there are none: a shape mismatch, a missing output,
+a failed call)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gates.detection_parity import Layout, aligned
+from gates.parity_table import Compared, Incomparable, OutputParity, Table, from_json, to_json
 from gates.references import Case
 from gates.tolerance import Tolerance
 from pipeline.config import Label
@@ -27,29 +29,6 @@ SCHEMA = 1
 # atol "bites" only when it is small against the reference's own scale: an atol of 1e-4
 # passes any answer at all for logits of size 1e-9 (random-init models).
 ATOL_BITE = 0.01
-
-
-@dataclass(frozen=True)
-class Compared:
-    max_abs: float
-    mean_abs: float
-    max_rel: float
-    ref_scale: float  # max |ref|
-    scaled_err: float  # max_abs / ref_scale
-    cosine: float | None  # None: an all-zero vector has no direction
-    atol_bites: bool
-    within_tolerance: bool
-    passed: bool
-
-
-@dataclass(frozen=True)
-class Incomparable:
-    error: str
-    passed: bool = False
-
-
-OutputParity = Compared | Incomparable
-Table = dict[str, dict[str, OutputParity]]
 
 
 def metrics(actual: np.ndarray, ref: np.ndarray, tol: Tolerance) -> OutputParity:
@@ -107,18 +86,6 @@ def compare(
 def unanswered(golden: dict[Label, Case], outputs: list[str], error: str) -> Table:
     """The table of a runtime that could not answer at all (e.g. a failed request)."""
     return {label: {name: Incomparable(error) for name in outputs} for label in golden}
-
-
-def to_json(table: Table) -> dict[str, dict[str, dict[str, object]]]:
-    return {label: {name: asdict(p) for name, p in outs.items()} for label, outs in table.items()}
-
-
-def from_json(data: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> Table:
-    return {label: {name: _output(p) for name, p in outs.items()} for label, outs in data.items()}
-
-
-def _output(data: Mapping[str, Any]) -> OutputParity:
-    return Incomparable(**data) if "error" in data else Compared(**data)
 
 
 @dataclass(frozen=True)
@@ -234,3 +201,6 @@ REPORT_COLUMNS = [
     "cosine",
     "passed",
 ]
+
+
+__all__ = ["Compared", "Incomparable", "OutputParity", "Table", "from_json", "to_json"]

@@ -44,3 +44,8 @@ TRITON_TYPES = {name: f"TYPE_{d.triton}" for name, d in DTYPES.items()}
 def io_name(fmt: str, name: str, index: int) -> str:
     # The libtorch backend maps tensors by the `<name>__<index>` convention.
     return f"{name}__{index}" if fmt == "torchscript" else name
+
+
+def skip_reason(backend: str) -> str:
+    """Why a model is not loaded on a server without its backend."""
+    return f"the server has no '{backend}' backend"

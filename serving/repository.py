@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from serving.layout import BY_PLATFORM
+from serving.layout import BY_PLATFORM, skip_reason
 from serving.service import ROLE_PARAMETER, Role
 from serving.spec import ServerSpec
 
@@ -85,10 +85,6 @@ def _loadable(name: str, found: dict[str, Model], have: set[str] | None) -> bool
     if info.backend == ENSEMBLE:
         return all(_loadable(step, found, have) for step in info.steps if step != name)
     return have is None or info.backend in have
-
-
-def skip_reason(backend: str) -> str:
-    return f"the server has no '{backend}' backend"
 
 
 def missing_backend(name: str, found: dict[str, Model], have: set[str] | None) -> tuple[str, str]:

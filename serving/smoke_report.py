@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.records import SchemaMismatch, expect_schema
-from serving.repository import Model, skip_reason
+from serving.layout import skip_reason
 
 # smoke.json's layout; bumped with the smoke stage's version (see pipeline/records.py).
 SCHEMA = 3  # 3: concurrent clients' traffic per model (was: one burst's batching counts)
 
-if TYPE_CHECKING:  # at run time only inside to_json: this module is read on the warm path
-    from gates.parity import Table
+if TYPE_CHECKING:
+    from gates.parity_table import Table
 
 
 class ModelStatus(str, Enum):
@@ -99,16 +99,16 @@ class ModelResult:
     role: str = "model"  # serving.service.Role: model, pre, post, ensemble
 
     @classmethod
-    def of(cls, model: Model, status: ModelStatus, **fields: Any) -> ModelResult:
+    def of(cls, model: Any, status: ModelStatus, **fields: Any) -> ModelResult:
         """A result for `model`, its format, precision, backend and role as the repository says."""
         return cls(status, model.fmt, model.precision, model.backend, role=model.role.value, **fields)
 
     @classmethod
-    def skipped(cls, model: Model, reason: str = "") -> ModelResult:
+    def skipped(cls, model: Any, reason: str = "") -> ModelResult:
         return cls.of(model, ModelStatus.SKIPPED, reason=reason or skip_reason(model.backend))
 
     @classmethod
-    def failed(cls, model: Model, problem: str) -> ModelResult:
+    def failed(cls, model: Any, problem: str) -> ModelResult:
         return cls.of(model, ModelStatus.FAILED, problems=[problem])
 
     def to_json(self) -> dict[str, object]:
@@ -131,7 +131,7 @@ class ModelResult:
             }
         )
         if self.status is not ModelStatus.SKIPPED:
-            from gates.parity import to_json
+            from gates.parity_table import to_json
 
             protocols = {p: to_json(t) for p, t in self.protocols.items()}
             data.update(problems=self.problems, protocols=protocols)
@@ -143,7 +143,7 @@ class ModelResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ModelResult:
-        from gates.parity import from_json
+        from gates.parity_table import from_json
 
         traffic = {k: v for k, v in data.get("traffic", {}).items() if k != "note"}
         return cls(

@@ -32,3 +32,41 @@ def test_a_zoo_entry_runs_through_smoke_and_fills_its_row(tmp_path):
         "export": "ran (dynamo)",
     }, row
     assert f"| {entry.name} | auto | ran | ran (dynamo) |" in zoo.markdown([row])
+
+
+def test_the_summary_counts_passes_per_exporter_and_names_the_path_auto_took():
+    ran = dict.fromkeys(zoo.STAGES, "ran")
+    rows = [
+        {
+            "model": "ssdlite",
+            "exporter": "dynamo",
+            "exit": 1,
+            "seconds": 20.0,
+            "stages": {
+                **ran,
+                "export": "failed: torch.export failed: the model branches on values: X",
+                "smoke": "not run",
+            },
+        },
+        {
+            "model": "ssdlite",
+            "exporter": "auto",
+            "exit": 0,
+            "seconds": 50.0,
+            "stages": {**ran, "export": "ran (torchscript after torch.export failed)"},
+        },
+        {
+            "model": "clip",
+            "exporter": "auto",
+            "exit": 0,
+            "seconds": 12.0,
+            "stages": {**ran, "export": "ran (dynamo)", "smoke": "cached"},
+        },
+    ]
+    text = zoo.summary(rows)
+    assert (
+        "| ssdlite | detection, list of per-image dicts (NMS), MobileNetV3 | export failed: the model branches on values | smoke passed (torchscript after torch.export failed), 50.0 s |"
+        in text
+    )
+    assert "| clip |" in text and "smoke passed (dynamo), 12.0 s" in text
+    assert text.endswith("through smoke: dynamo: 0 of 1, auto: 2 of 2")

@@ -278,7 +278,8 @@ def _model_numbers(result: ModelResult, tol: Tolerance) -> str:
     from gates.parity import headline
 
     if result.service is not None:
-        return _service().numbers(result.service)
+        traffic = f", {result.traffic.text()}" if result.traffic else ""
+        return _service().numbers(result.service) + traffic
     if not result.protocols and result.reference:
         return result.reference  # a pre / post model: "checked through <ensemble>"
     numbers = [f"{p} {headline(t, tol)}" for p, t in result.protocols.items()] or ["no inference"]

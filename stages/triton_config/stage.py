@@ -26,13 +26,13 @@ from pipeline.contract import (
     StageContext,
     StageSpec,
 )
-from pipeline.errors import ConfigError, Issue, StageFailed
+from pipeline.errors import Issue, StageFailed
 from pipeline.facts import Provides
 from runtimes.engine_manifest import EngineManifest
 from serving.layout import LAYOUTS, PYTHON_MODEL, ServingFormat, io_name
 from serving.publishing import PUBLISHING, Publishing, PublishPolicy, when_all
 from serving.service import Role
-from stages.triton_config import ensemble, production
+from stages.triton_config import batching, ensemble, production
 from stages.triton_config.params import DynamicBatching, TritonParams
 
 Format = ServingFormat
@@ -51,28 +51,6 @@ def dynamic_batching(params: TritonParams, config: DeployConfig) -> DynamicBatch
     if max_batch(params, config) == 0 and "dynamic_batching" not in params.model_fields_set:
         return None
     return params.dynamic_batching
-
-
-def refuse_batch_dependent(record: BatchIndependence, merging: DynamicBatching | None) -> None:
-    """The dynamic batcher merges concurrent clients' requests into one execution: an output
-    computed across the batch would answer each client with the others' data."""
-    if merging is None or not record.dependent():
-        return
-    where = "stages.triton_config.dynamic_batching"
-    raise ConfigError(
-        where,
-        [
-            Issue(
-                where,
-                f"output '{o.name}' depends on the rest of its batch: {o.difference()} (measured by golden "
-                f"on {record.batch} distinct samples). Triton's dynamic batcher merges concurrent clients' "
-                "requests, so each client would get an answer computed with other clients' data. Fix: "
-                f"set stages.triton_config.max_batch_size: 0 (each request runs as sent), or drop "
-                f"'{o.name}' from outputs",
-            )
-            for o in record.dependent()
-        ],
-    )
 
 
 def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
@@ -158,11 +136,9 @@ def run(ctx: StageContext, params: TritonParams) -> None:
     from gates import references
 
     golden = references.load(ctx.input("golden"))
-    refuse_batch_dependent(
-        BatchIndependence.read(ctx.input("batching")), dynamic_batching(params, ctx.config)
-    )
     root = ctx.output("repository")
     models = [m for m in served(params, ctx.config.name) if m.artifact in ctx.inputs]
+    _refuse_merging(ctx, params, golden, models)
     for missing in [m for m in served(params, ctx.config.name) if m.artifact not in ctx.inputs]:
         ctx.log.warning(
             "%s not written: no %s artifact (its stage was skipped or is not configured)",
@@ -193,6 +169,20 @@ def run(ctx: StageContext, params: TritonParams) -> None:
     if services:
         ctx.record("services", services)
     ctx.headline(", ".join([m.model for m in models] + services))
+
+
+def _refuse_merging(ctx: StageContext, params: TritonParams, golden: Any, models: list[Served]) -> None:
+    """Every precision served with a batch dim is measured for batch independence
+    (stages/triton_config/batching.py; into the summary); dynamic batching only where each
+    answers per sample."""
+    if max_batch(params, ctx.config) == 0:
+        return
+    files = {m.precision: ctx.input(m.artifact) for m in models if m.precision != "fp32"}
+    fp32 = BatchIndependence.read(ctx.input("batching"))
+    found = batching.records(fp32, files, golden, ctx.config.output_names())
+    ctx.record("batching", {p: r.text() for p, r in found.items()})
+    if dynamic_batching(params, ctx.config) is not None:
+        batching.refuse(found)
 
 
 def _warmup(
@@ -345,13 +335,13 @@ def _write_model(model_dir: Path, version: int, text: str, source: Path, filenam
 SPEC = StageSpec(
     phase=Phase.PACKAGE,
     name="triton_config",
-    version=6,  # 6: dynamic batching refused for batch-dependent outputs (golden's batching.json)
+    version=6,  # 6: dynamic batching refused for batch-dependent outputs of any served precision
     params=TritonParams,
     inputs=("golden", "batching", "onnx", "onnx_int8", "onnx_fp16", "torchscript", "engine", "manifest"),
     outputs=(Artifact("repository", ArtifactKind.TREE, publish=Publish.REPOSITORY),),
     run=run,
     uses=frozenset({Section.NAME, Section.SHAPES}),
-    env=("tritonclient", "protobuf", "onnx", "numpy"),
+    env=("tritonclient", "protobuf", "onnx", "onnxruntime", "numpy"),
     check=check,
     identity=lambda p: ensemble.files(p.preprocess, p.postprocess),
     select_inputs=inputs_for,

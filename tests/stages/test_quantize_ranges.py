@@ -55,7 +55,7 @@ def attention_config(write_config, tmp_path: Path, method: str, **quantize: obje
     ]
     stages = {
         "trace": {},
-        "export": {},
+        "export": {"exporter": "torchscript"},  # the tensor names asserted are the legacy exporter's
         "quantize": {
             "method": method,
             "calibration": {"kind": "random", "count": 8},

@@ -96,6 +96,7 @@ def test_full_smoke_passes_over_http_and_grpc_with_batching(built, tmp_path):
         "reason": "the server has no 'onnxruntime' backend",
         "format": "onnx",
         "precision": "fp32",
+        "role": "model",
         "backend": "onnxruntime",
     }
     assert report["server"]["version"] and "python" in report["server"]["backends"]

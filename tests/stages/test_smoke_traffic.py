@@ -162,6 +162,6 @@ def test_dynamic_batching_of_a_batch_dependent_output_is_a_config_error(tmp_path
     assert failed.stage == "triton_config" and failed.exit_code == ExitCode.CONFIG
     message = str(failed)
     assert "stages.triton_config.dynamic_batching: output 'y' depends on the rest of its batch" in message
-    assert "max |Δ|" in message and "measured by golden on 4 distinct samples" in message
+    assert "max |Δ|" in message and "measured on 4 distinct samples by golden, on the eager model" in message
     assert "max_batch_size: 0" in message and "drop 'y' from outputs" in message
     assert not (tmp_path / "model_repository").exists()

@@ -1,0 +1,45 @@
+"""A parity table as a record: label (min/opt/max) -> output name -> `Compared` (the
+numbers) or `Incomparable` (why there are none). Stdlib only: the smoke report carries
+tables and the select stage reads that report without numpy (gates/parity.py computes
+them)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Compared:
+    max_abs: float
+    mean_abs: float
+    max_rel: float
+    ref_scale: float  # max |ref|
+    scaled_err: float  # max_abs / ref_scale
+    cosine: float | None  # None: an all-zero vector has no direction
+    atol_bites: bool
+    within_tolerance: bool
+    passed: bool
+
+
+@dataclass(frozen=True)
+class Incomparable:
+    error: str
+    passed: bool = False
+
+
+OutputParity = Compared | Incomparable
+Table = dict[str, dict[str, OutputParity]]
+
+
+def to_json(table: Table) -> dict[str, dict[str, dict[str, object]]]:
+    return {label: {name: asdict(p) for name, p in outs.items()} for label, outs in table.items()}
+
+
+def from_json(data: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> Table:
+    return {label: {name: _output(p) for name, p in outs.items()} for label, outs in data.items()}
+
+
+def _output(data: Mapping[str, Any]) -> OutputParity:
+    return Incomparable(**data) if "error" in data else Compared(**data)
