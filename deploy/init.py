@@ -141,13 +141,13 @@ def starter(name: str, source: dict[str, Any], inputs: list[dict[str, Any]], fou
         *shapes,
         "",
         "stages:",
-        *_stage_lines(found),
+        *_stage_lines(found, fixed),
         "",
     ]
     return "\n".join(lines)
 
 
-def _stage_lines(found: Findings) -> list[str]:
+def _stage_lines(found: Findings, fixed: bool) -> list[str]:
     # Detections decode box coordinates through exp(): float noise grows with their scale.
     tolerance = f" {{tolerance: {{rtol: {DETECTION_RTOL}}}}}" if found.detections else " {}"
     lines = [
@@ -158,6 +158,11 @@ def _stage_lines(found: Findings) -> list[str]:
         *([f"    rtol: {DETECTION_RTOL}"] if found.detections else []),
         "  triton_config:      # a Triton repository; `python` (ONNX Runtime) loads on any tritonserver",
         "    formats: [python]",
+        *(
+            ["    max_batch_size: 0  # fixed shapes: each request is one call of the model, as sent"]
+            if fixed
+            else []
+        ),
         *_batch_lines(found),
         f"  smoke:{tolerance}           # a real tritonserver: metadata, HTTP + gRPC parity, concurrent clients",
         "  # quantize: {}      # INT8 with an accuracy gate (give calibration data: docs/how-to)",
@@ -181,7 +186,7 @@ def _notes(found: Findings, fixed: bool) -> list[str]:
 def _batch_lines(found: Findings) -> list[str]:
     """max_batch_size: 0 where an output depends on the rest of its batch (measured)."""
     record = found.batching
-    if record is None or not record.dependent():
+    if record is None or not record.dependent() or found.detections:
         return []
     names = {m.name: o.name for m, o in zip(record.outputs, found.outputs)}
     said = [

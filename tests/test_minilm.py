@@ -29,7 +29,10 @@ def test_minilm_publishes_a_sentence_service_that_answers_the_eager_embedding(tm
     # The dynamic INT8 model depends on its batch: triton_config measured it, the config
     # turns dynamic batching off for it (configs/minilm.yaml), and says why in the summary.
     batching = next(s for s in summary["stages"] if s["stage"] == "triton_config")["metrics"]["batching"]
-    assert "depend(s) on the rest of the batch" in batching["int8"] and "every output per sample" in batching["fp32"]
+    assert (
+        "depend(s) on the rest of the batch" in batching["int8"]
+        and "every output per sample" in batching["fp32"]
+    )
     assert fp32["service"]["min_cosine"] > 0.9999 and set(fp32["service"]["answers"]) == {"http", "grpc"}
     assert smoke["minilm_pre"]["status"] == smoke["minilm_post"]["status"] == "passed"
     pre = tmp_path / "model_repository" / "minilm_pre" / "1"
