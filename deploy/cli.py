@@ -20,6 +20,7 @@ from rich.text import Text
 from deploy.cache import cache_app
 from deploy.runs import check_writable
 from pipeline.errors import DeployError, ExitCode, StageFailed
+from pipeline.writable import UMASK
 
 if TYPE_CHECKING:
     from pipeline.plan import PlanRow
@@ -371,6 +372,7 @@ def main() -> None:
     # pydantic scans every installed distribution's entry points for plugins on first
     # use (~20 ms); the CLI uses none, and its no-op run has a 0.5 s budget.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    os.umask(UMASK)  # what deploy writes is never world-writable, whatever the shell's umask
     verbose = any(arg in ("-v", "--verbose") for arg in sys.argv[1:])
     sys.exit(_invoke(verbose))
 

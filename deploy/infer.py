@@ -44,7 +44,9 @@ def _items(request: Request) -> list[tuple[str, bytes]]:
         raise ConfigError("deploy infer", [Issue("--image", f"no such file: {p}") for p in missing])
     if request.images:
         return [(str(p), p.read_bytes()) for p in request.images]
-    return [(f"text {i + 1}", t.encode()) for i, t in enumerate(request.texts)]
+    # The bytes as given: an argument that is not UTF-8 arrives surrogate-escaped, and the
+    # service says what is wrong with it (it decodes UTF-8, strictly).
+    return [(f"text {i + 1}", t.encode("utf-8", "surrogateescape")) for i, t in enumerate(request.texts)]
 
 
 def _reach(call: Callable[[], Any], request: Request) -> Any:

@@ -4,6 +4,7 @@ anything ran."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,27 +75,30 @@ def finish_run(
     project, plain, summary = runner.project, not console.is_terminal, runner.summary
     if summary is None:  # the runner writes it before it returns, whatever happened
         return False
-    if plain:
-        for line in summary_lines(runner.results, project.graph.names()):
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
-    else:
-        console.print(results_table(runner.results, project.graph.names(), full_notes=verbose))
-    _print_decisions(runner, console, plain)
-    console.print(
-        f"run {summary.status.value}   summary: {project.run_dir / 'summary.json'}   "
-        f"report: {project.run_dir / REPORT_FILE}   repository: {project.config.repository}",
-        markup=False,
-        highlight=False,
-        soft_wrap=plain,
-    )
-    try:
+    try:  # the files first: after SIGHUP the terminal they would be printed to is gone
         _write_ci_files(summary, junit, summary_json)
+        failure = None
     except OSError as exc:  # printed, not raised: it must not hide the run's own outcome
+        failure = exc
+    with contextlib.suppress(OSError):  # a closed terminal (EIO) or pipe: the files hold it all
+        if plain:
+            for line in summary_lines(runner.results, project.graph.names()):
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+        else:
+            console.print(results_table(runner.results, project.graph.names(), full_notes=verbose))
+        _print_decisions(runner, console, plain)
         console.print(
-            Text.assemble(("error", "bold red"), f": could not write a --junit / --json file: {exc}")
+            f"run {summary.status.value}   summary: {project.run_dir / 'summary.json'}   "
+            f"report: {project.run_dir / REPORT_FILE}   repository: {project.config.repository}",
+            markup=False,
+            highlight=False,
+            soft_wrap=plain,
         )
-        return False
-    return True
+        if failure is not None:
+            console.print(
+                Text.assemble(("error", "bold red"), f": could not write a --junit / --json file: {failure}")
+            )
+    return failure is None
 
 
 def ci_files_for_rejection(

@@ -12,6 +12,7 @@ from typing import Any
 
 from pipeline.errors import StageFailed
 from pipeline.project import Project
+from pipeline.publish import complete
 from serving import tritonserver
 from serving.launch import Served, loadable_models, serve_repository
 from serving.repository import Model, models, skip_reason
@@ -35,6 +36,12 @@ def serve(name: str, spec: ServerSpec, repository: Path, say: Say, origins: dict
     came from (e.g. {"http_port": "--http-port"}), for the error when one is taken."""
     if not any(m.startswith(f"{name}_") for m in models(repository)):
         raise StageFailed(f"no models of '{name}' in {repository}; run `deploy run` first")
+    missing = complete(repository, name)
+    if missing:  # a publish that died half way, or files removed since: never served
+        raise StageFailed(
+            f"{repository} does not hold '{name}' whole, so it is not served: {'; '.join(missing[:8])}; "
+            "run `deploy run` to publish it again"
+        )
     with tritonserver.stop_requests():
         try:
             _serve_until_stopped(name, spec, repository, say, origins)

@@ -30,6 +30,7 @@ STYLE = {
     Status.CACHED: "cyan",
     Status.SKIPPED: "yellow",
     Status.FAILED: "bold red",
+    Status.INTERRUPTED: "bold yellow",
     Status.NOT_RUN: "dim",
 }
 
@@ -199,7 +200,7 @@ def plain_table(title: str, columns: list[str], rows: list[list[object]]) -> lis
 
 
 def _seconds(result: StageResult) -> str:
-    if result.status in (Status.RAN, Status.FAILED):
+    if result.status in (Status.RAN, Status.FAILED, Status.INTERRUPTED):
         return f"{result.duration_s:.2f}s"
     if result.status is Status.CACHED:
         return f"(ran {result.duration_s:.2f}s)"  # what the cache saved this run

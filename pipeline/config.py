@@ -36,8 +36,10 @@ LABELS: tuple[Label, ...] = ("min", "opt", "max")
 
 TensorName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 DimName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-# Triton model names become directory names.
-ModelName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")]
+# Triton model names become directory and file names (with suffixes such as
+# `_python_int8_ensemble`): short enough for any file system's 255-byte names.
+MAX_NAME = 64
+ModelName = Annotated[str, Field(max_length=MAX_NAME, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")]
 FactoryPath = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
 
@@ -282,7 +284,7 @@ class CacheConfig(Frozen):
 
 class DeployConfig(Frozen):
     name: ModelName = Field(
-        description="Pipeline name, the prefix of the Triton model names: letters, digits, `_`, `.` and `-`, not starting with `.` or `-`."
+        description="Pipeline name, the prefix of the Triton model names: letters, digits, `_`, `.` and `-`, not starting with `.` or `-`; at most 64 characters."
     )
     model: ModelSource = Field(
         description="Where the model comes from: exactly one of `factory`, `file` + `callable`, `torchscript`."

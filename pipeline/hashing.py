@@ -2,7 +2,8 @@
 
 sha256 streams at ~1.5 GB/s on the reference CPU (hashlib.file_digest), so hashing
 a 100 MB ONNX costs ~70 ms; the memo makes a warm rerun pay that only for files
-whose (inode, size, mtime) changed, as DVC's state DB does.
+whose (inode, size, mtime, ctime) changed, as DVC's state DB does with mtime alone:
+ctime catches an edit whose mtime was put back (`touch -d`), which mtime cannot.
 """
 
 from __future__ import annotations
@@ -32,12 +33,15 @@ def digest_file(path: Path) -> str:
 
 
 def stat_token(path: Path) -> list[int]:
+    """What a file's stat says about its content: inode, size, mtime and ctime. ctime is
+    the kernel's: every write (and every utime, so a flipped byte with its mtime put back)
+    moves it, and no user call sets it."""
     st = path.stat()
-    return [st.st_ino, st.st_size, st.st_mtime_ns]
+    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 class StatMemo:
-    """path -> (inode, size, mtime_ns, digest), persisted as one JSON file."""
+    """path -> (inode, size, mtime_ns, ctime_ns, digest), persisted as one JSON file."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -55,8 +59,8 @@ class StatMemo:
         """The file's sha256, from the memo when its stat is unchanged."""
         key, token = str(path.absolute()), stat_token(path)
         known = self._entries.get(key)
-        if known and known[:3] == token and token[1] >= ALWAYS_REHASH_BYTES:
-            return str(known[3])
+        if known and known[:-1] == token and token[1] >= ALWAYS_REHASH_BYTES:
+            return str(known[-1])
         value = digest_file(path)
         self.remember(path, value)
         return value
@@ -64,7 +68,12 @@ class StatMemo:
     def matches(self, path: Path) -> bool:
         """True when the file's stat equals what was memoised (a cheap freshness check)."""
         known = self._entries.get(str(path.absolute()))
-        return known is not None and known[:3] == stat_token(path)
+        return known is not None and known[:-1] == stat_token(path)
+
+    def known(self, path: Path) -> str | None:
+        """The digest memoised for the path (whatever its stat now says)."""
+        known = self._entries.get(str(path.absolute()))
+        return str(known[-1]) if known else None
 
     def remember(self, path: Path, value: str) -> None:
         self._entries[str(path.absolute())] = [*stat_token(path), value]

@@ -6,14 +6,16 @@ down with it. Model Navigator converts in child processes for the same reason.
 Children come from a fork server that has imported the heavy libraries once (PRELOAD),
 so a stage pays a fork (tens of ms), not a fresh interpreter importing torch (~2 s).
 The server starts at the first stage that runs: a fully cached run starts nothing.
-Each child leads its own process group; stopping a stage (timeout, memory limit,
-Ctrl-C / SIGTERM of the run) stops the group, and servers a stage starts in a session
-of their own die with it (they are started with PR_SET_PDEATHSIG).
+Each child leads its own process group and is the subreaper of what it starts;
+stopping a stage (timeout, memory limit, Ctrl-C / SIGTERM / SIGHUP of the run) stops the
+group and every descendant, and when the run itself is killed (even with SIGKILL) the
+fork server and the children follow it (pipeline/lifeline.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import sys
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline import lifeline, stopping
 from pipeline.errors import ExitCode
 from pipeline.execute import Job, Outcome, execute
 from pipeline.progress import Progress, Sink
@@ -30,7 +33,8 @@ from pipeline.results import Status
 
 # Imported once by the fork server: what most stages import, and what costs seconds.
 # Names only (a missing one is skipped): the engine still imports none of them itself.
-PRELOAD = ("numpy", "torch", "onnx", "onnxruntime", "pipeline.isolation")
+# pipeline.lifeline first: the server dies with the run from its first moment.
+PRELOAD = ("pipeline.lifeline", "numpy", "torch", "onnx", "onnxruntime", "pipeline.isolation")
 POLL_S = 0.2
 GRACE_S = 5.0  # between SIGTERM and SIGKILL when a stage is stopped
 
@@ -51,32 +55,73 @@ def run_isolated(job: Job, limits: Limits, sink: Sink | None = None) -> Outcome:
     receive, send = mp.Pipe(duplex=False)
     args = (job, dict(os.environ), list(sys.path), send)
     child = mp.Process(target=_child, args=args, name=f"deploy-{job.stage}")
-    with _safe_path():
-        child.start()
-    send.close()
     spawned: set[Proc] = set()  # every descendant seen: a crash orphans them before _stop
     try:
+        with stopping.deferred(), _safe_path():  # a stop now would orphan a child being born
+            child.start()
+        _stop_helpers_at_exit()
+        send.close()
         return _wait(child, receive, job, limits, spawned, sink)
     finally:
-        _stop(child, spawned)
+        if child.pid is not None:
+            _stop(child, spawned)
+        send.close()
         receive.close()
+
+
+@functools.cache
+def _stop_helpers_at_exit() -> None:
+    """The fork server and multiprocessing's resource tracker end when their pipe from
+    deploy closes, a moment after deploy exits. At exit deploy closes those pipes itself
+    and waits (a bounded while) for both, so its exit is their end too. The fork server
+    first: it holds the tracker's pipe as well. multiprocessing's own attributes, so
+    looked up, not assumed."""
+    import atexit
+    from multiprocessing import forkserver, resource_tracker
+
+    helpers = [
+        (forkserver._forkserver, "_forkserver_alive_fd", "_forkserver_pid"),
+        (resource_tracker._resource_tracker, "_fd", "_pid"),
+    ]
+    atexit.register(_end_all, helpers)
+
+
+def _end_all(helpers: list[tuple[object, str, str]]) -> None:
+    for helper, fd_name, pid_name in helpers:
+        _end(helper, fd_name, pid_name)
+
+
+def _end(helper: object, fd_name: str, pid_name: str) -> None:
+    fd, pid = getattr(helper, fd_name, None), getattr(helper, pid_name, None)
+    if not isinstance(fd, int) or not isinstance(pid, int):
+        return
+    with contextlib.suppress(OSError):
+        os.close(fd)
+    setattr(helper, fd_name, None)
+    deadline = time.monotonic() + GRACE_S
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(pid, os.WNOHANG) == (0, 0) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 
 @contextlib.contextmanager
 def _safe_path() -> Iterator[None]:
     """The fork server is a fresh `python -c`, whose sys.path starts with the working
     directory: a user's own `pipeline/` or `stages/` folder there would shadow ours when
-    it imports PRELOAD. PYTHONSAFEPATH (3.11) leaves the directory out; it is set only
+    it imports PRELOAD. PYTHONSAFEPATH (3.11) leaves the directory out. $DEPLOY_PARENT_PID
+    tells the server whose death it dies with (pipeline/lifeline.py). Both are set only
     while the server may start (children get the runner's environment back)."""
-    before = os.environ.get("PYTHONSAFEPATH")
-    os.environ["PYTHONSAFEPATH"] = "1"
+    settings = {"PYTHONSAFEPATH": "1", lifeline.PARENT_ENV: str(os.getpid())}
+    before = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("PYTHONSAFEPATH", None)
-        else:
-            os.environ["PYTHONSAFEPATH"] = before
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _child(job: Job, environ: dict[str, str], path: list[str], send: Any) -> None:
@@ -86,12 +131,14 @@ def _child(job: Job, environ: dict[str, str], path: list[str], send: Any) -> Non
     import faulthandler
 
     os.setpgrp()
+    lifeline.contain()  # its descendants die with it, and it with the fork server
     os.environ.clear()
     os.environ.update(environ)
     sys.path[:] = path
     with open(job.log, "a") as log:
         faulthandler.enable(file=log)  # SIGSEGV / SIGABRT: where Python was, into the stage log
         outcome = execute(job, job.spec(), send.send)
+    lifeline.kill_descendants(os.getpid())  # what the stage started and left running
     send.send(outcome)
     send.close()
 
@@ -101,7 +148,7 @@ def _wait(
 ) -> Outcome:
     deadline = time.monotonic() + limits.timeout_s
     while True:
-        spawned.update(_procs(_descendants(child.pid)))
+        spawned.update(_procs(lifeline.descendants(child.pid)))
         if receive.poll(POLL_S):  # progress, an outcome, or the end of the pipe: the child is gone
             try:
                 message = receive.recv()
@@ -156,17 +203,28 @@ def _stop(child: Any, spawned: set[Proc]) -> None:
     Descendants in sessions of their own (a stage's tritonserver) get their parent-death
     signal when the child dies; the run waits for them, and kills the slow ones, so none
     outlives the stage."""
-    escaped = sorted(spawned.union(_procs(_descendants(child.pid))))
+    escaped = sorted(spawned.union(_procs(lifeline.descendants(child.pid))))
     for sig, wait in ((signal.SIGTERM, GRACE_S), (signal.SIGKILL, GRACE_S)):
-        try:
-            os.killpg(child.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            break  # the group is gone
+        if not _signal_stage(child.pid, sig):
+            break  # the group and the child are gone
         child.join(wait)
         if not child.is_alive() and not _group_alive(child.pid):
             break
     child.join(GRACE_S)
     _reap(escaped)
+
+
+def _signal_stage(pid: int, sig: int) -> bool:
+    """`sig` to the child's group and to the child itself: a child stopped just after it
+    was started may not lead its group yet. False when neither exists."""
+    reached = False
+    for send, target in ((os.killpg, pid), (os.kill, pid)):
+        try:
+            send(target, sig)
+            reached = True
+        except (ProcessLookupError, PermissionError):
+            continue
+    return reached
 
 
 def _reap(procs: list[Proc]) -> None:
@@ -217,16 +275,7 @@ def _group_alive(pgid: int) -> bool:
 
 def tree_rss_mb(pid: int) -> float:
     """Resident memory of a process and its descendants, from /proc (Linux)."""
-    return sum(_rss_mb(p) for p in [pid, *_descendants(pid)])
-
-
-def _descendants(pid: int) -> list[int]:
-    found, todo = [], _children(pid)
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        todo += _children(current)
-    return found
+    return sum(_rss_mb(p) for p in [pid, *lifeline.descendants(pid)])
 
 
 def _rss_mb(pid: int) -> float:
@@ -235,13 +284,3 @@ def _rss_mb(pid: int) -> float:
             return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     except (OSError, IndexError, ValueError):
         return 0.0  # gone meanwhile
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return found

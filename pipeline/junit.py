@@ -46,11 +46,13 @@ def write_xml(path: Path, summary: RunSummary) -> None:
 def _case(pipeline: str, stage: StageSummary) -> ET.Element:
     status, message = stage.status, _xml(stage.message)
     # A cached stage costs this run nothing.
-    spent = stage.seconds if status in (Status.RAN, Status.FAILED) else 0.0
+    spent = stage.seconds if status in (Status.RAN, Status.FAILED, Status.INTERRUPTED) else 0.0
     case = ET.Element("testcase", classname=f"deploy.{pipeline}", name=stage.stage, time=f"{spent:.3f}")
     if status is Status.FAILED:
         failure = ET.SubElement(case, "failure", message=message.splitlines()[0] if message else "failed")
         failure.text = f"{message}\n\nlog: {stage.log}\n{_xml(_tail(stage.log))}"
+    elif status is Status.INTERRUPTED:
+        ET.SubElement(case, "error", message=message or "interrupted").text = f"log: {stage.log}"
     elif status is Status.SKIPPED:
         ET.SubElement(case, "skipped", message=message or "skipped")
     elif status is Status.NOT_RUN:
@@ -71,7 +73,7 @@ def _count(suite: ET.Element, cases: list[ET.Element], wall_s: float) -> None:
     suite.set("tests", str(len(cases)))
     suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
     suite.set("skipped", str(sum(1 for c in cases if c.find("skipped") is not None)))
-    suite.set("errors", "0")
+    suite.set("errors", str(sum(1 for c in cases if c.find("error") is not None)))
     suite.set("time", f"{wall_s:.3f}")
 
 

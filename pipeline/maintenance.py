@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline import locks
 from pipeline.contract import ArtifactKind
 from pipeline.store import Entry, Store
 
@@ -64,7 +65,8 @@ def _sweep(store: Store, live: set[str]) -> None:
     for tree in (store.root / "trees").glob("*"):
         if tree.name not in live:
             shutil.rmtree(tree, ignore_errors=True)
-    for tmp in (store.root / "tmp").glob("*"):
+    locks.sweep_dead(store.work_root())  # runs that died: their pid is in the name
+    for tmp in (store.root / "tmp").glob("*"):  # older names, without a pid
         if time.time() - tmp.stat().st_mtime > STALE_TMP_SECONDS:
             shutil.rmtree(tmp, ignore_errors=True) if tmp.is_dir() else tmp.unlink()
 

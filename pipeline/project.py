@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from pipeline import bounds
 from pipeline.config import DeployConfig, shape_issues
 from pipeline.contract import RunSettings, StageSpec, split_section
 from pipeline.errors import ConfigError, Issue
@@ -69,6 +70,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
         )
     if not path.is_file():
         raise ConfigError(str(path), [Issue("", "config file not found")])
+    bounds.check_size(str(path), path.stat().st_size)
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except UnicodeDecodeError as exc:  # a binary file, or text in another encoding: YAML is UTF-8
@@ -90,6 +92,7 @@ def load_project(path: Path, cache_dir: Path | None = None) -> Project:
 def project_from(raw: dict[str, Any], path: Path, cache_dir: Path | None = None) -> Project:
     """A validated project from a config mapping; `path` names it in messages, and its
     directory is where the config's relative paths start."""
+    bounds.check_expansion(str(path), raw)
     env_cache = os.environ.get(CACHE_ENV)
     if cache_dir is not None or env_cache:
         raw = {**raw, "cache_dir": str((cache_dir or Path(env_cache or "")).absolute())}

@@ -95,7 +95,7 @@ def _stage_table(stages: list[StageSummary]) -> str:
 
 def _time(stage: StageSummary) -> str:
     """This run's time, or for a cached stage what it took when it ran (and when)."""
-    if stage.status in (Status.RAN, Status.FAILED):
+    if stage.status in (Status.RAN, Status.FAILED, Status.INTERRUPTED):
         return f"{stage.seconds:.2f} s"
     if stage.status is Status.CACHED:
         made = f", made {stage.created}" if stage.created else ""

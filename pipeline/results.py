@@ -22,6 +22,7 @@ class Status(str, Enum):
     CACHED = "cached"
     SKIPPED = "skipped"
     FAILED = "failed"
+    INTERRUPTED = "interrupted"  # running when the run was stopped (Ctrl-C, SIGTERM, SIGHUP)
     NOT_RUN = "not run"
 
 

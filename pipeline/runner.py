@@ -7,19 +7,18 @@ written. Anything else (failure, Ctrl-C, crash) leaves the cache as it was.
 
 from __future__ import annotations
 
+import os
 import shutil
-import signal
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
-from types import FrameType
 from typing import Protocol
 
-from pipeline import history, provenance
+from pipeline import history, locks, provenance, stopping
 from pipeline.errors import DeployError, ExitCode, SelectionError, StageError
 from pipeline.execute import Job, execute
 from pipeline.graph import Node
@@ -36,7 +35,7 @@ from pipeline.results import RunSummary, StageSummary
 from pipeline.results import StageResult as StageResult
 from pipeline.results import Status as Status
 from pipeline.store import Entry, Output, Store
-from pipeline.writable import require_writable
+from pipeline.writable import UMASK, require_writable
 
 REPORT_FILE = history.REPORT_FILE
 
@@ -84,29 +83,54 @@ class Runner:
         """Runs the needed stages; the summary and report are written only once the
         invocation is accepted (a rejected selection leaves the last ones intact)."""
         started = time.perf_counter()
+        umask = os.umask(UMASK)
+        try:
+            return self._run(started)
+        finally:
+            os.umask(umask)
+
+    def _run(self, started: float) -> list[StageResult]:
         self.resolved = dict(source_outputs(self.project, self.store))
         self._preflight()
+        locks.sweep_dead(self.store.work_root())  # what runs that died left behind
         results = self.results = []
         outcome = RunStatus.INTERRUPTED  # unless the loop below completes
-        previous = _sigterm_interrupts()
+        previous = stopping.stop_on_signals()
         try:
             for node in self._needed_nodes():
-                result = self._stage(node)
+                result = self._interruptible(node)
                 results.append(result)
                 if result.status is Status.FAILED:
                     break
             outcome = RunStatus.FAILED if _failed(results) else RunStatus.OK
+        except stopping.Stopped as stopped:
+            results.append(stopped.result)
+            raise KeyboardInterrupt(stopped.result.message) from None
         finally:
-            _restore_sigterm(previous)
+            stopping.restore(previous)
             if self.remote is not None and self.remote.spec.push and outcome is not RunStatus.INTERRUPTED:
                 self._push()
             self._write_summary(results, time.perf_counter() - started, outcome)
+            self.store.memo.save()  # digests rehashed this run (a no-op when none was)
         failed = _failed(results)
         if failed is not None:
             raise StageError(
                 failed.name, failed.message, failed.log, self.resume(failed.name), failed.exit_code
             )
         return results
+
+    def _interruptible(self, node: Node) -> StageResult:
+        """The stage's result; when the run is stopped during it, _Stopped carries the
+        stage as `interrupted` (with its log), so the summary names where it stopped."""
+        began = time.perf_counter()
+        try:
+            return self._stage(node)
+        except KeyboardInterrupt as stop:
+            why = f"interrupted ({stop})" if str(stop) else "interrupted (Ctrl-C)"
+            log = self.project.run_dir / "logs" / f"{node.name}.log"
+            result = StageResult(node.name, Status.INTERRUPTED, duration_s=time.perf_counter() - began)
+            result.message, result.log = why, log if log.exists() else None
+            raise stopping.Stopped(result) from stop
 
     def _push(self) -> None:
         assert self.remote is not None
@@ -179,7 +203,15 @@ class Runner:
             if self.selection.forced(node.name)
             else why(node, self.project, self.store, parts, self.resolved)
         )
-        return self._execute(node, key, parts, reasons + ([f"damaged entry: {problem}"] if problem else []))
+        reasons += [f"damaged entry: {problem}"] if problem else []
+        with locks.building(self.store.root, key, partial(self._waiting, node.name)):
+            built, _ = self.store.lookup(key)  # by a run that held the lock before us
+            if built is not None and not self.selection.forced(node.name):
+                return self._hit(node, key, parts, built)
+            return self._execute(node, key, parts, reasons)
+
+    def _waiting(self, stage: str, holder: str) -> None:
+        self.reporter.note(f"{stage}: waiting for {holder}, which is building the same stage with this cache")
 
     def _outside_selection(self, node: Node, key: str, parts: KeyParts, entry: Entry | None) -> StageResult:
         if entry is None:  # found only now: an upstream stage's new output changed its key
@@ -216,9 +248,20 @@ class Runner:
             for artifact in node.spec.outputs:
                 for dest in node.spec.destinations(node.params, self.project.config, artifact):
                     if artifact.name in result.outputs:
-                        publish(self.store, result.outputs[artifact.name], dest, self.project.config.name)
+                        done = publish(
+                            self.store, result.outputs[artifact.name], dest, self.project.config.name
+                        )
+                        self._repaired(result, dest, done.repaired)
         except DeployError as exc:  # the result is cached; publishing it failed (the next run retries)
             result.status, result.message, result.exit_code = Status.FAILED, str(exc), exc.exit_code
+
+    def _repaired(self, result: StageResult, dest: Path | str, repaired: dict[str, list[str]]) -> None:
+        """Published files changed behind deploy's back, now restored: said, and kept in
+        the summary as the stage's message."""
+        for model, files in repaired.items():
+            note = f"restored {dest}/{model}: {', '.join(files)} had changed since it was published"
+            self.reporter.warn(f"{result.name}: {note}")
+            result.message = f"{result.message}; {note}" if result.message else note
 
     def _report(self, result: StageResult) -> StageResult:
         self.reporter.finished(result)
@@ -229,7 +272,7 @@ class Runner:
         log = self.project.run_dir / "logs" / f"{node.name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(f"# stage {node.name}, key {key}\n# why: {'; '.join(reasons)}\n")
-        workdir = Path(tempfile.mkdtemp(dir=self.store.work_root(), prefix=f"{node.name}-"))
+        workdir = Path(tempfile.mkdtemp(dir=self.store.work_root(), prefix=locks.tmp_prefix(node.name)))
         result = StageResult(node.name, Status.RAN, key, reasons=reasons, log=log)
         start = time.perf_counter()
         try:
@@ -325,27 +368,6 @@ class Runner:
             pngs = [a.name for a in spec.outputs if a.relpath.endswith(".png") and a.name in result.outputs]
             found[result.name] = [self.store.path_of(result.outputs[n]) for n in pngs]
         return found
-
-
-# What signal.signal takes and returns: a handler, SIG_DFL / SIG_IGN, or None (not set from Python).
-SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
-
-
-def _sigterm_interrupts() -> SignalHandler:
-    """SIGTERM (a CI job's abort, `kill`) ends the run as Ctrl-C does: the stage's child
-    is stopped, the summary, JUnit and report say `interrupted`. Main thread only."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, _raise_interrupt)
-
-
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-
-def _restore_sigterm(previous: SignalHandler) -> None:
-    if previous is not None:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _failed(results: list[StageResult]) -> StageResult | None:

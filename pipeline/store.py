@@ -21,7 +21,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline import locks
 from pipeline.contract import ArtifactKind, Metrics
+from pipeline.errors import EnvError
 from pipeline.hashing import (
     StatMemo,
     atomic_write_text,
@@ -140,6 +142,10 @@ class Store:
         self.memo.remember(dest, digest)
         return digest
 
+    def object_problem(self, digest: str, size: int | None) -> str | None:
+        """Why the object can't be served (missing, truncated, other bytes), rehashed."""
+        return self._object_problem(digest, size, deep=True)
+
     def has_object(self, digest: str, size: int | None) -> bool:
         """Present and intact (the stat fast path, else a rehash)."""
         return self._object_problem(digest, size, deep=False) is None
@@ -165,7 +171,7 @@ class Store:
 
     def _tmp_file(self, text: str) -> Path:
         (self.root / "tmp").mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=self.root / "tmp")
+        fd, name = tempfile.mkstemp(dir=self.root / "tmp", prefix=locks.tmp_prefix("store"))
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         return Path(name)
@@ -175,16 +181,31 @@ class Store:
         return TreeManifest.from_json(json.loads(self.object_path(digest).read_text())).files
 
     def path_of(self, output: Output) -> Path:
-        """Where readers find an output: the object itself, or a laid-out tree."""
+        """Where readers find an output: the object itself, or a laid-out tree whose
+        files are what the manifest says (one altered since is laid out again)."""
         if output.kind is ArtifactKind.FILE:
             return self.object_path(output.digest)
         tree = self.root / "trees" / output.digest
+        if tree.is_dir() and not self._tree_intact(output.digest, tree):
+            shutil.rmtree(tree)
         if not tree.is_dir():
             self._lay_out_tree(output.digest, tree)
         return tree
 
+    def _tree_intact(self, digest: str, tree: Path) -> bool:
+        """Each file as laid out (stat memo, else a rehash), nothing missing."""
+        for rel, meta in self.tree_manifest(digest).items():
+            path = tree / rel
+            if not path.is_file() or path.stat().st_size != meta.size:
+                return False
+            if not (self.memo.matches(path) and self.memo.known(path) == meta.digest):
+                if digest_file(path) != meta.digest:
+                    return False
+                self.memo.remember(path, meta.digest)
+        return True
+
     def _lay_out_tree(self, digest: str, dest: Path) -> None:
-        tmp = Path(tempfile.mkdtemp(dir=self.work_root()))
+        tmp = Path(tempfile.mkdtemp(dir=self.work_root(), prefix=locks.tmp_prefix("tree")))
         for rel, meta in self.tree_manifest(digest).items():
             target = tmp / rel
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -193,8 +214,20 @@ class Store:
             # once per tree digest; warm runs find the tree laid out already.
             shutil.copyfile(self.object_path(meta.digest), target)
             os.chmod(target, 0o444)
+            if digest_file(target) != meta.digest:  # the object was not what its name says
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise EnvError(
+                    f"cache object {meta.digest[:12]} ({rel}) does not match its digest: run `deploy cache verify`"
+                )
         dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, dest)
+        try:
+            os.replace(tmp, dest)
+        except OSError:  # another run laid the same tree out first (same content, checked)
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not dest.is_dir():
+                raise
+        for rel, meta in self.tree_manifest(digest).items():  # as laid out and checked
+            self.memo.remember(dest / rel, meta.digest)
 
     # -- verification ----------------------------------------------------------------
     def problem(self, output: Output, deep: bool = False) -> str | None:

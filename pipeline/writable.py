@@ -26,3 +26,9 @@ def _problem(path: Path) -> str | None:
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"no write permission in {existing}"
     return None
+
+
+# Files deploy writes (cache, run records, repository) are readable by all and writable by
+# their owner only, whatever the caller's umask (under a umask of 000, 82 entries were
+# world-writable: anyone on the machine could have changed what Triton serves).
+UMASK = 0o022

@@ -53,12 +53,24 @@ def _image(spec):
     mode = "RGB" if spec["color"] == "rgb" else "L"
 
     def one(data):
+        data = bytes(data)
+        if len(data) > spec["max_bytes"]:
+            raise ValueError(f"image of {len(data)} bytes refused: at most {spec['max_bytes']} bytes")
         try:
-            image = Image.open(io.BytesIO(bytes(data)))
-            image = image.convert(mode)
+            image = Image.open(io.BytesIO(data))  # reads the header only
         except Exception as exc:
             reason = str(exc).split(" <")[0]  # PIL names its BytesIO object: noise to a client
-            raise ValueError(f"not a readable image ({len(bytes(data))} bytes): {reason}") from None
+            raise ValueError(f"not a readable image ({len(data)} bytes): {reason}") from None
+        width, height = image.size
+        if width * height > spec["max_pixels"]:
+            raise ValueError(
+                f"image of {width} x {height} pixels refused before decoding: at most {spec['max_pixels']} pixels"
+            )
+        try:
+            image = image.convert(mode)
+        except Exception as exc:
+            reason = str(exc).split(" <")[0]
+            raise ValueError(f"not a readable image ({len(data)} bytes): {reason}") from None
         image = _resize_shorter(image, spec["resize"])
         pixels = np.asarray(_center_crop(image, spec["crop"]), np.float32).reshape(
             spec["crop"], spec["crop"], -1
@@ -94,7 +106,7 @@ def _text(spec, folder):
     tokenizer.enable_padding(pad_to_multiple_of=None)
 
     def prepare(items):
-        texts = [bytes(item).decode("utf-8") for item in items]
+        texts = [_sentence(bytes(item), spec["max_bytes"]) for item in items]
         found = tokenizer.encode_batch(texts)
         fields = {
             name: np.array([getattr(e, name) for e in found], np.int64)
@@ -109,3 +121,13 @@ def _text(spec, folder):
         return {model_input: fields[field] for model_input, field in spec["feeds"].items()}
 
     return prepare
+
+
+def _sentence(data, limit):
+    """UTF-8 text of at most `limit` bytes, or a ValueError the client reads."""
+    if len(data) > limit:
+        raise ValueError(f"text of {len(data)} bytes refused: at most {limit} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"text is not UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start})") from None

@@ -30,6 +30,12 @@ LABELS_FILE = "labels.txt"
 IMAGE_INPUT = "image"
 TEXT_INPUT = "text"
 PRE_INPUT = "encoded"
+# What a client may send: an encoded image of 20 MiB decoding to at most 40 megapixels (a
+# 8000 x 5000 photo), or a sentence of 100 kB (a tokenizer reads it whole before it
+# truncates: 10 MB held 1.7 GB).
+MAX_IMAGE_BYTES = 20 << 20
+MAX_IMAGE_PIXELS = 40_000_000
+MAX_TEXT_BYTES = 100_000
 
 
 class Role(StrEnum):
@@ -65,6 +71,18 @@ class ImagePre(Frozen):
     mean: tuple[float, ...] = Field((0.485, 0.456, 0.406), description="Per-channel mean subtracted.")
     std: tuple[float, ...] = Field((0.229, 0.224, 0.225), description="Per-channel std divided by.")
     layout: Literal["NCHW", "NHWC"] = Field("NCHW", description="Axis order of the model's input.")
+    max_bytes: int = Field(
+        MAX_IMAGE_BYTES,
+        ge=1,
+        description="An encoded image above this many bytes is refused (that request gets an error; the server "
+        "serves on).",
+    )
+    max_pixels: int = Field(
+        MAX_IMAGE_PIXELS,
+        ge=1,
+        description="An image whose header declares more pixels (width x height) than this is refused before it is "
+        "decoded: a small PNG can declare a 169-megapixel image that takes gigabytes to decode.",
+    )
 
     @property
     def channels(self) -> int:
@@ -116,6 +134,12 @@ class TextPre(Frozen):
         default_factory=dict,
         description="Model input -> tokenizer output (ids, attention_mask, type_ids); empty: by the "
         "Hugging Face names input_ids, attention_mask, token_type_ids.",
+    )
+    max_bytes: int = Field(
+        MAX_TEXT_BYTES,
+        ge=1,
+        description="A sentence above this many bytes (UTF-8) is refused before it is tokenized (the tokenizer "
+        "truncates to max_length only after reading all of it); the server serves on.",
     )
 
     _tokenizer = field_validator("tokenizer")(_resource)

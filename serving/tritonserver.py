@@ -9,7 +9,6 @@ Only stdlib and pydantic at import time; tritonclient is imported by the checks.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -26,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from pipeline import lifeline
 from pipeline.errors import EnvError, MissingDependency, StageFailed
 from serving.model_state import UNKNOWN, LoadState
 from serving.ports import choose_ports
 from serving.spec import ServerKind, ServerSpec, find_binary, pytriton_root
 
-PR_SET_PDEATHSIG = 1
 PORT_RETRIES = 3
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -225,7 +224,7 @@ def _start_local(
             stderr=subprocess.STDOUT,
             env=launch.env,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=lifeline.die_with_parent,  # before exec: the kernel kills it if we die
         )
     backends = {p.name for p in launch.backend_dir.iterdir()} if launch.backend_dir else None
     http, grpc, metrics = (f"{spec.host}:{port}" for port in ports)
@@ -241,12 +240,6 @@ def _network_flags(host: str, ports: list[int]) -> list[str]:
         f"--metrics-address={host}",
         f"--metrics-port={ports[2]}",
     ]
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: the kernel kills it if our process dies."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _lost_port_race(server: Server) -> bool:

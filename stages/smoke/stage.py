@@ -129,6 +129,7 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
     server = None
     try:
         remote = published_url(ctx.config) if params.source == "published" else None
+        _refuse_incomplete(publishing(ctx.config).remote if remote else None, ctx.config.name)
         with serve_repository(
             _server_spec(params.server, ctx.input("repository")),
             ctx.input("repository"),
@@ -142,6 +143,18 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
     finally:
         _finish(ctx, report, server, params.tolerance)
     _verdict(report, server, params.require)
+
+
+def _refuse_incomplete(remote: str | None, name: str) -> None:
+    """The published copy (`publish_to` as written, not Triton's form of it) is what the
+    server reads: it must hold the pipeline whole (the cache's own tree is, by its digests)."""
+    if remote is None:
+        return
+    from pipeline.publish import complete
+
+    missing = complete(remote, name)
+    if missing:
+        raise StageFailed(f"{remote} does not hold '{name}' whole: {'; '.join(missing[:8])}")
 
 
 def _service() -> Any:

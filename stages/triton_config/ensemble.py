@@ -167,6 +167,7 @@ def pre_json(pre: ImagePre | TextPre, config: DeployConfig) -> dict[str, object]
         "max_length": pre.max_length or max(s.max[1] for s in seq),
         "min_length": max(s.min[1] for s in seq),
         "feeds": feeds(pre, config),
+        "max_bytes": pre.max_bytes,
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -282,6 +283,17 @@ def _cache_env_file(data: dict[str, Any], tmp: Path) -> None:
     (tmp / "not-a-dir").write_text("a file where $DEPLOY_CACHE_DIR wants a directory")
 
 
+# A billion laughs in model.kwargs: ten lines that expand to 4.4e9 values (plan grew past 5.9 GB).
+BOMB = (
+    "name: tiny\nmodel:\n  factory: torchvision.models:resnet18\n  kwargs:\n"
+    "    l0: &l0 [ha, ha, ha, ha, ha, ha, ha, ha, ha]\n"
+    + "".join(f"    l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 10))
+    + "inputs: [{name: image, dims: [batch, 3], min: [1, 3], opt: [1, 3], max: [1, 3]}]\n"
+    "outputs: [{name: y}]\nstages: {trace: {}}\n"
+)
+# A config past the size limit: a megabyte of comments is no settings file.
+HUGE_CONFIG = "name: tiny\n" + "# padding padding padding padding padding padding padding\n" * 20_000
+
 ONLY_QUANTIZE = ("run", "{config}", "--only", "quantize")
 UPSTREAM_OF_QUANTIZE = ("--to", "simplify")
 NONE_OUT = "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, image):\n        return None\n\ndef build():\n    return M()\n"
@@ -349,6 +361,32 @@ CASES = [
         _set("stages.triton_config.max_batch_size", 64),
     ),
     Case("path-traversal-name", CONFIG, "name: String should match pattern", _set("name", "../../etc")),
+    Case("name-too-long", CONFIG, "name: String should have at most 64 characters", _set("name", "n" * 300)),
+    Case(
+        "name-100k-characters",
+        CONFIG,
+        "name: String should have at most 64 characters",
+        _set("name", "n" * 100_000),
+        ("validate", "{config}"),
+    ),
+    Case(
+        "alias-bomb", CONFIG, "expands to 4.41e+09 values (YAML aliases repeat what they refer to)", raw=BOMB
+    ),
+    Case(
+        "alias-bomb-plan",
+        CONFIG,
+        "expands to 4.41e+09 values",
+        raw=BOMB,
+        args=("plan", "{config}"),
+    ),
+    Case(
+        "recursive-alias",
+        CONFIG,
+        "refers to itself (a recursive YAML alias)",
+        raw="name: tiny\nmodel: &m {factory: 'torchvision.models:resnet18', kwargs: {again: *m}}\n",
+        args=("validate", "{config}"),
+    ),
+    Case("config-over-1-mib", CONFIG, "bytes; a config is at most 1048576 bytes (1 MiB)", raw=HUGE_CONFIG),
     Case(
         "unmade-artifact",
         CONFIG,
@@ -889,6 +927,12 @@ CASES = [
         _file("cat.png", b"not really a png"),
         ("infer", "--url", "127.0.0.1:9", "--image", "{tmp}/cat.png"),
     ),
+    Case(
+        "infer-text-not-utf8",  # a Latin-1 byte from the shell arrives surrogate-escaped
+        ENV,
+        "no Triton server answers at 127.0.0.1:9",
+        args=("infer", "--url", "127.0.0.1:9", "--text", "caf\udce9 au lait"),
+    ),
 ]
 
 
@@ -932,6 +976,19 @@ def test_bad_input(case: Case, tmp_path: Path) -> None:
     assert [p for p in cache_listing(tmp_path) if not p.startswith("state")] == [
         p for p in before if not p.startswith("state")
     ], console
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c.id in ("alias-bomb", "name-100k-characters")], ids=str
+)
+def test_validate_answers_hostile_configs_at_once(case: Case, tmp_path: Path) -> None:
+    """Before the bounds, validate spent over a minute on the 100k-character name and the
+    bomb's plan grew past 5.9 GB; now both take a CLI start (~0.4 s). The bound here is
+    generous for a slow CI machine; the docs give the measured time."""
+    config = write_case(case, tmp_path)
+    began = time.perf_counter()
+    proc = run_cli("validate", str(config), cwd=tmp_path)
+    assert proc.returncode == CONFIG and time.perf_counter() - began < 10, proc.stderr
 
 
 def test_the_battery_is_large_and_distinct() -> None:

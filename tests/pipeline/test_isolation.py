@@ -140,12 +140,15 @@ def test_sigterm_stops_the_stage_and_the_run_says_interrupted(tmp_path):
         time.sleep(0.5)
     time.sleep(2)  # the child is now in the model's forward
     stage = [p for p in descendants(proc.pid) if "forkserver" not in " ".join(psutil.Process(p).cmdline())]
+    names = {p: " ".join(psutil.Process(p).cmdline())[:150] for p in stage}
     proc.send_signal(signal.SIGTERM)
     console = proc.communicate(timeout=60)[0].decode()
     assert proc.returncode == ExitCode.INTERRUPTED, console
     summary = json.loads((tmp_path / "runs" / "faulty" / "summary.json").read_text())
     assert summary["status"] == "interrupted"
-    assert stage and not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in stage)
+    assert stage and not any(
+        psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in stage
+    ), names
 
 
 @pytest.mark.triton

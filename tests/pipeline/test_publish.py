@@ -65,7 +65,7 @@ class Target:
 
     def files(self) -> dict[str, str]:
         found = {p[len(self.root) + 1 :]: p for p in self.fs.find(self.root)}
-        return {rel: self.fs.cat_file(p).decode() for rel, p in found.items() if STAMP not in rel}
+        return {rel: self.fs.cat_file(p).decode() for rel, p in found.items() if ".deploy" not in rel}
 
     def changed(self, rel: str) -> float:
         info = self.fs.info(f"{self.root}/{rel}")
@@ -126,11 +126,11 @@ def tree(store: Store, root: Path, files: dict[str, str]) -> Output:
 def test_first_publish_writes_every_file_then_a_rerun_touches_nothing(tmp_path: Path, target: Target) -> None:
     store = Store(tmp_path / "cache")
     output = tree(store, tmp_path / "w1", FILES)
-    assert sorted(publish(store, output, target.dest, "m")) == ["m_onnx", "m_py"]
+    assert sorted(publish(store, output, target.dest, "m").written) == ["m_onnx", "m_py"]
     assert target.files() == FILES  # and no staging leftovers
     before = {rel: target.changed(rel) for rel in FILES}
     target.writes.clear()
-    assert publish(store, output, target.dest, "m") == []
+    assert publish(store, output, target.dest, "m").written == []
     assert target.writes == []
     assert {rel: target.changed(rel) for rel in FILES} == before
 
@@ -141,7 +141,7 @@ def test_a_changed_model_is_replaced_whole_and_the_unchanged_one_kept(tmp_path: 
     target.writes.clear()
     changed = {k: v for k, v in FILES.items() if not k.startswith("m_onnx/1/")}
     changed |= {"m_onnx/2/model.onnx": "new", "m_onnx/config.pbtxt": "name: 'm_onnx' # v2"}
-    assert publish(store, tree(store, tmp_path / "w2", changed), target.dest, "m") == ["m_onnx"]
+    assert publish(store, tree(store, tmp_path / "w2", changed), target.dest, "m").written == ["m_onnx"]
     assert target.files() == changed  # version 1's files are gone
     assert target.writes and not [w for w in target.writes if any("m_py" in p for p in w[1:])]
 
@@ -152,7 +152,7 @@ def test_a_model_missing_a_file_or_with_a_resized_one_is_rewritten(tmp_path: Pat
     publish(store, output, target.dest, "m")
     target.fs.rm_file(f"{target.root}/m_onnx/1/model.onnx")
     target.fs.pipe_file(f"{target.root}/m_py/1/model.py", b"x = 1 + 1")
-    assert sorted(publish(store, output, target.dest, "m")) == ["m_onnx", "m_py"]
+    assert sorted(publish(store, output, target.dest, "m").written) == ["m_onnx", "m_py"]
     assert target.files() == FILES
 
 
@@ -162,7 +162,7 @@ def test_stale_models_of_this_pipeline_go_and_another_pipelines_stay(tmp_path: P
     theirs = {"other_onnx/config.pbtxt": "name: 'other_onnx'"}
     publish(store, tree(store, tmp_path / "w2", theirs), target.dest, "other")
     only_onnx = {k: v for k, v in FILES.items() if k.startswith("m_onnx/")}
-    assert publish(store, tree(store, tmp_path / "w3", only_onnx), target.dest, "m") == []
+    assert publish(store, tree(store, tmp_path / "w3", only_onnx), target.dest, "m").written == []
     assert target.files() == only_onnx | theirs
     assert ("rm", f"{target.root}/m_py") in target.writes
 

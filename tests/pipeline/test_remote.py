@@ -187,7 +187,7 @@ def test_a_file_remote_is_shared_and_pull_verifies(tmp_path) -> None:
 
 
 @pytest.mark.triton
-def test_the_repository_is_published_to_s3_and_smoke_serves_it_from_there(s3, tmp_path) -> None:
+def test_the_repository_is_published_to_s3_and_smoke_serves_it_from_there(s3, tmp_path, monkeypatch) -> None:
     s3.client().create_bucket(Bucket="models")
     config = agent(tmp_path / "a", f"s3://{BUCKET}/{PREFIX}")
     data = yaml.safe_load(config.read_text())
@@ -215,7 +215,19 @@ def test_the_repository_is_published_to_s3_and_smoke_serves_it_from_there(s3, tm
     data["stages"]["triton_config"]["formats"] = ["python"]
     config.write_text(yaml.safe_dump(data, sort_keys=False))
     deploy_run(config, s3.env)
-    assert {k.split("/")[1] for k in s3.keys("models", "repo/")} == {"tiny_python"}
+    # (and the pipeline's manifest at the root lists what it published)
+    assert {k.split("/")[1] for k in s3.keys("models", "repo/")} == {"tiny_python", ".deploy-tiny.json"}
+    # A bucket missing a file of the last publish is refused by smoke, naming the file.
+    from pipeline.errors import StageFailed
+    from pipeline.publish import complete
+    from stages.smoke.stage import _refuse_incomplete
+
+    for key, value in s3.env.items():
+        monkeypatch.setenv(key, value)
+    assert complete("s3://models/repo", "tiny") == []
+    s3.client().delete_object(Bucket="models", Key="repo/tiny_python/config.pbtxt")
+    with pytest.raises(StageFailed, match=r"tiny_python/config\.pbtxt: missing or resized"):
+        _refuse_incomplete("s3://models/repo", "tiny")
 
 
 def test_a_remote_object_that_expired_is_a_miss_not_a_failure(tmp_path) -> None:

@@ -1,0 +1,125 @@
+"""Nothing outlives deploy: the processes a run starts die with it, whatever kills it.
+
+The kernel does the work (Linux prctl): a process asks for a signal when its parent
+dies (PR_SET_PDEATHSIG), and a stage's child becomes the subreaper of everything it
+starts (PR_SET_CHILD_SUBREAPER), so a grandchild that double-forks and calls setsid is
+still a descendant the stage can find and kill, not an orphan of init.
+
+- The fork server imports this module first (isolation.PRELOAD) with $DEPLOY_PARENT_PID
+  set to the run's pid: it takes SIGKILL when the run dies (kill -9 of deploy, a CI
+  agent's abort), so a stage no longer outlives the run that enforced its timeout.
+- Each stage's child takes SIGTERM when the fork server dies, and on SIGTERM kills its
+  descendants before it exits (`contain`); it kills them too when its stage is done.
+- Servers a stage starts die with that stage's child (`die_with_parent`).
+
+Stdlib only: the fork server imports it before anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import time
+from pathlib import Path
+from types import FrameType
+
+PARENT_ENV = "DEPLOY_PARENT_PID"
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(option, value, 0, 0, 0)) == 0
+    except (OSError, AttributeError):  # not Linux: the run's own cleanup is all there is
+        return False
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """This process gets `sig` when its parent dies (checked once after asking: a parent
+    that died just before is already gone, and the process exits)."""
+    parent = os.getppid()
+    _prctl(PR_SET_PDEATHSIG, sig)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def contain() -> None:
+    """In a stage's child: orphans of its descendants become its children, and SIGTERM
+    (its group stopped, or the fork server gone) takes every descendant down with it."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    signal.signal(signal.SIGTERM, _terminated)
+    die_with_parent(signal.SIGTERM)
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    kill_descendants(os.getpid())
+    os._exit(128 + signum)
+
+
+# Rounds of killing: a descendant caught mid-fork (a daemon's double fork) appears, as
+# the subreaper's child, only after the first round.
+ROUNDS = 20
+ROUND_S = 0.05
+
+
+def kill_descendants(pid: int) -> None:
+    """SIGKILL to every living descendant of `pid` (found through /proc), round after
+    round until none is left; from the process itself, its dead children are reaped."""
+    for _ in range(ROUNDS):
+        alive = [p for p in descendants(pid) if not _zombie(p)]
+        if not alive:
+            return
+        for child in alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, signal.SIGKILL)
+        time.sleep(ROUND_S)
+        if pid == os.getpid():
+            _reap()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True  # gone
+
+
+def _reap() -> None:
+    """Collects exited children (a subreaper's adopted orphans included)."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def descendants(pid: int) -> list[int]:
+    found, todo = [], children(pid)
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo += children(current)
+    return found
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _adopted_by_run() -> None:
+    """At import in the fork server, started by the run whose pid $DEPLOY_PARENT_PID holds."""
+    parent = os.environ.get(PARENT_ENV)
+    if parent and parent.isdigit() and int(parent) == os.getppid():
+        die_with_parent(signal.SIGKILL)
+
+
+_adopted_by_run()
