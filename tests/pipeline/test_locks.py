@@ -1,0 +1,91 @@
+"""Per-key build locks and dead runs' temp dirs (pipeline/locks.py), with real processes:
+a holder killed with SIGKILL, a waiter, and the lock file's removal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from pipeline import locks
+from tests.helpers import ROOT
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from pipeline import locks
+with locks.building(Path(sys.argv[1]), "ab" * 32, lambda holder: None):
+    print("holding", flush=True)
+    time.sleep(600)
+"""
+
+
+def _holder(root: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(root)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "holding"
+    return proc
+
+
+def test_a_lock_whose_holder_was_killed_is_taken_at_once(tmp_path: Path) -> None:
+    holder = _holder(tmp_path)
+    told: list[str] = []
+    waiter = threading.Thread(target=lambda: _take(tmp_path, told))
+    waiter.start()
+    time.sleep(0.5)
+    assert waiter.is_alive() and told == [f"pid {holder.pid}"]  # waiting, and says for whom
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    waiter.join(10)
+    assert not waiter.is_alive(), "a dead holder's lock blocked the waiter"
+
+
+def _take(root: Path, told: list[str]) -> None:
+    with locks.building(root, "ab" * 32, told.append):
+        pass
+
+
+def test_the_lock_file_is_removed_when_released(tmp_path: Path) -> None:
+    with locks.building(tmp_path, "cd" * 32, lambda holder: None):
+        assert list(tmp_path.glob("locks/*/*.lock"))
+    assert not list(tmp_path.glob("locks/*/*.lock"))
+
+
+def test_a_waiter_granted_a_removed_lock_file_takes_the_current_one(tmp_path: Path) -> None:
+    """The holder removes the file while it still holds it; a waiter then gets the lock of
+    a file no one else can open. It must not build on that: it locks the path's file."""
+    key = "ef" * 32
+    path = tmp_path / "locks" / key[:2] / f"{key}.lock"
+    order: list[str] = []
+    with locks.building(tmp_path, key, lambda holder: None):
+        waiter = threading.Thread(target=lambda: _hold_and_note(tmp_path, key, order))
+        waiter.start()
+        time.sleep(0.3)
+        order.append("first released")
+    waiter.join(10)
+    assert order == ["first released", "second holds a current file"]
+    assert not path.exists()
+
+
+def _hold_and_note(root: Path, key: str, order: list[str]) -> None:
+    with locks.building(root, key, lambda holder: None):
+        path = root / "locks" / key[:2] / f"{key}.lock"
+        order.append("second holds a current file" if path.exists() else "second holds a removed file")
+
+
+def test_temp_dirs_are_swept_only_when_their_run_is_dead(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / f"export-{dead.pid}-x1").mkdir()
+    (tmp_path / f"export-{os.getpid()}-x2").mkdir()
+    assert locks.sweep_dead(tmp_path) == [f"export-{dead.pid}-x1"]
+    assert [p.name for p in tmp_path.iterdir()] == [f"export-{os.getpid()}-x2"]
