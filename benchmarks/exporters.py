@@ -69,8 +69,8 @@ def ort_median_ms(model: Path, config: Path, iterations: int) -> float:
     import onnxruntime as ort
 
     sys.path.insert(0, str(ROOT))
-    from pipeline.project import load_project
-    from runtimes.arrays import opt_inputs
+    from deploy.pipeline.project import load_project
+    from deploy.runtimes.arrays import opt_inputs
 
     project = load_project(config)
     feeds = opt_inputs(project.config, project.config.inputs[0].opt[0])

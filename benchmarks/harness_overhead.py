@@ -23,7 +23,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from runtimes import harness
+from deploy.runtimes import harness
 
 
 def model(path: Path, width: int = 512, layers: int = 4) -> None:

@@ -51,7 +51,7 @@ def deploy(*args: str, env: dict[str, str]) -> tuple[float, str]:
 def s3_server() -> tuple[object, str]:
     from moto.server import ThreadedMotoServer
 
-    from serving.ports import free_port
+    from deploy.serving.ports import free_port
 
     port = free_port("127.0.0.1")
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

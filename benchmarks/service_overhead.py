@@ -55,9 +55,9 @@ def _photo() -> bytes:
 def _served(repository: Path, model: str) -> tuple[dict[str, object], dict[str, float]]:
     import tritonclient.grpc as grpcclient
 
-    from serving.launch import serve_repository
-    from serving.requests import statistics as server_statistics
-    from serving.spec import ServerSpec
+    from deploy.serving.launch import serve_repository
+    from deploy.serving.requests import statistics as server_statistics
+    from deploy.serving.spec import ServerSpec
 
     ensemble = f"{model}_ensemble"
     with tempfile.TemporaryDirectory() as scratch:

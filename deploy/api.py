@@ -12,15 +12,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.errors import ConfigError, Issue
-from pipeline.results import RunStatus, RunSummary, StageResult, StageSummary
+from deploy.pipeline.errors import ConfigError, Issue
+from deploy.pipeline.results import RunStatus, RunSummary, StageResult, StageSummary
 
 if TYPE_CHECKING:
-    from pipeline.plan import PlanRow
-    from pipeline.progress import Progress
-    from pipeline.project import Project
-    from pipeline.runner import Reporter, Runner
-    from stages.select.selection import Selection
+    from deploy.pipeline.plan import PlanRow
+    from deploy.pipeline.progress import Progress
+    from deploy.pipeline.project import Project
+    from deploy.pipeline.runner import Reporter, Runner
+    from deploy.stages.select.selection import Selection
 
 LOG = logging.getLogger("deploy")
 
@@ -29,7 +29,7 @@ def load(config: str | Path | Mapping[str, object], cache_dir: Path | None = Non
     """A validated pipeline from a YAML file or a mapping with the same keys. A mapping's
     relative paths start at the current directory; the YAML it amounts to is written
     to `<run_dir>/<name>/config.yaml`, the file its resume hints and CI jobs name."""
-    from pipeline.project import load_project, project_from
+    from deploy.pipeline.project import load_project, project_from
 
     if not isinstance(config, Mapping):
         return Pipeline(load_project(Path(config), cache_dir))
@@ -56,9 +56,14 @@ def _plain(value: object) -> object:
     return str(value) if isinstance(value, Path) else value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Pipeline:
     project: Project
+
+    def __repr__(self) -> str:
+        from deploy.display import pipeline_repr
+
+        return pipeline_repr(self.project.config.name, str(self.project.path), self.stages)
 
     @property
     def stages(self) -> list[str]:
@@ -72,9 +77,9 @@ class Pipeline:
     def plan(self, warn: Callable[[str], None] = LOG.warning) -> list[PlanRow]:
         """What `run` would do, from keys alone (nothing runs, nothing is downloaded);
         `warn` hears of an unreachable remote cache or an unreadable last summary."""
-        from pipeline.plan import make_plan
-        from pipeline.remote import remote_for
-        from pipeline.store import Store
+        from deploy.pipeline.plan import make_plan
+        from deploy.pipeline.remote import remote_for
+        from deploy.pipeline.store import Store
 
         return make_plan(
             self.project, Store(self.project.cache_dir), remote_for(self.project.config, warn), warn
@@ -89,10 +94,10 @@ class Pipeline:
         to: str | None = None,
     ) -> Runner:
         """The engine's Runner for this selection (the CLI drives it with its console)."""
-        from pipeline.graph import select
-        from pipeline.remote import remote_for
-        from pipeline.runner import Runner, Selection
-        from pipeline.store import Store
+        from deploy.pipeline.graph import select
+        from deploy.pipeline.remote import remote_for
+        from deploy.pipeline.runner import Runner, Selection
+        from deploy.pipeline.store import Store
 
         names = select(self.project.graph, list(only), from_, to)
         unknown = [f for f in force if f != "all" and f not in self.stages]
@@ -119,12 +124,22 @@ class Pipeline:
         return RunResult(runner.summary, self.project.config.repository)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class RunResult:
     """What a run did: the run summary as a record, and where things are."""
 
     summary: RunSummary
     repository: Path  # the published Triton model repository
+
+    def __repr__(self) -> str:
+        from deploy.display import result_repr
+
+        return result_repr(self.summary)
+
+    def _repr_html_(self) -> str:
+        from deploy.display import result_html
+
+        return result_html(self.summary)
 
     @property
     def ok(self) -> bool:
@@ -135,17 +150,21 @@ class RunResult:
         return {s.stage: s for s in self.summary.stages}
 
     def artifact(self, stage: str, name: str) -> Path:
-        """Where an output of a stage that ran or was cached lies in the store."""
+        """Where an output of a stage that ran or was cached lies in the store: the file
+        itself when the artifact is one file (an ONNX model without a weights file), else
+        its directory."""
         found = self.stages.get(stage)
         if found is None or name not in found.outputs:
             have = {s: sorted(row.outputs) for s, row in self.stages.items() if row.outputs}
             raise KeyError(f"no artifact '{name}' of stage '{stage}' in this run (outputs: {have})")
-        return Path(found.outputs[name].path)
+        path = Path(found.outputs[name].path)
+        files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else []
+        return files[0] if len(files) == 1 else path
 
     @property
     def selection(self) -> Selection | None:
         """The select stage's decision, where it ran."""
-        from stages.select.selection import Selection
+        from deploy.stages.select.selection import Selection
 
         stage = self.stages.get("select")
         return Selection.read(self.artifact("select", "selection")) if stage and stage.outputs else None

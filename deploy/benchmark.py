@@ -8,8 +8,8 @@ from typing import Any
 
 import typer
 
-from pipeline.errors import ConfigError, Issue
-from runtimes.catalog import BenchRuntime
+from deploy.pipeline.errors import ConfigError, Issue
+from deploy.runtimes.catalog import BenchRuntime
 
 # `deploy bench MODEL` times one file, with the runtime its suffix implies.
 RUNTIMES = {
@@ -39,8 +39,8 @@ class BenchRequest:
 
 
 def bench_file(model: Path, request: BenchRequest) -> None:
-    from runtimes import harness
-    from stages.bench import calls
+    from deploy.runtimes import harness
+    from deploy.stages.bench import calls
 
     chosen = _runtime(model, request.runtime)
     settings = _settings(request)
@@ -61,7 +61,7 @@ def bench_file(model: Path, request: BenchRequest) -> None:
 
 
 def _settings(request: BenchRequest) -> Any:
-    from runtimes import harness
+    from deploy.runtimes import harness
 
     if not 0 < request.stability_percentage < 100:
         raise typer.BadParameter(
@@ -84,7 +84,7 @@ def _settings(request: BenchRequest) -> Any:
 
 
 def _timing(call: Any, settings: Any, count: int) -> Any:
-    from runtimes import harness, streams
+    from deploy.runtimes import harness, streams
 
     if count == 1:
         return harness.measure(call, settings)

@@ -12,11 +12,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pipeline.errors import ConfigError, ExitCode, Issue
+from deploy.pipeline.errors import ConfigError, ExitCode, Issue
 
 if TYPE_CHECKING:
-    from pipeline.remote import RemoteCache
-    from pipeline.store import Store
+    from deploy.pipeline.remote import RemoteCache
+    from deploy.pipeline.store import Store
 
 cache_app = typer.Typer(
     no_args_is_help=True,
@@ -41,14 +41,14 @@ RemoteOpt = Annotated[
 
 
 def _console() -> Console:
-    from pipeline.logs import console_stream
+    from deploy.pipeline.logs import console_stream
 
     return Console(file=console_stream())
 
 
 def _store(config: Path | None, cache_dir: Path | None) -> Store:
-    from pipeline.project import CACHE_ENV, load_project
-    from pipeline.store import Store
+    from deploy.pipeline.project import CACHE_ENV, load_project
+    from deploy.pipeline.store import Store
 
     if cache_dir is not None:
         return Store(cache_dir)
@@ -59,8 +59,8 @@ def _store(config: Path | None, cache_dir: Path | None) -> Store:
 
 def _remote(url: str | None, config: Path | None, console: Console) -> RemoteCache:
     """--remote, else $DEPLOY_CACHE_REMOTE, else the config's cache.remote."""
-    from pipeline.project import REMOTE_ENV, load_project
-    from pipeline.remote import RemoteCache, RemoteSpec
+    from deploy.pipeline.project import REMOTE_ENV, load_project
+    from deploy.pipeline.remote import RemoteCache, RemoteSpec
 
     endpoint = None
     if config is not None:
@@ -136,7 +136,7 @@ def cache_gc(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
 ) -> None:
     """Remove entries no pipeline's last run uses, and unreferenced objects."""
-    from pipeline.maintenance import collect
+    from deploy.pipeline.maintenance import collect
 
     report = collect(_store(config, cache_dir), dry_run)
     verb = "would remove" if dry_run else "removed"
@@ -149,7 +149,7 @@ def cache_gc(
 @cache_app.command("verify")
 def cache_verify(config: ConfigOpt = None, cache_dir: CacheOpt = None) -> None:
     """Rehash every cached artifact; drop entries whose files are damaged."""
-    from pipeline.maintenance import verify
+    from deploy.pipeline.maintenance import verify
 
     console = _console()
     bad = verify(_store(config, cache_dir))
@@ -163,7 +163,7 @@ def cache_verify(config: ConfigOpt = None, cache_dir: CacheOpt = None) -> None:
 
 
 def ls_table(store: Store) -> Table:
-    from pipeline.maintenance import head_keys
+    from deploy.pipeline.maintenance import head_keys
 
     roots = head_keys(store)
     table = Table(title=f"cache {store.root}", title_justify="left")

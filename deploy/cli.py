@@ -18,14 +18,14 @@ from rich.console import Console
 from rich.text import Text
 
 from deploy.cache import cache_app
+from deploy.pipeline.errors import DeployError, ExitCode, StageFailed
+from deploy.pipeline.writable import UMASK
 from deploy.runs import check_writable
-from pipeline.errors import DeployError, ExitCode, StageFailed
-from pipeline.writable import UMASK
 
 if TYPE_CHECKING:
-    from pipeline.plan import PlanRow
-    from pipeline.project import Project
-    from pipeline.runner import Runner
+    from deploy.pipeline.plan import PlanRow
+    from deploy.pipeline.project import Project
+    from deploy.pipeline.runner import Runner
 
 # -h everywhere; subcommands inherit it from the group's context.
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
@@ -70,13 +70,13 @@ Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show tracebacks 
 
 
 def _console() -> Console:
-    from pipeline.logs import console_stream
+    from deploy.pipeline.logs import console_stream
 
     return Console(file=console_stream())
 
 
 def _project(config: Path, cache_dir: Path | None) -> Project:
-    from pipeline.project import load_project
+    from deploy.pipeline.project import load_project
 
     return load_project(config, cache_dir)
 
@@ -149,7 +149,7 @@ def plan(
 ) -> None:
     """Show, per stage, whether it is cached, skipped or will run, and why."""
     from deploy.api import Pipeline
-    from pipeline.plan import will_run
+    from deploy.pipeline.plan import will_run
 
     project = _project(config, cache_dir)
     err = Console(stderr=True)

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from pipeline.keys import dist_version
+from deploy.pipeline.keys import dist_version
 
 PACKAGES = {
     "torch": "trace, export",
@@ -43,7 +43,7 @@ def _package(name: str, used: str) -> Check:
 
 
 def _tensorrt() -> Check:
-    from runtimes.devices import tensorrt_version
+    from deploy.runtimes.devices import tensorrt_version
 
     version = tensorrt_version()
     try:
@@ -66,7 +66,7 @@ def _tensorrt() -> Check:
 
 
 def _gpu() -> Check:
-    from runtimes.devices import gpu_identity
+    from deploy.runtimes.devices import gpu_identity
 
     gpu = gpu_identity()
     return Check(
@@ -93,7 +93,7 @@ def _cuda() -> Check:
 
 
 def _tritonserver() -> Check:
-    from serving.spec import ServerSpec, find_binary
+    from deploy.serving.spec import ServerSpec, find_binary
 
     binary = find_binary(ServerSpec())
     if binary is None or not binary.is_file():

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import ConfigError, EnvError, Issue
-from serving.service import IMAGE_INPUT, TEXT_INPUT
-from serving.service_client import Answer, Protocol
+from deploy.pipeline.errors import ConfigError, EnvError, Issue
+from deploy.serving.service import IMAGE_INPUT, TEXT_INPUT
+from deploy.serving.service_client import Answer, Protocol
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Request:
 
 
 def infer(request: Request, say: Callable[[str], None]) -> None:
-    from serving.service_client import connect
+    from deploy.serving.service_client import connect
 
     items = _items(request)
     kind = IMAGE_INPUT if request.images else TEXT_INPUT
@@ -64,7 +64,7 @@ def _reach(call: Callable[[], Any], request: Request) -> Any:
 
 
 def _only_service(conn: Any, request: Request, kind: str) -> str:
-    from serving.service_client import service_input
+    from deploy.serving.service_client import service_input
 
     index = _reach(lambda: conn.get_model_repository_index(**_json(request)), request)
     ready = [
@@ -93,7 +93,7 @@ def _json(request: Request) -> dict[str, bool]:
 
 
 def _expect(conn: Any, request: Request, model: str, kind: str) -> None:
-    from serving.service_client import service_input
+    from deploy.serving.service_client import service_input
 
     if not _reach(lambda: conn.is_model_ready(model), request):
         raise ConfigError("deploy infer", [Issue("--model", f"'{model}' is not ready at {request.url}")])
@@ -109,7 +109,7 @@ def _expect(conn: Any, request: Request, model: str, kind: str) -> None:
 def _ask(conn: Any, request: Request, model: str, kind: str, label: str, data: bytes) -> Answer:
     from tritonclient.utils import InferenceServerException
 
-    from serving.service_client import ask
+    from deploy.serving.service_client import ask
 
     try:
         return ask(conn, request.protocol, model, kind, [data])

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from deploy.init_model import COUNT, MAX_DETECTIONS, Findings, Found, discover
-from pipeline.errors import ConfigError, Issue
+from deploy.pipeline.errors import ConfigError, Issue
 
 __all__ = ["discover", "initialise", "input_specs", "parse_input", "starter"]
 
@@ -209,7 +209,7 @@ def _output(found: Found) -> dict[str, Any]:
 
 def write_checked(text: str, dest: Path) -> None:
     """Written only if it validates as `deploy validate` would (nothing on failure)."""
-    from pipeline.project import load_project
+    from deploy.pipeline.project import load_project
 
     tmp = dest.with_name(f".{dest.name}.init")
     tmp.write_text(text)
@@ -268,8 +268,8 @@ def make_config(source: dict[str, Any], args: list[InputArg], name: str, dest: P
     """Builds the model from `source`, calls it (deploy/init_model.py) and returns the
     starter config's text; a ConfigError naming the option or the model's failure."""
     from deploy.init_model import inspect
-    from modelio.loading import load_model
-    from pipeline.errors import StageFailed
+    from deploy.modelio.loading import load_model
+    from deploy.pipeline.errors import StageFailed
 
     specs = input_specs(args)
     model_source, checked = _validated(source, specs, dest.parent)
@@ -283,7 +283,7 @@ def make_config(source: dict[str, Any], args: list[InputArg], name: str, dest: P
 def _validated(source: dict[str, Any], specs: list[dict[str, Any]], base: Path) -> tuple[Any, list[Any]]:
     from pydantic import ValidationError
 
-    from pipeline.config import InputSpec, ModelSource
+    from deploy.pipeline.config import InputSpec, ModelSource
 
     issues, checked = [], []
     try:

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gates.batch_independence import BatchIndependence, measure
-from pipeline.errors import ConfigError, Issue, StageFailed
+from deploy.gates.batch_independence import BatchIndependence, measure
+from deploy.pipeline.errors import ConfigError, Issue, StageFailed
 
 # Rows per image a detection config starts with (torchvision's models keep up to 100-300).
 MAX_DETECTIONS = 100
@@ -72,9 +72,9 @@ def inspect(model: Any, specs: Sequence[Any]) -> Findings:
     a batched model, at a batch of distinct samples against each sample alone."""
     import numpy as np
 
-    from modelio import detections
-    from modelio.adapter import probe, returned_tensors
-    from pipeline.config import InputsBy
+    from deploy.modelio import detections
+    from deploy.modelio.adapter import probe, returned_tensors
+    from deploy.pipeline.config import InputsBy
 
     names = tuple(s.name for s in specs)
     batched = any(s.min[0] != s.max[0] for s in specs)
@@ -95,15 +95,15 @@ def _smallest(specs: Sequence[Any]) -> int:
 
 
 def _sample(specs: Sequence[Any], batch: int, rng: Any) -> dict[str, Any]:
-    from runtimes.arrays import random_input
+    from deploy.runtimes.arrays import random_input
 
     return {s.name: random_input(s, (batch, *s.opt[1:]), rng) for s in specs}
 
 
 def _detection_outputs(result: Any) -> list[Found]:
     """One output per key of the per-image dicts, padded, and the per-image count."""
-    from modelio import detections
-    from pipeline.config import Detections
+    from deploy.modelio import detections
+    from deploy.pipeline.config import Detections
 
     padded = detections.padded(result, Detections(max_detections=MAX_DETECTIONS, count=COUNT))
     return [Found(k, None, tuple(v.shape), "other") for k, v in padded.items()]
@@ -111,8 +111,8 @@ def _detection_outputs(result: Any) -> list[Found]:
 
 def _batching(model: Any, specs: Sequence[Any], names: tuple[str, ...], rng: Any) -> BatchIndependence:
     """The same measurement golden makes: a batch of distinct samples against each alone."""
-    from modelio.adapter import flat, probe
-    from pipeline.config import InputsBy
+    from deploy.modelio.adapter import flat, probe
+    from deploy.pipeline.config import InputsBy
 
     batch = min(max(2, *(s.opt[0] for s in specs)), min(s.max[0] for s in specs))
     sample = _sample(specs, batch, rng)

@@ -133,15 +133,15 @@ def _one_line(text: str | None) -> str:
 # -- sections and Markdown -----------------------------------------------------------------------
 def sections() -> list[Section]:
     """The shared fields, then one section per stage in the registry's (name) order."""
-    from pipeline.config import DeployConfig
-    from pipeline.registry import stage_specs
+    from deploy.pipeline.config import DeployConfig
+    from deploy.pipeline.registry import stage_specs
 
     shared = Section(
         "Shared keys",
         "Top-level keys of the config file.",
         tuple(rows(DeployConfig)),
     )
-    from pipeline.contract import RunSettings
+    from deploy.pipeline.contract import RunSettings
 
     run = Section(
         "Run settings (every stage)",

@@ -14,12 +14,12 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from pipeline.errors import DeployError
-from pipeline.results import RunStatus, RunSummary, StageSummary, Status
+from deploy.pipeline.errors import DeployError
+from deploy.pipeline.results import RunStatus, RunSummary, StageSummary, Status
 
 if TYPE_CHECKING:
-    from pipeline.project import Project
-    from pipeline.runner import Runner
+    from deploy.pipeline.project import Project
+    from deploy.pipeline.runner import Runner
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,8 @@ def finish_run(
 ) -> bool:
     """The results, where the summary and report are, and the CI files asked for; False
     when one of those could not be written."""
+    from deploy.pipeline.runner import REPORT_FILE
     from deploy.ui import results_table, summary_lines
-    from pipeline.runner import REPORT_FILE
 
     project, plain, summary = runner.project, not console.is_terminal, runner.summary
     if summary is None:  # the runner writes it before it returns, whatever happened
@@ -107,7 +107,7 @@ def ci_files_for_rejection(
     """An invocation rejected before anything ran (a config that does not load, a
     selection whose upstream isn't cached) is one failed pseudo-stage for a CI server:
     `config` or `selection`."""
-    from pipeline.errors import SelectionError
+    from deploy.pipeline.errors import SelectionError
 
     selection = isinstance(exc, SelectionError)
     what, status = (
@@ -121,8 +121,8 @@ def ci_files_for_rejection(
 def _write_ci_files(summary: RunSummary, junit: Path | None, summary_json: Path | None) -> None:
     import json
 
-    from pipeline.hashing import atomic_write_text
-    from pipeline.junit import write_xml
+    from deploy.pipeline.hashing import atomic_write_text
+    from deploy.pipeline.junit import write_xml
 
     if junit is not None:
         write_xml(junit, summary)

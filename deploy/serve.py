@@ -10,13 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import StageFailed
-from pipeline.project import Project
-from pipeline.publish import complete
-from serving import tritonserver
-from serving.launch import Served, loadable_models, serve_repository
-from serving.repository import Model, models, skip_reason
-from serving.spec import ServerSpec
+from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.project import Project
+from deploy.pipeline.publish import complete
+from deploy.serving import tritonserver
+from deploy.serving.launch import Served, loadable_models, serve_repository
+from deploy.serving.repository import Model, models, skip_reason
+from deploy.serving.spec import ServerSpec
 
 Say = Callable[[str], None]
 

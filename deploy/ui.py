@@ -12,12 +12,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.contract import HEADLINE_KEY, report_tables
-from pipeline.plan import Action, PlanRow
-from pipeline.progress import Progress as StageProgress
-from pipeline.report import human_size
-from pipeline.results import StageResult, Status
-from pipeline.store import Output
+from deploy.pipeline.contract import HEADLINE_KEY, report_tables
+from deploy.pipeline.plan import Action, PlanRow
+from deploy.pipeline.progress import Progress as StageProgress
+from deploy.pipeline.report import human_size
+from deploy.pipeline.results import StageResult, Status
+from deploy.pipeline.store import Output
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID

@@ -24,5 +24,5 @@ PYTHON=${PYTHON:-python3.11}
 # TensorRT's type stubs for mypy (TensorRT itself cannot be installed here).
 .venv/bin/python scripts/trt_stubs.py
 # Some machines set PYTHONDONTWRITEBYTECODE; precompiling keeps `deploy` start-up fast.
-.venv/bin/python -m compileall -q deploy pipeline stages runtimes serving >/dev/null
+.venv/bin/python -m compileall -q deploy >/dev/null
 echo "setup ok: $(.venv/bin/deploy --help >/dev/null && echo 'deploy CLI ready')"

@@ -15,11 +15,11 @@ from typing import Any
 
 import yaml
 
-from pipeline.graph import select
-from pipeline.progress import Progress
-from pipeline.project import load_project
-from pipeline.runner import Runner, Selection, StageResult
-from pipeline.store import Store
+from deploy.pipeline.graph import select
+from deploy.pipeline.progress import Progress
+from deploy.pipeline.project import load_project
+from deploy.pipeline.runner import Runner, Selection, StageResult
+from deploy.pipeline.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.yaml"
@@ -113,7 +113,7 @@ def real_tensorrt() -> bool:
         import tensorrt
     except ImportError:
         return False
-    from runtimes.devices import gpu_identity
+    from deploy.runtimes.devices import gpu_identity
 
     return hasattr(tensorrt, "Builder") and gpu_identity() is not None
 
@@ -150,7 +150,7 @@ def run(
     stop: str | None = None,
     recorder: Recorder | None = None,
 ) -> dict[str, StageResult]:
-    from pipeline.remote import remote_for
+    from deploy.pipeline.remote import remote_for
 
     project = load_project(path)
     names = select(project.graph, list(only), start, stop)
@@ -216,7 +216,7 @@ class S3Server:
     def __init__(self) -> None:
         from moto.server import ThreadedMotoServer
 
-        from serving.ports import free_port
+        from deploy.serving.ports import free_port
 
         self.port = free_port("127.0.0.1")
         self.endpoint = f"http://127.0.0.1:{self.port}"

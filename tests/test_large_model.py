@@ -15,7 +15,7 @@ import onnx
 import pytest
 import yaml
 
-from modelio.onnx_files import PROTOBUF_LIMIT, data_files
+from deploy.modelio.onnx_files import PROTOBUF_LIMIT, data_files
 from tests.helpers import run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.triton]

@@ -1,12 +1,15 @@
-"""The layering, read from the source with `ast` (nothing is imported):
+"""The layering, read from the source with `ast` (nothing is imported). One import
+package, `deploy`, whose folders are the layers:
 
-    deploy/       the app (CLI)                may import everything below
-    stages/       the stages, nothing else     a stage imports no other stage, and reads
-                                               no other stage's YAML section
-    gates/ datasources/ modelio/ runtimes/ serving/
-                  libraries the stages share   import neither stages nor the app
-    pipeline/     the engine                   imports no stage, app or library
+    deploy/*.py          the app (CLI, API)           may import everything below
+    deploy/stages/       the stages, nothing else     a stage imports no other stage, and
+                                                      reads no other stage's YAML section
+    deploy/gates/ datasources/ modelio/ runtimes/ serving/
+                         libraries the stages share   import neither stages nor the app
+    deploy/pipeline/     the engine                   imports no stage, app or library
 
+Below, a module is named by its layer (`pipeline.runner` is `deploy.pipeline.runner`,
+`deploy.cli` the app's)
 and no two modules import each other, directly or through others; no module name is
 used in two packages; library modules say what they are in a docstring; and project
 modules are imported under their own names."""
@@ -22,15 +25,22 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARIES = ("gates", "datasources", "modelio", "runtimes", "serving")
 PACKAGES = ("deploy", "pipeline", "stages", *LIBRARIES)
+LAYERED = ("pipeline", "stages", *LIBRARIES)  # sub-packages of deploy named by their layer
+
+
+def logical(name: str) -> str:
+    """`deploy.pipeline.runner` -> `pipeline.runner`; app modules keep `deploy.`."""
+    parts = name.split(".")
+    return ".".join(parts[1:]) if len(parts) > 1 and parts[0] == "deploy" and parts[1] in LAYERED else name
 
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return logical(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
 
 
 def modules() -> dict[str, Path]:
-    return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+    return {module_name(p): p for p in sorted((ROOT / "deploy").rglob("*.py"))}
 
 
 def package_of(path: Path) -> str:
@@ -41,11 +51,11 @@ def imported(path: Path, package: str) -> Iterator[str]:
     """Every module an import statement names, at any depth (lazy imports count too)."""
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
+            yield from (logical(alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = _absolute(node, package)
-            yield base
-            yield from (f"{base}.{alias.name}" for alias in node.names)
+            yield logical(base)
+            yield from (logical(f"{base}.{alias.name}") for alias in node.names)
 
 
 def _absolute(node: ast.ImportFrom, package: str) -> str:
@@ -178,7 +188,7 @@ def aliased_project_imports(path: Path) -> list[str]:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             base = getattr(node, "module", None) or ""
             for alias in node.names:
-                full = f"{base}.{alias.name}" if base else alias.name
+                full = logical(f"{base}.{alias.name}" if base else alias.name)
                 if alias.asname and full in KNOWN:
                     found.append(f"{full} as {alias.asname}")
     return found

@@ -13,7 +13,7 @@ from tests.helpers import ROOT, run_cli
 
 def _photos(directory):
     """The photos smoke sends (scikit-learn's, as JPEG and PNG), as files for `deploy infer`."""
-    from serving.service_client import samples
+    from deploy.serving.service_client import samples
 
     written = []
     for sample in samples("image", None):
@@ -30,8 +30,8 @@ def _top(stdout: str) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.triton
 def test_the_imagenet_service_names_what_the_photo_shows(tmp_path):
-    from serving.launch import serve_repository
-    from serving.spec import ServerSpec
+    from deploy.serving.launch import serve_repository
+    from deploy.serving.spec import ServerSpec
 
     result = run_cli("run", str(ROOT / "configs" / "mobilenetv2.yaml"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]

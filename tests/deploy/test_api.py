@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import deploy
-from pipeline.errors import ConfigError, StageError
-from pipeline.plan import Action
-from pipeline.results import Status
+from deploy.pipeline.errors import ConfigError, StageError
+from deploy.pipeline.plan import Action
+from deploy.pipeline.results import Status
 from tests.helpers import run_cli, tiny_dict
 
 FAST = {"warmup_ms": 10, "duration_s": 0.05, "iterations": 5, "batches": [1, 4]}
@@ -41,6 +41,22 @@ def test_load_plan_run_selection(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert latency.selected and fastest["runtime"] in latency.selected
     assert capsys.readouterr() == ("", "")  # a library prints nothing
     assert {r.action for r in deploy.load(config(tmp_path)).plan()} == {Action.CACHED}
+    _reads_well(pipeline, result)
+
+
+def _reads_well(pipeline: deploy.Pipeline, result: deploy.RunResult) -> None:
+    """Short reprs; HTML with every stage and the decision; one-file artifacts as files."""
+    text = repr(result)
+    assert len(repr(pipeline)) < 300 and "golden → export → validate → bench → select" in repr(pipeline)
+    assert len(text) < 300 and "'tiny': ok" in text and "5 ran" in text and "deploy " in text, text
+    page = result._repr_html_()
+    assert page.count("<tr>") == 6 and "<b>Decision:</b> deploy " in page, page
+    assert all(f"<td>{s}</td>" in page for s in pipeline.stages)
+    onnx = result.artifact("export", "onnx")
+    assert onnx.is_file() and onnx.name == "model.onnx", onnx
+    import onnx as onnx_lib
+
+    onnx_lib.checker.check_model(str(onnx))
 
 
 def test_a_dict_config_is_written_and_the_cli_finds_its_run_cached(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from pipeline.errors import ExitCode
-from runtimes import harness
+from deploy.pipeline.errors import ExitCode
+from deploy.runtimes import harness
 from tests.helpers import output_path, run, run_cli
 
 
@@ -130,7 +130,7 @@ def test_streams_overlap_their_calls(models, tmp_path):
 def test_stream_measurement_counts_calls_completed_inside_the_window():
     import time
 
-    from runtimes import streams
+    from deploy.runtimes import streams
 
     settings = harness.Settings(warmup_ms=20, duration_s=0.2, iterations=10, percentiles=(50.0,))
     edges = iter(range(100))
@@ -151,8 +151,8 @@ def test_stream_measurement_counts_calls_completed_inside_the_window():
 
 
 def test_a_failing_stream_fails_the_measurement():
-    from pipeline.errors import StageFailed
-    from runtimes import streams
+    from deploy.pipeline.errors import StageFailed
+    from deploy.runtimes import streams
 
     def broken() -> None:
         raise RuntimeError("model exploded")
@@ -199,7 +199,7 @@ def test_windows_stop_at_the_maximum_and_the_run_is_marked_unstable():
 
 
 def test_stream_windows_are_added_until_stable_and_capped():
-    from runtimes import streams
+    from deploy.runtimes import streams
     from tests.helpers import WindowedLatency
 
     settings = harness.Settings(

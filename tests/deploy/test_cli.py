@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pipeline.errors import ExitCode
+from deploy.pipeline.errors import ExitCode
 from tests.helpers import HEAVY, run_cli
 
 PROBE = """
@@ -185,7 +185,7 @@ def test_cache_ls_verify_gc(cached_config):
 def test_cache_verify_finds_and_drops_damaged_entries(cached_config):
     import os
 
-    from pipeline.store import Store
+    from deploy.pipeline.store import Store
 
     store = Store(cached_config.parent / "cache")
     entry, _ = store.lookup(store.head("tiny")["golden"].key)

@@ -12,8 +12,8 @@ pytestmark = pytest.mark.triton
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, digits_checkpoint):
-    from serving.launch import serve_repository
-    from serving.spec import ServerSpec
+    from deploy.serving.launch import serve_repository
+    from deploy.serving.spec import ServerSpec
 
     work = tmp_path_factory.mktemp("infer")
     config, truth = digits_service(work, digits_checkpoint[0])

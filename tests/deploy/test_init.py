@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from deploy.init import discover, input_specs, parse_input
-from pipeline.errors import ConfigError
+from deploy.pipeline.errors import ConfigError
 from tests.helpers import ROOT, run_cli
 
 MODELS = """

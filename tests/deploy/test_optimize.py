@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from torch import nn
 
 import deploy
-from pipeline.errors import ConfigError
-from pipeline.results import Status
+from deploy.pipeline.errors import ConfigError
+from deploy.pipeline.results import Status
 from tests.helpers import run_cli
 
 
@@ -61,10 +62,62 @@ def test_a_class_from_main_or_one_needing_arguments_is_refused(tmp_path: Path) -
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x
 
-    with pytest.raises(ConfigError, match="defined in __main__ or a function: move the class into a module"):
+    with pytest.raises(ConfigError, match="defined in __main__ or a function; the stages run in their own"):
         deploy.optimize(Local(), torch.ones(1, 2), name="m", workdir=tmp_path)
-    with pytest.raises(ConfigError, match="pass factory='module:function'"):
-        deploy.optimize(NeedsArguments(3), torch.ones(1, 3), name="m", workdir=tmp_path)
+
+
+@pytest.mark.triton
+def test_a_stock_model_needs_only_itself_and_an_example(tmp_path: Path) -> None:
+    """shufflenet's class needs constructor arguments: the live module is pickled for the
+    stages; dim 0 is the batch (1..8) without being asked."""
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.shufflenet_v2_x0_5(weights=None, num_classes=10).eval()
+    result = deploy.optimize(model, torch.randn(1, 3, 64, 64), workdir=tmp_path)
+    assert result.ok and result.stages["smoke"].status is Status.RAN, result
+    written = tmp_path / "shuffle_net_v2" / "shuffle_net_v2.yaml"
+    config = yaml.safe_load(written.read_text())
+    assert config["inputs"][0]["dims"][0] == "batch" and config["inputs"][0]["max"][0] == 8
+    assert config["model"]["file"].endswith("shuffle_net_v2_module.py") and "factory" not in config["model"]
+    plan = run_cli("plan", str(written), "--json")
+    assert {row["action"] for row in json.loads(plan.stdout)} == {"cached"}, plan.stdout
+
+
+def test_a_model_that_takes_no_other_batch_is_served_at_the_examples_shapes(tmp_path: Path) -> None:
+    from deploy.live_model import _config_for, _source
+
+    model = FixedBatch()
+    source = _source(model, tmp_path, "fixed", None, None)
+    assert source["factory"] == f"{__name__}:FixedBatch"  # builds with no arguments: its class
+    config = yaml.safe_load(_config_for(model, "fixed", source, {"x": torch.ones(2, 3)}, None, tmp_path))
+    assert config["inputs"][0]["dims"] == [2, 3], config["inputs"]
+
+
+def test_a_class_that_needs_arguments_is_pickled_and_rebuilt_equal(tmp_path: Path) -> None:
+    import importlib.util
+
+    from deploy.live_model import _source
+
+    torch.manual_seed(0)
+    model = NeedsArguments(3).eval()
+    source = _source(model, tmp_path, "needs", None, None)
+    assert source["file"].endswith("needs_module.py") and source["callable"] == "build"
+    spec = importlib.util.spec_from_file_location("needs_module", source["file"])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = torch.randn(4, 3)
+    assert torch.equal(module.build()(x), model(x))
+    first = Path(source["file"]).read_text()
+    with torch.no_grad():
+        model.fc.bias.add_(1.0)
+    assert Path(_source(model, tmp_path, "needs", None, None)["file"]).read_text() != first  # new key
+
+
+class FixedBatch(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(2, 3) * 2  # a batch of 2, always
 
 
 def test_dynamic_must_name_example_inputs_and_their_axes(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from deploy import reference
-from pipeline.config import DeployConfig
-from pipeline.registry import stage_specs
+from deploy.pipeline.config import DeployConfig
+from deploy.pipeline.registry import stage_specs
 from tests.helpers import ROOT
 
 CONFIG_DOC = ROOT / "docs" / "reference" / "config.md"
@@ -122,8 +122,8 @@ def test_every_stage_and_shared_key_is_listed():
 
 
 def test_known_defaults_render_from_the_model():
-    from stages.triton_config.stage import TritonParams
-    from stages.validate import ValidateParams
+    from deploy.stages.triton_config.stage import TritonParams
+    from deploy.stages.validate import ValidateParams
 
     atol = ValidateParams.model_fields["atol"].default
     assert _row("stages.validate.atol").default == reference.render_value(atol) == repr(atol)
@@ -141,8 +141,8 @@ def test_known_defaults_render_from_the_model():
 def test_nested_defaults_are_the_parents_where_they_differ():
     """trace's tolerance is tighter than Tolerance's defaults: its own row says so, while
     its fields' rows keep the defaults that apply to keys left out of `tolerance: {...}`."""
-    from gates.tolerance import Tolerance
-    from stages.trace import TraceParams
+    from deploy.gates.tolerance import Tolerance
+    from deploy.stages.trace import TraceParams
 
     tight = TraceParams.model_fields["tolerance"].default
     assert yaml.safe_load(_row("stages.trace.tolerance").default) == tight.model_dump()
@@ -241,7 +241,7 @@ def test_check_and_write_both_sections_of_one_file(tmp_path):
 
 def test_the_config_reference_example_is_a_valid_config(tmp_path):
     """The hand-written example before the generated tables must stay a working config."""
-    from pipeline.project import load_project
+    from deploy.pipeline.project import load_project
 
     text = CONFIG_DOC.read_text(encoding="utf-8")
     before = text[: text.index(reference.START)]
@@ -256,7 +256,7 @@ def test_the_config_reference_example_is_a_valid_config(tmp_path):
 
 def test_run_path_never_imports_the_generator():
     code = (
-        "import sys, deploy.cli, pipeline.project, pipeline.runner; print('deploy.reference' in sys.modules)"
+        "import sys, deploy.cli, deploy.pipeline.project, deploy.pipeline.runner; print('deploy.reference' in sys.modules)"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.stdout.strip() == "False", proc.stderr

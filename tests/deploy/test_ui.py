@@ -6,8 +6,8 @@ import io
 
 from rich.console import Console
 
+from deploy.pipeline.runner import StageResult, Status
 from deploy.ui import ConsoleReporter, results_table
-from pipeline.runner import StageResult, Status
 from tests.helpers import run_cli
 
 LONG = (

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from gates.batch_independence import NOISE, BatchIndependence, measure
-from pipeline.records import SchemaMismatch
+from deploy.gates.batch_independence import NOISE, BatchIndependence, measure
+from deploy.pipeline.records import SchemaMismatch
 
 
 def infer_with(model: torch.nn.Module):

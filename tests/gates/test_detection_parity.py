@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gates import parity
-from gates.detection_parity import Layout, aligned
-from gates.references import Case
-from gates.tolerance import Tolerance
+from deploy.gates import parity
+from deploy.gates.detection_parity import Layout, aligned
+from deploy.gates.references import Case
+from deploy.gates.tolerance import Tolerance
 
 LAYOUT = Layout("num_detections", ("boxes", "scores", "labels"))
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gates import parity
-from gates.accuracy import measure
-from gates.accuracy_report import AccuracyReport, Evidence, Speed
-from gates.references import Case
-from gates.tolerance import Tolerance
-from pipeline.config import OutputKind
-from pipeline.records import SchemaMismatch
+from deploy.gates import parity
+from deploy.gates.accuracy import measure
+from deploy.gates.accuracy_report import AccuracyReport, Evidence, Speed
+from deploy.gates.references import Case
+from deploy.gates.tolerance import Tolerance
+from deploy.pipeline.config import OutputKind
+from deploy.pipeline.records import SchemaMismatch
 
 RNG = np.random.default_rng(0)
 

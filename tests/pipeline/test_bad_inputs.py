@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.errors import ExitCode
+from deploy.pipeline.errors import ExitCode
 from tests.helpers import run_cli, tiny_dict
 
 CONFIG, STAGE, ENV, USAGE = ExitCode.CONFIG, ExitCode.STAGE, ExitCode.ENVIRONMENT, ExitCode.USAGE

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.errors import ConfigError, ExitCode
-from pipeline.project import load_project
+from deploy.pipeline.errors import ConfigError, ExitCode
+from deploy.pipeline.project import load_project
 from tests.helpers import run_cli, tiny_dict
 
 

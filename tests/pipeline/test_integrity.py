@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.contract import ArtifactKind
-from pipeline.errors import EnvError
-from pipeline.hashing import digest_file
-from pipeline.project import load_project
-from pipeline.publish import complete, publish
-from pipeline.store import Output, Store
+from deploy.pipeline.contract import ArtifactKind
+from deploy.pipeline.errors import EnvError
+from deploy.pipeline.hashing import digest_file
+from deploy.pipeline.project import load_project
+from deploy.pipeline.publish import complete, publish
+from deploy.pipeline.store import Output, Store
 from tests.helpers import Recorder, run, run_cli, tiny_dict
 
 # Weights of 2 MB: above the size under which the cache rehashes every file anyway.

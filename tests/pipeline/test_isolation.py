@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.errors import ExitCode
+from deploy.pipeline.errors import ExitCode
 from tests.helpers import ROOT, run_cli, tritonservers
 
 MODEL = """
@@ -195,9 +195,9 @@ def test_a_users_own_pipeline_folder_in_the_working_directory_shadows_nothing(wr
     import sys
 
     # A copy of ours that fails where the fork server would import it from (a stale
-    # checkout, a project's own `pipeline/`): it must never be imported.
-    shutil.copytree(ROOT / "pipeline", tmp_path / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
-    with (tmp_path / "pipeline" / "isolation.py").open("a") as planted:
+    # checkout in the working directory): it must never be imported.
+    shutil.copytree(ROOT / "deploy", tmp_path / "deploy", ignore=shutil.ignore_patterns("__pycache__"))
+    with (tmp_path / "deploy" / "pipeline" / "isolation.py").open("a") as planted:
         planted.write("\nraise RuntimeError('imported from the working directory')\n")
     path = write_config(replace={"stages": {"export": {}}})
     deploy = Path(sys.executable).parent / "deploy"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from pipeline.errors import ExitCode
+from deploy.pipeline.errors import ExitCode
 from tests.helpers import run_cli
 
 STRICT = {"atol": 0.0, "rtol": 0.0, "min_cosine": 1.0}  # ONNX Runtime differs from eager by ~1e-8
@@ -81,8 +81,8 @@ def test_a_config_that_does_not_load_is_one_failed_testcase(write_config, tmp_pa
 
 
 def test_control_characters_from_native_logs_keep_the_xml_readable(tmp_path):
-    from pipeline.junit import write_xml
-    from pipeline.results import RunStatus, RunSummary, StageSummary, Status
+    from deploy.pipeline.junit import write_xml
+    from deploy.pipeline.results import RunStatus, RunSummary, StageSummary, Status
 
     log = tmp_path / "stage.log"
     log.write_text("\x1b[31mW onnxruntime: colour\x1b[0m\x00\n")

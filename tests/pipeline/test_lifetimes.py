@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pipeline.errors import ExitCode
+from deploy.pipeline.errors import ExitCode
 
 HANGING_MODEL = """
 import os, subprocess, sys, time

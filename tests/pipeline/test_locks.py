@@ -11,13 +11,13 @@ import threading
 import time
 from pathlib import Path
 
-from pipeline import locks
+from deploy.pipeline import locks
 from tests.helpers import ROOT
 
 HOLDER = """
 import sys, time
 from pathlib import Path
-from pipeline import locks
+from deploy.pipeline import locks
 with locks.building(Path(sys.argv[1]), "ab" * 32, lambda holder: None):
     print("holding", flush=True)
     time.sleep(600)

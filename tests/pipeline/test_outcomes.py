@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import ExitCode
+from deploy.pipeline.errors import ExitCode
 from tests.helpers import run_cli
 
 
@@ -103,7 +103,7 @@ def test_the_report_names_host_versions_commit_and_cached_times(finished):
 def test_the_commit_is_read_from_the_repository_holding_the_config(tmp_path):
     import subprocess
 
-    from pipeline.provenance import git_commit
+    from deploy.pipeline.provenance import git_commit
 
     outside = not any((d / ".git").exists() for d in (tmp_path, *tmp_path.parents))
     assert outside, "the temporary directory lies inside a git repository: this test needs one that does not"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import ExitCode
-from pipeline.plan import Action, make_plan
-from pipeline.project import load_project
-from pipeline.store import Store
+from deploy.pipeline.errors import ExitCode
+from deploy.pipeline.plan import Action, make_plan
+from deploy.pipeline.project import load_project
+from deploy.pipeline.store import Store
 from tests.helpers import run, run_cli, statuses
 
 # What each prediction allows the run to do.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pipeline.errors import ExitCode
+from deploy.pipeline.errors import ExitCode
 from tests.helpers import run_cli
 
 

@@ -7,8 +7,8 @@ import io
 
 from rich.console import Console
 
+from deploy.pipeline.progress import Progress, Throttled
 from deploy.ui import ConsoleReporter
-from pipeline.progress import Progress, Throttled
 from tests.helpers import Recorder, run
 
 

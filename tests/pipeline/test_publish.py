@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-import pipeline.publish as publishing
-from pipeline.contract import ArtifactKind
-from pipeline.errors import EnvError
-from pipeline.publish import SCHEMA, STAMP, Stamp, destination, in_order, publish
-from pipeline.store import Output, Store
+import deploy.pipeline.publish as publishing
+from deploy.pipeline.contract import ArtifactKind
+from deploy.pipeline.errors import EnvError
+from deploy.pipeline.publish import SCHEMA, STAMP, Stamp, destination, in_order, publish
+from deploy.pipeline.store import Output, Store
 from tests.helpers import S3Server
 
 BUCKET = "models"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.errors import StageFailed
-from pipeline.records import SchemaMismatch, expect_schema
+from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.records import SchemaMismatch, expect_schema
 
 
 def test_the_expected_schema_passes_the_data_through() -> None:

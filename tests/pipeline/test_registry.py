@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from pipeline.errors import ExitCode
+from deploy.pipeline.errors import ExitCode
 from tests.helpers import run_cli
 
 STAGE = '''
@@ -17,7 +17,7 @@ import hashlib
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.contract import Artifact, Phase, StageContext, StageSpec
+from deploy.pipeline.contract import Artifact, Phase, StageContext, StageSpec
 
 
 class ChecksumParams(BaseModel):

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.contract import ArtifactKind
-from pipeline.hashing import digest_file
-from pipeline.keys import KeyParts
-from pipeline.store import Entry, Store
+from deploy.pipeline.contract import ArtifactKind
+from deploy.pipeline.hashing import digest_file
+from deploy.pipeline.keys import KeyParts
+from deploy.pipeline.store import Entry, Store
 from tests.helpers import S3_ENV, S3Server, run, run_cli, tiny_dict
 
 BUCKET, PREFIX = "deploy-ci", "cache"
@@ -109,7 +109,7 @@ def test_a_flipped_byte_in_a_remote_object_is_detected_and_rebuilt(s3, tmp_path)
 
 
 def test_a_dead_remote_costs_one_warning_and_the_build_runs_locally(tmp_path) -> None:
-    from serving.ports import free_port
+    from deploy.serving.ports import free_port
 
     secret = "s3cr3t-never-printed"
     dead = {
@@ -218,9 +218,9 @@ def test_the_repository_is_published_to_s3_and_smoke_serves_it_from_there(s3, tm
     # (and the pipeline's manifest at the root lists what it published)
     assert {k.split("/")[1] for k in s3.keys("models", "repo/")} == {"tiny_python", ".deploy-tiny.json"}
     # A bucket missing a file of the last publish is refused by smoke, naming the file.
-    from pipeline.errors import StageFailed
-    from pipeline.publish import complete
-    from stages.smoke.stage import _refuse_incomplete
+    from deploy.pipeline.errors import StageFailed
+    from deploy.pipeline.publish import complete
+    from deploy.stages.smoke.stage import _refuse_incomplete
 
     for key, value in s3.env.items():
         monkeypatch.setenv(key, value)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.project import load_project
-from pipeline.runner import REPORT_FILE
+from deploy.pipeline.project import load_project
+from deploy.pipeline.runner import REPORT_FILE
 from tests.helpers import run
 
 STAGES = {

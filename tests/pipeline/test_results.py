@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.plan import last_failures
-from pipeline.provenance import Provenance
-from pipeline.results import (
+from deploy.pipeline.plan import last_failures
+from deploy.pipeline.provenance import Provenance
+from deploy.pipeline.results import (
     SUMMARY_SCHEMA,
     OutputSummary,
     RunStatus,

@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from pipeline.errors import SelectionError, StageError
-from pipeline.plan import Action, make_plan
-from pipeline.project import load_project
-from pipeline.runner import Status
-from pipeline.store import Store
+from deploy.pipeline.errors import SelectionError, StageError
+from deploy.pipeline.plan import Action, make_plan
+from deploy.pipeline.project import load_project
+from deploy.pipeline.runner import Status
+from deploy.pipeline.store import Store
 from tests.helpers import Recorder, run, statuses
 
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from runtimes.base import Device, Runtime
-from runtimes.onnxrt import OnnxRuntime
-from runtimes.timing import Timed
-from runtimes.torchrt import TorchModule
+from deploy.runtimes.base import Device, Runtime
+from deploy.runtimes.onnxrt import OnnxRuntime
+from deploy.runtimes.timing import Timed
+from deploy.runtimes.torchrt import TorchModule
 from tests.helpers import export_two_heads, two_heads_net
 
 FEEDS = {"a": np.ones((2, 4), np.float32), "b": np.full((2, 4), 0.5, np.float32)}

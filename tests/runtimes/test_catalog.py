@@ -3,10 +3,10 @@ is made by some stage, every Triton format it names is a serving layout."""
 
 from __future__ import annotations
 
-from pipeline.contract import SOURCE_ARTIFACT
-from pipeline.registry import stage_specs
-from runtimes.catalog import CATALOG, IN_PROCESS, BenchRuntime, artifact_of
-from serving.layout import LAYOUTS
+from deploy.pipeline.contract import SOURCE_ARTIFACT
+from deploy.pipeline.registry import stage_specs
+from deploy.runtimes.catalog import CATALOG, IN_PROCESS, BenchRuntime, artifact_of
+from deploy.serving.layout import LAYOUTS
 
 
 def test_every_runtime_is_catalogued_and_loads_an_artifact_a_stage_makes() -> None:

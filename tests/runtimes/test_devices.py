@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runtimes.devices import TRT_DISTRIBUTIONS, gpu_identity, host_identity, tensorrt_version
+from deploy.runtimes.devices import TRT_DISTRIBUTIONS, gpu_identity, host_identity, tensorrt_version
 
 
 def test_without_nvidia_smi_there_is_no_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.records import SchemaMismatch
-from runtimes.engine_manifest import SCHEMA, EngineManifest, ShapeRange
+from deploy.pipeline.records import SchemaMismatch
+from deploy.runtimes.engine_manifest import SCHEMA, EngineManifest, ShapeRange
 
 
 def manifest() -> EngineManifest:

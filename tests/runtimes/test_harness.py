@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from runtimes import harness
+from deploy.runtimes import harness
 
 
 def test_nearest_rank_percentiles_and_required_samples() -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runtimes import harness
-from runtimes.harness import Settings, Timing, Window
+from deploy.runtimes import harness
+from deploy.runtimes.harness import Settings, Timing, Window
 
 
 @pytest.mark.parametrize(

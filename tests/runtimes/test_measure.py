@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 from pydantic import ValidationError
 
-from runtimes.harness import Settings
-from runtimes.measure import MeasureSettings
+from deploy.runtimes.harness import Settings
+from deploy.runtimes.measure import MeasureSettings
 
 
 def test_the_defaults_are_the_harnesss() -> None:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.errors import StageFailed
-from runtimes.onnxrt import OnnxRuntime
+from deploy.pipeline.errors import StageFailed
+from deploy.runtimes.onnxrt import OnnxRuntime
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from pipeline.errors import StageFailed
-from runtimes.arrays import random_array
-from runtimes.base import Device
-from runtimes.onnxrt import OnnxRuntime
+from deploy.pipeline.errors import StageFailed
+from deploy.runtimes.arrays import random_array
+from deploy.runtimes.base import Device
+from deploy.runtimes.onnxrt import OnnxRuntime
 from tests.helpers import export_two_heads, two_heads_net
 
 ELEMENT = {

@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from runtimes import pacing
-from runtimes.harness import Settings
+from deploy.runtimes import pacing
+from deploy.runtimes.harness import Settings
 
 SERVICE_S = 0.01  # one worker: capacity 100 requests/s
 SETTINGS = Settings(warmup_ms=100, duration_s=1.0, iterations=10, stability_windows=2, max_windows=4)
@@ -54,7 +54,7 @@ def test_a_failed_call_stops_the_load_with_its_error() -> None:
     def submit(done) -> None:
         threading.Thread(target=done, kwargs={"result": None, "error": "model not ready"}).start()
 
-    from pipeline.errors import StageFailed
+    from deploy.pipeline.errors import StageFailed
 
     with pytest.raises(StageFailed, match="model not ready"):
         pacing.measure(submit, pacing.Pace(100.0), SETTINGS)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.records import SchemaMismatch
-from runtimes import harness
-from runtimes.record import BenchResults, BenchRow, ServerShare
+from deploy.pipeline.records import SchemaMismatch
+from deploy.runtimes import harness
+from deploy.runtimes.record import BenchResults, BenchRow, ServerShare
 
 
 def measured_row() -> BenchRow:

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from pipeline.errors import StageFailed
-from runtimes import streams
-from runtimes.harness import Settings
+from deploy.pipeline.errors import StageFailed
+from deploy.runtimes import streams
+from deploy.runtimes.harness import Settings
 
 SLEEP_S = 0.004
 SETTINGS = Settings(warmup_ms=20, duration_s=0.15, iterations=12, percentiles=(50.0,), max_windows=4)

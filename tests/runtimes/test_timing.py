@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from runtimes import harness
-from runtimes.timing import Timed
+from deploy.runtimes import harness
+from deploy.runtimes.timing import Timed
 
 
 def test_a_timed_call_is_frozen_and_has_no_phases_by_default() -> None:

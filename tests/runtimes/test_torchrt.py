@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.errors import StageFailed
-from runtimes.base import Device
-from runtimes.onnxrt import OnnxRuntime
-from runtimes.torchrt import TorchModule, flatten
+from deploy.pipeline.errors import StageFailed
+from deploy.runtimes.base import Device
+from deploy.runtimes.onnxrt import OnnxRuntime
+from deploy.runtimes.torchrt import TorchModule, flatten
 from tests.helpers import export_two_heads, two_heads_net
 
 RNG = np.random.default_rng(0)

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from pipeline.config import DeployConfig
-from serving.checks import Tensor, batch_problem, expected, metadata_problems
+from deploy.pipeline.config import DeployConfig
+from deploy.serving.checks import Tensor, batch_problem, expected, metadata_problems
 
 
 @dataclass(frozen=True)

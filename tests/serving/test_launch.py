@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from serving.launch import serve_repository
-from serving.model_state import ModelState
-from serving.spec import ServerSpec
+from deploy.serving.launch import serve_repository
+from deploy.serving.model_state import ModelState
+from deploy.serving.spec import ServerSpec
 from tests.helpers import tritonservers
 
 pytestmark = pytest.mark.triton

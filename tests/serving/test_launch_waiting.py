@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from serving.launch import _final, loadable_models, wait_models
-from serving.model_state import UNKNOWN, LoadState, ModelState
-from serving.repository import Model
-from serving.tritonserver import Server
+from deploy.serving.launch import _final, loadable_models, wait_models
+from deploy.serving.model_state import UNKNOWN, LoadState, ModelState
+from deploy.serving.repository import Model
+from deploy.serving.tritonserver import Server
 
 
 @pytest.mark.parametrize(

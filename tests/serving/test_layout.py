@@ -8,8 +8,8 @@ from typing import get_args
 
 import pytest
 
-from pipeline.config import DType
-from serving.layout import BY_PLATFORM, LAYOUTS, PYTHON_MODEL, TRITON_TYPES, ServingFormat, io_name
+from deploy.pipeline.config import DType
+from deploy.serving.layout import BY_PLATFORM, LAYOUTS, PYTHON_MODEL, TRITON_TYPES, ServingFormat, io_name
 
 
 def test_one_layout_per_serving_format_and_platforms_map_back() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from serving.model_state import LoadState, ModelState
+from deploy.serving.model_state import LoadState, ModelState
 
 
 @pytest.mark.parametrize(

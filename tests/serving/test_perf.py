@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from serving.perf import _server_share
-from serving.requests import PHASES, Statistics
+from deploy.serving.perf import _server_share
+from deploy.serving.requests import PHASES, Statistics
 
 
 def totals(requests: int, inferences: int, executions: int, phase_ns: tuple[int, ...]) -> dict[str, int]:

@@ -11,9 +11,9 @@ import time
 import psutil
 import pytest
 
-from pipeline.errors import ExitCode
-from serving.ports import PortInUse, choose_ports, free_port, port_or_free
-from serving.spec import ServerSpec
+from deploy.pipeline.errors import ExitCode
+from deploy.serving.ports import PortInUse, choose_ports, free_port, port_or_free
+from deploy.serving.spec import ServerSpec
 
 
 def distinct_free_ports(n: int) -> list[int]:

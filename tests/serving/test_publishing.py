@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.project import load_project
-from serving.publishing import PublishPolicy, destinations, published_url, publishing
+from deploy.pipeline.project import load_project
+from deploy.serving.publishing import PublishPolicy, destinations, published_url, publishing
 
 
 def test_triton_configs_params_state_the_fact(write_config) -> None:

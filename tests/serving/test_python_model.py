@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.config import DeployConfig
-from runtimes.harness import Settings
-from serving import checks, perf, requests
-from serving.launch import serve_repository
-from serving.layout import LAYOUTS, PYTHON_MODEL, TRITON_TYPES
-from serving.model_state import ModelState
-from serving.spec import ServerSpec
-from serving.tritonserver import repository_index
+from deploy.pipeline.config import DeployConfig
+from deploy.runtimes.harness import Settings
+from deploy.serving import checks, perf, requests
+from deploy.serving.launch import serve_repository
+from deploy.serving.layout import LAYOUTS, PYTHON_MODEL, TRITON_TYPES
+from deploy.serving.model_state import ModelState
+from deploy.serving.spec import ServerSpec
+from deploy.serving.tritonserver import repository_index
 from tests.helpers import export_two_heads, tritonservers, two_heads_net
 
 pytestmark = pytest.mark.triton

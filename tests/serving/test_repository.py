@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from serving.layout import LAYOUTS, io_name
-from serving.repository import loadable, models, private_copy, skip_reason
+from deploy.serving.layout import LAYOUTS, io_name
+from deploy.serving.repository import loadable, models, private_copy, skip_reason
 
 
 def write(repo: Path, name: str, platform_line: str, precision: str | None = None) -> None:

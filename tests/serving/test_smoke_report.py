@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gates import parity
-from gates.references import Case
-from gates.tolerance import Tolerance
-from pipeline.records import SchemaMismatch
-from serving import smoke_report as result
-from serving.smoke_report import ModelResult, ModelStatus, ServerInfo, SmokeReport, Traffic
+from deploy.gates import parity
+from deploy.gates.references import Case
+from deploy.gates.tolerance import Tolerance
+from deploy.pipeline.records import SchemaMismatch
+from deploy.serving import smoke_report as result
+from deploy.serving.smoke_report import ModelResult, ModelStatus, ServerInfo, SmokeReport, Traffic
 
 
 def report() -> SmokeReport:

@@ -17,10 +17,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pipeline.errors import EnvError, StageFailed
-from serving.ports import free_port
-from serving.spec import ServerSpec, pytriton_root
-from serving.tritonserver import Server, StopRequested, locate, serving, stop, stop_requests, wait_live
+from deploy.pipeline.errors import EnvError, StageFailed
+from deploy.serving.ports import free_port
+from deploy.serving.spec import ServerSpec, pytriton_root
+from deploy.serving.tritonserver import Server, StopRequested, locate, serving, stop, stop_requests, wait_live
 
 
 def test_the_wheels_server_gets_a_python_backend_in_the_work_dir(tmp_path: Path) -> None:

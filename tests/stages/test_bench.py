@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from pipeline import keys
-from pipeline.errors import StageError
-from pipeline.project import load_project
+from deploy.pipeline import keys
+from deploy.pipeline.errors import StageError
+from deploy.pipeline.project import load_project
 from tests.helpers import output_path, run
 
 FAST = {"warmup_ms": 10, "duration_s": 0.05, "iterations": 5}
@@ -197,7 +197,7 @@ def test_cuda_rows_split_h2d_compute_d2h(write_config):
 
 def test_gate_keys_that_match_no_cell_are_config_errors(write_config):
     """A typo in a gate key is found before anything is measured, not after."""
-    from pipeline.errors import ConfigError
+    from deploy.pipeline.errors import ConfigError
 
     path = bench_config(
         write_config,
@@ -231,7 +231,7 @@ def test_gate_keys_that_match_no_cell_are_config_errors(write_config):
     ],
 )
 def test_bad_bench_settings_name_their_field(write_config, bench, where):
-    from pipeline.errors import ConfigError
+    from deploy.pipeline.errors import ConfigError
 
     with pytest.raises(ConfigError, match=re.escape(where)):
         load_project(bench_config(write_config, bench))
@@ -263,17 +263,17 @@ def test_stability_settings_reach_every_cell_and_the_table_shows_n(write_config)
 
 
 def _row(latencies, runtime="onnxruntime", percentiles=(50.0, 99.0)):
-    from runtimes import harness
+    from deploy.runtimes import harness
 
     settings = harness.Settings(percentiles=percentiles)
-    from runtimes.record import BenchRow
+    from deploy.runtimes.record import BenchRow
 
     summary = harness.summarize(harness.Timing(latencies, [0.0] * len(latencies), 1.0, 1), 1, settings)
     return BenchRow.of(summary, runtime, "cpu")
 
 
 def test_tables_mark_unsupported_percentiles_with_a_footnote():
-    from stages.bench import output
+    from deploy.stages.bench import output
 
     rows = [_row([1.0] * 20), _row([1.0] * 100, runtime="eager")]
     table = output.markdown(rows, (50.0, 99.0))
@@ -284,8 +284,8 @@ def test_tables_mark_unsupported_percentiles_with_a_footnote():
 
 
 def test_gate_refuses_a_percentile_the_samples_do_not_support():
-    from pipeline.errors import StageFailed
-    from stages.bench.output import RegressionGate, gate
+    from deploy.pipeline.errors import StageFailed
+    from deploy.stages.bench.output import RegressionGate, gate
 
     limits = RegressionGate(max_latency_ms={"onnxruntime": 1000.0})
     gate([_row([1.0] * 100)], limits)  # p99 supported and within the limit

@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from pipeline.errors import ConfigError, StageError, StageFailed, StageSkipped
-from pipeline.project import load_project
-from runtimes.engine_manifest import EngineManifest
-from stages import build
+from deploy.pipeline.errors import ConfigError, StageError, StageFailed, StageSkipped
+from deploy.pipeline.project import load_project
+from deploy.runtimes.engine_manifest import EngineManifest
+from deploy.stages import build
 from tests.helpers import ROOT, real_tensorrt, run, statuses
 from tests.stages import fake_tensorrt as fake
 
@@ -173,7 +173,7 @@ def test_without_tensorrt_the_build_is_skipped_and_the_rest_completes(write_conf
 
 @needs_stubs
 def test_mypy_with_the_stubs_catches_trt_8_api_misuse(tmp_path):
-    wrong = (ROOT / "stages" / "build.py").read_text()
+    wrong = (ROOT / "deploy" / "stages" / "build.py").read_text()
     wrong = wrong.replace(
         "builder.build_serialized_network(network, config)", "builder.build_engine(network, config)"
     )

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 import pytest
 
-from pipeline.errors import ExitCode, key_lines, plain, root_cause
+from deploy.pipeline.errors import ExitCode, key_lines, plain, root_cause
 from tests.helpers import output_path, run, run_cli
 
 DATA_DEPENDENT = '''
@@ -136,9 +136,9 @@ def test_forward_arguments_with_defaults_are_not_graph_inputs(write_config, tmp_
 
 
 def test_a_graph_input_nobody_declared_is_told_apart_from_a_frozen_shape(tmp_path) -> None:
-    from gates.references import Case, infer_case
-    from pipeline.errors import StageFailed
-    from runtimes.onnxrt import OnnxRuntime
+    from deploy.gates.references import Case, infer_case
+    from deploy.pipeline.errors import StageFailed
+    from deploy.runtimes.onnxrt import OnnxRuntime
     from tests.helpers import export_two_heads, two_heads_net
 
     model = OnnxRuntime(export_two_heads(two_heads_net(), tmp_path / "two.onnx"))

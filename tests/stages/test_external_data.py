@@ -8,7 +8,7 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from modelio.onnx_files import MODEL_FILE, data_files
+from deploy.modelio.onnx_files import MODEL_FILE, data_files
 from tests.helpers import output_path, run, statuses
 
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from pipeline.errors import StageError
+from deploy.pipeline.errors import StageError
 from tests.helpers import output_path, run
 
 # TinyCNN's trained layers with a pair of Linear layers between features and head that

@@ -8,7 +8,7 @@ import json
 import onnx
 import pytest
 
-from pipeline.errors import StageError
+from deploy.pipeline.errors import StageError
 from tests.helpers import output_path, run
 
 

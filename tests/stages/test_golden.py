@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gates import accuracy, parity, references
-from gates.tolerance import Tolerance
-from pipeline.config import InputSpec, OutputKind, OutputSpec
-from pipeline.errors import ConfigError, ExitCode, StageError
-from pipeline.project import load_project
+from deploy.gates import accuracy, parity, references
+from deploy.gates.tolerance import Tolerance
+from deploy.pipeline.config import InputSpec, OutputKind, OutputSpec
+from deploy.pipeline.errors import ConfigError, ExitCode, StageError
+from deploy.pipeline.project import load_project
 from tests.helpers import run
 
 ZERO_MODEL = '''
@@ -87,7 +87,7 @@ def test_golden_inputs_file_is_cut_to_each_shape_and_exact_keys_win(write_config
     path = write_config({"model": {"golden_inputs": str(tmp_path / "golden.npz")}})
     results = run(path, only=["golden"])
     store_path = load_project(path).cache_dir
-    from pipeline.store import Store
+    from deploy.pipeline.store import Store
 
     cases = references.load(Store(store_path).path_of(results["golden"].outputs["golden"]))
     np.testing.assert_array_equal(cases["min"].inputs["image"], shared[:1])

@@ -11,9 +11,9 @@ import pytest
 import torch
 from torch import nn
 
-from modelio.adapter import adapt
-from pipeline.config import DeployConfig
-from pipeline.errors import ConfigError
+from deploy.modelio.adapter import adapt
+from deploy.pipeline.config import DeployConfig
+from deploy.pipeline.errors import ConfigError
 
 
 def config(
@@ -220,8 +220,8 @@ def test_a_construct_the_layout_does_not_cover_is_refused_naming_it() -> None:
 def test_deploys_own_output_matching_is_told_apart_from_the_models_forward() -> None:
     """The outputs were found when probed; at another shape the model returns fewer: it is
     deploy's picking that fails, and the message says so (not 'the model's forward raised')."""
-    from modelio.adapter import OutputMatchingFailed
-    from runtimes.torchrt import TorchModule
+    from deploy.modelio.adapter import OutputMatchingFailed
+    from deploy.runtimes.torchrt import TorchModule
 
     class PerRow(nn.Module):
         def forward(self, x: torch.Tensor) -> list[torch.Tensor]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gates.parity import compare, gate, metrics
-from gates.references import Case
-from gates.tolerance import Tolerance
-from pipeline.errors import StageFailed
+from deploy.gates.parity import compare, gate, metrics
+from deploy.gates.references import Case
+from deploy.gates.tolerance import Tolerance
+from deploy.pipeline.errors import StageFailed
 
 
 def test_metrics_values():

@@ -11,8 +11,8 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
-from pipeline.errors import ConfigError, StageError
-from pipeline.project import load_project
+from deploy.pipeline.errors import ConfigError, StageError
+from deploy.pipeline.project import load_project
 from tests.helpers import output_path, run
 
 
@@ -182,8 +182,8 @@ def test_data_source_errors_name_their_field(write_config):
 def test_image_source_preprocessing(tmp_path):
     from PIL import Image
 
-    from datasources.datasource import DataSource, load
-    from pipeline.config import DeployConfig
+    from deploy.datasources.datasource import DataSource, load
+    from deploy.pipeline.config import DeployConfig
 
     for i in range(3):
         Image.new("RGB", (320, 240), (255, 0, 128)).save(tmp_path / f"{i}.png")
@@ -229,7 +229,7 @@ def test_modelopt_quantizer_is_checked_and_says_how_to_install(write_config, dig
         pytest.skip("ModelOpt is installed here")
     except ImportError:
         pass
-    from pipeline.errors import MissingDependency
+    from deploy.pipeline.errors import MissingDependency
 
     path = digits_config(
         write_config,

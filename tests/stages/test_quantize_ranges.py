@@ -11,7 +11,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from pipeline.errors import ExitCode, StageError
+from deploy.pipeline.errors import ExitCode, StageError
 from tests.helpers import output_path, run
 
 ATTENTION = '''
@@ -93,7 +93,7 @@ def test_other_calibration_errors_are_not_replaced_by_minmax_ranges(
     import numpy as np
     from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
 
-    from stages.quantize import calibration
+    from deploy.stages.quantize import calibration
 
     def ranges(
         model: Path, calibration: list, method: str, work: Path, scope: object, step=None

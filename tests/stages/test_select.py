@@ -8,11 +8,11 @@ import json
 import pytest
 import yaml
 
-from pipeline.errors import ConfigError, StageError
-from runtimes.record import BenchResults, BenchRow
-from serving.smoke_report import ModelResult, ModelStatus, ServerInfo, SmokeReport
-from stages.select import candidates, output, selection
-from stages.select.stage import Objective
+from deploy.pipeline.errors import ConfigError, StageError
+from deploy.runtimes.record import BenchResults, BenchRow
+from deploy.serving.smoke_report import ModelResult, ModelStatus, ServerInfo, SmokeReport
+from deploy.stages.select import candidates, output, selection
+from deploy.stages.select.stage import Objective
 from tests.helpers import output_path, real_tensorrt, run
 
 FAST = {"warmup_ms": 10, "duration_s": 0.05, "iterations": 5, "batches": [1, 4]}
@@ -200,7 +200,7 @@ def _published(tmp_path) -> set[str]:
 
 
 def test_publish_selected_publishes_only_the_models_serving_the_picks(write_config, tmp_path) -> None:
-    from pipeline.runner import Status
+    from deploy.pipeline.runner import Status
 
     path = publishing_config(write_config, "selected")
     results = run(path)

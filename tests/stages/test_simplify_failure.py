@@ -8,10 +8,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from pipeline.contract import StageContext
-from pipeline.errors import StageFailed
-from pipeline.project import load_project
-from stages import simplify
+from deploy.pipeline.contract import StageContext
+from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.project import load_project
+from deploy.stages import simplify
 
 
 def broken_model(path):

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.contract import StageContext
-from pipeline.errors import ExitCode, StageFailed
-from pipeline.project import load_project
-from pipeline.store import Store
-from stages.smoke import stage as smoke
+from deploy.pipeline.contract import StageContext
+from deploy.pipeline.errors import ExitCode, StageFailed
+from deploy.pipeline.project import load_project
+from deploy.pipeline.store import Store
+from deploy.stages.smoke import stage as smoke
 from tests.helpers import ctrl_c_reaches_python, output_path, run, run_cli, tritonservers
 
 pytestmark = pytest.mark.triton
@@ -165,7 +165,7 @@ def test_server_that_never_gets_ready_times_out_and_is_stopped(built, tmp_path):
 
 def test_a_configured_port_that_is_taken_is_an_error_naming_it(built, tmp_path):
     """Clients were told that port: moving silently to another one would hide the clash."""
-    from serving.ports import PortInUse
+    from deploy.serving.ports import PortInUse
 
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -262,8 +262,8 @@ def test_deploy_serve_answers_and_stops_on_ctrl_c(built):
 def test_existing_server_by_url_gets_models_loaded_and_unloaded(built, tmp_path):
     """A server we don't own (explicit model control, nothing loaded): the stage loads
     the models through the API, checks them, unloads them, and leaves the server up."""
-    from serving import tritonserver
-    from serving.model_state import ModelState
+    from deploy.serving import tritonserver
+    from deploy.serving.model_state import ModelState
 
     repo = python_only_repo(built, tmp_path)
     outside = tmp_path / "outside"
@@ -435,7 +435,7 @@ def test_deploy_serve_prints_metrics_and_stops_cleanly_on_sigterm(published):
     the temp dir as Ctrl-C does, and exits 0; the printed metrics address answers."""
     import psutil
 
-    from serving.ports import free_port
+    from deploy.serving.ports import free_port
 
     path, repository, tmpdir = published
     metrics_port = free_port("127.0.0.1")

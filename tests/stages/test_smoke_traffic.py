@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.contract import StageContext
-from pipeline.errors import StageFailed
-from pipeline.project import load_project
-from pipeline.store import Store
-from stages.smoke import stage as smoke
+from deploy.pipeline.contract import StageContext
+from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.project import load_project
+from deploy.pipeline.store import Store
+from deploy.stages.smoke import stage as smoke
 from tests.helpers import run, tiny_dict
 
 pytestmark = pytest.mark.triton
@@ -153,7 +153,7 @@ def ctx_report(tmp_path: Path) -> Path:
 def test_dynamic_batching_of_a_batch_dependent_output_is_a_config_error(tmp_path):
     """golden measures the dependence; triton_config refuses to merge requests, naming the
     output, the measured difference and the fix; nothing is written to the repository."""
-    from pipeline.errors import ExitCode, StageError
+    from deploy.pipeline.errors import ExitCode, StageError
 
     path = centred_config(tmp_path, {})
     with pytest.raises(StageError) as info:

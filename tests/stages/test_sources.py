@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.errors import StageError
+from deploy.pipeline.errors import StageError
 from tests.helpers import output_path, run
 
 
@@ -12,7 +12,7 @@ def test_safetensors_checkpoint_gives_the_same_golden_as_pt(write_config, digits
     import torch
     from safetensors.torch import save_file
 
-    from gates import references
+    from deploy.gates import references
 
     checkpoint, _ = digits_checkpoint
     st = tmp_path / "digits.safetensors"

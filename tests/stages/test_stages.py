@@ -7,12 +7,12 @@ import json
 import onnx
 import pytest
 
-from pipeline.errors import StageError
+from deploy.pipeline.errors import StageError
 from tests.helpers import output_path, run, statuses
 
 
 def test_trace_records_golden_data_at_min_opt_max(write_config):
-    from gates import references
+    from deploy.gates import references
 
     path = write_config()
     results = run(path, stop="trace")

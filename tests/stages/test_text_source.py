@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from datasources import datasource
-from pipeline.errors import ConfigError, StageFailed
-from pipeline.project import load_project
+from deploy.datasources import datasource
+from deploy.pipeline.errors import ConfigError, StageFailed
+from deploy.pipeline.project import load_project
 from tests.helpers import ROOT
 
 SENTENCES = ["The cat sat on the mat.", "Deploying models needs care.", "It rained all day.", "Hello world."]

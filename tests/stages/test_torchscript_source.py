@@ -7,8 +7,8 @@ from pathlib import Path
 
 import torch
 
-from modelio.torchscript_signature import forward_args
-from pipeline.errors import ExitCode
+from deploy.modelio.torchscript_signature import forward_args
+from deploy.pipeline.errors import ExitCode
 from tests.helpers import run_cli
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gates.batch_independence import not_measured
-from gates.references import Case
-from pipeline.errors import ConfigError
-from stages.triton_config import batching
+from deploy.gates.batch_independence import not_measured
+from deploy.gates.references import Case
+from deploy.pipeline.errors import ConfigError
+from deploy.stages.triton_config import batching
 from tests.helpers import export_two_heads, two_heads_net
 
 

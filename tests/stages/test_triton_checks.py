@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from serving.requests import settled
+from deploy.serving.requests import settled
 
 
 def test_settled_waits_until_the_last_batch_is_counted() -> None:

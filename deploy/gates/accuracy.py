@@ -1,0 +1,198 @@
+"""The accuracy gate for reduced precision: the INT8 / FP16 model against the FP32 model
+on held-out inputs. Cosine and max-abs per output, and for outputs declared as class
+scores (`kind: logits`) top-1 and top-k agreement (is FP32's class among the
+low-precision model's k best?)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from deploy.gates.accuracy_report import Accuracy, AccuracyReport, Evidence, OutputAccuracy, Speed
+from deploy.gates.tolerance import AccuracyGate
+from deploy.pipeline.config import OutputKind, OutputSpec
+from deploy.pipeline.errors import StageFailed
+
+
+def measure(
+    reference: list[dict[str, np.ndarray]],
+    candidate: list[dict[str, np.ndarray]],
+    k: int,
+    kinds: Mapping[str, OutputKind],
+) -> Accuracy:
+    """output -> metrics over all samples."""
+    result = {}
+    for name in reference[0]:
+        ref = np.concatenate([r[name] for r in reference]).astype(np.float64)
+        got = np.concatenate([c[name] for c in candidate]).astype(np.float64)
+        logits = kinds[name] is OutputKind.LOGITS and ref.ndim == 2 and ref.shape[1] >= 2
+        result[name] = _metrics(ref, got, k if logits else None)
+    return result
+
+
+def _metrics(ref: np.ndarray, got: np.ndarray, k: int | None) -> OutputAccuracy:
+    flat_r, flat_g = ref.reshape(len(ref), -1), got.reshape(len(got), -1)
+    norms = np.linalg.norm(flat_r, axis=1) * np.linalg.norm(flat_g, axis=1)
+    # A sample whose output is all zeros has no direction: its cosine is NaN, not 0 or 1.
+    per_sample = np.sum(flat_r * flat_g, 1) / np.where(norms > 0, norms, np.nan)
+    total = float(np.linalg.norm(flat_r) * np.linalg.norm(flat_g))
+    diff = np.abs(ref - got)
+    scale = float(np.abs(ref).max(initial=0.0))
+    return OutputAccuracy(
+        samples=len(ref),
+        cosine=None if total == 0 else float(np.sum(flat_r * flat_g) / total),  # NaN outputs stay NaN
+        min_sample_cosine=float(np.nanmin(per_sample)) if np.any(norms > 0) else None,
+        zero_samples=int(np.sum(norms == 0)),
+        max_abs=float(diff.max()),
+        mean_abs=float(diff.mean()),
+        scaled_err=float(diff.max()) / scale if scale > 0 else None,
+        **(_agreement_metrics(ref, got, k) if k is not None else {}),
+    )
+
+
+def _agreement_metrics(ref: np.ndarray, got: np.ndarray, k: int) -> dict[str, Any]:
+    """Top-1 and top-k agreement (is FP32's class among the candidate's k best?)."""
+    top1 = ref.argmax(1)
+    topk = np.argsort(-got, axis=1)[:, : min(k, got.shape[1])]
+    return {
+        "top1_agreement": float(np.mean(top1 == got.argmax(1))),
+        "topk_agreement": float(np.mean([t in row for t, row in zip(top1, topk)])),
+        "top_k": k,
+    }
+
+
+def failures(metrics: Accuracy, gate: AccuracyGate) -> list[str]:
+    bad = []
+    for name, m in metrics.items():
+        if m.cosine is None:
+            bad.append(
+                f"{name}: cosine undefined, the outputs are all zeros on the held-out inputs (use real data)"
+            )
+        elif not m.cosine >= gate.min_cosine:  # also catches NaN from overflowed outputs
+            bad.append(f"{name}: cosine {m.cosine:.5f} < min_cosine {gate.min_cosine}")
+        if gate.max_abs is not None and not m.max_abs <= gate.max_abs:
+            bad.append(f"{name}: max_abs {m.max_abs:.4g} > max_abs {gate.max_abs}")
+        bad += _agreement(name, "top1_agreement", m.top1_agreement, gate.min_top1_agreement)
+        bad += _agreement(name, f"top{gate.top_k}_agreement", m.topk_agreement, gate.min_topk_agreement)
+    return bad
+
+
+def _agreement(name: str, key: str, value: float | None, minimum: float | None) -> list[str]:
+    if minimum is None:
+        return []
+    if value is None:
+        return [
+            f"{name}: {key} asked for, but the output is not declared `kind: logits` with shape [batch, classes]"
+        ]
+    return [f"{name}: {key} {value:.3f} < {minimum}"] if not value >= minimum else []
+
+
+def gate_against_fp32(
+    fp32: Any,
+    candidate: Any,
+    feeds: list[dict[str, np.ndarray]],
+    outputs: Sequence[OutputSpec],
+    gate: AccuracyGate,
+) -> tuple[Accuracy, list[str]]:
+    """Runs both ONNX files in ONNX Runtime on the held-out feeds; (metrics, failures)."""
+    from deploy.runtimes.onnxrt import OnnxRuntime
+
+    names = [spec.name for spec in outputs]
+    ref_model, cand_model = OnnxRuntime(fp32, outputs=names), OnnxRuntime(candidate, outputs=names)
+    reference = [ref_model.infer(feed) for feed in feeds]
+    got = [cand_model.infer(feed) for feed in feeds]
+    metrics = measure(reference, got, gate.top_k, {spec.name: spec.kind for spec in outputs})
+    return metrics, failures(metrics, gate)
+
+
+def headline(label: str, metrics: Accuracy, evidence: Evidence) -> str:
+    parts = []
+    for name, m in metrics.items():
+        agree = "" if m.top1_agreement is None else f", top-1 agree {m.top1_agreement:.3f}"
+        parts.append(f"{name}: cos {_maybe(m.cosine, '.5f')}, max|Δ| {m.max_abs:.3g}{agree}")
+    held_out = "RANDOM held-out inputs" if evidence.synthetic else "held-out"
+    text = f"{label} vs FP32 on {held_out}: " + "; ".join(parts)
+    return f"{text} ({evidence.label()})" if evidence.synthetic else text
+
+
+def report_table(ctx: Any, label: str, metrics: Accuracy, samples: int, evidence: Evidence) -> None:
+    """The run report's view of the gate: one row per output."""
+    columns = [
+        "output",
+        "cosine",
+        "min sample cosine",
+        "max |Δ|",
+        "max |Δ| / max |ref|",
+        "mean |Δ|",
+        "top-1 agreement",
+        "top-k agreement",
+    ]
+    rows = [
+        [
+            name,
+            _maybe(m.cosine, ".6f"),
+            _maybe(m.min_sample_cosine, ".6f"),
+            f"{m.max_abs:.4g}",
+            _maybe(m.scaled_err, ".3g"),
+            f"{m.mean_abs:.4g}",
+            _maybe(m.top1_agreement, ".3f"),
+            _maybe(m.topk_agreement, ".3f"),
+        ]
+        for name, m in metrics.items()
+    ]
+    what = "RANDOM held-out samples" if evidence.synthetic else "held-out samples"
+    ctx.report_table(f"{label} vs FP32 on {samples} {what}", columns, rows, note=evidence.label())
+
+
+def _maybe(value: float | None, spec: str) -> str:
+    return "" if value is None else format(value, spec)
+
+
+def conclude(
+    ctx: Any,
+    label: str,
+    candidate: Path,
+    feeds: list[dict[str, np.ndarray]],
+    gate: AccuracyGate,
+    details: dict[str, Any],
+    artifact: str,
+    evidence: Evidence,
+) -> None:
+    """The reduced-precision stages' ending: gate `candidate` against the FP32 model,
+    time both (is it faster at all?), record and write the report (accuracy.json,
+    headline, report table), and fail the stage when the gate failed. `details`: what
+    the stage adds to the report; `artifact`: the report's artifact name; `evidence`:
+    what the held-out inputs were (random ones are said to be, everywhere)."""
+    metrics, bad = gate_against_fp32(ctx.input("onnx"), candidate, feeds, ctx.config.outputs, gate)
+    speed = measure_speed(ctx.input("onnx"), candidate, feeds[0])
+    report = AccuracyReport(metrics, len(feeds), gate.model_dump(mode="json"), speed, details, evidence)
+    ctx.record("accuracy", report.to_json())
+    ctx.headline(f"{headline(label, metrics, evidence)}; {speed.text()}")
+    report_table(ctx, label, metrics, len(feeds), evidence)
+    ctx.output(artifact).write_text(json.dumps(report.to_json(), indent=1))
+    if bad:
+        raise StageFailed(f"{label} accuracy gate failed: " + "; ".join(bad))
+
+
+SPEED_CALLS = 20
+
+
+def measure_speed(fp32: Path, candidate: Path, feed: dict[str, np.ndarray]) -> Speed:
+    from deploy.runtimes.onnxrt import OnnxRuntime
+
+    calls = [OnnxRuntime(path).timed(feed).call for path in (fp32, candidate)]
+    for call in calls * 2:  # warm-up
+        call()
+    times: list[list[float]] = [[], []]
+    for _ in range(SPEED_CALLS):
+        for call, found in zip(calls, times):
+            start = time.perf_counter()
+            call()
+            found.append(1000 * (time.perf_counter() - start))
+    return Speed(statistics.median(times[0]), statistics.median(times[1]), SPEED_CALLS)

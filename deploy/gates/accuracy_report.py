@@ -1,0 +1,139 @@
+"""accuracy.json, the reduced-precision stages' report (quantize, fp16) as a versioned
+record, and the numbers in it: per output against FP32 (`OutputAccuracy`) and the first
+look at speed (`Speed`). Stdlib only: the select stage reads it without numpy."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from deploy.pipeline.records import SchemaMismatch, expect_schema
+
+# accuracy.json's layout (quantize's and fp16's report, read by select); bumped with
+# those stages' versions (their keys), see pipeline/records.py.
+SCHEMA = 2  # 2: the evidence (what the held-out inputs were)
+
+
+@dataclass(frozen=True)
+class OutputAccuracy:
+    """One output of the candidate against FP32 over every held-out sample."""
+
+    samples: int
+    cosine: float | None  # over all samples at once; None: all zeros (no direction)
+    min_sample_cosine: float | None
+    zero_samples: int
+    max_abs: float
+    mean_abs: float
+    scaled_err: float | None  # max_abs / max |ref|
+    # Only for `kind: logits` outputs of shape [batch, classes].
+    top1_agreement: float | None = None
+    topk_agreement: float | None = None
+    top_k: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Agreement keys only where measured, top-k named by its k (e.g. top5_agreement)."""
+        data = asdict(self)
+        for key in ("top1_agreement", "topk_agreement", "top_k"):
+            if data[key] is None:
+                del data[key]
+        if self.top_k is not None:
+            data[f"top{self.top_k}_agreement"] = data.pop("topk_agreement")
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> OutputAccuracy:
+        fields = dict(data)
+        k = fields.get("top_k")
+        if k is not None:
+            fields["topk_agreement"] = fields.pop(f"top{k}_agreement")
+        return cls(**fields)
+
+
+Accuracy = dict[str, OutputAccuracy]
+
+
+def to_json(metrics: Accuracy) -> dict[str, dict[str, Any]]:
+    return {name: m.to_json() for name, m in metrics.items()}
+
+
+@dataclass(frozen=True)
+class Speed:
+    """Median ONNX Runtime CPU latency of one held-out sample, FP32 and candidate timed
+    in alternation (a first look at whether the conversion pays; `bench` measures it)."""
+
+    fp32_ms: float
+    candidate_ms: float
+    calls: int
+
+    @property
+    def speedup(self) -> float:
+        return self.fp32_ms / self.candidate_ms if self.candidate_ms > 0 else 0.0
+
+    def text(self) -> str:
+        numbers = f"{self.candidate_ms:.3g} ms vs {self.fp32_ms:.3g} ms"
+        if self.speedup < 1:
+            return f"SLOWER than FP32 on this CPU ({numbers})"
+        return f"{self.speedup:.2f}x FP32 speed ({numbers})"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the held-out inputs an accuracy was measured on are: random numbers prove the
+    conversion's mechanics, not that the model still answers right on real inputs."""
+
+    synthetic: bool
+    source: str  # "random (seed 1234)", "images in data/val"
+    key: str  # the config key that takes real data
+
+    def label(self) -> str:
+        """For the console line, the report and select's table."""
+        if self.synthetic:
+            return f"measured on {self.source}, not real data: give real inputs in {self.key}"
+        return f"measured on {self.source}"
+
+    def short(self) -> str:
+        return f"random data: {self.key}" if self.synthetic else ""
+
+
+@dataclass(frozen=True)
+class AccuracyReport:
+    """accuracy.json: the reduced-precision model against FP32 on held-out data."""
+
+    outputs: dict[str, OutputAccuracy]
+    holdout_samples: int
+    gate: Mapping[str, object]  # the thresholds applied (AccuracyGate, as JSON)
+    speed: Speed
+    details: Mapping[str, object]  # what the converting stage adds: recipe, exclusions, fallback
+    evidence: Evidence
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "schema": SCHEMA,
+            **self.details,
+            "evidence": asdict(self.evidence) | {"label": self.evidence.label()},
+            "holdout_samples": self.holdout_samples,
+            "outputs": to_json(self.outputs),
+            "gate": dict(self.gate),
+            "speed": asdict(self.speed) | {"speedup": self.speed.speedup},
+        }
+
+    @classmethod
+    def read(cls, path: Path) -> AccuracyReport:
+        data = dict(expect_schema(json.loads(path.read_text()), str(path), SCHEMA))
+        try:
+            outputs = {n: OutputAccuracy.from_json(m) for n, m in data.pop("outputs").items()}  # type: ignore[attr-defined]
+            speed = dict(data.pop("speed"))  # type: ignore[call-overload]
+            speed.pop("speedup")
+            evidence = {k: v for k, v in data.pop("evidence").items() if k != "label"}  # type: ignore[attr-defined]
+            fixed = (data.pop("holdout_samples"), data.pop("gate"), data.pop("schema"))
+            return cls(outputs, int(fixed[0]), dict(fixed[1]), Speed(**speed), data, Evidence(**evidence))  # type: ignore[call-overload]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise SchemaMismatch(f"{path}: not an accuracy report ({type(exc).__name__}: {exc})") from exc
+
+    def worst_cosine(self) -> float | None:
+        """The lowest output cosine to FP32 (None when no output has a direction)."""
+        found = [m.cosine for m in self.outputs.values() if m.cosine is not None]
+        return min(found) if found else None

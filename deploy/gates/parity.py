@@ -1,0 +1,206 @@
+"""Parity between a runtime's outputs and the golden reference, with one vocabulary
+of thresholds (atol / rtol / min_cosine) shared by every transforming stage.
+
+A parity table (gates/parity_table.py) is label (min/opt/max) -> output name -> `Compared`
+(the numbers) or `Incomparable` (why there are none: a shape mismatch, a missing output,
+a failed call)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from deploy.gates.detection_parity import Layout, aligned
+from deploy.gates.parity_table import Compared, Incomparable, OutputParity, Table, from_json, to_json
+from deploy.gates.references import Case
+from deploy.gates.tolerance import Tolerance
+from deploy.pipeline.config import Label
+from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.records import SchemaMismatch, expect_schema
+
+# parity.json's layout (the validate stage's report); bumped with validate's version.
+SCHEMA = 1
+
+# atol "bites" only when it is small against the reference's own scale: an atol of 1e-4
+# passes any answer at all for logits of size 1e-9 (random-init models).
+ATOL_BITE = 0.01
+
+
+def metrics(actual: np.ndarray, ref: np.ndarray, tol: Tolerance) -> OutputParity:
+    if actual.shape != ref.shape:
+        return Incomparable(f"shape {list(actual.shape)} != reference {list(ref.shape)}")
+    a, r = actual.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
+    diff = np.abs(a - r)
+    scale = float(np.abs(r).max(initial=0.0))
+    cosine = _cosine(a, r)
+    within = bool(np.all(diff <= tol.atol + tol.rtol * np.abs(r))) if a.size else True
+    return Compared(
+        max_abs=float(diff.max(initial=0.0)),
+        mean_abs=float(diff.mean()) if a.size else 0.0,
+        max_rel=float((diff / np.maximum(np.abs(r), np.finfo(np.float32).tiny)).max(initial=0.0)),
+        ref_scale=scale,
+        scaled_err=_scaled(float(diff.max(initial=0.0)), scale),
+        cosine=cosine,
+        atol_bites=tol.atol < ATOL_BITE * scale,
+        within_tolerance=within,
+        passed=within and cosine is not None and cosine >= tol.min_cosine,
+    )
+
+
+def _scaled(max_abs: float, scale: float) -> float:
+    """The largest error as a fraction of the reference's largest magnitude."""
+    if scale > 0:
+        return max_abs / scale
+    return 0.0 if max_abs == 0 else float("inf")
+
+
+def _cosine(a: np.ndarray, r: np.ndarray) -> float | None:
+    """None when either vector is all zeros: the angle is undefined, not 'equal'."""
+    norm = float(np.linalg.norm(a) * np.linalg.norm(r))
+    return None if norm == 0 else float(a @ r / norm)  # NaN outputs give NaN, which fails
+
+
+def compare(
+    results: dict[Label, dict[str, np.ndarray]],
+    golden: dict[Label, Case],
+    tol: Tolerance,
+    layout: Layout | None = None,
+) -> Table:
+    """label -> output -> parity, for every recorded shape and output; padded detections
+    (`layout`) compared row for matching row (gates/detections.py)."""
+    table: Table = {}
+    for label, case in golden.items():
+        got = aligned(case.outputs, results[label], layout)
+        table[label] = {
+            name: metrics(got[name], ref, tol) if name in got else Incomparable("missing output")
+            for name, ref in case.outputs.items()
+        }
+    return table
+
+
+def unanswered(golden: dict[Label, Case], outputs: list[str], error: str) -> Table:
+    """The table of a runtime that could not answer at all (e.g. a failed request)."""
+    return {label: {name: Incomparable(error) for name in outputs} for label in golden}
+
+
+@dataclass(frozen=True)
+class RuntimeParity:
+    """One runtime's line in parity.json: its table and verdict, or why it was skipped."""
+
+    table: Table | None = None
+    passed: bool | None = None
+    skipped: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        if self.table is None:
+            return {"skipped": self.skipped}
+        return {"passed": self.passed, "shapes": to_json(self.table)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RuntimeParity:
+        if "skipped" in data:
+            return cls(skipped=str(data["skipped"]))
+        return cls(from_json(data["shapes"]), bool(data["passed"]))
+
+
+@dataclass(frozen=True)
+class ParityReport:
+    """parity.json (the validate stage's report): the thresholds, then per runtime its
+    table or why it was skipped."""
+
+    thresholds: Mapping[str, object]
+    runtimes: dict[str, RuntimeParity]
+
+    def to_json(self) -> dict[str, object]:
+        lines = {name: r.to_json() for name, r in self.runtimes.items()}
+        return {"schema": SCHEMA, "thresholds": dict(self.thresholds), **lines}
+
+    @classmethod
+    def read(cls, path: Path) -> ParityReport:
+        data = dict(expect_schema(json.loads(path.read_text()), str(path), SCHEMA))
+        try:
+            thresholds = dict(data.pop("thresholds"))  # type: ignore[call-overload]
+            data.pop("schema")
+            return cls(thresholds, {n: RuntimeParity.from_json(r) for n, r in data.items()})  # type: ignore[arg-type]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise SchemaMismatch(f"{path}: not a parity report ({type(exc).__name__}: {exc})") from exc
+
+
+def failures(table: Table, tol: Tolerance) -> list[str]:
+    return [
+        f"{label}/{name}: " + (p.error if isinstance(p, Incomparable) else _numbers(p, tol))
+        for label, outs in table.items()
+        for name, p in outs.items()
+        if not p.passed
+    ]
+
+
+def _numbers(m: Compared, tol: Tolerance) -> str:
+    """Names the threshold(s) broken, with the numbers."""
+    broken = []
+    if not m.within_tolerance:
+        broken.append(
+            f"|diff| > atol {tol.atol:g} + rtol {tol.rtol:g}*|ref| (max_abs {m.max_abs:.3g}, max_rel {m.max_rel:.3g})"
+        )
+    if m.cosine is None:
+        broken.append(
+            "cosine undefined: an all-zero output or reference (the golden inputs do not exercise it)"
+        )
+    elif m.cosine < tol.min_cosine:
+        broken.append(f"cosine {m.cosine:.9g} < min_cosine {tol.min_cosine:g}")
+    return "; ".join(broken)
+
+
+def gate(what: str, table: Table, tol: Tolerance) -> None:
+    bad = failures(table, tol)
+    if bad:
+        raise StageFailed(f"{what} parity failed: " + "; ".join(bad))
+
+
+def headline(table: Table, tol: Tolerance) -> str:
+    rows = [p for outs in table.values() for p in outs.values() if isinstance(p, Compared)]
+    if not rows:
+        return "no comparable outputs"
+    cosines = [m.cosine for m in rows if m.cosine is not None]
+    cos = f"min cos {min(cosines):.6f}" if cosines else "cos undefined"
+    text = f"max|Δ| {max(m.max_abs for m in rows):.2g} ({max(m.scaled_err for m in rows):.2g} of max|ref|), {cos}"
+    if len(cosines) < len(rows):
+        text += ", cosine undefined on an all-zero output"
+    if not all(m.atol_bites for m in rows):
+        smallest = min(m.ref_scale for m in rows if not m.atol_bites)
+        text += f"; atol {tol.atol:g} cannot bite (max|ref| {smallest:.2g}): judged by rtol and cosine"
+    return text
+
+
+def report_rows(what: str, table: Table) -> list[list[Any]]:
+    """Rows for the run report: one per shape and output."""
+    return [_report_row(what, label, name, p) for label, outs in table.items() for name, p in outs.items()]
+
+
+def _report_row(what: str, label: str, name: str, p: OutputParity) -> list[Any]:
+    if isinstance(p, Incomparable):
+        return [what, label, name, p.error]
+    cosine = "undefined" if p.cosine is None else f"{p.cosine:.7f}"
+    numbers = [p.max_abs, p.scaled_err, p.mean_abs, p.max_rel]
+    return [what, label, name, *(f"{n:.3g}" for n in numbers), cosine, "yes" if p.passed else "NO"]
+
+
+REPORT_COLUMNS = [
+    "runtime",
+    "shape",
+    "output",
+    "max |Δ|",
+    "max |Δ| / max |ref|",
+    "mean |Δ|",
+    "max rel",
+    "cosine",
+    "passed",
+]
+
+
+__all__ = ["Compared", "Incomparable", "OutputParity", "Table", "from_json", "to_json"]

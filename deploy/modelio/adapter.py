@@ -1,0 +1,335 @@
+"""The user's model behind the pipeline's calling convention: one tensor per declared
+input in, one tensor per declared output out, in declared order.
+
+Models return a tensor, a tuple / list, a dict, a nested structure, a Hugging Face
+`ModelOutput`, or one dict per image of variable-length tensors (torchvision detection,
+padded here to `model.detections.max_detections` rows beside a per-image count); they
+take their inputs positionally, by keyword (`input_ids=`, `forward(**kwargs)`) or as a
+list of images (`forward(images: list[Tensor])`), and may have further arguments with
+defaults (`scale: float = 1.0`), which keep them or take `model.forward_kwargs`: never a
+graph input. Trace, both ONNX exporters, the golden reference and bench's eager row all
+call the model through one `IOAdapter`, so an output name means the same tensor
+everywhere. Where the declared outputs cannot be found in what the model returns, the
+error is a config error naming what was found; where they go missing later (another
+batch size), deploy's own output matching says so, not "the model's forward raised".
+
+Imported only from inside stage run functions: it imports torch at module level.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from deploy.modelio import detections
+from deploy.pipeline.config import DeployConfig, Detections, InputsBy, OutputSpec
+from deploy.pipeline.errors import ConfigError, Issue, StageFailed, first_line
+
+Step = str | int
+Path = tuple[Step, ...]
+
+
+class OutputMatchingFailed(StageFailed):
+    """deploy could not find a declared output in what the model returned: the model ran."""
+
+
+@dataclass(frozen=True)
+class Binding:
+    """How the declared inputs reach forward."""
+
+    names: tuple[str, ...]
+    keyword: bool
+    listed: frozenset[str] = frozenset()  # passed as a list of per-sample tensors (list[Tensor])
+    fixed: Mapping[str, Any] = field(default_factory=dict)  # model.forward_kwargs
+    extras: tuple[str, ...] = ()  # forward's other arguments (their defaults or `fixed`)
+
+    def call(self, model: torch.nn.Module, args: Sequence[torch.Tensor]) -> Any:
+        values = [list(a.unbind(0)) if n in self.listed else a for n, a in zip(self.names, args)]
+        if self.keyword:
+            return model(**dict(zip(self.names, values)), **self.fixed)
+        return model(*values, **self.fixed)
+
+
+class IOAdapter(torch.nn.Module):
+    """`forward(*tensors)` in declared input order -> a tuple in declared output order."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        binding: Binding,
+        picks: tuple[Path, ...],
+        padding: Detections | None = None,
+    ):
+        super().__init__()
+        self.model = model
+        self.binding, self.picks, self.padding = binding, picks, padding
+        self.plain = False  # set by adapt(): the model already speaks this convention
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.binding.names
+
+    def exportable(self) -> torch.nn.Module:
+        """What an exporter should see: the model itself where it already takes the
+        inputs by position and returns exactly the declared outputs in order, so its
+        ONNX node names stay its own (`/fc/Gemm`, not `/model/fc/Gemm`), the names
+        that `exclude` lists and earlier caches use; else this adapter (whose forward
+        takes exactly the declared inputs: no default argument becomes a graph input)."""
+        return self.model if self.plain else self
+
+    def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        result = shaped(self.binding.call(self.model, args), self.padding)
+        return tuple(self._take(result, path, args) for path in self.picks)
+
+    def _take(self, result: Any, path: Path, args: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        try:
+            return _take(result, path)
+        except (KeyError, IndexError, TypeError) as exc:
+            shapes = ", ".join(f"{n} {list(a.shape)}" for n, a in zip(self.names, args))
+            raise OutputMatchingFailed(
+                f"deploy's output matching (not the model): '{_dotted(path)}' is not in what the model returned for "
+                f"{shapes}: {describe(result)}. It was there when the model was probed at the opt shape, so the "
+                "result's structure changes with the input (one entry per image? set model.detections)"
+            ) from exc
+
+
+def shaped(result: Any, padding: Detections | None) -> Any:
+    """The result as outputs are found in it: per-image detections padded and stacked."""
+    return result if padding is None else detections.padded(result, padding)
+
+
+def adapt(model: torch.nn.Module, config: DeployConfig, sample: Mapping[str, np.ndarray]) -> IOAdapter:
+    """Binds the inputs, calls the model once on `sample` and finds each declared output
+    in what it returns (ConfigError naming the keys / positions found where one is not)."""
+    source = config.model
+    result, binding = probe(
+        model, tuple(config.input_names()), source.inputs_by, sample, source.forward_kwargs
+    )
+    result = shaped(result, source.detections)
+    picks = tuple(find_outputs(result, config.outputs))
+    adapter = IOAdapter(model, binding, picks, source.detections).eval()
+    direct = not binding.keyword or _in_order(_signature(model), binding.names)
+    untouched = not (binding.listed or binding.fixed or binding.extras or source.detections)
+    adapter.plain = _natural(result, picks) and direct and untouched
+    return adapter
+
+
+def probe(
+    model: torch.nn.Module,
+    names: tuple[str, ...],
+    inputs_by: InputsBy,
+    sample: Mapping[str, np.ndarray],
+    fixed: Mapping[str, Any] | None = None,
+) -> tuple[Any, Binding]:
+    """Calls the model once on `sample`, its inputs bound as the pipeline binds them:
+    (what it returned, the binding)."""
+    binding = bind(model, names, inputs_by, fixed or {})
+    args = tuple(torch.from_numpy(np.ascontiguousarray(sample[n])) for n in names)
+    try:
+        with torch.no_grad():
+            result = binding.call(model, args)
+    except Exception as exc:
+        raise StageFailed(f"the model's forward raised: {type(exc).__name__}: {first_line(exc)}") from exc
+    return result, binding
+
+
+def bind(
+    model: torch.nn.Module, names: tuple[str, ...], inputs_by: InputsBy, fixed: Mapping[str, Any]
+) -> Binding:
+    signature = _signature(model)
+    keyword = _keyword(signature, names, inputs_by)
+    if signature is None:
+        return Binding(names, keyword, fixed=dict(fixed))
+    bound = _check_binding(signature, names, keyword, fixed)
+    params = signature.parameters
+    listed = frozenset(
+        n for n, p in _receivers(bound, names, keyword).items() if _takes_list(params[p].annotation)
+    )
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    extras = tuple(
+        p.name for p in params.values() if p.name not in bound.arguments and p.kind not in variadic
+    )
+    return Binding(names, keyword, listed, dict(fixed), extras)
+
+
+def _receivers(bound: inspect.BoundArguments, names: tuple[str, ...], keyword: bool) -> dict[str, str]:
+    """Declared input -> the forward parameter that receives it (bound with the names
+    themselves as values)."""
+    if keyword:
+        return {n: n for n in names if n in bound.signature.parameters}
+    return {
+        value: param for param, value in bound.arguments.items() if isinstance(value, str) and value in names
+    }
+
+
+def _takes_list(annotation: Any) -> bool:
+    """`images: list[Tensor]` (torchvision detection): the batch goes in as a list."""
+    text = annotation if isinstance(annotation, str) else repr(annotation)
+    return text.replace("typing.", "").startswith(("list[", "List["))
+
+
+def returned_tensors(result: Any) -> list[tuple[str, tuple[int, ...], str]]:
+    """Each tensor the model returned: its dotted path ('' for a lone tensor), shape and
+    dtype, in the order the pipeline would number them."""
+    found = []
+    for path in _leaves(result, ()):
+        tensor = _take(result, path)
+        found.append((_dotted(path), tuple(tensor.shape), str(tensor.dtype).removeprefix("torch.")))
+    return found
+
+
+def flat(result: Any) -> dict[str, torch.Tensor]:
+    """Every tensor the model returned by dotted path ('' for a lone tensor), in order."""
+    return {_dotted(path): _take(result, path) for path in _leaves(result, ())}
+
+
+def _in_order(signature: inspect.Signature | None, names: tuple[str, ...]) -> bool:
+    """Whether passing `names` by keyword is the same call as passing them by position."""
+    if signature is None:
+        return False
+    positional = [
+        p.name
+        for p in signature.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    return tuple(positional[: len(names)]) == names
+
+
+def _natural(result: Any, picks: tuple[Path, ...]) -> bool:
+    """A tensor, or a flat tuple / list of exactly the picked tensors, in order."""
+    if isinstance(result, torch.Tensor):
+        return picks == ((),)
+    flat = isinstance(result, tuple | list) and all(isinstance(r, torch.Tensor) for r in result)
+    return flat and picks == tuple((i,) for i in range(len(result)))
+
+
+def _keyword(signature: inspect.Signature | None, names: tuple[str, ...], inputs_by: InputsBy) -> bool:
+    if inputs_by is not InputsBy.AUTO:
+        return inputs_by is InputsBy.KEYWORD
+    params = list(signature.parameters.values()) if signature is not None else []
+    named = {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    # `forward(**inputs)` and nothing else can only be called by keyword.
+    only_kwargs = bool(params) and all(p.kind is p.VAR_KEYWORD for p in params)
+    return bool(names) and (set(names) <= named or only_kwargs)
+
+
+def _signature(model: torch.nn.Module) -> inspect.Signature | None:
+    try:
+        return inspect.signature(model.forward)
+    except (TypeError, ValueError):  # a TorchScript method has none to read
+        return None
+
+
+def _check_binding(
+    signature: inspect.Signature, names: tuple[str, ...], keyword: bool, fixed: Mapping[str, Any]
+) -> inspect.BoundArguments:
+    try:
+        if keyword:
+            return signature.bind(**dict.fromkeys(names), **fixed)
+        return signature.bind(*names, **fixed)
+    except TypeError as exc:
+        how = "by keyword" if keyword else "by position"
+        given = f" with model.forward_kwargs {sorted(fixed)}" if fixed else ""
+        raise ConfigError(
+            "model.inputs_by",
+            [
+                Issue(
+                    "model.forward_kwargs" if fixed and _names_fixed(exc, fixed) else "model.inputs_by",
+                    f"the declared inputs {list(names)} cannot be passed {how}{given} to forward{signature}: {exc} "
+                    "(set model.inputs_by to position or keyword, rename the inputs after forward's parameters, or give "
+                    "forward's other required arguments in model.forward_kwargs)",
+                )
+            ],
+        ) from None
+
+
+def _names_fixed(exc: TypeError, fixed: Mapping[str, Any]) -> bool:
+    return any(f"'{name}'" in str(exc) for name in fixed)
+
+
+# -- finding the declared outputs in what the model returns ------------------------------
+def find_outputs(result: Any, specs: Sequence[OutputSpec]) -> list[Path]:
+    """One path into `result` per declared output: its `path`, else its name for a
+    mapping result, else its position among the returned tensors."""
+    leaves = list(_leaves(result, ()))
+    by_name = isinstance(result, Mapping)
+    issues, paths = [], []
+    for index, spec in enumerate(specs):
+        path, problem = _locate(result, spec, index, leaves, by_name)
+        if problem:
+            issues.append(Issue(f"outputs[{index}]", f"'{spec.name}': {problem}; {describe(result)}"))
+        paths.append(path)
+    if not issues and not by_name and not any(s.path for s in specs) and len(specs) != len(leaves):
+        issues.append(Issue("outputs", f"the config declares {len(specs)} output(s); {describe(result)}"))
+    if issues:
+        raise ConfigError("outputs", issues + detections.hint(result))
+    return paths
+
+
+def _locate(
+    result: Any, spec: OutputSpec, index: int, leaves: list[Path], by_name: bool
+) -> tuple[Path, str | None]:
+    if spec.path is not None:
+        return _follow(result, spec.path)
+    if by_name:
+        if spec.name not in result:
+            return (
+                (),
+                f"no key '{spec.name}' in the model's {type(result).__name__} (set outputs[{index}].path)",
+            )
+        return _follow(result, spec.name)
+    if index >= len(leaves):
+        return (), f"there is no tensor at position {index}"
+    return leaves[index], None
+
+
+def _follow(result: Any, dotted: str) -> tuple[Path, str | None]:
+    """'hidden_states.3' -> ('hidden_states', 3), checked against the probed result."""
+    path: list[Step] = []
+    node = result
+    for part in dotted.split("."):
+        step: Step = int(part) if part.isdigit() and not isinstance(node, Mapping) else part
+        try:
+            node = node[step]
+        except (KeyError, IndexError, TypeError):
+            return (), f"path '{dotted}' has no '{part}'"
+        path.append(step)
+    if not isinstance(node, torch.Tensor):
+        return (), f"path '{dotted}' leads to a {type(node).__name__}, not a tensor"
+    return tuple(path), None
+
+
+def _leaves(result: Any, prefix: Path) -> list[Path]:
+    if isinstance(result, torch.Tensor):
+        return [prefix]
+    if isinstance(result, Mapping):
+        return [p for k, v in result.items() for p in _leaves(v, (*prefix, k))]
+    if isinstance(result, (list, tuple)):
+        return [p for i, v in enumerate(result) for p in _leaves(v, (*prefix, i))]
+    return []  # None (an unset ModelOutput field), ints, strings: not outputs
+
+
+def describe(result: Any) -> str:
+    """What the model returned, as a config author needs it: keys / positions and shapes."""
+    leaves = _leaves(result, ())
+    kind = type(result).__name__
+    if not leaves:
+        return f"the model returns a {kind} with no tensors"
+    shown = ", ".join(f"{_dotted(p) or '(the tensor)'} {list(_take(result, p).shape)}" for p in leaves[:12])
+    more = f" and {len(leaves) - 12} more" if len(leaves) > 12 else ""
+    return f"the model returns a {kind} with {len(leaves)} tensor(s): {shown}{more}"
+
+
+def _dotted(path: Path) -> str:
+    return ".".join(str(step) for step in path)
+
+
+def _take(result: Any, path: Path) -> Any:
+    for step in path:
+        result = result[step]
+    return result

@@ -1,0 +1,129 @@
+"""Building the model from its declared source (factory, file + callable, TorchScript),
+with its checkpoint. Running it is runtimes.torchrt's job.
+
+Imported only from inside stage run functions: it imports torch at module level.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from deploy.pipeline.config import DeployConfig, ModelSource
+from deploy.pipeline.errors import StageFailed, first_line
+
+if TYPE_CHECKING:
+    from deploy.modelio.adapter import IOAdapter
+
+
+def load_model(source: ModelSource) -> torch.nn.Module:
+    torch.manual_seed(source.seed)  # random init is reproducible from the config
+    if source.torchscript is not None:
+        return _load_torchscript(source.torchscript)
+    factory = _factory(source)
+    try:
+        model = factory(**source.kwargs)
+    except Exception as exc:
+        raise StageFailed(f"calling the model factory failed: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(model, torch.nn.Module):
+        raise StageFailed(f"the model factory returned {type(model).__name__}, not a torch.nn.Module")
+    if source.checkpoint is not None:
+        _load_checkpoint(model, source.checkpoint)
+    return model.eval()
+
+
+def _load_torchscript(path: Path) -> torch.nn.Module:
+    try:
+        return torch.jit.load(str(path), map_location="cpu").eval()
+    except (
+        RuntimeError,
+        ValueError,
+    ) as exc:  # torch's zip reader: not a TorchScript archive (e.g. a pickled eager model)
+        raise StageFailed(f"model.torchscript: cannot load {path} as TorchScript: {first_line(exc)}") from exc
+
+
+def _factory(source: ModelSource) -> Any:
+    if source.file is not None:
+        module = _module_from_file(source.file)
+        name = str(source.callable)
+    else:
+        module_name, _, name = str(source.factory).partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise StageFailed(f"model.factory: cannot import '{module_name}': {exc}") from exc
+    if not hasattr(module, name):
+        where = (
+            f"model.callable: {source.file}"
+            if source.file is not None
+            else f"model.factory: '{module.__name__}'"
+        )
+        raise StageFailed(f"{where} has no attribute '{name}'")
+    return getattr(module, name)
+
+
+def _module_from_file(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(f"deploy_user_model_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise StageFailed(f"model.file: cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))  # let the file import its siblings
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise StageFailed(f"model.file: {path}, line {exc.lineno}: {exc.msg}") from exc
+    except Exception as exc:
+        raise StageFailed(f"model.file: importing {path} failed: {type(exc).__name__}: {exc}") from exc
+    except SystemExit as exc:  # a training script's top-level argparse / sys.exit, run on import
+        raise StageFailed(
+            f"model.file: importing {path} called sys.exit({exc.code!r}); "
+            "put script code under `if __name__ == '__main__':`"
+        ) from exc
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
+
+
+def _load_checkpoint(model: torch.nn.Module, path: Path) -> None:
+    state = _read_state(path)
+    if isinstance(state, dict) and set(state) == {"state_dict"}:
+        state = state["state_dict"]
+    if not isinstance(
+        state, Mapping
+    ):  # torch.load reads any pickled container; load_state_dict would raise a bare TypeError
+        raise StageFailed(
+            f"model.checkpoint: {path} holds a {type(state).__name__}, not a state_dict (a mapping of tensors)"
+        )
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        raise StageFailed(f"model.checkpoint {path.name} does not fit the model: {exc}") from exc
+
+
+def _read_state(path: Path) -> Any:
+    import pickle
+
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        if path.suffix == ".safetensors":
+            return load_file(str(path))
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, SafetensorError, RuntimeError, EOFError, OSError, ValueError) as exc:
+        raise StageFailed(f"model.checkpoint: cannot read {path} as a state_dict: {first_line(exc)}") from exc
+
+
+def load_adapted(config: DeployConfig, sample: Mapping[str, Any]) -> IOAdapter:
+    """The model behind the pipeline's calling convention (modelio.adapter): one tensor
+    per declared input in, the declared outputs as a tuple out; `sample` (numpy arrays by
+    input name) is what it is probed with to find them."""
+    from deploy.modelio.adapter import adapt
+
+    return adapt(load_model(config.model), config, sample)

@@ -1,0 +1,410 @@
+"""The YAML schema: one frozen pydantic model per concern, unknown keys rejected.
+
+Stage parameters are validated against the models their stages declare (see
+`pipeline.project`); this module holds what every stage shares: the model source
+and the shape spec, the single source for ONNX dynamic axes, TensorRT profiles and
+Triton dims / max_batch_size.
+
+Why the shape spec lives in the engine, though only stages use it: it is the shared
+config's own section (every stage reads it, its `uses` key component hashes it), and
+the engine validates it once, up front, with every other config error, before any
+stage runs; stage-to-stage checks against it (profiles, max_batch_size) are the stages'
+own `check` functions.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from deploy.pipeline.errors import Issue
+
+DType = Literal["float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool"]
+Label = Literal["min", "opt", "max"]
+LABELS: tuple[Label, ...] = ("min", "opt", "max")
+
+TensorName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+DimName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+# Triton model names become directory and file names (with suffixes such as
+# `_python_int8_ensemble`): short enough for any file system's 255-byte names.
+MAX_NAME = 64
+ModelName = Annotated[str, Field(max_length=MAX_NAME, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")]
+FactoryPath = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+def resolve_path(value: Path | None, info: ValidationInfo) -> Path | None:
+    """Relative paths in a config are relative to the config file's directory."""
+    base = (info.context or {}).get("base_dir")
+    if value is None or value.is_absolute() or base is None:
+        return value
+    return Path(base) / value
+
+
+def _existing_file(value: Path | None, info: ValidationInfo) -> Path | None:
+    path = resolve_path(value, info)
+    if path is not None and path.is_dir():
+        raise ValueError(f"{path} is a directory, not a file")
+    if path is not None and not path.is_file():
+        raise ValueError(f"file not found: {path}")
+    return path
+
+
+class InputSpec(Frozen):
+    """One model input: dims name the dynamic axes; min/opt/max are full shapes."""
+
+    name: TensorName = Field(description="Input name in ONNX, TensorRT and Triton: `[A-Za-z_][A-Za-z0-9_]*`.")
+    dtype: DType = Field("float32", description="Element type.")
+    dims: tuple[int | DimName, ...] = Field(
+        min_length=1,
+        description="One entry per axis: an int is a static size, a name a dynamic dim (axis 0: the batch dim).",
+    )
+    min: tuple[Annotated[int, Field(ge=1)], ...] = Field(
+        description="Smallest full shape (TensorRT profile min); static dims repeat their size."
+    )
+    opt: tuple[Annotated[int, Field(ge=1)], ...] = Field(
+        description="The shape to optimise for (TensorRT profile opt; golden inputs and stats use it)."
+    )
+    max: tuple[Annotated[int, Field(ge=1)], ...] = Field(
+        description="Largest full shape (TensorRT profile max; its batch is Triton's default max_batch_size)."
+    )
+    # Range of the golden random values; integer inputs (token ids) need one.
+    value_range: tuple[float, float] | None = Field(
+        None,
+        description="Range of the random golden values: integers are drawn from low..high *inclusive* "
+        "(`[0, 1]` gives 0s and 1s), floats uniformly from [low, high). Required for integer inputs (e.g. token ids).",
+    )
+
+    @model_validator(mode="after")
+    def _check_shapes(self) -> InputSpec:
+        problems = [p for label in LABELS for p in self._label_problems(label)]
+        problems += self._order_problems()
+        problems += self._range_problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def _range_problems(self) -> list[str]:
+        if self.value_range is None:
+            integer = self.dtype.startswith(("int", "uint"))
+            return ["value_range is required for integer inputs"] if integer else []
+        low, high = self.value_range
+        if low >= high:
+            # Equal bounds make every golden value the same: parity on constants proves nothing.
+            return [
+                f"value_range needs low < high (got [{low:g}, {high:g}]): equal bounds give a constant input"
+            ]
+        return []
+
+    def _label_problems(self, label: Label) -> list[str]:
+        shape = getattr(self, label)
+        if len(shape) != len(self.dims):
+            return [f"{label} has {len(shape)} dims, dims has {len(self.dims)}"]
+        return [
+            f"{label}[{axis}] is {got}, but dim {axis} is static {want}"
+            for axis, (want, got) in enumerate(zip(self.dims, shape))
+            if isinstance(want, int) and want != got
+        ]
+
+    def _order_problems(self) -> list[str]:
+        if not len(self.min) == len(self.opt) == len(self.max) == len(self.dims):
+            return []
+        return [
+            f"dim {axis} ('{dim}'): need min <= opt <= max, got {lo} / {mid} / {hi}"
+            for axis, (dim, lo, mid, hi) in enumerate(zip(self.dims, self.min, self.opt, self.max))
+            if not lo <= mid <= hi
+        ]
+
+    def shape(self, label: Label) -> tuple[int, ...]:
+        return tuple(getattr(self, label))
+
+    def dynamic_axes(self) -> dict[int, str]:
+        return {axis: dim for axis, dim in enumerate(self.dims) if isinstance(dim, str)}
+
+
+class OutputKind(str, Enum):
+    """What an output holds, which decides the metrics that make sense for it."""
+
+    LOGITS = "logits"  # class scores: top-1 / top-k agreement apply
+    EMBEDDING = "embedding"  # a vector compared by direction (cosine)
+    OTHER = "other"
+
+
+class OutputSpec(Frozen):
+    name: TensorName = Field(
+        description="Output name in ONNX, TensorRT and Triton: `[A-Za-z_][A-Za-z0-9_]*`."
+    )
+    path: Annotated[str, Field(pattern=r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$")] | None = Field(
+        None,
+        description="Where this output is in what the model returns: a dict key or `ModelOutput` field "
+        "(`last_hidden_state`), a position (`0`), or a dotted path into nested results (`hidden_states.3`). "
+        "Default: the output's name for a dict result, else its position among the returned tensors.",
+    )
+    kind: OutputKind = Field(
+        OutputKind.OTHER,
+        description="logits (class scores, shaped [batch, classes]: top-1 / top-k agreement gates apply), "
+        "embedding or other (cosine and absolute / relative error only).",
+    )
+
+
+class InputsBy(str, Enum):
+    """How the declared inputs are passed to the model's forward."""
+
+    AUTO = "auto"  # by keyword where every input name is a parameter of forward, else by position
+    POSITION = "position"
+    KEYWORD = "keyword"  # e.g. Hugging Face `input_ids=`, or a `forward(**kwargs)`
+
+
+class Detections(Frozen):
+    """A model that answers one dict per image with a varying number of rows (torchvision's
+    detection models: boxes [n, 4], scores [n], labels [n]): each tensor is padded (or cut)
+    to `max_detections` rows and stacked over the batch, beside a per-image count, the layout
+    of TensorRT's EfficientNMS plugin and of Triton clients."""
+
+    max_detections: int = Field(
+        ge=1,
+        description="Rows per image in each padded output: the first max_detections of the model's (it orders them "
+        "by score), zeros after them.",
+    )
+    count: TensorName = Field(
+        "num_detections",
+        description="The output holding each image's number of valid rows (int64 [batch]); declare it under outputs.",
+    )
+
+
+class ModelSource(Frozen):
+    """Exactly one of: an import path, a local Python file + callable, a TorchScript file."""
+
+    factory: FactoryPath | None = Field(
+        None,
+        description="Import path `module:callable` of a function returning the nn.Module (e.g. torchvision.models:resnet50).",
+    )
+    file: Path | None = Field(None, description="A local Python file defining the model (with `callable`).")
+    callable: Annotated[str, Field(pattern=r"^[A-Za-z_]\w*$")] | None = Field(
+        None, description="The function in `file` that returns the nn.Module."
+    )
+    torchscript: Path | None = Field(None, description="An existing TorchScript file, used as it is.")
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments passed to the factory / callable."
+    )
+    checkpoint: Path | None = Field(
+        None, description="A state_dict loaded into the model: .pt, .pth or .safetensors."
+    )
+    forward_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Fixed values for forward's arguments that are not model inputs (`{return_features: false}`); "
+        "arguments with defaults that are not given keep their defaults. Neither exporter makes them graph inputs.",
+    )
+    detections: Detections | None = Field(
+        None,
+        description="The model returns a list with one dict of variable-length tensors per image (torchvision "
+        "detection): pad them to a fixed number of rows, with a per-image count. null: it returns tensors.",
+    )
+    inputs_by: InputsBy = Field(
+        InputsBy.AUTO,
+        description="How the inputs are passed to forward: `position` (in declared order), `keyword` "
+        "(`forward(input_ids=..., attention_mask=...)`), or `auto`: by keyword where every input name is a "
+        "parameter of forward or forward takes only `**kwargs`, else by position.",
+    )
+    seed: int = Field(
+        0, description="Seeds random initialisation and the golden inputs, so runs are reproducible."
+    )
+    golden_inputs: Path | None = Field(
+        None,
+        description="An .npz of golden inputs, keyed by input name (used at every shape: each array is cut to the "
+        "min / opt / max shape from its start) or by `<min|opt|max>.<input>` (used as it is); for inputs random "
+        "values cannot represent (token ids of real text, masks, images). Inputs it lacks are drawn at random.",
+    )
+
+    _files = field_validator("file", "torchscript", "checkpoint", "golden_inputs")(_existing_file)
+
+    @field_validator("checkpoint")
+    @classmethod
+    def _checkpoint_suffix(cls, value: Path | None) -> Path | None:
+        if value is not None and value.suffix not in CHECKPOINT_SUFFIXES:
+            raise ValueError(f"checkpoint must be one of {', '.join(CHECKPOINT_SUFFIXES)}")
+        return value
+
+    @field_validator("golden_inputs")
+    @classmethod
+    def _npz_suffix(cls, value: Path | None) -> Path | None:
+        if value is not None and value.suffix != ".npz":
+            raise ValueError("golden_inputs must be an .npz file (numpy.savez), keyed by input name")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSource:
+        given = [k for k in ("factory", "file", "torchscript") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of factory / file / torchscript (got {given or 'none'})")
+        if (self.file is None) != (self.callable is None):
+            raise ValueError("'file' and 'callable' go together")
+        if self.torchscript is not None and (self.kwargs or self.checkpoint):
+            raise ValueError("a torchscript source takes no kwargs or checkpoint")
+        return self
+
+    @property
+    def kind(self) -> Literal["factory", "file", "torchscript"]:
+        if self.factory is not None:
+            return "factory"
+        return "file" if self.file is not None else "torchscript"
+
+
+class CacheConfig(Frozen):
+    remote: str | None = Field(
+        None,
+        pattern=r"^(s3|gs|gcs|az|abfs|file)://.+",
+        description="A shared remote cache behind the local one (s3://bucket/prefix, gs://, az://, or file:// on a "
+        "shared file system); overridden by $DEPLOY_CACHE_REMOTE. Credentials come from the environment / profile.",
+    )
+    endpoint_url: str | None = Field(
+        None,
+        description="An S3-compatible server (MinIO, Ceph, moto), e.g. http://minio:9000; null: AWS, or "
+        "$AWS_ENDPOINT_URL where set.",
+    )
+    push: bool = Field(
+        True, description="Upload what a run builds (objects first, the entry last); false: read only."
+    )
+
+
+class DeployConfig(Frozen):
+    name: ModelName = Field(
+        description="Pipeline name, the prefix of the Triton model names: letters, digits, `_`, `.` and `-`, not starting with `.` or `-`; at most 64 characters."
+    )
+    model: ModelSource = Field(
+        description="Where the model comes from: exactly one of `factory`, `file` + `callable`, `torchscript`."
+    )
+    inputs: tuple[InputSpec, ...] = Field(
+        min_length=1,
+        description="One shape spec per input: the single source of ONNX dynamic axes, TensorRT profiles and Triton dims.",
+    )
+    outputs: tuple[OutputSpec, ...] = Field(min_length=1, description="The model's outputs, in order.")
+    # The named dim that is axis 0 of every input; null for a model without batching.
+    batch_dim: DimName | None = Field(
+        "batch", description="The named dim that is axis 0 of every input; null for a model without batching."
+    )
+    cache_dir: Path = Field(
+        Path(".deploy-cache"),
+        description="Artifact store; overridden by $DEPLOY_CACHE_DIR and by --cache-dir.",
+    )
+    cache: CacheConfig = Field(CacheConfig(), description="The remote cache shared by several machines.")
+    repository: Path = Field(
+        Path("model_repository"), description="Where the Triton model repository is published."
+    )
+    run_dir: Path = Field(
+        Path("runs"),
+        description="Run records: `<run_dir>/<name>/summary.json` and `<run_dir>/<name>/logs/<stage>.log`.",
+    )
+    # Key order means nothing (pipeline.graph orders the stages). Validated per stage later.
+    stages: dict[str, dict[str, Any] | None] = Field(
+        min_length=1,
+        description="The stages to run: stage name -> its parameters (sections below); `{}` or null takes the defaults. "
+        "Key order does not matter: stages run in dependency order.",
+    )
+
+    _paths = field_validator("cache_dir", "repository", "run_dir")(resolve_path)
+    # The config file's directory: a stage's own relative paths resolve against it when
+    # another stage reads its params (pipeline/facts.py).
+    _base_dir: Path | None = PrivateAttr(None)
+
+    def model_post_init(self, context: Any) -> None:
+        base = (context or {}).get("base_dir") if isinstance(context, dict) else None
+        self._base_dir = Path(base) if base is not None else None
+
+    @property
+    def base_dir(self) -> Path | None:
+        return self._base_dir
+
+    def input(self, name: str) -> InputSpec:
+        return next(spec for spec in self.inputs if spec.name == name)
+
+    def input_names(self) -> list[str]:
+        return [spec.name for spec in self.inputs]
+
+    def output_names(self) -> list[str]:
+        return [spec.name for spec in self.outputs]
+
+    def batch_range(self) -> tuple[int, int, int] | None:
+        """(min, opt, max) of the batch dim, or None when the model is not batched."""
+        if self.batch_dim is None:
+            return None
+        first = self.inputs[0]
+        return first.min[0], first.opt[0], first.max[0]
+
+
+def shape_issues(config: DeployConfig) -> list[Issue]:
+    """Checks across inputs that one InputSpec alone cannot make."""
+    issues = _name_issues(config) + _shared_dim_issues(config.inputs) + _batch_issues(config)
+    return issues + _model_io_issues(config)
+
+
+def _model_io_issues(config: DeployConfig) -> list[Issue]:
+    """The model section's names against the declared inputs and outputs."""
+    issues = [
+        Issue(f"model.forward_kwargs.{name}", "is a model input (under inputs): it cannot also be fixed")
+        for name in config.model.forward_kwargs
+        if name in config.input_names()
+    ]
+    found = config.model.detections
+    if found is not None and found.count not in config.output_names():
+        issues.append(
+            Issue(
+                "model.detections.count",
+                f"'{found.count}' is not among outputs {config.output_names()}: declare it "
+                f"(- {{name: {found.count}}}), the per-image number of valid rows",
+            )
+        )
+    return issues
+
+
+def _name_issues(config: DeployConfig) -> list[Issue]:
+    names = [s.name for s in config.inputs] + [s.name for s in config.outputs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    return [Issue("inputs/outputs", f"tensor name '{n}' is used more than once") for n in dupes]
+
+
+def _shared_dim_issues(inputs: tuple[InputSpec, ...]) -> list[Issue]:
+    """A dim name shared by several inputs must have the same min/opt/max everywhere."""
+    seen: dict[str, tuple[str, tuple[int, int, int]]] = {}
+    issues = []
+    for index, spec in enumerate(inputs):
+        for axis, dim in spec.dynamic_axes().items():
+            rng = (spec.min[axis], spec.opt[axis], spec.max[axis])
+            first = seen.setdefault(dim, (spec.name, rng))
+            if first[1] != rng:
+                issues.append(
+                    Issue(
+                        f"inputs[{index}]",
+                        f"dim '{dim}' is {first[1]} (min/opt/max) in input '{first[0]}' but {rng} in input '{spec.name}'",
+                    )
+                )
+    return issues
+
+
+def _batch_issues(config: DeployConfig) -> list[Issue]:
+    if config.batch_dim is None:
+        return []
+    return [
+        Issue(
+            f"inputs[{index}].dims",
+            f"axis 0 must be the batch dim '{config.batch_dim}' (got {spec.dims[0]!r}); "
+            "or set batch_dim: null for a model without batching",
+        )
+        for index, spec in enumerate(config.inputs)
+        if spec.dims[0] != config.batch_dim
+    ]

@@ -1,0 +1,283 @@
+"""The stage contract: a declared spec plus a run function.
+
+Everything the cache key needs is declared here, so the key is derivable without
+running (or even importing the heavy libraries of) the stage.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from enum import Enum, IntEnum
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from deploy.pipeline.config import DeployConfig
+from deploy.pipeline.errors import Issue
+from deploy.pipeline.facts import Provides
+
+# The artifact every pipeline starts from: the model as the config declares it.
+SOURCE_ARTIFACT = "model"
+# The metrics key under which a stage's tables for the run report are kept.
+REPORT_KEY = "report"
+# The metrics key of a stage that passed with parts of its work skipped.
+PARTIAL_KEY = "partial"
+# The metrics key of a stage's one-line result, shown beside it in the console and report.
+HEADLINE_KEY = "headline"
+
+# What a stage records for the run summary and report: JSON numbers, strings and tables of
+# its own choosing (`object`, not Any: a reader narrows what it uses).
+Metrics = dict[str, object]
+
+
+class ArtifactKind(str, Enum):
+    FILE = "file"
+    TREE = "tree"  # a directory, stored as a manifest of file digests
+
+
+class Section(str, Enum):
+    """Parts of the shared config a stage may read; each one it reads enters its key."""
+
+    NAME = "name"
+    MODEL = "model"
+    SHAPES = "shapes"
+
+    def extract(self, config: DeployConfig) -> Any:
+        if self is Section.NAME:
+            return config.name
+        if self is Section.MODEL:
+            # Paths are left out on purpose: the model's identity (digests) is an input.
+            return config.model.model_dump(
+                mode="json",
+                include={
+                    "kwargs",
+                    "seed",
+                    "callable",
+                    "factory",
+                    "inputs_by",
+                    "forward_kwargs",
+                    "detections",
+                },
+            )
+        return config.model_dump(mode="json", include={"inputs", "outputs", "batch_dim"})
+
+
+class Phase(IntEnum):
+    """Where a stage sits in a pipeline, used only to order stages that the artifact
+    graph leaves independent (and transforms of the same artifact): gates run before
+    packaging, a server check before measurements. Never a dependency by itself."""
+
+    CONVERT = 1
+    ANALYZE = 2
+    VERIFY = 3
+    PACKAGE = 4
+    SERVE = 5
+    MEASURE = 6
+
+
+class Publish(str, Enum):
+    """Where a tree artifact is copied after a run, besides the cache."""
+
+    REPOSITORY = "repository"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    name: str
+    kind: ArtifactKind = ArtifactKind.FILE
+    filename: str = ""  # file name inside the stage's work dir (FILE kind)
+    publish: Publish | None = None
+    # TREE kind: the file inside the directory that writers and readers are handed (an
+    # ONNX model, whose weights file lies beside it, named relative to it).
+    entry: str = ""
+
+    @property
+    def relpath(self) -> str:
+        return self.filename or self.name
+
+    def within(self, root: Path) -> Path:
+        """What a stage is handed for this artifact stored at `root`."""
+        return root / self.entry if self.entry else root
+
+
+@dataclass
+class StageContext:
+    """What a running stage sees: its resolved inputs, a place for outputs, a log."""
+
+    config: DeployConfig
+    inputs: Mapping[str, Path]
+    workdir: Path
+    outputs: Mapping[str, Artifact]
+    log: logging.Logger
+    metrics: Metrics = field(default_factory=dict)
+    # A per-stage directory in the cache that outlives runs, for things that speed a
+    # stage up without being its result (TensorRT's timing cache). Not in any key.
+    persistent: Path | None = None
+    # Where progress goes (pipeline/progress.py): the runner's reporter, throttled.
+    on_progress: Callable[[int, int | None, str], None] | None = None
+
+    def progress(self, done: int, total: int | None = None, what: str = "") -> None:
+        """Long work as it goes (done of total steps, the step under way): a bar on a
+        terminal, a line every few seconds in CI. Cheap: throttled where it is sent."""
+        if self.on_progress is not None:
+            self.on_progress(done, total, what)
+
+    def input(self, name: str) -> Path:
+        return self.inputs[name]
+
+    def output(self, name: str) -> Path:
+        artifact = self.outputs[name]
+        path = artifact.within(self.workdir / artifact.relpath)
+        if artifact.entry:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def record(self, key: str, value: Any) -> None:
+        """Adds a JSON-serialisable number or table to the run summary."""
+        self.metrics[key] = value
+
+    def headline(self, text: str) -> None:
+        """The stage's result in one line (e.g. "opset 17, ORT vs eager: max|Δ| 6e-08"),
+        shown beside it in the console, the summary and the run report."""
+        self.metrics[HEADLINE_KEY] = text
+
+    def partial(self, note: str) -> None:
+        """The stage passed, but only partly (e.g. "passed 2, skipped 3 (no onnxruntime
+        backend)"): shown as `partial` in the console, JUnit output and run report."""
+        self.metrics[PARTIAL_KEY] = note
+
+    def report_table(
+        self, title: str, columns: list[str], rows: list[list[Any]], note: str = "", console: bool = False
+    ) -> None:
+        """A table for the run report (pipeline/report.py renders every stage's tables,
+        and embeds its .png outputs, without knowing the stage); `console`: also printed
+        after the run's results (a decision the user should see without opening the report)."""
+        table = ReportTable(title, columns, rows, note, console)
+        self.metrics[REPORT_KEY] = [*report_json(self.metrics), asdict(table)]
+
+
+@dataclass(frozen=True)
+class ReportTable:
+    """A table a stage adds to the run report (and, with `console`, to the console)."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+    note: str = ""
+    console: bool = False
+
+
+def report_json(metrics: Mapping[str, object]) -> list[object]:
+    found = metrics.get(REPORT_KEY, [])
+    return list(found) if isinstance(found, list) else []
+
+
+def report_tables(metrics: Mapping[str, object]) -> list[ReportTable]:
+    """The tables a stage recorded, read back from its metrics (or the run summary)."""
+    return [ReportTable(**t) for t in report_json(metrics) if isinstance(t, dict)]
+
+
+class RunSettings(BaseModel):
+    """How a stage's code is run, not what it computes: given in the stage's section of
+    the YAML beside its params (`export: {opset: 18, timeout_s: 600}`), never in its key."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    timeout_s: float = Field(
+        3600.0,
+        gt=0,
+        description="Wall-clock limit of the stage's run; past it the stage is stopped and fails (exit 6). "
+        "The default differs per stage (each stage's section says it).",
+    )
+    memory_mb: int | None = Field(
+        None,
+        ge=64,
+        description="Resident-memory limit of the stage's process and its children; past it the stage is "
+        "stopped and fails (exit 6). null: none (the kernel's out-of-memory killer still ends it: exit 5).",
+    )
+    isolate: bool = Field(
+        True,
+        description="Run the stage in a child process, so a crash (segfault, abort, out-of-memory kill) or a "
+        "hang fails the stage, not the run. false: in deploy's own process (for a debugger); then timeout_s "
+        "and memory_mb are not enforced.",
+    )
+
+
+RUN_SETTINGS = tuple(RunSettings.model_fields)
+
+
+def split_section(section: object) -> tuple[object, dict[str, object]]:
+    """A stage's section: its params, and the run settings (RUN_SETTINGS) beside them."""
+    if not isinstance(section, dict):
+        return section or {}, {}
+    params = {k: v for k, v in section.items() if k not in RUN_SETTINGS}
+    return params, {k: v for k, v in section.items() if k in RUN_SETTINGS}
+
+
+P = TypeVar("P", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class StageSpec(Generic[P]):
+    """Generic over the stage's params model: `run`, `check`, `identity` and
+    `select_inputs` are type-checked against it."""
+
+    name: str
+    version: int
+    params: type[P]
+    inputs: tuple[str, ...]  # every artifact it may read (select_inputs picks among them)
+    outputs: tuple[Artifact, ...]
+    run: Callable[[StageContext, P], None]
+    uses: frozenset[Section] = frozenset()
+    # Distributions whose versions enter the key (read from metadata, never imported).
+    env: tuple[str, ...] = ()
+    # What else the output depends on that no library version says: a server binary's
+    # digest, a docker image, a GPU's compute capability. Must be cheap: no heavy imports.
+    identity: Callable[[P], Mapping[str, object]] | None = None
+    # Cross-stage checks against the shared config, run before anything executes.
+    check: Callable[[P, DeployConfig], list[Issue]] | None = None
+    # The inputs this stage reads with these params, when that depends on them (e.g.
+    # triton_config reads onnx_int8 only when asked to serve INT8); default: `inputs`.
+    select_inputs: Callable[[P], tuple[str, ...]] | None = None
+    # Inputs the stage can do without when their producer was skipped (e.g. no engine
+    # without TensorRT): the key records them as absent and the stage decides.
+    optional_inputs: frozenset[str] = frozenset()
+    # Inputs read only when some stage of the config makes them (e.g. select reads the
+    # INT8 accuracy report where quantize is configured): otherwise left unbound, not an error.
+    if_configured: frozenset[str] = frozenset()
+    # Where the outputs marked `publish` are copied with this config, besides the cache:
+    # local directories and object-storage URLs (s3://…). Default: the place the marker
+    # names (config.repository). Not in the key: publishing changes no artifact.
+    publishes: Callable[[P, DeployConfig], tuple[Path | str, ...]] | None = None
+    description: str = ""
+    phase: Phase = Phase.CONVERT
+    # Added with its default params to a config one of whose stages reads an artifact of
+    # the same name that no configured stage makes (the golden references: every
+    # converting stage needs them, no config should have to ask for them).
+    implied: bool = False
+    # The default of the stage's `timeout_s` run setting (RunSettings).
+    timeout_s: float = 3600.0
+    # Facts its params state for other stages (pipeline/facts.py), e.g. the publish policy.
+    provides: tuple[Provides[P, Any], ...] = ()
+
+    def params_from(self, section: object, base_dir: Path | None) -> P:
+        """Its params from its YAML section (run settings left out), validated."""
+        params, _ = split_section(section)
+        return self.params.model_validate(params, context={"base_dir": base_dir})
+
+    def destinations(self, params: P, config: DeployConfig, artifact: Artifact) -> tuple[Path | str, ...]:
+        """Where a published output goes with these params and config (none if unmarked)."""
+        if artifact.publish is None:
+            return ()
+        if self.publishes is None:
+            return (getattr(config, artifact.publish.value),)
+        return self.publishes(params, config)
+
+    def inputs_for(self, params: P) -> tuple[str, ...]:
+        return self.select_inputs(params) if self.select_inputs is not None else self.inputs
+
+    def output(self, name: str) -> Artifact:
+        return next(a for a in self.outputs if a.name == name)

@@ -1,0 +1,113 @@
+"""Running one stage's code: the same body in the runner's process (`isolate: false`)
+or in a child process (pipeline.isolation), with the outcome as a picklable record.
+
+Only the outcome crosses back: the stage writes its outputs into its work dir, which
+the runner ingests into the store when (and only when) the outcome is `ran`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from deploy.pipeline.config import DeployConfig
+from deploy.pipeline.contract import Metrics, StageContext, StageSpec
+from deploy.pipeline.errors import (
+    ConfigError,
+    DeployError,
+    ExitCode,
+    StageFailed,
+    StageSkipped,
+    plain,
+    root_cause,
+)
+from deploy.pipeline.logs import captured
+from deploy.pipeline.progress import Sink, Throttled
+from deploy.pipeline.results import Status
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a stage's run needs, picklable: the child imports `module` for the spec."""
+
+    stage: str
+    module: str
+    params: BaseModel
+    config: DeployConfig
+    inputs: dict[str, Path]
+    workdir: Path
+    log: Path
+    persistent: Path | None
+
+    def spec(self) -> StageSpec:
+        spec = importlib.import_module(self.module).SPEC
+        assert isinstance(spec, StageSpec) and spec.name == self.stage
+        return spec
+
+
+@dataclass
+class Outcome:
+    status: Status
+    message: str = ""
+    exit_code: ExitCode = ExitCode.STAGE
+    metrics: Metrics = field(default_factory=dict)
+
+
+def execute(job: Job, spec: StageSpec, sink: Sink | None = None) -> Outcome:
+    """Runs the stage; every way it can end becomes an Outcome (its log has the detail).
+    `sink` hears the stage's progress."""
+    outcome = Outcome(Status.RAN)
+    with captured(job.log) as logger:
+        outputs = {a.name: a for a in spec.outputs}
+        ctx = StageContext(
+            job.config, job.inputs, job.workdir, outputs, logger, outcome.metrics, job.persistent
+        )
+        ctx.on_progress = Throttled(job.stage, sink) if sink is not None else None
+        try:
+            spec.run(ctx, job.params)
+            missing = [a.name for a in spec.outputs if not ctx.output(a.name).exists()]
+            if missing:
+                raise StageFailed(f"stage finished without writing output(s): {', '.join(missing)}")
+        except StageFailed as exc:
+            _reraise_interrupt(exc)
+            # The cause (e.g. an exporter's pages of advice) goes to the log in full.
+            logger.error("%s", exc, exc_info=exc.__cause__ is not None)
+            outcome.status, outcome.message = Status.FAILED, plain(str(exc))
+        except StageSkipped as exc:
+            logger.warning("skipped: %s", exc)
+            outcome.status, outcome.message = Status.SKIPPED, str(exc)
+        except DeployError as exc:  # e.g. a library the stage needs is missing: exit code kept
+            _reraise_interrupt(exc)
+            logger.error("%s", exc)
+            outcome.status, outcome.message, outcome.exit_code = Status.FAILED, _message(exc), exc.exit_code
+        except Exception as exc:
+            _reraise_interrupt(exc)
+            logger.error("unexpected error\n%s", traceback.format_exc())
+            outcome.status, outcome.message = Status.FAILED, f"{root_cause(exc)} (traceback in the log)"
+        except SystemExit as exc:  # the user's model code called sys.exit(): not ours to exit with
+            logger.error("sys.exit() called in stage code\n%s", traceback.format_exc())
+            outcome.status = Status.FAILED
+            outcome.message = f"code run by the stage called sys.exit({exc.code!r}) (traceback in the log)"
+    return outcome
+
+
+def _message(exc: DeployError) -> str:
+    """A config problem found while a stage ran: the problems themselves, each naming its
+    key (the console's one line per stage shows the first)."""
+    if isinstance(exc, ConfigError):
+        return plain("\n".join(str(issue) for issue in exc.issues))
+    return plain(str(exc))
+
+
+def _reraise_interrupt(exc: BaseException) -> None:
+    """Ctrl-C that a library turned into its own error (torch's tracer, a C extension's
+    callback) is still Ctrl-C: the run is interrupted, not a failed stage."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            raise KeyboardInterrupt from exc
+        seen = seen.__cause__ or seen.__context__

@@ -1,0 +1,382 @@
+"""Publishes a tree artifact out of the cache to a directory or object storage: one protocol.
+
+The tree is the Triton model repository; the destination a local directory or an fsspec
+URL (s3://, gs://, az://, file://; Triton reads such repositories directly).
+
+What is published is what was verified, and a repository is replaced whole or not at all:
+
+  1. A model dir whose `.deploy.json` stamp matches (same pipeline, same file digests) and
+     whose files are all there, is left alone. Locally "there" means: same size, and
+     either the stat the cache's memo recorded when it was written (inode, size, mtime,
+     ctime: a write changes ctime, and no user call can set it back) or, failing that, a
+     rehash equal to the stamp's digest. A file changed behind deploy's back is found and
+     the model restored from the cache, and said (`Published.repaired`).
+  2. Every model to (re)write is staged first, complete, in a directory beside the
+     repository (same file system), each file's digest checked as it is written: a disk
+     that fills up, a kill, a cache object that is not what its name says, all stop the
+     publish here, with the repository as it was.
+  3. Then each staged model dir is renamed into place (the old one renamed aside, then
+     removed): renames, nothing left that could fail for space.
+  4. Model dirs this pipeline published earlier but no longer produces are deleted;
+     another pipeline's are kept. Last, `.deploy-<pipeline>.json` at the repository's root
+     lists the pipeline's models: `complete()` checks a repository against it before a
+     server is started on it (Triton reads only subdirectories).
+
+On object storage (no rename) a model's files are copied into place, version files
+before the model's root files (a server reads the config there), then the stamp, each
+model whole before the next; the source objects are verified before they are sent; the
+warm check is by size. Any storage error is an EnvError naming the destination."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deploy.pipeline import locks
+from deploy.pipeline.errors import EnvError
+from deploy.pipeline.hashing import digest_file
+from deploy.pipeline.store import Output, Store
+
+STAMP = ".deploy.json"
+SCHEMA = 1
+Files = dict[str, tuple[str, int]]  # path inside the model dir -> (digest, size)
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What `.deploy.json` says: which pipeline owns the model dir, and its files."""
+
+    pipeline: str
+    files: Files
+    schema: int = SCHEMA
+
+    def to_json(self) -> str:
+        files = {rel: [digest, size] for rel, (digest, size) in sorted(self.files.items())}
+        return json.dumps({"schema": self.schema, "pipeline": self.pipeline, "files": files}, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Stamp | None:
+        """None for anything but a stamp of this schema (then the model is rewritten). A
+        stamp without a schema is from before it had one: the same layout otherwise."""
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.get("schema", SCHEMA) != SCHEMA:
+                return None
+            files = {str(rel): (str(d), int(s)) for rel, (d, s) in data["files"].items()}
+            return cls(str(data["pipeline"]), files)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a repository is published: a file system and the repository's root in it."""
+
+    fs: Any  # an fsspec AbstractFileSystem
+    root: str
+    local: bool  # renames are atomic: a staged model dir is renamed into place
+
+
+@dataclass
+class Published:
+    """What a publish did: the model dirs it wrote, and those it found changed behind
+    deploy's back (model -> the files that differed), which it restored."""
+
+    written: list[str] = field(default_factory=list)
+    repaired: dict[str, list[str]] = field(default_factory=dict)
+
+
+def publish(store: Store, output: Output, dest: Path | str, pipeline: str) -> Published:
+    """Makes `dest/<model>` match the tree."""
+    models = models_of(store, output)
+    try:
+        if isinstance(dest, Path):
+            return _publish_here(store, dest, models, pipeline)
+        where = destination(dest)
+        done = Published([m for m, files in models.items() if _sync(where, m, files, store, pipeline)])
+        _remove_stale(where, pipeline, keep=set(models))
+        _write_manifest(where, pipeline, models)
+        return done
+    except EnvError:
+        raise
+    except Exception as exc:  # every storage backend has its own errors; all mean the same here
+        raise EnvError(f"publishing the repository to {dest} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def destination(dest: Path | str) -> Destination:
+    from fsspec.core import url_to_fs
+    from fsspec.implementations.local import LocalFileSystem
+
+    if isinstance(dest, Path):
+        return Destination(LocalFileSystem(auto_mkdir=True), str(dest.absolute()), local=True)
+    fs, root = url_to_fs(dest, **_options(dest))
+    if isinstance(fs, LocalFileSystem):  # file://: a directory after all
+        return destination(Path(root))
+    return Destination(fs, root.rstrip("/"), local=False)
+
+
+def _options(url: str) -> dict[str, str]:
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    return {"endpoint_url": endpoint} if url.startswith("s3://") and endpoint else {}
+
+
+def models_of(store: Store, output: Output) -> dict[str, Files]:
+    """Model dir -> its files (path inside the model dir -> digest, size)."""
+    models: dict[str, Files] = {}
+    for rel, meta in store.tree_manifest(output.digest).items():
+        top, _, rest = rel.partition("/")
+        models.setdefault(top, {})[rest] = (meta.digest, meta.size)
+    return models
+
+
+def in_order(files: Mapping[str, object]) -> list[str]:
+    """Files in subdirectories (a model's versions) first, the model dir's own files last."""
+    return sorted(files, key=lambda rel: ("/" not in rel, rel))
+
+
+# -- a local repository: pathlib for the warm check, fsspec's calls for the writes ----------------
+def _publish_here(store: Store, dest: Path, models: dict[str, Files], pipeline: str) -> Published:
+    done = Published()
+    for model, files in models.items():
+        altered = _altered(store, dest / model, Stamp(pipeline, files))
+        if altered is None:
+            continue
+        done.written.append(model)
+        if altered:
+            done.repaired[model] = altered
+    stale = _stale_here(dest, pipeline, set(models))
+    if not done.written and not stale and _manifest_here(dest, pipeline) == sorted(models):
+        return done  # the common warm run: stats only, no fsspec import
+    where = destination(dest)
+    _sweep_staging(dest)
+    _stage_and_swap(where, dest, {m: models[m] for m in done.written}, store, pipeline)
+    _remove_stale(where, pipeline, keep=set(models))
+    _write_manifest(where, pipeline, models)
+    store.memo.save()
+    return done
+
+
+def _altered(store: Store, model_dir: Path, stamp: Stamp) -> list[str] | None:
+    """None: in place as stamped. Else the files found changed behind deploy's back
+    ([] when the model is simply absent, another version, or another pipeline's)."""
+    if _read_stamp_here(model_dir / STAMP) != stamp:
+        return []
+    changed = [
+        rel
+        for rel, (digest, size) in stamp.files.items()
+        if not _intact(store, model_dir / rel, digest, size)
+    ]
+    return changed or None
+
+
+def _intact(store: Store, path: Path, digest: str, size: int) -> bool:
+    try:
+        if path.stat().st_size != size:
+            return False
+    except OSError:
+        return False
+    if store.memo.matches(path) and store.memo.known(path) == digest:
+        return True  # not written to since deploy wrote it (ctime is the kernel's)
+    if digest_file(path) != digest:
+        return False
+    store.memo.remember(path, digest)
+    return True
+
+
+def _stage_and_swap(
+    where: Destination, dest: Path, models: dict[str, Files], store: Store, pipeline: str
+) -> None:
+    """Every model staged and verified beside the repository, then renamed in: a failure
+    before the renames leaves the repository as it was."""
+    if not models:
+        return
+    staging = dest.parent / f".{dest.name}.staging-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        for model, files in models.items():
+            _stage(where, staging / model, files, store, pipeline)
+        dest.mkdir(parents=True, exist_ok=True)
+        for model in models:
+            _swap(where, staging / model, dest / model, staging / f"{model}.retired")
+        for model, files in models.items():  # the stats the warm check will trust
+            for rel, (digest, _) in files.items():
+                store.memo.remember(dest / model / rel, digest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _stage(where: Destination, model_dir: Path, files: Files, store: Store, pipeline: str) -> None:
+    for rel in in_order(files):
+        target = model_dir / rel
+        where.fs.put_file(str(store.object_path(files[rel][0])), str(target))
+        if digest_file(target) != files[rel][0]:  # a cache object corrupted, or the write
+            raise EnvError(
+                f"publishing {model_dir.name}/{rel}: the written file does not match its digest "
+                f"{files[rel][0][:12]} (run `deploy cache verify`; the repository was left as it was)"
+            )
+    where.fs.pipe_file(str(model_dir / STAMP), Stamp(pipeline, files).to_json().encode())
+
+
+def _swap(where: Destination, staged: Path, target: Path, retired: Path) -> None:
+    """The old model stays whole until the staged one is renamed in (same file system:
+    fsspec's local mv is a rename)."""
+    if target.exists():
+        where.fs.mv(str(target), str(retired), recursive=True)
+    where.fs.mv(str(staged), str(target), recursive=True)
+    if retired.exists():
+        where.fs.rm(str(retired), recursive=True)
+
+
+def _sweep_staging(dest: Path) -> None:
+    """Staging dirs of publishes whose run died (a kill mid-publish)."""
+    if dest.parent.is_dir():
+        locks.sweep_dead(dest.parent, prefix=f".{dest.name}.staging-")
+
+
+def _read_stamp_here(path: Path) -> Stamp | None:
+    try:
+        return Stamp.from_json(path.read_bytes())
+    except OSError:
+        return None
+
+
+def _stale_here(dest: Path, pipeline: str, keep: set[str]) -> list[str]:
+    found = []
+    for stamp_path in dest.glob(f"*/{STAMP}"):
+        stamp = _read_stamp_here(stamp_path)
+        if stamp is not None and stamp.pipeline == pipeline and stamp_path.parent.name not in keep:
+            found.append(stamp_path.parent.name)
+    return found
+
+
+# -- the repository's list of a pipeline's models -----------------------------------------------
+def manifest_name(pipeline: str) -> str:
+    return f".deploy-{pipeline}.json"
+
+
+def _write_manifest(where: Destination, pipeline: str, models: Mapping[str, Files]) -> None:
+    """Written last, and only when it changes (a warm run writes nothing)."""
+    text = json.dumps({"schema": SCHEMA, "pipeline": pipeline, "models": sorted(models)}, indent=1).encode()
+    path = f"{where.root}/{manifest_name(pipeline)}"
+    try:
+        if where.fs.cat_file(path) == text:
+            return
+    except OSError:
+        pass
+    where.fs.pipe_file(path, text)
+
+
+def _manifest_here(dest: Path, pipeline: str) -> list[str] | None:
+    try:
+        return list(json.loads((dest / manifest_name(pipeline)).read_text())["models"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def complete(dest: Path | str, pipeline: str) -> list[str]:
+    """What keeps a published repository from being served as the pipeline's whole:
+    models its manifest lists that are missing, unstamped, or missing a file (sizes only:
+    cheap enough before every server start). [] when complete."""
+    where = destination(dest) if isinstance(dest, str) else None
+    read = (
+        (lambda rel: where.fs.cat_file(f"{where.root}/{rel}"))
+        if where
+        else (lambda rel: (dest / rel).read_bytes())
+    )
+    size = (
+        (lambda rel: _size(where, f"{where.root}/{rel}")) if where else (lambda rel: _file_size(dest / rel))
+    )
+    try:
+        listed = list(json.loads(read(manifest_name(pipeline)))["models"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return [f"no {manifest_name(pipeline)}: the last publish of '{pipeline}' never finished"]
+    problems = []
+    for model in listed:
+        try:
+            stamp = Stamp.from_json(read(f"{model}/{STAMP}"))
+        except OSError:
+            stamp = None
+        if stamp is None:
+            problems.append(f"{model}: missing, or without its {STAMP}")
+            continue
+        problems += [
+            f"{model}/{rel}: missing or resized"
+            for rel, (_, n) in stamp.files.items()
+            if size(f"{model}/{rel}") != n
+        ]
+    return problems
+
+
+def _file_size(path: Path) -> int | None:
+    return path.stat().st_size if path.is_file() else None
+
+
+# -- object storage: model by model -----------------------------------------------------------
+def _sync(where: Destination, model: str, files: Files, store: Store, pipeline: str) -> bool:
+    stamp = Stamp(pipeline, files)
+    target = f"{where.root}/{model}"
+    if _current(where, target, stamp):
+        return False
+    _verify_sources(store, model, files)
+    staging = f"{where.root}/.{model}.staging-{uuid.uuid4().hex}"
+    try:
+        for rel in in_order(files):
+            where.fs.put_file(str(store.object_path(files[rel][0])), f"{staging}/{rel}")
+        where.fs.pipe_file(f"{staging}/{STAMP}", stamp.to_json().encode())
+        _copy_in_place(where, staging, target, [*in_order(files), STAMP])
+    finally:
+        if where.fs.exists(staging):
+            where.fs.rm(staging, recursive=True)
+    return True
+
+
+def _verify_sources(store: Store, model: str, files: Files) -> None:
+    """What is sent is what was verified: each cache object rehashed before upload."""
+    for rel, (digest, size) in files.items():
+        problem = store.object_problem(digest, size)
+        if problem:
+            raise EnvError(f"publishing {model}/{rel}: {problem} (run `deploy cache verify`)")
+
+
+def _copy_in_place(where: Destination, staging: str, target: str, order: list[str]) -> None:
+    for rel in order:
+        where.fs.copy(f"{staging}/{rel}", f"{target}/{rel}")
+    for path in where.fs.find(target):
+        if path[len(target) + 1 :] not in order:
+            where.fs.rm_file(path)
+
+
+def _current(where: Destination, target: str, stamp: Stamp) -> bool:
+    """Same stamp and every file present with its recorded size: nothing to copy."""
+    found = _read_stamp(where, f"{target}/{STAMP}")
+    return found == stamp and all(
+        _size(where, f"{target}/{rel}") == size for rel, (_, size) in stamp.files.items()
+    )
+
+
+def _size(where: Destination, path: str) -> int | None:
+    try:
+        return int(where.fs.size(path))
+    except OSError:  # FileNotFoundError included
+        return None
+
+
+def _read_stamp(where: Destination, path: str) -> Stamp | None:
+    try:
+        return Stamp.from_json(where.fs.cat_file(path))
+    except OSError:
+        return None
+
+
+def _remove_stale(where: Destination, pipeline: str, keep: set[str]) -> None:
+    """Drops model dirs this pipeline published earlier but no longer produces."""
+    for stamp_path in where.fs.glob(f"{where.root}/*/{STAMP}"):
+        model_dir = stamp_path.rsplit("/", 1)[0]
+        stamp = _read_stamp(where, stamp_path)
+        if stamp is not None and stamp.pipeline == pipeline and model_dir.rsplit("/", 1)[-1] not in keep:
+            where.fs.rm(model_dir, recursive=True)

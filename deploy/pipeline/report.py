@@ -1,0 +1,165 @@
+"""The run report: one self-contained HTML file beside the run summary.
+
+It knows no stage: it shows every stage's status, time, artifacts and headline, then
+the tables each stage put in its metrics (StageContext.report_table) and, inline as
+base64, each .png artifact it produced. Stdlib only, so a cached run can afford it.
+
+Why rendering lives in the engine and not the app: the runner writes the report in the
+same step as the summary, also when a stage crashed, hung or the run was interrupted
+(`pipeline/history.py`), and a run driven without the CLI (the Python API, a Jenkins
+agent calling `Runner.run`) must get it too. It reads only the engine's own records
+(`RunSummary`, `ReportTable`), never a stage.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from deploy.pipeline.contract import HEADLINE_KEY, report_tables
+from deploy.pipeline.provenance import Provenance
+from deploy.pipeline.results import RunSummary, StageSummary, Status
+
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#1d1d1f;padding:0 16px}
+h1{font-size:22px;margin-bottom:4px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}
+h3{font-size:15px;margin:18px 0 6px}table{border-collapse:collapse;margin:6px 0 4px;font-size:13px}
+th,td{border:1px solid #d0d0d0;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f2f2f4}
+td.num{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555}.note{color:#666;font-size:12px}
+.ran{color:#137333}.cached{color:#0b57d0}.skipped{color:#b06000}.failed{color:#c5221f;font-weight:bold}
+.not.run{color:#888}img{max-width:100%;border:1px solid #eee;margin:8px 0}
+pre.failure{background:#fdf1f0;border:1px solid #f0c0bc;padding:8px 12px;white-space:pre-wrap;font-size:13px}
+"""
+
+
+def render(summary: RunSummary, images: dict[str, list[Path]]) -> str:
+    """`summary`: the run summary; `images`: stage -> its .png artifacts, in the store."""
+    status = summary.status.value
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>deploy: {_e(summary.pipeline)}</title>",
+        f"<style>{STYLE}</style></head><body>",
+        f"<h1>deploy run: {_e(summary.pipeline)} — <span class='{_e(status)}'>{_e(status)}</span></h1>",
+        f"<p class='meta'>config {_e(summary.config)} · finished {_e(summary.finished)} · "
+        f"{summary.wall_s:.2f} s · cache {_e(summary.cache)}</p>",
+        *_provenance(summary.provenance),
+        *_failures(summary.failed()),
+        "<h2>Stages</h2>",
+        _stage_table(summary.stages),
+    ]
+    for stage in summary.stages:
+        parts += _stage_section(stage, images.get(stage.stage, []))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _provenance(found: Provenance | None) -> list[str]:
+    if found is None:
+        return []
+    libraries = ", ".join(f"{n} {v}" for n, v in found.libraries.items() if v)
+    return [
+        f"<p class='meta'>host {_e(found.host)} · {_e(found.cpu)} · {_e(found.cores)} cores · "
+        f"Python {_e(found.python)} · commit {_e(found.commit or 'not in a git repository')}</p>",
+        f"<p class='meta'>{_e(libraries)}</p>",
+    ]
+
+
+def _failures(failed: list[StageSummary]) -> list[str]:
+    """A failure's whole text, readable, before anything else."""
+    parts = []
+    for stage in failed:
+        log = f"<p class='meta'>log: {_e(stage.log)}</p>" if stage.log else ""
+        parts += [
+            f"<h2 class='failed'>{_e(stage.stage)} failed</h2>",
+            f"<pre class='failure'>{_e(stage.message)}</pre>",
+            log,
+        ]
+    return parts
+
+
+def _stage_table(stages: list[StageSummary]) -> str:
+    rows = [
+        [
+            s.stage,
+            _status(s.status.value, s.partial),
+            _time(s),
+            (s.key or "")[:12],
+            ", ".join(f"{n} ({human_size(o.bytes)})" for n, o in s.outputs.items()),
+            s.partial or s.message.split("\n")[0] or str(s.metrics.get(HEADLINE_KEY, "")),
+        ]
+        for s in stages
+    ]
+    return _table(["stage", "status", "time", "key", "artifacts", "notes"], rows, raw_columns={1})
+
+
+def _time(stage: StageSummary) -> str:
+    """This run's time, or for a cached stage what it took when it ran (and when)."""
+    if stage.status in (Status.RAN, Status.FAILED, Status.INTERRUPTED):
+        return f"{stage.seconds:.2f} s"
+    if stage.status is Status.CACHED:
+        made = f", made {stage.created}" if stage.created else ""
+        return f"0 s (ran {stage.seconds:.2f} s{made})"
+    return ""
+
+
+def _stage_section(stage: StageSummary, pngs: list[Path]) -> list[str]:
+    tables = report_tables(stage.metrics)
+    if not tables and not pngs:
+        return []
+    parts = [f"<h2 id='{_e(stage.stage)}'>{_e(stage.stage)}</h2>"]
+    for table in tables:
+        parts.append(f"<h3>{_e(table.title)}</h3>")
+        parts.append(_table(table.columns, table.rows))
+        if table.note:
+            parts.append(f"<p class='note'>{_e(table.note)}</p>")
+    parts += [f"<img alt='{_e(p.name)}' src='data:image/png;base64,{_png(p)}'>" for p in pngs]
+    return parts
+
+
+def _table(
+    columns: Sequence[str],
+    rows: Iterable[Sequence[object]],
+    raw_columns: frozenset[int] | set[int] = frozenset(),
+) -> str:
+    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(_cell(v, i in raw_columns) for i, v in enumerate(row)) + "</tr>" for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cell(value: object, raw: bool) -> str:
+    if raw:
+        return f"<td>{value}</td>"
+    numeric = isinstance(value, (int, float)) or _looks_numeric(str(value))
+    return f"<td class='num'>{_e(value)}</td>" if numeric else f"<td>{_e(value)}</td>"
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text.replace(",", ""))
+    except ValueError:
+        return False
+    return True
+
+
+def _status(status: str, partial: str | None = None) -> str:
+    shown = f"<span class='{_e(status)}'>{_e(status)}</span>"
+    return shown + " <span class='skipped'>· partial</span>" if partial else shown
+
+
+def _png(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def human_size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)

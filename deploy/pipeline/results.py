@@ -1,0 +1,191 @@
+"""What a run says about each stage and about itself: typed records, and the run summary
+(summary.json) as a versioned record that the report, JUnit, `deploy plan` and the CLI
+read back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from deploy.pipeline.contract import PARTIAL_KEY, Metrics
+from deploy.pipeline.errors import ExitCode
+from deploy.pipeline.provenance import Provenance
+from deploy.pipeline.store import Output, Store
+
+
+class Status(str, Enum):
+    RAN = "ran"
+    CACHED = "cached"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"  # running when the run was stopped (Ctrl-C, SIGTERM, SIGHUP)
+    NOT_RUN = "not run"
+
+
+class RunStatus(str, Enum):
+    """The whole run's outcome, as the summary, report and CI files state it."""
+
+    OK = "ok"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    # Rejected before any stage ran (the CI files then hold one failed pseudo-stage).
+    CONFIG_ERROR = "config error"
+    SELECTION_ERROR = "selection error"
+
+
+@dataclass
+class StageResult:
+    name: str
+    status: Status
+    key: str | None = None
+    duration_s: float = 0.0
+    reasons: list[str] = field(default_factory=list)
+    outputs: dict[str, Output] = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=dict)
+    log: Path | None = None
+    message: str = ""
+    # A failure's exit code: a stage's own failure (1), a missing library (4), a stage
+    # outside the selection with nothing cached (3).
+    exit_code: ExitCode = ExitCode.STAGE
+    created: str = ""  # when a cached result was made
+    remote: bool = False  # downloaded from the remote cache this run
+
+    @property
+    def partial(self) -> str | None:
+        """Set by a stage that passed with parts of it skipped (StageContext.partial)."""
+        note = self.metrics.get(PARTIAL_KEY)
+        return str(note) if note else None
+
+    def summary(self, store: Store) -> StageSummary:
+        """Its row in the run summary."""
+        outputs = {
+            n: OutputSummary(o.kind.value, o.digest, o.size, str(store.path_of(o)))
+            for n, o in self.outputs.items()
+        }
+        return StageSummary(
+            self.name,
+            self.status,
+            key=self.key,
+            seconds=round(self.duration_s, 3),
+            reasons=self.reasons,
+            message=self.message,
+            partial=self.partial,
+            created=self.created or None,
+            remote=self.remote,
+            log=str(self.log) if self.log else None,
+            outputs=outputs,
+            metrics=self.metrics,
+        )
+
+
+SUMMARY_SCHEMA = 1
+
+
+class SummarySchemaError(ValueError):
+    """A run summary written with another layout (`schema`) than this release reads."""
+
+    def __init__(self, source: str, found: object) -> None:
+        self.source, self.found = source, found
+        super().__init__(
+            f"{source}: run summary schema {found!r}, this deploy reads schema {SUMMARY_SCHEMA} "
+            "(written by another deploy release)"
+        )
+
+
+@dataclass(frozen=True)
+class OutputSummary:
+    kind: str
+    digest: str
+    bytes: int
+    path: str  # where readers find it in the store
+
+
+@dataclass(frozen=True)
+class StageSummary:
+    """One stage's row in summary.json."""
+
+    stage: str
+    status: Status
+    key: str | None = None
+    seconds: float = 0.0
+    reasons: list[str] = field(default_factory=list)
+    message: str = ""
+    partial: str | None = None
+    created: str | None = None
+    remote: bool = False
+    log: str | None = None
+    outputs: dict[str, OutputSummary] = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self) | {"status": self.status.value}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StageSummary:
+        outputs = {n: OutputSummary(**o) for n, o in data.get("outputs", {}).items()}
+        return cls(**{**data, "status": Status(data["status"]), "outputs": outputs})
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """summary.json: the run's outcome and every stage of the pipeline, run or not."""
+
+    pipeline: str
+    config: str
+    status: RunStatus
+    stages: list[StageSummary]
+    finished: str = ""
+    wall_s: float = 0.0
+    cache: str = ""
+    message: str = ""  # why an invocation was rejected before anything ran
+    provenance: Provenance | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """The layout summary.json always had, plus `schema`: the run's fields first, the
+        stage rows last (every field present, at its default where it does not apply)."""
+        return {
+            "schema": SUMMARY_SCHEMA,
+            "pipeline": self.pipeline,
+            "config": self.config,
+            "status": self.status.value,
+            "message": self.message,
+            "finished": self.finished,
+            "wall_s": self.wall_s,
+            "cache": self.cache,
+            "provenance": asdict(self.provenance) if self.provenance is not None else None,
+            "stages": [s.to_json() for s in self.stages],
+        }
+
+    @classmethod
+    def from_json(cls, data: object, source: str = "run summary") -> RunSummary:
+        """The record from its JSON; SummarySchemaError when `data` has another `schema`
+        (a file from another deploy release), ValueError when it is not a run summary.
+        `source` (the file) starts every message."""
+        if not isinstance(data, Mapping) or data.get("schema") != SUMMARY_SCHEMA:
+            raise SummarySchemaError(source, data.get("schema") if isinstance(data, Mapping) else None)
+        try:
+            stages = [StageSummary.from_json(s) for s in data["stages"]]
+            fields = {k: v for k, v in data.items() if k not in ("schema", "stages", "status", "provenance")}
+            found = data.get("provenance")
+            provenance = Provenance(**found) if found else None
+            return cls(stages=stages, status=RunStatus(data["status"]), provenance=provenance, **fields)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{source}: not a run summary ({type(exc).__name__}: {exc})") from exc
+
+    @classmethod
+    def read(cls, path: Path) -> RunSummary:
+        """summary.json read back: OSError when it cannot be read, SummarySchemaError
+        (a ValueError) for another release's layout, ValueError for anything else."""
+        text = path.read_text()
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"{path}: not a run summary (not JSON: {exc})") from exc
+        return cls.from_json(data, str(path))
+
+    def failed(self) -> list[StageSummary]:
+        return [s for s in self.stages if s.status is Status.FAILED]

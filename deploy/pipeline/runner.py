@@ -1,0 +1,381 @@
+"""Runs the stage graph in order: each stage is served from the cache or executed.
+
+A stage runs in a fresh work dir under the store's tmp/; only when it returns and
+all its declared outputs exist are they moved into the store and the action entry
+written. Anything else (failure, Ctrl-C, crash) leaves the cache as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Protocol
+
+from deploy.pipeline import history, locks, provenance, stopping
+from deploy.pipeline.errors import DeployError, ExitCode, SelectionError, StageError
+from deploy.pipeline.execute import Job, execute
+from deploy.pipeline.graph import Node
+from deploy.pipeline.isolation import Limits, run_isolated
+from deploy.pipeline.keys import KeyParts
+from deploy.pipeline.plan import Action, make_plan, source_outputs, stage_parts, why
+from deploy.pipeline.progress import Progress, Throttled
+from deploy.pipeline.project import Project
+from deploy.pipeline.publish import publish
+from deploy.pipeline.registry import stage_module
+from deploy.pipeline.remote import RemoteCache
+from deploy.pipeline.results import RunStatus as RunStatus
+from deploy.pipeline.results import RunSummary, StageSummary
+from deploy.pipeline.results import StageResult as StageResult
+from deploy.pipeline.results import Status as Status
+from deploy.pipeline.store import Entry, Output, Store
+from deploy.pipeline.writable import UMASK, require_writable
+
+REPORT_FILE = history.REPORT_FILE
+
+
+class Reporter(Protocol):
+    def started(self, name: str, reasons: list[str]) -> None: ...
+    def finished(self, result: StageResult) -> None: ...
+    def warn(self, message: str) -> None: ...
+    def note(self, message: str) -> None: ...
+    def progress(self, event: Progress) -> None: ...
+
+
+@dataclass(frozen=True)
+class Selection:
+    run: frozenset[str]
+    force: frozenset[str] = frozenset()
+
+    def forced(self, name: str) -> bool:
+        return name in self.force or "all" in self.force
+
+
+class Runner:
+    def __init__(
+        self,
+        project: Project,
+        store: Store,
+        reporter: Reporter,
+        selection: Selection,
+        remote: RemoteCache | None = None,
+    ) -> None:
+        self.project = project
+        self.store = store
+        self.remote = remote
+        if remote is not None:
+            remote.step = Throttled("remote cache", reporter.progress)
+        self.reporter = reporter
+        self.selection = selection
+        self.resolved: dict[str, Output] = {}
+        self.absent: set[str] = set()  # outputs of skipped stages
+        self.pulled: set[str] = set()  # keys downloaded from the remote cache
+        self.results: list[StageResult] = []
+        self.summary: RunSummary | None = None  # the run summary, once written
+
+    def run(self) -> list[StageResult]:
+        """Runs the needed stages; the summary and report are written only once the
+        invocation is accepted (a rejected selection leaves the last ones intact)."""
+        started = time.perf_counter()
+        umask = os.umask(UMASK)
+        try:
+            return self._run(started)
+        finally:
+            os.umask(umask)
+
+    def _run(self, started: float) -> list[StageResult]:
+        self.resolved = dict(source_outputs(self.project, self.store))
+        self._preflight()
+        locks.sweep_dead(self.store.work_root())  # what runs that died left behind
+        results = self.results = []
+        outcome = RunStatus.INTERRUPTED  # unless the loop below completes
+        previous = stopping.stop_on_signals()
+        try:
+            for node in self._needed_nodes():
+                result = self._interruptible(node)
+                results.append(result)
+                if result.status is Status.FAILED:
+                    break
+            outcome = RunStatus.FAILED if _failed(results) else RunStatus.OK
+        except stopping.Stopped as stopped:
+            results.append(stopped.result)
+            raise KeyboardInterrupt(stopped.result.message) from None
+        finally:
+            stopping.restore(previous)
+            if self.remote is not None and self.remote.spec.push and outcome is not RunStatus.INTERRUPTED:
+                self._push()
+            self._write_summary(results, time.perf_counter() - started, outcome)
+            self.store.memo.save()  # digests rehashed this run (a no-op when none was)
+        failed = _failed(results)
+        if failed is not None:
+            raise StageError(
+                failed.name, failed.message, failed.log, self.resume(failed.name), failed.exit_code
+            )
+        return results
+
+    def _interruptible(self, node: Node) -> StageResult:
+        """The stage's result; when the run is stopped during it, _Stopped carries the
+        stage as `interrupted` (with its log), so the summary names where it stopped."""
+        began = time.perf_counter()
+        try:
+            return self._stage(node)
+        except KeyboardInterrupt as stop:
+            why = f"interrupted ({stop})" if str(stop) else "interrupted (Ctrl-C)"
+            log = self.project.run_dir / "logs" / f"{node.name}.log"
+            result = StageResult(node.name, Status.INTERRUPTED, duration_s=time.perf_counter() - began)
+            result.message, result.log = why, log if log.exists() else None
+            raise stopping.Stopped(result) from stop
+
+    def _push(self) -> None:
+        assert self.remote is not None
+        sent = self.remote.push(self.store.committed, self.store)
+        if sent.entries:
+            self.reporter.note(
+                f"remote cache: pushed {sent.entries} entries, {sent.objects} new objects "
+                f"({sent.bytes / 1e6:.1f} MB) to {self.remote.spec.url}"
+            )
+
+    def _places(self, nodes: Iterable[Node]) -> dict[str, Path]:
+        """The directories this run writes: the repository only if a stage publishes."""
+        config = self.project.config
+        places = {"cache_dir": self.store.root, "run_dir": config.run_dir}
+        if any(
+            isinstance(d, Path)
+            for n in nodes
+            for a in n.spec.outputs
+            for d in n.spec.destinations(n.params, config, a)
+        ):
+            places["repository"] = config.repository
+        return places
+
+    def _preflight(self) -> None:
+        """A stage outside --from/--to/--only that certainly has no cached result is
+        rejected before anything runs or is written."""
+        nodes = self._needed_nodes()
+        require_writable(self._places(nodes))
+        needed = {n.name for n in nodes}
+        outside = needed - self.selection.run
+        if not outside:
+            return
+        for row in make_plan(self.project, self.store, self.remote):
+            if row.name in outside and row.action is Action.RUN:
+                raise SelectionError(_outside_message(row.name))
+
+    def resume(self, stage: str) -> str:
+        return f"deploy run {self.project.path} --from {stage}"
+
+    def _needed_nodes(self) -> Iterable[Node]:
+        """Every stage up to the last selected one; later stages aren't needed."""
+        names = self.project.graph.names()
+        last = max(names.index(n) for n in self.selection.run)
+        return self.project.graph.nodes[: last + 1]
+
+    # -- one stage -------------------------------------------------------------------
+    def _stage(self, node: Node) -> StageResult:
+        parts = stage_parts(node, self.project, self.resolved, frozenset(self.absent))
+        if parts is None:
+            missing = [str(r) for r in node.bindings.values() if str(r) not in self.resolved]
+            return self._skip(
+                node,
+                StageResult(node.name, Status.SKIPPED, message=f"inputs unavailable: {', '.join(missing)}"),
+            )
+        key = parts.key
+        entry, problem = self.store.lookup(key)
+        if problem:
+            self.reporter.warn(f"{node.name}: cache entry {key[:12]} is damaged ({problem}); rebuilding")
+            self.store.drop(key)
+        if entry is None and self.remote is not None and not self.selection.forced(node.name):
+            entry = self.remote.pull(key, self.store)  # objects verified, entry committed locally
+            if entry is not None:
+                self.pulled.add(key)
+        if node.name not in self.selection.run:
+            return self._outside_selection(node, key, parts, entry)
+        if entry is not None and not self.selection.forced(node.name):
+            return self._hit(node, key, parts, entry)
+        reasons = (
+            ["forced"]
+            if self.selection.forced(node.name)
+            else why(node, self.project, self.store, parts, self.resolved)
+        )
+        reasons += [f"damaged entry: {problem}"] if problem else []
+        with locks.building(self.store.root, key, partial(self._waiting, node.name)):
+            built, _ = self.store.lookup(key)  # by a run that held the lock before us
+            if built is not None and not self.selection.forced(node.name):
+                return self._hit(node, key, parts, built)
+            return self._execute(node, key, parts, reasons)
+
+    def _waiting(self, stage: str, holder: str) -> None:
+        self.reporter.note(f"{stage}: waiting for {holder}, which is building the same stage with this cache")
+
+    def _outside_selection(self, node: Node, key: str, parts: KeyParts, entry: Entry | None) -> StageResult:
+        if entry is None:  # found only now: an upstream stage's new output changed its key
+            result = StageResult(
+                node.name, Status.FAILED, key, message=_outside_message(node.name), exit_code=ExitCode.CONFIG
+            )
+            return self._report(result)
+        return self._hit(node, key, parts, entry)
+
+    def _skip(self, node: Node, result: StageResult) -> StageResult:
+        self.absent.update(f"{node.name}.{a.name}" for a in node.spec.outputs)
+        return self._report(result)
+
+    def _hit(self, node: Node, key: str, parts: KeyParts, entry: Entry) -> StageResult:
+        if entry.skipped is not None:  # a remembered skip: same TensorRT / GPU as then
+            return self._skip(node, StageResult(node.name, Status.SKIPPED, key, message=entry.skipped))
+        result = StageResult(
+            node.name,
+            Status.CACHED,
+            key,
+            entry.duration_s,
+            outputs=entry.outputs,
+            metrics=entry.metrics,
+            created=entry.created,
+            remote=key in self.pulled,
+        )
+        self._accept(node, key, parts, result)
+        return self._report(result)
+
+    def _accept(self, node: Node, key: str, parts: KeyParts, result: StageResult) -> None:
+        self.resolved.update({f"{node.name}.{n}": o for n, o in result.outputs.items()})
+        self.store.set_head(self.project.config.name, node.name, key, parts)
+        try:
+            for artifact in node.spec.outputs:
+                for dest in node.spec.destinations(node.params, self.project.config, artifact):
+                    if artifact.name in result.outputs:
+                        done = publish(
+                            self.store, result.outputs[artifact.name], dest, self.project.config.name
+                        )
+                        self._repaired(result, dest, done.repaired)
+        except DeployError as exc:  # the result is cached; publishing it failed (the next run retries)
+            result.status, result.message, result.exit_code = Status.FAILED, str(exc), exc.exit_code
+
+    def _repaired(self, result: StageResult, dest: Path | str, repaired: dict[str, list[str]]) -> None:
+        """Published files changed behind deploy's back, now restored: said, and kept in
+        the summary as the stage's message."""
+        for model, files in repaired.items():
+            note = f"restored {dest}/{model}: {', '.join(files)} had changed since it was published"
+            self.reporter.warn(f"{result.name}: {note}")
+            result.message = f"{result.message}; {note}" if result.message else note
+
+    def _report(self, result: StageResult) -> StageResult:
+        self.reporter.finished(result)
+        return result
+
+    def _execute(self, node: Node, key: str, parts: KeyParts, reasons: list[str]) -> StageResult:
+        self.reporter.started(node.name, reasons)
+        log = self.project.run_dir / "logs" / f"{node.name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"# stage {node.name}, key {key}\n# why: {'; '.join(reasons)}\n")
+        workdir = Path(tempfile.mkdtemp(dir=self.store.work_root(), prefix=locks.tmp_prefix(node.name)))
+        result = StageResult(node.name, Status.RAN, key, reasons=reasons, log=log)
+        start = time.perf_counter()
+        try:
+            self._call(node, workdir, log, result)
+            result.duration_s = time.perf_counter() - start
+            if result.status is Status.RAN:
+                self._store_outputs(node, key, parts, workdir, result)
+            elif result.status is Status.SKIPPED:
+                self._remember_skip(node, key, parts, result)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        result.duration_s = time.perf_counter() - start
+        if result.status is Status.SKIPPED:
+            return self._skip(node, result)
+        return self._report(result)
+
+    def _remember_skip(self, node: Node, key: str, parts: KeyParts, result: StageResult) -> None:
+        """A skip depends only on the key's inputs (e.g. TensorRT version, GPU): cached like
+        a result, so a warm run does not even try to import TensorRT again."""
+        self.store.commit(Entry(node.name, key, parts, {}, result.metrics, skipped=result.message))
+        self.store.set_head(self.project.config.name, node.name, key, parts)
+
+    def _input_paths(self, node: Node) -> dict[str, Path]:
+        return {
+            name: self.project.graph.node(ref.stage)
+            .spec.output(ref.name)
+            .within(self.store.path_of(self.resolved[str(ref)]))
+            for name, ref in node.bindings.items()
+            if ref.stage and str(ref) in self.resolved
+        }
+
+    def _call(self, node: Node, workdir: Path, log: Path, result: StageResult) -> None:
+        job = Job(
+            node.name,
+            stage_module(node.name),
+            node.params,
+            self.project.config,
+            self._input_paths(node),
+            workdir,
+            log,
+            self.store.root / "persistent" / node.name,
+        )
+        settings = self.project.settings_of(node.spec)
+        if settings.isolate:
+            outcome = run_isolated(
+                job, Limits(settings.timeout_s, settings.memory_mb), self.reporter.progress
+            )
+        else:
+            outcome = execute(job, node.spec, self.reporter.progress)
+        result.status, result.message, result.exit_code = outcome.status, outcome.message, outcome.exit_code
+        result.metrics.update(outcome.metrics)
+
+    def _store_outputs(
+        self, node: Node, key: str, parts: KeyParts, workdir: Path, result: StageResult
+    ) -> None:
+        for artifact in node.spec.outputs:
+            result.outputs[artifact.name] = self.store.ingest(workdir / artifact.relpath, artifact.kind)
+        entry = Entry(
+            node.name,
+            key,
+            parts,
+            result.outputs,
+            result.metrics,
+            round(result.duration_s, 3),
+            datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        self.store.commit(entry)
+        self._accept(node, key, parts, result)
+
+    # -- summary ---------------------------------------------------------------------------
+    def _write_summary(self, results: list[StageResult], seconds: float, outcome: RunStatus) -> None:
+        done = {r.name for r in results}
+        rows = [r.summary(self.store) for r in results]
+        rows += [StageSummary(n, Status.NOT_RUN) for n in self.project.graph.names() if n not in done]
+        summary = RunSummary(
+            self.project.config.name,
+            str(self.project.path),
+            outcome,
+            rows,
+            finished=datetime.now(UTC).isoformat(timespec="seconds"),
+            wall_s=round(seconds, 3),
+            cache=str(self.store.root),
+            provenance=provenance.collect(self.project.path),
+        )
+        self.summary = summary
+        history.record(self.project.run_dir, summary, self._images(results), self.reporter.warn)
+
+    def _images(self, results: list[StageResult]) -> dict[str, list[Path]]:
+        """stage -> its .png artifacts in the store, for the run report."""
+        found: dict[str, list[Path]] = {}
+        for result in results:
+            spec = self.project.graph.node(result.name).spec
+            pngs = [a.name for a in spec.outputs if a.relpath.endswith(".png") and a.name in result.outputs]
+            found[result.name] = [self.store.path_of(result.outputs[n]) for n in pngs]
+        return found
+
+
+def _failed(results: list[StageResult]) -> StageResult | None:
+    return next((r for r in results if r.status is Status.FAILED), None)
+
+
+def _outside_message(stage: str) -> str:
+    return (
+        f"stage '{stage}' is outside the selected stages and has no cached result "
+        f"for its current inputs; include it (e.g. --from {stage})"
+    )

@@ -1,0 +1,34 @@
+"""Before a run: every directory it will write must be creatable. Finding out after the
+first stage ran (or an hour of engine building) is too late, and the error would be a
+raw OSError from deep inside the store."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from deploy.pipeline.errors import EnvError
+
+
+def require_writable(places: dict[str, Path]) -> None:
+    """`places`: config field -> directory. One EnvError naming every one that cannot be written."""
+    problems = [
+        f"{field}: {path}: {why}" for field, path in places.items() if (why := _problem(path.absolute()))
+    ]
+    if problems:
+        raise EnvError("cannot write where the config says: " + "; ".join(problems))
+
+
+def _problem(path: Path) -> str | None:
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        return f"{existing} is a file, not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"no write permission in {existing}"
+    return None
+
+
+# Files deploy writes (cache, run records, repository) are readable by all and writable by
+# their owner only, whatever the caller's umask (under a umask of 000, 82 entries were
+# world-writable: anyone on the machine could have changed what Triton serves).
+UMASK = 0o022

@@ -1,0 +1,46 @@
+"""The runtimes the bench stage times, one registry: each name, the artifact it loads and
+what it deploys (format, precision, the Triton model formats serving it). Read by the
+bench stage, the select stage and `deploy bench`; nothing else spells these names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from deploy.pipeline.contract import SOURCE_ARTIFACT
+
+
+class BenchRuntime(StrEnum):
+    EAGER = "eager"
+    TORCHSCRIPT = "torchscript"
+    ONNXRUNTIME = "onnxruntime"
+    ONNXRUNTIME_INT8 = "onnxruntime_int8"
+    ONNXRUNTIME_FP16 = "onnxruntime_fp16"
+    TENSORRT = "tensorrt"
+    TRITON = "triton"
+
+
+@dataclass(frozen=True)
+class Deploys:
+    artifact: str  # the pipeline artifact the runtime loads
+    format: str  # what a deployment of it is: pytorch, torchscript, onnx, tensorrt
+    precision: str  # fp32, int8, fp16, or `engine` (TensorRT chose per layer)
+    served_as: tuple[str, ...] = ()  # Triton model formats (serving/layout.py) that serve it
+
+
+CATALOG: dict[BenchRuntime, Deploys] = {
+    BenchRuntime.EAGER: Deploys(SOURCE_ARTIFACT, "pytorch", "fp32"),
+    BenchRuntime.TORCHSCRIPT: Deploys("torchscript", "torchscript", "fp32", ("torchscript",)),
+    BenchRuntime.ONNXRUNTIME: Deploys("onnx", "onnx", "fp32", ("onnx", "python")),
+    BenchRuntime.ONNXRUNTIME_INT8: Deploys("onnx_int8", "onnx", "int8", ("onnx", "python")),
+    BenchRuntime.ONNXRUNTIME_FP16: Deploys("onnx_fp16", "onnx", "fp16", ("onnx", "python")),
+    BenchRuntime.TENSORRT: Deploys("engine", "tensorrt", "engine", ("plan",)),
+    BenchRuntime.TRITON: Deploys("repository", "triton", "as served"),
+}
+
+# The runtimes that run in the bench stage's own process (the candidates `select` weighs).
+IN_PROCESS = tuple(r for r in BenchRuntime if r is not BenchRuntime.TRITON)
+
+
+def artifact_of(runtime: str) -> str:
+    return CATALOG[BenchRuntime(runtime)].artifact

@@ -1,0 +1,138 @@
+"""The bench stage's results as typed records: `Measured`, the summary of one timed
+sequence (what `deploy bench` prints), and `BenchRow`, one measured cell of the stage (a
+runtime at a batch size and concurrency) with what its runtime adds: the GPU phase split,
+Triton's server-side share, the speed-up over eager PyTorch.
+
+`BenchResults` is bench.json, the bench stage's versioned record, read back by the select
+stage. Stdlib (and the engine's record check) only, like the harness that fills them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deploy.pipeline.records import SchemaMismatch, expect_schema
+
+# bench.json's layout; bumped with the bench stage's version (its key), see pipeline/records.py.
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class WindowSummary:
+    n: int  # calls completed in the window
+    qps: float
+    median_ms: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measured:
+    batch: int
+    iterations: int  # samples the statistics rest on (the kept windows)
+    warmup_calls: int
+    min_ms: float
+    max_ms: float
+    mean_ms: float
+    median_ms: float
+    percentiles_ms: dict[str, float]  # "p99" -> ms
+    percentiles_supported: dict[str, bool]  # enough samples for that percentile?
+    qps: float
+    items_per_s: float
+    wall_s: float
+    cv: float  # coefficient of variation of the latencies
+    stable: bool
+    windows_used: int
+    measured_s: float
+    windows: list[WindowSummary]
+
+    def supported(self, key: str) -> bool:
+        return self.percentiles_supported.get(key, False)
+
+    def tail(self) -> str:
+        """The highest configured percentile's key, e.g. 'p99'."""
+        return max(self.percentiles_ms, key=lambda k: float(k[1:]))
+
+
+@dataclass(frozen=True)
+class ServerShare:
+    """Triton's statistics per request over the kept windows, microseconds."""
+
+    queue_us: float
+    compute_input_us: float
+    compute_infer_us: float
+    compute_output_us: float
+    requests: int
+    executions: int
+    inferences: int
+    avg_server_batch: float  # inferences per execution: what the dynamic batcher formed
+    client_overhead_us: float  # the client's mean latency less the server's phases
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchRow(Measured):
+    runtime: str  # "onnxruntime", "eager", … or "triton:MODEL"
+    device: str  # "cpu", "cuda", or "server" for Triton
+    concurrency: int = 1  # closed-loop streams; 0: open loop at `request_rate`
+    request_rate: float | None = None  # requests/s offered (perf_analyzer's --request-rate-range)
+    late_share: float | None = None  # of those sends, the share that left > 1 ms behind schedule
+    speedup_vs_eager: float | None = None  # single-stream rows at a batch eager also ran
+    gpu: dict[str, dict[str, float]] | None = None  # phase -> statistic -> ms (CUDA events)
+    server: ServerShare | None = None
+
+    @classmethod
+    def of(cls, measured: Measured, runtime: str, device: str, concurrency: int = 1) -> BenchRow:
+        return cls(**vars(measured), runtime=runtime, device=device, concurrency=concurrency)
+
+    @property
+    def load(self) -> str:
+        """The load the row was measured under: `1`, `c4` (streams) or `r50` (requests/s)."""
+        if self.request_rate is not None:
+            return f"r{self.request_rate:g}"
+        return str(self.concurrency) if self.concurrency == 1 else f"c{self.concurrency}"
+
+    @property
+    def cell_key(self) -> str:
+        """How the regression gate names it: runtime@batch, runtime@batch/cN or runtime@batch/rR."""
+        key = f"{self.runtime}@{self.batch}"
+        return key if self.load == "1" else f"{key}/{self.load}"
+
+    def to_json(self) -> dict[str, object]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BenchRow:
+        fields = dict(data)
+        fields["windows"] = [WindowSummary(**w) for w in fields.get("windows", [])]
+        if fields.get("server") is not None:
+            fields["server"] = ServerShare(**fields["server"])
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class BenchResults:
+    """bench.json: the rows measured, the runtimes skipped (and why), where and how."""
+
+    rows: list[BenchRow]
+    skipped: dict[str, str] = field(default_factory=dict)  # runtime -> why it was not timed
+    host: Mapping[str, object] = field(default_factory=dict)  # runtimes.devices.host_identity()
+    settings: Mapping[str, object] = field(default_factory=dict)  # the stage's params, as run
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "schema": SCHEMA,
+            "host": dict(self.host),
+            "settings": dict(self.settings),
+            "results": [r.to_json() for r in self.rows],
+            "skipped": self.skipped,
+        }
+
+    @classmethod
+    def read(cls, path: Path) -> BenchResults:
+        data = expect_schema(json.loads(path.read_text()), str(path), SCHEMA)
+        try:
+            rows = [BenchRow.from_json(r) for r in data["results"]]  # type: ignore[attr-defined]
+            return cls(rows, dict(data["skipped"]), dict(data["host"]), dict(data["settings"]))  # type: ignore[call-overload]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise SchemaMismatch(f"{path}: not a bench results record ({type(exc).__name__}: {exc})") from exc

@@ -1,0 +1,51 @@
+"""The repository layout: one entry per serving format says how Triton runs it and which
+file holds the model. The triton_config stage writes repositories with it; the smoke and
+bench stages and `deploy serve` read them back with it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from deploy.runtimes.dtypes import DTYPES
+
+ServingFormat = Literal["onnx", "torchscript", "python", "plan"]
+
+
+@dataclass(frozen=True)
+class FormatLayout:
+    fmt: ServingFormat
+    platform: str  # config.pbtxt `platform` (or `backend` for python)
+    backend: str  # the backend directory the server needs
+    model_file: str  # `<version>/<model_file>`
+    artifact: str  # the pipeline artifact served (onnx, torchscript, engine)
+
+
+LAYOUTS: dict[str, FormatLayout] = {
+    layout.fmt: layout
+    for layout in (
+        FormatLayout("onnx", "onnxruntime_onnx", "onnxruntime", "model.onnx", "onnx"),
+        FormatLayout("torchscript", "pytorch_libtorch", "pytorch", "model.pt", "torchscript"),
+        # ONNX Runtime inside the python backend: the CPU format any tritonserver can load.
+        FormatLayout("python", "python", "python", "model.onnx", "onnx"),
+        FormatLayout("plan", "tensorrt_plan", "tensorrt", "model.plan", "engine"),
+    )
+}
+BY_PLATFORM = {layout.platform: layout for layout in LAYOUTS.values()}
+
+# The python backend's model.py, copied next to model.onnx.
+PYTHON_MODEL = Path(__file__).with_name("python_model.py")
+
+# config.pbtxt's data_type for each of our dtypes (runtimes.dtypes is the one table).
+TRITON_TYPES = {name: f"TYPE_{d.triton}" for name, d in DTYPES.items()}
+
+
+def io_name(fmt: str, name: str, index: int) -> str:
+    # The libtorch backend maps tensors by the `<name>__<index>` convention.
+    return f"{name}__{index}" if fmt == "torchscript" else name
+
+
+def skip_reason(backend: str) -> str:
+    """Why a model is not loaded on a server without its backend."""
+    return f"the server has no '{backend}' backend"

@@ -1,0 +1,120 @@
+"""End-to-end timing through a live tritonserver, measured the way perf_analyzer does.
+
+For each concurrency N, N closed-loop gRPC clients (runtimes/streams.py): client
+latency percentiles and throughput over the kept windows (windows are added until the last
+K agree, perf_analyzer's stability rule), and from Triton's statistics API, read at the
+kept windows' edges, the server's share per request: queue,
+compute input / infer / output, and the average batch the dynamic batcher formed. What
+remains of the client latency is the client + network overhead.
+
+`rate_sweep` is the open-loop mode (perf_analyzer's --request-rate-range,
+runtimes/pacing.py): asynchronous gRPC requests on a schedule, whatever the answers.
+
+perf_analyzer itself ships only in Triton's SDK image (the `perf-analyzer` wheel on PyPI
+is an empty placeholder), hence this loop on tritonclient. Imports tritonclient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+import tritonclient.grpc as grpcclient
+
+from deploy.pipeline.errors import StageFailed
+from deploy.runtimes import pacing, streams
+from deploy.runtimes.harness import Settings, Timing, summarize
+from deploy.runtimes.record import BenchRow, ServerShare
+from deploy.serving.requests import PHASES, SETTLE_S, Feed, infer_inputs, settled, statistics
+
+
+def sweep(
+    url: str, model: str, feeds: list[Feed], concurrency: tuple[int, ...], settings: Settings
+) -> list[BenchRow]:
+    """One row per concurrency level, runtime `triton:MODEL` on device `server`."""
+    batch = int(feeds[0].array.shape[0]) if feeds[0].array.ndim else 1
+    rows = []
+    for level in concurrency:
+        timing, (before, after) = _window(url, model, feeds, level, settings)
+        measured = summarize(timing, batch, settings)
+        row = BenchRow.of(measured, f"triton:{model}", "server", level)
+        rows.append(replace(row, server=_server_share(before, after, measured.mean_ms)))
+    return rows
+
+
+def rate_sweep(
+    url: str, model: str, feeds: list[Feed], pace: pacing.Pace, rates: tuple[float, ...], settings: Settings
+) -> list[BenchRow]:
+    """One row per offered rate (concurrency 0: open loop), with the late-send share."""
+    batch = int(feeds[0].array.shape[0]) if feeds[0].array.ndim else 1
+    rows = []
+    for rate in rates:
+        timing, (before, after), offered = _paced_window(
+            url, model, feeds, replace(pace, rate=rate), settings
+        )
+        measured = summarize(timing, batch, settings)
+        row = BenchRow.of(measured, f"triton:{model}", "server", 0)
+        share = _server_share(before, after, measured.mean_ms)
+        rows.append(replace(row, server=share, request_rate=rate, late_share=offered.late_share))
+    return rows
+
+
+def _paced_window(
+    url: str, model: str, feeds: list[Feed], pace: pacing.Pace, settings: Settings
+) -> tuple[Timing, tuple[dict[str, int], dict[str, int]], pacing.Offered]:
+    client, stats = grpcclient.InferenceServerClient(url), grpcclient.InferenceServerClient(url)
+    request = infer_inputs(grpcclient, feeds)
+    try:
+        timing, (before, _), offered = pacing.measure(
+            lambda done: client.async_infer(model, request, callback=done),
+            pace,
+            settings,
+            lambda: statistics(stats, model).as_totals(),
+        )
+        after = _counted(stats, model, timing, before)
+    except StageFailed as exc:
+        raise StageFailed(f"Triton benchmark of {model} at {pace.rate:g} requests/s: {exc}") from None
+    finally:
+        client.close()
+        stats.close()
+    return timing, (before, after), offered
+
+
+def _window(
+    url: str, model: str, feeds: list[Feed], level: int, settings: Settings
+) -> tuple[Timing, tuple[dict[str, int], dict[str, int]]]:
+    clients = [grpcclient.InferenceServerClient(url) for _ in range(level)]
+    requests = [infer_inputs(grpcclient, feeds) for _ in range(level)]
+    stats = grpcclient.InferenceServerClient(url)
+    calls = [partial(conn.infer, model, request) for conn, request in zip(clients, requests)]
+    try:
+        timing, (before, after) = streams.measure(
+            calls, settings, lambda: statistics(stats, model).as_totals()
+        )
+        after = _counted(stats, model, timing, before)
+    except StageFailed as exc:
+        raise StageFailed(f"Triton benchmark of {model} at concurrency {level}: {exc}") from None
+    finally:
+        for conn in [*clients, stats]:
+            conn.close()
+    return timing, (before, after)
+
+
+def _counted(stats: Any, model: str, timing: Timing, before: dict[str, int]) -> dict[str, int]:
+    """The server's counters once every request the client timed is in them (they lag)."""
+    served = len(timing.latencies_ms) + before["requests"]
+    return settled(lambda: statistics(stats, model).as_totals(), lambda t: t["requests"], served, SETTLE_S)
+
+
+def _server_share(before: dict[str, int], after: dict[str, int], client_mean_ms: float) -> ServerShare:
+    delta = {k: after[k] - before[k] for k in after}
+    per_request = {p: delta[f"{p}_ns"] / max(delta["requests"], 1) / 1000 for p in PHASES}
+    return ServerShare(
+        **{f"{p}_us": us for p, us in per_request.items()},
+        requests=delta["requests"],
+        executions=delta["executions"],
+        inferences=delta["inferences"],
+        avg_server_batch=delta["inferences"] / delta["executions"] if delta["executions"] else 0.0,
+        client_overhead_us=1000 * client_mean_ms - sum(per_request.values()),
+    )

@@ -1,0 +1,63 @@
+"""The ports our tritonservers listen on: those asked for are checked (a taken one is an
+error, since clients were told to use it), the rest are free ones that differ from them."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+
+from deploy.pipeline.errors import EnvError
+from deploy.serving.spec import ServerSpec
+
+PORT_FIELDS = ("http_port", "grpc_port", "metrics_port")
+
+
+class PortInUse(EnvError):
+    """A port that was asked for (config or command line) is taken: exit 4, never a
+    silent move to another port, since clients were told to use that one."""
+
+    def __init__(self, host: str, port: int, origin: str) -> None:
+        self.port = port
+        super().__init__(
+            f"port {port} ({origin}) is already in use on {host}; stop what listens there, "
+            f"choose another port, or leave {origin} unset to use a free one"
+        )
+
+
+def free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_or_free(host: str, wanted: int | None, origin: str) -> int:
+    """`wanted` if it can be bound, a free port when none was asked for; a taken
+    `wanted` raises PortInUse naming it and `origin` (e.g. "--http-port")."""
+    if wanted is None:
+        return free_port(host)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # SO_REUSEADDR as the server sets it: a port held only by closed connections
+        # (TIME_WAIT, e.g. right after a restart) is free; one with a listener is not.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, wanted))
+        except OSError as exc:
+            raise PortInUse(host, wanted, origin) from exc
+    return wanted
+
+
+def choose_ports(spec: ServerSpec, origins: Mapping[str, str]) -> list[int]:
+    """HTTP, gRPC and metrics ports: the explicit ones checked (`origins` names where
+    each came from, default `server.<field>`), then free ones that differ from them all."""
+    explicit = {
+        name: port_or_free(spec.host, getattr(spec, name), origins.get(name, f"server.{name}"))
+        for name in PORT_FIELDS
+        if getattr(spec, name) is not None
+    }
+    ports: list[int] = []
+    for name in PORT_FIELDS:
+        port = explicit.get(name)
+        while port is None or (name not in explicit and port in [*explicit.values(), *ports]):
+            port = free_port(spec.host)
+        ports.append(port)
+    return ports

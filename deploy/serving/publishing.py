@@ -1,0 +1,67 @@
+"""Where the Triton repository is published, and by which stage: a fact (`PUBLISHING`)
+that triton_config's params state (`publish`, `publish_to`) and that every stage able
+to publish reads through the engine (`read_fact`), never from another stage's YAML.
+`all` publishes the repository as built (and as triton_search tunes it); `selected`
+only the models serving what the select stage chose; so exactly one tree reaches
+`model_repository/` and, with `publish_to`, object storage."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from urllib.parse import urlparse
+
+from pydantic import BaseModel
+
+from deploy.pipeline.config import DeployConfig
+from deploy.pipeline.facts import Fact
+from deploy.pipeline.registry import read_fact
+
+
+class PublishPolicy(str, Enum):
+    ALL = "all"
+    SELECTED = "selected"
+
+
+@dataclass(frozen=True)
+class Publishing:
+    policy: PublishPolicy = PublishPolicy.ALL
+    remote: str | None = None  # object storage (s3://…) or a shared dir, besides the local one
+
+
+PUBLISHING: Fact[Publishing] = Fact("publishing", Publishing())
+
+
+def publishing(config: DeployConfig) -> Publishing:
+    return read_fact(config, PUBLISHING)
+
+
+def destinations(config: DeployConfig) -> tuple[Path | str, ...]:
+    """The local repository, and the remote one where `publish_to` names it."""
+    remote = publishing(config).remote
+    return (config.repository, *([remote] if remote else []))
+
+
+def when_all(_params: BaseModel, config: DeployConfig) -> tuple[Path | str, ...]:
+    return destinations(config) if publishing(config).policy is PublishPolicy.ALL else ()
+
+
+def when_selected(_params: BaseModel, config: DeployConfig) -> tuple[Path | str, ...]:
+    return destinations(config) if publishing(config).policy is PublishPolicy.SELECTED else ()
+
+
+def published_url(config: DeployConfig) -> str | None:
+    """`publish_to` as tritonserver reads it: for an S3-compatible endpoint
+    ($AWS_ENDPOINT_URL_S3 / $AWS_ENDPOINT_URL) Triton's own form,
+    s3://http://host:port/bucket/path; otherwise as written."""
+    remote = publishing(config).remote
+    if not remote:
+        return None
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if not remote.startswith("s3://") or not endpoint:
+        return remote
+    parsed = urlparse(endpoint)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return f"s3://{parsed.scheme}://{parsed.hostname}:{port}/{remote.removeprefix('s3://')}"

@@ -1,0 +1,96 @@
+"""What goes over the wire to a Triton server and what comes back as statistics, for
+the smoke checks and the Triton benchmark alike. Imports numpy only; the tritonclient
+module (http or grpc) is passed in."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+SETTLE_S = 5.0  # how long the statistics may lag the last response
+
+# Triton's per-request duration statistics, in the order a request passes them.
+PHASES = ("queue", "compute_input", "compute_infer", "compute_output")
+
+
+@dataclass(frozen=True)
+class Feed:
+    name: str  # the server's input name (torchscript: <name>__<i>)
+    array: np.ndarray
+    datatype: str  # Triton's, e.g. FP32
+
+
+def opt_feeds(config: Any, fmt: str, batch: int) -> list[Feed]:
+    """Random inputs at the spec's opt shape (batch `batch`), named as `fmt`'s served
+    model names them (a DeployConfig; torchscript: <name>__<i>)."""
+    from deploy.runtimes.arrays import opt_inputs
+    from deploy.runtimes.dtypes import triton_name
+    from deploy.serving.layout import io_name
+
+    arrays = opt_inputs(config, batch)
+    return [
+        Feed(io_name(fmt, s.name, i), arrays[s.name], triton_name(s.dtype))
+        for i, s in enumerate(config.inputs)
+    ]
+
+
+def infer_inputs(client_module: Any, feeds: list[Feed]) -> list[Any]:
+    """InferInput objects of `client_module` (tritonclient.http or .grpc) holding the feeds."""
+    items = []
+    for feed in feeds:
+        array = np.ascontiguousarray(feed.array)
+        item = client_module.InferInput(feed.name, list(array.shape), feed.datatype)
+        item.set_data_from_numpy(array)
+        items.append(item)
+    return items
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """A model's cumulative counters (all versions) as the server reports them."""
+
+    phases_ns: dict[str, int]
+    requests: int  # successful requests
+    inferences: int  # items (a batch of 8 counts 8)
+    executions: int  # model executions (fewer than inferences when batched)
+    cache_hits: int = 0  # requests the response cache answered (no execution)
+
+    def as_totals(self) -> dict[str, int]:
+        return {
+            **{f"{p}_ns": n for p, n in self.phases_ns.items()},
+            "requests": self.requests,
+            "inferences": self.inferences,
+            "executions": self.executions,
+        }
+
+
+def statistics(conn: Any, model: str) -> Statistics:
+    phases, requests, inferences, executions, hits = dict.fromkeys(PHASES, 0), 0, 0, 0, 0
+    for stats in conn.get_inference_statistics(model, as_json=True).get("model_stats", []):
+        inference = stats.get("inference_stats", {})
+        for phase in PHASES:
+            phases[phase] += int(inference.get(phase, {}).get("ns", 0))
+        requests += int(inference.get("success", {}).get("count", 0))
+        hits += int(inference.get("cache_hit", {}).get("count", 0))
+        inferences += int(stats.get("inference_count", 0))
+        executions += int(stats.get("execution_count", 0))
+    return Statistics(phases, requests, inferences, executions, hits)
+
+
+def settled(
+    read: Callable[[], T], count: Callable[[T], int], target: int, timeout_s: float, interval_s: float = 0.02
+) -> T:
+    """`read()` once `count` of it reaches `target`. Triton updates its statistics after
+    it sends the responses, so a read right after the last answer can miss the last
+    requests; the last read is returned when the deadline passes."""
+    deadline = time.monotonic() + timeout_s
+    value = read()
+    while count(value) < target and time.monotonic() < deadline:
+        time.sleep(interval_s)
+        value = read()
+    return value

@@ -1,0 +1,171 @@
+"""Talking to a published service as its clients do: encoded images or sentences in,
+the ensemble's outputs back, over HTTP or gRPC. Used by the smoke stage's service check
+and `deploy infer`; tritonclient is imported by the call."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from deploy.serving.repository import Model
+from deploy.serving.requests import Feed
+from deploy.serving.service import IMAGE_INPUT, ROLE_PARAMETER, SERVICE_PARAMETER, TEXT_INPUT, Role
+
+Protocol = Literal["http", "grpc"]
+
+
+@dataclass(frozen=True)
+class Answer:
+    outputs: dict[str, np.ndarray]  # by the ensemble's output names
+    latency_ms: float
+
+
+def connect(url: str, protocol: Protocol, timeout_s: float) -> Any:
+    if protocol == "http":
+        import tritonclient.http as httpclient
+
+        return httpclient.InferenceServerClient(url, network_timeout=timeout_s, connection_timeout=timeout_s)
+    import tritonclient.grpc as grpcclient
+
+    return grpcclient.InferenceServerClient(url)
+
+
+def ask(conn: Any, protocol: Protocol, model: str, name: str, items: list[bytes]) -> Answer:
+    """One request holding `items` (a batch of encoded images or UTF-8 sentences) sent to
+    the ensemble input `name`."""
+    module = _module(protocol)
+    array = np.array([[item] for item in items], dtype=np.object_)
+    feed = module.InferInput(name, list(array.shape), "BYTES")
+    feed.set_data_from_numpy(array)
+    started = time.perf_counter()
+    result = conn.infer(model, [feed])
+    latency = (time.perf_counter() - started) * 1000
+    names = [o["name"] for o in _response_outputs(result, protocol)]
+    return Answer({n: result.as_numpy(n) for n in names}, latency)
+
+
+def _module(protocol: Protocol) -> Any:
+    if protocol == "http":
+        import tritonclient.http as httpclient
+
+        return httpclient
+    import tritonclient.grpc as grpcclient
+
+    return grpcclient
+
+
+def _response_outputs(result: Any, protocol: Protocol) -> list[dict[str, Any]]:
+    response = result.get_response() if protocol == "http" else result.get_response(as_json=True)
+    return list(response.get("outputs", []))
+
+
+def service_input(conn: Any, protocol: Protocol, model: str) -> str:
+    """The ensemble's client input: `image` or `text`; a ConfigError-worthy ValueError
+    naming the model when it is not a service this project published."""
+    config = (
+        conn.get_model_config(model, as_json=True)["config"]
+        if protocol == "grpc"
+        else conn.get_model_config(model)
+    )
+    parameters = config.get("parameters", {})
+    role = parameters.get(ROLE_PARAMETER, {}).get("string_value")
+    names = [i["name"] for i in config.get("input", [])]
+    if role != Role.ENSEMBLE.value or not set(names) & {IMAGE_INPUT, TEXT_INPUT}:
+        raise ValueError(f"model '{model}' is not a published service taking images or text (inputs {names})")
+    return IMAGE_INPUT if IMAGE_INPUT in names else TEXT_INPUT
+
+
+# -- what the checks and benchmarks send ------------------------------------------------------
+# Sentences of our own for text services (a file of lines replaces them: smoke.samples).
+SENTENCES = (
+    "The engine was rebuilt after the weights changed.",
+    "A cat sleeps on the warm windowsill.",
+    "Latency matters more than throughput for this endpoint.",
+    "Rain is expected tomorrow afternoon.",
+    "She ordered a second coffee before the meeting.",
+    "The bridge was closed for repairs all week.",
+    "Quarterly revenue grew faster than analysts expected.",
+    "Children played football in the park until dark.",
+)
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    data: bytes  # encoded image, or a UTF-8 sentence
+
+
+def settings(model: Model) -> dict[str, Any]:
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    config = text_format.Parse((model.directory / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    return dict(json.loads(config.parameters[SERVICE_PARAMETER].string_value))
+
+
+def samples(kind: str, source: Path | None) -> list[Sample]:
+    if kind == "text":
+        lines = source.read_text(encoding="utf-8").splitlines() if source else SENTENCES
+        return [Sample(f"sentence {i}", line.encode()) for i, line in enumerate(lines) if line.strip()]
+    if source is not None:
+        files = sorted(p for p in source.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        return [Sample(p.name, p.read_bytes()) for p in files]
+    return _packaged_images()
+
+
+def _packaged_images() -> list[Sample]:
+    """scikit-learn's two bundled photos, one encoded as JPEG and one as PNG."""
+    from PIL import Image
+    from sklearn.datasets import load_sample_images
+
+    found = []
+    for (name, pixels), fmt in zip(zip(("china", "flower"), load_sample_images().images), ("JPEG", "PNG")):
+        buffer = io.BytesIO()
+        Image.fromarray(pixels).save(buffer, format=fmt)
+        found.append(Sample(f"{name}.{fmt.lower()}", buffer.getvalue()))
+    return found
+
+
+def input_name(pre: dict[str, Any]) -> str:
+    return IMAGE_INPUT if pre["kind"] == "image" else TEXT_INPUT
+
+
+def service_feed(found: dict[str, Model], ensemble: str, batch: int) -> Feed:
+    """`batch` copies of the first packaged sample (a JPEG photo or a sentence) for the
+    ensemble's client input: what a client of the service sends, for timing it."""
+    pre = settings(found[settings(found[ensemble])["pre"]])
+    sample = samples(pre["kind"], None)[0]
+    return Feed(input_name(pre), np.array([[sample.data]] * batch, dtype=np.object_), "BYTES")
+
+
+def variants(kind: str, items: list[Sample], count: int) -> list[Sample]:
+    """`count` distinct samples for concurrent clients: the samples, then (images) crops of
+    them, every other one mirrored, encoded as the original was. Sentences are what they
+    are: a file with fewer lines gives fewer distinct requests."""
+    if kind == "text" or not items:
+        return items[:count] if len(items) >= count else items
+    return [items[i] if i < len(items) else _variant(items[i % len(items)], i) for i in range(count)]
+
+
+def _variant(sample: Sample, index: int) -> Sample:
+    from PIL import Image, ImageOps
+
+    image = Image.open(io.BytesIO(sample.data))
+    fmt = image.format or "PNG"
+    width, height = image.size
+    inset = 0.04 * (1 + index % 4)  # 4 %..16 % off each side, by index
+    box = (int(width * inset), int(height * inset), int(width * (1 - inset)), int(height * (1 - inset)))
+    cropped = image.convert("RGB" if image.mode not in ("L", "RGB") else image.mode).crop(box)
+    if index % 2:
+        cropped = ImageOps.mirror(cropped)
+    buffer = io.BytesIO()
+    cropped.save(buffer, format=fmt)
+    stem, _, suffix = sample.name.rpartition(".")
+    return Sample(f"{stem or sample.name}-variant{index}.{suffix or fmt.lower()}", buffer.getvalue())

@@ -1,0 +1,379 @@
+"""A tritonserver for the smoke stage and `deploy serve`: found, started, watched, stopped.
+
+Our own servers bind to loopback, on the ports configured or given (a taken one is an
+error: something else answers there) and on free ports for the rest; they run in their
+own process group and die with us (PR_SET_PDEATHSIG), so no tritonserver outlives a run:
+not on success, failure, Ctrl-C, SIGTERM, nor when the pipeline process itself is killed.
+Only stdlib and pydantic at import time; tritonclient is imported by the checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+from deploy.pipeline import lifeline
+from deploy.pipeline.errors import EnvError, MissingDependency, StageFailed
+from deploy.serving.model_state import UNKNOWN, LoadState
+from deploy.serving.ports import choose_ports
+from deploy.serving.spec import ServerKind, ServerSpec, find_binary, pytriton_root
+
+PORT_RETRIES = 3
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class StopRequested(Exception):
+    """SIGINT, SIGTERM or SIGHUP while a foreground server runs (`deploy serve`)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signal_name = signal.Signals(signum).name
+        super().__init__(f"stopped by {self.signal_name}")
+
+
+@dataclass
+class Server:
+    http: str  # host:port
+    grpc: str
+    log_path: Path
+    metrics: str | None  # host:port; None: not ours to know (a URL)
+    backends: set[str] | None  # None: unknown (a URL or an image)
+    process: subprocess.Popen[bytes] | None = None
+    container: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no server log)"
+
+
+@dataclass(frozen=True)
+class Launch:
+    binary: Path
+    backend_dir: Path | None
+    env: dict[str, str]
+
+
+# -- locating a local binary ------------------------------------------------------------------
+def locate(spec: ServerSpec, workdir: Path) -> Launch:
+    binary = find_binary(spec)
+    if spec.kind is ServerKind.BINARY and (binary is None or not binary.is_file()):
+        # The user named this file: say which, not how to install some other server.
+        raise EnvError(
+            f"tritonserver is not available: server.path {binary} (server kind 'binary') is not a file"
+        )
+    if binary is None or not binary.is_file():
+        raise MissingDependency(
+            "tritonserver", "pip install nvidia-pytriton (ships one), or put tritonserver on PATH"
+        )
+    root = pytriton_root()
+    if root is not None and binary.is_relative_to(root):
+        return _pytriton_launch(root, binary, workdir)
+    backends = binary.parent.parent / "backends"
+    return Launch(binary, backends if backends.is_dir() else None, _env(None))
+
+
+def _pytriton_launch(root: Path, binary: Path, workdir: Path) -> Launch:
+    """The wheel's server needs its bundled libraries and a python-backend stub built
+    for this interpreter; the backend dir is assembled in our work dir rather than
+    written into the installed package."""
+    server = root / "tritonserver"
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    stub = server / "python_backend_stubs" / version / "triton_python_backend_stub"
+    if not stub.is_file():
+        raise MissingDependency(
+            f"a python-backend stub for Python {version}", "a Python version nvidia-pytriton supports"
+        )
+    backends = workdir / "backends"
+    python = backends / "python"
+    python.mkdir(parents=True, exist_ok=True)
+    for source in (*sorted((server / "backends" / "python").glob("*.*")), stub):
+        target = python / source.name
+        if not target.exists():
+            target.symlink_to(source)
+    libs = root.parent / "nvidia_pytriton.libs"
+    return Launch(binary, backends, _env(libs if libs.is_dir() else None))
+
+
+def _env(libs: Path | None) -> dict[str, str]:
+    env = dict(os.environ)
+    # The python-backend stub imports numpy and onnxruntime from this environment.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    if libs is not None:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(libs), env.get("LD_LIBRARY_PATH", "")) if p)
+    return env
+
+
+# -- starting and stopping -------------------------------------------------------------------
+@contextmanager
+def serving(
+    spec: ServerSpec,
+    repo: Path | str,
+    models: list[str],
+    workdir: Path,
+    origins: Mapping[str, str] | None = None,
+) -> Iterator[Server]:
+    """A live server with `models` loading; always stopped (ours) on the way out.
+    `origins`: where explicit ports came from, for the error when one is taken."""
+    server = _start(spec, repo, models, workdir, origins or {})
+    loaded: list[str] = []
+    try:
+        wait_live(server, time.monotonic() + spec.startup_timeout_s)
+        if spec.kind is ServerKind.URL:
+            loaded = _load_into_existing(server, models)
+        yield server
+    finally:
+        _unload(server, loaded)
+        stop(server, spec.stop_grace_s)
+
+
+def _load_into_existing(server: Server, models: list[str]) -> list[str]:
+    """On a server we did not start, load what isn't loaded yet (explicit mode), and
+    remember it, so that exactly those are unloaded afterwards."""
+    states = repository_index(server)
+    loaded = []
+    for model in models:
+        if states.get(model, UNKNOWN).ready:
+            server.notes.append(f"{model} was already loaded; left as it was")
+            continue
+        error = _post(server, f"/v2/repository/models/{model}/load")
+        if error is None:
+            loaded.append(model)
+        else:
+            server.notes.append(f"could not load {model} through the model-control API: {error}")
+    return loaded
+
+
+def _unload(server: Server, models: list[str]) -> None:
+    for model in models:
+        _post(server, f"/v2/repository/models/{model}/unload")
+
+
+def _post(server: Server, path: str) -> str | None:
+    """None on success, else the server's error message."""
+    request = urllib.request.Request(f"http://{server.http}{path}", data=b"{}", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=600):
+            return None
+    except urllib.error.HTTPError as exc:
+        return exc.read().decode(errors="replace")
+    except (urllib.error.URLError, OSError) as exc:
+        return str(exc)
+
+
+def _start(
+    spec: ServerSpec, repo: Path | str, models: list[str], workdir: Path, origins: Mapping[str, str]
+) -> Server:
+    log = workdir / "server.log"
+    if spec.kind is ServerKind.URL:
+        log.write_text(f"existing server at {spec.url}; its log is not ours\n")
+        return Server(str(spec.url), str(spec.grpc_url), log, None, None)
+    if spec.kind is ServerKind.DOCKER:
+        if isinstance(repo, str):
+            raise StageFailed(f"a docker server is given a directory to mount, not {repo}")
+        return _start_docker(spec, repo, models, log, origins)
+    launch = locate(spec, workdir)
+    notes: list[str] = []
+    for attempt in range(PORT_RETRIES):
+        # Each attempt checks the explicit ports again: one taken meanwhile is PortInUse,
+        # never retried; a retry only ever re-picks the free ones.
+        server = _start_local(spec, launch, repo, models, log, origins)
+        server.notes[:0] = notes
+        if not _lost_port_race(server):
+            return server
+        notes.append(f"attempt {attempt + 1}: a port was taken before the server bound it; retrying")
+    return server
+
+
+def _start_local(
+    spec: ServerSpec,
+    launch: Launch,
+    repo: Path | str,  # a directory, or a URL Triton reads itself (s3://host:port/bucket/path)
+    models: list[str],
+    log: Path,
+    origins: Mapping[str, str],
+) -> Server:
+    ports = choose_ports(spec, origins)
+    command = [str(launch.binary), f"--model-repository={repo}", "--model-control-mode=explicit"]
+    command += [f"--load-model={m}" for m in models]
+    command += _network_flags(spec.host, ports) + [
+        "--exit-on-error=false",
+        f"--log-verbose={spec.log_verbose}",
+    ]
+    command += _local_cache_flags(spec, Path(launch.binary))
+    if launch.backend_dir is not None:
+        command.append(f"--backend-directory={launch.backend_dir}")
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=launch.env,
+            start_new_session=True,
+            preexec_fn=lifeline.die_with_parent,  # before exec: the kernel kills it if we die
+        )
+    backends = {p.name for p in launch.backend_dir.iterdir()} if launch.backend_dir else None
+    http, grpc, metrics = (f"{spec.host}:{port}" for port in ports)
+    return Server(http, grpc, log, metrics, backends, process)
+
+
+def _network_flags(host: str, ports: list[int]) -> list[str]:
+    return [
+        f"--http-address={host}",
+        f"--http-port={ports[0]}",
+        f"--grpc-address={host}",
+        f"--grpc-port={ports[1]}",
+        f"--metrics-address={host}",
+        f"--metrics-port={ports[2]}",
+    ]
+
+
+def _lost_port_race(server: Server) -> bool:
+    """True when the server exited because a port we picked was taken meanwhile."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and server.process and server.process.poll() is None:
+        if "already in use" in server.log_tail(20) or _answers(server.http, "/v2/health/live"):
+            break
+        time.sleep(0.1)
+    return bool(
+        server.process and server.process.poll() is not None and "already in use" in server.log_tail(40)
+    )
+
+
+def _start_docker(
+    spec: ServerSpec, repo: Path, models: list[str], log: Path, origins: Mapping[str, str]
+) -> Server:
+    if shutil.which("docker") is None:
+        raise MissingDependency("docker", "a Docker engine, or server kind auto/binary/url")
+    ports = choose_ports(spec, origins)
+    name = f"deploy-smoke-{os.getpid()}-{int(time.time())}"
+    command = ["docker", "run", "-d", "--rm", "--name", name, "-v", f"{repo}:/models:ro"]
+    command += [f"-p{spec.host}:{port}:{inner}" for port, inner in zip(ports, (8000, 8001, 8002))]
+    command += ["--gpus", "all"] if spec.gpus else []
+    command += [
+        str(spec.image),
+        "tritonserver",
+        "--model-repository=/models",
+        "--model-control-mode=explicit",
+    ]
+    command += [f"--load-model={m}" for m in models] + ["--exit-on-error=false", *_cache_flags(spec)]
+    started = subprocess.run(command, capture_output=True, text=True)
+    if started.returncode != 0:
+        raise StageFailed(f"docker run failed: {started.stderr.strip()}")
+    http, grpc, metrics = (f"{spec.host}:{port}" for port in ports)
+    return Server(http, grpc, log, metrics, None, container=name)
+
+
+def _cache_flags(spec: ServerSpec) -> list[str]:
+    """The local response cache that models with response_cache enabled use."""
+    return [f"--cache-config=local,size={spec.cache_mib << 20}"] if spec.cache_mib else []
+
+
+def _local_cache_flags(spec: ServerSpec, binary: Path) -> list[str]:
+    """A local binary looks for its cache library in <root>/caches (the nvidia-pytriton
+    wheel ships it there, not in /opt/tritonserver/caches); without one, no cache: a
+    server that cannot load a configured cache refuses to start."""
+    for caches in (binary.resolve().parent.parent / "caches", Path("/opt/tritonserver/caches")):
+        if (caches / "local").is_dir():
+            return [*_cache_flags(spec), f"--cache-directory={caches}"] if spec.cache_mib else []
+    return []
+
+
+def stop(server: Server, grace_s: float) -> None:
+    if server.container is not None:
+        logs = subprocess.run(["docker", "logs", server.container], capture_output=True, text=True)
+        server.log_path.write_text(logs.stdout + logs.stderr)
+        subprocess.run(["docker", "stop", "-t", str(int(grace_s)), server.container], capture_output=True)
+        return
+    process = server.process
+    if process is None or process.poll() is not None:
+        return
+    _signal_group(process, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        _signal_group(process, signal.SIGKILL)
+        process.wait()
+    _signal_group(process, signal.SIGKILL)  # stubs left in the group, if any
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+@contextmanager
+def stop_requests() -> Iterator[None]:
+    """For a foreground server: SIGINT, SIGTERM and SIGHUP raise StopRequested once, so
+    that `with` blocks stop the server and remove temp dirs on every polite kill, not
+    only on Ctrl-C. Later signals are ignored: they would cut that cleanup short (it is
+    bounded by stop_grace_s). Off the main thread, where Python delivers no signals,
+    nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        raise StopRequested(signum)
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+# -- readiness -------------------------------------------------------------------------------
+def wait_live(server: Server, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if server.process is not None and server.process.poll() is not None:
+            raise StageFailed(
+                f"tritonserver exited with code {server.process.returncode} while starting; "
+                f"server log tail:\n{server.log_tail()}"
+            )
+        if _answers(server.http, "/v2/health/live"):
+            return
+        time.sleep(0.1)
+    if server.process is None:  # kind url: a server someone else runs is not there
+        raise EnvError(
+            f"no Triton server answers at http://{server.http}/v2/health/live (server.url): "
+            "start it, or fix the url / grpc_url"
+        )
+    raise StageFailed(
+        "tritonserver did not become live within the startup timeout (it loads the models "
+        f"before it answers, so a model whose initialization hangs shows up here); server log tail:\n{server.log_tail()}"
+    )
+
+
+def _answers(host_port: str, path: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{host_port}{path}", timeout=2) as reply:
+            return bool(reply.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def repository_index(server: Server) -> dict[str, LoadState]:
+    """model -> its load state, as the server reports it."""
+    request = urllib.request.Request(f"http://{server.http}/v2/repository/index", data=b"{}", method="POST")
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return {m["name"]: LoadState.from_index(m) for m in json.loads(reply.read()) if "name" in m}

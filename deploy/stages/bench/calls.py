@@ -1,0 +1,110 @@
+"""The runtimes the bench stage and `deploy bench` time: each becomes a zero-argument
+call over fixed random inputs (and, on a GPU, a per-call H2D / compute / D2H record).
+Heavy libraries are imported inside the functions that need them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from deploy.pipeline.contract import StageContext
+from deploy.pipeline.errors import ConfigError, Issue
+from deploy.runtimes.base import Device, Feeds
+from deploy.runtimes.catalog import BenchRuntime, artifact_of
+from deploy.runtimes.timing import Timed
+
+SHAPE = re.compile(r"^([A-Za-z_][\w.:/-]*):(\d+(?:x\d+)*)$")
+
+
+def parse_shapes(text: str | None) -> dict[str, tuple[int, ...]]:
+    """trtexec's --shapes: `input:8x3x224x224,mask:8x128`."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in filter(None, (text or "").split(",")):
+        match = SHAPE.match(item.strip())
+        if match is None:
+            raise ConfigError(
+                "--shapes", [Issue("--shapes", f"'{item}' is not NAME:DxDxD (e.g. input:1x3x224x224)")]
+            )
+        shapes[match.group(1)] = tuple(int(d) for d in match.group(2).split("x"))
+    return shapes
+
+
+# -- the bench stage: inputs from the shape spec -------------------------------------------------
+def make(runtime: str, ctx: StageContext, feeds: Feeds, device: Device, threads: int | None) -> Timed:
+    """The runtime loaded from its artifact, timed over `feeds`."""
+    names = (ctx.config.input_names(), ctx.config.output_names())
+    if runtime.startswith("onnxruntime"):
+        from deploy.runtimes.onnxrt import OnnxRuntime
+
+        return OnnxRuntime(ctx.input(artifact_of(runtime)), device, threads).timed(feeds)
+    if runtime == BenchRuntime.TENSORRT:
+        from deploy.runtimes.tensorrt import TensorRTEngine
+
+        return TensorRTEngine(ctx.input("engine"), *names).timed(feeds)
+    from deploy.runtimes.torchrt import TorchModule
+
+    if runtime == "torchscript":
+        return TorchModule.torchscript(ctx.input("torchscript"), *names, device, threads).timed(feeds)
+    from deploy.modelio.loading import load_adapted
+
+    return TorchModule(load_adapted(ctx.config, feeds), *names, device, threads).timed(feeds)
+
+
+# -- `deploy bench FILE`: inputs from --shapes or the model -------------------------------------
+def onnxruntime(
+    path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None
+) -> tuple[Callable[[], Any], int]:
+    from deploy.runtimes.arrays import random_array
+    from deploy.runtimes.onnxrt import OnnxRuntime
+
+    model = OnnxRuntime(path, Device.CPU, threads)
+    declared = model.input_types()
+    feeds = {
+        name: random_array(_shape(name, shape, shapes), dtype) for name, (shape, dtype) in declared.items()
+    }
+    _unknown(shapes, feeds)
+    return model.timed(feeds).call, _batch(feeds)
+
+
+def torchscript(
+    path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None
+) -> tuple[Callable[[], Any], int]:
+    from deploy.runtimes.arrays import random_array
+    from deploy.runtimes.torchrt import TorchModule
+
+    if not shapes:
+        raise ConfigError(
+            "--shapes",
+            [Issue("--shapes", "TorchScript files carry no input shapes: give --shapes NAME:DxD,...")],
+        )
+    feeds = {name: random_array(shape, "float32") for name, shape in shapes.items()}
+    # The module's outputs are not named in a file alone: timing does not need names.
+    return TorchModule.torchscript(path, list(feeds), (), Device.CPU, threads).timed(feeds).call, _batch(
+        feeds
+    )
+
+
+def _shape(name: str, declared: list[Any], given: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+    if name in given:
+        return given[name]
+    if all(isinstance(d, int) for d in declared):
+        return tuple(declared)
+    raise ConfigError(
+        "--shapes",
+        [Issue("--shapes", f"input '{name}' has dynamic dims {declared}: give --shapes {name}:DxD...")],
+    )
+
+
+def _unknown(given: dict[str, tuple[int, ...]], feeds: Feeds) -> None:
+    extra = sorted(set(given) - set(feeds))
+    if extra:
+        raise ConfigError(
+            "--shapes", [Issue("--shapes", f"the model has no input(s) {extra} (inputs: {sorted(feeds)})")]
+        )
+
+
+def _batch(feeds: Feeds) -> int:
+    first = next(iter(feeds.values()))
+    return int(first.shape[0]) if first.ndim else 1

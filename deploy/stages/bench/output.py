@@ -1,0 +1,326 @@
+"""What the bench stage makes of its rows: speed-ups against eager PyTorch, the Markdown
+tables, the PNG plot, the run report's tables, the headline and the regression gate.
+
+A row is one measured cell: a runtime at a batch size (and, for Triton, a load: a number
+of closed-loop streams, or an offered request rate); in-process runtimes always have one
+stream. The tables' `load` column reads `1`, `c4` (4 streams) or `r50` (50 requests/s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from deploy.pipeline.contract import StageContext
+from deploy.pipeline.errors import StageFailed
+from deploy.runtimes.harness import GPU_PHASES, SERVER_PHASES, required_samples
+from deploy.runtimes.record import BenchRow as Row
+
+
+class RegressionGate(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    # Keys: "runtime", "runtime@batch", or for Triton "triton:MODEL@batch/cN" (N: concurrency)
+    # or "triton:MODEL@batch/rR" (R: offered requests/s).
+    # Latency is the highest configured percentile. A cell with too few samples for it
+    # (p99 needs 100) fails the gate with that reason: gating on what is really the maximum
+    # of a few samples would pass or fail by chance.
+    max_latency_ms: dict[str, float] = Field(
+        default_factory=dict,
+        description="Cell -> highest latency allowed at the highest percentile, ms. Cell keys: `runtime` (all its cells), "
+        "`runtime@batch`, or `triton:MODEL@batch/cN` (N: concurrency) / `triton:MODEL@batch/rR` (R: requests/s); a cell with too few samples for the percentile fails.",
+    )
+    min_items_per_s: dict[str, float] = Field(
+        default_factory=dict, description="Cell -> least throughput, items/s (keys as max_latency_ms)."
+    )
+    min_speedup_vs_eager: dict[str, float] = Field(
+        default_factory=dict,
+        description="Runtime -> least speed-up over eager PyTorch, at every batch (single-stream rows).",
+    )
+
+
+def speedups(rows: list[Row]) -> list[Row]:
+    """Median latency of eager PyTorch over the row's, at the same batch; single-stream
+    rows only (at concurrency > 1 latency includes queueing and is not comparable)."""
+    eager = {r.batch: r.median_ms for r in rows if r.runtime == "eager"}
+    return [
+        replace(r, speedup_vs_eager=eager[r.batch] / r.median_ms)
+        if r.batch in eager and r.concurrency == 1
+        else r
+        for r in rows
+    ]
+
+
+# -- tables -----------------------------------------------------------------------------------
+def latency_table(rows: list[Row], percentiles: tuple[float, ...]) -> tuple[list[str], list[list[Any]]]:
+    """One line per cell; `n` is the sample count the statistics rest on, a percentile with
+    fewer samples than it needs is marked `*` (see `footnote`)."""
+    pcols = [f"p{p:g}" for p in percentiles]
+    columns = [
+        "runtime",
+        "device",
+        "batch",
+        "load",
+        "n",
+        "median ms",
+        *[f"{c} ms" for c in pcols],
+        "items/s",
+        "× eager",
+        "stable",
+        "windows",
+    ]
+    body = [
+        [
+            r.runtime,
+            r.device,
+            r.batch,
+            r.load,
+            r.iterations,
+            _f(r.median_ms, 3),
+            *[_percentile_cell(r, c) for c in pcols],
+            _f(r.items_per_s, 1),
+            "" if r.speedup_vs_eager is None else _f(r.speedup_vs_eager, 2),
+            "yes" if r.stable else "no",
+            r.windows_used,
+        ]
+        for r in rows
+    ]
+    return columns, body
+
+
+def _percentile_cell(row: Row, key: str) -> str:
+    return _f(row.percentiles_ms[key], 3) + ("" if row.supported(key) else "*")
+
+
+def footnote(rows: list[Row]) -> str:
+    """What `*` means, naming only the percentiles that carry it."""
+    marked = dict.fromkeys(k for r in rows for k in r.percentiles_ms if not r.supported(k))
+    if not marked:
+        return ""
+    needs = ", ".join(f"{k} needs {required_samples(float(k[1:]))}" for k in marked)
+    return (
+        f"* fewer samples than the percentile needs (n >= 1 / (1 - p): {needs}): "
+        "the value is at or near the sample maximum, not a supported percentile."
+    )
+
+
+def gpu_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
+    columns = [
+        "runtime",
+        "batch",
+        "host latency median ms",
+        *[f"{name} median ms" for name in GPU_PHASES.values()],
+    ]
+    body = [
+        [r.runtime, r.batch, _f(r.median_ms, 3), *[_f(r.gpu[k]["median"], 3) for k in GPU_PHASES]]
+        for r in rows
+        if r.gpu is not None
+    ]
+    return columns, body
+
+
+def server_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
+    columns = [
+        "model",
+        "batch",
+        "load",
+        "client mean ms",
+        *[f"{k.removesuffix('_us').replace('_', ' ')} us" for k in SERVER_PHASES],
+        "client + network us",
+        "avg server batch",
+        "late sends",
+    ]
+    body = [
+        [
+            r.runtime.removeprefix("triton:"),
+            r.batch,
+            r.load,
+            _f(r.mean_ms, 3),
+            *[_f(getattr(r.server, k), 0) for k in SERVER_PHASES],
+            _f(r.server.client_overhead_us, 0),
+            _f(r.server.avg_server_batch, 2),
+            "" if r.late_share is None else f"{100 * r.late_share:.0f} %",
+        ]
+        for r in rows
+        if r.server is not None
+    ]
+    return columns, body
+
+
+def _f(value: float, digits: int) -> str:
+    return f"{value:.{digits}f}"
+
+
+def markdown(rows: list[Row], percentiles: tuple[float, ...]) -> str:
+    parts = [_markdown(*latency_table(rows, percentiles))]
+    if footnote(rows):
+        parts.append("\\" + footnote(rows) + "\n")  # escaped: a line starting with * is a list item
+    for title, (columns, body) in (
+        ("GPU phases", gpu_table(rows)),
+        ("Triton server-side, per request", server_table(rows)),
+    ):
+        if body:
+            parts.append(f"**{title}**\n\n" + _markdown(columns, body))
+    return "\n".join(parts)
+
+
+def _markdown(columns: list[str], body: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in body]
+    return "\n".join(lines) + "\n"
+
+
+def report(
+    ctx: StageContext, rows: list[Row], skipped: dict[str, str], percentiles: tuple[float, ...]
+) -> None:
+    notes = [*(f"{k} skipped: {v}" for k, v in skipped.items()), footnote(rows)]
+    note = "; ".join(n for n in notes if n)
+    ctx.report_table("Latency and throughput", *latency_table(rows, percentiles), note=note)
+    for title, (columns, body) in (
+        ("GPU phases (CUDA events)", gpu_table(rows)),
+        ("Triton: server-side time per request", server_table(rows)),
+    ):
+        if body:
+            ctx.report_table(title, columns, body)
+
+
+def headline(rows: list[Row], skipped: dict[str, str]) -> str:
+    best: dict[str, Row] = {}
+    for r in rows:
+        best.setdefault(r.runtime, r)
+    parts = [f"{k} b{v.batch} {v.median_ms:.2f} ms" for k, v in best.items()]
+    return ", ".join(parts + [f"{k}: skipped" for k in skipped])
+
+
+# -- plot ---------------------------------------------------------------------------------------
+def plot(rows: list[Row], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    served = [r for r in rows if r.server is not None and r.request_rate is None]
+    paced = [r for r in rows if r.request_rate is not None]
+    count = 2 + bool(served) + bool(paced)
+    fig, axes = plt.subplots(1, count, figsize=(5 * count, 4))
+    _per_batch(axes[0], axes[1], [r for r in rows if r.server is None])
+    if served:
+        _per_concurrency(axes[2], served)
+    if paced:
+        _per_rate(axes[-1], paced)
+    fig.tight_layout()
+    fig.savefig(path, format="png", dpi=100)
+    plt.close(fig)
+
+
+def _per_batch(lat: Any, thr: Any, rows: list[Row]) -> None:
+    for runtime in dict.fromkeys(r.runtime for r in rows):
+        mine = [r for r in rows if r.runtime == runtime]
+        batches = [r.batch for r in mine]
+        (line,) = lat.plot(batches, [r.median_ms for r in mine], marker="o", label=f"{runtime} median")
+        top = mine[0].tail()
+        lat.plot(
+            batches,
+            [r.percentiles_ms[top] for r in mine],
+            linestyle="--",
+            color=line.get_color(),
+            alpha=0.6,
+            label=f"{runtime} {top}",
+        )
+        thr.plot(batches, [r.items_per_s for r in mine], marker="o", color=line.get_color(), label=runtime)
+    ticks = sorted({r.batch for r in rows})
+    lat.set_xticks(ticks)
+    thr.set_xticks(ticks)
+    lat.set(xlabel="batch", ylabel="latency (ms)", title="latency per call")
+    thr.set(xlabel="batch", ylabel="items / s", title="throughput (one stream)")
+    lat.legend(fontsize=7)
+    thr.legend(fontsize=7)
+
+
+def _per_concurrency(ax: Any, rows: list[Row]) -> None:
+    for runtime in dict.fromkeys(r.runtime for r in rows):
+        mine = [r for r in rows if r.runtime == runtime]
+        ax.plot(
+            [r.concurrency for r in mine],
+            [r.items_per_s for r in mine],
+            marker="o",
+            label=runtime.removeprefix("triton:"),
+        )
+        for r in mine:
+            ax.annotate(
+                f"{r.tail()} {_percentile_cell(r, r.tail())} ms",
+                (r.concurrency, r.items_per_s),
+                fontsize=6,
+            )
+    ax.set_xticks(sorted({r.concurrency for r in rows}))
+    ax.set(xlabel="concurrent requests", ylabel="items / s", title="Triton end to end (client side)")
+    ax.legend(fontsize=7)
+
+
+def _per_rate(ax: Any, rows: list[Row]) -> None:
+    """The open-loop curve: the tail latency as the offered rate approaches capacity."""
+    for runtime in dict.fromkeys(r.runtime for r in rows):
+        mine = [r for r in rows if r.runtime == runtime]
+        top = mine[0].tail()
+        ax.plot(
+            [r.request_rate for r in mine],
+            [r.percentiles_ms[top] for r in mine],
+            marker="o",
+            label=f"{runtime.removeprefix('triton:')} {top}",
+        )
+    ax.set(xlabel="offered requests / s (open loop)", ylabel="latency (ms)", title="Triton at a request rate")
+    ax.legend(fontsize=7)
+
+
+# -- gate ---------------------------------------------------------------------------------------
+def gate(rows: list[Row], limits: RegressionGate) -> None:
+    bad = [problem for r in rows for problem in _cell_problems(r, limits)]
+    bad += _unmatched(rows, limits)
+    if bad:
+        raise StageFailed("benchmark regression gate failed: " + "; ".join(bad))
+
+
+def _unmatched(rows: list[Row], limits: RegressionGate) -> list[str]:
+    """A gate key that names no measured cell is a typo, not a pass."""
+    known = {r.cell_key for r in rows} | {r.runtime for r in rows}
+    keys = [*limits.max_latency_ms, *limits.min_items_per_s, *limits.min_speedup_vs_eager]
+    return [
+        f"gate key '{k}' matches no measured cell (cells: {', '.join(sorted(known))})"
+        for k in dict.fromkeys(keys)
+        if k not in known
+    ]
+
+
+def _cell_problems(r: Row, limits: RegressionGate) -> list[str]:
+    key = r.cell_key
+    problems = _latency_problems(r, key, limits.max_latency_ms.get(key, limits.max_latency_ms.get(r.runtime)))
+    floor = limits.min_items_per_s.get(key, limits.min_items_per_s.get(r.runtime))
+    if floor is not None and r.items_per_s < floor:
+        problems.append(f"{key}: {r.items_per_s:.1f} items/s < {floor}")
+    need = limits.min_speedup_vs_eager.get(r.runtime)
+    if need is not None and r.concurrency == 1:
+        if r.speedup_vs_eager is None:
+            problems.append(
+                f"{key}: no eager row at batch {r.batch} to compare with (add eager to runtimes / batches)"
+            )
+        elif r.speedup_vs_eager < need:
+            problems.append(f"{key}: {r.speedup_vs_eager:.2f}x eager < {need}x")
+    return problems
+
+
+def _latency_problems(r: Row, key: str, limit: float | None) -> list[str]:
+    """The highest configured percentile against its limit, refused when too few samples
+    support it (the gate's documented choice: no silent gating on a near-maximum)."""
+    name = r.tail()
+    if limit is None:
+        return []
+    if not r.supported(name):
+        return [
+            f"{key}: {name} is not supported by {r.iterations} samples (needs >= {required_samples(float(name[1:]))}); "
+            "raise iterations / duration_s or gate on a lower percentile"
+        ]
+    value = r.percentiles_ms[name]
+    return [f"{key}: {name} {value:.3f} ms > {limit} ms"] if value > limit else []

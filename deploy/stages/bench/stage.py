@@ -1,0 +1,313 @@
+"""bench: every format the pipeline produced, side by side, timed like trtexec
+(runtimes/harness.py) per batch size: eager PyTorch (the baseline), TorchScript, ONNX
+Runtime FP32 / INT8 / FP16, a TensorRT engine when one was built, and Triton end to end
+(a perf_analyzer-style concurrency sweep and, where asked, an open-loop request-rate
+sweep, serving/perf.py). On `device: cuda` the
+PyTorch and TensorRT rows also split each call into H2D, GPU compute and D2H.
+
+Writes JSON, a Markdown table and a PNG plot; an optional regression gate fails the stage
+with the numbers. The key includes the host (CPU model, core count, GPU), so results never
+leak across machines; `--force bench` remeasures.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, Literal
+
+from pydantic import Field, PositiveFloat, PositiveInt
+
+from deploy.pipeline.config import DeployConfig, Frozen
+from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
+from deploy.pipeline.errors import Issue, StageFailed
+from deploy.runtimes.base import Device
+from deploy.runtimes.catalog import CATALOG, BenchRuntime, artifact_of
+from deploy.runtimes.devices import host_identity
+from deploy.runtimes.harness import Settings, report_lines
+from deploy.runtimes.measure import MeasureSettings
+from deploy.runtimes.pacing import Distribution, Pace
+from deploy.runtimes.record import BenchResults, BenchRow
+from deploy.serving.repository import Model
+from deploy.serving.service import Role
+from deploy.serving.spec import ServerSpec
+from deploy.serving.spec import identity as server_identity
+from deploy.stages.bench import output
+from deploy.stages.bench.output import RegressionGate
+
+# Above this share of late sends a request-rate row is flagged (log, table).
+LATE_WARNING = 0.05
+
+
+class TritonBench(Frozen):
+    """The `triton` runtime: a server of the same kinds as the smoke stage's."""
+
+    server: ServerSpec = Field(
+        ServerSpec(), description="Which tritonserver to start or reach (as smoke.server)."
+    )
+    models: tuple[str, ...] | None = Field(
+        None, description="Triton models to measure; null: every model of this pipeline the server can load."
+    )
+    concurrency: tuple[PositiveInt, ...] = Field(
+        (1, 2, 4),
+        min_length=1,
+        description="Closed-loop gRPC clients, one sweep point each (perf_analyzer's --concurrency-range).",
+    )
+    batch: int = Field(1, ge=1, description="Items per request (perf_analyzer's -b).")
+    request_rate: tuple[PositiveFloat, ...] = Field(
+        (),
+        description="Open-loop sweep, after the concurrency one: requests/s sent on a schedule whatever the "
+        "answers, one point each (perf_analyzer's --request-rate-range); empty: none.",
+    )
+    request_distribution: Distribution = Field(
+        Distribution.CONSTANT,
+        description="Gaps between scheduled requests: constant (1/rate) or poisson (exponential, seeded).",
+    )
+    max_outstanding: PositiveInt = Field(
+        64, description="Open loop: requests in flight at most; a send held back by it counts as late."
+    )
+
+
+class BenchParams(MeasureSettings):
+    runtimes: tuple[BenchRuntime, ...] = Field(
+        (BenchRuntime.EAGER, BenchRuntime.TORCHSCRIPT, BenchRuntime.ONNXRUNTIME),
+        min_length=1,
+        description="What to time; a runtime whose artifact's stage was skipped (e.g. tensorrt without an engine) "
+        "is reported skipped. eager is the baseline of the speed-ups.",
+    )
+    batches: tuple[PositiveInt, ...] | None = Field(
+        None,
+        min_length=1,
+        description="Batch sizes of the in-process runtimes; null: the shape spec's min / opt / max batch.",
+    )
+    threads: int | None = Field(
+        None, ge=1, description="Intra-op threads for ONNX Runtime / PyTorch; null: their defaults."
+    )
+    device: Literal["cpu", "cuda"] = Field(
+        "cpu",
+        description="Where eager / TorchScript / ONNX Runtime run; on cuda the PyTorch rows split H2D / compute / D2H "
+        "(ONNX Runtime needs onnxruntime-gpu).",
+    )
+    triton: TritonBench = Field(
+        TritonBench(), description="Settings of the `triton` runtime (end to end through a server)."
+    )
+    gate: RegressionGate = Field(
+        RegressionGate(), description="Optional regression gate: fails the stage with the numbers."
+    )
+
+
+def identity(params: BenchParams) -> Mapping[str, object]:
+    served = server_identity(params.triton.server) if BenchRuntime.TRITON in params.runtimes else {}
+    return {**host_identity(), **served}
+
+
+def batch_sizes(params: BenchParams, ctx: StageContext) -> list[int]:
+    return _batches(params, ctx.config)
+
+
+def _batches(params: BenchParams, config: DeployConfig) -> list[int]:
+    if params.batches:
+        return list(params.batches)
+    batch = config.batch_range()
+    return sorted(set(batch)) if batch else [1]
+
+
+def check(params: BenchParams, config: DeployConfig) -> list[Issue]:
+    """A gate key naming a runtime or batch this config never measures is a typo: found
+    now, not as a gate failure after every cell has been timed."""
+    gate, batches = params.gate, _batches(params, config)
+    fields = {
+        "max_latency_ms": gate.max_latency_ms,
+        "min_items_per_s": gate.min_items_per_s,
+        "min_speedup_vs_eager": gate.min_speedup_vs_eager,
+    }
+    return [
+        Issue(f"stages.bench.gate.{name}", problem)
+        for name, limits in fields.items()
+        for key in limits
+        if (problem := _gate_key_problem(key, params.runtimes, batches))
+    ]
+
+
+def _gate_key_problem(key: str, runtimes: tuple[str, ...], batches: list[int]) -> str | None:
+    runtime, _, cell = key.partition("@")
+    if runtime.startswith(
+        "triton:"
+    ):  # triton:MODEL@batch/cN: its models are known only once the repository is
+        return (
+            None
+            if BenchRuntime.TRITON in runtimes
+            else f"key '{key}': 'triton' is not in stages.bench.runtimes {list(runtimes)}"
+        )
+    if runtime not in runtimes:
+        return f"key '{key}': runtime '{runtime}' is not in stages.bench.runtimes {list(runtimes)}"
+    if cell and not (cell.isdigit() and int(cell) in batches):
+        return f"key '{key}': batch '{cell}' is not one of the measured batches {batches}"
+    return None
+
+
+def run(ctx: StageContext, params: BenchParams) -> None:
+    settings = params.settings()
+    rows: list[BenchRow] = []
+    skipped: dict[str, str] = {}
+    batches = batch_sizes(params, ctx)
+    for index, runtime in enumerate(params.runtimes):
+        ctx.progress(index, len(params.runtimes), str(runtime))
+        artifact = artifact_of(runtime)
+        if artifact != SOURCE_ARTIFACT and artifact not in ctx.inputs:
+            skipped[runtime] = f"no {artifact}: its stage was skipped or is not configured"
+        elif runtime == BenchRuntime.TRITON:
+            rows += _triton_rows(ctx, params, settings)
+        else:
+            rows += [_in_process(ctx, params, settings, runtime, batch) for batch in batches]
+    ctx.progress(len(params.runtimes), len(params.runtimes), "done")
+    rows = output.speedups(rows)
+    result = BenchResults(rows, skipped, host_identity(), params.model_dump(mode="json", exclude={"gate"}))
+    ctx.output("results").write_text(json.dumps(result.to_json(), indent=1))
+    ctx.output("table").write_text(output.markdown(rows, params.percentiles))
+    output.plot(rows, ctx.output("plot"))
+    ctx.record("bench", [r.to_json() for r in rows])
+    ctx.headline(output.headline(rows, skipped))
+    output.report(ctx, rows, skipped, params.percentiles)
+    output.gate(rows, params.gate)
+
+
+def _in_process(
+    ctx: StageContext, params: BenchParams, settings: Settings, runtime: str, batch: int
+) -> BenchRow:
+    from deploy.runtimes import harness
+    from deploy.runtimes.arrays import opt_inputs
+    from deploy.stages.bench import calls
+
+    feeds = opt_inputs(ctx.config, batch)
+    timed = calls.make(runtime, ctx, feeds, Device(params.device), params.threads)
+    timing = harness.measure(timed.call, settings)
+    device = "cuda" if runtime == BenchRuntime.TENSORRT else params.device
+    row = BenchRow.of(harness.summarize(timing, batch, settings), runtime, device)
+    if timed.phases is not None:
+        row = replace(row, gpu=harness.phase_summary(timed.phases[-len(timing.latencies_ms) :], settings))
+    ctx.log.info("\n".join(report_lines(runtime, row, settings)))
+    return row
+
+
+def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> list[BenchRow]:
+    from deploy.serving.launch import serve_repository
+
+    scratch = ctx.workdir / "server"
+    scratch.mkdir()
+    rows = []
+    with serve_repository(
+        params.triton.server, ctx.input("repository"), scratch, _chooser(params.triton)
+    ) as served:
+        for name, state in served.states.items():
+            if not state.ready:
+                raise StageFailed(
+                    f"Triton could not load {name}: {state.reason}\n{served.server.log_tail(15)}"
+                )
+            if served.found[name].role in (Role.PRE, Role.POST):
+                continue  # timed inside their ensembles
+            feeds = _feeds(ctx, served.found, name, params.triton.batch)
+            for row in _served_rows(served.server.grpc, name, feeds, params.triton, settings):
+                rows.append(row)
+                ctx.log.info("\n".join(report_lines(f"triton:{name}, load {row.load}", row, settings)))
+                _warn_late(ctx, row)
+        ctx.log.info("server log:\n%s", served.server.log_tail(200))
+    return rows
+
+
+def _feeds(ctx: StageContext, found: dict[str, Model], name: str, batch: int) -> list[Any]:
+    """Tensors at the opt shape for a model; for an ensemble, what its clients send (a
+    photo as JPEG bytes, or a sentence), so its row includes pre- and post-processing."""
+    from deploy.serving.requests import opt_feeds
+    from deploy.serving.service_client import service_feed
+
+    if found[name].role is Role.ENSEMBLE:
+        return [service_feed(found, name, batch)]
+    return opt_feeds(ctx.config, found[name].fmt, batch)
+
+
+def _served_rows(url: str, name: str, feeds: Any, bench: TritonBench, settings: Settings) -> list[BenchRow]:
+    from deploy.serving import perf
+
+    rows = perf.sweep(url, name, feeds, bench.concurrency, settings)
+    if bench.request_rate:
+        pace = Pace(bench.request_rate[0], bench.request_distribution, bench.max_outstanding)
+        rows += perf.rate_sweep(url, name, feeds, pace, bench.request_rate, settings)
+    return rows
+
+
+def _warn_late(ctx: StageContext, row: BenchRow) -> None:
+    """An offered rate the client could not keep is not a measurement of that rate."""
+    if row.late_share is not None and row.late_share > LATE_WARNING:
+        ctx.log.warning(
+            "%s at %g requests/s: %.0f %% of sends left late (max_outstanding reached or the client "
+            "fell behind): the server was offered less than that rate",
+            row.runtime,
+            row.request_rate,
+            100 * row.late_share,
+        )
+
+
+def _chooser(bench: TritonBench) -> Callable[[dict[str, Model], Callable[[], set[str] | None]], list[str]]:
+    return lambda found, backends: list(_triton_models(bench, found, backends))
+
+
+def _triton_models(
+    bench: TritonBench, found: dict[str, Model], backends: Callable[[], set[str] | None]
+) -> dict[str, Model]:
+    from deploy.serving.repository import loadable
+
+    if bench.models is None:
+        have = backends()
+        # The models and their services (an ensemble brings its pre / post models along).
+        names = [n for n in loadable(found, have) if found[n].role in (Role.MODEL, Role.ENSEMBLE)]
+        names += [s for n in names for s in found[n].steps if s not in names]
+        if not names:
+            raise StageFailed(
+                f"the server can load none of {sorted(found)} (its backends: {sorted(have or [])})"
+            )
+        return {n: found[n] for n in names}
+    unknown = [m for m in bench.models if m not in found]
+    if unknown:
+        raise StageFailed(f"bench.triton.models: {unknown} not in the repository (it has {sorted(found)})")
+    return {n: found[n] for n in bench.models}
+
+
+def inputs_for(params: BenchParams) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(artifact_of(r) for r in params.runtimes))
+
+
+SPEC = StageSpec(
+    phase=Phase.MEASURE,
+    name="bench",
+    version=6,  # 6: ensembles (services) timed end to end beside the bare models
+    params=BenchParams,
+    inputs=tuple(dict.fromkeys(d.artifact for d in CATALOG.values())),
+    outputs=(
+        Artifact("results", filename="bench.json"),
+        Artifact("table", filename="bench.md"),
+        Artifact("plot", filename="bench.png"),
+    ),
+    run=run,
+    uses=frozenset({Section.MODEL, Section.SHAPES}),
+    env=(
+        "torch",
+        "safetensors",
+        "onnxruntime",
+        "numpy",
+        "tritonclient",
+        "protobuf",
+        "nvidia-pytriton",
+        "matplotlib",
+        "pillow",
+        "scikit-learn",
+    ),
+    identity=identity,
+    check=check,
+    select_inputs=inputs_for,
+    # Formats whose stage may be skipped here (no TensorRT, no GPU): reported, not failed.
+    optional_inputs=frozenset({"engine"}),
+    if_configured=frozenset({"torchscript"}),  # the torch.export path has no trace stage
+    description="trtexec-style latency / throughput of every runtime per batch, Triton concurrency sweep; JSON, Markdown, PNG",
+)

@@ -1,0 +1,146 @@
+"""The two ONNX exporters, fed the shape spec: the legacy (TorchScript-based) exporter with
+dynamic axes, and torch.export with `dynamic_shapes`. Imports torch inside the functions."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from deploy.modelio.onnx_files import ExternalData
+from deploy.pipeline.config import DeployConfig
+
+
+class Exporter(str, Enum):
+    AUTO = "auto"  # torch.export first, the legacy exporter where it fails
+    DYNAMO = "dynamo"  # torch.export based (needs onnxscript)
+    TORCHSCRIPT = "torchscript"  # the legacy exporter: TorchScript tracing, deprecated upstream
+
+    @property
+    def attempts(self) -> tuple[Exporter, ...]:
+        return (Exporter.DYNAMO, Exporter.TORCHSCRIPT) if self is Exporter.AUTO else (self,)
+
+    @property
+    def other(self) -> Exporter:
+        return Exporter.TORCHSCRIPT if self is Exporter.DYNAMO else Exporter.DYNAMO
+
+
+def export(
+    exporter: Exporter, model: Any, config: DeployConfig, dest: Path, golden: dict[Any, Any], settings: Any
+) -> None:
+    """Writes the model to `dest` (model.onnx, weights beside it where asked or past 2 GB)."""
+    import torch
+
+    args = tuple(torch.from_numpy(golden["opt"].inputs[name]) for name in config.input_names())
+    if exporter is Exporter.DYNAMO:
+        _dynamo(model, args, config, dest, settings)
+    else:
+        _legacy(model, args, config, dest, golden, settings)
+
+
+def dynamic_axes(config: DeployConfig, golden: dict[Any, Any]) -> dict[str, dict[int, str]]:
+    """Input axes from the shape spec; output axes where the reference outputs vary."""
+    from deploy.gates.references import varying_axes
+
+    axes = {spec.name: spec.dynamic_axes() for spec in config.inputs}
+    for spec in config.outputs:
+        varying = varying_axes(golden, spec.name)
+        names = {
+            a: (config.batch_dim if a == 0 and config.batch_dim else f"{spec.name}_{a}") for a in varying
+        }
+        axes[spec.name] = {a: str(n) for a, n in names.items()}
+    return {k: v for k, v in axes.items() if v}
+
+
+def _legacy(
+    model: Any, args: tuple[Any, ...], config: DeployConfig, dest: Path, golden: dict[Any, Any], settings: Any
+) -> None:
+    import warnings
+
+    import torch
+
+    from deploy.modelio import onnx_files
+
+    with warnings.catch_warnings():
+        # Its deprecation is this stage's business (auto moves past it), not the log's on every run.
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module="torch.onnx")
+        torch.onnx.export(
+            model,
+            args,
+            str(dest),
+            input_names=config.input_names(),
+            output_names=config.output_names(),
+            dynamic_axes=dynamic_axes(config, golden),
+            opset_version=settings.opset,
+            do_constant_folding=settings.constant_folding,
+            dynamo=False,
+        )
+    # Past 2 GB this exporter writes one file per tensor: laid out again as one data file.
+    if settings.external_data is ExternalData.ALWAYS or len(list(dest.parent.iterdir())) > 1:
+        onnx_files.rewrite(dest, external=True)
+
+
+def _dynamo(model: Any, args: tuple[Any, ...], config: DeployConfig, dest: Path, settings: Any) -> None:
+    """torch.export with `dynamic_shapes` built from the shape spec; the tensor names are
+    set on the exported graph afterwards, where a clash with an inner value (MiniLM's
+    `embedding` op output) is renamed away instead of breaking SSA form."""
+    import torch
+
+    from deploy.modelio.adapter import IOAdapter
+
+    shapes = dynamic_shapes(config)
+    program = torch.onnx.export(
+        model,
+        args,
+        None,
+        dynamo=True,
+        # The adapter takes *args (one entry for all of them); a plain model one per input.
+        dynamic_shapes=(shapes,) if isinstance(model, IOAdapter) else shapes,
+        opset_version=settings.opset,
+        optimize=True,
+    )
+    assert program is not None  # with no file given, the exporter returns the program
+    rename_io(program.model.graph, config.input_names(), config.output_names())
+    program.save(str(dest), external_data=_external(program.model, settings.external_data))
+
+
+def dynamic_shapes(config: DeployConfig) -> tuple[dict[int, Any], ...]:
+    """One `torch.export.Dim` per dim name (shared by every input that names it), with
+    the spec's min / max; a named dim whose min equals its max stays static."""
+    import torch
+
+    dims: dict[str, torch.export.Dim] = {}
+    shapes = []
+    for spec in config.inputs:
+        axes = {}
+        for axis, name in spec.dynamic_axes().items():
+            if spec.min[axis] < spec.max[axis]:
+                axes[axis] = dims.setdefault(
+                    name, torch.export.Dim(name, min=spec.min[axis], max=spec.max[axis])
+                )
+        shapes.append(axes)
+    return tuple(shapes)
+
+
+def rename_io(graph: Any, inputs: list[str], outputs: list[str]) -> None:
+    """Names the graph's inputs and outputs as the config does (onnx_ir values: renaming
+    one renames every use)."""
+    import onnx_ir as ir
+
+    taken = {v.name: v for node in ir.traversal.RecursiveGraphIterator(graph) for v in node.outputs}
+    taken.update({v.name: v for v in graph.inputs})
+    pairs = list(zip(graph.inputs, inputs)) + list(zip(graph.outputs, outputs))
+    for value, name in pairs:
+        other = taken.get(name)
+        if other is not None and other is not value:
+            other.name = f"{name}__inner"
+        value.name = name
+
+
+def _external(model: Any, external_data: ExternalData) -> bool:
+    """Whether an onnx_ir model's weights go beside it (onnx_ir names the file
+    `<model file>.data`, as the other writers do)."""
+    from deploy.modelio.onnx_files import MARGIN, PROTOBUF_LIMIT
+
+    size = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
+    return external_data is ExternalData.ALWAYS or size >= PROTOBUF_LIMIT - MARGIN

@@ -1,0 +1,93 @@
+"""Why an exporter failed, in a line or two, and what to try next. The exporters wrap
+their errors in pages of advice, graph dumps and kilobytes of symbolic expressions; the
+console gets the root cause, where it happened, and the one next step that applies (the
+full message stays in the stage's log)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from deploy.pipeline.errors import StageFailed, clip, innermost, key_lines, plain
+from deploy.stages.export.exporters import Exporter
+
+# Root causes torch.export meets on real models, and what they mean for the user.
+CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"GuardOnDataDependentSymNode|data-dependent", re.I),
+        "the model branches on values it computes from its inputs (e.g. detection post-processing), which "
+        "torch.export cannot trace for every input",
+    ),
+    (
+        re.compile(r"Cannot view a tensor|view\b.*symbolic|as a tensor with shape", re.I),
+        "a view / reshape over the dynamic dims that torch.export cannot prove valid for every size",
+    ),
+    (
+        re.compile(r"Constraints violated|specializ|must be specialized", re.I),
+        "the model fixes a dim the shape spec declares dynamic: give it min = opt = max in the shape spec, or "
+        "set the dim to a constant",
+    ),
+    (
+        re.compile(
+            r"Unsupported: ONNX export of operator|is not supported in opset|Exporting the operator", re.I
+        ),
+        "an operator the exporter cannot write at this opset: raise stages.export.opset",
+    ),
+)
+
+
+# The stage's own parity gate, as its message starts (an export that ran but differs).
+PARITY = "vs eager parity failed"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One exporter's try: what went wrong ("" when it worked)."""
+
+    exporter: Exporter
+    error: str = ""
+    cause: str = ""  # what the error means, where it is a known one
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+    def text(self) -> str:
+        meaning = f": {self.cause}" if self.cause else ""
+        return f"{_title(self.exporter)} failed{meaning}: {self.error}"
+
+
+def attempt_failed(exporter: Exporter, exc: BaseException) -> Attempt:
+    """The exporter's error as key lines, and its meaning where known."""
+    if isinstance(exc, StageFailed):  # deploy's own check, already said in a line or two
+        return Attempt(exporter, clip(plain(str(exc)), 600))
+    root = innermost(exc)
+    text = f"{type(root).__name__}: {plain(str(root))}"
+    cause = next((meaning for pattern, meaning in CAUSES if pattern.search(text)), "")
+    return Attempt(exporter, key_lines(exc), cause)
+
+
+def message(asked: Exporter, attempts: list[Attempt]) -> str:
+    """The stage's failure: each attempt, then the next step."""
+    tried = {a.exporter for a in attempts}
+    lines = [a.text() for a in attempts if not a.ok]
+    if asked is not Exporter.AUTO and asked.other not in tried:
+        lines.append(
+            f"next: try stages.export.exporter: {asked.other.value} ({_title(asked.other)}), or auto, which tries "
+            "torch.export first and the legacy exporter where it fails"
+        )
+    elif any(PARITY in a.error for a in attempts):
+        lines.append(
+            "next: an export ran but ONNX Runtime's answers differ from eager's by more than "
+            "stages.export.tolerance; where that is float noise (e.g. box coordinates decoded through exp()), "
+            "loosen rtol there and in the later stages' tolerance"
+        )
+    elif len(tried) > 1:
+        lines.append(
+            "next: both exporters failed; where the model fixes a shape, make that dim static in the shape spec"
+        )
+    return "; ".join(lines) + " (full messages in the stage log)"
+
+
+def _title(exporter: Exporter) -> str:
+    return "torch.export" if exporter is Exporter.DYNAMO else "the legacy (TorchScript) exporter"

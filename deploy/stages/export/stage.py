@@ -1,0 +1,145 @@
+"""export: ONNX with dynamic axes from the shape spec, checked in ONNX Runtime.
+
+`exporter: auto` (the default) tries torch.export first and, where it fails (the export
+itself, or ONNX Runtime on its graph at the min / opt / max shapes), the legacy
+TorchScript-based exporter, which upstream deprecates; the path taken and why go into
+the summary and the run report. A config can pin either one.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from deploy.gates.tolerance import Tolerance
+from deploy.modelio.onnx_files import MODEL_FILE, ExternalData
+from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, ArtifactKind, Section, StageContext, StageSpec
+from deploy.pipeline.errors import StageFailed, clip
+from deploy.stages.export import exporters, failures
+from deploy.stages.export.exporters import Exporter
+from deploy.stages.export.failures import Attempt
+
+
+class ExportParams(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    opset: int = Field(17, ge=13, le=23, description="ONNX opset version.")
+    exporter: Exporter = Field(
+        Exporter.AUTO,
+        description="auto: torch.export first, the legacy exporter where it fails (the path taken is reported); "
+        "dynamo: torch.export only (needs onnxscript); torchscript: the legacy TorchScript-based exporter only "
+        "(deprecated upstream; fast).",
+    )
+    constant_folding: bool = Field(True, description="Fold constants during export (legacy exporter).")
+    external_data: ExternalData = Field(
+        ExternalData.AUTO,
+        description="Where the weights go: auto keeps them in model.onnx unless they pass 2 GB, then "
+        "writes model.onnx.data beside it; always writes them beside it. Later stages keep the layout.",
+    )
+    tolerance: Tolerance = Field(
+        Tolerance(), description="ONNX Runtime vs eager outputs on the golden inputs."
+    )
+
+
+def run(ctx: StageContext, params: ExportParams) -> None:
+    from deploy.gates import references
+    from deploy.modelio.loading import load_adapted
+
+    golden = references.load(ctx.input("golden"))
+    model = load_adapted(ctx.config, golden["opt"].inputs).exportable()
+    attempts: list[Attempt] = []
+    last: Exception | None = None
+    for exporter in params.exporter.attempts:
+        try:
+            table = _attempt(exporter, model, ctx, params, golden)
+        except Exception as exc:
+            ctx.log.error("%s failed", exporter.value, exc_info=exc)
+            attempts.append(failures.attempt_failed(exporter, exc))
+            shutil.rmtree(ctx.output("onnx").parent)
+            last = exc
+            continue
+        attempts.append(Attempt(exporter))
+        _say(ctx, params, attempts, table)
+        return
+    _say(ctx, params, attempts, None)
+    raise StageFailed(failures.message(params.exporter, attempts)) from last
+
+
+def _attempt(exporter: Exporter, model: Any, ctx: StageContext, params: ExportParams, golden: Any) -> Any:
+    """One exporter's ONNX, checked by onnx.checker and by ONNX Runtime against eager at
+    every golden shape: the parity table."""
+    import onnx
+
+    from deploy.gates import parity, references
+    from deploy.gates.detection_parity import layout_of
+    from deploy.modelio import onnx_files
+    from deploy.runtimes.onnxrt import OnnxRuntime
+
+    exporters.export(exporter, model, ctx.config, ctx.output("onnx"), golden, params)
+    onnx_files.check(ctx.output("onnx"))
+    _record_opset(ctx, onnx.load(str(ctx.output("onnx")), load_external_data=False), params.opset)
+    runtime = OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names())
+    table = parity.compare(references.run(runtime, golden), golden, params.tolerance, layout_of(ctx.config))
+    parity.gate(f"ONNX Runtime ({exporter.value} export) vs eager", table, params.tolerance)
+    return table
+
+
+def _say(ctx: StageContext, params: ExportParams, attempts: list[Attempt], table: Any) -> None:
+    """The path taken (and why) in the summary, the report and the headline."""
+    from deploy.gates import parity
+
+    used = next((a.exporter for a in attempts if a.ok), None)
+    ctx.record(
+        "exporter",
+        {
+            "asked": params.exporter.value,
+            "used": used.value if used else None,
+            "attempts": [
+                {"exporter": a.exporter.value, "error": a.error, "cause": a.cause} for a in attempts
+            ],
+        },
+    )
+    if params.exporter is Exporter.AUTO or len(attempts) > 1:
+        rows = [[a.exporter.value, "used" if a.ok else "failed", a.cause or a.error] for a in attempts]
+        ctx.report_table("Export: the path taken", ["exporter", "result", "why"], rows)
+    if table is None or used is None:
+        return
+    ctx.record("parity", parity.to_json(table))
+    ctx.headline(
+        f"{_path(params.exporter, attempts)}, opset {ctx.metrics['opset_written']}, {ctx.metrics['nodes']} nodes, "
+        f"ORT vs eager: {parity.headline(table, params.tolerance)}"
+    )
+
+
+def _path(asked: Exporter, attempts: list[Attempt]) -> str:
+    used = next(a for a in attempts if a.ok).exporter.value
+    failed = [a for a in attempts if not a.ok]
+    if asked is not Exporter.AUTO:
+        return used
+    if not failed:
+        return f"auto: {used}"
+    return f"auto: {used} (torch.export failed: {clip(failed[0].cause or failed[0].error, 120)})"
+
+
+def _record_opset(ctx: StageContext, proto: Any, requested: int) -> None:
+    written = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    ctx.record("opset_requested", requested)
+    ctx.record("opset_written", written)
+    ctx.record("nodes", len(proto.graph.node))
+    if written != requested:
+        ctx.log.warning("asked for opset %s, the exporter wrote opset %s", requested, written)
+
+
+SPEC = StageSpec(
+    name="export",
+    version=4,  # 4: exporter auto (torch.export, then the legacy exporter), forward's other arguments bound
+    params=ExportParams,
+    inputs=(SOURCE_ARTIFACT, "golden"),
+    outputs=(Artifact("onnx", ArtifactKind.TREE, entry=MODEL_FILE),),
+    run=run,
+    uses=frozenset({Section.MODEL, Section.SHAPES}),
+    env=("torch", "safetensors", "onnx", "onnxruntime", "onnxscript", "onnx-ir", "numpy"),
+    description="ONNX export with dynamic axes (auto: torch.export, else the legacy exporter); ONNX Runtime parity vs eager",
+)

@@ -1,0 +1,309 @@
+"""quantize: post-training INT8 ONNX (onnxruntime.quantization), gated on accuracy
+against the FP32 model on held-out inputs, with an automatic FP32 fallback.
+
+Recipes. `static` (Q/DQ, calibrated activation ranges): the settings follow the target.
+TensorRT (explicit quantization, strongly typed builds): symmetric int8 activations and
+weights. ONNX Runtime on CPU: uint8 activations, which its kernels fuse completely; with
+symmetric int8 activations ORT keeps many convolutions in float and the model is *slower*
+than FP32 (resnet50: 32 ms vs 27 ms FP32 vs 9.5 ms uint8 at batch 1 on 2 cores).
+`dynamic`: int8 weights, activations quantized at run time (ONNX Runtime's recipe for
+transformer MatMul / Gemm on CPU): no calibrated ranges, so a -inf attention-mask fill
+cannot break it. `op_types` and `exclude` choose what is quantized; `auto` keeps the most
+sensitive nodes in FP32 until the gate passes (gates/fallback.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from deploy.datasources.datasource import DataSource, fingerprint
+from deploy.gates.tolerance import AccuracyGate, AutoFallback, gate_issues
+from deploy.modelio.onnx_files import MODEL_FILE
+from deploy.pipeline.config import DeployConfig
+from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
+from deploy.pipeline.errors import Issue, MissingDependency, StageFailed
+from deploy.stages.quantize.calibration import Method
+
+Target = Literal["onnxruntime", "tensorrt"]
+Recipe = Literal["static", "dynamic"]
+
+
+class QuantizeParams(AutoFallback):
+    target: Target = Field(
+        "onnxruntime",
+        description="Who runs the INT8 model: onnxruntime (uint8 activations) or tensorrt (symmetric int8 Q/DQ).",
+    )
+    recipe: Recipe = Field(
+        "static",
+        description="static: Q/DQ with calibrated activation ranges (CNNs; TensorRT); dynamic: int8 weights, "
+        "activations quantized at run time (transformers on ONNX Runtime CPU; no calibration ranges).",
+    )
+    op_types: tuple[str, ...] | None = Field(
+        None,
+        min_length=1,
+        description="ONNX op types to quantize, e.g. [MatMul, Gemm] or [Conv]; null: every type the recipe supports.",
+    )
+    exclude: tuple[str, ...] = Field(
+        (), description="ONNX node names kept in FP32 (names as in the run report's sensitivity table)."
+    )
+    # onnxruntime.quantization, or NVIDIA ModelOpt's ONNX PTQ (Q/DQ "following TensorRT
+    # rules"; only for target tensorrt; needs nvidia-modelopt[onnx], whose pins conflict
+    # with this project's onnx / onnxruntime: never run here).
+    quantizer: Literal["onnxruntime", "modelopt"] = Field(
+        "onnxruntime",
+        description="onnxruntime.quantization, or NVIDIA ModelOpt's ONNX PTQ (target tensorrt only; "
+        "needs nvidia-modelopt[onnx]; unverified).",
+    )
+    method: Method = Field("minmax", description="Calibration method: how activation ranges are chosen.")
+    per_channel: bool = Field(True, description="Per-channel weight scales (else per-tensor).")
+    # ORT's quant_pre_process (shape inference + graph optimisation) before quantizing.
+    preprocess: bool = Field(
+        True, description="Run ONNX Runtime's quant_pre_process (shape inference + graph optimisation) first."
+    )
+    calibration: DataSource = Field(
+        DataSource(),
+        description="Calibration inputs (static ranges; the fallback's sensitivity ranking); use real data "
+        "(images / arrays) for a meaningful INT8 model.",
+    )
+    # Held-out inputs for the gate; default: the `holdout_count` samples that follow the
+    # calibration samples in the same source.
+    holdout: DataSource | None = Field(
+        None,
+        description="Held-out inputs for the accuracy gate; null: the holdout_count samples that follow the "
+        "calibration ones in the same source.",
+    )
+    holdout_count: int = Field(32, ge=1, description="Held-out samples taken when holdout is null.")
+    gate: AccuracyGate = Field(AccuracyGate(), description="INT8 vs FP32 outputs on the held-out inputs.")
+
+
+def check(params: QuantizeParams, config: DeployConfig) -> list[Issue]:
+    where = "stages.quantize"
+    issues = gate_issues(params.gate, config.outputs, where)
+    if params.recipe == "dynamic" and params.target == "tensorrt":
+        issues.append(
+            Issue(f"{where}.recipe", "TensorRT needs static Q/DQ (calibrated ranges): use recipe: static")
+        )
+    if params.quantizer == "modelopt":
+        issues += _modelopt_issues(params, where)
+    return issues
+
+
+def _modelopt_issues(params: QuantizeParams, where: str) -> list[Issue]:
+    chosen = [k for k in ("op_types", "auto") if getattr(params, k)] + (["exclude"] if params.exclude else [])
+    issues = [Issue(f"{where}.{k}", "only with quantizer: onnxruntime") for k in chosen]
+    if params.target != "tensorrt":
+        issues.append(Issue(f"{where}.quantizer", "modelopt writes Q/DQ for TensorRT: set target: tensorrt"))
+    if params.recipe != "static":
+        issues.append(Issue(f"{where}.recipe", "modelopt quantizes statically (recipe: static)"))
+    if params.method == "percentile":
+        issues.append(Issue(f"{where}.method", "modelopt calibrates with minmax ('max') or entropy only"))
+    return issues
+
+
+def holdout_source(params: QuantizeParams) -> DataSource:
+    if params.holdout is not None:
+        return params.holdout
+    calibration = params.calibration
+    return calibration.model_copy(
+        update={"offset": calibration.offset + calibration.count, "count": params.holdout_count}
+    )
+
+
+def run(ctx: StageContext, params: QuantizeParams) -> None:
+    from deploy.datasources import datasource
+    from deploy.gates import accuracy, fallback
+
+    calibration = datasource.load(params.calibration, ctx.config)
+    holdout = datasource.load(holdout_source(params), ctx.config)
+    # With no holdout of its own, the held-out samples follow the calibration ones: the
+    # real data goes there.
+    key = "stages.quantize.holdout" if params.holdout is not None else "stages.quantize.calibration"
+    evidence = datasource.evidence(holdout_source(params), key)
+    details = {
+        "target": params.target,
+        "recipe": params.recipe,
+        "method": params.method if params.recipe == "static" else None,
+        "op_types": list(params.op_types) if params.op_types else "all",
+        "exclude": list(params.exclude),
+        "calibration_samples": len(calibration),
+    }
+    if params.quantizer == "modelopt":
+        _quantize_modelopt(ctx.input("onnx"), ctx.output("onnx_int8"), calibration, params)
+        accuracy.conclude(
+            ctx, "INT8", ctx.output("onnx_int8"), holdout, params.gate, details, "accuracy_int8", evidence
+        )
+        return
+    model = _prepared(ctx.input("onnx"), params, ctx.workdir)
+    _check_names(model, params.exclude)
+    quantize = _Quantizer(model, params, calibration, ctx.workdir)
+    quantize.step = ctx.progress
+    conversion = fallback.Conversion(
+        "INT8",
+        "onnx_int8",
+        "accuracy_int8",
+        quantize.build,
+        model,
+        partial(_eligible, params, _supported(params)),
+    )
+    fallback.conclude(ctx, conversion, calibration, holdout, params.gate, params, details, evidence)
+
+
+def _prepared(source: Path, params: QuantizeParams, work: Path) -> Path:
+    """ORT's quant_pre_process when asked: node names in `exclude` and in the fallback's
+    ranking are this model's."""
+    if not params.preprocess:
+        return source
+    from onnxruntime.quantization import shape_inference
+
+    from deploy.modelio import onnx_files
+
+    model = work / "preprocessed.onnx"
+    external = onnx_files.uses_external_data(source)
+    shape_inference.quant_pre_process(
+        str(source),
+        str(model),
+        skip_symbolic_shape=True,
+        save_as_external_data=external,
+        all_tensors_to_one_file=True,
+        external_data_location=model.name + onnx_files.DATA_SUFFIX if external else None,
+    )
+    return model
+
+
+def _check_names(model: Path, exclude: tuple[str, ...]) -> None:
+    """A name that matches no node would silently exclude nothing: a typo, reported."""
+    import onnx
+
+    names = {n.name for n in onnx.load(str(model), load_external_data=False).graph.node}
+    unknown = [name for name in exclude if name not in names]
+    if unknown:
+        sample = ", ".join(sorted(names)[:5])
+        raise StageFailed(
+            f"stages.quantize.exclude: no node named {unknown} in the model to quantize (names look like: {sample})"
+        )
+
+
+def _supported(params: QuantizeParams) -> frozenset[str]:
+    """The op types the recipe quantizes when op_types is null."""
+    from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry
+
+    registry = IntegerOpsRegistry if params.recipe == "dynamic" else QDQRegistry
+    return frozenset(params.op_types or registry)
+
+
+def _eligible(params: QuantizeParams, supported: frozenset[str], node: Any, converted: Any) -> bool:
+    return node.op_type in supported and node.name not in params.exclude and converted.quantized(node)
+
+
+Step = Callable[[int, int | None, str], None]
+
+
+class _Quantizer:
+    """Writes the INT8 model for a set of nodes kept in FP32 (on top of `exclude`);
+    calibration runs once, on the first call of the static recipe."""
+
+    def __init__(self, model: Path, params: QuantizeParams, calibration: list[Any], work: Path) -> None:
+        from deploy.modelio import onnx_files
+
+        self.model, self.params, self.calibration, self.work = model, params, calibration, work
+        self._cache: Path | None = None
+        self.step: Step | None = None  # calibration's progress (StageContext.progress)
+        # The quantized model keeps its source's layout (weights beside it or inside).
+        self.external = onnx_files.uses_external_data(model)
+
+    def build(self, kept_float: tuple[str, ...], dest: Path) -> None:
+        exclude = [*self.params.exclude, *kept_float]
+        if self.params.recipe == "dynamic":
+            self._dynamic(exclude, dest)
+        else:
+            self._static(exclude, dest)
+
+    def _dynamic(self, exclude: list[str], dest: Path) -> None:
+        from onnxruntime import quantization as q
+
+        # The dynamic quantizer first rewrites a Gemm X as MatMul X_MatMul + Add X_Add and
+        # matches nodes_to_exclude against the rewritten graph: X alone would exclude nothing.
+        rewritten = [f"{name}_MatMul" for name in exclude]
+        q.quantize_dynamic(
+            str(self.model),
+            str(dest),
+            op_types_to_quantize=list(self.params.op_types or []),
+            per_channel=self.params.per_channel,
+            weight_type=q.QuantType.QInt8,
+            nodes_to_exclude=[*exclude, *rewritten],
+            use_external_data_format=self.external,
+        )
+
+    def _static(self, exclude: list[str], dest: Path) -> None:
+        from onnxruntime import quantization as q
+
+        from deploy.stages.quantize import calibration
+
+        if self._cache is None:
+            scope = calibration.Scope(self.params.op_types, self.params.exclude)
+            self._cache = calibration.calibrate(
+                self.model, self.calibration, self.params.method, self.work, scope, self.step
+            )
+        tensorrt = self.params.target == "tensorrt"
+        q.quantize_static(
+            str(self.model),
+            str(dest),
+            None,
+            quant_format=q.QuantFormat.QDQ,
+            op_types_to_quantize=list(self.params.op_types or []),
+            per_channel=self.params.per_channel,
+            activation_type=q.QuantType.QInt8 if tensorrt else q.QuantType.QUInt8,
+            weight_type=q.QuantType.QInt8,
+            nodes_to_exclude=exclude,
+            calibrate_method=calibration.ort_method(self.params.method),
+            extra_options={"ActivationSymmetric": tensorrt, "WeightSymmetric": True},
+            calibration_cache_path=str(self._cache),
+            use_external_data_format=self.external,
+        )
+
+
+def _quantize_modelopt(source: Path, dest: Path, calibration: list[Any], params: QuantizeParams) -> None:
+    """ModelOpt's documented API: quantize(onnx_path, quantize_mode, calibration_data,
+    calibration_method, calibration_eps, output_path). Unverified: not installable here."""
+    import numpy as np
+
+    try:
+        from modelopt.onnx.quantization import quantize
+    except ImportError as exc:
+        raise MissingDependency(f"NVIDIA ModelOpt ({exc})", "pip install 'nvidia-modelopt[onnx]'") from exc
+    data = {name: np.concatenate([sample[name] for sample in calibration]) for name in calibration[0]}
+    quantize(
+        onnx_path=str(source),
+        quantize_mode="int8",
+        calibration_data=data,
+        calibration_method={"minmax": "max", "entropy": "entropy"}[params.method],
+        calibration_eps=["cpu"],
+        output_path=str(dest),
+    )
+
+
+SPEC = StageSpec(
+    name="quantize",
+    version=7,  # 7: accuracy.json says what its held-out inputs were; 6: a versioned record; 5: a directory
+    params=QuantizeParams,
+    inputs=("onnx",),
+    outputs=(
+        Artifact("onnx_int8", ArtifactKind.TREE, entry=MODEL_FILE),
+        Artifact("accuracy_int8", filename="accuracy.json"),
+    ),
+    run=run,
+    uses=frozenset({Section.SHAPES}),
+    env=("onnx", "onnxruntime", "numpy", "pillow", "tokenizers"),
+    identity=lambda p: {
+        "calibration_data": fingerprint(p.calibration),
+        "holdout_data": fingerprint(p.holdout),
+    },
+    check=check,
+    description="INT8 ONNX (static Q/DQ or dynamic; onnxruntime.quantization or ModelOpt), accuracy-gated "
+    "against FP32, with automatic FP32 fallback of the most sensitive nodes",
+)

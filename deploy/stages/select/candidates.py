@@ -1,0 +1,121 @@
+"""What select weighs, and the target its decision holds for.
+
+With a smoke stage in the config the target is the server smoke ran: every model of the
+repository is a candidate under its own name, verified when smoke passed it on that server
+(a model the server could not load is unverified, with smoke's reason), and timed end to
+end where bench measured it through Triton. A runtime no served model stands for (eager
+PyTorch, a format triton_config did not write) is unverified on that target too. Without a
+smoke stage the target is the runtimes in a process on this host, and the candidates are
+bench's in-process rows, as measured. Stdlib and the shared records only."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from deploy.runtimes.catalog import CATALOG, IN_PROCESS, BenchRuntime
+from deploy.runtimes.record import BenchResults, BenchRow
+from deploy.serving.smoke_report import ModelResult, ModelStatus, SmokeReport
+from deploy.stages.select.selection import Candidate
+
+MODEL_ROLE = "model"  # serving.service.Role.MODEL: a served model, not a pre/post step or ensemble
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the decision holds: a server smoke verified, or in-process runtimes."""
+
+    text: str
+    server: bool
+
+
+def target_of(bench: BenchResults, smoke: SmokeReport | None) -> Target:
+    host = f"{bench.host.get('host_cpu') or 'this host'}, {bench.host.get('host_cores') or '?'} cores"
+    if smoke is None or smoke.server is None:
+        return Target(
+            f"in-process runtimes on {host} (no server: add the smoke stage to decide for Triton)", False
+        )
+    info = smoke.server
+    backends = f"backends {', '.join(info.backends)}" if info.backends is not None else "backends unknown"
+    return Target(f"tritonserver {info.version or '?'} ({info.kind} server, {backends}) on {host}", True)
+
+
+def gather(
+    bench: BenchResults,
+    cosines: Mapping[str, float | None],
+    smoke: SmokeReport | None,
+    evidence: Mapping[str, str] | None = None,
+) -> list[Candidate]:
+    """Served models first (with a smoke report), then every in-process runtime measured.
+    `cosines` / `evidence`: per precision, the worst cosine to FP32 and, where the data
+    was not real, what it was."""
+    said = evidence or {}
+    plain = [replace(c, evidence=said.get(c.precision, "")) for c in _in_process(bench, cosines)]
+    if smoke is None:
+        return plain
+    served = [
+        replace(_served(name, bench, cosines, smoke), evidence=said.get(r.precision, ""))
+        for name, r in smoke.models.items()
+        if r.role == MODEL_ROLE
+    ]
+    standing = {c.runtime for c in served}
+    return served + [_unserved(c) for c in plain if c.runtime not in standing]
+
+
+def _in_process(bench: BenchResults, cosines: Mapping[str, float | None]) -> list[Candidate]:
+    found = []
+    for runtime in IN_PROCESS:
+        deploys = CATALOG[runtime]
+        rows = _rows_of(bench.rows, runtime.value)
+        if rows or runtime in bench.skipped:
+            cosine = cosines.get(deploys.precision)
+            reason = bench.skipped.get(runtime, "")
+            found.append(Candidate(runtime.value, deploys.format, deploys.precision, cosine, rows, reason))
+    return found
+
+
+def _rows_of(rows: list[BenchRow], runtime: str) -> dict[int, BenchRow]:
+    return {r.batch: r for r in rows if r.runtime == runtime and r.load == "1"}
+
+
+def _served(
+    name: str, bench: BenchResults, cosines: Mapping[str, float | None], smoke: SmokeReport
+) -> Candidate:
+    result = smoke.models[name]
+    runtime = runtime_serving(result.format, result.precision)
+    deploys = CATALOG[runtime]
+    server_rows = tuple(r for r in bench.rows if r.runtime == f"triton:{name}" and r.request_rate is None)
+    verdict = "" if result.status is ModelStatus.PASSED else _why_unverified(result)
+    return Candidate(
+        runtime.value,
+        deploys.format,
+        deploys.precision,
+        cosines.get(deploys.precision),
+        _rows_of(bench.rows, runtime.value),
+        bench.skipped.get(runtime, ""),
+        model=name,
+        served=server_rows,
+        unverified=verdict,
+    )
+
+
+def _why_unverified(result: ModelResult) -> str:
+    if result.status is ModelStatus.SKIPPED:
+        return f"the server did not load it: {result.reason}"
+    return f"smoke failed on it: {'; '.join(result.problems) or result.reason}"
+
+
+def _unserved(c: Candidate) -> Candidate:
+    why = (
+        "eager PyTorch is not a Triton model format"
+        if c.runtime == BenchRuntime.EAGER
+        else f"no model of the repository serves it (stages.triton_config.formats / precisions: {c.format} {c.precision})"
+    )
+    return replace(c, unverified=why)
+
+
+def runtime_serving(fmt: str, precision: str) -> BenchRuntime:
+    """The in-process runtime that runs the file a served model of `fmt` serves."""
+    if fmt == "plan":
+        return BenchRuntime.TENSORRT
+    return next(r for r, d in CATALOG.items() if fmt in d.served_as and d.precision == precision)

@@ -1,0 +1,302 @@
+"""The select stage's decision, as typed records: candidates (what deploys, with its
+measured rows and accuracy, and whether the target verified it), and per objective the
+winner and every other candidate's verdict with its reason, and `Selection`,
+selection.json (a versioned record). Stdlib and the shared records only."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Protocol
+
+from deploy.pipeline.records import SchemaMismatch, expect_schema
+from deploy.runtimes.record import BenchRow
+
+# selection.json's layout; bumped with the select stage's version (see pipeline/records.py).
+SCHEMA = 2  # 2: the target, each decision's basis, served models and unverified candidates
+
+
+class Goal(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def metric(self) -> str: ...
+    @property
+    def batch(self) -> int | None: ...
+    @property
+    def max_latency_ms(self) -> float | None: ...
+    @property
+    def percentile(self) -> float | None: ...
+    @property
+    def min_cosine(self) -> float | None: ...
+
+
+class Verdict(str, Enum):
+    SELECTED = "selected"
+    SLOWER = "slower"
+    REJECTED = "rejected"  # measured, but breaks a constraint
+    UNVERIFIED = "unverified"  # the target never loaded / checked it: not a choice for it
+    SKIPPED = "skipped"  # not measured at all
+
+
+class Basis(str, Enum):
+    """Which numbers a decision compares."""
+
+    SERVED = "served"  # bench's end-to-end rows through the target server
+    IN_PROCESS = "in-process"  # bench's rows of the runtime in its own process
+
+
+@dataclass(frozen=True)
+class Candidate:
+    runtime: str  # the in-process runtime that runs the same file
+    format: str
+    precision: str
+    cosine: float | None  # to FP32 on held-out data; None for FP32 itself
+    rows: dict[int, BenchRow] = field(default_factory=dict)  # batch -> its single-stream row
+    skipped: str = ""  # why bench did not measure it
+    model: str = ""  # the Triton model serving it on the target ("": none)
+    served: tuple[BenchRow, ...] = ()  # bench's end-to-end rows of `model` (triton:<model>)
+    unverified: str = ""  # why the target did not verify it ("": verified, or no server target)
+    evidence: str = ""  # what its accuracy rests on when that is not real data ("random data: KEY")
+
+    @property
+    def label(self) -> str:
+        what = f"{self.format} {self.precision} ({self.runtime})"
+        return f"{self.model}: {what}" if self.model else what
+
+
+@dataclass(frozen=True)
+class Entry:
+    candidate: Candidate
+    verdict: Verdict
+    value: float | None  # ms (latency) or items/s (throughput)
+    reason: str = ""
+    load: str = ""  # the row the value comes from: "1", "c4" (served rows at a concurrency)
+    basis: Basis = Basis.IN_PROCESS  # where that row was measured
+
+
+@dataclass(frozen=True)
+class Decision:
+    objective: Goal
+    batch: int | None
+    entries: list[Entry]
+    basis: Basis = Basis.IN_PROCESS
+
+    @property
+    def winner(self) -> Entry | None:
+        return next((e for e in self.entries if e.verdict is Verdict.SELECTED), None)
+
+    def winner_label(self) -> str | None:
+        return None if self.winner is None else self.winner.candidate.label
+
+    def unit(self) -> str:
+        return "ms" if self.objective.metric == "latency" else "items/s"
+
+
+def decide(found: list[Candidate], objective: Goal, min_gain: float = 0.0, server: bool = False) -> Decision:
+    """The best contender among what the target verified; a reduced-precision one only when
+    it beats the best FP32 one by more than `min_gain` (a gain inside the measurement's
+    spread does not pay for the accuracy it costs). Served rows decide where bench timed
+    every verified candidate through the server."""
+    basis = _basis(found, objective, server)
+    batch = objective.batch or _default_batch(found, objective.metric, basis)
+    entries = [_judge(c, objective, batch, basis, server) for c in found]
+    ranked = sorted((e for e in entries if e.verdict is Verdict.SLOWER), key=lambda e: _order(e, objective))
+    if not ranked:
+        return Decision(objective, batch, entries, basis)
+    best = _worth_it(ranked, objective, min_gain)
+    return Decision(objective, batch, [_against(e, best, objective) for e in entries], basis)
+
+
+def _basis(found: list[Candidate], objective: Goal, server: bool) -> Basis:
+    verified = [c for c in found if server and not c.unverified and not c.skipped]
+    timed = verified and all(c.served for c in verified)
+    batches = {r.batch for c in verified for r in c.served}
+    fits = objective.batch is None or objective.batch in batches
+    return Basis.SERVED if timed and fits else Basis.IN_PROCESS
+
+
+def _worth_it(ranked: list[Entry], objective: Goal, min_gain: float) -> Entry:
+    best = ranked[0]
+    fp32 = next((e for e in ranked if e.candidate.precision == "fp32"), None)
+    if best.candidate.precision == "fp32" or fp32 is None:
+        return best
+    return best if _gain(best, fp32, objective) > 1 + min_gain else fp32
+
+
+def _gain(e: Entry, other: Entry, objective: Goal) -> float:
+    assert e.value is not None and other.value is not None
+    return other.value / e.value if objective.metric == "latency" else e.value / other.value
+
+
+def _default_batch(found: list[Candidate], metric: str, basis: Basis) -> int | None:
+    if basis is Basis.SERVED:
+        batches = {r.batch for c in found for r in c.served}
+    else:
+        batches = {b for c in found for b in c.rows}
+    if not batches:
+        return None
+    return min(batches) if metric == "latency" else max(batches)
+
+
+def _judge(c: Candidate, objective: Goal, batch: int | None, basis: Basis, server: bool) -> Entry:
+    """Measured, verified and within the constraints: a contender (SLOWER until chosen)."""
+    if c.skipped:
+        return Entry(c, Verdict.SKIPPED, None, c.skipped)
+    row, measured = _row(c, objective, batch, basis)
+    value = None if row is None else (row.median_ms if objective.metric == "latency" else row.items_per_s)
+    load = "" if row is None else row.load
+    if server and c.unverified:
+        return Entry(c, Verdict.UNVERIFIED, value, c.unverified, load, measured)
+    if row is None:
+        where = "through the server" if basis is Basis.SERVED else "in process"
+        return Entry(c, Verdict.SKIPPED, None, f"not measured {where} at batch {batch}")
+    broken = _broken(c, row, objective)
+    verdict = Verdict.REJECTED if broken else Verdict.SLOWER
+    return Entry(c, verdict, value, "; ".join(broken), load, measured)
+
+
+def _row(c: Candidate, objective: Goal, batch: int | None, basis: Basis) -> tuple[BenchRow | None, Basis]:
+    """Served: concurrency 1 for latency, the best concurrency for throughput. A candidate
+    the server never ran has only its in-process row (shown, never compared)."""
+    if basis is Basis.IN_PROCESS or not c.served:
+        return (c.rows.get(batch) if batch is not None else None), Basis.IN_PROCESS
+    rows = [r for r in c.served if r.batch == batch]
+    if objective.metric == "latency":
+        return next((r for r in rows if r.load == "1"), None), Basis.SERVED
+    return max(rows, key=lambda r: r.items_per_s, default=None), Basis.SERVED
+
+
+def _broken(c: Candidate, row: BenchRow, objective: Goal) -> list[str]:
+    found = []
+    if objective.max_latency_ms is not None:
+        tail = f"p{objective.percentile:g}" if objective.percentile else row.tail()
+        value = row.percentiles_ms.get(tail)
+        if value is None:
+            found.append(f"{tail} was not measured (bench.percentiles)")
+        elif not row.supported(tail):
+            found.append(f"{tail} not supported by {row.iterations} samples")
+        elif value > objective.max_latency_ms:
+            found.append(f"{tail} {value:.3f} ms > {objective.max_latency_ms} ms")
+    if objective.min_cosine is not None and c.precision in ("int8", "fp16"):
+        if c.cosine is None:
+            found.append("no accuracy measured")
+        elif c.cosine < objective.min_cosine:
+            found.append(f"cosine {c.cosine:.5f} < {objective.min_cosine}")
+    return found
+
+
+def _order(e: Entry, objective: Goal) -> float:
+    assert e.value is not None
+    return e.value if objective.metric == "latency" else -e.value
+
+
+def _against(e: Entry, best: Entry, objective: Goal) -> Entry:
+    if e is best:
+        return Entry(e.candidate, Verdict.SELECTED, e.value, load=e.load, basis=e.basis)
+    if e.verdict is not Verdict.SLOWER or e.value is None or best.value is None:
+        return e
+    unit = "ms" if objective.metric == "latency" else "items/s"
+    numbers = f"{e.value:.3f} {unit} vs {best.value:.3f} {unit}"
+    gain = _gain(e, best, objective)
+    if gain >= 1:  # better, but not by enough to leave FP32
+        reason = f"{numbers}: {100 * (gain - 1):.1f} % better than {best.candidate.label}, within min_gain"
+    else:
+        reason = f"{numbers} ({1 / gain:.2f}x worse than {best.candidate.label})"
+    return Entry(e.candidate, Verdict.SLOWER, e.value, reason, e.load, e.basis)
+
+
+def served_pick(decision: Decision, serves: Callable[[Candidate], list[str]]) -> Entry | None:
+    """What the repository serves for this objective: the winner, or where Triton serves
+    no model of it (eager PyTorch; a format triton_config does not write), the best-ranked
+    contender it does serve."""
+    ranked = sorted(
+        (e for e in decision.entries if e.verdict is Verdict.SLOWER),
+        key=lambda e: _order(e, decision.objective),
+    )
+    contenders = ([decision.winner] if decision.winner else []) + ranked
+    return next((e for e in contenders if serves(e.candidate)), None)
+
+
+# -- selection.json -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Judged:
+    """One candidate's line in selection.json."""
+
+    runtime: str
+    format: str
+    precision: str
+    verdict: Verdict
+    value: float | None
+    reason: str
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """One objective in selection.json: what won, at which batch, on which numbers, and
+    every verdict; `model`, the Triton model to deploy (where the target is a server)."""
+
+    name: str
+    metric: str
+    batch: int | None
+    selected: str | None
+    candidates: list[Judged]
+    basis: str = Basis.IN_PROCESS.value
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """selection.json: the target the decision holds for; per objective the pick and every
+    verdict; the worst cosine to FP32 per reduced-precision runtime; and, where a repository
+    was given, its models that serve each objective's pick."""
+
+    objectives: list[Chosen]
+    accuracy: dict[str, float]
+    served: dict[str, list[str]] | None = None
+    target: str = ""
+
+    @classmethod
+    def of(cls, decisions: list[Decision], found: list[Candidate], target: str = "") -> Selection:
+        chosen = [
+            Chosen(
+                d.objective.name,
+                d.objective.metric,
+                d.batch,
+                d.winner_label(),
+                [_judged(e) for e in d.entries],
+                d.basis.value,
+                d.winner.candidate.model or None if d.winner else None,
+            )
+            for d in decisions
+        ]
+        accuracy = {c.runtime: c.cosine for c in found if c.cosine is not None}
+        return cls(chosen, accuracy, target=target)
+
+    def to_json(self) -> dict[str, object]:
+        data = {"schema": SCHEMA, **asdict(self)}
+        return data if self.served is not None else {k: v for k, v in data.items() if k != "served"}
+
+    @classmethod
+    def read(cls, path: Path) -> Selection:
+        data = expect_schema(json.loads(path.read_text()), str(path), SCHEMA)
+        try:
+            objectives = [_chosen(o) for o in data["objectives"]]  # type: ignore[attr-defined]
+            return cls(objectives, dict(data["accuracy"]), data.get("served"), str(data["target"]))  # type: ignore[call-overload, arg-type]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SchemaMismatch(f"{path}: not a selection record ({type(exc).__name__}: {exc})") from exc
+
+
+def _judged(e: Entry) -> Judged:
+    c = e.candidate
+    return Judged(c.runtime, c.format, c.precision, e.verdict, e.value, e.reason, c.model)
+
+
+def _chosen(data: Mapping[str, Any]) -> Chosen:
+    judged = [Judged(**{**j, "verdict": Verdict(j["verdict"])}) for j in data["candidates"]]
+    fields = (data["name"], data["metric"], data["batch"], data["selected"], judged)
+    return Chosen(*fields, data["basis"], data["model"])

@@ -1,0 +1,209 @@
+"""select: decides, per objective, what to deploy, from what the pipeline measured and
+verified. With a smoke stage the decision is for the server smoke ran: its candidates
+are the models that server loaded and smoke verified, compared on bench's end-to-end rows
+through that server where bench timed them; a model it never loaded (a backend it lacks)
+or a runtime no served model stands for is shown unverified, with the reason, and is not
+chosen for it. Without smoke, bench's in-process rows decide, for in-process use. Every
+candidate gets its verdict: selected, slower (by how much), rejected (which constraint),
+unverified or skipped (why). Writes selection.json and, in the run report and the console,
+the decision first (the model directory to deploy, for which target), then a Model
+Navigator-style status table."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+from deploy.gates.accuracy_report import AccuracyReport
+from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
+from deploy.pipeline.errors import StageFailed
+from deploy.runtimes.catalog import CATALOG, BenchRuntime
+from deploy.runtimes.record import BenchResults
+from deploy.serving.publishing import when_selected
+from deploy.serving.smoke_report import SmokeReport
+from deploy.stages.select import candidates, output, selection
+
+
+class Objective(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    name: str = Field(..., min_length=1, description="What the objective is called in the report.")
+    metric: Literal["latency", "throughput"] = Field(
+        ..., description="latency: lowest median ms per call; throughput: most items/s."
+    )
+    batch: PositiveInt | None = Field(
+        None,
+        description="Batch size compared; null: latency at the smallest measured batch, throughput at the largest.",
+    )
+    max_latency_ms: float | None = Field(
+        None,
+        gt=0,
+        description="Constraint: latency at `percentile` at most this, ms (too few samples for it: rejected).",
+    )
+    percentile: float | None = Field(
+        None,
+        gt=0,
+        le=100,
+        description="For max_latency_ms; null: the bench's highest configured percentile (e.g. 99).",
+    )
+    min_cosine: float | None = Field(
+        None,
+        ge=-1,
+        le=1,
+        description="Constraint: reduced precision at least this cosine to FP32 on held-out data.",
+    )
+
+
+class SelectParams(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    objectives: tuple[Objective, ...] = Field(
+        (Objective(name="latency", metric="latency"), Objective(name="throughput", metric="throughput")),
+        min_length=1,
+        description="What to choose for: each picks its best candidate that meets its constraints.",
+    )
+
+    min_gain: float = Field(
+        0.10,
+        ge=0,
+        description="A reduced-precision candidate wins only when it beats the best FP32 one by more than this "
+        "fraction (a gain inside the measurement's spread does not pay for the accuracy it costs).",
+    )
+
+    @model_validator(mode="after")
+    def _unique(self) -> SelectParams:
+        names = [o.name for o in self.objectives]
+        if len(set(names)) < len(names):
+            raise ValueError(f"objective names must differ: {names}")
+        return self
+
+
+# The accuracy report of each reduced precision: the artifacts of quantize and fp16.
+REPORTS = {"int8": "accuracy_int8", "fp16": "accuracy_fp16"}
+
+
+def run(ctx: StageContext, params: SelectParams) -> None:
+    bench = BenchResults.read(ctx.input("results"))
+    reports = {p: AccuracyReport.read(ctx.input(a)) for p, a in REPORTS.items() if a in ctx.inputs}
+    cosines = {p: r.worst_cosine() for p, r in reports.items()}
+    evidence = {p: r.evidence.short() for p, r in reports.items()}
+    smoke = SmokeReport.read(ctx.input("smoke")) if "smoke" in ctx.inputs else None
+    target = candidates.target_of(bench, smoke)
+    found = candidates.gather(bench, cosines, smoke, evidence)
+    if not any(c.rows or c.served for c in found):
+        raise StageFailed("select: the bench stage measured no in-process runtime to choose from")
+    decisions = [selection.decide(found, o, params.min_gain, target.server) for o in params.objectives]
+    chosen = selection.Selection.of(decisions, found, target.text)
+    ctx.record("selection", {d.objective.name: d.winner_label() for d in decisions})
+    ctx.record("target", target.text)
+    ctx.headline(output.headline(decisions, target, ctx.config.repository))
+    output.report(ctx, decisions, found, target)
+    unmet = [d.objective.name for d in decisions if d.winner is None]
+    ctx.output("deployment").mkdir()  # empty without a repository: nothing to serve
+    if not unmet and "repository" in ctx.inputs:
+        chosen = replace(chosen, served=_deployment(ctx, decisions))
+    ctx.output("selection").write_text(json.dumps(chosen.to_json(), indent=1))
+    if unmet:
+        raise StageFailed(_unmet_message(unmet, decisions, target))
+
+
+def _unmet_message(unmet: list[str], decisions: list[selection.Decision], target: Any) -> str:
+    unverified = {
+        e.candidate.label for d in decisions for e in d.entries if e.verdict is selection.Verdict.UNVERIFIED
+    }
+    why = f" ({len(unverified)} candidate(s) unverified on {target.text})" if unverified else ""
+    return (
+        f"select: no candidate meets the constraints of {output.quoted(unmet)}{why}; every verdict is in the "
+        "run report's selection tables"
+    )
+
+
+def _deployment(ctx: StageContext, decisions: list[selection.Decision]) -> dict[str, list[str]]:
+    """Writes `deployment`: the repository's models serving each objective's pick, as
+    they are (same files, so smoke's and bench's verdicts on them hold)."""
+    source = ctx.input("repository")
+    present = {p.name for p in source.iterdir() if p.is_dir()}
+    serves = partial(_served, ctx.config.name, present)
+    picks = {d.objective.name: _serving_pick(d, serves, sorted(present)) for d in decisions}
+    target = ctx.output("deployment")
+    for model in dict.fromkeys(m for pick in picks.values() for m in serves(pick.candidate)):
+        shutil.copytree(source / model, target / model, copy_function=_link)
+    rows = [
+        [name, p.candidate.label, ", ".join(serves(p.candidate)), _why(d, p)]
+        for d, (name, p) in zip(decisions, picks.items())
+    ]
+    ctx.report_table(
+        "Models serving the selection (what triton_config.publish: selected publishes)",
+        ["objective", "candidate", "models", "note"],
+        rows,
+    )
+    return {name: serves(p.candidate) for name, p in picks.items()}
+
+
+def _served(name: str, present: set[str], c: selection.Candidate) -> list[str]:
+    """The models serving candidate `c` (the one smoke verified, where the target is a
+    server), with their ensembles and the pre / post models those run
+    (triton_config.preprocess), so the published service is the chosen one."""
+    if c.model:
+        models = [c.model] if c.model in present else []
+    else:
+        suffix = f"_{c.precision}" if c.precision in REPORTS else ""
+        formats = CATALOG[BenchRuntime(c.runtime)].served_as
+        models = [m for m in (f"{name}_{fmt}{suffix}" for fmt in formats) if m in present]
+    services = [f"{m}_ensemble" for m in models if f"{m}_ensemble" in present]
+    parts = [p for p in (f"{name}_pre", f"{name}_post") if services and p in present]
+    return models + services + parts
+
+
+def _serving_pick(
+    d: selection.Decision, serves: Callable[[selection.Candidate], list[str]], present: list[str]
+) -> selection.Entry:
+    pick = selection.served_pick(d, serves)
+    if pick is None:
+        raise StageFailed(
+            f"select: the repository serves no contender of '{d.objective.name}' (it holds {present}); "
+            "add the format to triton_config.formats / precisions, or publish: all"
+        )
+    return pick
+
+
+def _why(d: selection.Decision, pick: selection.Entry) -> str:
+    if pick is d.winner and pick.candidate.model:
+        return "the model the target server loaded and smoke verified"
+    if pick is d.winner:
+        return "every model of the repository that serves this runtime's file (no server verified them)"
+    return f"{d.winner_label()} has no Triton model here; the best one served"
+
+
+def _link(src: str, dst: str) -> None:
+    """Hard links where the cache's file system allows (the files are read-only objects)."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+SPEC = StageSpec(
+    phase=Phase.MEASURE,
+    name="select",
+    version=4,  # 4: decides for the server smoke verified, on served numbers (selection.json schema 2)
+    params=SelectParams,
+    inputs=("results", "accuracy_int8", "accuracy_fp16", "repository", "smoke"),
+    outputs=(
+        Artifact("selection", filename="selection.json"),
+        Artifact("deployment", ArtifactKind.TREE, publish=Publish.REPOSITORY),
+    ),
+    run=run,
+    env=(),
+    if_configured=frozenset({*REPORTS.values(), "repository", "smoke"}),
+    publishes=when_selected,
+    description="picks the best (format, precision) per objective from bench rows and accuracy gates; status table",
+    timeout_s=600,
+)

@@ -1,0 +1,119 @@
+"""simplify: onnxsim, keeping the dynamic dims; checked in ONNX Runtime."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from deploy.gates.tolerance import Tolerance
+from deploy.modelio.onnx_files import MODEL_FILE
+from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
+from deploy.pipeline.errors import StageFailed
+
+
+class SimplifyParams(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    enabled: bool = Field(True, description="false: hand the exported model on unchanged.")
+    # passthrough: when onnxsim fails, hand the unsimplified model on (with a warning).
+    on_failure: Literal["fail", "passthrough"] = Field(
+        "fail",
+        description="When onnxsim fails: fail the stage, or hand the unsimplified model on (with a warning).",
+    )
+    tolerance: Tolerance = Field(
+        Tolerance(), description="Simplified model (ONNX Runtime) vs eager outputs on the golden inputs."
+    )
+
+
+def run(ctx: StageContext, params: SimplifyParams) -> None:
+    from deploy.modelio import onnx_files
+
+    if not params.enabled:
+        onnx_files.copy(ctx.input("onnx"), ctx.output("onnx"))
+        ctx.headline("disabled: model passed through")
+        return
+    import onnx
+
+    from deploy.gates import parity, references
+    from deploy.gates.detection_parity import layout_of
+    from deploy.runtimes.onnxrt import OnnxRuntime
+
+    header = onnx.load(str(ctx.input("onnx")), load_external_data=False)  # sizes, not weights
+    if onnx_files.too_big(header):
+        _pass_through(ctx, "the model is over 2 GB: onnxsim works on one in-memory protobuf, capped at 2 GB")
+        return
+    external = onnx_files.has_external(header)
+    original = onnx.load(str(ctx.input("onnx")))
+    simplified = _simplify(ctx, original, params)
+    if simplified is None:
+        return
+    nodes = (len(original.graph.node), len(simplified.graph.node))
+    onnx_files.save(simplified, ctx.output("onnx"), external)
+    golden = references.load(ctx.input("golden"))
+    table = parity.compare(
+        references.run(OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names()), golden),
+        golden,
+        params.tolerance,
+        layout_of(ctx.config),
+    )
+    ctx.record("nodes_before", nodes[0])
+    ctx.record("nodes_after", nodes[1])
+    ctx.record("parity", parity.to_json(table))
+    ctx.headline(f"nodes {nodes[0]} -> {nodes[1]}, ORT vs eager: {parity.headline(table, params.tolerance)}")
+    parity.gate("simplified ONNX vs eager", table, params.tolerance)
+
+
+def _simplify(ctx: StageContext, model: Any, params: SimplifyParams) -> Any:
+    """The simplified model; None after a passthrough. onnxsim's own random check is
+    off (check_n=0): our golden parity check replaces it, with the config's tolerances."""
+    import onnxsim
+
+    try:
+        simplified, ok = onnxsim.simplify(model, check_n=0)
+        if not ok:
+            raise RuntimeError("onnxsim reported that the simplified model is not equivalent")
+        _check_dynamic_dims(ctx, simplified)
+        return simplified
+    except Exception as exc:
+        message = f"onnxsim failed: {type(exc).__name__}: {exc}"
+        if params.on_failure == "fail":
+            raise StageFailed(message) from exc
+        _pass_through(ctx, f"{message} (on_failure: passthrough)")
+        return None
+
+
+def _pass_through(ctx: StageContext, reason: str) -> None:
+    """Hands the exported model on unsimplified, saying why (ONNX Runtime already
+    checked it in export, so no parity run here)."""
+    from deploy.modelio import onnx_files
+
+    ctx.log.warning("%s; passing the model through unsimplified", reason)
+    ctx.record("skipped_because", reason)
+    ctx.headline(f"not simplified: {reason}")
+    onnx_files.copy(ctx.input("onnx"), ctx.output("onnx"))
+
+
+def _check_dynamic_dims(ctx: StageContext, model: Any) -> None:
+    graph_inputs = {i.name: i.type.tensor_type.shape.dim for i in model.graph.input}
+    for spec in ctx.config.inputs:
+        dims = graph_inputs.get(spec.name)
+        if dims is None:
+            raise RuntimeError(f"input '{spec.name}' disappeared from the graph")
+        fixed = [a for a in spec.dynamic_axes() if a < len(dims) and not dims[a].dim_param]
+        if fixed:
+            raise RuntimeError(f"input '{spec.name}': dynamic axes {fixed} became static")
+
+
+SPEC = StageSpec(
+    name="simplify",
+    version=2,
+    params=SimplifyParams,
+    inputs=("onnx", "golden"),
+    outputs=(Artifact("onnx", ArtifactKind.TREE, entry=MODEL_FILE),),
+    run=run,
+    uses=frozenset({Section.SHAPES}),
+    env=("onnx", "onnxsim", "onnxruntime", "numpy"),
+    description="onnxsim graph simplification, dynamic dims kept; ORT parity vs eager",
+    timeout_s=1800,
+)

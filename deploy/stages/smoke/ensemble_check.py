@@ -1,0 +1,370 @@
+"""The service check: real bytes through each published ensemble, compared with the
+same pre/post-processing done in Python around the eager model.
+
+Images (scikit-learn's bundled photos as JPEG and PNG, or a directory the config names)
+or sentences go to the ensemble over each protocol in one batched request. The reference
+decodes with PIL and applies torchvision's transforms (or tokenizes with the `tokenizers`
+library), runs the eager model, then softmax/top-k or L2-normalisation in torch.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from deploy.pipeline.contract import StageContext
+from deploy.serving.repository import Model
+from deploy.serving.service import TOKENIZER_FILE, Role
+from deploy.serving.service_client import Protocol, Sample, input_name, samples, settings
+from deploy.serving.smoke_report import ModelResult, ModelStatus, ServiceCheck
+
+
+def _local_file(model: Model) -> Path | None:
+    """A reduced-precision model is run locally from the very file served (its accuracy
+    against FP32 is the quantize / fp16 stages' gate); FP32 answers to the eager model."""
+    if model.precision == "fp32":
+        return None
+    files = sorted(model.directory.glob("*/model.onnx"))
+    return files[-1] if files else None
+
+
+def reference(
+    ctx: StageContext, pre: dict[str, Any], pre_dir: Path, items: list[Sample], onnx_file: Path | None
+) -> dict[str, np.ndarray]:
+    """The model's declared outputs for `items`, prepared in Python: the eager model, or
+    ONNX Runtime on `onnx_file`."""
+    import torch
+
+    from deploy.modelio.loading import load_adapted
+
+    feeds = _image_feeds(pre, items) if pre["kind"] == "image" else _text_feeds(pre, pre_dir, items)
+    feeds = {s.name: feeds[s.name].astype(s.dtype) for s in ctx.config.inputs}
+    if onnx_file is not None:
+        from deploy.runtimes.onnxrt import OnnxRuntime
+
+        return OnnxRuntime(onnx_file, outputs=ctx.config.output_names()).infer(feeds)
+    model = load_adapted(ctx.config, feeds)
+    with torch.no_grad():
+        outs = model(*(torch.from_numpy(feeds[s.name]) for s in ctx.config.inputs))
+    return {o.name: t.float().numpy() for o, t in zip(ctx.config.outputs, outs)}
+
+
+def _image_feeds(pre: dict[str, Any], items: list[Sample]) -> dict[str, np.ndarray]:
+    import torch
+    from PIL import Image
+    from torchvision.transforms import v2
+
+    steps = v2.Compose(
+        [
+            v2.Resize(pre["resize"], interpolation=v2.InterpolationMode.BILINEAR),
+            v2.CenterCrop(pre["crop"]),
+            v2.PILToTensor(),
+            v2.ToDtype(torch.float32),
+            v2.Lambda(lambda t: t * pre["scale"]),
+            v2.Normalize(pre["mean"], pre["std"]),
+        ]
+    )
+    mode = "RGB" if pre["color"] == "rgb" else "L"
+    batch = torch.stack([steps(Image.open(io.BytesIO(s.data)).convert(mode)) for s in items])
+    if pre["layout"] == "NHWC":
+        batch = batch.permute(0, 2, 3, 1)
+    return {pre["feed"]: batch.numpy()}
+
+
+def _text_feeds(pre: dict[str, Any], folder: Path, items: list[Sample]) -> dict[str, np.ndarray]:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+    tokenizer.enable_truncation(pre["max_length"])
+    tokenizer.enable_padding(length=None)
+    found = tokenizer.encode_batch([s.data.decode() for s in items])
+    width = max(pre["min_length"], max(len(e.ids) for e in found))
+    tokenizer.enable_padding(length=width)  # the served model pads short requests the same way
+    found = tokenizer.encode_batch([s.data.decode() for s in items])
+    fields = {f: np.array([getattr(e, f) for e in found], np.int64) for f in set(pre["feeds"].values())}
+    return {name: fields[f] for name, f in pre["feeds"].items()}
+
+
+def postprocess(post: dict[str, Any] | None, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """What the service answers for these model outputs, computed in torch."""
+    import torch
+
+    if post is None:
+        return outputs
+    values = torch.from_numpy(outputs[post["reads"]])
+    if post["kind"] == "embedding":
+        return {
+            "embedding": torch.nn.functional.normalize(values, dim=-1).numpy()
+            if post["normalize"]
+            else values.numpy()
+        }
+    scores = values.flatten(1)
+    probs = scores.softmax(1) if post["softmax"] else scores
+    top = probs.topk(min(post["top_k"], probs.shape[1]), dim=1)
+    return {"scores": top.values.numpy(), "classes": top.indices.numpy(), "probabilities": probs.numpy()}
+
+
+@dataclass(frozen=True)
+class Gate:
+    min_top1_agreement: float
+    min_cosine: float
+
+
+@dataclass(frozen=True)
+class Service:
+    """One published ensemble as the checks need it: its parts' settings and where the
+    reference runs (the eager model, or ONNX Runtime on the served reduced-precision file)."""
+
+    name: str
+    pre: dict[str, Any]
+    pre_dir: Path
+    post: dict[str, Any] | None
+    labels: list[str] | None
+    served: Model
+    local: Path | None
+
+    @classmethod
+    def of(cls, name: str, found: dict[str, Model]) -> Service:
+        wiring = settings(found[name])
+        pre_model, post_model = found[wiring["pre"]], found[wiring["post"]] if wiring["post"] else None
+        post = settings(post_model) if post_model else None
+        served = found[wiring["model"]]
+        labels = _labels(post, post_model)
+        return cls(
+            name, settings(pre_model), _version_dir(pre_model), post, labels, served, _local_file(served)
+        )
+
+    def expected(self, ctx: StageContext, items: list[Sample]) -> dict[str, np.ndarray]:
+        """What the service must answer for `items` sent as one request."""
+        return postprocess(self.post, reference(ctx, self.pre, self.pre_dir, items, self.local))
+
+    def ask(self, conn: Any, protocol: Protocol, items: list[Sample]) -> Any:
+        from deploy.serving.service_client import ask
+
+        return ask(conn, protocol, self.name, input_name(self.pre), [s.data for s in items])
+
+
+def check(
+    conns: dict[Protocol, Any],
+    name: str,
+    found: dict[str, Model],
+    ctx: StageContext,
+    gate: Gate,
+    source: Path | None,
+) -> tuple[ServiceCheck, list[str]]:
+    """Sends the samples to ensemble `name` over each protocol; (what came back, problems)."""
+    service = Service.of(name, found)
+    items = samples(service.pre["kind"], source)
+    ref = service.expected(ctx, items)
+    result = ServiceCheck(service.post["kind"] if service.post else "tensors", [s.name for s in items])
+    result.reference = [_line(s.name, ref, service.labels, i) for i, s in enumerate(items)]
+    problems = []
+    for protocol, conn in conns.items():
+        answer = service.ask(conn, protocol, items)
+        result.latency_ms[protocol] = answer.latency_ms
+        result.answers[protocol] = [
+            _line(s.name, answer.outputs, service.labels, i) for i, s in enumerate(items)
+        ]
+        problems += [f"{protocol}: {p}" for p in _compare(result, answer.outputs, ref, service.labels, gate)]
+    return result, problems
+
+
+def concurrent(ctx: StageContext, service: Service, gate: Gate, params: Any, reach: Any) -> Any:
+    """Clients at once, each sending its own images / sentences (`reach`: traffic.Server)."""
+    from deploy.stages.smoke import traffic
+
+    requests = concurrent_requests(service.pre["kind"], params.service.samples)
+    expected = [service.expected(ctx, items) for items in requests]
+
+    def ask(conn: Any, protocol: str, request: int) -> Any:
+        return service.ask(conn, protocol, requests[request]).outputs  # type: ignore[arg-type]
+
+    def judge(request: int, got: dict[str, Any]) -> list[str]:
+        scratch = ServiceCheck("", [])
+        return _compare(scratch, got, expected[request], service.labels, gate)
+
+    load = traffic.plan(
+        [len(r) for r in requests], params.clients, params.batching_requests, params.protocols
+    )
+    merging = "dynamic_batching" in (service.served.directory / "config.pbtxt").read_text()
+    return traffic.run(reach, ask, judge, load, merging)
+
+
+def _version_dir(model: Model) -> Path:
+    return sorted(p for p in model.directory.iterdir() if p.is_dir() and p.name.isdigit())[-1]
+
+
+def _labels(post: dict[str, Any] | None, model: Model | None) -> list[str] | None:
+    if post is None or model is None or not post.get("labels"):
+        return None
+    return (_version_dir(model) / post["labels"]).read_text(encoding="utf-8").splitlines()
+
+
+def _line(name: str, outputs: dict[str, np.ndarray], labels: list[str] | None, row: int) -> str:
+    if "classes" in outputs:
+        picks = [
+            f"{labels[c] if labels else c} {s:.3f}"
+            for c, s in zip(outputs["classes"][row], outputs["scores"][row])
+        ]
+        return f"{name}: {', '.join(picks)}"
+    first = next(iter(outputs.values()))[row].reshape(-1)[:4]
+    return f"{name}: [{', '.join(f'{v:.4f}' for v in first)}, ...]"
+
+
+def _compare(
+    result: ServiceCheck,
+    served: dict[str, np.ndarray],
+    ref: dict[str, np.ndarray],
+    labels: list[str] | None,
+    gate: Gate,
+) -> list[str]:
+    missing = [n for n in ref if n != "probabilities" and n not in served]
+    if missing:
+        return [f"the ensemble answered {sorted(served)}, not {missing}"]
+    if "classes" in ref:
+        return _compare_classes(result, served, ref, labels, gate)
+    cosines = [_cosine(served[n][i], ref[n][i]) for n in ref for i in range(len(ref[n]))]
+    result.min_cosine = min(cosines) if result.min_cosine is None else min(result.min_cosine, *cosines)
+    return [f"cosine {min(cosines):.6f} < {gate.min_cosine}"] if min(cosines) < gate.min_cosine else []
+
+
+def _compare_classes(
+    result: ServiceCheck,
+    served: dict[str, np.ndarray],
+    ref: dict[str, np.ndarray],
+    labels: list[str] | None,
+    gate: Gate,
+) -> list[str]:
+    classes = served["classes"].astype(np.int64)
+    agreement = float(np.mean(classes[:, 0] == ref["classes"][:, 0]))
+    at_served = np.take_along_axis(ref["probabilities"], classes, axis=1)
+    cosine = min(_cosine(s, r) for s, r in zip(served["scores"], at_served))
+    result.top1_agreement = (
+        agreement if result.top1_agreement is None else min(result.top1_agreement, agreement)
+    )
+    result.min_cosine = cosine if result.min_cosine is None else min(result.min_cosine, cosine)
+    problems = []
+    if agreement < gate.min_top1_agreement:
+        problems.append(f"top-1 agreement {agreement:.2f} < {gate.min_top1_agreement}")
+    if cosine < gate.min_cosine:
+        problems.append(f"top-k scores cosine {cosine:.6f} < {gate.min_cosine}")
+    want = [[labels[c] if labels else str(c) for c in row] for row in classes]
+    got = [[_text(v) for v in row] for row in served["labels"]]
+    if got != want:
+        problems.append(f"labels {got[:1]} do not name classes {want[:1]}")
+    return problems
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.reshape(-1).astype(np.float64), b.reshape(-1).astype(np.float64)
+    denominator = np.linalg.norm(a) * np.linalg.norm(b)
+    return float(a @ b / denominator) if denominator else float(np.array_equal(a, b))
+
+
+# -- the smoke stage's view: one ModelResult per ensemble and per pre / post model -------------
+def parts(served: Any, results: dict[str, ModelResult]) -> dict[str, ModelResult]:
+    """Pre / post models answer for themselves only through their ensembles."""
+    parts = {}
+    for name in (
+        n for n in served.states if served.found[n].role in (Role.PRE, Role.POST) and n not in results
+    ):
+        model = served.found[name]
+        users = [e for e, r in results.items() if name in served.found[e].steps]
+        passed = [e for e in users if results[e].status is ModelStatus.PASSED]
+        status = ModelStatus.PASSED if passed else ModelStatus.FAILED
+        note = f"checked through {', '.join(users)}" if users else "in no ensemble that loaded"
+        parts[name] = ModelResult.of(model, status, reference=note)
+        if status is ModelStatus.FAILED:
+            parts[name].problems.append(note)
+    return parts
+
+
+# -- concurrent clients, each with its own image or sentence -----------------------------------
+REQUEST_SIZES = (1, 2)  # samples per request, in turn
+DISTINCT = 8  # distinct samples the clients share out
+
+
+def concurrent_requests(kind: str, source: Path | None) -> list[list[Sample]]:
+    """Distinct requests of one or two samples each: the samples, and for images variants
+    of them (a crop, mirrored), so that no two clients send the same bytes."""
+    from deploy.serving.service_client import variants
+
+    items = variants(kind, samples(kind, source), DISTINCT)
+    found, start = [], 0
+    for size in REQUEST_SIZES * len(items):
+        if start + size > len(items):
+            break
+        found.append(items[start : start + size])
+        start += size
+    return found
+
+
+def check_ensemble(served: Any, name: str, ctx: StageContext, params: Any) -> ModelResult:
+    """`params`: the smoke stage's (protocols, request timeout, service gates and samples)."""
+    from deploy.serving import checks
+    from deploy.stages.smoke import traffic
+
+    model = served.found[name]
+    precision = served.found[settings(model)["model"]].precision
+    conns = {p: checks.client(served.server, p, params.request_timeout_s) for p in params.protocols}
+    found, problems = check(conns, name, served.found, ctx, _gate(params), params.service.samples)
+    load = None
+    if not problems and params.batching_requests:
+        service = Service.of(name, served.found)
+        with traffic.reach(served.server, service.served.directory.name, params.request_timeout_s) as clients:
+            load = concurrent(ctx, service, _gate(params), params, clients)
+        problems += load.problems()
+    runs = "eager PyTorch" if precision == "fp32" else f"local ONNX Runtime on the served {precision} file"
+    reference = f"{runs} inside Python pre/post-processing (torchvision transforms / tokenizers, torch)"
+    status = ModelStatus.FAILED if problems else ModelStatus.PASSED
+    return ModelResult(
+        status,
+        "ensemble",
+        precision,
+        "ensemble",
+        reference=reference,
+        problems=problems,
+        service=found,
+        traffic=load,
+        role=Role.ENSEMBLE.value,
+    )
+
+
+def _gate(params: Any) -> Gate:
+    gate = params.service.gate
+    return Gate(gate.min_top1_agreement, gate.min_cosine)
+
+
+def numbers(check: ServiceCheck) -> str:
+    numbers = [f"{len(check.samples)} {'sentences' if check.kind == 'embedding' else 'inputs'} end to end"]
+    if check.top1_agreement is not None:
+        numbers.append(f"top-1 agreement {check.top1_agreement:.2f}")
+    if check.min_cosine is not None:
+        numbers.append(f"min cos {check.min_cosine:.6f}")
+    numbers += [f"{p} {ms:.0f} ms" for p, ms in check.latency_ms.items()]
+    return ", ".join(numbers)
+
+
+def answers_table(ctx: StageContext, models: dict[str, ModelResult]) -> None:
+    """Each sample with the served answer (first protocol) and the reference's."""
+    rows = []
+    for name, r in models.items():
+        if r.service is None or not r.service.answers:
+            continue
+        served = next(iter(r.service.answers.values()))
+        rows += [
+            [name, s, a.split(": ", 1)[-1], ref.split(": ", 1)[-1]]
+            for s, a, ref in zip(r.service.samples, served, r.service.reference)
+        ]
+    if rows:
+        ctx.report_table(
+            "Published services: real inputs end to end", ["ensemble", "input", "served", "reference"], rows
+        )

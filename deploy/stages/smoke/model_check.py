@@ -1,0 +1,132 @@
+"""The smoke stage's check of one served model: its metadata against the shape spec, the
+golden inputs over every protocol against the reference, the production settings the
+server must honour (warm-up, response cache), and concurrent clients with their own
+requests (traffic.py). Imported when the stage runs: tritonclient and numpy."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from deploy.pipeline.config import Label
+from deploy.pipeline.contract import StageContext
+from deploy.serving.repository import Model
+from deploy.serving.smoke_report import ModelResult, ModelStatus
+
+
+def check_model(
+    server: Any, name: str, model: Model, ctx: StageContext, params: Any, golden: Any
+) -> ModelResult:
+    """`params`: the smoke stage's; `golden`: the golden cases by label."""
+    return _check_model(server, name, model, ctx, params, _reference(model, golden, ctx))
+
+
+def _reference(model: Model, golden: Any, ctx: StageContext) -> Any:
+    """FP32 models answer for the whole chain: compared with the eager reference. A
+    reduced-precision model is compared with ONNX Runtime running the very file served
+    (serving parity); its accuracy against FP32 is the quantize stage's gate."""
+    found = _reference_cases(model, list(golden.values()), ctx)
+    return dict(zip(golden, found))
+
+
+def _reference_cases(model: Model, cases: list[Any], ctx: StageContext) -> list[Any]:
+    """`cases` with the outputs the served model must give: eager's (FP32), or ONNX
+    Runtime's on the very file served (reduced precision)."""
+    files = sorted(model.directory.glob("*/model.onnx"))
+    if model.precision == "fp32" or not files:
+        return cases
+    from deploy.gates.references import Case, infer_case
+    from deploy.runtimes.onnxrt import OnnxRuntime
+
+    local = OnnxRuntime(files[-1], outputs=ctx.config.output_names())
+    return [Case(case.inputs, infer_case(local, f"case {i}", case)) for i, case in enumerate(cases)]
+
+
+def _check_model(
+    server: Any, name: str, model: Model, ctx: StageContext, params: Any, golden: Any
+) -> ModelResult:
+    from deploy.gates import parity
+    from deploy.gates.detection_parity import layout_of
+    from deploy.serving import checks
+
+    inputs, outputs = checks.expected(ctx.config, model.fmt, golden)
+    served = (
+        "eager PyTorch"
+        if model.precision == "fp32"
+        else f"local ONNX Runtime on the served {model.precision} file"
+    )
+    result = ModelResult.of(model, ModelStatus.PASSED, reference=served)
+    batch = ctx.config.batch_range()
+    for protocol in params.protocols:
+        conn = checks.client(server, protocol, params.request_timeout_s)
+        meta, config = _describe(conn, protocol, name)
+        problems = checks.metadata_problems(meta, inputs, outputs)
+        problems += [p for p in [checks.batch_problem(config, batch[2] if batch else None)] if p]
+        if problems:
+            result.problems += [f"{protocol}: {p}" for p in problems]
+            break
+        max_batch = int(config.get("max_batch_size", 0))
+        target = checks.Target(conn, protocol, name, max_batch)
+        table = _golden_parity(target, golden, inputs, outputs, params, layout_of(ctx.config))
+        result.protocols[protocol] = table
+        result.problems += [f"{protocol} {p}" for p in parity.failures(table, params.tolerance)]
+    result.problems += checks.warmup_problems(server, name, config)
+    cached = bool(config.get("response_cache", {}).get("enable"))
+    # The golden inputs went over every protocol: the repeats must have been cache hits.
+    if cached and not result.problems and not checks.cache_hits(checks.client(server, "grpc", 30), name):
+        result.problems.append(
+            "response_cache is enabled but the repeated golden requests were no cache hits"
+        )
+    if not result.problems and params.batching_requests:
+        result.traffic = _traffic(server, name, model, ctx, params, (inputs, outputs), config)
+        result.problems += result.traffic.problems()
+    result.status = ModelStatus.FAILED if result.problems else ModelStatus.PASSED
+    return result
+
+
+def _traffic(
+    server: Any, name: str, model: Model, ctx: StageContext, params: Any, io: Any, config: Any
+) -> Any:
+    """Concurrent clients with their own requests (stages/smoke/traffic.py)."""
+    from deploy.gates.detection_parity import layout_of
+    from deploy.gates.references import load_clients
+    from deploy.serving import checks
+    from deploy.stages.smoke import traffic
+
+    cases = _reference_cases(model, load_clients(ctx.input("golden")), ctx)
+    max_batch = int(config.get("max_batch_size", 0))
+
+    def ask(conn: Any, protocol: str, request: int) -> Any:
+        return checks.infer(checks.Target(conn, protocol, name, max_batch), cases[request], *io)
+
+    load = traffic.plan(
+        traffic.batch_sizes(cases), params.clients, params.batching_requests, params.protocols
+    )
+    judge = traffic.tensor_judge(cases, params.tolerance, layout_of(ctx.config))
+    with traffic.reach(server, name, params.request_timeout_s) as clients:
+        return traffic.run(clients, ask, judge, load, "dynamic_batching" in config)
+
+
+def _describe(conn: Any, protocol: str, name: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """Triton's model metadata and config, as JSON (tritonclient's own shapes)."""
+    if protocol == "grpc":
+        return conn.get_model_metadata(name, as_json=True), conn.get_model_config(name, as_json=True)[
+            "config"
+        ]
+    return conn.get_model_metadata(name), conn.get_model_config(name)
+
+
+def _golden_parity(target: Any, golden: Any, inputs: Any, outputs: Any, params: Any, layout: Any) -> Any:
+    from tritonclient.utils import InferenceServerException
+
+    from deploy.gates import parity
+    from deploy.serving import checks
+
+    results: dict[Label, Any] = {}
+    for label, case in golden.items():
+        try:
+            results[label] = checks.infer(target, case, inputs, outputs)
+        except InferenceServerException as exc:
+            names = [o.spec_name for o in outputs]
+            return parity.unanswered(golden, names, f"inference failed: {exc.message()}")
+    return parity.compare(results, golden, params.tolerance, layout)

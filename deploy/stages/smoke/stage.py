@@ -1,0 +1,330 @@
+"""smoke: the generated repository on a real tritonserver.
+
+Starts (or reaches) a server, loads every model whose backend the server has, checks
+each model's metadata against the shape spec, sends the golden inputs over HTTP and
+gRPC at the min / opt / max batches and compares the answers with the eager reference,
+and with dynamic batching confirms from Triton's statistics that requests were batched.
+Models whose backend the server lacks are reported skipped, with that reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from deploy.gates.tolerance import Tolerance
+from deploy.pipeline.config import DeployConfig, resolve_path
+from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
+from deploy.pipeline.errors import Issue, StageFailed
+from deploy.serving import smoke_report
+from deploy.serving.layout import ServingFormat
+from deploy.serving.model_state import LoadState
+from deploy.serving.publishing import PublishPolicy, published_url, publishing
+from deploy.serving.repository import Model
+from deploy.serving.service import Role
+from deploy.serving.smoke_report import ModelResult, ModelStatus
+from deploy.serving.spec import ServerKind, ServerSpec, identity
+
+Protocol = Literal["http", "grpc"]
+
+
+class ServiceGate(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    min_top1_agreement: float = Field(
+        1.0, ge=0, le=1, description="Share of samples whose top-1 class is the reference's (classify)."
+    )
+    min_cosine: float = Field(
+        0.999, ge=-1, le=1, description="Cosine of the served top-k scores / embedding vs the reference."
+    )
+
+
+class ServiceParams(BaseModel):
+    """The check of each published ensemble (triton_config.preprocess): real inputs over
+    every protocol, compared with the eager model inside Python pre/post-processing."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    samples: Path | None = Field(
+        None,
+        description="A directory of images or a text file of sentences (one per line); null: scikit-learn's "
+        "bundled photos (JPEG and PNG) or a few built-in sentences.",
+    )
+    gate: ServiceGate = Field(
+        ServiceGate(),
+        description="Served vs reference: the eager model for FP32 ensembles; ONNX Runtime on the served file for "
+        "INT8 / FP16 ones (their accuracy is the quantize / fp16 stages' gate).",
+    )
+
+    _samples = field_validator("samples")(resolve_path)
+
+
+class SmokeParams(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    server: ServerSpec = Field(ServerSpec(), description="Which tritonserver to start or reach.")
+    protocols: tuple[Protocol, ...] = Field(
+        ("http", "grpc"), min_length=1, description="Protocols the inference checks use."
+    )
+    tolerance: Tolerance = Field(
+        Tolerance(), description="Served outputs vs the eager reference on the golden inputs."
+    )
+    clients: int = Field(
+        8,
+        ge=1,
+        description="Concurrent check: clients sending at once, each its own requests (golden's distinct client "
+        "requests, batch sizes 1-3), over the protocols in turn; every answer vs that request's own reference.",
+    )
+    batching_requests: int = Field(
+        64,
+        ge=0,
+        description="Concurrent check: requests per burst, shared among the clients (bursts repeat, up to 3, until "
+        "the server merges requests where dynamic batching is on); 0: off.",
+    )
+    request_timeout_s: float = Field(120, gt=0, description="Timeout of each request to the server, seconds.")
+    source: Literal["cache", "published"] = Field(
+        "cache",
+        description="What the server reads: cache, the repository artifact; published, the copy "
+        "triton_config.publish_to put on object storage (the server reads s3:// itself), as production would.",
+    )
+    service: ServiceParams = Field(
+        ServiceParams(),
+        description="Ensembles (triton_config.preprocess): real images / sentences end to end.",
+    )
+    require: tuple[ServingFormat, ...] = Field(
+        (),
+        description="Formats that must be smoke-tested: a model of one of them skipped for a backend the "
+        "server lacks (or absent from the repository) fails the stage instead of making it partial.",
+    )
+
+
+def check(params: SmokeParams, config: DeployConfig) -> list[Issue]:
+    """The published copy holds every model only when it exists and the whole repository is published."""
+    if params.source != "published":
+        return []
+    where = "stages.smoke.source"
+    if published_url(config) is None:
+        return [Issue(where, "'published' needs triton_config.publish_to (an s3://, gs:// or az:// URL)")]
+    if publishing(config).policy is not PublishPolicy.ALL:
+        return [Issue(where, "'published' needs triton_config.publish: all (selected publishes after smoke)")]
+    if params.server.kind not in (ServerKind.AUTO, ServerKind.BINARY):
+        return [Issue(where, "'published' needs a server this process starts (kind auto or binary)")]
+    return []
+
+
+def run(ctx: StageContext, params: SmokeParams) -> None:
+    from deploy.gates import references
+    from deploy.serving.launch import serve_repository
+
+    golden = references.load(ctx.input("golden"))
+    scratch = ctx.workdir / "server"  # backends dir, server log: not outputs
+    scratch.mkdir()
+    report = smoke_report.SmokeReport()
+    server = None
+    try:
+        remote = published_url(ctx.config) if params.source == "published" else None
+        _refuse_incomplete(publishing(ctx.config).remote if remote else None, ctx.config.name)
+        with serve_repository(
+            _server_spec(params.server, ctx.input("repository")),
+            ctx.input("repository"),
+            scratch,
+            _choose(report),
+            remote=remote,
+        ) as served:
+            server = served.server
+            report.server = _server_info(server, params)
+            report.models.update(_check_all(served, ctx, params, golden))
+    finally:
+        _finish(ctx, report, server, params.tolerance)
+    _verdict(report, server, params.require)
+
+
+def _refuse_incomplete(remote: str | None, name: str) -> None:
+    """The published copy (`publish_to` as written, not Triton's form of it) is what the
+    server reads: it must hold the pipeline whole (the cache's own tree is, by its digests)."""
+    if remote is None:
+        return
+    from deploy.pipeline.publish import complete
+
+    missing = complete(remote, name)
+    if missing:
+        raise StageFailed(f"{remote} does not hold '{name}' whole: {'; '.join(missing[:8])}")
+
+
+def _service() -> Any:
+    """The ensemble checks (numpy, torch, PIL when they run): imported when used, not at
+    discovery, which every `deploy` command pays."""
+    from deploy.stages.smoke import ensemble_check
+
+    return ensemble_check
+
+
+def _models() -> Any:
+    """The per-model checks (tritonclient, numpy when they run)."""
+    from deploy.stages.smoke import model_check
+
+    return model_check
+
+
+def _server_spec(spec: ServerSpec, repository: Path) -> ServerSpec:
+    """At --log-verbose 1 Triton logs each warm-up sample it runs: raised when a model of
+    the repository has warm-ups, so the check can see them."""
+    warms = any("model_warmup" in p.read_text() for p in repository.glob("*/config.pbtxt"))
+    return spec.model_copy(update={"log_verbose": max(spec.log_verbose, 1)}) if warms else spec
+
+
+def _choose(report: smoke_report.SmokeReport) -> Any:
+    """Loads what the server can; records the rest in the report as skipped."""
+    from deploy.serving.launch import loadable_models
+
+    def choose(found: dict[str, Model], backends: Callable[[], set[str] | None]) -> list[str]:
+        from deploy.serving.repository import missing_backend
+
+        names = loadable_models(found, backends)
+        have = backends() if len(names) < len(found) else None
+        for model in (m for m in found if m not in names):
+            backend, reason = missing_backend(model, found, have)
+            report.models[model] = replace(ModelResult.skipped(found[model], reason), backend=backend)
+        return names
+
+    return choose
+
+
+def _server_info(server: Any, params: SmokeParams) -> smoke_report.ServerInfo:
+    import tritonclient.http as httpclient
+
+    meta = httpclient.InferenceServerClient(server.http).get_server_metadata()
+    backends = sorted(server.backends) if server.backends is not None else None
+    kind = params.server.kind.value
+    return smoke_report.ServerInfo(
+        kind, meta.get("version"), server.http, server.grpc, backends, list(server.notes)
+    )
+
+
+def _check_all(served: Any, ctx: StageContext, params: SmokeParams, golden: Any) -> dict[str, ModelResult]:
+    results = {}
+    for index, (name, state) in enumerate(served.states.items()):
+        ctx.progress(index, len(served.states), name)
+        model = served.found[name]
+        if not state.ready:
+            results[name] = _unavailable(state, model, params)
+        elif model.role is Role.ENSEMBLE:
+            results[name] = _service().check_ensemble(served, name, ctx, params)
+        elif model.role is Role.MODEL:
+            results[name] = _models().check_model(served.server, name, model, ctx, params, golden)
+    return results | _service().parts(served, results)
+
+
+def _unavailable(state: LoadState, model: Model, params: SmokeParams) -> ModelResult:
+    reason = state.reason
+    # A server we did not configure (URL, image) reports a missing backend only on load.
+    if not params.server.kind.backends_known and "backend" in reason and "not found" in reason.lower():
+        return ModelResult.skipped(model, reason)
+    return ModelResult.failed(model, f"{state.state.value}: {reason}")
+
+
+def _finish(ctx: StageContext, report: smoke_report.SmokeReport, server: Any, tol: Tolerance) -> None:
+    models = report.models
+    data = report.to_json()
+    ctx.record("smoke", data)
+    ctx.headline(_headline(models, tol))
+    note = smoke_report.partial(models)
+    if note:
+        ctx.partial(note)
+    _report_table(ctx, models, report.server, tol)
+    _service().answers_table(ctx, models)
+    if server is not None and server.log_path.exists():
+        ctx.log.info("server log:\n%s", server.log_path.read_text(errors="replace"))
+        shutil.copyfile(server.log_path, ctx.output("server_log"))
+    ctx.output("smoke").write_text(json.dumps(data, indent=1))
+
+
+def _verdict(report: smoke_report.SmokeReport, server: Any, require: tuple[str, ...]) -> None:
+    models = report.models
+    lines = [f"{m}: {'; '.join(r.problems)}" for m, r in smoke_report.of(models, ModelStatus.FAILED).items()]
+    lines += smoke_report.required_problems(models, require)
+    if not lines and not smoke_report.of(models, ModelStatus.PASSED):
+        lines = [smoke_report.nothing_tested(models)]
+    if lines:
+        tail = server.log_tail(25) if server is not None else ""
+        raise StageFailed(
+            "Triton smoke test failed:\n  " + "\n  ".join(lines) + f"\nserver log tail:\n{tail}"
+        )
+
+
+def _headline(models: dict[str, ModelResult], tol: Tolerance) -> str:
+    return "; ".join(
+        f"{name}: skipped"
+        if r.status is ModelStatus.SKIPPED
+        else f"{name}: {r.status.value} ({_model_numbers(r, tol)})"
+        for name, r in models.items()
+    )
+
+
+def _report_table(
+    ctx: StageContext, models: dict[str, ModelResult], server: smoke_report.ServerInfo | None, tol: Tolerance
+) -> None:
+    rows = [
+        [
+            name,
+            r.status.value,
+            r.format,
+            r.precision,
+            r.reason or "; ".join(r.problems) or _model_numbers(r, tol),
+        ]
+        for name, r in models.items()
+    ]
+    version, kind = (server.version or "?", server.kind) if server is not None else ("?", "?")
+    title = f"Triton smoke test (tritonserver {version}, {kind})"
+    ctx.report_table(
+        title, ["model", "status", "format", "precision", "parity (golden inputs) / reason"], rows
+    )
+
+
+def _model_numbers(result: ModelResult, tol: Tolerance) -> str:
+    from deploy.gates.parity import headline
+
+    if result.service is not None:
+        traffic = f", {result.traffic.text()}" if result.traffic else ""
+        return _service().numbers(result.service) + traffic
+    if not result.protocols and result.reference:
+        return result.reference  # a pre / post model: "checked through <ensemble>"
+    numbers = [f"{p} {headline(t, tol)}" for p, t in result.protocols.items()] or ["no inference"]
+    if result.traffic:
+        numbers.append(result.traffic.text())
+    return ", ".join(numbers)
+
+
+SPEC = StageSpec(
+    phase=Phase.SERVE,
+    name="smoke",
+    version=6,  # 6: concurrent clients with their own requests (smoke.json schema 3)
+    params=SmokeParams,
+    inputs=("repository", "golden", SOURCE_ARTIFACT),
+    outputs=(Artifact("smoke", filename="smoke.json"), Artifact("server_log", filename="server.log")),
+    run=run,
+    uses=frozenset({Section.MODEL, Section.SHAPES}),
+    env=(
+        "tritonclient",
+        "protobuf",
+        "nvidia-pytriton",
+        "onnxruntime",
+        "numpy",
+        "torch",
+        "torchvision",
+        "tokenizers",
+        "pillow",
+        "safetensors",
+        "scikit-learn",
+    ),
+    identity=lambda params: identity(params.server),
+    check=check,
+    description="real tritonserver: metadata, HTTP + gRPC parity at min/opt/max, concurrent clients' own answers",
+    timeout_s=1800,
+)

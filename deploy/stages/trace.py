@@ -1,0 +1,106 @@
+"""trace: TorchScript via torch.jit.trace of the model behind its I/O adapter.
+
+The traced module is checked against eager PyTorch at every recorded shape (min /
+opt / max), which catches shape specialisation and data-dependent control flow
+that tracing silently bakes in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from deploy.gates.tolerance import Tolerance
+from deploy.pipeline.config import DeployConfig
+from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
+from deploy.pipeline.errors import Issue
+
+
+class TraceParams(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    # TorchScript should reproduce eager almost bit for bit.
+    tolerance: Tolerance = Field(
+        Tolerance(atol=1e-5, rtol=1e-4, min_cosine=0.99999),
+        description="TorchScript vs eager outputs on the golden inputs (tighter than elsewhere: tracing should be almost exact).",
+    )
+
+
+def run(ctx: StageContext, params: TraceParams) -> None:
+    import torch
+
+    from deploy.gates import parity, references
+    from deploy.gates.detection_parity import layout_of
+    from deploy.modelio.loading import load_adapted
+    from deploy.runtimes.torchrt import TorchModule
+
+    config = ctx.config
+    cases = references.load(ctx.input("golden"))
+    model = load_adapted(config, cases["opt"].inputs)
+    eager = TorchModule(model, config.input_names(), config.output_names())
+    traced = _trace(model, eager.args(cases["opt"].inputs))
+    table = parity.compare(
+        references.run(TorchModule(traced, config.input_names(), config.output_names()), cases),
+        cases,
+        params.tolerance,
+        layout_of(config),
+    )
+    ctx.record("parity", parity.to_json(table))
+    ctx.headline("torchscript vs eager: " + parity.headline(table, params.tolerance))
+    parity.gate("TorchScript vs eager", table, params.tolerance)
+    torch.jit.save(traced, str(ctx.output("torchscript")))
+
+
+def check(params: TraceParams, config: DeployConfig) -> list[Issue]:
+    """A TorchScript source is called with one tensor per declared input, positionally:
+    a forward that wants anything else fails here, before any stage runs."""
+    from deploy.modelio.torchscript_signature import forward_args
+
+    path = config.model.torchscript
+    args = forward_args(path) if path is not None else None
+    if args is None:
+        return []
+    where = "model.torchscript"
+    issues = [
+        Issue(
+            where,
+            f"forward argument '{name}' is {kind}, not a Tensor: the pipeline feeds only tensors "
+            "(wrap the module so that forward takes tensors)",
+        )
+        for name, kind in args
+        if kind != "Tensor"
+    ]
+    if len(args) != len(config.inputs):
+        issues.append(
+            Issue(
+                where,
+                f"forward takes {len(args)} argument(s) ({', '.join(n for n, _ in args)}), "
+                f"the config declares {len(config.inputs)} input(s)",
+            )
+        )
+    return issues
+
+
+def _trace(model: Any, args: tuple[Any, ...]) -> Any:
+    import torch
+
+    # The adapter is traced even around a TorchScript source: the saved module then has
+    # the pipeline's calling convention (tensors in, a tuple of the declared outputs out).
+    with torch.no_grad():
+        return torch.jit.trace(model, args, check_trace=False)
+
+
+SPEC = StageSpec(
+    name="trace",
+    version=3,
+    params=TraceParams,
+    inputs=(SOURCE_ARTIFACT, "golden"),
+    outputs=(Artifact("torchscript", filename="model.pt"),),
+    run=run,
+    uses=frozenset({Section.MODEL, Section.SHAPES}),
+    env=("torch", "safetensors", "numpy"),
+    check=check,
+    description="TorchScript trace, checked against the eager references at every recorded shape",
+    timeout_s=1800,
+)

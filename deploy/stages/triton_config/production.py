@@ -1,0 +1,159 @@
+"""The Triton settings production configs carry: warm-up from the golden inputs, the
+response cache, version policy, the dynamic batcher's queue policy, rate-limiter
+resources, instances on chosen GPUs, and ONNX Runtime's execution accelerators.
+
+Each is a field of Triton's ModelConfig, set on the protobuf (so the stage's round trip
+checks it against Triton's schema). What the embedded CPU server here cannot exercise
+(GPUs, TensorRT / CUDA / OpenVINO accelerators) is schema-checked only; docs say so.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from deploy.pipeline.config import Label
+
+WARMUP_DIR = "warmup"  # Triton reads input_data_file from <model>/warmup/
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+class Warmup(Frozen):
+    """model_warmup: requests Triton runs before it reports the model READY, so the first
+    client does not pay for lazy initialisation (allocations, kernel selection)."""
+
+    cases: tuple[Label, ...] = Field(
+        ("opt",), min_length=1, description="Golden inputs used, one warm-up sample each (min, opt, max)."
+    )
+    count: int = Field(1, ge=1, description="Executions of each sample.")
+
+
+class QueuePolicy(Frozen):
+    """dynamic_batching.default_queue_policy: what happens to requests that wait too long."""
+
+    timeout_action: Literal["reject", "delay"] = Field(
+        "reject", description="A request past its timeout: rejected, or delayed behind the others."
+    )
+    timeout_us: int = Field(0, ge=0, description="Queue timeout per request, µs; 0: none.")
+    allow_timeout_override: bool = Field(False, description="Clients may set their own (shorter) timeout.")
+    max_queue_size: int = Field(
+        0, ge=0, description="Requests queued at most, beyond which Triton rejects; 0: no limit."
+    )
+
+
+class Resource(Frozen):
+    name: str = Field(min_length=1, description="Resource name, e.g. R1.")
+    count: int = Field(ge=1, description="Units one execution of an instance needs.")
+    shared: bool = Field(False, description="Global across devices (Triton's `global`), not per device.")
+
+
+class RateLimiter(Frozen):
+    """instance_group.rate_limiter: executions start only when their resources are free
+    (effective when the server runs with --rate-limit=execution_count)."""
+
+    resources: tuple[Resource, ...] = Field((), description="What an execution of an instance takes.")
+    priority: int = Field(0, ge=0, description="Weight among instances competing for resources; 0: default.")
+
+
+class VersionPolicy(Frozen):
+    """Which versions of the model Triton serves."""
+
+    kind: Literal["latest", "all", "specific"] = Field(
+        "latest", description="latest N, all, or the listed ones."
+    )
+    latest: int = Field(1, ge=1, description="kind latest: how many of the newest versions.")
+    versions: tuple[Annotated[int, Field(ge=1)], ...] = Field(
+        (), description="kind specific: the version numbers."
+    )
+
+    @model_validator(mode="after")
+    def _versions_for_specific(self) -> VersionPolicy:
+        if (self.kind == "specific") != bool(self.versions):
+            raise ValueError("versions is needed with kind specific, and only there")
+        return self
+
+
+class OnnxAccelerator(Frozen):
+    """optimization.execution_accelerators for the onnx format (ONNX Runtime backend):
+    tensorrt / cuda on GPU instances, openvino on CPU ones."""
+
+    kind: Literal["tensorrt", "cuda", "openvino"] = Field(description="The execution provider.")
+    precision: Literal["fp32", "fp16"] = Field("fp32", description="kind tensorrt: precision_mode.")
+    workspace_mib: int | None = Field(
+        None, ge=1, description="kind tensorrt: max_workspace_size_bytes, in MiB."
+    )
+
+    @model_validator(mode="after")
+    def _tensorrt_only(self) -> OnnxAccelerator:
+        if self.kind != "tensorrt" and (self.precision != "fp32" or self.workspace_mib is not None):
+            raise ValueError("precision and workspace_mib apply to kind tensorrt only")
+        return self
+
+
+def warmup(proto: Any, pb: Any, spec: Warmup, golden: Any, inputs: list[tuple[str, str]]) -> dict[str, bytes]:
+    """Adds one batch-1 warm-up sample per golden case; returns the files to write under
+    warmup/ (raw row-major bytes of the first item of each golden input)."""
+    files = {}
+    for label in spec.cases:
+        sample = proto.model_warmup.add(name=f"golden_{label}", batch_size=1, count=spec.count)
+        for served_name, config_name in inputs:
+            array = golden[label].inputs[config_name]
+            item = array[0] if proto.max_batch_size else array
+            filename = f"{label}_{config_name}"
+            files[filename] = item.tobytes()
+            entry = sample.inputs[served_name]
+            entry.data_type = _data_type(pb, str(array.dtype))
+            entry.dims.extend(int(n) for n in item.shape)
+            entry.input_data_file = filename
+    return files
+
+
+def _data_type(pb: Any, dtype: str) -> int:
+    from deploy.serving.layout import TRITON_TYPES
+
+    return int(pb.DataType.Value(TRITON_TYPES[dtype]))
+
+
+def queue_policy(proto: Any, pb: Any, policy: QueuePolicy) -> None:
+    queue = proto.dynamic_batching.default_queue_policy
+    action = "REJECT" if policy.timeout_action == "reject" else "DELAY"
+    queue.timeout_action = pb.ModelQueuePolicy.TimeoutAction.Value(action)
+    queue.default_timeout_microseconds = policy.timeout_us
+    queue.allow_timeout_override = policy.allow_timeout_override
+    queue.max_queue_size = policy.max_queue_size
+
+
+def rate_limiter(group: Any, limiter: RateLimiter) -> None:
+    for resource in limiter.resources:
+        group.rate_limiter.resources.add(
+            name=resource.name, count=resource.count, **{"global": resource.shared}
+        )
+    group.rate_limiter.priority = limiter.priority
+
+
+def version_policy(proto: Any, policy: VersionPolicy) -> None:
+    if policy.kind == "latest":
+        proto.version_policy.latest.num_versions = policy.latest
+    elif policy.kind == "all":
+        proto.version_policy.all.SetInParent()
+    else:
+        proto.version_policy.specific.versions.extend(policy.versions)
+
+
+def accelerators(proto: Any, found: tuple[OnnxAccelerator, ...]) -> None:
+    accelerate = proto.optimization.execution_accelerators
+    for accelerator in found:
+        where = (
+            accelerate.cpu_execution_accelerator
+            if accelerator.kind == "openvino"
+            else accelerate.gpu_execution_accelerator
+        )
+        entry = where.add(name=accelerator.kind)
+        if accelerator.kind == "tensorrt":
+            entry.parameters["precision_mode"] = accelerator.precision.upper()
+            if accelerator.workspace_mib is not None:
+                entry.parameters["max_workspace_size_bytes"] = str(accelerator.workspace_mib << 20)

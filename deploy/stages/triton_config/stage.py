@@ -1,0 +1,355 @@
+"""triton_config: a Triton model repository with one model per serving format.
+
+Naming: model `<name>_<format>` (e.g. resnet50_onnx, resnet50_torchscript), each with
+`config.pbtxt` and `<version>/<default model file>`. The `python` format serves the ONNX
+file with ONNX Runtime under Triton's python backend (`<version>/model.py` + `model.onnx`):
+the CPU serving format that runs on any server with the python backend. Every config is built as Triton's
+`ModelConfig` protobuf, printed, parsed back and compared before it is written.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from deploy.gates.batch_independence import BatchIndependence
+from deploy.pipeline.config import DeployConfig
+from deploy.pipeline.contract import (
+    Artifact,
+    ArtifactKind,
+    Phase,
+    Publish,
+    Section,
+    StageContext,
+    StageSpec,
+)
+from deploy.pipeline.errors import Issue, StageFailed
+from deploy.pipeline.facts import Provides
+from deploy.runtimes.engine_manifest import EngineManifest
+from deploy.serving.layout import LAYOUTS, PYTHON_MODEL, ServingFormat, io_name
+from deploy.serving.publishing import PUBLISHING, Publishing, PublishPolicy, when_all
+from deploy.serving.service import Role
+from deploy.stages.triton_config import batching, ensemble, production
+from deploy.stages.triton_config.params import DynamicBatching, TritonParams
+
+Format = ServingFormat
+
+
+def max_batch(params: TritonParams, config: DeployConfig) -> int:
+    batch = config.batch_range()
+    if params.max_batch_size is not None:
+        return params.max_batch_size
+    return 0 if batch is None else batch[2]
+
+
+def dynamic_batching(params: TritonParams, config: DeployConfig) -> DynamicBatching | None:
+    """The dynamic batcher as written: its default applies to a model served with a batch
+    dim (max_batch_size > 0); asked for explicitly without one, `check` refuses it."""
+    if max_batch(params, config) == 0 and "dynamic_batching" not in params.model_fields_set:
+        return None
+    return params.dynamic_batching
+
+
+def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
+    where, issues = "stages.triton_config", []
+    batch = config.batch_range()
+    size = max_batch(params, config)
+    if batch is None and size > 0:
+        issues.append(
+            Issue(f"{where}.max_batch_size", "must be 0: the model has no batch dim (batch_dim: null)")
+        )
+    if batch is not None and size > batch[2]:
+        issues.append(
+            Issue(f"{where}.max_batch_size", f"{size} exceeds the shape spec's max batch {batch[2]}")
+        )
+    if params.dynamic_batching is not None and size == 0 and "dynamic_batching" in params.model_fields_set:
+        issues.append(Issue(f"{where}.dynamic_batching", "needs max_batch_size > 0"))
+    merging = dynamic_batching(params, config)
+    too_big = [b for b in (merging.preferred_batch_sizes if merging else ()) if b > size]
+    if too_big:
+        issues.append(
+            Issue(
+                f"{where}.dynamic_batching.preferred_batch_sizes", f"{too_big} exceed max_batch_size {size}"
+            )
+        )
+    if len(set(params.formats)) != len(params.formats):
+        issues.append(Issue(f"{where}.formats", "lists a format twice"))
+    if params.publish is PublishPolicy.SELECTED and "select" not in config.stages:
+        issues.append(Issue(f"{where}.publish", "'selected' needs a select stage in this config"))
+    return issues + _production_issues(params) + ensemble.check(params.preprocess, params.postprocess, config)
+
+
+def _production_issues(params: TritonParams) -> list[Issue]:
+    where, issues = "stages.triton_config", []
+    if params.instance_group.gpus and params.instance_group.kind != "gpu":
+        issues.append(Issue(f"{where}.instance_group.gpus", "needs instance_group.kind gpu"))
+    if params.onnx_accelerators and "onnx" not in params.formats:
+        issues.append(
+            Issue(f"{where}.onnx_accelerators", "apply to the onnx format, which formats does not list")
+        )
+    limiter = params.instance_group.rate_limiter
+    names = [r.name for r in (limiter.resources if limiter else ())]
+    if len(set(names)) != len(names):
+        issues.append(Issue(f"{where}.instance_group.rate_limiter.resources", "names a resource twice"))
+    return issues
+
+
+@dataclass(frozen=True)
+class Served:
+    """One Triton model: a format of the model at one precision."""
+
+    model: str
+    fmt: str
+    precision: str
+    artifact: str
+
+
+def served(params: TritonParams, name: str) -> list[Served]:
+    """resnet50_onnx, resnet50_python, resnet50_python_int8, ... (fp32 keeps the short name).
+    Reduced precisions apply to the ONNX-based formats (onnx, python)."""
+    out = []
+    for fmt in params.formats:
+        for precision in params.precisions if LAYOUTS[fmt].artifact == "onnx" else ("fp32",):
+            suffix = "" if precision == "fp32" else f"_{precision}"
+            artifact = LAYOUTS[fmt].artifact + suffix
+            out.append(Served(f"{name}_{fmt}{suffix}", fmt, precision, artifact))
+    return out
+
+
+def inputs_for(params: TritonParams) -> tuple[str, ...]:
+    extra = ("manifest",) if "plan" in params.formats else ()
+    return ("golden", "batching", *dict.fromkeys(s.artifact for s in served(params, "x")), *extra)
+
+
+def check_engine_batch(manifest: EngineManifest, params: TritonParams, size: int) -> None:
+    """Triton refuses a plan whose profiles can't take max_batch_size ("configuration
+    specified max-batch N but TensorRT engine only supports max-batch M")."""
+    engine_max = manifest.max_batch(list(params.plan.profiles))
+    if size > engine_max:
+        raise StageFailed(f"max_batch_size {size} exceeds the engine's profiles' max batch {engine_max}")
+
+
+def run(ctx: StageContext, params: TritonParams) -> None:
+    from deploy.gates import references
+
+    golden = references.load(ctx.input("golden"))
+    root = ctx.output("repository")
+    models = [m for m in served(params, ctx.config.name) if m.artifact in ctx.inputs]
+    _refuse_merging(ctx, params, golden, models)
+    for missing in [m for m in served(params, ctx.config.name) if m.artifact not in ctx.inputs]:
+        ctx.log.warning(
+            "%s not written: no %s artifact (its stage was skipped or is not configured)",
+            missing.model,
+            missing.artifact,
+        )
+        ctx.record(f"not_written.{missing.model}", f"no {missing.artifact} (stage skipped or not configured)")
+    if any(m.fmt == "plan" for m in models) and "manifest" in ctx.inputs:
+        manifest = EngineManifest.read(ctx.input("manifest"))
+        check_engine_batch(manifest, params, max_batch(params, ctx.config))
+    protos = []
+    for entry in models:
+        source = ctx.input(entry.artifact)
+        if entry.artifact.startswith("onnx"):
+            _check_onnx_names(ctx, source)
+        proto = model_config(entry.model, entry.fmt, params, ctx.config, golden, entry.precision)
+        warm = _warmup(proto, entry.fmt, params, ctx.config, golden)
+        protos.append(proto)
+        text = _written(ctx, proto)
+        _write_model(root / entry.model, params.version, text, source, LAYOUTS[entry.fmt].model_file)
+        for filename, data in warm.items():
+            (root / entry.model / production.WARMUP_DIR).mkdir(exist_ok=True)
+            (root / entry.model / production.WARMUP_DIR / filename).write_bytes(data)
+        if entry.fmt == "python":
+            shutil.copyfile(PYTHON_MODEL, root / entry.model / str(params.version) / "model.py")
+    services = _write_service(ctx, params, golden, protos)
+    ctx.record("models", [m.model for m in models])
+    if services:
+        ctx.record("services", services)
+    ctx.headline(", ".join([m.model for m in models] + services))
+
+
+def _refuse_merging(ctx: StageContext, params: TritonParams, golden: Any, models: list[Served]) -> None:
+    """Every precision served with a batch dim is measured for batch independence
+    (stages/triton_config/batching.py; into the summary); dynamic batching only where each
+    answers per sample."""
+    if max_batch(params, ctx.config) == 0:
+        return
+    files = {m.precision: ctx.input(m.artifact) for m in models if m.precision != "fp32"}
+    fp32 = BatchIndependence.read(ctx.input("batching"))
+    found = batching.records(fp32, files, golden, ctx.config.output_names())
+    ctx.record("batching", {p: r.text() for p, r in found.items()})
+    if dynamic_batching(params, ctx.config) is not None:
+        batching.refuse(found)
+
+
+def _warmup(
+    proto: Any, fmt: str, params: TritonParams, config: DeployConfig, golden: Any
+) -> dict[str, bytes]:
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    if params.warmup is None:
+        return {}
+    names = [(io_name(fmt, s.name, i), s.name) for i, s in enumerate(config.inputs)]
+    return production.warmup(proto, pb, params.warmup, golden, names)
+
+
+def _written(ctx: StageContext, proto: Any) -> str:
+    text = render(proto)
+    ctx.log.info("wrote %s:\n%s", proto.name, text)
+    return text
+
+
+def _write_service(ctx: StageContext, params: TritonParams, golden: Any, protos: list[Any]) -> list[str]:
+    """`<name>_pre`, `<name>_post` and an ensemble per served model; their names."""
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    pre, post, config = params.preprocess, params.postprocess, ctx.config
+    if (pre is None and post is None) or not protos:
+        return []
+    size, count, root = max_batch(params, config), params.instance_group.count, ctx.output("repository")
+    parts = {}
+    if pre is not None:
+        parts[Role.PRE] = ensemble.pre_proto(pb, f"{config.name}_pre", pre, config, size, count)
+    if post is not None:
+        reads = ensemble.post_output(post, config)
+        source = (str(golden["opt"].outputs[reads].dtype), _output_dims(golden, reads, size))
+        ensemble.count_labels(post, math.prod(source[1]))
+        parts[Role.POST] = ensemble.post_proto(pb, f"{config.name}_post", post, config, source, size, count)
+    ensemble.write_parts(root, params.version, parts, pre, post)
+    ensembles = [
+        ensemble.ensemble_proto(pb, p, config, parts.get(Role.PRE), parts.get(Role.POST)) for p in protos
+    ]
+    for proto in [*parts.values(), *ensembles]:
+        (root / proto.name / str(params.version)).mkdir(parents=True, exist_ok=True)
+        (root / proto.name / "config.pbtxt").write_text(_written(ctx, proto))
+    for proto in ensembles:  # Triton needs the version dir; a file keeps it in trees and copies
+        (root / proto.name / str(params.version) / "ENSEMBLE").write_text(ensemble.ENSEMBLE_NOTE)
+    return [p.name for p in [*parts.values(), *ensembles]]
+
+
+def model_config(
+    name: str, fmt: str, params: TritonParams, config: DeployConfig, golden: Any, precision: str = "fp32"
+) -> Any:
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    size = max_batch(params, config)
+    proto = pb.ModelConfig(name=name, max_batch_size=size)
+    if fmt == "python":
+        proto.backend = "python"
+    else:
+        proto.platform = LAYOUTS[fmt].platform
+    for i, spec in enumerate(config.inputs):
+        dims = [-1 if isinstance(d, str) else d for d in spec.dims][1 if size else 0 :]
+        proto.input.add(
+            name=io_name(fmt, spec.name, i), data_type=ensemble.data_type(pb, spec.dtype), dims=dims
+        )
+    for i, out in enumerate(config.outputs):
+        dtype = str(golden["opt"].outputs[out.name].dtype)
+        dims = _output_dims(golden, out.name, size)
+        proto.output.add(name=io_name(fmt, out.name, i), data_type=ensemble.data_type(pb, dtype), dims=dims)
+    merging = dynamic_batching(params, config)
+    if merging is not None:
+        proto.dynamic_batching.max_queue_delay_microseconds = merging.max_queue_delay_us
+        proto.dynamic_batching.preferred_batch_size.extend(merging.preferred_batch_sizes)
+    # The python format runs ONNX Runtime's CPU provider: its instances are CPU instances;
+    # a TensorRT plan runs on GPUs only.
+    kind = {"python": "KIND_CPU", "plan": "KIND_GPU"}.get(fmt) or {
+        "auto": "KIND_AUTO",
+        "cpu": "KIND_CPU",
+        "gpu": "KIND_GPU",
+    }[params.instance_group.kind]
+    group = proto.instance_group.add(
+        kind=pb.ModelInstanceGroup.Kind.Value(kind), count=params.instance_group.count
+    )
+    if fmt == "plan":
+        group.profile.extend(str(p) for p in params.plan.profiles)
+        proto.cc_model_filenames.update(params.plan.cc_model_filenames)
+    _production(proto, pb, fmt, params, group)
+    # Read back by the smoke stage to pick the tolerance for this precision.
+    proto.parameters["deploy_precision"].string_value = precision
+    return proto
+
+
+def _production(proto: Any, pb: Any, fmt: str, params: TritonParams, group: Any) -> None:
+    batching = params.dynamic_batching if proto.HasField("dynamic_batching") else None
+    instances = params.instance_group
+    if batching is not None and batching.queue_policy is not None:
+        production.queue_policy(proto, pb, batching.queue_policy)
+    if group.kind == pb.ModelInstanceGroup.Kind.Value("KIND_GPU"):
+        group.gpus.extend(instances.gpus)
+    if instances.rate_limiter is not None:
+        production.rate_limiter(group, instances.rate_limiter)
+    if params.version_policy is not None:
+        production.version_policy(proto, params.version_policy)
+    proto.response_cache.enable = params.response_cache
+    if fmt == "onnx":
+        production.accelerators(proto, params.onnx_accelerators)
+
+
+def _output_dims(golden: Any, name: str, max_batch_size: int) -> list[int]:
+    from deploy.gates.references import varying_axes
+
+    shape = golden["opt"].outputs[name].shape
+    varying = varying_axes(golden, name)
+    dims = [-1 if axis in varying else int(n) for axis, n in enumerate(shape)]
+    return dims[1:] if max_batch_size else dims
+
+
+def render(proto: Any) -> str:
+    """Protobuf text format, proven to parse back into an equal ModelConfig."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    text = text_format.MessageToString(proto)
+    parsed = text_format.Parse(text, pb.ModelConfig())
+    if parsed != proto:
+        raise StageFailed(f"config.pbtxt for {proto.name} does not round-trip through ModelConfig")
+    return str(text)
+
+
+def _check_onnx_names(ctx: StageContext, source: Path) -> None:
+    import onnx
+
+    graph = onnx.load(str(source), load_external_data=False).graph
+    want = {s.name for s in ctx.config.inputs} | {s.name for s in ctx.config.outputs}
+    have = {i.name for i in graph.input} | {o.name for o in graph.output}
+    if want - have:
+        raise StageFailed(f"the ONNX model lacks tensors the config names: {sorted(want - have)}")
+
+
+def _write_model(model_dir: Path, version: int, text: str, source: Path, filename: str) -> None:
+    (model_dir / str(version)).mkdir(parents=True)
+    (model_dir / "config.pbtxt").write_text(text)
+    dest = model_dir / str(version) / filename
+    if source.suffix == ".onnx":
+        from deploy.modelio import onnx_files
+
+        onnx_files.copy(source, dest)  # with the weights file beside it, if any
+    else:
+        shutil.copyfile(source, dest)
+
+
+SPEC = StageSpec(
+    phase=Phase.PACKAGE,
+    name="triton_config",
+    version=6,  # 6: dynamic batching refused for batch-dependent outputs of any served precision
+    params=TritonParams,
+    inputs=("golden", "batching", "onnx", "onnx_int8", "onnx_fp16", "torchscript", "engine", "manifest"),
+    outputs=(Artifact("repository", ArtifactKind.TREE, publish=Publish.REPOSITORY),),
+    run=run,
+    uses=frozenset({Section.NAME, Section.SHAPES}),
+    env=("tritonclient", "protobuf", "onnx", "onnxruntime", "numpy"),
+    check=check,
+    identity=lambda p: ensemble.files(p.preprocess, p.postprocess),
+    select_inputs=inputs_for,
+    optional_inputs=frozenset({"engine", "manifest"}),
+    # No trace stage (the torch.export path): the torchscript format is not written, and says so.
+    if_configured=frozenset({"torchscript"}),
+    publishes=when_all,
+    provides=(Provides(PUBLISHING, lambda p: Publishing(p.publish, p.publish_to)),),
+    description="Triton model repository: config.pbtxt (validated as ModelConfig) + model files",
+    timeout_s=600,
+)

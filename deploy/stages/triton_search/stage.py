@@ -1,0 +1,180 @@
+"""triton_search: Model Analyzer's question, answered on a real tritonserver: which
+instance count x max batch size x dynamic batching (queue delay) serves one model best,
+under a latency budget (most throughput) or above a throughput floor (least latency)?
+
+One server, the model reloaded per configuration through Triton's load API with a config
+override (no restart); each configuration measured at rising concurrency the way the
+bench stage measures Triton (perf_analyzer's windows until stable, server-side share from
+the statistics API), stopping early once the budget is broken or throughput stops
+growing. The search space is bounded (`max_configs`). The winning configuration's
+config.pbtxt replaces the model's in the repository (this stage transforms `repository`,
+so what is published and served downstream is the tuned one); every measured point goes to
+search.json, search.csv (perf_analyzer's CSV columns) and search.png (throughput against
+tail latency per configuration, the Pareto front marked)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, NonNegativeInt, PositiveInt
+
+from deploy.gates.batch_independence import BatchIndependence
+from deploy.pipeline.config import Frozen
+from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, Section, StageContext, StageSpec
+from deploy.pipeline.errors import StageFailed
+from deploy.runtimes.measure import MeasureSettings
+from deploy.serving.publishing import when_all
+from deploy.serving.spec import ServerSpec
+from deploy.serving.spec import identity as server_identity
+
+
+class SearchSpace(Frozen):
+    instance_counts: tuple[PositiveInt, ...] = Field(
+        (1, 2), min_length=1, description="Model instances (instance_group count) to try."
+    )
+    max_batch_sizes: tuple[PositiveInt, ...] | None = Field(
+        None, min_length=1, description="max_batch_size values to try; null: the repository's own."
+    )
+    max_queue_delays_us: tuple[NonNegativeInt | None, ...] = Field(
+        (None, 100, 1000),
+        min_length=1,
+        description="Dynamic batching queue delays to try, us; null: no dynamic batching.",
+    )
+    preferred_batch_sizes: tuple[tuple[PositiveInt, ...], ...] = Field(
+        ((),),
+        min_length=1,
+        description="Dynamic batching preferred_batch_size lists to try with each queue delay ([]: none); a list "
+        "with a size above the point's max_batch_size is skipped.",
+    )
+    concurrency: tuple[PositiveInt, ...] = Field(
+        (1, 2, 4, 8),
+        min_length=1,
+        description="Closed-loop clients, in rising order; each configuration stops early at the first level that "
+        "breaks the latency budget or adds less than min_gain throughput.",
+    )
+
+
+class SearchGoal(Frozen):
+    metric: Literal["throughput", "latency"] = Field(
+        "throughput",
+        description="throughput: most items/s within max_latency_ms; latency: least tail latency "
+        "with at least min_items_per_s.",
+    )
+    max_latency_ms: float | None = Field(None, gt=0, description="Latency budget at `percentile`, ms.")
+    min_items_per_s: float | None = Field(
+        None, gt=0, description="Throughput floor, items/s (metric latency)."
+    )
+    percentile: Annotated[float, Field(gt=0, le=100)] = Field(
+        99, description="The tail percentile budgets and the plot use (must be among percentiles)."
+    )
+
+
+class SearchParams(MeasureSettings):
+    model: str | None = Field(
+        None, description="The repository's model to tune; null: the first fp32 model the server can load."
+    )
+    space: SearchSpace = Field(SearchSpace(), description="What is tried.")
+    goal: SearchGoal = Field(SearchGoal(), description="What counts as best.")
+    max_configs: PositiveInt = Field(
+        12, description="At most this many configurations are measured (the current one first)."
+    )
+    min_gain: float = Field(
+        0.05,
+        ge=0,
+        description="Early stop: a concurrency level adding less than this fraction of throughput ends "
+        "that configuration's sweep.",
+    )
+    min_improvement: float = Field(
+        0.10,
+        ge=0,
+        description="Another configuration replaces the current one only when it beats it by more than this "
+        "fraction (differences inside the measurement's own spread decide nothing).",
+    )
+    batch: PositiveInt = Field(1, description="Items per request (perf_analyzer's -b).")
+    server: ServerSpec = Field(
+        ServerSpec(), description="Which tritonserver to start or reach (as smoke.server)."
+    )
+
+
+def check(params: SearchParams, config: Any) -> list[Any]:
+    from deploy.pipeline.errors import Issue
+
+    where = "stages.triton_search"
+    issues = []
+    if f"p{params.goal.percentile:g}" not in {f"p{p:g}" for p in params.percentiles}:
+        issues.append(
+            Issue(f"{where}.goal.percentile", f"{params.goal.percentile:g} is not among {where}.percentiles")
+        )
+    if list(params.space.concurrency) != sorted(set(params.space.concurrency)):
+        issues.append(Issue(f"{where}.space.concurrency", "must rise (the early stop relies on it)"))
+    most = config.batch_range()[2] if config.batch_range() else None
+    too_big = [b for b in params.space.max_batch_sizes or () if most is not None and b > most]
+    if too_big:
+        issues.append(
+            Issue(f"{where}.space.max_batch_sizes", f"{too_big} exceed the shape spec's max batch {most}")
+        )
+    return issues
+
+
+def run(ctx: StageContext, params: SearchParams) -> None:
+    from deploy.stages.triton_search import search
+
+    tree = ctx.output("repository")
+    shutil.copytree(ctx.input("repository"), tree, symlinks=True)
+    result = search.search(ctx, _without_merging(ctx, params), tree)
+    ctx.output("search_results").write_text(json.dumps(result.record().to_json(), indent=1))
+    ctx.output("search_csv").write_text(search.csv(result))
+    search.plot(result, params.goal, ctx.output("search_plot"))
+    search.write_winner(result, tree)
+    ctx.record("search", result.summary())
+    ctx.headline(result.headline())
+    search.report(ctx, result)
+    if result.winner is None:
+        raise StageFailed(
+            f"triton_search: no configuration of {result.model} meets the goal: {result.goal_text}"
+        )
+
+
+def _without_merging(ctx: StageContext, params: SearchParams) -> SearchParams:
+    """A model with an output that depends on its batch must never have requests merged:
+    dynamic batching leaves the search space (golden's batching.json says which)."""
+    record = BatchIndependence.read(ctx.input("batching"))
+    if not record.dependent():
+        return params
+    ctx.log.warning("dynamic batching left out of the search: %s", record.text())
+    ctx.record("dynamic_batching", f"not searched: {record.text()}")
+    return params.model_copy(
+        update={"space": params.space.model_copy(update={"max_queue_delays_us": (None,)})}
+    )
+
+
+def identity(params: SearchParams) -> Mapping[str, object]:
+    from deploy.runtimes.devices import host_identity
+
+    return host_identity() | server_identity(params.server)
+
+
+SPEC = StageSpec(
+    phase=Phase.MEASURE,
+    name="triton_search",
+    version=3,  # 3: no dynamic batching for batch-dependent outputs (golden's batching.json)
+    params=SearchParams,
+    inputs=("repository", "batching"),
+    outputs=(
+        Artifact("repository", ArtifactKind.TREE, publish=Publish.REPOSITORY),
+        Artifact("search_results", filename="search.json"),
+        Artifact("search_csv", filename="search.csv"),
+        Artifact("search_plot", filename="search.png"),
+    ),
+    run=run,
+    uses=frozenset({Section.SHAPES}),
+    env=("tritonclient", "protobuf", "nvidia-pytriton", "numpy", "matplotlib"),
+    identity=identity,
+    check=check,
+    publishes=when_all,
+    description="Model Analyzer-style search: instance count x max batch x queue delay on a live tritonserver",
+    timeout_s=7200,
+)

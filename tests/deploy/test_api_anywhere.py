@@ -1,0 +1,93 @@
+"""The Python API from wherever a user calls it: a script without an
+`if __name__ == "__main__":` guard, a script piped to `python -`, `python -c`, and a
+Jupyter kernel. Each runs two stages of the tiny CNN in their own processes; before the
+main module was hidden from multiprocessing, the stage's process re-ran the script (its
+run started again inside the stage: "exited with code 1 without a result") or failed
+on '<stdin>'. The stage processes must never import the caller's main module: the
+script leaves a mark when it is executed, and there must be exactly one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import ROOT, tiny_dict
+
+SCRIPT = """\
+import os
+import deploy
+
+with open("executions.txt", "a") as marks:  # once per execution of this script's top level
+    marks.write(f"{os.getpid()}\\n")
+result = deploy.load("tiny.yaml").run()
+print("RESULT", result.ok, {n: s.status.value for n, s in result.stages.items()})
+"""
+
+
+def _folder(tmp: Path) -> Path:
+    config = tiny_dict(tmp)
+    config["stages"] = {"export": config["stages"]["export"]}
+    (tmp / "tiny.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    (tmp / "script.py").write_text(SCRIPT)
+    return tmp
+
+
+def _env() -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if k != "DEPLOY_CACHE_DIR"}, "PYTHONPATH": str(ROOT)}
+
+
+def _ran(tmp: Path, done: subprocess.CompletedProcess[str]) -> None:
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "RESULT True {'golden': 'ran', 'export': 'ran'}" in done.stdout, done.stdout + done.stderr
+    assert len((tmp / "executions.txt").read_text().split()) == 1, "a stage process re-ran the script"
+
+
+@pytest.mark.parametrize("how", ["script", "stdin", "dash-c"])
+def test_an_unguarded_script_runs_once_however_python_gets_it(how: str, tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    args = {
+        "script": [sys.executable, "script.py"],
+        "stdin": [sys.executable, "-"],
+        "dash-c": [sys.executable, "-c", SCRIPT],
+    }[how]
+    stdin = SCRIPT if how == "stdin" else None
+    done = subprocess.run(
+        args, cwd=folder, input=stdin, capture_output=True, text=True, env=_env(), timeout=600
+    )
+    _ran(folder, done)
+
+
+def test_a_jupyter_kernel_runs_the_api_and_shows_the_result(tmp_path: Path) -> None:
+    jupyter_client = pytest.importorskip("jupyter_client", reason="the dev extra installs it")
+    folder = _folder(tmp_path)
+    manager = jupyter_client.KernelManager(kernel_name="python3")
+    manager.kernel_spec_manager.ensure_native_kernel = True
+    manager.start_kernel(cwd=str(folder), env=_env(), extra_arguments=[])
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=120)
+        outputs: list[str] = []
+        reply = client.execute_interactive(
+            SCRIPT, timeout=600, output_hook=lambda msg: outputs.append(_text(msg))
+        )
+        assert reply["content"]["status"] == "ok", reply["content"]
+        done = subprocess.CompletedProcess([], 0, "".join(outputs), "")
+        _ran(folder, done)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+def _text(msg: dict) -> str:
+    content = msg.get("content", {})
+    if msg.get("msg_type") == "stream":
+        return str(content.get("text", ""))
+    if msg.get("msg_type") == "error":
+        return "\n".join(content.get("traceback", []))
+    return ""
