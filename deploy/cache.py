@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from deploy.pipeline.errors import ConfigError, ExitCode, Issue
+from deploy.terminal import make_console
 
 if TYPE_CHECKING:
     from deploy.pipeline.remote import RemoteCache
@@ -43,7 +44,7 @@ RemoteOpt = Annotated[
 def _console() -> Console:
     from deploy.pipeline.logs import console_stream
 
-    return Console(file=console_stream())
+    return make_console(file=console_stream())
 
 
 def _store(config: Path | None, cache_dir: Path | None) -> Store:

@@ -21,6 +21,7 @@ from deploy.cache import cache_app
 from deploy.pipeline.errors import DeployError, ExitCode, StageFailed
 from deploy.pipeline.writable import UMASK
 from deploy.runs import check_writable
+from deploy.terminal import make_console, wide_help
 
 if TYPE_CHECKING:
     from deploy.pipeline.plan import PlanRow
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings=HELP_OPTIONS,
@@ -72,7 +73,7 @@ Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show tracebacks 
 def _console() -> Console:
     from deploy.pipeline.logs import console_stream
 
-    return Console(file=console_stream())
+    return make_console(file=console_stream())
 
 
 def _project(config: Path, cache_dir: Path | None) -> Project:
@@ -152,7 +153,7 @@ def plan(
     from deploy.pipeline.plan import will_run
 
     project = _project(config, cache_dir)
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
 
     def warn(message: str) -> None:
         err.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
@@ -180,8 +181,12 @@ def _print_plan(rows: list[PlanRow], as_json: bool) -> None:
 
 @app.command()
 def validate(config: ConfigArg) -> None:
-    """Check a config file (schema, shapes, stage graph) without running anything."""
+    """Check a config file (schema, shapes, stage graph) and that the model's module
+    imports (a missing package named with its install command), without building it."""
+    from deploy.modelio.loading import check_source
+
     project = _project(config, None)
+    check_source(project.config.model)
     stages = " -> ".join(project.graph.names())
     _console().print(f"[green]ok[/] {config}: {project.config.name}: {stages}")
 
@@ -221,7 +226,7 @@ def init(
     _console().print(f"[green]wrote[/] {dest}: check the guesses, then `deploy run {dest}`")
 
 
-_PORT_HELP = "port. Default: the config's {0}, else a free one. Taken: exit 4."
+_PORT_HELP = "port. Default: the config's {0}, else Triton's 8000 / 8001 / 8002 when all are free (what `deploy infer` tries), else free ones. Taken: exit 4."
 
 
 @app.command()
@@ -242,6 +247,7 @@ def serve(
     and exit 0; exit 1 if the server dies on its own, 4 if a port asked for is taken."""
     from deploy.serve import serve as serve_repository
     from deploy.serve import server_setting
+    from deploy.serving.ports import conventional_ports
 
     project = _project(config, None)
     spec, where = server_setting(project)
@@ -257,6 +263,12 @@ def serve(
     def say(line: str) -> None:  # model names and server reasons are text, never markup
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
+    if not ports and all(getattr(spec, name) is None for name in given):
+        ports = conventional_ports(spec.host)  # where `deploy infer` looks without --url
+        if not ports:
+            say(
+                "ports 8000-8002 are taken: serving on free ones; give `deploy infer` the --url printed below"
+            )
     serve_repository(
         project.config.name, spec.model_copy(update=ports), project.config.repository, say, origins
     )
@@ -374,11 +386,12 @@ def main() -> None:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     os.umask(UMASK)  # what deploy writes is never world-writable, whatever the shell's umask
     verbose = any(arg in ("-v", "--verbose") for arg in sys.argv[1:])
+    wide_help()
     sys.exit(_invoke(verbose))
 
 
 def _invoke(verbose: bool) -> int:
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     try:
         code = app(standalone_mode=False)  # returns an Exit's code instead of exiting
     except typer.TyperException as exc:  # usage errors (typer's vendored click)

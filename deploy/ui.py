@@ -118,6 +118,9 @@ class ConsoleReporter:
             task = self.tasks[event.stage] = self._live().add_task(f"[bold]{event.stage}[/]", total=None)
         what = f" — {escape(event.what)}" if event.what else ""
         live = self._live()
+        if event.running_s is not None:  # a heartbeat: the bar keeps what it showed
+            live.update(task, description=f"[bold]{event.stage}[/]{what}")
+            return
         live.update(
             task, description=f"[bold]{event.stage}[/]{what}", total=event.total, completed=event.done
         )
@@ -127,6 +130,9 @@ class ConsoleReporter:
         if now - self.printed.get(event.stage, 0.0) < PLAIN_EVERY_S and event.done != event.total:
             return
         self.printed[event.stage] = now
+        if event.running_s is not None:
+            self._line(f"{event.stage}: still running ({event.running_s:.0f} s)")
+            return
         of = f"{event.done}/{event.total}" if event.total else f"{event.done}"
         self._line(f"{event.stage}: {of} done{f', now {event.what}' if event.what else ''}")
 

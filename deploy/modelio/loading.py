@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from deploy.pipeline.config import DeployConfig, ModelSource
-from deploy.pipeline.errors import StageFailed, first_line
+from deploy.pipeline.errors import MissingDependency, StageFailed, first_line
 
 if TYPE_CHECKING:
     from deploy.modelio.adapter import IOAdapter
@@ -56,6 +56,8 @@ def _factory(source: ModelSource) -> Any:
         module_name, _, name = str(source.factory).partition(":")
         try:
             module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            raise _missing(f"model.factory: '{module_name}'", exc) from exc
         except ImportError as exc:
             raise StageFailed(f"model.factory: cannot import '{module_name}': {exc}") from exc
     if not hasattr(module, name):
@@ -68,6 +70,26 @@ def _factory(source: ModelSource) -> Any:
     return getattr(module, name)
 
 
+def check_source(source: ModelSource) -> None:
+    """Imports the model's module (a factory's, or the file) without building the model:
+    a missing package is a MissingDependency naming its install command."""
+    if source.kind != "torchscript":
+        _factory(source)
+
+
+# Import names whose distribution is called otherwise (the pip install hint).
+DISTRIBUTIONS = {"sklearn": "scikit-learn", "PIL": "pillow", "cv2": "opencv-python", "yaml": "pyyaml"}
+
+
+def _missing(where: str, exc: ModuleNotFoundError) -> MissingDependency:
+    top = (exc.name or "").split(".")[0]
+    if not top:
+        return MissingDependency(f"a package {where} imports ({exc})", "pip install <the package>")
+    return MissingDependency(
+        f"the package '{top}' ({where} imports it)", f"pip install {DISTRIBUTIONS.get(top, top)}"
+    )
+
+
 def _module_from_file(path: Path) -> Any:
     spec = importlib.util.spec_from_file_location(f"deploy_user_model_{path.stem}", path)
     if spec is None or spec.loader is None:
@@ -76,6 +98,8 @@ def _module_from_file(path: Path) -> Any:
     sys.path.insert(0, str(path.parent))  # let the file import its siblings
     try:
         spec.loader.exec_module(module)
+    except ModuleNotFoundError as exc:
+        raise _missing(f"model.file: {path}", exc) from exc
     except SyntaxError as exc:
         raise StageFailed(f"model.file: {path}, line {exc.lineno}: {exc.msg}") from exc
     except Exception as exc:

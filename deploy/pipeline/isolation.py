@@ -28,7 +28,7 @@ from typing import Any
 from deploy.pipeline import lifeline, stopping
 from deploy.pipeline.errors import ExitCode
 from deploy.pipeline.execute import Job, Outcome, execute
-from deploy.pipeline.progress import Progress, Sink
+from deploy.pipeline.progress import HEARTBEAT_S, Progress, Sink, heartbeat
 from deploy.pipeline.results import Status
 
 # Imported once by the fork server: what most stages import, and what costs seconds.
@@ -168,7 +168,8 @@ def _child(job: Job, environ: dict[str, str], path: list[str], send: Any) -> Non
 def _wait(
     child: Any, receive: Any, job: Job, limits: Limits, spawned: set[Proc], sink: Sink | None
 ) -> Outcome:
-    deadline = time.monotonic() + limits.timeout_s
+    started = time.monotonic()
+    deadline, heard = started + limits.timeout_s, started
     while True:
         spawned.update(_procs(lifeline.descendants(child.pid)))
         if receive.poll(POLL_S):  # progress, an outcome, or the end of the pipe: the child is gone
@@ -178,6 +179,7 @@ def _wait(
                 child.join(GRACE_S)
                 return _died(child.exitcode, job.log)
             if isinstance(message, Progress):
+                heard = time.monotonic()
                 if sink is not None:
                     sink(message)
                 continue
@@ -186,10 +188,14 @@ def _wait(
             return outcome
         if not child.is_alive():
             return _died(child.exitcode, job.log)
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             return _limit(job, f"exceeded timeout_s {limits.timeout_s:g}")
         if limits.memory_mb is not None and (rss := tree_rss_mb(child.pid)) > limits.memory_mb:
             return _limit(job, f"exceeded memory_mb {limits.memory_mb} (resident {rss:.0f} MB)")
+        if sink is not None and now - heard >= HEARTBEAT_S:  # a silent stage still shows it is alive
+            heard = now
+            sink(heartbeat(job.stage, now - started))
 
 
 def _died(exitcode: int | None, log: Path) -> Outcome:

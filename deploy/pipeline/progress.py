@@ -13,12 +13,21 @@ from dataclasses import dataclass
 EVERY_S = 0.5
 
 
+# A stage silent for this long gets a heartbeat event (how long it has been running).
+HEARTBEAT_S = 10.0
+
+
 @dataclass(frozen=True)
 class Progress:
     stage: str
     done: int
     total: int | None  # None: how much remains is not known
     what: str = ""  # the step under way, e.g. "onnxruntime b8"
+    running_s: float | None = None  # set on a heartbeat: no step to report, still running
+
+
+def heartbeat(stage: str, running_s: float) -> Progress:
+    return Progress(stage, 0, None, f"running for {running_s:.0f} s", running_s)
 
 
 Sink = Callable[[Progress], None]

@@ -24,6 +24,20 @@ class PortInUse(EnvError):
         )
 
 
+# Triton's own defaults, which clients (and `deploy infer`) try first.
+CONVENTIONAL = {"http_port": 8000, "grpc_port": 8001, "metrics_port": 8002}
+
+
+def conventional_ports(host: str) -> dict[str, int]:
+    """Triton's default ports when all three are free on `host`; else {} (free ones then)."""
+    for port in CONVENTIONAL.values():
+        try:
+            port_or_free(host, port, "")
+        except PortInUse:
+            return {}
+    return dict(CONVENTIONAL)
+
+
 def free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))

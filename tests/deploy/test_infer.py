@@ -74,3 +74,39 @@ def test_a_model_that_is_not_the_service_asked_for_is_refused(served, args, says
     result = run_cli("infer", "--url", server.http, *args, cwd=work)
     assert result.returncode == 3 and says in result.stdout + result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_deploy_infer_finds_the_server_deploy_serve_started(served):
+    """No ports on either side: `deploy serve` takes Triton's 8000-8002 (free here), which
+    is where `deploy infer` looks without --url."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from deploy.serving.ports import conventional_ports
+
+    work, truth, _ = served
+    if not conventional_ports("127.0.0.1"):
+        pytest.skip("ports 8000-8002 are taken on this machine; deploy serve then says which it uses")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deploy", "serve", str(work / "digits.yaml")],
+        cwd=work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    name, digit = next(iter(truth.items()))
+    try:
+        deadline, answer = time.monotonic() + 180, None
+        while time.monotonic() < deadline and proc.poll() is None:
+            answer = run_cli("infer", "--image", str(work / "digits" / name), cwd=work)
+            if answer.returncode == 0:
+                break
+            time.sleep(1)
+        assert answer is not None and answer.returncode == 0, (answer and answer.stderr, proc.poll())
+        assert answer.stdout.split("1. ")[1].split(" ")[0] == DIGIT_NAMES[digit], answer.stdout
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 0 and "8000" in out, out

@@ -200,3 +200,13 @@ def test_the_stage_timeout_kills_the_daemon_its_model_started(tmp_path, reaper):
     assert proc.returncode == ExitCode.LIMIT, out[-3000:]
     assert "timeout" in out.lower() or "timed out" in out.lower(), out[-3000:]
     assert not _gone_within({daemon}, 5), "the daemon survived its stage's timeout"
+
+
+def test_a_silent_stage_shows_a_heartbeat_in_a_ci_log(tmp_path, reaper):
+    """golden hangs (it prints nothing and reports no steps): the piped console (a CI log)
+    still says every 10 s that it runs, until its timeout."""
+    proc = _start(tmp_path, _config(tmp_path, timeout_s=13))
+    reaper.add(_daemon(tmp_path, proc))
+    out = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == ExitCode.LIMIT, out[-3000:]
+    assert "golden: still running (10 s)" in out, out[-3000:]

@@ -1,0 +1,31 @@
+"""The consoles the CLI writes to. On a terminal, rich's own (its width, colours, live
+displays). Elsewhere (a CI log, a pipe, a file) nothing is hard-wrapped: a message, a
+path or a command to copy stays on one line, however long, and tables are as wide as
+their content. Help text (typer's panels) gets a wide page rather than 80 columns."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TextIO
+
+from rich.console import Console
+
+# Wide enough that no line we print is wrapped; tables only take the width they need.
+UNWRAPPED = 100_000
+# Typer's help panels fill the width they are given: a page, not a line.
+HELP_WIDTH = "200"
+
+
+def make_console(file: TextIO | None = None, stderr: bool = False) -> Console:
+    probe = Console(file=file, stderr=stderr)
+    if probe.is_terminal:
+        return probe
+    return Console(file=file, stderr=stderr, width=UNWRAPPED, soft_wrap=True)
+
+
+def wide_help() -> None:
+    """Before typer renders help: outside a terminal, a wide page (TERMINAL_WIDTH is what
+    typer reads), unless the user chose a width."""
+    if not sys.stdout.isatty() and "TERMINAL_WIDTH" not in os.environ and "COLUMNS" not in os.environ:
+        os.environ["TERMINAL_WIDTH"] = HELP_WIDTH
