@@ -96,7 +96,7 @@ class Pipeline:
         """The engine's Runner for this selection (the CLI drives it with its console)."""
         from deploy.pipeline.graph import select
         from deploy.pipeline.remote import remote_for
-        from deploy.pipeline.runner import Runner, Selection
+        from deploy.pipeline.runner import Runner, StageSelection
         from deploy.pipeline.store import Store
 
         names = select(self.project.graph, list(only), from_, to)
@@ -105,7 +105,7 @@ class Pipeline:
             issue = Issue("force", f"unknown stage(s) {unknown} (stages: {', '.join(self.stages)})")
             raise ConfigError("stage selection", [issue])
         remote = remote_for(self.project.config, reporter.warn)
-        selection = Selection(frozenset(names), frozenset(force))
+        selection = StageSelection(frozenset(names), frozenset(force))
         return Runner(self.project, Store(self.project.cache_dir), reporter, selection, remote)
 
     def run(

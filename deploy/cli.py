@@ -219,9 +219,9 @@ def init(
 ) -> None:
     """Write a starter config for a model: it is built and called once at the opt shapes,
     and its outputs (tensor, tuple, dict, ModelOutput) become the declared outputs."""
-    from deploy.init import Request, initialise
+    from deploy.init import InitRequest, initialise
 
-    request = Request(factory, file, callable_, torchscript, kwarg, inputs, name, output, overwrite)
+    request = InitRequest(factory, file, callable_, torchscript, kwarg, inputs, name, output, overwrite)
     dest = initialise(request)
     _console().print(f"[green]wrote[/] {dest}: check the guesses, then `deploy run {dest}`")
 
@@ -295,13 +295,13 @@ def infer(
 ) -> None:
     """Send images or sentences to a published service on a running Triton server and print
     the top labels (or the embedding's first values) and each request's latency."""
-    from deploy.infer import Request
+    from deploy.infer import InferRequest
     from deploy.infer import infer as ask_service
 
     if protocol not in ("http", "grpc"):
         raise typer.BadParameter("http or grpc", param_hint="--protocol")
     where = url or ("localhost:8000" if protocol == "http" else "localhost:8001")
-    request = Request(where, protocol, model, list(image or []), list(text or []), timeout)  # type: ignore[arg-type]
+    request = InferRequest(where, protocol, model, list(image or []), list(text or []), timeout)  # type: ignore[arg-type]
     console = _console()
     ask_service(request, lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
 

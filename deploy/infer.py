@@ -15,7 +15,7 @@ from deploy.serving.service_client import Answer, Protocol
 
 
 @dataclass(frozen=True)
-class Request:
+class InferRequest:
     url: str
     protocol: Protocol
     model: str | None
@@ -24,7 +24,7 @@ class Request:
     timeout_s: float
 
 
-def infer(request: Request, say: Callable[[str], None]) -> None:
+def infer(request: InferRequest, say: Callable[[str], None]) -> None:
     from deploy.serving.service_client import connect
 
     items = _items(request)
@@ -36,7 +36,7 @@ def infer(request: Request, say: Callable[[str], None]) -> None:
         say(_describe(label, _ask(conn, request, model, kind, label, data)))
 
 
-def _items(request: Request) -> list[tuple[str, bytes]]:
+def _items(request: InferRequest) -> list[tuple[str, bytes]]:
     if bool(request.images) == bool(request.texts):
         raise ConfigError("deploy infer", [Issue("--image / --text", "give images or texts (one of them)")])
     missing = [p for p in request.images if not p.is_file()]
@@ -49,7 +49,7 @@ def _items(request: Request) -> list[tuple[str, bytes]]:
     return [(f"text {i + 1}", t.encode("utf-8", "surrogateescape")) for i, t in enumerate(request.texts)]
 
 
-def _reach(call: Callable[[], Any], request: Request) -> Any:
+def _reach(call: Callable[[], Any], request: InferRequest) -> Any:
     from tritonclient.utils import InferenceServerException
 
     try:
@@ -63,14 +63,15 @@ def _reach(call: Callable[[], Any], request: Request) -> Any:
         ) from exc
 
 
-def _only_service(conn: Any, request: Request, kind: str) -> str:
+def _only_service(conn: Any, request: InferRequest, kind: str) -> str:
+    from deploy.serving.model_state import LoadState
     from deploy.serving.service_client import service_input
 
     index = _reach(lambda: conn.get_model_repository_index(**_json(request)), request)
     ready = [
         m["name"]
         for m in (index.get("models", []) if isinstance(index, dict) else index)
-        if m.get("state") == "READY"
+        if LoadState.from_index(m).ready
     ]
     services = []
     for name in (n for n in ready if n.endswith("_ensemble")):
@@ -88,11 +89,11 @@ def _only_service(conn: Any, request: Request, kind: str) -> str:
     return services[0]
 
 
-def _json(request: Request) -> dict[str, bool]:
+def _json(request: InferRequest) -> dict[str, bool]:
     return {"as_json": True} if request.protocol == "grpc" else {}
 
 
-def _expect(conn: Any, request: Request, model: str, kind: str) -> None:
+def _expect(conn: Any, request: InferRequest, model: str, kind: str) -> None:
     from deploy.serving.service_client import service_input
 
     if not _reach(lambda: conn.is_model_ready(model), request):
@@ -106,7 +107,7 @@ def _expect(conn: Any, request: Request, model: str, kind: str) -> None:
         raise ConfigError("deploy infer", [Issue("--model", f"'{model}' takes {takes}: use {flag}")])
 
 
-def _ask(conn: Any, request: Request, model: str, kind: str, label: str, data: bytes) -> Answer:
+def _ask(conn: Any, request: InferRequest, model: str, kind: str, label: str, data: bytes) -> Answer:
     from tritonclient.utils import InferenceServerException
 
     from deploy.serving.service_client import ask

@@ -225,7 +225,7 @@ def write_checked(text: str, dest: Path) -> None:
 
 
 @dataclass(frozen=True)
-class Request:
+class InitRequest:
     """`deploy init`'s options."""
 
     factory: str | None
@@ -253,7 +253,7 @@ class Request:
         return {k: v for k, v in found.items() if v is not None}
 
 
-def initialise(request: Request) -> Path:
+def initialise(request: InitRequest) -> Path:
     """Writes the starter config; returns where. Nothing is written on any error."""
     name = request.name or request.chosen_name
     dest = (request.output or Path(f"{name}.yaml")).absolute()

@@ -56,7 +56,7 @@ class Row:
 
 
 @dataclass(frozen=True)
-class Section:
+class DocSection:
     title: str
     intro: str
     rows: tuple[Row, ...]
@@ -131,19 +131,19 @@ def _one_line(text: str | None) -> str:
 
 
 # -- sections and Markdown -----------------------------------------------------------------------
-def sections() -> list[Section]:
+def sections() -> list[DocSection]:
     """The shared fields, then one section per stage in the registry's (name) order."""
     from deploy.pipeline.config import DeployConfig
     from deploy.pipeline.registry import stage_specs
 
-    shared = Section(
+    shared = DocSection(
         "Shared keys",
         "Top-level keys of the config file.",
         tuple(rows(DeployConfig)),
     )
     from deploy.pipeline.contract import RunSettings
 
-    run = Section(
+    run = DocSection(
         "Run settings (every stage)",
         "Beside a stage's params in its section (`export: {opset: 18, timeout_s: 600}`); how the stage's code "
         "is run, not what it computes, so never in its cache key. `timeout_s` defaults per stage (in each "
@@ -155,7 +155,7 @@ def sections() -> list[Section]:
         intro = f"{spec.description}." if spec.description else ""
         intro += f" Default `timeout_s`: {spec.timeout_s:g}."
         out.append(
-            Section(f"`{STAGES_FIELD}.{name}`", intro, tuple(rows(spec.params, f"{STAGES_FIELD}.{name}")))
+            DocSection(f"`{STAGES_FIELD}.{name}`", intro, tuple(rows(spec.params, f"{STAGES_FIELD}.{name}")))
         )
     return out
 
@@ -177,7 +177,7 @@ def _code(text: str) -> str:
     return "`" + text.replace("|", "\\|") + "`"
 
 
-def render(parts: Sequence[Section] | None = None) -> str:
+def render(parts: Sequence[DocSection] | None = None) -> str:
     """Markdown: a short preamble, then per section a heading and a table of
     field | type | default | description. Deterministic."""
     parts = sections() if parts is None else parts

@@ -18,7 +18,7 @@ import yaml
 from deploy.pipeline.graph import select
 from deploy.pipeline.progress import Progress
 from deploy.pipeline.project import load_project
-from deploy.pipeline.runner import Runner, Selection, StageResult
+from deploy.pipeline.runner import Runner, StageResult, StageSelection
 from deploy.pipeline.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,7 +159,7 @@ def run(
         project,
         Store(project.cache_dir),
         reporter,
-        Selection(frozenset(names), frozenset(force)),
+        StageSelection(frozenset(names), frozenset(force)),
         remote_for(project.config, reporter.warn),
     )
     return {r.name: r for r in runner.run()}

@@ -267,3 +267,18 @@ def test_tests_share_code_only_through_helpers(path: Path) -> None:
         )
     )
     assert not bad, f"{path.name} imports {bad}"
+
+
+# Triton's python backend requires this class name in every model file it loads.
+REQUIRED_NAMES = {"TritonPythonModel"}
+
+
+def test_no_class_name_means_two_things() -> None:
+    """One name per concept: a class name is defined once in the package."""
+    where: dict[str, list[str]] = {}
+    for name, path in KNOWN.items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and node.name not in REQUIRED_NAMES:
+                where.setdefault(node.name, []).append(name)
+    twice = {cls: modules for cls, modules in where.items() if len(modules) > 1}
+    assert not twice, f"class names defined in more than one module: {twice}"

@@ -45,7 +45,7 @@ class Sensitivity:
 
 
 @dataclass(frozen=True)
-class Attempt:
+class FallbackAttempt:
     kept_float: tuple[str, ...]
     failures: tuple[str, ...]
     worst_cosine: float | None
@@ -56,11 +56,11 @@ class Attempt:
 
 
 @dataclass
-class Outcome:
+class FallbackResult:
     chosen: Path
     kept_float: tuple[str, ...] = ()
     ranking: list[Sensitivity] = field(default_factory=list)
-    attempts: list[Attempt] = field(default_factory=list)
+    attempts: list[FallbackAttempt] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -72,7 +72,7 @@ class _Search:
 
     def __init__(self, build: Build, judge: Judge, work: Path) -> None:
         self.build, self.judge, self.work = build, judge, work
-        self.attempts: list[Attempt] = []
+        self.attempts: list[FallbackAttempt] = []
         self.paths: dict[tuple[str, ...], Path] = {}
 
     def passes(self, kept: tuple[str, ...]) -> bool:
@@ -81,28 +81,28 @@ class _Search:
         self.build(kept, path)
         metrics, bad = self.judge(path)
         cosines = [m.cosine for m in metrics.values() if m.cosine is not None]
-        self.attempts.append(Attempt(kept, tuple(bad), min(cosines) if cosines else None))
+        self.attempts.append(FallbackAttempt(kept, tuple(bad), min(cosines) if cosines else None))
         self.paths[kept] = path
         return not bad
 
 
 def search(
     build: Build, judge: Judge, rank: Callable[[Path], list[Sensitivity]], limit: int, work: Path
-) -> Outcome:
+) -> FallbackResult:
     """The fewest most-sensitive nodes kept in FP32 that pass the gate; when even `limit`
     nodes do not, the outcome holds the last try (and `passed` is False)."""
     tries = _Search(build, judge, work)
     if tries.passes(()):
-        return Outcome(tries.paths[()], attempts=tries.attempts)
+        return FallbackResult(tries.paths[()], attempts=tries.attempts)
     ranking = rank(tries.paths[()])
     prefixes = _prefixes(ranking, limit)
     low, high = _first_passing_prefix(tries, prefixes)
     if high is None:
-        return Outcome(tries.paths[prefixes[low]], prefixes[low], ranking, tries.attempts)
+        return FallbackResult(tries.paths[prefixes[low]], prefixes[low], ranking, tries.attempts)
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (low, mid) if tries.passes(prefixes[mid]) else (mid, high)
-    return Outcome(tries.paths[prefixes[high]], prefixes[high], ranking, tries.attempts)
+    return FallbackResult(tries.paths[prefixes[high]], prefixes[high], ranking, tries.attempts)
 
 
 def _prefixes(ranking: list[Sensitivity], limit: int) -> list[tuple[str, ...]]:
@@ -130,7 +130,7 @@ def _first_passing_prefix(tries: _Search, prefixes: list[tuple[str, ...]]) -> tu
 
 # -- sensitivity ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Candidate:
+class ConvertedGraph:
     """The converted graph, to tell which reference nodes the conversion changed."""
 
     names: frozenset[str]
@@ -138,7 +138,7 @@ class Candidate:
     inputs: dict[str, tuple[str, ...]]
 
     @classmethod
-    def load(cls, path: Path) -> Candidate:
+    def load(cls, path: Path) -> ConvertedGraph:
         import onnx
 
         nodes = onnx.load(str(path), load_external_data=False).graph.node
@@ -167,13 +167,13 @@ def rank(
     reference: Path,
     candidate: Path,
     feeds: Sequence[Mapping[str, Any]],
-    eligible: Callable[[Any, Candidate], bool],
+    eligible: Callable[[Any, ConvertedGraph], bool],
     work: Path,
 ) -> list[Sensitivity]:
     """Eligible nodes of `reference` by the error each adds in `candidate`, worst first."""
     import onnx
 
-    converted = Candidate.load(candidate)
+    converted = ConvertedGraph.load(candidate)
     graph = onnx.load(str(reference), load_external_data=False).graph
     nodes = [n for n in graph.node if eligible(n, converted)]
     tensors = sorted({t for n in nodes for t in [*n.input, *n.output] if t})
@@ -195,7 +195,7 @@ class _Links:
     quantized), and the readers of an output it overflows (FP16: a result that does not
     fit FP16 overflows again in a reader that converts it back to FP16)."""
 
-    def __init__(self, nodes: list[Any], converted: Candidate, overflowed: set[str]) -> None:
+    def __init__(self, nodes: list[Any], converted: ConvertedGraph, overflowed: set[str]) -> None:
         self.converted, self.overflowed = converted, overflowed
         self.producers = {o: n.name for n in nodes for o in n.output}
         self.readers: dict[str, list[str]] = {}
@@ -267,7 +267,7 @@ class Conversion:
     report: str  # and for its accuracy report
     build: Build
     reference: Path
-    eligible: Callable[[Any, Candidate], bool]  # (reference node, converted graph)
+    eligible: Callable[[Any, ConvertedGraph], bool]  # (reference node, converted graph)
 
 
 def conclude(
@@ -307,7 +307,7 @@ def conclude(
     accuracy.conclude(ctx, label, dest, holdout, gate, details, conversion.report, evidence)
 
 
-def to_json(outcome: Outcome, auto: AutoFallback) -> dict[str, Any]:
+def to_json(outcome: FallbackResult, auto: AutoFallback) -> dict[str, Any]:
     return {
         "kept_float": list(outcome.kept_float),
         "max_float_nodes": auto.max_float_nodes,
@@ -319,7 +319,7 @@ def to_json(outcome: Outcome, auto: AutoFallback) -> dict[str, Any]:
 RANKING_SHOWN = 20
 
 
-def _report(ctx: Any, label: str, outcome: Outcome) -> None:
+def _report(ctx: Any, label: str, outcome: FallbackResult) -> None:
     kept = set(outcome.kept_float)
     rows = [
         [s.node, s.op_type, f"{s.added_error:.3g}", "FP32" if s.node in kept else label]

@@ -79,9 +79,6 @@ class StatMemo:
         self._entries[str(path.absolute())] = [*stat_token(path), value]
         self._dirty = True
 
-    def forget(self, path: Path) -> None:
-        self._dirty |= self._entries.pop(str(path.absolute()), None) is not None
-
     def save(self) -> None:
         if self._dirty:
             atomic_write_text(self.path, json.dumps(self._entries))

@@ -10,7 +10,9 @@ still a descendant the stage can find and kill, not an orphan of init.
   agent's abort), so a stage no longer outlives the run that enforced its timeout.
 - Each stage's child takes SIGTERM when the fork server dies, and on SIGTERM kills its
   descendants before it exits (`contain`); it kills them too when its stage is done.
-- Servers a stage starts die with that stage's child (`die_with_parent`).
+- Servers a stage starts die with that stage's child (`die_with_parent`); what runs
+  elsewhere (a docker container, under the docker daemon) is removed by an `on_stop`
+  callback when the child is stopped.
 
 Stdlib only: the fork server imports it before anything else.
 """
@@ -22,6 +24,7 @@ import ctypes
 import os
 import signal
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -55,7 +58,27 @@ def contain() -> None:
     die_with_parent(signal.SIGTERM)
 
 
+# What must be undone when a stage's child is stopped that killing its descendants can't
+# do: a docker container runs under the docker daemon, not under the stage.
+_ON_STOP: dict[int, Callable[[], object]] = {}
+
+
+@contextlib.contextmanager
+def on_stop(undo: Callable[[], object]) -> Iterator[None]:
+    """While the block runs, a stop of this stage's child (its timeout, the run's
+    interrupt or death) calls `undo` before the child exits."""
+    token = object()
+    _ON_STOP[id(token)] = undo
+    try:
+        yield
+    finally:
+        _ON_STOP.pop(id(token), None)
+
+
 def _terminated(signum: int, frame: FrameType | None) -> None:
+    for undo in list(_ON_STOP.values()):
+        with contextlib.suppress(Exception):
+            undo()
     kill_descendants(os.getpid())
     os._exit(128 + signum)
 

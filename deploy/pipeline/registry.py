@@ -78,12 +78,6 @@ def stage_specs() -> dict[str, StageSpec]:
     return {name: spec for name in stage_names() if (spec := stage_spec(name)) is not None}
 
 
-def forget() -> None:
-    """Drops what was found (after $DEPLOY_STAGE_PACKAGES changed, in tests)."""
-    _modules.cache_clear()
-    stage_spec.cache_clear()
-
-
 def read_fact(config: DeployConfig, wanted: Fact[T]) -> T:
     """A fact (pipeline/facts.py) as the configured stage that provides it states it, read
     from that stage's validated params; the fact's default when none provides it."""

@@ -49,7 +49,7 @@ class Reporter(Protocol):
 
 
 @dataclass(frozen=True)
-class Selection:
+class StageSelection:
     run: frozenset[str]
     force: frozenset[str] = frozenset()
 
@@ -63,7 +63,7 @@ class Runner:
         project: Project,
         store: Store,
         reporter: Reporter,
-        selection: Selection,
+        selection: StageSelection,
         remote: RemoteCache | None = None,
     ) -> None:
         self.project = project

@@ -15,9 +15,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
-from deploy.pipeline.config import resolve_path
+from deploy.pipeline.config import Frozen, resolve_path
 
 # config.pbtxt parameter keys the repository carries for readers of the repository.
 ROLE_PARAMETER = "deploy_role"
@@ -45,10 +45,6 @@ class Role(StrEnum):
     PRE = "preprocess"
     POST = "postprocess"
     ENSEMBLE = "ensemble"
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 def _existing(value: Path | None, info: ValidationInfo) -> Path | None:

@@ -9,6 +9,7 @@ Only stdlib and pydantic at import time; tritonclient is imported by the checks.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -131,14 +132,22 @@ def serving(
     `origins`: where explicit ports came from, for the error when one is taken."""
     server = _start(spec, repo, models, workdir, origins or {})
     loaded: list[str] = []
-    try:
-        wait_live(server, time.monotonic() + spec.startup_timeout_s)
-        if spec.kind is ServerKind.URL:
-            loaded = _load_into_existing(server, models)
-        yield server
-    finally:
-        _unload(server, loaded)
-        stop(server, spec.stop_grace_s)
+    with lifeline.on_stop(functools.partial(_remove_container, server)):
+        try:
+            wait_live(server, time.monotonic() + spec.startup_timeout_s)
+            if spec.kind is ServerKind.URL:
+                loaded = _load_into_existing(server, models)
+            yield server
+        finally:
+            _unload(server, loaded)
+            stop(server, spec.stop_grace_s)
+
+
+def _remove_container(server: Server) -> None:
+    """The stage is being stopped (timeout, interrupt, the run's death): no time for a
+    graceful stop, and no `finally` will run; the container goes at once."""
+    if server.container is not None:
+        subprocess.run(["docker", "rm", "-f", server.container], capture_output=True, timeout=30)
 
 
 def _load_into_existing(server: Server, models: list[str]) -> list[str]:

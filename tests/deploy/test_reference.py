@@ -202,7 +202,7 @@ def test_types_render_readably():
 
 def test_markdown_escapes_table_pipes_and_tags():
     row = reference.Row("a", "x | null", "null", "`a|b` or <name> | c")
-    line = reference.render([reference.Section("S", "", (row,))]).splitlines()[-1]
+    line = reference.render([reference.DocSection("S", "", (row,))]).splitlines()[-1]
     assert line == r"| `a` | `x \| null` | `null` | `a\|b` or \<name> \| c |"
 
 
@@ -255,9 +255,7 @@ def test_the_config_reference_example_is_a_valid_config(tmp_path):
 
 
 def test_run_path_never_imports_the_generator():
-    code = (
-        "import sys, deploy.cli, deploy.pipeline.project, deploy.pipeline.runner; print('deploy.reference' in sys.modules)"
-    )
+    code = "import sys, deploy.cli, deploy.pipeline.project, deploy.pipeline.runner; print('deploy.reference' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.stdout.strip() == "False", proc.stderr
 

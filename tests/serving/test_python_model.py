@@ -18,12 +18,13 @@ import torch
 
 from deploy.pipeline.config import DeployConfig
 from deploy.runtimes.harness import Settings
-from deploy.serving import checks, perf, requests
+from deploy.serving import perf, requests
 from deploy.serving.launch import serve_repository
 from deploy.serving.layout import LAYOUTS, PYTHON_MODEL, TRITON_TYPES
 from deploy.serving.model_state import ModelState
 from deploy.serving.spec import ServerSpec
 from deploy.serving.tritonserver import repository_index
+from deploy.stages.smoke import checks
 from tests.helpers import export_two_heads, tritonservers, two_heads_net
 
 pytestmark = pytest.mark.triton
@@ -149,7 +150,7 @@ def test_the_python_model_serves_an_onnx_file(tmp_path: Path) -> None:
             # Six rows against max_batch_size 4: two requests per protocol, concatenated back.
             six = case(net, 6, seed=10)
             for conn, protocol in ((http, "http"), (grpc, "grpc")):
-                target = checks.Target(conn, protocol, "heads", max_batch_size=4)
+                target = checks.ModelEndpoint(conn, protocol, "heads", max_batch_size=4)
                 assert_answers(checks.infer(target, six, inputs, outputs), six)
 
             # Requests of 1, 1 and 2 rows sent at once: one execution of 4, each answered with its rows.

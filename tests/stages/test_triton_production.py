@@ -103,8 +103,8 @@ def test_a_setting_that_cannot_apply_is_a_config_error(write_config, tmp_path, s
 
 
 def test_warmup_problems_read_the_servers_own_lines(tmp_path):
-    from deploy.serving.checks import warmup_problems
     from deploy.serving.tritonserver import Server
+    from deploy.stages.smoke.checks import warmup_problems
 
     log = tmp_path / "server.log"
     server = Server("h:1", "h:2", log, None, None)

@@ -69,7 +69,7 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class Entry:
+class Standing:
     candidate: Candidate
     verdict: Verdict
     value: float | None  # ms (latency) or items/s (throughput)
@@ -82,11 +82,11 @@ class Entry:
 class Decision:
     objective: Goal
     batch: int | None
-    entries: list[Entry]
+    entries: list[Standing]
     basis: Basis = Basis.IN_PROCESS
 
     @property
-    def winner(self) -> Entry | None:
+    def winner(self) -> Standing | None:
         return next((e for e in self.entries if e.verdict is Verdict.SELECTED), None)
 
     def winner_label(self) -> str | None:
@@ -119,7 +119,7 @@ def _basis(found: list[Candidate], objective: Goal, server: bool) -> Basis:
     return Basis.SERVED if timed and fits else Basis.IN_PROCESS
 
 
-def _worth_it(ranked: list[Entry], objective: Goal, min_gain: float) -> Entry:
+def _worth_it(ranked: list[Standing], objective: Goal, min_gain: float) -> Standing:
     best = ranked[0]
     fp32 = next((e for e in ranked if e.candidate.precision == "fp32"), None)
     if best.candidate.precision == "fp32" or fp32 is None:
@@ -127,7 +127,7 @@ def _worth_it(ranked: list[Entry], objective: Goal, min_gain: float) -> Entry:
     return best if _gain(best, fp32, objective) > 1 + min_gain else fp32
 
 
-def _gain(e: Entry, other: Entry, objective: Goal) -> float:
+def _gain(e: Standing, other: Standing, objective: Goal) -> float:
     assert e.value is not None and other.value is not None
     return other.value / e.value if objective.metric == "latency" else e.value / other.value
 
@@ -142,21 +142,21 @@ def _default_batch(found: list[Candidate], metric: str, basis: Basis) -> int | N
     return min(batches) if metric == "latency" else max(batches)
 
 
-def _judge(c: Candidate, objective: Goal, batch: int | None, basis: Basis, server: bool) -> Entry:
+def _judge(c: Candidate, objective: Goal, batch: int | None, basis: Basis, server: bool) -> Standing:
     """Measured, verified and within the constraints: a contender (SLOWER until chosen)."""
     if c.skipped:
-        return Entry(c, Verdict.SKIPPED, None, c.skipped)
+        return Standing(c, Verdict.SKIPPED, None, c.skipped)
     row, measured = _row(c, objective, batch, basis)
     value = None if row is None else (row.median_ms if objective.metric == "latency" else row.items_per_s)
     load = "" if row is None else row.load
     if server and c.unverified:
-        return Entry(c, Verdict.UNVERIFIED, value, c.unverified, load, measured)
+        return Standing(c, Verdict.UNVERIFIED, value, c.unverified, load, measured)
     if row is None:
         where = "through the server" if basis is Basis.SERVED else "in process"
-        return Entry(c, Verdict.SKIPPED, None, f"not measured {where} at batch {batch}")
+        return Standing(c, Verdict.SKIPPED, None, f"not measured {where} at batch {batch}")
     broken = _broken(c, row, objective)
     verdict = Verdict.REJECTED if broken else Verdict.SLOWER
-    return Entry(c, verdict, value, "; ".join(broken), load, measured)
+    return Standing(c, verdict, value, "; ".join(broken), load, measured)
 
 
 def _row(c: Candidate, objective: Goal, batch: int | None, basis: Basis) -> tuple[BenchRow | None, Basis]:
@@ -189,14 +189,14 @@ def _broken(c: Candidate, row: BenchRow, objective: Goal) -> list[str]:
     return found
 
 
-def _order(e: Entry, objective: Goal) -> float:
+def _order(e: Standing, objective: Goal) -> float:
     assert e.value is not None
     return e.value if objective.metric == "latency" else -e.value
 
 
-def _against(e: Entry, best: Entry, objective: Goal) -> Entry:
+def _against(e: Standing, best: Standing, objective: Goal) -> Standing:
     if e is best:
-        return Entry(e.candidate, Verdict.SELECTED, e.value, load=e.load, basis=e.basis)
+        return Standing(e.candidate, Verdict.SELECTED, e.value, load=e.load, basis=e.basis)
     if e.verdict is not Verdict.SLOWER or e.value is None or best.value is None:
         return e
     unit = "ms" if objective.metric == "latency" else "items/s"
@@ -206,10 +206,10 @@ def _against(e: Entry, best: Entry, objective: Goal) -> Entry:
         reason = f"{numbers}: {100 * (gain - 1):.1f} % better than {best.candidate.label}, within min_gain"
     else:
         reason = f"{numbers} ({1 / gain:.2f}x worse than {best.candidate.label})"
-    return Entry(e.candidate, Verdict.SLOWER, e.value, reason, e.load, e.basis)
+    return Standing(e.candidate, Verdict.SLOWER, e.value, reason, e.load, e.basis)
 
 
-def served_pick(decision: Decision, serves: Callable[[Candidate], list[str]]) -> Entry | None:
+def served_pick(decision: Decision, serves: Callable[[Candidate], list[str]]) -> Standing | None:
     """What the repository serves for this objective: the winner, or where Triton serves
     no model of it (eager PyTorch; a format triton_config does not write), the best-ranked
     contender it does serve."""
@@ -291,7 +291,7 @@ class Selection:
             raise SchemaMismatch(f"{path}: not a selection record ({type(exc).__name__}: {exc})") from exc
 
 
-def _judged(e: Entry) -> Judged:
+def _judged(e: Standing) -> Judged:
     c = e.candidate
     return Judged(c.runtime, c.format, c.precision, e.verdict, e.value, e.reason, c.model)
 

@@ -164,7 +164,7 @@ def _served(name: str, present: set[str], c: selection.Candidate) -> list[str]:
 
 def _serving_pick(
     d: selection.Decision, serves: Callable[[selection.Candidate], list[str]], present: list[str]
-) -> selection.Entry:
+) -> selection.Standing:
     pick = selection.served_pick(d, serves)
     if pick is None:
         raise StageFailed(
@@ -174,7 +174,7 @@ def _serving_pick(
     return pick
 
 
-def _why(d: selection.Decision, pick: selection.Entry) -> str:
+def _why(d: selection.Decision, pick: selection.Standing) -> str:
     if pick is d.winner and pick.candidate.model:
         return "the model the target server loaded and smoke verified"
     if pick is d.winner:

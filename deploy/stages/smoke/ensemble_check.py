@@ -174,7 +174,7 @@ def check(
 
 
 def concurrent(ctx: StageContext, service: Service, gate: Gate, params: Any, reach: Any) -> Any:
-    """Clients at once, each sending its own images / sentences (`reach`: traffic.Server)."""
+    """Clients at once, each sending its own images / sentences (`reach`: traffic.TrafficServer)."""
     from deploy.stages.smoke import traffic
 
     requests = concurrent_requests(service.pre["kind"], params.service.samples)
@@ -309,8 +309,7 @@ def concurrent_requests(kind: str, source: Path | None) -> list[list[Sample]]:
 
 def check_ensemble(served: Any, name: str, ctx: StageContext, params: Any) -> ModelResult:
     """`params`: the smoke stage's (protocols, request timeout, service gates and samples)."""
-    from deploy.serving import checks
-    from deploy.stages.smoke import traffic
+    from deploy.stages.smoke import checks, traffic
 
     model = served.found[name]
     precision = served.found[settings(model)["model"]].precision

@@ -47,7 +47,7 @@ def _check_model(
 ) -> ModelResult:
     from deploy.gates import parity
     from deploy.gates.detection_parity import layout_of
-    from deploy.serving import checks
+    from deploy.stages.smoke import checks
 
     inputs, outputs = checks.expected(ctx.config, model.fmt, golden)
     served = (
@@ -66,7 +66,7 @@ def _check_model(
             result.problems += [f"{protocol}: {p}" for p in problems]
             break
         max_batch = int(config.get("max_batch_size", 0))
-        target = checks.Target(conn, protocol, name, max_batch)
+        target = checks.ModelEndpoint(conn, protocol, name, max_batch)
         table = _golden_parity(target, golden, inputs, outputs, params, layout_of(ctx.config))
         result.protocols[protocol] = table
         result.problems += [f"{protocol} {p}" for p in parity.failures(table, params.tolerance)]
@@ -90,14 +90,13 @@ def _traffic(
     """Concurrent clients with their own requests (stages/smoke/traffic.py)."""
     from deploy.gates.detection_parity import layout_of
     from deploy.gates.references import load_clients
-    from deploy.serving import checks
-    from deploy.stages.smoke import traffic
+    from deploy.stages.smoke import checks, traffic
 
     cases = _reference_cases(model, load_clients(ctx.input("golden")), ctx)
     max_batch = int(config.get("max_batch_size", 0))
 
     def ask(conn: Any, protocol: str, request: int) -> Any:
-        return checks.infer(checks.Target(conn, protocol, name, max_batch), cases[request], *io)
+        return checks.infer(checks.ModelEndpoint(conn, protocol, name, max_batch), cases[request], *io)
 
     load = traffic.plan(
         traffic.batch_sizes(cases), params.clients, params.batching_requests, params.protocols
@@ -120,7 +119,7 @@ def _golden_parity(target: Any, golden: Any, inputs: Any, outputs: Any, params: 
     from tritonclient.utils import InferenceServerException
 
     from deploy.gates import parity
-    from deploy.serving import checks
+    from deploy.stages.smoke import checks
 
     results: dict[Label, Any] = {}
     for label, case in golden.items():

@@ -46,14 +46,14 @@ Judge = Callable[[int, dict[str, Any]], list[str]]
 
 
 @dataclass(frozen=True)
-class Load:
+class TrafficPlan:
     """Who sends what: per client its sends, and each distinct request's batch size."""
 
     sends: list[list[Send]]
     batches: list[int]
 
 
-def plan(batches: list[int], clients: int, requests: int, protocols: Sequence[str]) -> Load:
+def plan(batches: list[int], clients: int, requests: int, protocols: Sequence[str]) -> TrafficPlan:
     """Client c starts at request c and steps on, so clients sending at the same moment send
     different requests; protocols alternate between clients."""
     per_client = max(1, requests // clients)
@@ -61,11 +61,11 @@ def plan(batches: list[int], clients: int, requests: int, protocols: Sequence[st
         [Send(c, protocols[c % len(protocols)], (c + k) % len(batches)) for k in range(per_client)]
         for c in range(clients)
     ]
-    return Load(sends, batches)
+    return TrafficPlan(sends, batches)
 
 
 @dataclass(frozen=True)
-class Server:
+class TrafficServer:
     """How the clients reach the model: `connect(protocol)` opens one client's connection;
     `stats` is a gRPC connection for the statistics of `counted` (the model that executes)."""
 
@@ -75,19 +75,19 @@ class Server:
 
 
 @contextmanager
-def reach(server: Any, counted: str, timeout_s: float) -> Iterator[Server]:
+def reach(server: Any, counted: str, timeout_s: float) -> Iterator[TrafficServer]:
     """The clients' way to a live server (serving.tritonserver.Server), with a statistics
     connection closed afterwards."""
-    from deploy.serving import checks
+    from deploy.stages.smoke import checks
 
     stats = checks.client(server, "grpc", timeout_s)
     try:
-        yield Server(lambda p: checks.client(server, p, timeout_s), stats, counted)
+        yield TrafficServer(lambda p: checks.client(server, p, timeout_s), stats, counted)
     finally:
         stats.close()
 
 
-def run(server: Server, ask: Ask, judge: Judge, load: Load, merging: bool) -> Traffic:
+def run(server: TrafficServer, ask: Ask, judge: Judge, load: TrafficPlan, merging: bool) -> Traffic:
     """Bursts of every client at once until requests were merged (where dynamic batching is
     on: up to ROUNDS) or an answer was wrong."""
     total = sum(map(len, load.sends))

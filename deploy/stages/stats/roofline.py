@@ -20,7 +20,7 @@ import onnx_tool
 
 
 @dataclass(frozen=True)
-class Target:
+class Roof:
     name: str
     flops_per_s: float
     bytes_per_s: float
@@ -51,7 +51,7 @@ def _node(graph: Any, node: Any) -> NodeCount:
     return NodeCount(node.op_type, 2.0 * float(node.macs[0]), int(node.params), moved)  # [1]: backward MACs
 
 
-def roofline_s(node: NodeCount, target: Target) -> float:
+def roofline_s(node: NodeCount, target: Roof) -> float:
     return max(node.flops / target.flops_per_s, node.bytes / target.bytes_per_s)
 
 
@@ -91,13 +91,13 @@ class Totals:
     targets: dict[str, TotalOnTarget]
 
 
-def by_op_type(nodes: list[NodeCount], targets: list[Target]) -> list[OpRow]:
+def by_op_type(nodes: list[NodeCount], targets: list[Roof]) -> list[OpRow]:
     """One row per op type, most FLOPs first."""
     rows = [_op_row(op, [n for n in nodes if n.op_type == op], targets) for op in {n.op_type for n in nodes}]
     return sorted(rows, key=lambda r: (-r.flops, r.op_type))
 
 
-def _op_row(op: str, mine: list[NodeCount], targets: list[Target]) -> OpRow:
+def _op_row(op: str, mine: list[NodeCount], targets: list[Roof]) -> OpRow:
     flops, moved = sum(n.flops for n in mine), sum(n.bytes for n in mine)
     intensity = flops / moved if moved else 0.0
     on = {
@@ -109,14 +109,14 @@ def _op_row(op: str, mine: list[NodeCount], targets: list[Target]) -> OpRow:
     return OpRow(op, len(mine), sum(n.params for n in mine), flops, moved, intensity, on)
 
 
-def totals(nodes: list[NodeCount], targets: list[Target]) -> Totals:
+def totals(nodes: list[NodeCount], targets: list[Roof]) -> Totals:
     flops, moved = sum(n.flops for n in nodes), sum(n.bytes for n in nodes)
     on = {t.name: _total_on(nodes, t) for t in targets}
     params = sum(n.params for n in nodes)
     return Totals(len(nodes), params, flops, moved, flops / moved if moved else 0.0, on)
 
 
-def _total_on(nodes: list[NodeCount], target: Target) -> TotalOnTarget:
+def _total_on(nodes: list[NodeCount], target: Roof) -> TotalOnTarget:
     times = [(roofline_s(n, target), n) for n in nodes]
     total = sum(t for t, _ in times)
     memory = sum(t for t, n in times if (n.bytes and n.flops / n.bytes < target.ridge) or not n.flops)

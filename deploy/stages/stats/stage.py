@@ -50,7 +50,7 @@ def run(ctx: StageContext, params: StatsParams) -> None:
     rng = np.random.default_rng(0)
     feeds = references.make_inputs(ctx.config, params.shape, rng)
     nodes = roofline.count(ctx.input("onnx"), feeds)
-    targets = [roofline.Target(t.name, t.peak_tflops * 1e12, t.bandwidth_gbps * 1e9) for t in params.targets]
+    targets = [roofline.Roof(t.name, t.peak_tflops * 1e12, t.bandwidth_gbps * 1e9) for t in params.targets]
     batch = _batch(ctx, params)
     totals, ops = roofline.totals(nodes, targets), roofline.by_op_type(nodes, targets)
     stats = {

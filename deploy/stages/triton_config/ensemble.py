@@ -15,7 +15,6 @@ from typing import Any
 from deploy.pipeline.config import DeployConfig, InputSpec
 from deploy.pipeline.errors import Issue, StageFailed
 from deploy.serving import service
-from deploy.serving.layout import io_name
 from deploy.serving.service import Classify, Embedding, ImagePre, Role, TextPre
 
 PRE_MODEL = Path(service.__file__).with_name("pre_model.py")
@@ -194,16 +193,6 @@ def tag(proto: Any, role: Role, settings: dict[str, object] | None) -> None:
     proto.parameters[service.ROLE_PARAMETER].string_value = role.value
     if settings is not None:
         proto.parameters[service.SERVICE_PARAMETER].string_value = json.dumps(settings, sort_keys=True)
-
-
-def served_input(fmt: str, config: DeployConfig, name: str) -> str:
-    index = next(i for i, s in enumerate(config.inputs) if s.name == name)
-    return io_name(fmt, name, index)
-
-
-def served_output(fmt: str, config: DeployConfig, name: str) -> str:
-    index = next(i for i, o in enumerate(config.outputs) if o.name == name)
-    return io_name(fmt, name, index)
 
 
 def post_output(post: Classify | Embedding, config: DeployConfig) -> str:

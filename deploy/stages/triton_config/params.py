@@ -5,18 +5,15 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from deploy.pipeline.config import Frozen
 from deploy.serving.layout import ServingFormat
 from deploy.serving.publishing import PublishPolicy
 from deploy.serving.service import Postprocess, Preprocess
 from deploy.stages.triton_config import production
 
 Format = ServingFormat
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class DynamicBatching(Frozen):

@@ -11,15 +11,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from deploy.pipeline.config import Label
+from deploy.pipeline.config import Frozen, Label
 
 WARMUP_DIR = "warmup"  # Triton reads input_data_file from <model>/warmup/
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Warmup(Frozen):

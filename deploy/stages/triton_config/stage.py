@@ -98,7 +98,7 @@ def _production_issues(params: TritonParams) -> list[Issue]:
 
 
 @dataclass(frozen=True)
-class Served:
+class ServedModel:
     """One Triton model: a format of the model at one precision."""
 
     model: str
@@ -107,7 +107,7 @@ class Served:
     artifact: str
 
 
-def served(params: TritonParams, name: str) -> list[Served]:
+def served(params: TritonParams, name: str) -> list[ServedModel]:
     """resnet50_onnx, resnet50_python, resnet50_python_int8, ... (fp32 keeps the short name).
     Reduced precisions apply to the ONNX-based formats (onnx, python)."""
     out = []
@@ -115,7 +115,7 @@ def served(params: TritonParams, name: str) -> list[Served]:
         for precision in params.precisions if LAYOUTS[fmt].artifact == "onnx" else ("fp32",):
             suffix = "" if precision == "fp32" else f"_{precision}"
             artifact = LAYOUTS[fmt].artifact + suffix
-            out.append(Served(f"{name}_{fmt}{suffix}", fmt, precision, artifact))
+            out.append(ServedModel(f"{name}_{fmt}{suffix}", fmt, precision, artifact))
     return out
 
 
@@ -171,7 +171,7 @@ def run(ctx: StageContext, params: TritonParams) -> None:
     ctx.headline(", ".join([m.model for m in models] + services))
 
 
-def _refuse_merging(ctx: StageContext, params: TritonParams, golden: Any, models: list[Served]) -> None:
+def _refuse_merging(ctx: StageContext, params: TritonParams, golden: Any, models: list[ServedModel]) -> None:
     """Every precision served with a batch dim is measured for batch independence
     (stages/triton_config/batching.py; into the summary); dynamic batching only where each
     answers per sample."""

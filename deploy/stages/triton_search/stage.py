@@ -120,18 +120,18 @@ def check(params: SearchParams, config: Any) -> list[Any]:
 
 
 def run(ctx: StageContext, params: SearchParams) -> None:
-    from deploy.stages.triton_search import search
+    from deploy.stages.triton_search import output, search
 
     tree = ctx.output("repository")
     shutil.copytree(ctx.input("repository"), tree, symlinks=True)
     result = search.search(ctx, _without_merging(ctx, params), tree)
     ctx.output("search_results").write_text(json.dumps(result.record().to_json(), indent=1))
-    ctx.output("search_csv").write_text(search.csv(result))
-    search.plot(result, params.goal, ctx.output("search_plot"))
+    ctx.output("search_csv").write_text(output.csv(result))
+    output.plot(result, params.goal, ctx.output("search_plot"))
     search.write_winner(result, tree)
     ctx.record("search", result.summary())
     ctx.headline(result.headline())
-    search.report(ctx, result)
+    output.report(ctx, result)
     if result.winner is None:
         raise StageFailed(
             f"triton_search: no configuration of {result.model} meets the goal: {result.goal_text}"

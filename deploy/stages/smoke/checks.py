@@ -96,7 +96,7 @@ def batch_problem(server_config: Mapping[str, Any], max_batch: int | None) -> st
 
 # -- inference --------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Target:
+class ModelEndpoint:
     """A model on a server, reached by one client."""
 
     conn: Any
@@ -106,7 +106,7 @@ class Target:
 
 
 def infer(
-    target: Target, case: Example, inputs: list[Tensor], outputs: list[Tensor]
+    target: ModelEndpoint, case: Example, inputs: list[Tensor], outputs: list[Tensor]
 ) -> dict[str, np.ndarray]:
     """Runs a golden case, split into chunks of at most the model's max_batch_size."""
     total = len(case.inputs[inputs[0].spec_name])
@@ -120,7 +120,7 @@ def infer(
 
 
 def _infer_chunk(
-    target: Target, case: Example, inputs: list[Tensor], outputs: list[Tensor], rows: slice
+    target: ModelEndpoint, case: Example, inputs: list[Tensor], outputs: list[Tensor], rows: slice
 ) -> dict[str, np.ndarray]:
     module = PROTOCOLS[target.protocol]
     requests = infer_inputs(

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from deploy.pipeline.config import DeployConfig
-from deploy.serving.checks import Tensor, batch_problem, expected, metadata_problems
+from deploy.stages.smoke.checks import Tensor, batch_problem, expected, metadata_problems
 
 
 @dataclass(frozen=True)
