@@ -81,8 +81,10 @@ def check_source(source: ModelSource) -> None:
 DISTRIBUTIONS = {"sklearn": "scikit-learn", "PIL": "pillow", "cv2": "opencv-python", "yaml": "pyyaml"}
 
 
-def _missing(where: str, exc: ModuleNotFoundError) -> MissingDependency:
+def _missing(where: str, exc: ModuleNotFoundError) -> MissingDependency | StageFailed:
     top = (exc.name or "").split(".")[0]
+    if top and importlib.util.find_spec(top) is not None:  # installed: a module of it is missing
+        return StageFailed(f"{where}: cannot import: {exc}")
     if not top:
         return MissingDependency(f"a package {where} imports ({exc})", "pip install <the package>")
     return MissingDependency(

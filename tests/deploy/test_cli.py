@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -253,3 +256,31 @@ def test_short_help_is_an_alias_for_help_everywhere():
         short, long = runner.invoke(app, [*path, "-h"]), runner.invoke(app, [*path, "--help"])
         assert short.exit_code == 0, (path, short.output)
         assert short.output == long.output and "Usage:" in short.output, path
+
+
+def _piped(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The `deploy` console script (completion keys on its name) with its output to a pipe
+    (a CI log) and no width in the environment."""
+    clean = {
+        k: v for k, v in os.environ.items() if k not in ("COLUMNS", "TERMINAL_WIDTH", "DEPLOY_CACHE_DIR")
+    }
+    script = str(Path(sys.executable).with_name("deploy"))
+    return subprocess.run([script, *args], capture_output=True, text=True, env={**clean, **(env or {})})
+
+
+def test_output_to_a_pipe_is_not_hard_wrapped(tmp_path):
+    folder = tmp_path / ("a-folder-whose-name-is-long-" * 5)
+    folder.mkdir()
+    missing = folder / "missing.yaml"
+    done = _piped("validate", str(missing))
+    assert done.returncode == 3 and f"{missing}: 1 error(s)" in done.stderr, done.stderr  # one line
+    example = "image:float32:1x3x224x224/4x3x224x224/8x3x224x224"
+    assert example in _piped("init", "--help").stdout
+
+
+def test_shell_completion_completes_commands_and_options():
+    env = {"_DEPLOY_COMPLETE": "complete_bash", "COMP_WORDS": "deploy ru", "COMP_CWORD": "1"}
+    assert _piped(env=env).stdout.split() == ["run"]
+    env |= {"COMP_WORDS": "deploy run --fr", "COMP_CWORD": "2"}
+    assert _piped(env=env).stdout.split() == ["--from"]
+    assert "--install-completion" in _piped("--help").stdout

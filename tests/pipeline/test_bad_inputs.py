@@ -546,13 +546,26 @@ CASES = [
     # -- the model's code --------------------------------------------------------------------
     Case(
         "factory-unimportable",
-        STAGE,
-        "model.factory: cannot import 'no_such_pkg.models'",
+        ENV,
+        "the package 'no_such_pkg' (model.factory: 'no_such_pkg.models' imports it) is not available; "
+        "install it with: pip install no_such_pkg",
         lambda d, t: d.update(model={"factory": "no_such_pkg.models:net"}),
+    ),
+    Case(
+        "model-package-missing-validate",  # validate imports the model's module, not building it
+        ENV,
+        "the package 'timm_not_installed' (model.file: ",
+        _model_file("import timm_not_installed\n\ndef build():\n    raise SystemExit('never built')\n"),
+        ("validate", "{config}"),
     ),
     Case("callable-missing", STAGE, "has no attribute 'absent'", _model_file(NOT_A_MODULE, "absent")),
     Case("syntax-error", STAGE, "user_model.py, line 1: invalid syntax", _model_file("def build(:\n")),
-    Case("import-error-in-file", STAGE, "model.file: importing", _model_file("import no_such_module_here\n")),
+    Case(
+        "import-error-in-file",
+        ENV,
+        "the package 'no_such_module_here' (model.file: ",
+        _model_file("import no_such_module_here\n"),
+    ),
     Case("not-a-module", STAGE, "not a torch.nn.Module", _model_file(NOT_A_MODULE)),
     Case(
         "forward-raises",

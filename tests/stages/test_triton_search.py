@@ -13,7 +13,7 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from deploy.stages.triton_search import output, records, search
+from deploy.stages.triton_search import output, search, search_record
 from tests.helpers import output_path, run
 
 pytestmark = pytest.mark.triton
@@ -52,7 +52,7 @@ def test_search_beats_the_current_config_and_publishes_one_that_loads(write_conf
     written = output_path(path, results, "triton_search", "search_results")
     found = json.loads(written.read_text())
     assert (
-        json.loads(json.dumps(records.SearchResults.read(written).to_json())) == found
+        json.loads(json.dumps(search_record.SearchResults.read(written).to_json())) == found
     )  # reads back what it wrote
     points = {(p["instances"], p["delay_us"], tuple(p["preferred"])): p for p in found["points"]}
     current = points[(1, 20000, ())]
@@ -92,17 +92,22 @@ def test_grid_puts_the_current_config_first_and_respects_the_bound() -> None:
     from deploy.stages.triton_search.stage import SearchSpace
 
     space = SearchSpace(instance_counts=(1, 2, 3), max_batch_sizes=(8, 16), max_queue_delays_us=(None, 100))
-    current = records.Point(1, 16, None)
+    current = search_record.Point(1, 16, None)
     found = search.grid(space, current, 5)
     assert found[0] == current and len(found) == 5 and len(set(found)) == 5
 
 
 def test_the_current_config_stays_unless_beaten_by_more_than_min_improvement() -> None:
-    current, other = records.Point(1, 16, None), records.Point(2, 16, None)
+    current, other = search_record.Point(1, 16, None), search_record.Point(2, 16, None)
 
-    def result(other_score: float) -> records.Result:
-        measured = [records.PointResult(current, score=100.0), records.PointResult(other, score=other_score)]
-        return records.Result("m", current, measured, "most items/s", "p99", "throughput", 1.0, {}, 0.10)
+    def result(other_score: float) -> search_record.Result:
+        measured = [
+            search_record.PointResult(current, score=100.0),
+            search_record.PointResult(other, score=other_score),
+        ]
+        return search_record.Result(
+            "m", current, measured, "most items/s", "p99", "throughput", 1.0, {}, 0.10
+        )
 
     assert result(105.0).winner.point == current  # inside the 10 % spread: nothing changes
     assert result(115.0).winner.point == other
@@ -121,12 +126,12 @@ def test_preferred_batch_sizes_go_with_dynamic_batching_and_fit_the_max_batch() 
         max_queue_delays_us=(None, 100),
         preferred_batch_sizes=((), (4, 8), (16,)),
     )
-    current = records.Point(1, 8, 100)
+    current = search_record.Point(1, 8, 100)
     found = search.grid(space, current, 10)
-    assert found == [current, records.Point(1, 8, None), records.Point(1, 8, 100, (4, 8))]
+    assert found == [current, search_record.Point(1, 8, None), search_record.Point(1, 8, 100, (4, 8))]
     config = found[2].apply({"name": "m", "max_batch_size": 8, "dynamic_batching": {}})
     assert config["dynamic_batching"] == {"max_queue_delay_microseconds": 100, "preferred_batch_size": [4, 8]}
-    assert records.Point.of(config) == found[2] and "preferred [4, 8]" in found[2].label
+    assert search_record.Point.of(config) == found[2] and "preferred [4, 8]" in found[2].label
     # Triton's own schema accepts the override as written.
     parsed = json_format.ParseDict(config, model_config_pb2.ModelConfig())
     assert list(parsed.dynamic_batching.preferred_batch_size) == [4, 8]

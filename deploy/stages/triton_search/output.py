@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.runtimes.record import BenchRow
-from deploy.stages.triton_search.records import Point, Result
+from deploy.stages.triton_search.search_record import Point, Result
 
 CSV_COLUMNS = (
     "Model Config,Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"

@@ -13,7 +13,7 @@ from typing import Any
 from deploy.pipeline.errors import StageFailed
 from deploy.runtimes.record import BenchRow
 from deploy.serving.repository import Model
-from deploy.stages.triton_search.records import Point, PointResult, Result
+from deploy.stages.triton_search.search_record import Point, PointResult, Result
 
 
 def grid(space: Any, current: Point, limit: int) -> list[Point]:
