@@ -66,6 +66,7 @@ def _reach(call: Callable[[], Any], request: InferRequest) -> Any:
 def _only_service(conn: Any, request: InferRequest, kind: str) -> str:
     from deploy.serving.model_state import LoadState
     from deploy.serving.service_client import service_input
+    from deploy.serving.service_record import ENSEMBLE_SUFFIX
 
     index = _reach(lambda: conn.get_model_repository_index(**_json(request)), request)
     ready = [
@@ -74,7 +75,7 @@ def _only_service(conn: Any, request: InferRequest, kind: str) -> str:
         if LoadState.from_index(m).ready
     ]
     services = []
-    for name in (n for n in ready if n.endswith("_ensemble")):
+    for name in (n for n in ready if n.endswith(ENSEMBLE_SUFFIX)):
         try:
             if service_input(conn, request.protocol, name) == kind:
                 services.append(name)

@@ -3,9 +3,9 @@ published ensemble do, declared in `triton_config` and written into the reposito
 
 `triton_config` writes `<name>_pre` / `<name>_post` (Triton python models,
 serving/pre_model.py and serving/post_model.py copied verbatim) and one ensemble per
-served model; their settings travel as JSON in each config.pbtxt's `deploy_service`
-parameter, so smoke, `deploy infer` and any later reader see what was written, not what
-a config says now. Pydantic only at import: the stage modules import it at discovery.
+served model; their settings travel in each config.pbtxt's `deploy_service` parameter as
+a typed, versioned record (serving/service_record.py: one writer, one reader), so smoke,
+`deploy infer` and any later reader see what was written, not what a config says now. Pydantic only at import: the stage modules import it at discovery.
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ and `deploy infer`; tritonclient is imported by the call."""
 from __future__ import annotations
 
 import io
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,14 @@ import numpy as np
 from deploy.serving.repository import Model
 from deploy.serving.requests import Feed
 from deploy.serving.service import IMAGE_INPUT, ROLE_PARAMETER, SERVICE_PARAMETER, TEXT_INPUT, Role
+from deploy.serving.service_record import (
+    EnsembleRecord,
+    ImageRecord,
+    PreRecord,
+    ServiceRecord,
+    TextRecord,
+    read_record,
+)
 
 Protocol = Literal["http", "grpc"]
 
@@ -102,12 +109,25 @@ class Sample:
     data: bytes  # encoded image, or a UTF-8 sentence
 
 
-def settings(model: Model) -> dict[str, Any]:
+def record(model: Model) -> ServiceRecord:
+    """The service record in a repository model's config.pbtxt (ValueError: it has none)."""
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
 
     config = text_format.Parse((model.directory / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
-    return dict(json.loads(config.parameters[SERVICE_PARAMETER].string_value))
+    found = read_record(config.parameters)
+    if found is None:
+        raise ValueError(f"{model.directory} is no service model (no {SERVICE_PARAMETER} parameter)")
+    return found
+
+
+def pre_of(found: dict[str, Model], ensemble: str) -> PreRecord:
+    """The pre-processing record of a published ensemble."""
+    wiring = record(found[ensemble])
+    pre = record(found[wiring.pre]) if isinstance(wiring, EnsembleRecord) and wiring.pre else None
+    if not isinstance(pre, ImageRecord | TextRecord):
+        raise ValueError(f"{ensemble} has no pre-processing model")
+    return pre
 
 
 def samples(kind: str, source: Path | None) -> list[Sample]:
@@ -133,15 +153,15 @@ def _packaged_images() -> list[Sample]:
     return found
 
 
-def input_name(pre: dict[str, Any]) -> str:
-    return IMAGE_INPUT if pre["kind"] == "image" else TEXT_INPUT
+def input_name(pre: PreRecord) -> str:
+    return IMAGE_INPUT if isinstance(pre, ImageRecord) else TEXT_INPUT
 
 
 def service_feed(found: dict[str, Model], ensemble: str, batch: int) -> Feed:
     """`batch` copies of the first packaged sample (a JPEG photo or a sentence) for the
     ensemble's client input: what a client of the service sends, for timing it."""
-    pre = settings(found[settings(found[ensemble])["pre"]])
-    sample = samples(pre["kind"], None)[0]
+    pre = pre_of(found, ensemble)
+    sample = samples(pre.kind, None)[0]
     return Feed(input_name(pre), np.array([[sample.data]] * batch, dtype=np.object_), "BYTES")
 
 

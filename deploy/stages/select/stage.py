@@ -27,6 +27,8 @@ from deploy.pipeline.errors import StageFailed
 from deploy.runtimes.catalog import CATALOG, BenchRuntime
 from deploy.runtimes.record import BenchResults
 from deploy.serving.publishing import when_selected
+from deploy.serving.service import Role
+from deploy.serving.service_record import service_name
 from deploy.serving.smoke_report import SmokeReport
 from deploy.stages.select import candidates, output, selection
 
@@ -157,8 +159,8 @@ def _served(name: str, present: set[str], c: selection.Candidate) -> list[str]:
         suffix = f"_{c.precision}" if c.precision in REPORTS else ""
         formats = CATALOG[BenchRuntime(c.runtime)].served_as
         models = [m for m in (f"{name}_{fmt}{suffix}" for fmt in formats) if m in present]
-    services = [f"{m}_ensemble" for m in models if f"{m}_ensemble" in present]
-    parts = [p for p in (f"{name}_pre", f"{name}_post") if services and p in present]
+    services = [e for m in models if (e := service_name(m, Role.ENSEMBLE)) in present]
+    parts = [p for r in (Role.PRE, Role.POST) if services and (p := service_name(name, r)) in present]
     return models + services + parts
 
 

@@ -19,7 +19,16 @@ import numpy as np
 from deploy.pipeline.contract import StageContext
 from deploy.serving.repository import Model
 from deploy.serving.service import TOKENIZER_FILE, Role
-from deploy.serving.service_client import Protocol, Sample, input_name, samples, settings
+from deploy.serving.service_client import Protocol, Sample, input_name, pre_of, record, samples
+from deploy.serving.service_record import (
+    ClassifyRecord,
+    EmbeddingRecord,
+    EnsembleRecord,
+    ImageRecord,
+    PostRecord,
+    PreRecord,
+    TextRecord,
+)
 from deploy.serving.smoke_report import ModelResult, ModelStatus, ServiceCheck
 
 
@@ -33,7 +42,7 @@ def _local_file(model: Model) -> Path | None:
 
 
 def reference(
-    ctx: StageContext, pre: dict[str, Any], pre_dir: Path, items: list[Sample], onnx_file: Path | None
+    ctx: StageContext, pre: PreRecord, pre_dir: Path, items: list[Sample], onnx_file: Path | None
 ) -> dict[str, np.ndarray]:
     """The model's declared outputs for `items`, prepared in Python: the eager model, or
     ONNX Runtime on `onnx_file`."""
@@ -41,7 +50,7 @@ def reference(
 
     from deploy.modelio.loading import load_adapted
 
-    feeds = _image_feeds(pre, items) if pre["kind"] == "image" else _text_feeds(pre, pre_dir, items)
+    feeds = _image_feeds(pre, items) if isinstance(pre, ImageRecord) else _text_feeds(pre, pre_dir, items)
     feeds = {s.name: feeds[s.name].astype(s.dtype) for s in ctx.config.inputs}
     if onnx_file is not None:
         from deploy.runtimes.onnxrt import OnnxRuntime
@@ -53,58 +62,58 @@ def reference(
     return {o.name: t.float().numpy() for o, t in zip(ctx.config.outputs, outs)}
 
 
-def _image_feeds(pre: dict[str, Any], items: list[Sample]) -> dict[str, np.ndarray]:
+def _image_feeds(pre: ImageRecord, items: list[Sample]) -> dict[str, np.ndarray]:
     import torch
     from PIL import Image
     from torchvision.transforms import v2
 
     steps = v2.Compose(
         [
-            v2.Resize(pre["resize"], interpolation=v2.InterpolationMode.BILINEAR),
-            v2.CenterCrop(pre["crop"]),
+            v2.Resize(pre.resize, interpolation=v2.InterpolationMode.BILINEAR),
+            v2.CenterCrop(pre.crop),
             v2.PILToTensor(),
             v2.ToDtype(torch.float32),
-            v2.Lambda(lambda t: t * pre["scale"]),
-            v2.Normalize(pre["mean"], pre["std"]),
+            v2.Lambda(lambda t: t * pre.scale),
+            v2.Normalize(pre.mean, pre.std),
         ]
     )
-    mode = "RGB" if pre["color"] == "rgb" else "L"
+    mode = "RGB" if pre.color == "rgb" else "L"
     batch = torch.stack([steps(Image.open(io.BytesIO(s.data)).convert(mode)) for s in items])
-    if pre["layout"] == "NHWC":
+    if pre.layout == "NHWC":
         batch = batch.permute(0, 2, 3, 1)
-    return {pre["feed"]: batch.numpy()}
+    return {pre.feed: batch.numpy()}
 
 
-def _text_feeds(pre: dict[str, Any], folder: Path, items: list[Sample]) -> dict[str, np.ndarray]:
+def _text_feeds(pre: TextRecord, folder: Path, items: list[Sample]) -> dict[str, np.ndarray]:
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-    tokenizer.enable_truncation(pre["max_length"])
+    tokenizer.enable_truncation(pre.max_length)
     tokenizer.enable_padding(length=None)
     found = tokenizer.encode_batch([s.data.decode() for s in items])
-    width = max(pre["min_length"], max(len(e.ids) for e in found))
+    width = max(pre.min_length, max(len(e.ids) for e in found))
     tokenizer.enable_padding(length=width)  # the served model pads short requests the same way
     found = tokenizer.encode_batch([s.data.decode() for s in items])
-    fields = {f: np.array([getattr(e, f) for e in found], np.int64) for f in set(pre["feeds"].values())}
-    return {name: fields[f] for name, f in pre["feeds"].items()}
+    fields = {f: np.array([getattr(e, f) for e in found], np.int64) for f in set(pre.feeds.values())}
+    return {name: fields[f] for name, f in pre.feeds.items()}
 
 
-def postprocess(post: dict[str, Any] | None, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def postprocess(post: PostRecord | None, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """What the service answers for these model outputs, computed in torch."""
     import torch
 
     if post is None:
         return outputs
-    values = torch.from_numpy(outputs[post["reads"]])
-    if post["kind"] == "embedding":
+    values = torch.from_numpy(outputs[post.reads])
+    if post.kind == "embedding":
         return {
             "embedding": torch.nn.functional.normalize(values, dim=-1).numpy()
-            if post["normalize"]
+            if post.normalize
             else values.numpy()
         }
     scores = values.flatten(1)
-    probs = scores.softmax(1) if post["softmax"] else scores
-    top = probs.topk(min(post["top_k"], probs.shape[1]), dim=1)
+    probs = scores.softmax(1) if post.softmax else scores
+    top = probs.topk(min(post.top_k, probs.shape[1]), dim=1)
     return {"scores": top.values.numpy(), "classes": top.indices.numpy(), "probabilities": probs.numpy()}
 
 
@@ -120,22 +129,24 @@ class Service:
     reference runs (the eager model, or ONNX Runtime on the served reduced-precision file)."""
 
     name: str
-    pre: dict[str, Any]
+    pre: PreRecord
     pre_dir: Path
-    post: dict[str, Any] | None
+    post: PostRecord | None
     labels: list[str] | None
     served: Model
     local: Path | None
 
     @classmethod
     def of(cls, name: str, found: dict[str, Model]) -> Service:
-        wiring = settings(found[name])
-        pre_model, post_model = found[wiring["pre"]], found[wiring["post"]] if wiring["post"] else None
-        post = settings(post_model) if post_model else None
-        served = found[wiring["model"]]
+        wiring = record(found[name])
+        assert isinstance(wiring, EnsembleRecord) and wiring.pre is not None  # a service's ensemble
+        pre_model, post_model = found[wiring.pre], found[wiring.post] if wiring.post else None
+        post = record(post_model) if post_model else None
+        assert post is None or isinstance(post, ClassifyRecord | EmbeddingRecord)
+        served = found[wiring.model]
         labels = _labels(post, post_model)
         return cls(
-            name, settings(pre_model), _version_dir(pre_model), post, labels, served, _local_file(served)
+            name, pre_of(found, name), _version_dir(pre_model), post, labels, served, _local_file(served)
         )
 
     def expected(self, ctx: StageContext, items: list[Sample]) -> dict[str, np.ndarray]:
@@ -158,9 +169,9 @@ def check(
 ) -> tuple[ServiceCheck, list[str]]:
     """Sends the samples to ensemble `name` over each protocol; (what came back, problems)."""
     service = Service.of(name, found)
-    items = samples(service.pre["kind"], source)
+    items = samples(service.pre.kind, source)
     ref = service.expected(ctx, items)
-    result = ServiceCheck(service.post["kind"] if service.post else "tensors", [s.name for s in items])
+    result = ServiceCheck(service.post.kind if service.post else "tensors", [s.name for s in items])
     result.reference = [_line(s.name, ref, service.labels, i) for i, s in enumerate(items)]
     problems = []
     for protocol, conn in conns.items():
@@ -177,7 +188,7 @@ def concurrent(ctx: StageContext, service: Service, gate: Gate, params: Any, rea
     """Clients at once, each sending its own images / sentences (`reach`: traffic.TrafficServer)."""
     from deploy.stages.smoke import traffic
 
-    requests = concurrent_requests(service.pre["kind"], params.service.samples)
+    requests = concurrent_requests(service.pre.kind, params.service.samples)
     expected = [service.expected(ctx, items) for items in requests]
 
     def ask(conn: Any, protocol: str, request: int) -> Any:
@@ -198,10 +209,10 @@ def _version_dir(model: Model) -> Path:
     return sorted(p for p in model.directory.iterdir() if p.is_dir() and p.name.isdigit())[-1]
 
 
-def _labels(post: dict[str, Any] | None, model: Model | None) -> list[str] | None:
-    if post is None or model is None or not post.get("labels"):
+def _labels(post: PostRecord | None, model: Model | None) -> list[str] | None:
+    if not isinstance(post, ClassifyRecord) or model is None or post.labels is None:
         return None
-    return (_version_dir(model) / post["labels"]).read_text(encoding="utf-8").splitlines()
+    return (_version_dir(model) / post.labels).read_text(encoding="utf-8").splitlines()
 
 
 def _line(name: str, outputs: dict[str, np.ndarray], labels: list[str] | None, row: int) -> str:
@@ -312,7 +323,9 @@ def check_ensemble(served: Any, name: str, ctx: StageContext, params: Any) -> Mo
     from deploy.stages.smoke import checks, traffic
 
     model = served.found[name]
-    precision = served.found[settings(model)["model"]].precision
+    wiring = record(model)
+    assert isinstance(wiring, EnsembleRecord)
+    precision = served.found[wiring.model].precision
     conns = {p: checks.client(served.server, p, params.request_timeout_s) for p in params.protocols}
     found, problems = check(conns, name, served.found, ctx, _gate(params), params.service.samples)
     load = None

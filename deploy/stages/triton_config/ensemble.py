@@ -7,7 +7,6 @@ like every other config (the stage renders and round-trips them).
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,18 @@ from deploy.pipeline.config import DeployConfig, InputSpec
 from deploy.pipeline.errors import Issue, StageFailed
 from deploy.serving import service
 from deploy.serving.service import Classify, Embedding, ImagePre, Role, TextPre
+from deploy.serving.service_record import (
+    ClassifyRecord,
+    EmbeddingRecord,
+    EnsembleRecord,
+    ImageRecord,
+    PostRecord,
+    PreRecord,
+    TextRecord,
+    read_record,
+    service_name,
+    write_record,
+)
 
 PRE_MODEL = Path(service.__file__).with_name("pre_model.py")
 POST_MODEL = Path(service.__file__).with_name("post_model.py")
@@ -153,28 +164,28 @@ def count_labels(post: Classify | Embedding | None, classes: int) -> None:
         )
 
 
-def pre_json(pre: ImagePre | TextPre, config: DeployConfig) -> dict[str, object]:
+def pre_record(pre: ImagePre | TextPre, config: DeployConfig) -> PreRecord:
     """What the pre model reads (its files named as in its version directory)."""
     if isinstance(pre, ImagePre):
         spec = image_input(pre, config)
         assert spec is not None  # check() ran
-        return {**pre.model_dump(mode="json", exclude={"input"}), "feed": spec.name}
+        return ImageRecord(**pre.model_dump(exclude={"input", "kind"}), feed=spec.name)
     seq = [s for s in config.inputs if s.name in feeds(pre, config)]
-    return {
-        "kind": "text",
-        "tokenizer": service.TOKENIZER_FILE,
-        "max_length": pre.max_length or max(s.max[1] for s in seq),
-        "min_length": max(s.min[1] for s in seq),
-        "feeds": feeds(pre, config),
-        "max_bytes": pre.max_bytes,
-    }
+    return TextRecord(
+        tokenizer=service.TOKENIZER_FILE,
+        max_length=pre.max_length or max(s.max[1] for s in seq),
+        min_length=max(s.min[1] for s in seq),
+        feeds=feeds(pre, config),
+        max_bytes=pre.max_bytes,
+    )
 
 
-def post_json(post: Classify | Embedding, config: DeployConfig) -> dict[str, object]:
-    data = {**post.model_dump(mode="json", exclude={"output", "labels"}), "reads": post_output(post, config)}
-    if isinstance(post, Classify):
-        data["labels"] = service.LABELS_FILE if post.labels else None
-    return data
+def post_record(post: Classify | Embedding, config: DeployConfig) -> PostRecord:
+    reads = post_output(post, config)
+    if isinstance(post, Embedding):
+        return EmbeddingRecord(reads=reads, normalize=post.normalize)
+    labels = service.LABELS_FILE if post.labels else None
+    return ClassifyRecord(reads=reads, softmax=post.softmax, top_k=post.top_k, labels=labels)
 
 
 def write_parts(root: Path, version: int, protos: dict[Role, Any], pre: Any, post: Any) -> None:
@@ -187,12 +198,6 @@ def write_parts(root: Path, version: int, protos: dict[Role, Any], pre: Any, pos
             shutil.copyfile(pre.tokenizer, folder / service.TOKENIZER_FILE)
         if role is Role.POST and isinstance(post, Classify) and post.labels is not None:
             shutil.copyfile(post.labels, folder / service.LABELS_FILE)
-
-
-def tag(proto: Any, role: Role, settings: dict[str, object] | None) -> None:
-    proto.parameters[service.ROLE_PARAMETER].string_value = role.value
-    if settings is not None:
-        proto.parameters[service.SERVICE_PARAMETER].string_value = json.dumps(settings, sort_keys=True)
 
 
 def post_output(post: Classify | Embedding, config: DeployConfig) -> str:
@@ -223,12 +228,12 @@ def pre_proto(
     proto = _python_model(pb, name, size, instances)
     text = isinstance(pre, TextPre)
     proto.input.add(name=service.PRE_INPUT, data_type=pb.TYPE_STRING, dims=[1])
-    settings = pre_json(pre, config)
-    fed = feeds(pre, config) if isinstance(pre, TextPre) else {str(settings["feed"]): "pixels"}
+    record = pre_record(pre, config)
+    fed = record.feeds if isinstance(record, TextRecord) else {record.feed: "pixels"}
     for spec in (s for s in config.inputs if s.name in fed):
         dims = [-1] * (len(spec.dims) - 1) if text else list(spec.opt[1:])
         proto.output.add(name=spec.name, data_type=data_type(pb, spec.dtype), dims=dims)
-    tag(proto, Role.PRE, settings)
+    write_record(proto, Role.PRE, record)
     return proto
 
 
@@ -247,7 +252,7 @@ def post_proto(
     proto.input.add(name="values", data_type=data_type(pb, dtype), dims=dims)
     for out in outputs(pb, post, dims):
         proto.output.append(out)
-    tag(proto, Role.POST, post_json(post, config))
+    write_record(proto, Role.POST, post_record(post, config))
     return proto
 
 
@@ -271,13 +276,16 @@ def ensemble_proto(pb: Any, model: Any, config: DeployConfig, pre: Any | None, p
     """`<model>_ensemble`: pre -> model -> post, for the served model's config `model`
     (whose I/O names are the served ones, e.g. input__0 for torchscript)."""
     proto = pb.ModelConfig(
-        name=f"{model.name}_ensemble", platform="ensemble", max_batch_size=model.max_batch_size
+        name=service_name(model.name, Role.ENSEMBLE), platform="ensemble", max_batch_size=model.max_batch_size
     )
     steps = proto.ensemble_scheduling.step
     names = [s.name for s in config.inputs]
     if pre is not None:
-        kind = json.loads(pre.parameters[service.SERVICE_PARAMETER].string_value)["kind"]
-        client = service.IMAGE_INPUT if kind == "image" else service.TEXT_INPUT
+        client = (
+            service.IMAGE_INPUT
+            if isinstance(read_record(pre.parameters), ImageRecord)
+            else service.TEXT_INPUT
+        )
         proto.input.add(name=client, data_type=pb.TYPE_STRING, dims=[1])
         step = steps.add(model_name=pre.name, model_version=-1)
         step.input_map[service.PRE_INPUT] = client
@@ -289,8 +297,8 @@ def ensemble_proto(pb: Any, model: Any, config: DeployConfig, pre: Any | None, p
     step = steps.add(model_name=model.name, model_version=-1)
     step.input_map.update({i.name: f"pre_{n}" if pre is not None else n for n, i in zip(names, model.input)})
     _model_outputs(pb, proto, step, model, config, post)
-    settings = {"model": model.name, "pre": pre.name if pre else None, "post": post.name if post else None}
-    tag(proto, Role.ENSEMBLE, settings)
+    wiring = EnsembleRecord(model=model.name, pre=pre.name if pre else None, post=post.name if post else None)
+    write_record(proto, Role.ENSEMBLE, wiring)
     return proto
 
 
@@ -304,7 +312,9 @@ def _model_outputs(
             pb.ModelOutput(name=n, data_type=o.data_type, dims=o.dims) for n, o in zip(outs, model.output)
         )
         return
-    read = json.loads(post.parameters[service.SERVICE_PARAMETER].string_value)["reads"]
+    record = read_record(post.parameters)
+    assert isinstance(record, ClassifyRecord | EmbeddingRecord)  # written by post_proto
+    read = record.reads
     step.output_map[model.output[outs.index(read)].name] = "model_out"
     last = proto.ensemble_scheduling.step.add(model_name=post.name, model_version=-1)
     last.input_map["values"] = "model_out"

@@ -32,6 +32,7 @@ from deploy.runtimes.engine_manifest import EngineManifest
 from deploy.serving.layout import LAYOUTS, PYTHON_MODEL, ServingFormat, io_name
 from deploy.serving.publishing import PUBLISHING, Publishing, PublishPolicy, when_all
 from deploy.serving.service import Role
+from deploy.serving.service_record import service_name
 from deploy.stages.triton_config import batching, ensemble, production
 from deploy.stages.triton_config.params import DynamicBatching, TritonParams
 
@@ -212,12 +213,16 @@ def _write_service(ctx: StageContext, params: TritonParams, golden: Any, protos:
     size, count, root = max_batch(params, config), params.instance_group.count, ctx.output("repository")
     parts = {}
     if pre is not None:
-        parts[Role.PRE] = ensemble.pre_proto(pb, f"{config.name}_pre", pre, config, size, count)
+        parts[Role.PRE] = ensemble.pre_proto(
+            pb, service_name(config.name, Role.PRE), pre, config, size, count
+        )
     if post is not None:
         reads = ensemble.post_output(post, config)
         source = (str(golden["opt"].outputs[reads].dtype), _output_dims(golden, reads, size))
         ensemble.count_labels(post, math.prod(source[1]))
-        parts[Role.POST] = ensemble.post_proto(pb, f"{config.name}_post", post, config, source, size, count)
+        parts[Role.POST] = ensemble.post_proto(
+            pb, service_name(config.name, Role.POST), post, config, source, size, count
+        )
     ensemble.write_parts(root, params.version, parts, pre, post)
     ensembles = [
         ensemble.ensemble_proto(pb, p, config, parts.get(Role.PRE), parts.get(Role.POST)) for p in protos
