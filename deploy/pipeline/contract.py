@@ -27,6 +27,7 @@ REPORT_KEY = "report"
 PARTIAL_KEY = "partial"
 # The metrics key of a stage's one-line result, shown beside it in the console and report.
 HEADLINE_KEY = "headline"
+CONCLUSION_KEY = "conclusion"
 
 # What a stage records for the run summary and report: JSON numbers, strings and tables of
 # its own choosing (`object`, not Any: a reader narrows what it uses).
@@ -149,6 +150,11 @@ class StageContext:
         backend)"): shown as `partial` in the console, JUnit output and run report."""
         self.metrics[PARTIAL_KEY] = note
 
+    def conclusion(self, conclusion: Conclusion) -> None:
+        """The run's conclusion (select's: what to deploy, for which target, how fast and
+        how accurate against what): the run report opens with it."""
+        self.metrics[CONCLUSION_KEY] = asdict(conclusion)
+
     def report_table(
         self, title: str, columns: list[str], rows: list[list[Any]], note: str = "", console: bool = False
     ) -> None:
@@ -168,6 +174,31 @@ class ReportTable:
     rows: list[list[Any]]
     note: str = ""
     console: bool = False
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """What the report leads with: the decision, the target it holds for and the server
+    that verified it, the numbers that justify it (label -> value, e.g. "speed vs FP32"
+    -> "2.9x: 14.3 vs 41.6 ms"), and the stage whose chart comes next."""
+
+    decision: str
+    target: str
+    facts: list[tuple[str, str]]
+    chart_stage: str = ""
+
+    @classmethod
+    def of(cls, metrics: Mapping[str, object]) -> Conclusion | None:
+        found = metrics.get(CONCLUSION_KEY)
+        if not isinstance(found, dict):
+            return None
+        facts = [(str(k), str(v)) for k, v in found.get("facts", [])]
+        return cls(
+            str(found.get("decision", "")),
+            str(found.get("target", "")),
+            facts,
+            str(found.get("chart_stage", "")),
+        )
 
 
 def report_json(metrics: Mapping[str, object]) -> list[object]:

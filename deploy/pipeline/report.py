@@ -18,7 +18,7 @@ import html
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from deploy.pipeline.contract import HEADLINE_KEY, report_tables
+from deploy.pipeline.contract import HEADLINE_KEY, Conclusion, report_tables
 from deploy.pipeline.provenance import Provenance
 from deploy.pipeline.results import RunSummary, StageSummary, Status
 
@@ -31,27 +31,62 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555}.note
 .ran{color:#137333}.cached{color:#0b57d0}.skipped{color:#b06000}.failed{color:#c5221f;font-weight:bold}
 .not.run{color:#888}img{max-width:100%;border:1px solid #eee;margin:8px 0}
 pre.failure{background:#fdf1f0;border:1px solid #f0c0bc;padding:8px 12px;white-space:pre-wrap;font-size:13px}
+.verdict{background:#f3f7ff;border:1px solid #c6d7f7;border-radius:6px;padding:10px 16px;margin:12px 0}
+.decision{font-size:17px;font-weight:600;margin:4px 0}.facts th{background:none;border:none;padding:2px 12px 2px 0}
+.facts td{border:none;padding:2px 0}img.chart{max-width:900px;display:block}
 """
 
 
 def render(summary: RunSummary, images: dict[str, list[Path]]) -> str:
-    """`summary`: the run summary; `images`: stage -> its .png artifacts, in the store."""
+    """`summary`: the run summary; `images`: stage -> its .png artifacts, in the store.
+    The verdict first (what to deploy, where, and why), then its chart, then the details."""
     status = summary.status.value
+    verdict = _verdict(summary.stages)
+    chart = images.get(verdict.chart_stage, [])[:1] if verdict else []
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>deploy: {_e(summary.pipeline)}</title>",
         f"<style>{STYLE}</style></head><body>",
         f"<h1>deploy run: {_e(summary.pipeline)} — <span class='{_e(status)}'>{_e(status)}</span></h1>",
-        f"<p class='meta'>config {_e(summary.config)} · finished {_e(summary.finished)} · "
-        f"{summary.wall_s:.2f} s · cache {_e(summary.cache)}</p>",
-        *_provenance(summary.provenance),
         *_failures(summary.failed()),
+        *(_verdict_box(verdict) if verdict else []),
+        *[f"<img class='chart' alt='{_e(p.name)}' src='data:image/png;base64,{_png(p)}'>" for p in chart],
+        f"<p class='meta'>{_e(when(summary))} · config {_e(summary.config)} · cache {_e(summary.cache)}</p>",
+        *_provenance(summary.provenance),
         "<h2>Stages</h2>",
         _stage_table(summary.stages),
     ]
     for stage in summary.stages:
-        parts += _stage_section(stage, images.get(stage.stage, []))
+        shown = chart if stage.stage == (verdict.chart_stage if verdict else "") else []
+        parts += _stage_section(stage, [p for p in images.get(stage.stage, []) if p not in shown])
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def when(summary: RunSummary) -> str:
+    """When the results were made: this run's time, or, when every stage came from the
+    cache, the runs that made them (a cached rerun took milliseconds; that is not news)."""
+    made = [s for s in summary.stages if s.status is Status.CACHED and s.created]
+    if made and not any(s.status in (Status.RAN, Status.FAILED) for s in summary.stages):
+        first, last = min(s.created or "" for s in made), max(s.created or "" for s in made)
+        span = first if first == last else f"{first} – {last}"
+        took = sum(s.seconds for s in made)
+        return f"every stage from the cache: made {span} in {took:.0f} s of stage time; checked {summary.finished} ({summary.wall_s:.2f} s)"
+    return f"finished {summary.finished} in {summary.wall_s:.2f} s"
+
+
+def _verdict(stages: list[StageSummary]) -> Conclusion | None:
+    return next((v for s in stages if (v := Conclusion.of(s.metrics)) is not None), None)
+
+
+def _verdict_box(verdict: Conclusion) -> list[str]:
+    facts = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in verdict.facts)
+    return [
+        "<section id='verdict' class='verdict'>",
+        f"<p class='decision'>{_e(verdict.decision)}</p>",
+        f"<p class='meta'>target (what verified it): {_e(verdict.target)}</p>",
+        f"<table class='facts'>{facts}</table>",
+        "</section>",
+    ]
 
 
 def _provenance(found: Provenance | None) -> list[str]:

@@ -47,7 +47,9 @@ def test_a_record_reads_back_from_the_protobuf_and_its_json(record) -> None:
     proto = model_config_pb2.ModelConfig(name="x")
     write_record(proto, Role.PRE, record)
     assert read_record(proto.parameters) == record
-    as_json = json_format.MessageToDict(proto, preserving_proto_field_name=True)  # as a server answers GET config
+    as_json = json_format.MessageToDict(
+        proto, preserving_proto_field_name=True
+    )  # as a server answers GET config
     assert read_record(as_json["parameters"]) == record
 
 

@@ -350,3 +350,47 @@ def test_with_nothing_verified_nothing_is_selected_and_the_message_says_why() ->
     decision = selection.decide(found, Objective(name="latency", metric="latency"), server=True)
     assert decision.winner is None
     assert {e.verdict for e in decision.entries} == {selection.Verdict.UNVERIFIED}
+
+
+def test_the_verdict_compares_the_pick_with_eager_and_fp32_on_its_data() -> None:
+    from deploy.stages.select.conclusion import conclusion
+
+    rows = [row("onnxruntime", 1, 2.0), row("onnxruntime_int8", 1, 0.5), row("eager", 1, 4.0)]
+    evidence = {"int8": "random data: stages.quantize.calibration"}
+    found = candidates.gather(BenchResults(rows, {}, HOST), {"int8": 0.9991}, None, evidence)
+    decision = selection.decide(found, Objective(name="latency", metric="latency"))
+    target = candidates.target_of(BenchResults(rows, {}, HOST), None)
+    said = conclusion([decision], target, None)
+    facts = dict(said.facts)
+    assert said.decision.startswith("deploy onnx int8 (onnxruntime_int8) for 'latency'"), said.decision
+    assert facts["speed vs eager PyTorch"].startswith("8.00x (0.5 ms vs 4 ms")
+    assert facts["speed vs FP32"].startswith("4.00x (0.5 ms vs 2 ms for onnx fp32 (onnxruntime))")
+    assert facts["accuracy vs FP32"] == (
+        "worst cosine to FP32 0.99910 (measured on random data: stages.quantize.calibration)"
+    )
+    assert "verified by no server" in said.target
+
+
+def test_the_chart_keeps_every_label_on_its_own_line() -> None:
+    """Eight candidates with long labels and values a thousand times apart: no two texts of
+    the chart overlap (measured on the rendered figure), and the small bars stay visible."""
+    from deploy.stages.select.chart import figure
+
+    names = ["onnxruntime", "onnxruntime_int8", "eager", "torchscript", "onnxruntime_fp16"]
+    rows = [row(n, 1, 0.01 * 10**i) for i, n in enumerate(names)]
+    found = gather(rows, {}, {"int8": 0.999, "fp16": 0.9999})
+    decision = selection.decide(found, Objective(name="latency", metric="latency"))
+    fig = figure([decision])
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    texts = [t for t in [*ax.get_yticklabels(), *ax.texts] if t.get_text()]
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    assert len(boxes) == 2 * len(decision.entries)
+    overlapping = [
+        (texts[i].get_text(), texts[j].get_text())
+        for i in range(len(boxes))
+        for j in range(i + 1, len(boxes))
+        if boxes[i].overlaps(boxes[j])
+    ]
+    assert not overlapping, overlapping
+    assert ax.get_xscale() == "log"

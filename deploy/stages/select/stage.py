@@ -31,6 +31,8 @@ from deploy.serving.service import Role
 from deploy.serving.service_record import service_name
 from deploy.serving.smoke_report import SmokeReport
 from deploy.stages.select import candidates, output, selection
+from deploy.stages.select.chart import chart
+from deploy.stages.select.conclusion import conclusion
 
 
 class Objective(BaseModel):
@@ -107,6 +109,8 @@ def run(ctx: StageContext, params: SelectParams) -> None:
     ctx.record("target", target.text)
     ctx.headline(output.headline(decisions, target, ctx.config.repository))
     output.report(ctx, decisions, found, target)
+    ctx.conclusion(conclusion(decisions, target, ctx.config.repository))
+    chart(decisions, ctx.output("chart"))
     unmet = [d.objective.name for d in decisions if d.winner is None]
     ctx.output("deployment").mkdir()  # empty without a repository: nothing to serve
     if not unmet and "repository" in ctx.inputs:
@@ -195,15 +199,16 @@ def _link(src: str, dst: str) -> None:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="select",
-    version=4,  # 4: decides for the server smoke verified, on served numbers (selection.json schema 2)
+    version=5,  # 5: the verdict the report opens with; 4: decides for the server smoke verified (selection.json schema 2)
     params=SelectParams,
     inputs=("results", "accuracy_int8", "accuracy_fp16", "repository", "smoke"),
     outputs=(
         Artifact("selection", filename="selection.json"),
+        Artifact("chart", filename="select.png"),
         Artifact("deployment", ArtifactKind.TREE, publish=Publish.REPOSITORY),
     ),
     run=run,
-    env=(),
+    env=("matplotlib",),
     if_configured=frozenset({*REPORTS.values(), "repository", "smoke"}),
     publishes=when_selected,
     description="picks the best (format, precision) per objective from bench rows and accuracy gates; status table",
