@@ -41,7 +41,10 @@ def test_factory_import_path(write_config):
 @pytest.mark.parametrize(
     ("model", "fragment"),
     [
-        ({"factory": "no_such_module_xyz:build"}, "the package 'no_such_module_xyz' .* pip install no_such_module_xyz"),
+        (
+            {"factory": "no_such_module_xyz:build"},
+            "the package 'no_such_module_xyz' .* pip install no_such_module_xyz",
+        ),
         ({"factory": "torch.nn:NoSuchThing"}, "has no attribute 'NoSuchThing'"),
         ({"factory": "torch.nn:Linear", "kwargs": {"bogus": 1}}, "calling the model factory failed"),
     ],
