@@ -80,7 +80,10 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     # ~25.5 M parameters (BatchNorm folded into the convs) and the published ~4.1 GMACs at 224x224.
     assert 25.4e6 < stats["params"] < 25.6e6 and stats["flops"] / 2 == pytest.approx(4.1e9, rel=0.02)
     report = (tmp_path / "runs" / "resnet50" / "report.html").read_text()
-    assert report.count("data:image/png;base64,") == 1 and "Triton: server-side time per request" in report
+    # select's chart under the conclusion the report opens with, then bench's plot
+    assert report.count("data:image/png;base64,") == 2 and "Triton: server-side time per request" in report
+    assert report.index("id='verdict'") < report.index("img class='chart'") < report.index("<h2>Stages</h2>")
+    assert "deploy " in report.split("class='decision'>")[1].split("</p>")[0]
     selection = next(s for s in summary["stages"] if s["stage"] == "select")["metrics"]["selection"]
     assert set(selection) == {"latency", "throughput", "throughput, cosine >= 0.995"} and all(
         selection.values()

@@ -394,3 +394,10 @@ def test_the_chart_keeps_every_label_on_its_own_line() -> None:
     ]
     assert not overlapping, overlapping
     assert ax.get_xscale() == "log"
+    assert all(fig.bbox.x0 <= b.x0 and b.x1 <= fig.bbox.x1 for b in boxes), "a text is cut at the edge"
+    close = figure(
+        [selection.decide(gather(ROWS, {}, {"int8": 0.999}), Objective(name="l", metric="latency"))]
+    )
+    renderer = close.canvas.get_renderer()
+    edges = [t.get_window_extent(renderer) for t in close.axes[0].texts]
+    assert close.axes[0].get_xscale() == "linear" and all(b.x1 <= close.bbox.x1 for b in edges)

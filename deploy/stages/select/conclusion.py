@@ -65,7 +65,10 @@ def _against(d: Decision, other: Standing | None) -> str:
     if other is None or other.value is None or other.value <= 0:
         return "not measured"
     gain = other.value / win.value if d.objective.metric == "latency" else win.value / other.value
-    return f"{gain:.2f}x ({_value(d, win)} vs {_value(d, other)} for {other.candidate.label})"
+    where = f", {other.basis.value}" if other.basis is not d.basis else ""
+    return (
+        f"{gain:.2f}x ({_value(d, win)} vs {other.value:.4g} {d.unit()} for {other.candidate.label}{where})"
+    )
 
 
 def _accuracy(win: Standing) -> str:
