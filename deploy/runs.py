@@ -14,12 +14,13 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from deploy.pipeline.errors import DeployError
+from deploy.pipeline.errors import DeployError, ExitCode
 from deploy.pipeline.results import RunStatus, RunSummary, StageSummary, Status
 
 if TYPE_CHECKING:
     from deploy.pipeline.project import Project
     from deploy.pipeline.runner import Runner
+    from deploy.screen import Screen
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,48 @@ class Choice:
     start: str | None
     stop: str | None
     only: list[str]
+
+    @property
+    def whole(self) -> bool:
+        """The whole pipeline, nothing forced: what a replay shows (deploy.replay)."""
+        return not (self.force or self.start or self.stop or self.only)
+
+
+def run_pipeline(
+    config: Path,
+    cache_dir: Path | None,
+    choice: Choice,
+    console: Console,
+    verbose: bool,
+    junit: Path | None,
+    summary_json: Path | None,
+) -> None:
+    """`deploy run` once no replay answered it: the full path, which checks every stage."""
+    from deploy.pipeline.project import load_project
+    from deploy.replay import forget, remember
+
+    for option, path in (("--junit", junit), ("--json", summary_json)):
+        check_writable(option, path)
+    runner: Runner | None = None
+    screen, written = None, True
+    try:
+        runner = make_runner(load_project(config, cache_dir), choice, console, verbose)
+        forget(runner)
+        with runner.reporter:  # type: ignore[attr-defined]
+            runner.run()
+    except DeployError as exc:
+        if runner is None or runner.summary is None:  # rejected: no summary or report was written
+            ci_files_for_rejection(config, exc, junit, summary_json)
+        raise
+    finally:
+        if runner is not None and runner.summary is not None:
+            screen = finish_run(runner, console, verbose, junit, summary_json)
+            written = screen is not None
+    if not written:
+        raise typer.Exit(ExitCode.CONFIG)
+    if choice.whole and runner is not None and screen is not None:
+        with contextlib.suppress(OSError):  # no footprint only costs the next run its full path
+            remember(runner, config, cache_dir, screen, runner.reporter.warned)  # type: ignore[attr-defined]
 
 
 def make_runner(project: Project, choice: Choice, console: Console, verbose: bool) -> Runner:
@@ -53,52 +96,34 @@ def check_writable(option: str, path: Path | None) -> None:
         raise typer.BadParameter(f"cannot write {path}", param_hint=option)
 
 
-def _print_decisions(runner: Runner, console: Console, plain: bool) -> None:
-    from deploy.ui import console_tables, plain_table, rich_table
-
-    for title, columns, rows in console_tables(runner.results):
-        if plain:
-            for line in plain_table(title, columns, rows):
-                console.print(line, markup=False, highlight=False, soft_wrap=True)
-        else:
-            console.print(rich_table(title, columns, rows))
-
-
 def finish_run(
     runner: Runner, console: Console, verbose: bool, junit: Path | None, summary_json: Path | None
-) -> bool:
-    """The results, where the summary and report are, and the CI files asked for; False
-    when one of those could not be written."""
+) -> Screen | None:
+    """The results, where the summary and report are, and the CI files asked for; the
+    screen shown, or None when one of those files could not be written."""
     from deploy.pipeline.runner import REPORT_FILE
-    from deploy.ui import results_table, summary_lines
+    from deploy.ui import make_screen
 
-    project, plain, summary = runner.project, not console.is_terminal, runner.summary
+    project, summary = runner.project, runner.summary
     if summary is None:  # the runner writes it before it returns, whatever happened
-        return False
+        return None
     try:  # the files first: after SIGHUP the terminal they would be printed to is gone
         _write_ci_files(summary, junit, summary_json)
         failure = None
     except OSError as exc:  # printed, not raised: it must not hide the run's own outcome
         failure = exc
+    closing = (
+        f"run {summary.status.value}   summary: {project.run_dir / 'summary.json'}   "
+        f"report: {project.run_dir / REPORT_FILE}   repository: {project.config.repository}"
+    )
+    screen = make_screen(runner.results, project.graph.names(), closing)
     with contextlib.suppress(OSError):  # a closed terminal (EIO) or pipe: the files hold it all
-        if plain:
-            for line in summary_lines(runner.results, project.graph.names()):
-                console.print(line, markup=False, highlight=False, soft_wrap=True)
-        else:
-            console.print(results_table(runner.results, project.graph.names(), full_notes=verbose))
-        _print_decisions(runner, console, plain)
-        console.print(
-            f"run {summary.status.value}   summary: {project.run_dir / 'summary.json'}   "
-            f"report: {project.run_dir / REPORT_FILE}   repository: {project.config.repository}",
-            markup=False,
-            highlight=False,
-            soft_wrap=plain,
-        )
+        screen.show(console, full_notes=verbose)
         if failure is not None:
             console.print(
                 Text.assemble(("error", "bold red"), f": could not write a --junit / --json file: {failure}")
             )
-    return failure is None
+    return screen if failure is None else None
 
 
 def ci_files_for_rejection(

@@ -18,6 +18,7 @@ from deploy.pipeline.progress import Progress as StageProgress
 from deploy.pipeline.report import human_size
 from deploy.pipeline.results import StageResult, Status
 from deploy.pipeline.store import Output
+from deploy.screen import Screen, Shown, StageLine, stage_table
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -46,6 +47,7 @@ class ConsoleReporter:
         self.live: Progress | None = None  # created when a stage first runs: a cached run needs none
         self.tasks: dict[str, TaskID] = {}
         self.printed: dict[str, float] = {}  # stage -> when its last plain progress line went out
+        self.warned = False  # a run that warned is never replayed (deploy.replay)
 
     def __enter__(self) -> ConsoleReporter:
         return self
@@ -100,6 +102,7 @@ class ConsoleReporter:
         self.live.stop_task(task)
 
     def warn(self, message: str) -> None:
+        self.warned = True
         if self.plain:
             self._line(f"warning: {message}")
         else:
@@ -145,12 +148,32 @@ def status_text(result: StageResult) -> str:
     return f"{status} (partial)" if result.partial else status
 
 
+def stage_line(result: StageResult) -> StageLine:
+    style = "yellow" if result.partial else STYLE[result.status]
+    return StageLine(
+        result.name, status_text(result), style, _seconds(result), _outputs(result.outputs), _note(result)
+    )
+
+
 def plain_line(result: StageResult) -> str:
-    """One stage, everything on one line: for logs that are read, not watched."""
-    fields = [f"{result.name:<14}", f"{status_text(result):<16}", f"{_seconds(result):>16}"]
-    outputs = _outputs(result.outputs)
-    note = _note(result)
-    return "  ".join(fields + [outputs] * bool(outputs) + [f"| {note}"] * bool(note)).rstrip()
+    return stage_line(result).plain()
+
+
+def make_screen(results: list[StageResult], names: list[str], closing: str) -> Screen:
+    """What the console shows at the end of a run (deploy.screen renders it)."""
+    seen = {r.name: r for r in results}
+    every = [seen.get(n, StageResult(n, Status.NOT_RUN)) for n in names]
+    shown = [
+        Shown(title, columns, [[str(c) for c in row] for row in rows])
+        for title, columns, rows in console_tables(results)
+    ]
+    return Screen(
+        [stage_line(r) for r in results],
+        [stage_line(r) for r in every],
+        summary_lines(results, names),
+        shown,
+        closing,
+    )
 
 
 def summary_lines(results: list[StageResult], names: list[str]) -> list[str]:
@@ -164,22 +187,7 @@ def summary_lines(results: list[StageResult], names: list[str]) -> list[str]:
 
 
 def results_table(results: list[StageResult], names: list[str], full_notes: bool = False) -> Table:
-    table = Table(title="deploy run", title_justify="left")
-    for column in ("stage", "status", "time", "outputs", "notes"):
-        table.add_column(column)
-    seen = {r.name: r for r in results}
-    for name in names:
-        result = seen.get(name, StageResult(name, Status.NOT_RUN))
-        style = "yellow" if result.partial else STYLE[result.status]
-        note = _note(result)
-        table.add_row(
-            name,
-            Text(status_text(result), style=style),
-            _seconds(result),
-            _outputs(result.outputs),
-            Text(note if full_notes or len(note) <= NOTE_CHARS else note[: NOTE_CHARS - 1] + "…"),
-        )
-    return table
+    return stage_table(make_screen(results, names, "").table, full_notes)
 
 
 def console_tables(results: list[StageResult]) -> list[tuple[str, list[str], list[list[object]]]]:
@@ -192,19 +200,6 @@ def console_tables(results: list[StageResult]) -> list[tuple[str, list[str], lis
     ]
 
 
-def rich_table(title: str, columns: list[str], rows: list[list[object]]) -> Table:
-    table = Table(title=title, title_justify="left")
-    for column in columns:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*(str(c) for c in row))
-    return table
-
-
-def plain_table(title: str, columns: list[str], rows: list[list[object]]) -> list[str]:
-    return [title, " | ".join(columns), *(" | ".join(str(c) for c in row) for row in rows)]
-
-
 def _seconds(result: StageResult) -> str:
     if result.status in (Status.RAN, Status.FAILED, Status.INTERRUPTED):
         return f"{result.duration_s:.2f}s"
@@ -215,9 +210,6 @@ def _seconds(result: StageResult) -> str:
 
 def _outputs(outputs: dict[str, Output]) -> str:
     return ", ".join(f"{n} {human_size(o.size)}" for n, o in outputs.items())
-
-
-NOTE_CHARS = 90  # terminal table only; -v, plain output and the summary JSON have the full text
 
 
 def _note(result: StageResult) -> str:

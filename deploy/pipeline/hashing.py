@@ -47,6 +47,7 @@ class StatMemo:
         self.path = path
         self._entries: dict[str, list[Any]] = self._load()
         self._dirty = False
+        self.consulted: set[str] = set()  # files digested through this memo (a run's sources)
 
     def _load(self) -> dict[str, list[Any]]:
         try:
@@ -58,6 +59,7 @@ class StatMemo:
     def digest(self, path: Path) -> str:
         """The file's sha256, from the memo when its stat is unchanged."""
         key, token = str(path.absolute()), stat_token(path)
+        self.consulted.add(key)
         known = self._entries.get(key)
         if known and known[:-1] == token and token[1] >= ALWAYS_REHASH_BYTES:
             return str(known[-1])

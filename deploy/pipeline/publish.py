@@ -90,6 +90,7 @@ class Published:
 
     written: list[str] = field(default_factory=list)
     repaired: dict[str, list[str]] = field(default_factory=dict)
+    models: list[str] = field(default_factory=list)  # every model dir of the tree
 
 
 def publish(store: Store, output: Output, dest: Path | str, pipeline: str) -> Published:
@@ -99,7 +100,9 @@ def publish(store: Store, output: Output, dest: Path | str, pipeline: str) -> Pu
         if isinstance(dest, Path):
             return _publish_here(store, dest, models, pipeline)
         where = destination(dest)
-        done = Published([m for m, files in models.items() if _sync(where, m, files, store, pipeline)])
+        done = Published(
+            [m for m, files in models.items() if _sync(where, m, files, store, pipeline)], models=list(models)
+        )
         _remove_stale(where, pipeline, keep=set(models))
         _write_manifest(where, pipeline, models)
         return done
@@ -142,7 +145,7 @@ def in_order(files: Mapping[str, object]) -> list[str]:
 
 # -- a local repository: pathlib for the warm check, fsspec's calls for the writes ----------------
 def _publish_here(store: Store, dest: Path, models: dict[str, Files], pipeline: str) -> Published:
-    done = Published()
+    done = Published(models=list(models))
     for model, files in models.items():
         altered = _altered(store, dest / model, Stamp(pipeline, files))
         if altered is None:

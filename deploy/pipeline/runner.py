@@ -78,6 +78,7 @@ class Runner:
         self.pulled: set[str] = set()  # keys downloaded from the remote cache
         self.results: list[StageResult] = []
         self.summary: RunSummary | None = None  # the run summary, once written
+        self.published: list[tuple[Path | str, list[str]]] = []  # destination, its model dirs
 
     def run(self) -> list[StageResult]:
         """Runs the needed stages; the summary and report are written only once the
@@ -252,6 +253,7 @@ class Runner:
                             self.store, result.outputs[artifact.name], dest, self.project.config.name
                         )
                         self._repaired(result, dest, done.repaired)
+                        self.published.append((dest, done.models))
         except DeployError as exc:  # the result is cached; publishing it failed (the next run retries)
             result.status, result.message, result.exit_code = Status.FAILED, str(exc), exc.exit_code
 

@@ -1,4 +1,4 @@
-"""The one chart the run report shows under its verdict: every candidate's number for the
+"""The one chart the run report shows under its conclusion: every candidate's number for the
 decision it rests on (the first objective with a winner), one bar each, the pick in
 green, the ones the target never verified in grey. Horizontal bars, one row per
 candidate: labels never share a line, however many candidates there are. Imports

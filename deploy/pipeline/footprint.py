@@ -1,0 +1,177 @@
+"""A no-op run's footprint: everything the outcome of a fully cached `deploy run` rests
+on, by stat, so the next identical invocation can be answered without loading the
+pipeline (the stage modules and the config's pydantic models are most of a warm run's
+time).
+
+Written only after a run in which every stage came from the local cache, nothing was
+repaired and nothing was pushed. Matched, it is that run again: the same invocation
+(config file, working directory, --cache-dir, the environment variables that steer
+deploy), the same interpreter and installed distributions (the directories on
+sys.path: installing or removing one changes their listing), deploy's own code, the
+same CPU and GPUs, and every file the run consulted — the config, the model's
+sources, the files its params name, the cache entries and objects it served, the
+repository files it published and the run records it wrote — with the same inode,
+size, mtime, ctime and mode. ctime is the kernel's: any write, chmod or utime moves
+it, so an in-place edit that restores mtime still shows (as for the stat memo in
+pipeline.hashing).
+
+Standard library only: checking a footprint must cost less than importing what it saves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from deploy.pipeline.hashing import atomic_write_text, digest_json
+
+SCHEMA = 1
+FILE = "noop.json"
+# Environment variables that change what a run finds (tools on PATH, libraries, GPUs).
+ENV_VARS = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+ENV_PREFIX = "DEPLOY_"  # every deploy setting ($DEPLOY_CACHE_DIR, $DEPLOY_CACHE_REMOTE, ...)
+TOOLS = ("nvidia-smi", "tritonserver", "docker")  # found on PATH by stages' identities
+GPUS = Path("/proc/driver/nvidia/gpus")  # one entry per GPU the driver sees
+CODE = Path(__file__).resolve().parents[1]  # the deploy package: stage versions and logic
+MAX_PATHS = 20_000  # a footprint larger than this is not worth keeping: the run takes its full path
+
+MAX_BYTES = 64 << 20  # a footprint file larger than MAX_PATHS could make is not ours
+Token = list[int] | None  # [inode, size, mtime_ns, ctime_ns, mode], None: absent
+
+
+class TooLarge(Exception):
+    """More paths than MAX_PATHS: no footprint is kept."""
+
+
+def token(path: Path | str) -> Token:
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode]
+
+
+def tree(root: Path, into: dict[str, Token]) -> None:
+    """`root` and, for a directory, every directory and file below it (a directory's own
+    token changes when an entry is added, removed or renamed)."""
+    into[str(root)] = token(root)
+    if not root.is_dir() or root.is_symlink():
+        return
+    for parent, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            into[os.path.join(parent, name)] = token(os.path.join(parent, name))
+        if len(into) > MAX_PATHS:
+            raise TooLarge(str(root))
+
+
+def invocation(config: Path, cache_dir: Path | None) -> dict[str, object]:
+    """What the command line and its environment say."""
+    env = {k: v for k, v in os.environ.items() if k in ENV_VARS or k.startswith(ENV_PREFIX)}
+    return {
+        "config": str(config.absolute()),
+        "cwd": os.getcwd(),
+        "cache_dir": None if cache_dir is None else str(cache_dir.absolute()),
+        "env": dict(sorted(env.items())),
+    }
+
+
+def environment() -> dict[str, object]:
+    """The interpreter, the installed distributions, deploy's code and the hardware."""
+    code: dict[str, Token] = {}
+    tree(CODE, code)
+    return {
+        "python": [sys.executable, sys.version],
+        "sys_path": {os.path.abspath(entry): token(entry or ".") for entry in sys.path},
+        "code": digest_json({k: v for k, v in code.items() if "__pycache__" not in k}),
+        "cpu": [_cpu_model(), os.cpu_count()],
+        "gpus": sorted(os.listdir(GPUS)) if GPUS.is_dir() else [],
+        "tools": {tool: _tool(tool) for tool in TOOLS},
+    }
+
+
+def _tool(name: str) -> list[object] | None:
+    """Where a tool is and its token (a binary replaced in place is another server)."""
+    found = shutil.which(name)
+    return None if found is None else [found, token(found)]
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            return next((line for line in fh if line.startswith("model name")), "").strip()
+    except OSError:
+        return ""
+
+
+@dataclass(frozen=True)
+class Footprint:
+    invocation: Mapping[str, object]
+    environment: Mapping[str, object]
+    files: Mapping[str, Token]
+    screen: Mapping[str, Any]  # what the run printed, as data (deploy.screen renders it)
+    made: str  # when the replayed run finished (UTC, ISO)
+
+    def to_json(self) -> dict[str, object]:
+        return {"schema": SCHEMA, **{k: getattr(self, k) for k in _FIELDS}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Footprint:
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"footprint schema {data.get('schema')!r}, expected {SCHEMA}")
+        return cls(*(data[k] for k in _FIELDS))
+
+
+_FIELDS = ("invocation", "environment", "files", "screen", "made")
+
+
+def take(
+    invoked: Mapping[str, object],
+    trees: Iterable[Path],
+    listed: Iterable[Path],
+    screen: Mapping[str, Any],
+    made: str,
+) -> Footprint:
+    """`trees`: each path with everything below it; `listed`: a folder's own token only
+    (entries added, removed or renamed in it)."""
+    files: dict[str, Token] = {}
+    for path in trees:
+        tree(path.absolute(), files)
+    files.update({str(p.absolute()): token(p) for p in listed})
+    return Footprint(invoked, environment(), files, screen, made)
+
+
+def difference(found: Footprint, invoked: Mapping[str, object]) -> str | None:
+    """The first thing that differs now, cheapest checks first; None when nothing does."""
+    if found.invocation != invoked:
+        return "the invocation differs"
+    changed = next((p for p, t in found.files.items() if token(p) != t), None)
+    if changed is not None:
+        return f"{changed} changed"
+    if found.environment != environment():
+        return "the environment differs"
+    return None
+
+
+def save(path: Path, footprint: Footprint) -> None:
+    atomic_write_text(path, json.dumps(footprint.to_json()))
+
+
+def load(path: Path) -> Footprint | None:
+    """The footprint at `path`; None when there is none or it can't be read (a lost or
+    damaged footprint only costs the full path)."""
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            return None
+        return Footprint.from_json(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def forget(path: Path) -> None:
+    path.unlink(missing_ok=True)
