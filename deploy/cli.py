@@ -166,6 +166,18 @@ def _print_plan(rows: list[PlanRow], as_json: bool) -> None:
 
 
 @app.command()
+def releases(
+    config: ConfigArg,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the versions as JSON.")] = False,
+) -> None:
+    """List the versions published for the pipeline's models, with their release records."""
+    from deploy.release_list import release_rows, show
+
+    project = _project(config, None)
+    show(release_rows(project), _console(), as_json, str(project.config.repository))
+
+
+@app.command()
 def validate(config: ConfigArg) -> None:
     """Check a config file (schema, shapes, stage graph) and that the model's module
     imports (a missing package named with its install command), without building it."""

@@ -98,6 +98,9 @@ def _module_from_file(path: Path) -> Any:
         raise StageFailed(f"model.file: cannot load {path} as a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent))  # let the file import its siblings
+    # deploy writes nothing into the user's folder, not even __pycache__ (it may be
+    # read-only or shared, and `deploy init` promises nothing written on bad input).
+    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     try:
         spec.loader.exec_module(module)
     except ModuleNotFoundError as exc:
@@ -112,6 +115,7 @@ def _module_from_file(path: Path) -> Any:
             "put script code under `if __name__ == '__main__':`"
         ) from exc
     finally:
+        sys.dont_write_bytecode = writes_bytecode
         sys.path.remove(str(path.parent))
     return module
 

@@ -274,6 +274,12 @@ def _write_manifest(where: Destination, pipeline: str, models: Mapping[str, File
     where.fs.pipe_file(path, text)
 
 
+def published_models(dest: Path, pipeline: str) -> list[str] | None:
+    """The models the pipeline's last publish into a local repository listed; None when
+    it never published there."""
+    return _manifest_here(dest, pipeline)
+
+
 def _manifest_here(dest: Path, pipeline: str) -> list[str] | None:
     try:
         return list(json.loads((dest / manifest_name(pipeline)).read_text())["models"])

@@ -1,0 +1,223 @@
+"""Released versions in a Triton repository: each release of a model is a numeric
+version directory beside the previous ones (Triton's own layout), holding the model's
+files and a release record (`deploy-release.json`) that says what it is and how it was
+verified. Triton reads only the numeric directories' model files; the record travels with
+its version and goes when the version is pruned.
+
+Placing a version is one rename of a complete, verified directory staged beside it (same
+file system): a server polling the repository sees the version whole or not at all, and a
+failure leaves the repository as it was. Pruning keeps the newest `keep` versions and
+never removes one a server is told to serve.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deploy.pipeline.errors import EnvError
+from deploy.pipeline.hashing import atomic_write_text, digest_file
+
+RECORD_FILE = "deploy-release.json"
+RECORD_SCHEMA = 1
+STAGING_PREFIX = ".staging-release-"
+
+
+class StaleRelease(Exception):
+    """A release record of another schema: listed as unreadable, never guessed at."""
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """One output of the release against the version it replaces, on the same inputs."""
+
+    output: str
+    cosine: float  # the worst sample's
+    max_abs: float
+    top1: float | None = None  # fraction of samples with the same argmax (classifiers)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The release side by side with the version it replaces."""
+
+    against: int  # the version compared with
+    inputs: str  # what it was measured on, e.g. "golden (8) + held-out (64), real data"
+    agreement: list[Agreement]
+    latency_ratio: float | None = None  # new / old median latency, alternating in one server
+    throughput_ratio: float | None = None  # new / old
+
+
+@dataclass(frozen=True)
+class ReleaseRecord:
+    pipeline: str
+    model: str
+    version: int
+    files: dict[str, str]  # path inside the version dir -> sha256: what "unchanged" compares
+    made: str  # UTC, ISO
+    config_sha256: str = ""
+    checkpoint_sha256: str = ""  # the model source's identity (checkpoint, factory, kwargs)
+    accuracy: dict[str, float] = field(default_factory=dict)  # e.g. {"cosine to FP32": 0.9998}
+    latency_ms: float | None = None
+    throughput: float | None = None
+    target: str = ""  # what the numbers were measured on
+    server: str = ""  # the server that verified it
+    build_url: str | None = None  # the CI build that released it ($BUILD_URL)
+    report: str | None = None  # the run report
+    comparison: Comparison | None = None
+    accepted_regression: str | None = None  # the reason a refused release was accepted
+    schema: int = RECORD_SCHEMA
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ReleaseRecord:
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
+            raise StaleRelease(
+                f"release record schema {data.get('schema') if isinstance(data, dict) else None!r}"
+            )
+        comparison = data.get("comparison")
+        if comparison is not None:
+            agreement = [Agreement(**a) for a in comparison["agreement"]]
+            data["comparison"] = Comparison(**{**comparison, "agreement": agreement})
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Release:
+    """A version found in a model directory, with its record where it has one."""
+
+    version: int
+    record: ReleaseRecord | None
+    problem: str | None = None  # why the record could not be read
+
+
+def versions(model_dir: Path) -> list[int]:
+    """The model's numeric version directories, oldest first (what Triton reads)."""
+    if not model_dir.is_dir():
+        return []
+    found = [int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit() and int(p.name) > 0]
+    return sorted(found)
+
+
+def releases(model_dir: Path) -> list[Release]:
+    return [_release(model_dir / str(v), v) for v in versions(model_dir)]
+
+
+def _release(version_dir: Path, version: int) -> Release:
+    path = version_dir / RECORD_FILE
+    if not path.is_file():
+        return Release(version, None, "no release record (published before releases)")
+    try:
+        return Release(version, ReleaseRecord.from_json(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError, StaleRelease) as exc:
+        return Release(version, None, f"unreadable release record: {exc}")
+
+
+def next_version(model_dir: Path) -> int:
+    found = versions(model_dir)
+    return found[-1] + 1 if found else 1
+
+
+def unchanged(model_dir: Path, files: Mapping[str, str]) -> int | None:
+    """The newest version whose record holds exactly these files (by digest), if any."""
+    for release in reversed(releases(model_dir)):
+        if release.record is not None and release.record.files == dict(files):
+            return release.version
+    return None
+
+
+def file_digests(version_dir: Path) -> dict[str, str]:
+    """path inside a version dir -> sha256, the record left out."""
+    return {
+        str(p.relative_to(version_dir)): digest_file(p)
+        for p in sorted(version_dir.rglob("*"))
+        if p.is_file() and p.name != RECORD_FILE
+    }
+
+
+def place(model_dir: Path, source: Path, record: ReleaseRecord) -> Path:
+    """Copies the version directory `source` in as `model_dir/<record.version>`, its
+    record inside: staged beside it and verified against the record's digests, then
+    renamed into place. Returns the version directory."""
+    target = model_dir / str(record.version)
+    if target.exists():
+        raise EnvError(f"{target} exists already: another release placed version {record.version}")
+    model_dir.mkdir(parents=True, exist_ok=True)
+    staged = model_dir / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
+    try:
+        shutil.copytree(source, staged, ignore=shutil.ignore_patterns(RECORD_FILE))
+        found = file_digests(staged)
+        if found != record.files:
+            raise EnvError(
+                f"release {record.version} of {model_dir.name}: the copied files differ from the record's"
+            )
+        atomic_write_text(staged / RECORD_FILE, record.to_json())
+        os.rename(staged, target)  # fails, rather than merges, if the target appeared meanwhile
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    return target
+
+
+def prune(model_dir: Path, keep: int, served: set[int] | None = None) -> list[int]:
+    """Removes all but the newest `keep` versions, never one in `served`; returns those
+    removed. Each goes by a rename out of the numeric namespace first, so a server never
+    sees a half-deleted version."""
+    removed = []
+    for version in versions(model_dir)[:-keep] if keep > 0 else []:
+        if served and version in served:
+            continue
+        aside = model_dir / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
+        os.rename(model_dir / str(version), aside)
+        shutil.rmtree(aside, ignore_errors=True)
+        removed.append(version)
+    return removed
+
+
+def served(model_dir: Path) -> set[int]:
+    """The versions a server reading this model dir serves, by its config.pbtxt's
+    `version_policy` (Triton's default: the newest one)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    found = versions(model_dir)
+    config = pb.ModelConfig()
+    text_format.Parse((model_dir / "config.pbtxt").read_text(), config)
+    policy = config.version_policy
+    if policy.HasField("all"):
+        return set(found)
+    if policy.HasField("specific"):
+        return set(policy.specific.versions) & set(found)
+    newest = policy.latest.num_versions if policy.HasField("latest") else 1
+    return set(found[-newest:]) if found else set()
+
+
+def sweep(model_dir: Path) -> None:
+    """Staging left behind by a release that was killed."""
+    if model_dir.is_dir():
+        for leftover in model_dir.glob(f"{STAGING_PREFIX}*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def summary(release: Release) -> dict[str, Any]:
+    """One row of `deploy releases`."""
+    record = release.record
+    if record is None:
+        return {"version": release.version, "note": release.problem or ""}
+    return {
+        "version": release.version,
+        "made": record.made,
+        "checkpoint": record.checkpoint_sha256[:12],
+        "accuracy": ", ".join(f"{k} {v:.5f}" for k, v in record.accuracy.items()),
+        "latency_ms": record.latency_ms,
+        "build": record.build_url or "",
+        "note": f"accepted regression: {record.accepted_regression}" if record.accepted_regression else "",
+    }

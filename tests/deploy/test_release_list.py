@@ -1,0 +1,45 @@
+"""`deploy releases CONFIG` on a real published repository."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from deploy.serving import releases
+from deploy.serving.releases import ReleaseRecord
+from tests.helpers import run_cli
+
+
+def test_releases_lists_every_version_with_its_record(
+    write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    config = write_config()
+    never = run_cli("releases", str(config))
+    assert never.returncode == 0 and "no releases: nothing of this pipeline is published" in never.stdout
+    assert run_cli("run", str(config)).returncode == 0
+    listed = json.loads(run_cli("releases", str(config), "--json").stdout)
+    models = {row["model"] for row in listed}
+    assert "tiny_onnx" in models and all(row["version"] == 1 and row["served"] for row in listed)
+    assert all("published before releases" in row["note"] for row in listed)
+
+    model_dir = tmp_path / "model_repository" / "tiny_onnx"
+    record = ReleaseRecord(
+        "tiny",
+        "tiny_onnx",
+        2,
+        releases.file_digests(model_dir / "1"),
+        "2026-11-25T21:00:00+00:00",
+        checkpoint_sha256="ab" * 32,
+        accuracy={"cosine to FP32": 0.99991},
+        build_url="https://ci.example/job/tiny/7/",
+    )
+    releases.place(model_dir, model_dir / "1", record)
+    rows = [
+        r for r in json.loads(run_cli("releases", str(config), "--json").stdout) if r["model"] == "tiny_onnx"
+    ]
+    assert [(r["version"], r["served"]) for r in rows] == [(1, False), (2, True)]
+    assert rows[1]["checkpoint"] == "ab" * 6 and rows[1]["build"] == "https://ci.example/job/tiny/7/"
+    assert rows[1]["accuracy"] == "cosine to FP32 0.99991"
+    plain = run_cli("releases", str(config)).stdout
+    assert "tiny_onnx | 2 | yes | 2026-11-25T21:00:00+00:00 | abababababab" in plain

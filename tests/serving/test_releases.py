@@ -1,0 +1,130 @@
+"""Released versions in a repository (deploy.serving.releases), on real files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from deploy.pipeline.errors import EnvError
+from deploy.serving import releases
+from deploy.serving.releases import Agreement, Comparison, ReleaseRecord
+
+
+def _version_source(tmp_path: Path, content: bytes) -> Path:
+    source = tmp_path / f"src-{len(list(tmp_path.iterdir()))}"
+    source.mkdir()
+    (source / "model.onnx").write_bytes(content)
+    (source / "sub").mkdir()
+    (source / "sub" / "vocab.txt").write_text("a\nb\n")
+    return source
+
+
+def _record(source: Path, version: int, **extra: object) -> ReleaseRecord:
+    return ReleaseRecord(
+        "tiny", "tiny_onnx", version, releases.file_digests(source), "2026-11-25T20:00:00+00:00", **extra
+    )
+
+
+def test_a_placed_version_holds_its_files_and_record(tmp_path: Path) -> None:
+    model = tmp_path / "repo" / "tiny_onnx"
+    source = _version_source(tmp_path, b"weights-1")
+    comparison = Comparison(0, "golden (8)", [Agreement("logits", 0.99991, 0.01, 1.0)], 1.02, 0.98)
+    record = _record(source, 1, accuracy={"cosine to FP32": 0.9998}, comparison=comparison)
+    placed = releases.place(model, source, record)
+    assert placed == model / "1"
+    assert (placed / "model.onnx").read_bytes() == b"weights-1"
+    assert releases.file_digests(placed) == record.files
+    (found,) = releases.releases(model)
+    assert found.version == 1 and found.record == record
+    assert [p.name for p in model.iterdir()] == ["1"]  # no staging left
+
+
+def test_versions_count_up_and_ignore_what_triton_ignores(tmp_path: Path) -> None:
+    model = tmp_path / "tiny_onnx"
+    assert releases.next_version(model) == 1
+    for name in ("1", "2", "0", "notes", "10"):
+        (model / name).mkdir(parents=True)
+    (model / "3").write_text("a file, not a version")
+    assert releases.versions(model) == [1, 2, 10]
+    assert releases.next_version(model) == 11
+
+
+def test_an_existing_version_is_never_overwritten(tmp_path: Path) -> None:
+    model = tmp_path / "tiny_onnx"
+    first = _version_source(tmp_path, b"weights-1")
+    releases.place(model, first, _record(first, 1))
+    second = _version_source(tmp_path, b"weights-2")
+    with pytest.raises(EnvError, match="exists already"):
+        releases.place(model, second, _record(second, 1))
+    assert (model / "1" / "model.onnx").read_bytes() == b"weights-1"
+    assert sorted(p.name for p in model.iterdir()) == ["1"]
+
+
+def test_files_that_differ_from_the_record_are_never_placed(tmp_path: Path) -> None:
+    model = tmp_path / "tiny_onnx"
+    source = _version_source(tmp_path, b"weights-1")
+    record = _record(source, 1)
+    (source / "model.onnx").write_bytes(b"changed after it was verified")
+    with pytest.raises(EnvError, match="differ from the record"):
+        releases.place(model, source, record)
+    assert list(model.iterdir()) == []
+
+
+def test_unchanged_finds_the_version_with_the_same_files(tmp_path: Path) -> None:
+    model = tmp_path / "tiny_onnx"
+    one, two = _version_source(tmp_path, b"w1"), _version_source(tmp_path, b"w2")
+    releases.place(model, one, _record(one, 1))
+    releases.place(model, two, _record(two, 2))
+    assert releases.unchanged(model, releases.file_digests(one)) == 1
+    assert releases.unchanged(model, releases.file_digests(two)) == 2
+    three = _version_source(tmp_path, b"w3")
+    assert releases.unchanged(model, releases.file_digests(three)) is None
+
+
+def test_prune_keeps_the_newest_and_what_is_served(tmp_path: Path) -> None:
+    model = tmp_path / "tiny_onnx"
+    for version in range(1, 6):
+        source = _version_source(tmp_path, f"w{version}".encode())
+        releases.place(model, source, _record(source, version))
+    assert releases.prune(model, keep=2, served={1}) == [2, 3]
+    assert releases.versions(model) == [1, 4, 5]
+    assert not list(model.glob(f"{releases.STAGING_PREFIX}*"))
+
+
+def test_versions_without_a_readable_record_say_why(tmp_path: Path) -> None:
+    model = tmp_path / "tiny_onnx"
+    (model / "1").mkdir(parents=True)
+    source = _version_source(tmp_path, b"w2")
+    releases.place(model, source, _record(source, 2))
+    record_path = model / "2" / releases.RECORD_FILE
+    record_path.write_text(json.dumps({**json.loads(record_path.read_text()), "schema": 99}))
+    old, newer = releases.releases(model)
+    assert old.record is None and old.problem is not None and "before releases" in old.problem
+    assert newer.record is None and newer.problem is not None and "schema 99" in newer.problem
+
+
+def test_sweep_removes_what_a_killed_release_left(tmp_path: Path) -> None:
+    model = tmp_path / "tiny_onnx"
+    (model / f"{releases.STAGING_PREFIX}dead" / "sub").mkdir(parents=True)
+    (model / "1").mkdir()
+    releases.sweep(model)
+    assert [p.name for p in model.iterdir()] == ["1"]
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("", {3}),
+        ("version_policy: { latest: { num_versions: 2 } }", {2, 3}),
+        ("version_policy: { all: {} }", {1, 2, 3}),
+        ("version_policy: { specific: { versions: [1, 7] } }", {1}),
+    ],
+)
+def test_served_follows_the_version_policy(tmp_path: Path, policy: str, expected: set[int]) -> None:
+    model = tmp_path / "tiny_onnx"
+    for version in (1, 2, 3):
+        (model / str(version)).mkdir(parents=True)
+    (model / "config.pbtxt").write_text(f'name: "tiny_onnx"\nbackend: "onnxruntime"\n{policy}\n')
+    assert releases.served(model) == expected
