@@ -268,6 +268,6 @@ def evidence(source: DataSource, key: str) -> Evidence:
         return Evidence(
             True,
             f"random inputs (seed {source.seed + source.offset})",
-            f"{key} (kind images | arrays | text)",
+            f"{key} (kind: images, arrays or text)",
         )
     return Evidence(False, f"{source.kind} from {source.path}", key)

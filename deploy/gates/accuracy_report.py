@@ -95,7 +95,7 @@ class Evidence:
         return f"measured on {self.source}"
 
     def short(self) -> str:
-        return f"random data: {self.key}" if self.synthetic else ""
+        return f"random data; real data goes in {self.key}" if self.synthetic else ""
 
 
 @dataclass(frozen=True)

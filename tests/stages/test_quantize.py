@@ -81,7 +81,7 @@ def test_accuracy_on_random_inputs_says_so_everywhere(write_config, digits_check
     )
     results = run(path)
     quantize = results["quantize"].metrics
-    key = "stages.quantize.calibration (kind images | arrays | text)"
+    key = "stages.quantize.calibration (kind: images, arrays or text)"
     assert "INT8 vs FP32 on RANDOM held-out inputs" in quantize["headline"] and key in quantize["headline"]
     assert quantize["accuracy"]["evidence"]["synthetic"] is True
     table = next(t for t in quantize["report"] if t["title"].startswith("INT8 vs FP32 on 8 RANDOM held-out"))
@@ -90,7 +90,7 @@ def test_accuracy_on_random_inputs_says_so_everywhere(write_config, digits_check
         t for t in results["select"].metrics["report"] if t["title"] == "Status per format and precision"
     )
     int8 = next(r for r in status["rows"] if "onnxruntime_int8" in r[0])
-    assert int8[2].endswith(f"(random data: {key})")
+    assert int8[2].endswith(f"(random data; real data goes in {key})")
 
 
 def test_broken_calibration_is_caught_by_the_gate(write_config, digits_checkpoint, tmp_path):

@@ -60,7 +60,9 @@ class Candidate:
     model: str = ""  # the Triton model serving it on the target ("": none)
     served: tuple[BenchRow, ...] = ()  # bench's end-to-end rows of `model` (triton:<model>)
     unverified: str = ""  # why the target did not verify it ("": verified, or no server target)
-    evidence: str = ""  # what its accuracy rests on when that is not real data ("random data: KEY")
+    evidence: str = (
+        ""  # what its accuracy rests on when that is not real data ("random data; real data goes in KEY")
+    )
 
     @property
     def label(self) -> str:
