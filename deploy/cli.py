@@ -104,19 +104,28 @@ def run(
     cache_dir: CacheOpt = None,
     junit: JunitOpt = None,
     summary_json: JsonOpt = None,
+    accept_regression: Annotated[
+        str | None,
+        typer.Option(
+            "--accept-regression",
+            metavar="REASON",
+            help="Publish what the release gate refuses; REASON goes into the release record.",
+        ),
+    ] = None,
     verbose: Verbose = False,
 ) -> None:
     """Run the pipeline; stages whose inputs are unchanged come from the cache."""
     from deploy.replay import replayed
 
     console = _console()
-    whole = not (force or start or stop or only)  # what a replay shows (deploy.runs.Choice.whole)
+    whole = not (force or start or stop or only or accept_regression)  # as deploy.runs.Choice.whole
     if whole and not verbose and junit is None and summary_json is None:
         if replayed(config, cache_dir, console):  # nothing changed since the last no-op run
             return
     from deploy.runs import Choice, run_pipeline  # the full path: the engine and the stages
 
-    run_pipeline(config, cache_dir, Choice(force, start, stop, only), console, verbose, junit, summary_json)
+    choice = Choice(force, start, stop, only, accept_regression)
+    run_pipeline(config, cache_dir, choice, console, verbose, junit, summary_json)
 
 
 @app.command()

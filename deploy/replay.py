@@ -107,6 +107,8 @@ def _consulted(runner: Runner) -> Iterator[Path]:
     yield from (Path(p) for p in sorted(store.memo.consulted))
     for node in project.graph.nodes:
         yield from _named_paths(node.params.model_dump(mode="json"), project.path.parent)
+    if any(node.spec.observes is not None for node in project.graph.nodes):
+        yield project.config.repository  # what is deployed there enters a stage's key
     for result in runner.results:
         yield from _cache_paths(runner, result.key, result.outputs)
     yield store.root / "heads" / f"{project.config.name}.json"

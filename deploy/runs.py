@@ -31,11 +31,12 @@ class Choice:
     start: str | None
     stop: str | None
     only: list[str]
+    accept_regression: str | None = None  # stages.release.accept_regression, for this run
 
     @property
     def whole(self) -> bool:
-        """The whole pipeline, nothing forced: what a replay shows (deploy.replay)."""
-        return not (self.force or self.start or self.stop or self.only)
+        """The whole pipeline as configured, nothing forced: what a replay shows (deploy.replay)."""
+        return not (self.force or self.start or self.stop or self.only or self.accept_regression)
 
 
 def run_pipeline(
@@ -48,7 +49,6 @@ def run_pipeline(
     summary_json: Path | None,
 ) -> None:
     """`deploy run` once no replay answered it: the full path, which checks every stage."""
-    from deploy.pipeline.project import load_project
     from deploy.replay import forget, remember
 
     for option, path in (("--junit", junit), ("--json", summary_json)):
@@ -56,7 +56,7 @@ def run_pipeline(
     runner: Runner | None = None
     screen, written = None, True
     try:
-        runner = make_runner(load_project(config, cache_dir), choice, console, verbose)
+        runner = make_runner(_load(config, cache_dir, choice.accept_regression), choice, console, verbose)
         forget(runner)
         with runner.reporter:  # type: ignore[attr-defined]
             runner.run()
@@ -73,6 +73,22 @@ def run_pipeline(
     if choice.whole and runner is not None and screen is not None:
         with contextlib.suppress(OSError):  # no footprint only costs the next run its full path
             remember(runner, config, cache_dir, screen, runner.reporter.warned)  # type: ignore[attr-defined]
+
+
+def _load(config: Path, cache_dir: Path | None, accept_regression: str | None) -> Project:
+    """The project; with --accept-regression, its release stage told the reason."""
+    from deploy.pipeline.errors import ConfigError, Issue
+    from deploy.pipeline.project import project_from, read_yaml
+
+    raw = read_yaml(config)
+    if accept_regression is not None:
+        stages = raw.get("stages")
+        if not isinstance(stages, dict) or "release" not in stages:
+            issue = Issue("--accept-regression", "needs a release stage (stages.release) in the config")
+            raise ConfigError(str(config), [issue])
+        release = stages["release"] if isinstance(stages["release"], dict) else {}
+        raw = {**raw, "stages": {**stages, "release": {**release, "accept_regression": accept_regression}}}
+    return project_from(raw, config, cache_dir)
 
 
 def make_runner(project: Project, choice: Choice, console: Console, verbose: bool) -> Runner:

@@ -3,7 +3,6 @@ small CNN trained on scikit-learn's digits (real weights for the numeric gates).
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import ROOT, cuda_available, merge, tiny_dict, tritonservers
+from tests.helpers import cuda_available, merge, tiny_dict, train_tiny_digits, tritonservers
 
 
 @pytest.fixture
@@ -45,35 +44,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def digits_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
     """TinyCNN trained on sklearn's 8x8 digits; returns (state_dict path, test accuracy)."""
-    import numpy as np
-    import torch
-    from sklearn.datasets import load_digits
-
-    sys.path.insert(0, str(ROOT / "configs" / "models"))
-    from tiny_cnn import tiny_cnn
-
-    digits = load_digits()
-    x = torch.tensor(digits.images / 16.0, dtype=torch.float32).unsqueeze(1)
-    y = torch.tensor(digits.target)
-    torch.manual_seed(0)
-    order = torch.randperm(len(x))
-    train, test = order[:1400], order[1400:]
-    model = tiny_cnn(width=8)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    for _ in range(30):
-        for batch in train.split(64):
-            opt.zero_grad()
-            torch.nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
-            opt.step()
-    model.eval()
-    with torch.no_grad():
-        accuracy = float((model(x[test]).argmax(1) == y[test]).float().mean())
     path = tmp_path_factory.mktemp("digits") / "tiny_digits.pt"
-    torch.save(model.state_dict(), path)
-    np.save(path.parent / "train.npy", x[train].numpy())
-    np.save(path.parent / "test.npy", x[test].numpy())
-    np.save(path.parent / "test_labels.npy", y[test].numpy())
-    return path, accuracy
+    return path, train_tiny_digits(path, epochs=30)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -296,6 +296,40 @@ def export_two_heads(net: Any, path: Path) -> Path:
 DIGIT_NAMES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 
 
+def train_tiny_digits(path: Path, epochs: int) -> float:
+    """configs/models/tiny_cnn.py trained on sklearn's 8x8 digits for `epochs` (seeded:
+    the same weights every time); writes the state_dict to `path` and the split beside it
+    (train.npy, test.npy, test_labels.npy); returns the held-out accuracy."""
+    import numpy as np
+    import torch
+    from sklearn.datasets import load_digits
+
+    sys.path.insert(0, str(ROOT / "configs" / "models"))
+    from tiny_cnn import tiny_cnn
+
+    digits = load_digits()
+    x = torch.tensor(digits.images / 16.0, dtype=torch.float32).unsqueeze(1)
+    y = torch.tensor(digits.target)
+    torch.manual_seed(0)
+    order = torch.randperm(len(x))
+    train, test = order[:1400], order[1400:]
+    model = tiny_cnn(width=8)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(epochs):
+        for batch in train.split(64):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
+            opt.step()
+    model.eval()
+    with torch.no_grad():
+        accuracy = float((model(x[test]).argmax(1) == y[test]).float().mean())
+    torch.save(model.state_dict(), path)
+    np.save(path.parent / "train.npy", x[train].numpy())
+    np.save(path.parent / "test.npy", x[test].numpy())
+    np.save(path.parent / "test_labels.npy", y[test].numpy())
+    return accuracy
+
+
 def digits_service(workdir: Path, checkpoint: Path, count: int = 10) -> tuple[Path, dict[str, int]]:
     """The tiny CNN trained on sklearn's digits (`checkpoint`) published as a service:
     PNG bytes in (grayscale, 8x8, pixel / 255 as it was trained on digits / 16), the top-3

@@ -77,6 +77,7 @@ class Phase(IntEnum):
     PACKAGE = 4
     SERVE = 5
     MEASURE = 6
+    RELEASE = 7  # publishes what every earlier stage verified
 
 
 class Publish(str, Enum):
@@ -268,6 +269,9 @@ class StageSpec(Generic[P]):
     # What else the output depends on that no library version says: a server binary's
     # digest, a docker image, a GPU's compute capability. Must be cheap: no heavy imports.
     identity: Callable[[P], Mapping[str, object]] | None = None
+    # State outside the cache the output depends on, read cheaply from the config's places
+    # (what a repository holds now: the release compares with it). Enters the key as `env`.
+    observes: Callable[[P, DeployConfig], Mapping[str, object]] | None = None
     # Cross-stage checks against the shared config, run before anything executes.
     check: Callable[[P, DeployConfig], list[Issue]] | None = None
     # The inputs this stage reads with these params, when that depends on them (e.g.

@@ -20,6 +20,7 @@ class ExitCode(IntEnum):
     ENVIRONMENT = 4  # a library, tool or device the run needs is missing
     CRASHED = 5  # a stage's process died: a signal (segfault, abort, the OOM killer) or exit without a result
     LIMIT = 6  # a stage exceeded its timeout_s or memory_mb and was stopped
+    REGRESSION = 7  # the release gate refused a model: it disagrees with, or is slower than, what is deployed
     WILL_RUN = 10  # `deploy plan --detailed-exitcode`: some stage will (or may) run
     INTERNAL = 70  # a bug in deploy (EX_SOFTWARE)
     INTERRUPTED = 130
@@ -58,6 +59,12 @@ class SelectionError(DeployError):
 
 class EnvError(DeployError):
     exit_code = ExitCode.ENVIRONMENT
+
+
+class RegressionRefused(DeployError):
+    """The release gate refused: nothing was published (`--accept-regression REASON` overrides)."""
+
+    exit_code = ExitCode.REGRESSION
 
 
 class StageError(DeployError):

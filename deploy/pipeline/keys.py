@@ -62,11 +62,13 @@ def dist_version(name: str) -> str | None:
         return None
 
 
-def environment(spec: StageSpec, params: BaseModel) -> dict[str, object]:
+def environment(spec: StageSpec, params: BaseModel, config: DeployConfig) -> dict[str, object]:
     env: dict[str, object] = {"python": platform.python_version()}
     env.update({name: dist_version(name) for name in spec.env})
     if spec.identity is not None:
         env.update(spec.identity(params))
+    if spec.observes is not None:
+        env.update(spec.observes(params, config))
     return env
 
 
@@ -117,7 +119,7 @@ def components(
         params.model_dump(mode="json"),
         {s.value: s.extract(config) for s in sorted(spec.uses, key=lambda s: s.value)},
         dict(inputs),
-        environment(spec, params),
+        environment(spec, params, config),
     )
 
 

@@ -40,7 +40,7 @@ from typing import Any
 
 from deploy.pipeline import locks
 from deploy.pipeline.errors import EnvError
-from deploy.pipeline.hashing import digest_file
+from deploy.pipeline.hashing import atomic_write_text, digest_file
 from deploy.pipeline.store import Output, Store
 
 STAMP = ".deploy.json"
@@ -272,6 +272,13 @@ def _write_manifest(where: Destination, pipeline: str, models: Mapping[str, File
     except OSError:
         pass
     where.fs.pipe_file(path, text)
+
+
+def write_manifest_here(dest: Path, pipeline: str, models: list[str]) -> None:
+    """The pipeline's model list in a local repository, for a stage that publishes its
+    own way (release: versions beside the deployed ones)."""
+    text = json.dumps({"schema": SCHEMA, "pipeline": pipeline, "models": sorted(models)}, indent=1)
+    atomic_write_text(dest / manifest_name(pipeline), text)
 
 
 def published_models(dest: Path, pipeline: str) -> list[str] | None:

@@ -23,6 +23,7 @@ from deploy.pipeline.registry import read_fact
 class PublishPolicy(str, Enum):
     ALL = "all"
     SELECTED = "selected"
+    RELEASED = "released"  # the release stage: each changed model as a new version, gated
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ class ReleaseRecord:
     version: int
     files: dict[str, str]  # path inside the version dir -> sha256: what "unchanged" compares
     made: str  # UTC, ISO
+    model_config_sha256: str = ""  # the model's config.pbtxt when released (also compared)
     config_sha256: str = ""
     checkpoint_sha256: str = ""  # the model source's identity (checkpoint, factory, kwargs)
     accuracy: dict[str, float] = field(default_factory=dict)  # e.g. {"cosine to FP32": 0.9998}
@@ -127,10 +128,16 @@ def next_version(model_dir: Path) -> int:
     return found[-1] + 1 if found else 1
 
 
-def unchanged(model_dir: Path, files: Mapping[str, str]) -> int | None:
-    """The newest version whose record holds exactly these files (by digest), if any."""
+def unchanged(model_dir: Path, files: Mapping[str, str], model_config_sha256: str = "") -> int | None:
+    """The newest version whose record holds exactly these files (by digest) and model
+    config, if any."""
     for release in reversed(releases(model_dir)):
-        if release.record is not None and release.record.files == dict(files):
+        record = release.record
+        if (
+            record is not None
+            and record.files == dict(files)
+            and record.model_config_sha256 == model_config_sha256
+        ):
             return release.version
     return None
 
@@ -189,6 +196,8 @@ def served(model_dir: Path) -> set[int]:
     from tritonclient.grpc import model_config_pb2 as pb
 
     found = versions(model_dir)
+    if not (model_dir / "config.pbtxt").is_file():
+        return set(found[-1:])
     config = pb.ModelConfig()
     text_format.Parse((model_dir / "config.pbtxt").read_text(), config)
     policy = config.version_policy

@@ -96,7 +96,7 @@ def _legacy_components(spec, params, config, inputs) -> dict:
         "params": params.model_dump(mode="json"),
         "config": {s.value: s.extract(config) for s in sorted(spec.uses, key=lambda s: s.value)},
         "inputs": dict(sorted(inputs.items())),
-        "env": keys.environment(spec, params),
+        "env": keys.environment(spec, params, config),
     }
 
 

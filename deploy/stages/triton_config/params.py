@@ -93,7 +93,8 @@ class TritonParams(Frozen):
     publish: PublishPolicy = Field(
         PublishPolicy.ALL,
         description="What reaches the published repository: all, every model written here (as triton_search "
-        "tuned it); selected, only the models serving what the select stage chose (needs select).",
+        "tuned it); selected, only the models serving what the select stage chose (needs select); released, "
+        "each changed model as a new version once the release stage compared it with what is deployed (needs release).",
     )
     warmup: production.Warmup | None = Field(
         None,

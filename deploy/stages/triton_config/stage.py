@@ -80,6 +80,8 @@ def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
         issues.append(Issue(f"{where}.formats", "lists a format twice"))
     if params.publish is PublishPolicy.SELECTED and "select" not in config.stages:
         issues.append(Issue(f"{where}.publish", "'selected' needs a select stage in this config"))
+    if params.publish is PublishPolicy.RELEASED and "release" not in config.stages:
+        issues.append(Issue(f"{where}.publish", "'released' needs a release stage in this config"))
     return issues + _production_issues(params) + ensemble.check(params.preprocess, params.postprocess, config)
 
 

@@ -1,0 +1,121 @@
+"""The release's outcome: the gate (nothing published when it refuses), the versions
+placed, release.json, the headline and the report's table."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from deploy.pipeline.contract import StageContext
+from deploy.pipeline.errors import RegressionRefused
+from deploy.serving import releases
+from deploy.stages.release.record import Action, ModelRelease, ReleaseReport
+
+if TYPE_CHECKING:
+    from deploy.serving.releases import ReleaseRecord
+    from deploy.stages.release.stage import ReleaseParams
+
+COLUMNS = [
+    "model",
+    "action",
+    "version",
+    "against",
+    "worst cosine",
+    "top-1",
+    "latency ×",
+    "per item ×",
+    "note",
+]
+
+
+def finish(
+    ctx: StageContext, params: ReleaseParams, decided: list[ModelRelease], tree: Path, base: ReleaseRecord
+) -> None:
+    report = ReleaseReport(decided, params.gate.model_dump(mode="json"), params.accept_regression)
+    ctx.output("release").write_text(report.to_json())
+    ctx.report_table(
+        "Release against what is deployed", COLUMNS, [_row(m) for m in decided], note=_note(params)
+    )
+    refused = [m for m in decided if m.action is Action.REFUSED]
+    if refused:
+        ctx.headline(f"refused, nothing published: {'; '.join(p for m in refused for p in m.problems)}")
+        raise RegressionRefused(_refusal(refused))
+    _publish(ctx, params, decided, tree, base)
+    ctx.headline(headline(decided))
+
+
+def _publish(
+    ctx: StageContext, params: ReleaseParams, decided: list[ModelRelease], tree: Path, base: ReleaseRecord
+) -> None:
+    from deploy.stages.release import versions
+
+    repository = ctx.config.repository
+    for model in decided:
+        if model.action in (Action.FIRST, Action.RELEASED) and model.version is not None:
+            candidate = tree / model.model / "1"
+            record = replace(
+                base,
+                model=model.model,
+                version=model.version,
+                files=releases.file_digests(candidate),
+                model_config_sha256=_sha(tree / model.model / "config.pbtxt"),
+                comparison=model.comparison,
+            )
+            versions.release(repository / model.model, candidate, record, params.keep)
+    versions.manifest(repository, ctx.config.name, [m.model for m in decided])
+
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _refusal(refused: list[ModelRelease]) -> str:
+    said = "; ".join(f"{m.model}: {', '.join(m.problems)}" for m in refused)
+    return (
+        f"the release gate refused {len(refused)} model(s), nothing was published: {said}. "
+        'If the change is intended: deploy run CONFIG --accept-regression "REASON"'
+    )
+
+
+def headline(decided: list[ModelRelease]) -> str:
+    parts = []
+    for action in (Action.FIRST, Action.RELEASED, Action.UNCHANGED):
+        models = [f"{m.model} v{m.version}" for m in decided if m.action is action]
+        if models:
+            parts.append(f"{action.value}: {', '.join(models)}")
+    compared = [m.comparison for m in decided if m.comparison is not None]
+    if compared:
+        worst = min(a.cosine for c in compared for a in c.agreement)
+        slowest = max(c.latency_ratio or 0 for c in compared)
+        parts.append(f"worst cosine to the deployed {worst:.6f}, latency {slowest:.2f}x")
+    return "; ".join(parts)
+
+
+def _row(m: ModelRelease) -> list[object]:
+    c = m.comparison
+    cosine = f"{min(a.cosine for a in c.agreement):.6f}" if c and c.agreement else ""
+    top1 = [a.top1 for a in c.agreement if a.top1 is not None] if c else []
+    return [
+        m.model,
+        m.action.value,
+        m.version or "",
+        m.against or "",
+        cosine,
+        f"{min(top1):.4f}" if top1 else "",
+        f"{c.latency_ratio:.3f}" if c and c.latency_ratio else "",
+        f"{1 / c.throughput_ratio:.3f}" if c and c.throughput_ratio else "",
+        "; ".join(m.problems) or m.note,
+    ]
+
+
+def _note(params: ReleaseParams) -> str:
+    gate = params.gate
+    accepted = f"; accepted regression: {params.accept_regression}" if params.accept_regression else ""
+    return (
+        f"gate: cosine >= {gate.min_cosine}, top-1 >= {gate.min_top1}, at most {gate.max_slowdown}x slower; "
+        f"ratios new / deployed, median of {params.rounds} alternating rounds{accepted}"
+    )

@@ -1,0 +1,236 @@
+"""release: publishes the repository as built, model by model, as a new Triton version
+beside what is deployed, once it has been compared with it.
+
+A model whose files and config equal a deployed version's is unchanged: no new version.
+Otherwise, where both are ONNX files ONNX Runtime runs here (the onnx and python
+formats), the candidate and the deployed version answer the same golden inputs and are
+timed side by side; the gate refuses a model whose outputs moved or that got slower, and
+then nothing is published (exit 7) unless `accept_regression` gives a reason, which its
+record keeps. Runs last: after smoke, bench and select have verified the candidate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+
+from deploy.pipeline.config import LABELS, DeployConfig, Frozen
+from deploy.pipeline.contract import Artifact, Phase, StageContext, StageSpec
+from deploy.pipeline.errors import Issue
+from deploy.pipeline.hashing import digest_json
+from deploy.serving.publishing import PublishPolicy, publishing
+
+if TYPE_CHECKING:
+    from deploy.serving.releases import Comparison, ReleaseRecord
+    from deploy.stages.release.compare import Feeds
+    from deploy.stages.release.record import ModelRelease
+
+
+class ReleaseGate(Frozen):
+    min_cosine: float = Field(
+        0.999,
+        ge=-1,
+        le=1,
+        description="Least cosine of any output sample to the deployed version's, same inputs.",
+    )
+    min_top1: float = Field(
+        0.99,
+        ge=0,
+        le=1,
+        description="Least share of samples whose argmax agrees with the deployed version (2-D outputs).",
+    )
+    max_slowdown: float = Field(
+        1.25,
+        ge=1,
+        description="Most time per request (batch 1) or per item (largest golden batch), new / deployed, "
+        "measured alternating in one process.",
+    )
+
+
+class ReleaseParams(Frozen):
+    keep: int = Field(
+        3,
+        ge=1,
+        le=1000,
+        description="Versions kept per model: the newest, and any its version_policy serves.",
+    )
+    gate: ReleaseGate = Field(
+        ReleaseGate(), description="What a new version may change against the deployed one."
+    )
+    rounds: int = Field(
+        7, ge=3, le=101, description="Alternating timing rounds (deployed, new) behind each ratio."
+    )
+    accept_regression: str | None = Field(
+        None,
+        min_length=1,
+        description="Publish what the gate refuses, saying why (kept in the release record); "
+        "`deploy run --accept-regression REASON` sets it for one run.",
+    )
+
+
+def run(ctx: StageContext, params: ReleaseParams) -> None:
+    from deploy.gates import references
+    from deploy.stages.release import output
+
+    golden = references.load(ctx.input("golden"))
+    cases = [golden[label].inputs for label in LABELS]
+    tree, repository = ctx.input("repository"), ctx.config.repository
+    decided = [_decide(ctx, params, tree / m, repository / m, cases) for m in _models(tree)]
+    output.finish(ctx, params, decided, tree, _base(ctx, params))
+
+
+def _models(tree: Path) -> list[str]:
+    return sorted(p.name for p in tree.iterdir() if p.is_dir())
+
+
+def _decide(
+    ctx: StageContext,
+    params: ReleaseParams,
+    candidate: Path,
+    deployed: Path,
+    cases: Sequence[Feeds],
+) -> ModelRelease:
+    from deploy.serving import releases
+    from deploy.stages.release.record import Action, ModelRelease
+
+    found = releases.versions(deployed)
+    if not found:
+        return ModelRelease(candidate.name, Action.FIRST, 1)
+    against = max(releases.served(deployed) or {found[-1]})
+    files, config = releases.file_digests(candidate / "1"), _sha(candidate / "config.pbtxt")
+    if releases.unchanged(deployed, files, config) == against:  # what is served already
+        return ModelRelease(candidate.name, Action.UNCHANGED, against)
+    comparison, note = _compare(ctx, params, candidate / "1", deployed / str(against), against, cases)
+    problems = _problems(comparison, params.gate) if comparison is not None else []
+    action = Action.REFUSED if problems and params.accept_regression is None else Action.RELEASED
+    version = None if action is Action.REFUSED else releases.next_version(deployed)
+    return ModelRelease(candidate.name, action, version, against, comparison, problems, note)
+
+
+def _compare(
+    ctx: StageContext,
+    params: ReleaseParams,
+    new: Path,
+    old: Path,
+    against: int,
+    cases: Sequence[Feeds],
+) -> tuple[Comparison | None, str]:
+    from deploy.stages.release import compare
+
+    new_file, old_file = compare.comparable(new), compare.comparable(old)
+    if new_file is None or old_file is None:
+        return None, "compared by its files only: no ONNX file in both versions"
+    ctx.progress(0, what=f"{new.parent.name}: v{against} vs the candidate")
+    inputs = f"golden min / opt / max ({'given' if ctx.config.model.golden_inputs else 'random'} inputs)"
+    outputs = ctx.config.output_names()
+    return compare.compare(old_file, new_file, cases, outputs, against, inputs, params.rounds), ""
+
+
+def _problems(comparison: Comparison, gate: ReleaseGate) -> list[str]:
+    found = []
+    for a in comparison.agreement:
+        if a.cosine < gate.min_cosine:
+            found.append(f"{a.output}: cosine {a.cosine:.6f} to v{comparison.against} < {gate.min_cosine}")
+        if a.top1 is not None and a.top1 < gate.min_top1:
+            found.append(
+                f"{a.output}: top-1 agreement {a.top1:.4f} with v{comparison.against} < {gate.min_top1}"
+            )
+    for what, ratio in (
+        ("latency", comparison.latency_ratio),
+        ("time per item", _inverse(comparison.throughput_ratio)),
+    ):
+        if ratio is not None and ratio > gate.max_slowdown:
+            found.append(f"{what} {ratio:.2f}x v{comparison.against}'s > {gate.max_slowdown}x")
+    return found
+
+
+def _inverse(value: float | None) -> float | None:
+    return None if not value else 1 / value
+
+
+def _base(ctx: StageContext, params: ReleaseParams) -> ReleaseRecord:
+    """The fields every model's record of this release shares (model, version and files
+    are filled in per model)."""
+    from deploy.serving.releases import ReleaseRecord
+
+    config = ctx.config
+    return ReleaseRecord(
+        config.name,
+        "",
+        0,
+        {},
+        datetime.now(UTC).isoformat(timespec="seconds"),
+        config_sha256=digest_json(config.model_dump(mode="json")),
+        checkpoint_sha256=_source_sha(config),
+        build_url=os.environ.get("BUILD_URL"),
+        report=str(config.run_dir / config.name / "report.html"),
+        accepted_regression=params.accept_regression,
+    )
+
+
+def _source_sha(config: DeployConfig) -> str:
+    """The model's weights or source file; else its factory and arguments."""
+    model = config.model
+    path = next((p for p in (model.checkpoint, model.torchscript, model.file) if p is not None), None)
+    if path is not None:
+        return _sha(path)
+    return digest_json(model.model_dump(mode="json", include={"factory", "kwargs", "seed"}))
+
+
+def _sha(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def observes(params: ReleaseParams, config: DeployConfig) -> Mapping[str, object]:
+    """What is deployed now: each model dir's versions, release records and config (a
+    rollback or another release changes it, and with it what this stage compares with)."""
+    repository, state = config.repository, {}
+    if repository.is_dir():
+        for model in sorted(p for p in repository.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            state[model.name] = _model_state(model)
+    return {"deployed": digest_json(state)}
+
+
+def _model_state(model: Path) -> list[object]:
+    config = model / "config.pbtxt"
+    records = sorted(
+        str(p.relative_to(model)) + ":" + p.read_text() for p in model.glob("*/deploy-release.json")
+    )
+    versions = sorted(p.name for p in model.iterdir() if p.is_dir() and p.name.isdigit())
+    return [versions, records, config.read_text() if config.is_file() else None]
+
+
+def check(params: ReleaseParams, config: DeployConfig) -> list[Issue]:
+    if publishing(config).policy is not PublishPolicy.RELEASED:
+        return [
+            Issue(
+                "stages.release",
+                "publishes the repository as versions: set stages.triton_config.publish: released "
+                "(otherwise triton_config publishes it before it was compared)",
+            )
+        ]
+    return []
+
+
+SPEC = StageSpec(
+    phase=Phase.RELEASE,
+    name="release",
+    version=1,
+    params=ReleaseParams,
+    inputs=("repository", "golden"),
+    outputs=(Artifact("release", filename="release.json"),),
+    run=run,
+    env=("onnxruntime", "numpy"),
+    observes=observes,
+    check=check,
+    description="publishes each changed model as a new Triton version after comparing it with the deployed one "
+    "(outputs and speed, side by side); a regression is refused unless accepted with a reason",
+    timeout_s=1800,
+)

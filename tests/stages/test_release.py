@@ -1,0 +1,149 @@
+"""The release stage on real checkpoints: the tiny CNN trained on sklearn's digits for 8
+and for 30 epochs (different answers, both accurate), and a deliberately slowed copy of
+the 30-epoch model (the same answers, slower)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from deploy.pipeline.errors import ExitCode
+from deploy.serving import releases
+from tests.helpers import ROOT, run_cli, tiny_dict, train_tiny_digits
+
+SLOW_MODEL = '''
+import sys
+import torch
+
+sys.path.insert(0, {models!r})
+from tiny_cnn import tiny_cnn
+
+
+def slow_tiny_cnn(width: int = 8) -> torch.nn.Module:
+    """The same network and answers, plus work whose result is multiplied by zero."""
+    model = tiny_cnn(width=width)
+    plain = model.forward
+    weight = torch.randn(64, 64, generator=torch.Generator().manual_seed(0)) / 8
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        h = x.flatten(1)
+        for _ in range(300):
+            h = torch.tanh(h @ weight)
+        return plain(x) + 0.0 * h.sum(dim=1, keepdim=True)
+
+    model.forward = forward
+    return model
+'''
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    found = {}
+    for epochs in (8, 30):
+        path = tmp_path_factory.mktemp(f"digits{epochs}") / "tiny_digits.pt"
+        accuracy = train_tiny_digits(path, epochs)
+        assert accuracy > 0.88, (epochs, accuracy)  # both accurate (0.91, 0.97)
+        found[epochs] = path
+    return found
+
+
+def _config(tmp_path: Path, checkpoint: Path, **release: object) -> Path:
+    data = tiny_dict(tmp_path)
+    data["model"]["checkpoint"] = str(checkpoint)
+    data["stages"] = {
+        "export": data["stages"]["export"],
+        "simplify": {},
+        "triton_config": {
+            "formats": ["onnx", "python"],
+            "max_batch_size": 16,
+            "instance_group": {"kind": "cpu", "count": 1},
+            "publish": "released",
+        },
+        "release": {"keep": 2, **release},
+    }
+    path = tmp_path / "digits.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _switch(config: Path, **model: object) -> None:
+    data = yaml.safe_load(config.read_text())
+    data["model"].update(model)
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _versions(tmp_path: Path, model: str = "tiny_onnx") -> list[int]:
+    return releases.versions(tmp_path / "model_repository" / model)
+
+
+def test_first_release_then_unchanged_then_a_changed_checkpoint_is_gated(
+    tmp_path: Path, checkpoints: dict[int, Path]
+) -> None:
+    config = _config(tmp_path, checkpoints[8])
+    first = run_cli("run", str(config))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert _versions(tmp_path) == [1] and _versions(tmp_path, "tiny_python") == [1]
+    record = releases.releases(tmp_path / "model_repository" / "tiny_onnx")[0].record
+    assert record is not None and record.version == 1 and record.comparison is None
+    assert record.checkpoint_sha256 == releases.file_digests(checkpoints[8].parent)["tiny_digits.pt"]
+
+    again = run_cli("run", str(config), "--force", "release")
+    assert again.returncode == 0 and "unchanged: tiny_onnx v1" in again.stdout
+    assert _versions(tmp_path) == [1]
+
+    _switch(config, checkpoint=str(checkpoints[30]))
+    refused = run_cli("run", str(config))
+    assert refused.returncode == ExitCode.REGRESSION, refused.stdout + refused.stderr
+    said = " ".join((refused.stdout + refused.stderr).split())
+    assert "nothing was published" in said and "cosine" in said and "--accept-regression" in said
+    assert _versions(tmp_path) == [1]  # nothing published
+    table = json.loads(run_cli("releases", str(config), "--json").stdout)
+    assert {(r["model"], r["version"]) for r in table} >= {("tiny_onnx", 1)}
+
+    accepted = run_cli("run", str(config), "--accept-regression", "retrained for 30 epochs")
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert _versions(tmp_path) == [1, 2]
+    newest = releases.releases(tmp_path / "model_repository" / "tiny_onnx")[-1].record
+    assert newest is not None and newest.accepted_regression == "retrained for 30 epochs"
+    assert newest.comparison is not None and newest.comparison.against == 1
+    (logits,) = newest.comparison.agreement
+    assert logits.cosine < 0.999 and logits.top1 is not None and 0.5 < logits.top1 <= 1.0
+    assert releases.served(tmp_path / "model_repository" / "tiny_onnx") == {2}
+
+
+def test_a_slower_model_with_the_same_answers_is_refused(
+    tmp_path: Path, checkpoints: dict[int, Path]
+) -> None:
+    config = _config(tmp_path, checkpoints[30])
+    assert run_cli("run", str(config)).returncode == 0
+    module = tmp_path / "slow_model.py"
+    module.write_text(SLOW_MODEL.format(models=str(ROOT / "configs" / "models")))
+    _switch(config, file=str(module), callable="slow_tiny_cnn")
+    refused = run_cli("run", str(config))
+    assert refused.returncode == ExitCode.REGRESSION, refused.stdout + refused.stderr
+    said = " ".join((refused.stdout + refused.stderr).split())
+    assert "latency" in said and "nothing was published" in said
+    assert "cosine" not in said.split("refused", 1)[1].split("--accept")[0]  # the answers agree
+    assert _versions(tmp_path) == [1]
+
+
+def test_keep_prunes_old_versions(tmp_path: Path, checkpoints: dict[int, Path]) -> None:
+    config = _config(tmp_path, checkpoints[8], accept_regression="test: every retrain is released")
+    assert run_cli("run", str(config)).returncode == 0
+    for checkpoint in (checkpoints[30], checkpoints[8]):
+        _switch(config, checkpoint=str(checkpoint))
+        done = run_cli("run", str(config))
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert _versions(tmp_path) == [2, 3]  # keep: 2
+
+
+def test_release_needs_publish_released(tmp_path: Path, checkpoints: dict[int, Path]) -> None:
+    config = _config(tmp_path, checkpoints[8])
+    data = yaml.safe_load(config.read_text())
+    data["stages"]["triton_config"].pop("publish")
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    done = run_cli("validate", str(config))
+    assert done.returncode == ExitCode.CONFIG and "publish: released" in done.stdout + done.stderr
