@@ -1,8 +1,9 @@
 """`deploy`: run / plan / validate a pipeline, and maintain its cache.
 
 Exit codes (pipeline.errors.ExitCode): 0 ok, 1 a stage failed, 2 bad command line,
-3 bad config or selection, 4 missing environment, 10 `plan --detailed-exitcode`: something
-will run, 70 internal error, 130 interrupted.
+3 bad config or selection, 4 missing environment, 5 a stage crashed, 6 a stage hit its
+limits, 7 the release gate refused, 10 `plan --detailed-exitcode`: something will run,
+70 internal error, 130 interrupted.
 """
 
 from __future__ import annotations

@@ -682,6 +682,30 @@ CASES = [
         _set("stages.triton_config.publish", "selected"),
     ),
     Case(
+        "publish-released-without-release",
+        CONFIG,
+        "stages.triton_config.publish: 'released' needs a release stage in this config",
+        _set("stages.triton_config.publish", "released"),
+    ),
+    Case(
+        "release-without-publish-released",
+        CONFIG,
+        "stages.release: publishes the repository as versions: set stages.triton_config.publish: released",
+        _set("stages.release", {}),
+    ),
+    Case(
+        "accept-regression-without-release",
+        CONFIG,
+        "--accept-regression: needs a release stage (stages.release) in the config",
+        args=("run", "{config}", "--accept-regression", "retrained"),
+    ),
+    Case(
+        "release-keep-zero",
+        CONFIG,
+        "stages.release.keep: Input should be greater than or equal to 1",
+        _set("stages.release", {"keep": 0}),
+    ),
+    Case(
         "cache-remote-bad-scheme",
         CONFIG,
         "cache.remote: String should match pattern",

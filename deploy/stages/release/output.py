@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 from deploy.pipeline.contract import StageContext
 from deploy.pipeline.errors import RegressionRefused
 from deploy.serving import releases
-from deploy.stages.release.record import Action, ModelRelease, ReleaseReport
+from deploy.stages.release.release_report import ModelRelease, ReleaseAction, ReleaseReport
 
 if TYPE_CHECKING:
     from deploy.serving.releases import ReleaseRecord
-    from deploy.stages.release.stage import ReleaseParams
+    from deploy.stages.release.params import ReleaseParams
 
 COLUMNS = [
     "model",
@@ -37,7 +37,7 @@ def finish(
     ctx.report_table(
         "Release against what is deployed", COLUMNS, [_row(m) for m in decided], note=_note(params)
     )
-    refused = [m for m in decided if m.action is Action.REFUSED]
+    refused = [m for m in decided if m.action is ReleaseAction.REFUSED]
     if refused:
         ctx.headline(f"refused, nothing published: {'; '.join(p for m in refused for p in m.problems)}")
         raise RegressionRefused(_refusal(refused))
@@ -52,7 +52,7 @@ def _publish(
 
     repository = ctx.config.repository
     for model in decided:
-        if model.action in (Action.FIRST, Action.RELEASED) and model.version is not None:
+        if model.action in (ReleaseAction.FIRST, ReleaseAction.RELEASED) and model.version is not None:
             candidate = tree / model.model / "1"
             record = replace(
                 base,
@@ -83,7 +83,7 @@ def _refusal(refused: list[ModelRelease]) -> str:
 
 def headline(decided: list[ModelRelease]) -> str:
     parts = []
-    for action in (Action.FIRST, Action.RELEASED, Action.UNCHANGED):
+    for action in (ReleaseAction.FIRST, ReleaseAction.RELEASED, ReleaseAction.UNCHANGED):
         models = [f"{m.model} v{m.version}" for m in decided if m.action is action]
         if models:
             parts.append(f"{action.value}: {', '.join(models)}")

@@ -18,60 +18,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import Field
-
-from deploy.pipeline.config import LABELS, DeployConfig, Frozen
+from deploy.pipeline.config import LABELS, DeployConfig
 from deploy.pipeline.contract import Artifact, Phase, StageContext, StageSpec
 from deploy.pipeline.errors import Issue
 from deploy.pipeline.hashing import digest_json
 from deploy.serving.publishing import PublishPolicy, publishing
+from deploy.stages.release.params import ReleaseGate, ReleaseParams
 
 if TYPE_CHECKING:
     from deploy.serving.releases import Comparison, ReleaseRecord
     from deploy.stages.release.compare import Feeds
-    from deploy.stages.release.record import ModelRelease
-
-
-class ReleaseGate(Frozen):
-    min_cosine: float = Field(
-        0.999,
-        ge=-1,
-        le=1,
-        description="Least cosine of any output sample to the deployed version's, same inputs.",
-    )
-    min_top1: float = Field(
-        0.99,
-        ge=0,
-        le=1,
-        description="Least share of samples whose argmax agrees with the deployed version (2-D outputs).",
-    )
-    max_slowdown: float = Field(
-        1.25,
-        ge=1,
-        description="Most time per request (batch 1) or per item (largest golden batch), new / deployed, "
-        "measured alternating in one process.",
-    )
-
-
-class ReleaseParams(Frozen):
-    keep: int = Field(
-        3,
-        ge=1,
-        le=1000,
-        description="Versions kept per model: the newest, and any its version_policy serves.",
-    )
-    gate: ReleaseGate = Field(
-        ReleaseGate(), description="What a new version may change against the deployed one."
-    )
-    rounds: int = Field(
-        7, ge=3, le=101, description="Alternating timing rounds (deployed, new) behind each ratio."
-    )
-    accept_regression: str | None = Field(
-        None,
-        min_length=1,
-        description="Publish what the gate refuses, saying why (kept in the release record); "
-        "`deploy run --accept-regression REASON` sets it for one run.",
-    )
+    from deploy.stages.release.release_report import ModelRelease
 
 
 def run(ctx: StageContext, params: ReleaseParams) -> None:
@@ -97,19 +54,21 @@ def _decide(
     cases: Sequence[Feeds],
 ) -> ModelRelease:
     from deploy.serving import releases
-    from deploy.stages.release.record import Action, ModelRelease
+    from deploy.stages.release.release_report import ModelRelease, ReleaseAction
 
     found = releases.versions(deployed)
     if not found:
-        return ModelRelease(candidate.name, Action.FIRST, 1)
+        return ModelRelease(candidate.name, ReleaseAction.FIRST, 1)
     against = max(releases.served(deployed) or {found[-1]})
     files, config = releases.file_digests(candidate / "1"), _sha(candidate / "config.pbtxt")
     if releases.unchanged(deployed, files, config) == against:  # what is served already
-        return ModelRelease(candidate.name, Action.UNCHANGED, against)
+        return ModelRelease(candidate.name, ReleaseAction.UNCHANGED, against)
     comparison, note = _compare(ctx, params, candidate / "1", deployed / str(against), against, cases)
     problems = _problems(comparison, params.gate) if comparison is not None else []
-    action = Action.REFUSED if problems and params.accept_regression is None else Action.RELEASED
-    version = None if action is Action.REFUSED else releases.next_version(deployed)
+    action = (
+        ReleaseAction.REFUSED if problems and params.accept_regression is None else ReleaseAction.RELEASED
+    )
+    version = None if action is ReleaseAction.REFUSED else releases.next_version(deployed)
     return ModelRelease(candidate.name, action, version, against, comparison, problems, note)
 
 

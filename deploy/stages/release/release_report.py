@@ -12,7 +12,7 @@ from deploy.serving.releases import Agreement, Comparison
 SCHEMA = 1
 
 
-class Action(str, Enum):
+class ReleaseAction(str, Enum):
     FIRST = "first release"  # nothing deployed: version 1
     RELEASED = "released"  # a new version beside the deployed one
     UNCHANGED = "unchanged"  # the deployed version holds the same files: no new version
@@ -22,7 +22,7 @@ class Action(str, Enum):
 @dataclass(frozen=True)
 class ModelRelease:
     model: str
-    action: Action
+    action: ReleaseAction
     version: int | None  # the version placed, or the unchanged one; None when refused
     against: int | None = None  # the deployed version compared with
     comparison: Comparison | None = None
@@ -54,4 +54,4 @@ def _model(data: dict[str, Any]) -> ModelRelease:
     if comparison is not None:
         agreement = [Agreement(**a) for a in comparison["agreement"]]
         comparison = Comparison(**{**comparison, "agreement": agreement})
-    return ModelRelease(**{**data, "action": Action(data["action"]), "comparison": comparison})
+    return ModelRelease(**{**data, "action": ReleaseAction(data["action"]), "comparison": comparison})

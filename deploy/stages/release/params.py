@@ -1,0 +1,49 @@
+"""The release stage's params: how many versions to keep, and the gate."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from deploy.pipeline.config import Frozen
+
+
+class ReleaseGate(Frozen):
+    min_cosine: float = Field(
+        0.999,
+        ge=-1,
+        le=1,
+        description="Least cosine of any output sample to the deployed version's, same inputs.",
+    )
+    min_top1: float = Field(
+        0.99,
+        ge=0,
+        le=1,
+        description="Least share of samples whose argmax agrees with the deployed version (2-D outputs).",
+    )
+    max_slowdown: float = Field(
+        1.25,
+        ge=1,
+        description="Most time per request (batch 1) or per item (largest golden batch), new / deployed, "
+        "measured alternating in one process.",
+    )
+
+
+class ReleaseParams(Frozen):
+    keep: int = Field(
+        3,
+        ge=1,
+        le=1000,
+        description="Versions kept per model: the newest, and any its version_policy serves.",
+    )
+    gate: ReleaseGate = Field(
+        ReleaseGate(), description="What a new version may change against the deployed one."
+    )
+    rounds: int = Field(
+        7, ge=3, le=101, description="Alternating timing rounds (deployed, new) behind each ratio."
+    )
+    accept_regression: str | None = Field(
+        None,
+        min_length=1,
+        description="Publish what the gate refuses, saying why (kept in the release record); "
+        "`deploy run --accept-regression REASON` sets it for one run.",
+    )
