@@ -15,17 +15,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
 from deploy.cache import cache_app
+from deploy.cli_common import ConfigArg
+from deploy.cli_common import console as _console
+from deploy.cli_common import project as _project
 from deploy.pipeline.errors import DeployError, ExitCode, StageFailed
 from deploy.pipeline.writable import UMASK
+from deploy.release_commands import releases, rollback
 from deploy.terminal import make_console, wide_help
 
 if TYPE_CHECKING:
     from deploy.pipeline.plan import PlanRow
-    from deploy.pipeline.project import Project
 
 # -h everywhere; subcommands inherit it from the group's context.
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
@@ -38,6 +40,8 @@ app = typer.Typer(
     help="Build, verify and cache a PyTorch -> ONNX -> TensorRT -> Triton pipeline from one YAML file.",
 )
 app.add_typer(cache_app, name="cache")
+app.command()(releases)
+app.command()(rollback)
 
 
 def _version(value: bool) -> None:
@@ -61,24 +65,11 @@ def _root(
     """Build, verify and cache a PyTorch -> ONNX -> TensorRT -> Triton pipeline from one YAML file."""
 
 
-ConfigArg = Annotated[Path, typer.Argument(help="Pipeline YAML, e.g. configs/resnet50.yaml.")]
 CacheOpt = Annotated[
     Path | None,
     typer.Option("--cache-dir", help="Artifact store (overrides the config and $DEPLOY_CACHE_DIR)."),
 ]
 Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show tracebacks and more detail.")]
-
-
-def _console() -> Console:
-    from deploy.pipeline.logs import console_stream
-
-    return make_console(file=console_stream())
-
-
-def _project(config: Path, cache_dir: Path | None) -> Project:
-    from deploy.pipeline.project import load_project
-
-    return load_project(config, cache_dir)
 
 
 JunitOpt = Annotated[
@@ -173,18 +164,6 @@ def _print_plan(rows: list[PlanRow], as_json: bool) -> None:
     else:
         for line in plan_lines(rows):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
-
-
-@app.command()
-def releases(
-    config: ConfigArg,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the versions as JSON.")] = False,
-) -> None:
-    """List the versions published for the pipeline's models, with their release records."""
-    from deploy.release_list import release_rows, show
-
-    project = _project(config, None)
-    show(release_rows(project), _console(), as_json, str(project.config.repository))
 
 
 @app.command()

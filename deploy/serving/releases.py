@@ -17,7 +17,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,7 @@ class ReleaseRecord:
     report: str | None = None  # the run report
     comparison: Comparison | None = None
     accepted_regression: str | None = None  # the reason a refused release was accepted
+    rolled_back: str | None = None  # "2026-11-25T21:30:00+00:00 to v1": no longer served, on purpose
     schema: int = RECORD_SCHEMA
 
     def to_json(self) -> str:
@@ -128,7 +129,7 @@ def next_version(model_dir: Path) -> int:
     return found[-1] + 1 if found else 1
 
 
-def unchanged(model_dir: Path, files: Mapping[str, str], model_config_sha256: str = "") -> int | None:
+def matching(model_dir: Path, files: Mapping[str, str], model_config_sha256: str = "") -> Release | None:
     """The newest version whose record holds exactly these files (by digest) and model
     config, if any."""
     for release in reversed(releases(model_dir)):
@@ -138,8 +139,49 @@ def unchanged(model_dir: Path, files: Mapping[str, str], model_config_sha256: st
             and record.files == dict(files)
             and record.model_config_sha256 == model_config_sha256
         ):
-            return release.version
+            return release
     return None
+
+
+def unchanged(model_dir: Path, files: Mapping[str, str], model_config_sha256: str = "") -> int | None:
+    found = matching(model_dir, files, model_config_sha256)
+    return None if found is None else found.version
+
+
+def stamp(model_dir: Path, pipeline: str) -> None:
+    """The model dir's publish stamp, listing every file it now holds (each kept version's):
+    what `deploy serve` and smoke check a repository against before a server starts."""
+    from deploy.pipeline.publish import STAMP, Stamp
+
+    files = {
+        str(p.relative_to(model_dir)): (digest_file(p), p.stat().st_size)
+        for p in sorted(model_dir.rglob("*"))
+        if p.is_file()
+        and p.name != STAMP
+        and not p.relative_to(model_dir).parts[0].startswith(STAGING_PREFIX)
+    }
+    atomic_write_text(model_dir / STAMP, Stamp(pipeline, files).to_json())
+
+
+def serve_only(model_dir: Path, version: int) -> None:
+    """Points the model's version_policy at `version` alone (config.pbtxt, replaced whole)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    config = pb.ModelConfig()
+    path = model_dir / "config.pbtxt"
+    text_format.Parse(path.read_text(), config)
+    config.version_policy.Clear()
+    config.version_policy.specific.versions.append(version)
+    atomic_write_text(path, text_format.MessageToString(config))
+
+
+def mark_rolled_back(model_dir: Path, version: int, note: str) -> None:
+    """Keeps in the version's record that it was rolled back (a release refuses to bring
+    the same files back unless accepted)."""
+    found = _release(model_dir / str(version), version).record
+    if found is not None:
+        atomic_write_text(model_dir / str(version) / RECORD_FILE, replace(found, rolled_back=note).to_json())
 
 
 def file_digests(version_dir: Path) -> dict[str, str]:

@@ -147,3 +147,35 @@ def test_release_needs_publish_released(tmp_path: Path, checkpoints: dict[int, P
     config.write_text(yaml.safe_dump(data, sort_keys=False))
     done = run_cli("validate", str(config))
     assert done.returncode == ExitCode.CONFIG and "publish: released" in done.stdout + done.stderr
+
+
+def test_rollback_serves_the_earlier_version_and_a_release_does_not_bring_it_back(
+    tmp_path: Path, checkpoints: dict[int, Path]
+) -> None:
+    config = _config(tmp_path, checkpoints[8])
+    assert run_cli("run", str(config)).returncode == 0
+    _switch(config, checkpoint=str(checkpoints[30]))
+    assert run_cli("run", str(config), "--accept-regression", "retrained").returncode == 0
+    model_dir = tmp_path / "model_repository" / "tiny_onnx"
+    assert releases.served(model_dir) == {2}
+
+    rolled = run_cli("rollback", str(config))
+    assert rolled.returncode == 0, rolled.stdout + rolled.stderr
+    assert "tiny_onnx: v2 -> v1" in rolled.stdout and "tiny_python: v2 -> v1" in rolled.stdout
+    assert releases.served(model_dir) == {1}
+    newest = releases.releases(model_dir)[-1].record
+    assert newest is not None and newest.rolled_back is not None and newest.rolled_back.endswith("to v1")
+    listed = json.loads(run_cli("releases", str(config), "--json").stdout)
+    assert [(r["version"], r["served"]) for r in listed if r["model"] == "tiny_onnx"] == [
+        (1, True),
+        (2, False),
+    ]
+
+    again = run_cli("run", str(config))  # the checkpoint that was rolled back
+    assert again.returncode == ExitCode.REGRESSION, again.stdout + again.stderr
+    assert "rolled back" in again.stdout + again.stderr and releases.served(model_dir) == {1}
+
+    forward = run_cli("rollback", str(config), "--to", "2")
+    assert forward.returncode == 0 and releases.served(model_dir) == {2}
+    missing = run_cli("rollback", str(config), "--to", "9")
+    assert missing.returncode == ExitCode.STAGE and "no v9" in missing.stdout + missing.stderr

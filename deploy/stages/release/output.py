@@ -43,6 +43,27 @@ def finish(
         raise RegressionRefused(_refusal(refused))
     _publish(ctx, params, decided, tree, base)
     ctx.headline(headline(decided))
+    _switch(params, decided)
+
+
+def _switch(params: ReleaseParams, decided: list[ModelRelease]) -> None:
+    """Every server told, every model it serves checked at the version now released;
+    a server that did not switch fails the stage (what was published stays published)."""
+    from deploy.pipeline.errors import StageFailed
+    from deploy.serving import switch
+
+    problems = []
+    for url in params.servers:
+        try:
+            serving = switch.loaded(url)
+        except OSError as exc:
+            problems.append(f"{url}: unreachable ({exc})")
+            continue
+        for model in decided:
+            if model.model in serving and model.version is not None:
+                problems += [p for p in [switch.switch(url, model.model, model.version)] if p]
+    if problems:
+        raise StageFailed(f"published, but not every server switched: {'; '.join(problems)}")
 
 
 def _publish(

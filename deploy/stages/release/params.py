@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated
+
+from pydantic import Field, StringConstraints
 
 from deploy.pipeline.config import Frozen
 
@@ -40,6 +42,12 @@ class ReleaseParams(Frozen):
     )
     rounds: int = Field(
         7, ge=3, le=101, description="Alternating timing rounds (deployed, new) behind each ratio."
+    )
+    servers: tuple[Annotated[str, StringConstraints(pattern=r"^https?://[^\s/]+/?$")], ...] = Field(
+        (),
+        description="HTTP endpoints of live Triton servers (explicit model control, as `deploy serve` runs them) "
+        "serving this repository: each is told to load every released model it has loaded, and the new "
+        "version is checked ready (Triton loads it before it unloads the old one).",
     )
     accept_regression: str | None = Field(
         None,

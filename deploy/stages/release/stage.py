@@ -61,10 +61,13 @@ def _decide(
         return ModelRelease(candidate.name, ReleaseAction.FIRST, 1)
     against = max(releases.served(deployed) or {found[-1]})
     files, config = releases.file_digests(candidate / "1"), _sha(candidate / "config.pbtxt")
-    if releases.unchanged(deployed, files, config) == against:  # what is served already
+    same = releases.matching(deployed, files, config)
+    if same is not None and same.version == against:  # what is served already
         return ModelRelease(candidate.name, ReleaseAction.UNCHANGED, against)
     comparison, note = _compare(ctx, params, candidate / "1", deployed / str(against), against, cases)
     problems = _problems(comparison, params.gate) if comparison is not None else []
+    if same is not None and same.record is not None and same.record.rolled_back:
+        problems.append(f"the same files as v{same.version}, rolled back {same.record.rolled_back}")
     action = (
         ReleaseAction.REFUSED if problems and params.accept_regression is None else ReleaseAction.RELEASED
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deploy.pipeline.hashing import atomic_write_text, digest_file
-from deploy.pipeline.publish import STAMP, Stamp, write_manifest_here
+from deploy.pipeline.hashing import atomic_write_text
+from deploy.pipeline.publish import write_manifest_here
 from deploy.serving import releases
 from deploy.serving.releases import ReleaseRecord
 
@@ -22,7 +22,7 @@ def release(model_dir: Path, candidate: Path, record: ReleaseRecord, keep: int) 
     placed = releases.place(model_dir, candidate, record)
     _config(model_dir, candidate.parent / CONFIG_FILE)
     releases.prune(model_dir, keep, releases.served(model_dir))
-    stamp(model_dir, record.pipeline)
+    releases.stamp(model_dir, record.pipeline)
     return placed
 
 
@@ -30,20 +30,6 @@ def _config(model_dir: Path, config: Path) -> None:
     target = model_dir / CONFIG_FILE
     if not target.is_file() or target.read_bytes() != config.read_bytes():
         atomic_write_text(target, config.read_text())
-
-
-def stamp(model_dir: Path, pipeline: str) -> None:
-    """The model dir's stamp, listing every file it now holds (each kept version's)."""
-    files = {
-        str(p.relative_to(model_dir)): (digest_file(p), p.stat().st_size)
-        for p in sorted(model_dir.rglob("*"))
-        if p.is_file() and p.name != STAMP and not _staging(p, model_dir)
-    }
-    atomic_write_text(model_dir / STAMP, Stamp(pipeline, files).to_json())
-
-
-def _staging(path: Path, model_dir: Path) -> bool:
-    return path.relative_to(model_dir).parts[0].startswith(releases.STAGING_PREFIX)
 
 
 def manifest(repository: Path, pipeline: str, models: list[str]) -> None:

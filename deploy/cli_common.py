@@ -1,0 +1,28 @@
+"""What the CLI's command modules share: the config argument, the console, the project."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+
+from deploy.terminal import make_console
+
+if TYPE_CHECKING:
+    from deploy.pipeline.project import Project
+
+ConfigArg = Annotated[Path, typer.Argument(help="Pipeline YAML, e.g. configs/resnet50.yaml.")]
+
+
+def console() -> Console:
+    from deploy.pipeline.logs import console_stream
+
+    return make_console(file=console_stream())
+
+
+def project(config: Path, cache_dir: Path | None) -> Project:
+    from deploy.pipeline.project import load_project
+
+    return load_project(config, cache_dir)

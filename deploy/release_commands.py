@@ -1,0 +1,38 @@
+"""`deploy releases` and `deploy rollback`: the released versions of a pipeline's models."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from deploy.cli_common import ConfigArg, console, project
+
+
+def releases(
+    config: ConfigArg,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the versions as JSON.")] = False,
+) -> None:
+    """List the versions published for the pipeline's models, with their release records."""
+    from deploy.release_list import release_rows, show
+
+    found = project(config, None)
+    show(release_rows(found), console(), as_json, str(found.config.repository))
+
+
+def rollback(
+    config: ConfigArg,
+    to: Annotated[
+        int | None,
+        typer.Option("--to", min=1, help="The version to serve (default: the one before the served one)."),
+    ] = None,
+    server: Annotated[
+        list[str], typer.Option("--server", help="HTTP endpoint of a live server to switch (repeatable).")
+    ] = [],  # noqa: B006
+) -> None:
+    """Serve an earlier released version of the pipeline's models, and switch live servers to it."""
+    from deploy.rollback import roll_back
+
+    out = console()
+    for line in roll_back(project(config, None), to, server):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,37 @@
+"""Moving a live Triton server (explicit model control, as `deploy serve` runs it) to a
+model's newest version: a load request for the model, which Triton answers once the new
+version is loaded, unloading the older one only then, so requests in flight and new ones
+are answered throughout (Triton's model lifecycle; see docs/how-to/release.md)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+TIMEOUT_S = 600.0  # a large model's load
+
+
+def loaded(url: str) -> set[str]:
+    """The models the server at `url` (its HTTP endpoint) has ready."""
+    index = json.loads(_request(url, "/v2/repository/index", b"{}"))
+    return {entry["name"] for entry in index if entry.get("state") == "READY"}
+
+
+def switch(url: str, model: str, version: int) -> str | None:
+    """Loads `model` again and checks that `version` is ready; None when it is, else why not."""
+    try:
+        _request(url, f"/v2/repository/models/{model}/load", b"{}")
+        _request(url, f"/v2/models/{model}/versions/{version}/ready", None)
+    except urllib.error.HTTPError as exc:
+        return f"{url}: {model} v{version}: HTTP {exc.code}: {exc.read().decode(errors='replace')[:300]}"
+    except (urllib.error.URLError, OSError) as exc:
+        return f"{url}: {model} v{version}: {exc}"
+    return None
+
+
+def _request(url: str, path: str, body: bytes | None) -> bytes:
+    method = "POST" if body is not None else "GET"
+    request = urllib.request.Request(f"{url.rstrip('/')}{path}", data=body, method=method)
+    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+        return bytes(response.read())
