@@ -101,7 +101,8 @@ def run(
         typer.Option(
             "--accept-regression",
             metavar="REASON",
-            help="Publish what the release gate refuses; REASON goes into the release record.",
+            envvar="DEPLOY_ACCEPT_REGRESSION",
+            help="Publish what the release gate refuses; REASON goes into the release record (empty: none).",
         ),
     ] = None,
     verbose: Verbose = False,
@@ -109,6 +110,7 @@ def run(
     """Run the pipeline; stages whose inputs are unchanged come from the cache."""
     from deploy.replay import replayed
 
+    accept_regression = accept_regression or None  # an empty $DEPLOY_ACCEPT_REGRESSION: none
     console = _console()
     whole = not (force or start or stop or only or accept_regression)  # as deploy.runs.Choice.whole
     if whole and not verbose and junit is None and summary_json is None:

@@ -110,6 +110,11 @@ def test_every_stage_has_a_timeout_and_the_cache_is_persistent(steps):
     assert env["DEPLOY_CACHE_REMOTE"] == ""  # no remote unless the build asks for one
     shared = {s["args"][0]: s["args"][1] for s in dry_run("REMOTE_CACHE=s3://ci/cache") if s["step"] == "env"}
     assert shared["DEPLOY_CACHE_REMOTE"] == "s3://ci/cache"
+    assert env["DEPLOY_ACCEPT_REGRESSION"] == ""  # the release gate decides unless a build says why not
+    accepted = {
+        s["args"][0]: s["args"][1] for s in dry_run("ACCEPT_REGRESSION=retrained") if s["step"] == "env"
+    }
+    assert accepted["DEPLOY_ACCEPT_REGRESSION"] == "retrained"
     labels = {
         s["args"][0] for s in dry_run("AGENT_LABEL=gpu", "STAGE_CACHE=/srv/cache") if s["step"] == "label"
     }

@@ -706,6 +706,18 @@ CASES = [
         _set("stages.release", {"keep": 0}),
     ),
     Case(
+        "rollback-nothing-published",
+        STAGE,
+        "nothing of 'tiny' is published",
+        args=("rollback", "{config}"),
+    ),
+    Case(
+        "rollback-to-zero",
+        USAGE,
+        "--to",
+        args=("rollback", "{config}", "--to", "0"),
+    ),
+    Case(
         "cache-remote-bad-scheme",
         CONFIG,
         "cache.remote: String should match pattern",

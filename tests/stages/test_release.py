@@ -155,9 +155,18 @@ def test_rollback_serves_the_earlier_version_and_a_release_does_not_bring_it_bac
     config = _config(tmp_path, checkpoints[8])
     assert run_cli("run", str(config)).returncode == 0
     _switch(config, checkpoint=str(checkpoints[30]))
-    assert run_cli("run", str(config), "--accept-regression", "retrained").returncode == 0
+    build = {
+        "DEPLOY_ACCEPT_REGRESSION": "retrained",
+        "BUILD_URL": "https://ci.example/job/d/7/",
+        "WORKSPACE": str(tmp_path),
+    }
+    assert run_cli("run", str(config), env=build).returncode == 0  # as the Jenkinsfile passes it
     model_dir = tmp_path / "model_repository" / "tiny_onnx"
     assert releases.served(model_dir) == {2}
+    record = releases.releases(model_dir)[-1].record
+    assert record is not None and record.accepted_regression == "retrained"
+    assert record.build_url == build["BUILD_URL"]
+    assert record.report == "https://ci.example/job/d/7/artifact/runs/tiny/report.html"
 
     rolled = run_cli("rollback", str(config))
     assert rolled.returncode == 0, rolled.stdout + rolled.stderr

@@ -131,9 +131,19 @@ def _base(ctx: StageContext, params: ReleaseParams) -> ReleaseRecord:
         config_sha256=digest_json(config.model_dump(mode="json")),
         checkpoint_sha256=_source_sha(config),
         build_url=os.environ.get("BUILD_URL"),
-        report=str(config.run_dir / config.name / "report.html"),
+        report=_report_link(config),
         accepted_regression=params.accept_regression,
     )
+
+
+def _report_link(config: DeployConfig) -> str:
+    """The run report: in a Jenkins build, where the build archives it (runs/<name>/**,
+    relative to the workspace); else its path here."""
+    report = (config.run_dir / config.name / "report.html").absolute()
+    build, workspace = os.environ.get("BUILD_URL"), os.environ.get("WORKSPACE")
+    if build and workspace and report.is_relative_to(Path(workspace).absolute()):
+        return f"{build.rstrip('/')}/artifact/{report.relative_to(Path(workspace).absolute())}"
+    return str(report)
 
 
 def _source_sha(config: DeployConfig) -> str:
