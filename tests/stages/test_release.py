@@ -82,7 +82,8 @@ def _versions(tmp_path: Path, model: str = "tiny_onnx") -> list[int]:
 def test_first_release_then_unchanged_then_a_changed_checkpoint_is_gated(
     tmp_path: Path, checkpoints: dict[int, Path]
 ) -> None:
-    config = _config(tmp_path, checkpoints[8])
+    held_out = {"kind": "arrays", "path": str(checkpoints[8].parent / "test.npy"), "count": 64}  # real digits
+    config = _config(tmp_path, checkpoints[8], holdout=held_out)
     first = run_cli("run", str(config))
     assert first.returncode == 0, first.stdout + first.stderr
     assert _versions(tmp_path) == [1] and _versions(tmp_path, "tiny_python") == [1]
@@ -109,6 +110,7 @@ def test_first_release_then_unchanged_then_a_changed_checkpoint_is_gated(
     newest = releases.releases(tmp_path / "model_repository" / "tiny_onnx")[-1].record
     assert newest is not None and newest.accepted_regression == "retrained for 30 epochs"
     assert newest.comparison is not None and newest.comparison.against == 1
+    assert "64 held-out samples: arrays from" in newest.comparison.inputs
     (logits,) = newest.comparison.agreement
     assert logits.cosine < 0.999 and logits.top1 is not None and 0.5 < logits.top1 <= 1.0
     assert releases.served(tmp_path / "model_repository" / "tiny_onnx") == {2}
@@ -188,3 +190,29 @@ def test_rollback_serves_the_earlier_version_and_a_release_does_not_bring_it_bac
     assert forward.returncode == 0 and releases.served(model_dir) == {2}
     missing = run_cli("rollback", str(config), "--to", "9")
     assert missing.returncode == ExitCode.STAGE and "no v9" in missing.stdout + missing.stderr
+
+
+@pytest.mark.triton
+def test_the_record_holds_the_server_smoke_verified_on_and_the_int8_accuracy(
+    tmp_path: Path, checkpoints: dict[int, Path]
+) -> None:
+    config = _config(tmp_path, checkpoints[30])
+    data = yaml.safe_load(config.read_text())
+    train = str(checkpoints[30].parent / "train.npy")
+    data["stages"]["quantize"] = {
+        "calibration": {"kind": "arrays", "path": train, "count": 32},
+        "gate": {"min_cosine": 0.9},
+    }
+    data["stages"]["triton_config"].update(formats=["python"], precisions=["fp32", "int8"])
+    data["stages"]["smoke"] = {"server": {"kind": "auto", "startup_timeout_s": 120}}
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    done = run_cli("run", str(config))
+    assert done.returncode == 0, done.stdout + done.stderr
+    int8 = releases.releases(tmp_path / "model_repository" / "tiny_python_int8")[0].record
+    fp32 = releases.releases(tmp_path / "model_repository" / "tiny_python")[0].record
+    assert int8 is not None and fp32 is not None
+    assert int8.server.startswith("tritonserver 2.") and int8.server.endswith("smoke passed")
+    summary = json.loads((tmp_path / "runs" / "tiny" / "summary.json").read_text())
+    quantize = next(s for s in summary["stages"] if s["stage"] == "quantize")["metrics"]["accuracy"]
+    worst = min(o["min_sample_cosine"] for o in quantize["outputs"].values())
+    assert int8.accuracy == {"int8 worst cosine to FP32": round(worst, 6)} and fp32.accuracy == {}

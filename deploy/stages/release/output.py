@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deploy.pipeline.contract import StageContext
 from deploy.pipeline.errors import RegressionRefused
@@ -82,9 +82,33 @@ def _publish(
                 files=releases.file_digests(candidate),
                 model_config_sha256=_sha(tree / model.model / "config.pbtxt"),
                 comparison=model.comparison,
+                **verified(ctx, model.model),
             )
             versions.release(repository / model.model, candidate, record, params.keep)
     versions.manifest(repository, ctx.config.name, [m.model for m in decided])
+
+
+def verified(ctx: StageContext, model: str) -> dict[str, Any]:
+    """What the run's own checks said of the model: the server smoke loaded it on and
+    its outcome there, and for a reduced-precision model its worst cosine to FP32."""
+    from deploy.gates.accuracy_report import AccuracyReport
+    from deploy.serving.smoke_report import SmokeReport
+
+    found: dict[str, Any] = {}
+    if "smoke" not in ctx.inputs:
+        return found
+    smoke = SmokeReport.read(ctx.input("smoke"))
+    result = smoke.models.get(model)
+    if smoke.server is not None and result is not None:
+        server = smoke.server
+        found["server"] = f"tritonserver {server.version or '?'} ({server.kind}): smoke {result.status.value}"
+    precision = result.precision if result is not None else ""
+    if f"accuracy_{precision}" in ctx.inputs:
+        report = AccuracyReport.read(ctx.input(f"accuracy_{precision}"))
+        worst = [o.min_sample_cosine for o in report.outputs.values() if o.min_sample_cosine is not None]
+        if worst:
+            found["accuracy"] = {f"{precision} worst cosine to FP32": round(min(worst), 6)}
+    return found
 
 
 def _sha(path: Path) -> str:

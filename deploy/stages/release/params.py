@@ -6,6 +6,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
+from deploy.datasources.datasource import DataSource
 from deploy.pipeline.config import Frozen
 
 
@@ -42,6 +43,11 @@ class ReleaseParams(Frozen):
     )
     rounds: int = Field(
         7, ge=3, le=101, description="Alternating timing rounds (deployed, new) behind each ratio."
+    )
+    holdout: DataSource | None = Field(
+        None,
+        description="Held-out inputs both versions also answer (images, arrays or text, as quantize's holdout); "
+        "null: the golden inputs only.",
     )
     servers: tuple[Annotated[str, StringConstraints(pattern=r"^https?://[^\s/]+/?$")], ...] = Field(
         (),

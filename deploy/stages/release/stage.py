@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deploy.pipeline.config import LABELS, DeployConfig
 from deploy.pipeline.contract import Artifact, Phase, StageContext, StageSpec
@@ -36,10 +36,36 @@ def run(ctx: StageContext, params: ReleaseParams) -> None:
     from deploy.stages.release import output
 
     golden = references.load(ctx.input("golden"))
-    cases = [golden[label].inputs for label in LABELS]
+    cases = [golden[label].inputs for label in LABELS] + _held_out(ctx, params)
     tree, repository = ctx.input("repository"), ctx.config.repository
     decided = [_decide(ctx, params, tree / m, repository / m, cases) for m in _models(tree)]
     output.finish(ctx, params, decided, tree, _base(ctx, params))
+
+
+def _held_out(ctx: StageContext, params: ReleaseParams) -> list[dict[str, Any]]:
+    """The held-out samples, in batches no larger than the model's largest (one sample a
+    case for a model without batching)."""
+    import numpy as np
+
+    from deploy.datasources import datasource
+
+    if params.holdout is None:
+        return []
+    samples = datasource.load(params.holdout, ctx.config)
+    if ctx.config.batch_dim is None:
+        return list(samples)
+    size = max(1, int(ctx.config.inputs[0].shape("max")[0]))
+    chunks = [samples[i : i + size] for i in range(0, len(samples), size)]
+    return [{name: np.concatenate([s[name] for s in chunk]) for name in chunk[0]} for chunk in chunks]
+
+
+def _inputs_said(ctx: StageContext, params: ReleaseParams) -> str:
+    golden = f"golden min / opt / max ({'given' if ctx.config.model.golden_inputs else 'random'} inputs)"
+    held = params.holdout
+    if held is None:
+        return golden
+    what = f"random (seed {held.seed})" if held.kind == "random" else f"{held.kind} from {held.path}"
+    return f"{golden} + {held.count} held-out samples: {what}"
 
 
 def _models(tree: Path) -> list[str]:
@@ -89,7 +115,7 @@ def _compare(
     if new_file is None or old_file is None:
         return None, "compared by its files only: no ONNX file in both versions"
     ctx.progress(0, what=f"{new.parent.name}: v{against} vs the candidate")
-    inputs = f"golden min / opt / max ({'given' if ctx.config.model.golden_inputs else 'random'} inputs)"
+    inputs = _inputs_said(ctx, params)
     outputs = ctx.config.output_names()
     return compare.compare(old_file, new_file, cases, outputs, against, inputs, params.rounds), ""
 
@@ -160,6 +186,12 @@ def _sha(path: Path) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
+def identity(params: ReleaseParams) -> Mapping[str, object]:
+    from deploy.datasources.datasource import fingerprint
+
+    return {"holdout_data": fingerprint(params.holdout)}
+
+
 def observes(params: ReleaseParams, config: DeployConfig) -> Mapping[str, object]:
     """What is deployed now: each model dir's versions, release records and config (a
     rollback or another release changes it, and with it what this stage compares with)."""
@@ -196,11 +228,14 @@ SPEC = StageSpec(
     name="release",
     version=1,
     params=ReleaseParams,
-    inputs=("repository", "golden"),
+    inputs=("repository", "golden", "smoke", "accuracy_int8", "accuracy_fp16"),
     outputs=(Artifact("release", filename="release.json"),),
     run=run,
     env=("onnxruntime", "numpy"),
+    identity=identity,
     observes=observes,
+    optional_inputs=frozenset({"smoke", "accuracy_int8", "accuracy_fp16"}),
+    if_configured=frozenset({"smoke", "accuracy_int8", "accuracy_fp16"}),
     check=check,
     description="publishes each changed model as a new Triton version after comparing it with the deployed one "
     "(outputs and speed, side by side); a regression is refused unless accepted with a reason",
