@@ -82,7 +82,9 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     report = (tmp_path / "runs" / "resnet50" / "report.html").read_text()
     # select's chart under the conclusion the report opens with, then bench's plot
     assert report.count("data:image/png;base64,") == 2 and "Triton: server-side time per request" in report
-    assert report.index("id='verdict'") < report.index("img class='chart'") < report.index("<h2>Stages</h2>")
+    assert (
+        report.index("id='conclusion'") < report.index("img class='chart'") < report.index("<h2>Stages</h2>")
+    )
     assert "deploy " in report.split("class='decision'>")[1].split("</p>")[0]
     selection = next(s for s in summary["stages"] if s["stage"] == "select")["metrics"]["selection"]
     assert set(selection) == {"latency", "throughput", "throughput, cosine >= 0.995"} and all(

@@ -28,6 +28,7 @@ PARTIAL_KEY = "partial"
 # The metrics key of a stage's one-line result, shown beside it in the console and report.
 HEADLINE_KEY = "headline"
 CONCLUSION_KEY = "conclusion"
+CONCLUSION_FACTS_KEY = "conclusion_facts"  # [label, value] pairs a later stage adds to it
 
 # What a stage records for the run summary and report: JSON numbers, strings and tables of
 # its own choosing (`object`, not Any: a reader narrows what it uses).
@@ -155,6 +156,12 @@ class StageContext:
         """The run's conclusion (select's: what to deploy, for which target, how fast and
         how accurate against what): the run report opens with it."""
         self.metrics[CONCLUSION_KEY] = asdict(conclusion)
+
+    def conclusion_fact(self, label: str, value: str) -> None:
+        """A line the run report's conclusion gets from this stage (release: the
+        comparison with the deployed version)."""
+        facts = self.metrics.get(CONCLUSION_FACTS_KEY)
+        self.metrics[CONCLUSION_FACTS_KEY] = [*(facts if isinstance(facts, list) else []), [label, value]]
 
     def report_table(
         self, title: str, columns: list[str], rows: list[list[Any]], note: str = "", console: bool = False

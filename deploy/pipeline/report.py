@@ -16,9 +16,10 @@ from __future__ import annotations
 import base64
 import html
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from deploy.pipeline.contract import HEADLINE_KEY, Conclusion, report_tables
+from deploy.pipeline.contract import CONCLUSION_FACTS_KEY, HEADLINE_KEY, Conclusion, report_tables
 from deploy.pipeline.provenance import Provenance
 from deploy.pipeline.results import RunSummary, StageSummary, Status
 
@@ -31,7 +32,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}.meta{color:#555}.note
 .ran{color:#137333}.cached{color:#0b57d0}.skipped{color:#b06000}.failed{color:#c5221f;font-weight:bold}
 .not.run{color:#888}img{max-width:100%;border:1px solid #eee;margin:8px 0}
 pre.failure{background:#fdf1f0;border:1px solid #f0c0bc;padding:8px 12px;white-space:pre-wrap;font-size:13px}
-.verdict{background:#f3f7ff;border:1px solid #c6d7f7;border-radius:6px;padding:10px 16px;margin:12px 0}
+.conclusion{background:#f3f7ff;border:1px solid #c6d7f7;border-radius:6px;padding:10px 16px;margin:12px 0}
 .decision{font-size:17px;font-weight:600;margin:4px 0}.facts th{background:none;border:none;padding:2px 12px 2px 0}
 .facts td{border:none;padding:2px 0}img.chart{max-width:900px;display:block}
 """
@@ -39,16 +40,16 @@ pre.failure{background:#fdf1f0;border:1px solid #f0c0bc;padding:8px 12px;white-s
 
 def render(summary: RunSummary, images: dict[str, list[Path]]) -> str:
     """`summary`: the run summary; `images`: stage -> its .png artifacts, in the store.
-    The verdict first (what to deploy, where, and why), then its chart, then the details."""
+    The conclusion first (what to deploy, where, and why), then its chart, then the details."""
     status = summary.status.value
-    verdict = _verdict(summary.stages)
-    chart = images.get(verdict.chart_stage, [])[:1] if verdict else []
+    found = _conclusion(summary.stages)
+    chart = images.get(found.chart_stage, [])[:1] if found else []
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>deploy: {_e(summary.pipeline)}</title>",
         f"<style>{STYLE}</style></head><body>",
         f"<h1>deploy run: {_e(summary.pipeline)} — <span class='{_e(status)}'>{_e(status)}</span></h1>",
         *_failures(summary.failed()),
-        *(_verdict_box(verdict) if verdict else []),
+        *(_conclusion_box(found) if found else []),
         *[f"<img class='chart' alt='{_e(p.name)}' src='data:image/png;base64,{_png(p)}'>" for p in chart],
         f"<p class='meta'>{_e(when(summary))} · config {_e(summary.config)} · cache {_e(summary.cache)}</p>",
         *_provenance(summary.provenance),
@@ -56,7 +57,7 @@ def render(summary: RunSummary, images: dict[str, list[Path]]) -> str:
         _stage_table(summary.stages),
     ]
     for stage in summary.stages:
-        shown = chart if stage.stage == (verdict.chart_stage if verdict else "") else []
+        shown = chart if stage.stage == (found.chart_stage if found else "") else []
         parts += _stage_section(stage, [p for p in images.get(stage.stage, []) if p not in shown])
     parts.append("</body></html>")
     return "\n".join(parts)
@@ -74,16 +75,25 @@ def when(summary: RunSummary) -> str:
     return f"finished {summary.finished} in {summary.wall_s:.2f} s"
 
 
-def _verdict(stages: list[StageSummary]) -> Conclusion | None:
-    return next((v for s in stages if (v := Conclusion.of(s.metrics)) is not None), None)
+def _conclusion(stages: list[StageSummary]) -> Conclusion | None:
+    """The first stage's conclusion, with the facts later stages add to it (release: the
+    comparison with what is deployed)."""
+    found = next((v for s in stages if (v := Conclusion.of(s.metrics)) is not None), None)
+    added = [fact for s in stages for fact in _facts(s.metrics.get(CONCLUSION_FACTS_KEY))]
+    return replace(found, facts=[*found.facts, *added]) if found is not None and added else found
 
 
-def _verdict_box(verdict: Conclusion) -> list[str]:
-    facts = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in verdict.facts)
+def _facts(value: object) -> list[tuple[str, str]]:
+    pairs = value if isinstance(value, list) else []
+    return [(str(p[0]), str(p[1])) for p in pairs if isinstance(p, list | tuple) and len(p) == 2]
+
+
+def _conclusion_box(found: Conclusion) -> list[str]:
+    facts = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in found.facts)
     return [
-        "<section id='verdict' class='verdict'>",
-        f"<p class='decision'>{_e(verdict.decision)}</p>",
-        f"<p class='meta'>target (what verified it): {_e(verdict.target)}</p>",
+        "<section id='conclusion' class='conclusion'>",
+        f"<p class='decision'>{_e(found.decision)}</p>",
+        f"<p class='meta'>target (what verified it): {_e(found.target)}</p>",
         f"<table class='facts'>{facts}</table>",
         "</section>",
     ]

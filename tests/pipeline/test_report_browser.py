@@ -1,5 +1,5 @@
 """The run report in a real browser (headless Chromium): its first screen holds the
-verdict (what to deploy, for which target, how fast against eager and FP32, how accurate
+conclusion (what to deploy, for which target, how fast against eager and FP32, how accurate
 on which data) and the chart it rests on; a cached rerun says when the results were made
 and how long that took, not the milliseconds the rerun spent. The screenshot of the first
 screen is kept beside the run (first-screen.png) for a reader of the test's output."""
@@ -21,8 +21,8 @@ SCREEN = (1280, 800)
 FAST = {"warmup_ms": 10, "duration_s": 0.05, "iterations": 5, "batches": [1, 4]}
 MEASURE = """<script>
 const box = (sel) => { const e = document.querySelector(sel); return e ? e.getBoundingClientRect() : null; };
-const v = box('#verdict'), c = box('img.chart');
-document.body.dataset.verdict = v ? `${Math.round(v.top)},${Math.round(v.bottom)}` : 'none';
+const v = box('#conclusion'), c = box('img.chart');
+document.body.dataset.conclusion = v ? `${Math.round(v.top)},${Math.round(v.bottom)}` : 'none';
 document.body.dataset.chart = c ? `${Math.round(c.top)},${Math.round(c.bottom)}` : 'none';
 </script></body>"""
 
@@ -50,18 +50,18 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return work / "runs" / "tiny" / "report.html"
 
 
-def test_the_first_screen_holds_the_verdict_and_its_chart(report: Path) -> None:
+def test_the_first_screen_holds_the_conclusion_and_its_chart(report: Path) -> None:
     measured = report.with_name("measured.html")
     measured.write_text(report.read_text().replace("</body>", MEASURE))
     dom = _browser(measured, "--dump-dom").stdout
-    verdict = re.search(r'data-verdict="(-?\d+),(-?\d+)"', dom)
+    box = re.search(r'data-conclusion="(-?\d+),(-?\d+)"', dom)
     chart = re.search(r'data-chart="(-?\d+),(-?\d+)"', dom)
-    assert verdict and chart, dom[-2000:]
+    assert box and chart, dom[-2000:]
     height = SCREEN[1]
-    assert 0 <= int(verdict.group(1)) < int(verdict.group(2)) <= height, verdict.groups()
+    assert 0 <= int(box.group(1)) < int(box.group(2)) <= height, box.groups()
     assert int(chart.group(1)) < height, chart.groups()  # the chart starts on the first screen
     text = report.read_text()
-    assert text.index("id='verdict'") < text.index("<h2>Stages</h2>")  # details come after
+    assert text.index("id='conclusion'") < text.index("<h2>Stages</h2>")  # details come after
     for fact in ("speed vs eager PyTorch", "speed vs FP32", "accuracy vs FP32"):
         assert f"<th>{fact}</th>" in text
 

@@ -216,3 +216,27 @@ def test_the_record_holds_the_server_smoke_verified_on_and_the_int8_accuracy(
     quantize = next(s for s in summary["stages"] if s["stage"] == "quantize")["metrics"]["accuracy"]
     worst = min(o["min_sample_cosine"] for o in quantize["outputs"].values())
     assert int8.accuracy == {"int8 worst cosine to FP32": round(worst, 6)} and fp32.accuracy == {}
+
+
+def test_the_report_conclusion_says_how_the_release_compares(tmp_path: Path) -> None:
+    """A stage's conclusion fact joins the conclusion select wrote (the report's first box)."""
+    from deploy.pipeline.report import render
+    from deploy.pipeline.results import RunStatus, RunSummary, StageSummary, Status
+
+    conclusion = {
+        "decision": "deploy x",
+        "target": "cpu",
+        "facts": [["speed vs FP32", "2.0x"]],
+        "chart_stage": "",
+    }
+    stages = [
+        StageSummary("select", Status.RAN, metrics={"conclusion": conclusion}),
+        StageSummary(
+            "release",
+            Status.RAN,
+            metrics={"conclusion_facts": [["vs the deployed release", "released: m v2"]]},
+        ),
+    ]
+    html = render(RunSummary("p", "p.yaml", RunStatus.OK, stages), {})
+    box = html.split("<section id='conclusion'", 1)[1].split("</section>", 1)[0]
+    assert "speed vs FP32" in box and "<th>vs the deployed release</th><td>released: m v2</td>" in box

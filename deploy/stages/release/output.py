@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from deploy.serving.releases import ReleaseRecord
     from deploy.stages.release.params import ReleaseParams
 
+FACT = "vs the deployed release"  # the run report's conclusion line
 COLUMNS = [
     "model",
     "action",
@@ -39,10 +40,13 @@ def finish(
     )
     refused = [m for m in decided if m.action is ReleaseAction.REFUSED]
     if refused:
-        ctx.headline(f"refused, nothing published: {'; '.join(p for m in refused for p in m.problems)}")
+        said = f"refused, nothing published: {'; '.join(p for m in refused for p in m.problems)}"
+        ctx.headline(said)
+        ctx.conclusion_fact(FACT, said)
         raise RegressionRefused(_refusal(refused))
     _publish(ctx, params, decided, tree, base)
     ctx.headline(headline(decided))
+    ctx.conclusion_fact(FACT, headline(decided))
     _switch(params, decided)
 
 
