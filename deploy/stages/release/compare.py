@@ -76,17 +76,17 @@ def _top1(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
     return round(same / sum(x.shape[0] for x in a), 6)
 
 
-def ratio(old: Callable[[], Any], new: Callable[[], Any], rounds: int, window_s: float = 0.05) -> float:
-    """Median over rounds of new / old per-call time; each round times both, the order
-    swapped every round, after one warm-up call of each."""
+def ratio(old: Callable[[], Any], new: Callable[[], Any], rounds: int, window_s: float = 0.1) -> float:
+    """Median over rounds of new / old per-call time. Each round times old, new, new, old
+    (ABBA): whatever the call before leaves behind (ONNX Runtime's threads spin on for a
+    while after a run, on the same cores) weighs on each side once, so a model compared
+    with itself measures 1.0, not the order."""
     old(), new()
     calls = max(1, int(window_s / max(_one(old), 1e-6)))
     ratios = []
-    for i in range(rounds):
-        first, second = (old, new) if i % 2 == 0 else (new, old)
-        t_first, t_second = _window(first, calls), _window(second, calls)
-        t_old, t_new = (t_first, t_second) if i % 2 == 0 else (t_second, t_first)
-        ratios.append(t_new / t_old)
+    for _ in range(rounds):
+        a1, b1, b2, a2 = (_window(f, calls) for f in (old, new, new, old))
+        ratios.append((b1 + b2) / (a1 + a2))
     return statistics.median(ratios)
 
 
