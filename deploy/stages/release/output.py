@@ -123,11 +123,16 @@ def _sha(path: Path) -> str:
 
 
 def _refusal(refused: list[ModelRelease]) -> str:
-    said = "; ".join(f"{m.model}: {', '.join(m.problems)}" for m in refused)
+    said = "; ".join(f"{m.model}: {', '.join(m.problems)}{_on(m)}" for m in refused)
     return (
         f"the release gate refused {len(refused)} model(s), nothing was published: {said}. "
         'If the change is intended: deploy run CONFIG --accept-regression "REASON"'
     )
+
+
+def _on(model: ModelRelease) -> str:
+    """Which inputs the numbers rest on (random golden inputs say so)."""
+    return f" (on {model.comparison.inputs})" if model.comparison is not None else ""
 
 
 def headline(decided: list[ModelRelease]) -> str:
@@ -140,7 +145,9 @@ def headline(decided: list[ModelRelease]) -> str:
     if compared:
         worst = min(a.cosine for c in compared for a in c.agreement)
         slowest = max(c.latency_ratio or 0 for c in compared)
-        parts.append(f"worst cosine to the deployed {worst:.6f}, latency {slowest:.2f}x")
+        parts.append(
+            f"worst cosine to the deployed {worst:.6f}, latency {slowest:.2f}x (on {compared[0].inputs})"
+        )
     return "; ".join(parts)
 
 
