@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from deploy.pipeline.contract import StageContext
 from deploy.pipeline.errors import RegressionRefused
+from deploy.pipeline.hashing import digest_file
 from deploy.serving import releases
 from deploy.stages.release.release_report import ModelRelease, ReleaseAction, ReleaseReport
 
@@ -84,7 +85,7 @@ def _publish(
                 model=model.model,
                 version=model.version,
                 files=releases.file_digests(candidate),
-                model_config_sha256=_sha(tree / model.model / "config.pbtxt"),
+                model_config_sha256=digest_file(tree / model.model / "config.pbtxt"),
                 comparison=model.comparison,
                 **verified(ctx, model.model),
             )
@@ -113,13 +114,6 @@ def verified(ctx: StageContext, model: str) -> dict[str, Any]:
         if worst:
             found["accuracy"] = {f"{precision} worst cosine to FP32": round(min(worst), 6)}
     return found
-
-
-def _sha(path: Path) -> str:
-    import hashlib
-
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _refusal(refused: list[ModelRelease]) -> str:

@@ -11,7 +11,6 @@ record keeps. Runs last: after smoke, bench and select have verified the candida
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from deploy.pipeline.config import LABELS, DeployConfig
 from deploy.pipeline.contract import Artifact, Phase, StageContext, StageSpec
 from deploy.pipeline.errors import Issue
-from deploy.pipeline.hashing import digest_json
+from deploy.pipeline.hashing import digest_file, digest_json
 from deploy.serving.publishing import PublishPolicy, publishing
 from deploy.stages.release.params import ReleaseGate, ReleaseParams
 
@@ -86,7 +85,7 @@ def _decide(
     if not found:
         return ModelRelease(candidate.name, ReleaseAction.FIRST, 1)
     against = max(releases.served(deployed) or {found[-1]})
-    files, config = releases.file_digests(candidate / "1"), _sha(candidate / "config.pbtxt")
+    files, config = releases.file_digests(candidate / "1"), digest_file(candidate / "config.pbtxt")
     same = releases.matching(deployed, files, config)
     if same is not None and same.version == against:  # what is served already
         return ModelRelease(candidate.name, ReleaseAction.UNCHANGED, against)
@@ -155,7 +154,7 @@ def _base(ctx: StageContext, params: ReleaseParams) -> ReleaseRecord:
         {},
         datetime.now(UTC).isoformat(timespec="seconds"),
         config_sha256=digest_json(config.model_dump(mode="json")),
-        checkpoint_sha256=_source_sha(config),
+        checkpoint_sha256=_source_digest(config),
         build_url=os.environ.get("BUILD_URL"),
         report=_report_link(config),
         accepted_regression=params.accept_regression,
@@ -172,18 +171,13 @@ def _report_link(config: DeployConfig) -> str:
     return str(report)
 
 
-def _source_sha(config: DeployConfig) -> str:
+def _source_digest(config: DeployConfig) -> str:
     """The model's weights or source file; else its factory and arguments."""
     model = config.model
     path = next((p for p in (model.checkpoint, model.torchscript, model.file) if p is not None), None)
     if path is not None:
-        return _sha(path)
+        return digest_file(path)
     return digest_json(model.model_dump(mode="json", include={"factory", "kwargs", "seed"}))
-
-
-def _sha(path: Path) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def identity(params: ReleaseParams) -> Mapping[str, object]:
