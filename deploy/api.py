@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from deploy.pipeline.progress import Progress
     from deploy.pipeline.project import Project
     from deploy.pipeline.runner import Reporter, Runner
-    from deploy.stages.select.selection import Selection
+    from deploy.runtimes.selection_record import Selection
 
 LOG = logging.getLogger("deploy")
 
@@ -164,7 +164,7 @@ class RunResult:
     @property
     def selection(self) -> Selection | None:
         """The select stage's decision, where it ran."""
-        from deploy.stages.select.selection import Selection
+        from deploy.runtimes.selection_record import Selection
 
         stage = self.stages.get("select")
         return Selection.read(self.artifact("select", "selection")) if stage and stage.outputs else None

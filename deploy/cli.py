@@ -21,13 +21,14 @@ from deploy.cache import cache_app
 from deploy.cli_common import ConfigArg
 from deploy.cli_common import console as _console
 from deploy.cli_common import project as _project
-from deploy.pipeline.errors import DeployError, ExitCode, StageFailed
+from deploy.pipeline.errors import ConfigError, DeployError, ExitCode, Issue, StageFailed
 from deploy.pipeline.writable import UMASK
 from deploy.release_commands import releases, rollback
 from deploy.terminal import make_console, wide_help
 
 if TYPE_CHECKING:
     from deploy.pipeline.plan import PlanRow
+    from deploy.pipeline.project import Project
 
 # -h everywhere; subcommands inherit it from the group's context.
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
@@ -230,6 +231,13 @@ def serve(
     metrics_port: Annotated[
         int | None, typer.Option(min=1, max=65535, help="Metrics " + _PORT_HELP.format("metrics_port"))
     ] = None,
+    published: Annotated[
+        bool,
+        typer.Option(
+            "--published",
+            help="Serve the copy at triton_config.publish_to (e.g. s3://): the server reads it itself.",
+        ),
+    ] = False,
 ) -> None:
     """Serve the generated model repository on a local tritonserver; prints its HTTP, gRPC
     and metrics addresses. Ctrl-C, SIGTERM or SIGHUP stop it (server and temp dir gone)
@@ -258,9 +266,20 @@ def serve(
             say(
                 "ports 8000-8002 are taken: serving on free ones; give `deploy infer` the --url printed below"
             )
+    remote = _published(project, config) if published else None
     serve_repository(
-        project.config.name, spec.model_copy(update=ports), project.config.repository, say, origins
+        project.config.name, spec.model_copy(update=ports), project.config.repository, say, origins, remote
     )
+
+
+def _published(project: Project, config: Path) -> str:
+    from deploy.serving.publishing import publishing
+
+    remote = publishing(project.config).remote
+    if remote is None:
+        issue = Issue("stages.triton_config.publish_to", "not set: --published serves the copy it names")
+        raise ConfigError(str(config), [issue])
+    return remote
 
 
 @app.command()

@@ -14,7 +14,19 @@ from deploy.screen import plain_table, rich_table
 if TYPE_CHECKING:
     from deploy.pipeline.project import Project
 
-COLUMNS = ["model", "version", "served", "made", "checkpoint", "accuracy", "latency_ms", "build", "note"]
+COLUMNS = [
+    "model",
+    "version",
+    "served",
+    "made",
+    "checkpoint",
+    "accuracy",
+    "latency_ms",
+    "throughput",
+    "selected for",
+    "build",
+    "note",
+]
 
 
 def release_rows(project: Project) -> list[dict[str, Any]]:

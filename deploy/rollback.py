@@ -65,21 +65,30 @@ def roll_back(project: Project, to: int | None, servers: list[str]) -> list[str]
         releases.mark_rolled_back(model_dir, move.served, f"{when} to v{move.to}")
         releases.stamp(model_dir, project.config.name)
     said = [f"{m.model}: v{m.served} -> v{m.to}" for m in moves] + [f"{s} (left as it is)" for s in stays]
+    said += _mirror(project)
     _switch(servers, moves, repository)
     return said + [f"{url}: switched" for url in servers]
 
 
-def _switch(servers: list[str], moves: list[Rollback], repository: Path) -> None:
-    from deploy.serving import switch
+def _mirror(project: Project) -> list[str]:
+    """With `publish_to`, the remote copy follows (before any server is told)."""
+    from deploy.pipeline.publish import published_models
+    from deploy.serving.publishing import publishing
+    from deploy.serving.release_mirror import mirror
 
-    problems = []
-    for url in servers:
-        try:
-            serving = switch.loaded(url)
-        except OSError as exc:
-            problems.append(f"{url}: unreachable ({exc})")
-            continue
-        problems += [p for m in moves if m.model in serving and (p := switch.switch(url, m.model, m.to))]
+    remote, config = publishing(project.config).remote, project.config
+    if not remote:
+        return []
+    changed = mirror(
+        config.repository, remote, config.name, published_models(config.repository, config.name) or []
+    )
+    return [f"{remote}: {', '.join(changed) or 'nothing'} updated"]
+
+
+def _switch(servers: list[str], moves: list[Rollback], repository: Path) -> None:
+    from deploy.serving.switch import switch_all
+
+    problems = switch_all(servers, {m.model: m.to for m in moves})
     if problems:
         raise StageFailed(
             f"rolled back in {repository}, but not every server switched: {'; '.join(problems)}"

@@ -30,28 +30,38 @@ def server_setting(project: Project) -> tuple[ServerSpec, str]:
     return ServerSpec(), "server (defaults)"
 
 
-def serve(name: str, spec: ServerSpec, repository: Path, say: Say, origins: dict[str, str]) -> None:
+def serve(
+    name: str,
+    spec: ServerSpec,
+    repository: Path,
+    say: Say,
+    origins: dict[str, str],
+    remote: str | None = None,
+) -> None:
     """Until Ctrl-C, SIGTERM or SIGHUP; each stops the server, removes the temp dir and
     returns normally (a requested stop is a success). `origins`: where explicit ports
-    came from (e.g. {"http_port": "--http-port"}), for the error when one is taken."""
+    came from (e.g. {"http_port": "--http-port"}), for the error when one is taken.
+    `remote`: the server reads this published copy (`publish_to`, as written) instead."""
     if not any(m.startswith(f"{name}_") for m in models(repository)):
         raise StageFailed(f"no models of '{name}' in {repository}; run `deploy run` first")
-    missing = complete(repository, name)
+    missing = complete(remote or repository, name)
     if missing:  # a publish that died half way, or files removed since: never served
         raise StageFailed(
-            f"{repository} does not hold '{name}' whole, so it is not served: {'; '.join(missing[:8])}; "
-            "run `deploy run` to publish it again"
+            f"{remote or repository} does not hold '{name}' whole, so it is not served: "
+            f"{'; '.join(missing[:8])}; run `deploy run` to publish it again"
         )
     with tritonserver.stop_requests():
         try:
-            _serve_until_stopped(name, spec, repository, say, origins)
+            _serve_until_stopped(name, spec, repository, say, origins, remote)
         except tritonserver.StopRequested as stop:
             say(f"{stop}; server stopped")
 
 
 def _serve_until_stopped(
-    name: str, spec: ServerSpec, repository: Path, say: Say, origins: dict[str, str]
+    name: str, spec: ServerSpec, repository: Path, say: Say, origins: dict[str, str], remote: str | None
 ) -> None:
+    from deploy.serving.publishing import triton_url
+
     with (
         tempfile.TemporaryDirectory(prefix="deploy-serve-") as tmp,
         serve_repository(
@@ -61,20 +71,22 @@ def _serve_until_stopped(
             _of_pipeline(name),
             private=False,
             origins=origins,
+            remote=triton_url(remote) if remote else None,
         ) as served,
     ):
-        _announce(served, name, say)
+        _announce(served, name, say, remote or str(repository))
         server = served.server
         while server.process is None or server.process.poll() is None:
             time.sleep(0.5)
         raise StageFailed(f"tritonserver exited; log tail:\n{server.log_tail()}")
 
 
-def _announce(served: Served, name: str, say: Say) -> None:
+def _announce(served: Served, name: str, say: Say, reads: str) -> None:
     server = served.server
     metrics = f"http://{server.metrics}/metrics" if server.metrics else "(not known for this server)"
     say(
-        f"HTTP     http://{server.http}\ngRPC     {server.grpc}\nmetrics  {metrics}\nserver log  {server.log_path}"
+        f"HTTP     http://{server.http}\ngRPC     {server.grpc}\nmetrics  {metrics}\n"
+        f"server log  {server.log_path}\nrepository  {reads}"
     )
     for model, state in served.states.items():
         say(f"model {model}: {state}")

@@ -81,6 +81,21 @@ def ctrl_c_reaches_python() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def living_in_session(sid: int) -> set[int]:
+    """The processes of session `sid` still running (zombies left out: they exited, and
+    this sandbox's init never reaps the orphans)."""
+    import psutil
+
+    found = set()
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getsid(proc.pid) == sid:
+                found.add(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError, PermissionError):
+            continue
+    return found
+
+
 def tritonservers() -> set[int]:
     import psutil
 

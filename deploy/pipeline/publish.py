@@ -33,7 +33,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,7 +104,7 @@ def publish(store: Store, output: Output, dest: Path | str, pipeline: str) -> Pu
             [m for m, files in models.items() if _sync(where, m, files, store, pipeline)], models=list(models)
         )
         _remove_stale(where, pipeline, keep=set(models))
-        _write_manifest(where, pipeline, models)
+        write_manifest(where, pipeline, models)
         return done
     except EnvError:
         raise
@@ -160,7 +160,7 @@ def _publish_here(store: Store, dest: Path, models: dict[str, Files], pipeline: 
     _sweep_staging(dest)
     _stage_and_swap(where, dest, {m: models[m] for m in done.written}, store, pipeline)
     _remove_stale(where, pipeline, keep=set(models))
-    _write_manifest(where, pipeline, models)
+    write_manifest(where, pipeline, models)
     store.memo.save()
     return done
 
@@ -262,7 +262,7 @@ def manifest_name(pipeline: str) -> str:
     return f".deploy-{pipeline}.json"
 
 
-def _write_manifest(where: Destination, pipeline: str, models: Mapping[str, Files]) -> None:
+def write_manifest(where: Destination, pipeline: str, models: Iterable[str]) -> None:
     """Written last, and only when it changes (a warm run writes nothing)."""
     text = json.dumps({"schema": SCHEMA, "pipeline": pipeline, "models": sorted(models)}, indent=1).encode()
     path = f"{where.root}/{manifest_name(pipeline)}"

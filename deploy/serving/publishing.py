@@ -54,12 +54,15 @@ def when_selected(_params: BaseModel, config: DeployConfig) -> tuple[Path | str,
 
 
 def published_url(config: DeployConfig) -> str | None:
-    """`publish_to` as tritonserver reads it: for an S3-compatible endpoint
+    """`publish_to` as tritonserver reads it (`triton_url`); None without one."""
+    remote = publishing(config).remote
+    return triton_url(remote) if remote else None
+
+
+def triton_url(remote: str) -> str:
+    """A repository URL as tritonserver reads it: for an S3-compatible endpoint
     ($AWS_ENDPOINT_URL_S3 / $AWS_ENDPOINT_URL) Triton's own form,
     s3://http://host:port/bucket/path; otherwise as written."""
-    remote = publishing(config).remote
-    if not remote:
-        return None
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if not remote.startswith("s3://") or not endpoint:
         return remote

@@ -27,6 +27,7 @@ from deploy.pipeline.hashing import atomic_write_text, digest_file
 RECORD_FILE = "deploy-release.json"
 RECORD_SCHEMA = 1
 STAGING_PREFIX = ".staging-release-"
+BYTECODE = "__pycache__"
 
 
 class StaleRelease(Exception):
@@ -67,7 +68,8 @@ class ReleaseRecord:
     accuracy: dict[str, float] = field(default_factory=dict)  # e.g. {"cosine to FP32": 0.9998}
     latency_ms: float | None = None
     throughput: float | None = None
-    target: str = ""  # what the numbers were measured on
+    target: str = ""  # what the numbers were measured on (select's target)
+    selected_for: list[str] = field(default_factory=list)  # the objectives select chose it for
     server: str = ""  # the server that verified it
     build_url: str | None = None  # the CI build that released it ($BUILD_URL)
     report: str | None = None  # the run report
@@ -159,6 +161,7 @@ def stamp(model_dir: Path, pipeline: str) -> None:
         if p.is_file()
         and p.name != STAMP
         and not p.relative_to(model_dir).parts[0].startswith(STAGING_PREFIX)
+        and BYTECODE not in p.parts  # the python backend's, written beside model.py as it loads
     }
     atomic_write_text(model_dir / STAMP, Stamp(pipeline, files).to_json())
 
@@ -174,6 +177,25 @@ def serve_only(model_dir: Path, version: int) -> None:
     config.version_policy.Clear()
     config.version_policy.specific.versions.append(version)
     atomic_write_text(path, text_format.MessageToString(config))
+
+
+def with_policy_of(current: Path, text: str) -> str:
+    """The config `text`, with the version_policy of the config at `current` (as it is
+    when only the policy differs, or when `current` has none)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    if not current.is_file():
+        return text
+    now, wanted = pb.ModelConfig(), pb.ModelConfig()
+    text_format.Parse(current.read_text(), now)
+    text_format.Parse(text, wanted)
+    if now.version_policy == wanted.version_policy:
+        return text
+    wanted.version_policy.CopyFrom(now.version_policy)
+    if not now.HasField("version_policy"):
+        wanted.ClearField("version_policy")
+    return text_format.MessageToString(wanted)
 
 
 def mark_rolled_back(model_dir: Path, version: int, note: str) -> None:
@@ -269,6 +291,8 @@ def summary(release: Release) -> dict[str, Any]:
         "checkpoint": record.checkpoint_sha256[:12],
         "accuracy": ", ".join(f"{k} {v:.5f}" for k, v in record.accuracy.items()),
         "latency_ms": record.latency_ms,
+        "throughput": record.throughput,
+        "selected for": ", ".join(record.selected_for),
         "build": record.build_url or "",
         "note": f"accepted regression: {record.accepted_regression}" if record.accepted_regression else "",
     }

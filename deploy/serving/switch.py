@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Mapping, Sequence
 
 TIMEOUT_S = 600.0  # a large model's load
 
@@ -28,6 +29,21 @@ def switch(url: str, model: str, version: int) -> str | None:
     except (urllib.error.URLError, OSError) as exc:
         return f"{url}: {model} v{version}: {exc}"
     return None
+
+
+def switch_all(servers: Sequence[str], versions: Mapping[str, int]) -> list[str]:
+    """Tells each server to serve each model at its version (model -> version), where the
+    server has the model loaded; returns what did not switch (an unreachable server, a
+    version not ready), one line each, [] when everything did."""
+    problems = []
+    for url in servers:
+        try:
+            serving = loaded(url)
+        except OSError as exc:
+            problems.append(f"{url}: unreachable ({exc})")
+            continue
+        problems += [p for m, v in versions.items() if m in serving and (p := switch(url, m, v))]
+    return problems
 
 
 def _request(url: str, path: str, body: bytes | None) -> bytes:

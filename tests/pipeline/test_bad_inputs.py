@@ -718,6 +718,12 @@ CASES = [
         args=("rollback", "{config}", "--to", "0"),
     ),
     Case(
+        "serve-published-without-publish-to",
+        CONFIG,
+        "stages.triton_config.publish_to: not set: --published serves the copy it names",
+        args=("serve", "{config}", "--published"),
+    ),
+    Case(
         "cache-remote-bad-scheme",
         CONFIG,
         "cache.remote: String should match pattern",

@@ -6,6 +6,7 @@ the new one's, then the old one's again."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -13,6 +14,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +22,7 @@ import pytest
 import yaml
 
 from deploy.serving import releases
-from tests.helpers import run_cli, tiny_dict, train_tiny_digits
+from tests.helpers import S3Server, run_cli, tiny_dict, train_tiny_digits
 
 pytestmark = pytest.mark.triton
 
@@ -73,15 +75,57 @@ class Client(threading.Thread):
                 self.errors.append(repr(exc))
 
 
-def test_a_release_and_a_rollback_reach_a_live_server_with_no_failed_request(tmp_path: Path) -> None:
-    checkpoints = {}
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    found = {}
     for epochs in (8, 30):
-        (tmp_path / f"e{epochs}").mkdir()
-        checkpoints[epochs] = tmp_path / f"e{epochs}" / "tiny_digits.pt"
-        assert train_tiny_digits(checkpoints[epochs], epochs) > 0.88
+        found[epochs] = tmp_path_factory.mktemp(f"e{epochs}") / "tiny_digits.pt"
+        assert train_tiny_digits(found[epochs], epochs) > 0.88
+    return found
+
+
+@pytest.fixture
+def s3() -> Iterator[S3Server]:
+    server = S3Server().start()
+    yield server
+    server.stop()
+
+
+def test_a_release_and_a_rollback_reach_a_live_server_with_no_failed_request(
+    tmp_path: Path, checkpoints: dict[int, Path]
+) -> None:
+    client, switched = _release_and_roll_back(tmp_path, checkpoints, {}, {})
+    _check(client, switched, tmp_path / "model_repository" / "tiny_python")
+
+
+def test_a_server_reading_s3_switches_with_no_failed_request(
+    tmp_path: Path, checkpoints: dict[int, Path], s3: S3Server
+) -> None:
+    """The same, the server reading the bucket the release publishes to (moto's S3, real
+    HTTP): the versions, records and config reach the bucket before the server is told."""
+    s3.client().create_bucket(Bucket="models")
+    client, switched = _release_and_roll_back(
+        tmp_path, checkpoints, s3.env, {"publish_to": "s3://models/repo"}
+    )
+    local = tmp_path / "model_repository"
+    _check(client, switched, local / "tiny_python")
+    remote = {k.removeprefix("repo/") for k in s3.keys("models", "repo/")}
+    mine = {
+        str(p.relative_to(local)) for p in local.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    }
+    assert remote == mine  # v1 and v2, their records, the rolled-back config, stamps, manifest
+    for rel in remote:
+        body = s3.client().get_object(Bucket="models", Key=f"repo/{rel}")["Body"].read()
+        assert body == (local / rel).read_bytes(), rel
+
+
+def _release_and_roll_back(
+    tmp_path: Path, checkpoints: dict[int, Path], env: dict[str, str], triton: dict[str, str]
+) -> tuple[Client, int]:
+    """v1 served, a client sending, v2 released to the live server, then rolled back."""
     data = tiny_dict(tmp_path)
     data["model"]["checkpoint"] = str(checkpoints[8])
-    formats = {"formats": ["onnx", "python"], "max_batch_size": 16, "publish": "released"}
+    formats = {"formats": ["onnx", "python"], "max_batch_size": 16, "publish": "released", **triton}
     data["stages"] = {
         "export": data["stages"]["export"],
         "simplify": {},
@@ -90,7 +134,8 @@ def test_a_release_and_a_rollback_reach_a_live_server_with_no_failed_request(tmp
     }
     config = tmp_path / "digits.yaml"
     config.write_text(yaml.safe_dump(data, sort_keys=False))
-    assert run_cli("run", str(config)).returncode == 0
+    first = run_cli("run", str(config), env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
 
     http_port, grpc_port, metrics_port = _free_ports(3)
     url = f"127.0.0.1:{http_port}"
@@ -103,10 +148,11 @@ def test_a_release_and_a_rollback_reach_a_live_server_with_no_failed_request(tmp
         str(metrics_port),
     ]
     server = subprocess.Popen(
-        [sys.executable, "-m", "deploy", "serve", str(config), *ports],
+        [sys.executable, "-m", "deploy", "serve", str(config), *ports, *(["--published"] if triton else [])],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env={**os.environ, **env},
     )
     x = np.load(checkpoints[8].parent / "test.npy")[:4].astype(np.float32)  # real held-out digits
     client = Client(url, x)
@@ -123,21 +169,26 @@ def test_a_release_and_a_rollback_reach_a_live_server_with_no_failed_request(tmp
             "accept_regression": "retrained for 30 epochs",
         }
         config.write_text(yaml.safe_dump(data, sort_keys=False))
-        released = run_cli("run", str(config))
+        released = run_cli("run", str(config), env=env)
         assert released.returncode == 0, released.stdout + released.stderr
         time.sleep(1.0)
         switched = len(client.answers)
-        rolled = run_cli("rollback", str(config), "--server", f"http://{url}")
+        rolled = run_cli("rollback", str(config), "--server", f"http://{url}", env=env)
         assert rolled.returncode == 0, rolled.stdout + rolled.stderr
         time.sleep(1.0)
     finally:
         client.stop.set()
         client.join(timeout=30)
         server.send_signal(signal.SIGTERM)
-        server.communicate(timeout=60)
+        log, _ = server.communicate(timeout=60)
+    assert f"repository  {triton.get('publish_to', tmp_path / 'model_repository')}" in log, log[-2000:]
+    return client, switched
 
-    model_dir = tmp_path / "model_repository" / "tiny_python"
+
+def _check(client: Client, switched: int, model_dir: Path) -> None:
+    """No failed request; every answer one version's; v1 then v2, then v2 then v1."""
     assert releases.versions(model_dir) == [1, 2]
+    x = client.x
     old, new = _reference(model_dir / "1" / "model.onnx", x), _reference(model_dir / "2" / "model.onnx", x)
     assert not np.allclose(old, new, atol=1e-3)  # the retrained model answers differently
     assert client.errors == []

@@ -5,6 +5,11 @@ the 30-epoch model (the same answers, slower)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +17,7 @@ import yaml
 
 from deploy.pipeline.errors import ExitCode
 from deploy.serving import releases
-from tests.helpers import ROOT, run_cli, tiny_dict, train_tiny_digits
+from tests.helpers import ROOT, living_in_session, run_cli, tiny_dict, train_tiny_digits
 
 SLOW_MODEL = '''
 import sys
@@ -193,8 +198,54 @@ def test_rollback_serves_the_earlier_version_and_a_release_does_not_bring_it_bac
     assert missing.returncode == ExitCode.STAGE and "no v9" in missing.stdout + missing.stderr
 
 
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGHUP])
+def test_a_release_killed_as_its_version_appears_is_finished_by_the_next_run(
+    tmp_path: Path, checkpoints: dict[int, Path], signum: int
+) -> None:
+    """The signal lands right after the first model's new version is renamed into place,
+    before its config, pruning, stamp, the other model and the manifest: every version
+    there is whole, no process is left, and the next run finishes the release without
+    releasing anything twice."""
+    from deploy.pipeline.publish import complete
+
+    config = _config(tmp_path, checkpoints[8])
+    assert run_cli("run", str(config)).returncode == 0
+    _switch(config, checkpoint=str(checkpoints[30]))
+    accept = ("--accept-regression", "retrained")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "deploy", "run", str(config), *accept],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    appears = tmp_path / "model_repository" / "tiny_onnx" / "2"
+    deadline = time.monotonic() + 600
+    while not appears.exists() and run.poll() is None and time.monotonic() < deadline:
+        pass  # spinning: the moment is milliseconds long
+    os.killpg(run.pid, signum)
+    run.wait(timeout=120)
+    time.sleep(1.0)
+    assert living_in_session(run.pid) == set()  # nothing of that run outlives it
+    for model in ("tiny_onnx", "tiny_python"):
+        for release in releases.releases(tmp_path / "model_repository" / model):
+            assert release.record is not None, (model, release)
+            assert releases.file_digests(tmp_path / "model_repository" / model / str(release.version)) == (
+                release.record.files
+            )
+
+    again = run_cli("run", str(config), *accept)
+    assert again.returncode == 0, again.stdout + again.stderr
+    repository = tmp_path / "model_repository"
+    assert _versions(tmp_path) == [1, 2] and _versions(tmp_path, "tiny_python") == [1, 2]
+    assert complete(repository, "tiny") == []
+    for model in ("tiny_onnx", "tiny_python"):
+        stamp = json.loads((repository / model / ".deploy.json").read_text())
+        assert {f"2/{f}" for f in releases.file_digests(repository / model / "2")} <= set(stamp["files"])
+        assert releases.served(repository / model) == {2}
+
+
 @pytest.mark.triton
-def test_the_record_holds_the_server_smoke_verified_on_and_the_int8_accuracy(
+def test_the_record_holds_the_server_the_int8_accuracy_bench_and_select(
     tmp_path: Path, checkpoints: dict[int, Path]
 ) -> None:
     config = _config(tmp_path, checkpoints[30])
@@ -206,6 +257,9 @@ def test_the_record_holds_the_server_smoke_verified_on_and_the_int8_accuracy(
     }
     data["stages"]["triton_config"].update(formats=["python"], precisions=["fp32", "int8"])
     data["stages"]["smoke"] = {"server": {"kind": "auto", "startup_timeout_s": 120}}
+    fast = {"warmup_ms": 10, "duration_s": 0.2, "iterations": 10, "batches": [1, 4]}
+    data["stages"]["bench"] = {**fast, "runtimes": ["onnxruntime", "onnxruntime_int8", "triton"]}
+    data["stages"]["select"] = {"objectives": [{"name": "latency", "metric": "latency"}]}
     config.write_text(yaml.safe_dump(data, sort_keys=False))
     done = run_cli("run", str(config))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -217,6 +271,18 @@ def test_the_record_holds_the_server_smoke_verified_on_and_the_int8_accuracy(
     quantize = next(s for s in summary["stages"] if s["stage"] == "quantize")["metrics"]["accuracy"]
     worst = min(o["min_sample_cosine"] for o in quantize["outputs"].values())
     assert int8.accuracy == {"int8 worst cosine to FP32": round(worst, 6)} and fp32.accuracy == {}
+    outputs = {s["stage"]: s["outputs"] for s in summary["stages"]}
+    bench = json.loads(Path(outputs["bench"]["results"]["path"]).read_text())["results"]
+    selection = json.loads(Path(outputs["select"]["selection"]["path"]).read_text())
+    (latency,) = selection["objectives"]
+    assert latency["model"] in {"tiny_python_int8", "tiny_python"}
+    for model, record in (("tiny_python_int8", int8), ("tiny_python", fp32)):
+        rows = [r for r in bench if r["runtime"] == f"triton:{model}"]
+        (single,) = [r for r in rows if r["batch"] == 1 and r.get("concurrency", 1) == 1]
+        assert record.latency_ms == round(single["median_ms"], 3)
+        assert record.throughput == round(max(r["items_per_s"] for r in rows), 2)
+        assert record.target == selection["target"] and "tritonserver" in record.target
+        assert record.selected_for == (["latency"] if latency["model"] == model else [])
 
 
 def test_the_report_conclusion_says_how_the_release_compares(tmp_path: Path) -> None:

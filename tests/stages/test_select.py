@@ -10,6 +10,7 @@ import yaml
 
 from deploy.pipeline.errors import ConfigError, StageError
 from deploy.runtimes.record import BenchResults, BenchRow
+from deploy.runtimes.selection_record import Basis, Selection, Verdict
 from deploy.serving.smoke_report import ModelResult, ModelStatus, ServerInfo, SmokeReport
 from deploy.stages.select import candidates, output, selection
 from deploy.stages.select.stage import Objective
@@ -59,7 +60,7 @@ def test_fp32_wins_over_an_int8_that_is_slower() -> None:
     decision = selection.decide(found, Objective(name="latency", metric="latency"))
     assert decision.winner is not None and decision.winner.candidate.runtime == "onnxruntime"
     int8 = next(e for e in decision.entries if e.candidate.runtime == "onnxruntime_int8")
-    assert int8.verdict is selection.Verdict.SLOWER
+    assert int8.verdict is Verdict.SLOWER
     assert "1.470 ms vs 1.400 ms (1.05x worse than onnx fp32 (onnxruntime))" in int8.reason
 
 
@@ -95,7 +96,7 @@ def test_throughput_compares_at_the_largest_measured_batch() -> None:
     decision = selection.decide(found, Objective(name="t", metric="throughput"))
     assert decision.batch == 8 and decision.winner.candidate.runtime == "onnxruntime_int8"
     eager = next(e for e in decision.entries if e.candidate.runtime == "eager")
-    assert eager.verdict is selection.Verdict.SKIPPED and eager.reason == "not measured in process at batch 8"
+    assert eager.verdict is Verdict.SKIPPED and eager.reason == "not measured in process at batch 8"
 
 
 def select_config(write_config, select: dict):
@@ -230,13 +231,13 @@ def test_selection_record_round_trip(tmp_path) -> None:
 
     found = gather(ROWS, {"tensorrt": "no engine"}, {"int8": 0.999})
     decisions = [selection.decide(found, Objective(name=m, metric=m)) for m in ("latency", "throughput")]
-    written = replace(selection.Selection.of(decisions, found), served={"latency": ["m_onnx"]})
+    written = replace(selection.record(decisions, found), served={"latency": ["m_onnx"]})
     path = tmp_path / "selection.json"
     path.write_text(json.dumps(written.to_json()))
-    back = selection.Selection.read(path)
+    back = Selection.read(path)
     assert back == written
     assert back.objectives[0].selected == "onnx fp32 (onnxruntime)"
-    assert {j.verdict for j in back.objectives[0].candidates} >= {selection.Verdict.SKIPPED}
+    assert {j.verdict for j in back.objectives[0].candidates} >= {Verdict.SKIPPED}
 
 
 def test_publish_selected_publishes_the_chosen_models_services_with_them(write_config, tmp_path) -> None:
@@ -304,7 +305,7 @@ def test_what_no_server_loaded_is_unverified_and_served_numbers_decide() -> None
     target = candidates.target_of(BenchResults(SERVED_ROWS, {}, HOST), SERVED)
     assert target.server and target.text.startswith("tritonserver 2.51.0 (auto server, backends python)")
     latency = selection.decide(found, Objective(name="latency", metric="latency"), server=True)
-    assert latency.basis is selection.Basis.SERVED
+    assert latency.basis is Basis.SERVED
     assert latency.winner.candidate.model == "m_python" and latency.winner.value == 40.0
     verdicts = {e.candidate.label: (e.verdict.value, e.reason) for e in latency.entries}
     assert verdicts["m_onnx_int8: onnx int8 (onnxruntime_int8)"] == (
@@ -338,10 +339,10 @@ def test_without_served_rows_in_process_numbers_decide_among_the_verified_only()
     rows = [r for r in SERVED_ROWS if not r.runtime.startswith("triton:")]
     found = gather(rows, {}, {"int8": 0.999}, SERVED)
     latency = selection.decide(found, Objective(name="latency", metric="latency"), server=True)
-    assert latency.basis is selection.Basis.IN_PROCESS
+    assert latency.basis is Basis.IN_PROCESS
     # onnxruntime_int8 is fastest in process; its verified model is m_python_int8.
     assert latency.winner.candidate.model == "m_python_int8" and latency.winner.value == 12.0
-    assert all(e.verdict is not selection.Verdict.SELECTED for e in latency.entries if e.candidate.unverified)
+    assert all(e.verdict is not Verdict.SELECTED for e in latency.entries if e.candidate.unverified)
 
 
 def test_with_nothing_verified_nothing_is_selected_and_the_message_says_why() -> None:
@@ -349,7 +350,7 @@ def test_with_nothing_verified_nothing_is_selected_and_the_message_says_why() ->
     found = gather(SERVED_ROWS[:3], {}, {"int8": 0.999}, nothing)
     decision = selection.decide(found, Objective(name="latency", metric="latency"), server=True)
     assert decision.winner is None
-    assert {e.verdict for e in decision.entries} == {selection.Verdict.UNVERIFIED}
+    assert {e.verdict for e in decision.entries} == {Verdict.UNVERIFIED}
 
 
 def test_the_verdict_compares_the_pick_with_eager_and_fp32_on_its_data() -> None:

@@ -46,6 +46,7 @@ def finish(
         ctx.conclusion_fact(FACT, said)
         raise RegressionRefused(_refusal(refused))
     _publish(ctx, params, decided, tree, base)
+    _mirror(ctx, decided)
     ctx.headline(headline(decided))
     ctx.conclusion_fact(FACT, headline(decided))
     _switch(params, decided)
@@ -55,18 +56,10 @@ def _switch(params: ReleaseParams, decided: list[ModelRelease]) -> None:
     """Every server told, every model it serves checked at the version now released;
     a server that did not switch fails the stage (what was published stays published)."""
     from deploy.pipeline.errors import StageFailed
-    from deploy.serving import switch
+    from deploy.serving.switch import switch_all
 
-    problems = []
-    for url in params.servers:
-        try:
-            serving = switch.loaded(url)
-        except OSError as exc:
-            problems.append(f"{url}: unreachable ({exc})")
-            continue
-        for model in decided:
-            if model.model in serving and model.version is not None:
-                problems += [p for p in [switch.switch(url, model.model, model.version)] if p]
+    released = {m.model: m.version for m in decided if m.version is not None}
+    problems = switch_all(params.servers, released)
     if problems:
         raise StageFailed(f"published, but not every server switched: {'; '.join(problems)}")
 
@@ -74,6 +67,7 @@ def _switch(params: ReleaseParams, decided: list[ModelRelease]) -> None:
 def _publish(
     ctx: StageContext, params: ReleaseParams, decided: list[ModelRelease], tree: Path, base: ReleaseRecord
 ) -> None:
+    from deploy.pipeline.publish import write_manifest_here
     from deploy.stages.release import versions
 
     repository = ctx.config.repository
@@ -90,12 +84,33 @@ def _publish(
                 **verified(ctx, model.model),
             )
             versions.release(repository / model.model, candidate, record, params.keep)
-    versions.manifest(repository, ctx.config.name, [m.model for m in decided])
+        elif model.action is ReleaseAction.UNCHANGED:  # finishes a release killed after its rename
+            versions.settle(
+                repository / model.model, tree / model.model / "config.pbtxt", params.keep, base.pipeline
+            )
+    write_manifest_here(repository, ctx.config.name, [m.model for m in decided])
+
+
+def _mirror(ctx: StageContext, decided: list[ModelRelease]) -> None:
+    """With `publish_to`, the remote repository follows the local one: every model, the
+    unchanged ones too (so a release killed half way through the upload is finished)."""
+    from deploy.serving.publishing import publishing
+    from deploy.serving.release_mirror import mirror
+
+    remote = publishing(ctx.config).remote
+    if remote:
+        changed = mirror(ctx.config.repository, remote, ctx.config.name, [m.model for m in decided])
+        ctx.record("published_to", {"remote": remote, "changed": changed})
 
 
 def verified(ctx: StageContext, model: str) -> dict[str, Any]:
-    """What the run's own checks said of the model: the server smoke loaded it on and
-    its outcome there, and for a reduced-precision model its worst cosine to FP32."""
+    """What the run's own checks said of the model: the server smoke loaded it on and its
+    outcome there, a reduced-precision model's worst cosine to FP32, bench's latency and
+    throughput through the server, and the target and objectives select chose it for."""
+    return {**_smoke(ctx, model), **_bench(ctx, model), **_selection(ctx, model)}
+
+
+def _smoke(ctx: StageContext, model: str) -> dict[str, Any]:
     from deploy.gates.accuracy_report import AccuracyReport
     from deploy.serving.smoke_report import SmokeReport
 
@@ -114,6 +129,30 @@ def verified(ctx: StageContext, model: str) -> dict[str, Any]:
         if worst:
             found["accuracy"] = {f"{precision} worst cosine to FP32": round(min(worst), 6)}
     return found
+
+
+def _bench(ctx: StageContext, model: str) -> dict[str, Any]:
+    """bench's rows of the model through the server: the median latency of one stream at
+    batch 1, the most items/s any of its rows reached."""
+    from deploy.runtimes.record import BenchResults
+
+    if "results" not in ctx.inputs:
+        return {}
+    rows = [r for r in BenchResults.read(ctx.input("results")).rows if r.runtime == f"triton:{model}"]
+    single = [r for r in rows if r.batch == 1 and r.load == "1"]
+    found: dict[str, Any] = {"latency_ms": round(single[0].median_ms, 3)} if single else {}
+    if rows:
+        found["throughput"] = round(max(r.items_per_s for r in rows), 2)
+    return found
+
+
+def _selection(ctx: StageContext, model: str) -> dict[str, Any]:
+    from deploy.runtimes.selection_record import Selection
+
+    if "selection" not in ctx.inputs:
+        return {}
+    chosen = Selection.read(ctx.input("selection"))
+    return {"target": chosen.target, "selected_for": chosen.objectives_of(model)}
 
 
 def _refusal(refused: list[ModelRelease]) -> str:

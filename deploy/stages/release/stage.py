@@ -220,16 +220,16 @@ def check(params: ReleaseParams, config: DeployConfig) -> list[Issue]:
 SPEC = StageSpec(
     phase=Phase.RELEASE,
     name="release",
-    version=1,
+    version=2,  # 2: bench's numbers and select's target in the records
     params=ReleaseParams,
-    inputs=("repository", "golden", "smoke", "accuracy_int8", "accuracy_fp16"),
+    inputs=("repository", "golden", "smoke", "accuracy_int8", "accuracy_fp16", "results", "selection"),
     outputs=(Artifact("release", filename="release.json"),),
     run=run,
     env=("onnxruntime", "numpy"),
     identity=identity,
     observes=observes,
-    optional_inputs=frozenset({"smoke", "accuracy_int8", "accuracy_fp16"}),
-    if_configured=frozenset({"smoke", "accuracy_int8", "accuracy_fp16"}),
+    optional_inputs=frozenset({"smoke", "accuracy_int8", "accuracy_fp16", "results", "selection"}),
+    if_configured=frozenset({"smoke", "accuracy_int8", "accuracy_fp16", "results", "selection"}),
     check=check,
     description="publishes each changed model as a new Triton version after comparing it with the deployed one "
     "(outputs and speed, side by side); a regression is refused unless accepted with a reason",

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from deploy.stages.select.selection import Decision, Standing, Verdict
+from deploy.runtimes.selection_record import Verdict
+from deploy.stages.select.selection import Decision, Standing
 
 COLORS = {Verdict.SELECTED: "#1e8e3e", Verdict.UNVERIFIED: "#9aa0a6", Verdict.REJECTED: "#d93025"}
 OTHER = "#4285f4"

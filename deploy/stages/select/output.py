@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from deploy.runtimes.selection_record import Basis
 from deploy.stages.select.candidates import Target
-from deploy.stages.select.selection import Basis, Candidate, Decision
+from deploy.stages.select.selection import Candidate, Decision
 
 
 def quoted(names: list[str]) -> str:

@@ -1,22 +1,16 @@
-"""The select stage's decision, as typed records: candidates (what deploys, with its
-measured rows and accuracy, and whether the target verified it), and per objective the
-winner and every other candidate's verdict with its reason, and `Selection`,
-selection.json (a versioned record). Stdlib and the shared records only."""
+"""The select stage's decision: candidates (what deploys, with its measured rows and
+accuracy, and whether the target verified it), and per objective the winner and every
+other candidate's verdict with its reason; `record` turns the decisions into
+selection.json (`runtimes.selection_record`). Stdlib and the shared records only."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
-from enum import Enum
-from pathlib import Path
-from typing import Any, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
 
-from deploy.pipeline.records import SchemaMismatch, expect_schema
 from deploy.runtimes.record import BenchRow
-
-# selection.json's layout; bumped with the select stage's version (see pipeline/records.py).
-SCHEMA = 2  # 2: the target, each decision's basis, served models and unverified candidates
+from deploy.runtimes.selection_record import Basis, Chosen, Judged, Selection, Verdict
 
 
 class Goal(Protocol):
@@ -32,21 +26,6 @@ class Goal(Protocol):
     def percentile(self) -> float | None: ...
     @property
     def min_cosine(self) -> float | None: ...
-
-
-class Verdict(str, Enum):
-    SELECTED = "selected"
-    SLOWER = "slower"
-    REJECTED = "rejected"  # measured, but breaks a constraint
-    UNVERIFIED = "unverified"  # the target never loaded / checked it: not a choice for it
-    SKIPPED = "skipped"  # not measured at all
-
-
-class Basis(str, Enum):
-    """Which numbers a decision compares."""
-
-    SERVED = "served"  # bench's end-to-end rows through the target server
-    IN_PROCESS = "in-process"  # bench's rows of the runtime in its own process
 
 
 @dataclass(frozen=True)
@@ -223,82 +202,24 @@ def served_pick(decision: Decision, serves: Callable[[Candidate], list[str]]) ->
     return next((e for e in contenders if serves(e.candidate)), None)
 
 
-# -- selection.json -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Judged:
-    """One candidate's line in selection.json."""
-
-    runtime: str
-    format: str
-    precision: str
-    verdict: Verdict
-    value: float | None
-    reason: str
-    model: str = ""
-
-
-@dataclass(frozen=True)
-class Chosen:
-    """One objective in selection.json: what won, at which batch, on which numbers, and
-    every verdict; `model`, the Triton model to deploy (where the target is a server)."""
-
-    name: str
-    metric: str
-    batch: int | None
-    selected: str | None
-    candidates: list[Judged]
-    basis: str = Basis.IN_PROCESS.value
-    model: str | None = None
-
-
-@dataclass(frozen=True)
-class Selection:
-    """selection.json: the target the decision holds for; per objective the pick and every
-    verdict; the worst cosine to FP32 per reduced-precision runtime; and, where a repository
-    was given, its models that serve each objective's pick."""
-
-    objectives: list[Chosen]
-    accuracy: dict[str, float]
-    served: dict[str, list[str]] | None = None
-    target: str = ""
-
-    @classmethod
-    def of(cls, decisions: list[Decision], found: list[Candidate], target: str = "") -> Selection:
-        chosen = [
-            Chosen(
-                d.objective.name,
-                d.objective.metric,
-                d.batch,
-                d.winner_label(),
-                [_judged(e) for e in d.entries],
-                d.basis.value,
-                d.winner.candidate.model or None if d.winner else None,
-            )
-            for d in decisions
-        ]
-        accuracy = {c.runtime: c.cosine for c in found if c.cosine is not None}
-        return cls(chosen, accuracy, target=target)
-
-    def to_json(self) -> dict[str, object]:
-        data = {"schema": SCHEMA, **asdict(self)}
-        return data if self.served is not None else {k: v for k, v in data.items() if k != "served"}
-
-    @classmethod
-    def read(cls, path: Path) -> Selection:
-        data = expect_schema(json.loads(path.read_text()), str(path), SCHEMA)
-        try:
-            objectives = [_chosen(o) for o in data["objectives"]]  # type: ignore[attr-defined]
-            return cls(objectives, dict(data["accuracy"]), data.get("served"), str(data["target"]))  # type: ignore[call-overload, arg-type]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SchemaMismatch(f"{path}: not a selection record ({type(exc).__name__}: {exc})") from exc
+def record(decisions: list[Decision], found: list[Candidate], target: str = "") -> Selection:
+    """selection.json of these decisions."""
+    chosen = [
+        Chosen(
+            d.objective.name,
+            d.objective.metric,
+            d.batch,
+            d.winner_label(),
+            [_judged(e) for e in d.entries],
+            d.basis.value,
+            d.winner.candidate.model or None if d.winner else None,
+        )
+        for d in decisions
+    ]
+    accuracy = {c.runtime: c.cosine for c in found if c.cosine is not None}
+    return Selection(chosen, accuracy, target=target)
 
 
 def _judged(e: Standing) -> Judged:
     c = e.candidate
     return Judged(c.runtime, c.format, c.precision, e.verdict, e.value, e.reason, c.model)
-
-
-def _chosen(data: Mapping[str, Any]) -> Chosen:
-    judged = [Judged(**{**j, "verdict": Verdict(j["verdict"])}) for j in data["candidates"]]
-    fields = (data["name"], data["metric"], data["batch"], data["selected"], judged)
-    return Chosen(*fields, data["basis"], data["model"])

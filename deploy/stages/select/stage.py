@@ -26,6 +26,7 @@ from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, Sta
 from deploy.pipeline.errors import StageFailed
 from deploy.runtimes.catalog import CATALOG, BenchRuntime
 from deploy.runtimes.record import BenchResults
+from deploy.runtimes.selection_record import Verdict
 from deploy.serving.publishing import when_selected
 from deploy.serving.service import Role
 from deploy.serving.service_record import service_name
@@ -104,7 +105,7 @@ def run(ctx: StageContext, params: SelectParams) -> None:
     if not any(c.rows or c.served for c in found):
         raise StageFailed("select: the bench stage measured no in-process runtime to choose from")
     decisions = [selection.decide(found, o, params.min_gain, target.server) for o in params.objectives]
-    chosen = selection.Selection.of(decisions, found, target.text)
+    chosen = selection.record(decisions, found, target.text)
     ctx.record("selection", {d.objective.name: d.winner_label() for d in decisions})
     ctx.record("target", target.text)
     ctx.headline(output.headline(decisions, target, ctx.config.repository))
@@ -121,9 +122,7 @@ def run(ctx: StageContext, params: SelectParams) -> None:
 
 
 def _unmet_message(unmet: list[str], decisions: list[selection.Decision], target: Any) -> str:
-    unverified = {
-        e.candidate.label for d in decisions for e in d.entries if e.verdict is selection.Verdict.UNVERIFIED
-    }
+    unverified = {e.candidate.label for d in decisions for e in d.entries if e.verdict is Verdict.UNVERIFIED}
     why = f" ({len(unverified)} candidate(s) unverified on {target.text})" if unverified else ""
     return (
         f"select: no candidate meets the constraints of {output.quoted(unmet)}{why}; every verdict is in the "

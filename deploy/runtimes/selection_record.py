@@ -1,0 +1,97 @@
+"""selection.json, the select stage's versioned record, as typed records: the target the
+decision holds for, per objective the pick and every candidate's verdict, and the models
+that serve each pick. Here, beside bench.json's record, because stages other than select
+read it (release keeps the target in its release records) and a stage imports no other
+stage. Stdlib and the engine's record check only."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from deploy.pipeline.records import SchemaMismatch, expect_schema
+
+# selection.json's layout; bumped with the select stage's version (see pipeline/records.py).
+SCHEMA = 2  # 2: the target, each decision's basis, served models and unverified candidates
+
+
+class Verdict(str, Enum):
+    SELECTED = "selected"
+    SLOWER = "slower"
+    REJECTED = "rejected"  # measured, but breaks a constraint
+    UNVERIFIED = "unverified"  # the target never loaded / checked it: not a choice for it
+    SKIPPED = "skipped"  # not measured at all
+
+
+class Basis(str, Enum):
+    """Which numbers a decision compares."""
+
+    SERVED = "served"  # bench's end-to-end rows through the target server
+    IN_PROCESS = "in-process"  # bench's rows of the runtime in its own process
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One candidate's line in selection.json."""
+
+    runtime: str
+    format: str
+    precision: str
+    verdict: Verdict
+    value: float | None
+    reason: str
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """One objective in selection.json: what won, at which batch, on which numbers, and
+    every verdict; `model`, the Triton model to deploy (where the target is a server)."""
+
+    name: str
+    metric: str
+    batch: int | None
+    selected: str | None
+    candidates: list[Judged]
+    basis: str = Basis.IN_PROCESS.value
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """selection.json: the target the decision holds for; per objective the pick and every
+    verdict; the worst cosine to FP32 per reduced-precision runtime; and, where a repository
+    was given, its models that serve each objective's pick."""
+
+    objectives: list[Chosen]
+    accuracy: dict[str, float]
+    served: dict[str, list[str]] | None = None
+    target: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        data = {"schema": SCHEMA, **asdict(self)}
+        return data if self.served is not None else {k: v for k, v in data.items() if k != "served"}
+
+    @classmethod
+    def read(cls, path: Path) -> Selection:
+        data = expect_schema(json.loads(path.read_text()), str(path), SCHEMA)
+        try:
+            objectives = [_chosen(o) for o in data["objectives"]]  # type: ignore[attr-defined]
+            return cls(objectives, dict(data["accuracy"]), data.get("served"), str(data["target"]))  # type: ignore[call-overload, arg-type]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SchemaMismatch(f"{path}: not a selection record ({type(exc).__name__}: {exc})") from exc
+
+    def objectives_of(self, model: str) -> list[str]:
+        """The objectives `model` serves (the pick, or the served model chosen for it)."""
+        served = self.served or {}
+        return [o.name for o in self.objectives if o.model == model or model in served.get(o.name, [])]
+
+
+def _chosen(data: Mapping[str, Any]) -> Chosen:
+    judged = [Judged(**{**j, "verdict": Verdict(j["verdict"])}) for j in data["candidates"]]
+    fields = (data["name"], data["metric"], data["batch"], data["selected"], judged)
+    return Chosen(*fields, data["basis"], data["model"])
