@@ -16,6 +16,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -119,10 +120,80 @@ def test_a_server_reading_s3_switches_with_no_failed_request(
         assert body == (local / rel).read_bytes(), rel
 
 
-def _release_and_roll_back(
+def test_a_server_polling_the_repository_switches_by_itself_with_no_failed_request(
+    tmp_path: Path, checkpoints: dict[int, Path]
+) -> None:
+    """A tritonserver in poll mode (no `servers` to tell): the release's new version dir
+    appears by one rename and the server moves to it by itself; the rollback's
+    config.pbtxt (version_policy) moves it back. Every request is answered meanwhile."""
+    from deploy.serving import tritonserver
+    from deploy.serving.spec import ServerSpec
+
+    config, data = _released_v1(tmp_path, checkpoints, {}, {})
+    http_port, grpc_port, metrics_port = _free_ports(3)
+    url = f"127.0.0.1:{http_port}"
+    launch = tritonserver.locate(ServerSpec(), tmp_path)
+    command = [
+        str(launch.binary),
+        f"--model-repository={tmp_path / 'model_repository'}",
+        "--model-control-mode=poll",
+        "--repository-poll-secs=1",
+        "--exit-on-error=false",  # tiny_onnx: this server has no onnxruntime backend
+        f"--http-port={http_port}",
+        f"--grpc-port={grpc_port}",
+        f"--metrics-port={metrics_port}",
+        *([f"--backend-directory={launch.backend_dir}"] if launch.backend_dir else []),
+    ]
+    log = tmp_path / "poll-server.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=launch.env)
+    x = np.load(checkpoints[8].parent / "test.npy")[:4].astype(np.float32)
+    client = Client(url, x)
+    model_dir = tmp_path / "model_repository" / "tiny_python"
+    try:
+        _wait_ready(url, server)
+        client.start()
+        time.sleep(1.0)
+        data["model"]["checkpoint"] = str(checkpoints[30])
+        data["stages"]["release"] = {"accept_regression": "retrained for 30 epochs"}
+        config.write_text(yaml.safe_dump(data, sort_keys=False))
+        released = run_cli("run", str(config))
+        assert released.returncode == 0, released.stdout + released.stderr
+        _wait_answers(client, _reference(model_dir / "2" / "model.onnx", x))
+        switched = len(client.answers)
+        rolled = run_cli("rollback", str(config))
+        assert rolled.returncode == 0, rolled.stdout + rolled.stderr
+        _wait_answers(client, _reference(model_dir / "1" / "model.onnx", x))
+    finally:
+        client.stop.set()
+        if client.is_alive():
+            client.join(timeout=30)
+        server.terminate()
+        server.wait(timeout=60)
+    _check(client, switched, model_dir)
+
+
+def _wait_ready(url: str, server: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 180
+    while not _ready(f"http://{url}/v2/models/tiny_python/ready"):
+        assert time.monotonic() < deadline and server.poll() is None, "the server never became ready"
+        time.sleep(0.5)
+
+
+def _wait_answers(client: Client, expected: np.ndarray) -> None:
+    """Until the client's answers are `expected` (the server polled its way there), and a
+    second more of requests after."""
+    deadline = time.monotonic() + 120
+    while not (client.answers and np.allclose(client.answers[-1], expected, atol=1e-4)):
+        assert time.monotonic() < deadline, "the polling server never switched"
+        time.sleep(0.2)
+    time.sleep(1.0)
+
+
+def _released_v1(
     tmp_path: Path, checkpoints: dict[int, Path], env: dict[str, str], triton: dict[str, str]
-) -> tuple[Client, int]:
-    """v1 served, a client sending, v2 released to the live server, then rolled back."""
+) -> tuple[Path, dict[str, Any]]:
+    """The 8-epoch checkpoint released as v1."""
     data = tiny_dict(tmp_path)
     data["model"]["checkpoint"] = str(checkpoints[8])
     formats = {"formats": ["onnx", "python"], "max_batch_size": 16, "publish": "released", **triton}
@@ -136,6 +207,14 @@ def _release_and_roll_back(
     config.write_text(yaml.safe_dump(data, sort_keys=False))
     first = run_cli("run", str(config), env=env)
     assert first.returncode == 0, first.stdout + first.stderr
+    return config, data
+
+
+def _release_and_roll_back(
+    tmp_path: Path, checkpoints: dict[int, Path], env: dict[str, str], triton: dict[str, str]
+) -> tuple[Client, int]:
+    """v1 served, a client sending, v2 released to the live server, then rolled back."""
+    config, data = _released_v1(tmp_path, checkpoints, env, triton)
 
     http_port, grpc_port, metrics_port = _free_ports(3)
     url = f"127.0.0.1:{http_port}"
@@ -157,10 +236,7 @@ def _release_and_roll_back(
     x = np.load(checkpoints[8].parent / "test.npy")[:4].astype(np.float32)  # real held-out digits
     client = Client(url, x)
     try:
-        deadline = time.monotonic() + 180
-        while not _ready(f"http://{url}/v2/models/tiny_python/ready"):
-            assert time.monotonic() < deadline and server.poll() is None, "the server never became ready"
-            time.sleep(0.5)
+        _wait_ready(url, server)
         client.start()
         time.sleep(1.0)
         data["model"]["checkpoint"] = str(checkpoints[30])
