@@ -332,6 +332,8 @@ class Runner:
     ) -> None:
         for artifact in node.spec.outputs:
             result.outputs[artifact.name] = self.store.ingest(workdir / artifact.relpath, artifact.kind)
+        key, parts = self._after(node, key, parts)
+        result.key = key
         entry = Entry(
             node.name,
             key,
@@ -343,6 +345,16 @@ class Runner:
         )
         self.store.commit(entry)
         self._accept(node, key, parts, result)
+
+    def _after(self, node: Node, key: str, parts: KeyParts) -> tuple[str, KeyParts]:
+        """A stage that observes state outside the cache may change it (a release publishes
+        into the repository it compares with): its entry is kept under the state it left,
+        so the next run finds it, while a return to the state before (the repository
+        deleted) misses and runs the stage again."""
+        if node.spec.observes is None:
+            return key, parts
+        after = stage_parts(node, self.project, self.resolved, frozenset(self.absent))
+        return (key, parts) if after is None else (after.key, after)
 
     # -- summary ---------------------------------------------------------------------------
     def _write_summary(self, results: list[StageResult], seconds: float, outcome: RunStatus) -> None:

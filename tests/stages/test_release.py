@@ -198,6 +198,30 @@ def test_rollback_serves_the_earlier_version_and_a_release_does_not_bring_it_bac
     assert missing.returncode == ExitCode.STAGE and "no v9" in missing.stdout + missing.stderr
 
 
+def test_a_deleted_repository_is_released_again_and_a_settled_one_is_a_cache_hit(
+    tmp_path: Path, checkpoints: dict[int, Path]
+) -> None:
+    """The stage's entry is kept under the repository state it left: the next run finds
+    it, and a run after the repository was deleted publishes v1 again, never reports a
+    release that is not there."""
+    import shutil
+
+    config = _config(tmp_path, checkpoints[8])
+    assert run_cli("run", str(config)).returncode == 0
+    settled = run_cli("run", str(config), "-v")
+    assert settled.returncode == 0 and _status(settled.stdout, "release") == "cached", settled.stdout
+    shutil.rmtree(tmp_path / "model_repository")
+    again = run_cli("run", str(config))
+    assert again.returncode == 0 and _status(again.stdout, "release") == "ran", again.stdout
+    assert _versions(tmp_path) == [1] and _versions(tmp_path, "tiny_python") == [1]
+    assert "first release: tiny_onnx v1" in again.stdout
+
+
+def _status(stdout: str, stage: str) -> str:
+    line = next(line for line in stdout.splitlines() if line.startswith(f"{stage} "))
+    return line.split()[1]
+
+
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGHUP])
 def test_a_release_killed_as_its_version_appears_is_finished_by_the_next_run(
     tmp_path: Path, checkpoints: dict[int, Path], signum: int
