@@ -16,6 +16,7 @@ RUNTIMES = {
     ".onnx": BenchRuntime.ONNXRUNTIME,
     ".pt": BenchRuntime.TORCHSCRIPT,
     ".ts": BenchRuntime.TORCHSCRIPT,
+    ".xml": BenchRuntime.OPENVINO,  # an OpenVINO IR, model.bin beside it
 }
 
 
@@ -44,7 +45,10 @@ def bench_file(model: Path, request: BenchRequest) -> None:
 
     chosen = _runtime(model, request.runtime)
     settings = _settings(request)
-    make = calls.onnxruntime if chosen == BenchRuntime.ONNXRUNTIME else calls.torchscript
+    make = {
+        BenchRuntime.ONNXRUNTIME: calls.onnxruntime,
+        BenchRuntime.OPENVINO: calls.openvino,
+    }.get(BenchRuntime(chosen), calls.torchscript)
     try:
         call, batch = make(model, calls.parse_shapes(request.shapes), request.threads)
     except ConfigError as exc:  # a --shapes problem is a command-line problem
@@ -98,7 +102,7 @@ def _runtime(model: Path, runtime: str) -> str:
         runtime = RUNTIMES.get(model.suffix, "")
     if runtime not in set(RUNTIMES.values()):
         raise typer.BadParameter(
-            f"cannot tell the runtime of '{model.name}'; pass onnxruntime or torchscript",
+            f"cannot tell the runtime of '{model.name}'; pass onnxruntime, torchscript or openvino",
             param_hint="--runtime",
         )
     return runtime

@@ -327,7 +327,9 @@ def bench(
     export_times: Annotated[
         Path | None, typer.Option("--exportTimes", help="Write per-call times (JSON).")
     ] = None,
-    runtime: Annotated[str, typer.Option("--runtime", help="auto | onnxruntime | torchscript.")] = "auto",
+    runtime: Annotated[
+        str, typer.Option("--runtime", help="auto | onnxruntime | torchscript | openvino.")
+    ] = "auto",
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="Intra-op threads.")] = None,
     streams: Annotated[
         int, typer.Option("--streams", "--concurrency", min=1, help="Parallel closed-loop streams.")

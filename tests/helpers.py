@@ -23,7 +23,19 @@ from deploy.pipeline.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.yaml"
-HEAVY = ("torch", "onnx", "onnxruntime", "onnxsim", "tensorrt", "tritonclient", "fsspec", "s3fs", "botocore")
+HEAVY = (
+    "torch",
+    "onnx",
+    "onnxruntime",
+    "onnxsim",
+    "tensorrt",
+    "tritonclient",
+    "fsspec",
+    "s3fs",
+    "botocore",
+    "openvino",
+    "nncf",
+)
 
 
 def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,8 @@ class BenchRuntime(StrEnum):
     ONNXRUNTIME = "onnxruntime"
     ONNXRUNTIME_INT8 = "onnxruntime_int8"
     ONNXRUNTIME_FP16 = "onnxruntime_fp16"
+    OPENVINO = "openvino"
+    OPENVINO_FP16 = "openvino_fp16"
     TENSORRT = "tensorrt"
     TRITON = "triton"
 
@@ -34,6 +36,9 @@ CATALOG: dict[BenchRuntime, Deploys] = {
     BenchRuntime.ONNXRUNTIME: Deploys("onnx", "onnx", "fp32", ("onnx", "python")),
     BenchRuntime.ONNXRUNTIME_INT8: Deploys("onnx_int8", "onnx", "int8", ("onnx", "python")),
     BenchRuntime.ONNXRUNTIME_FP16: Deploys("onnx_fp16", "onnx", "fp16", ("onnx", "python")),
+    # No Triton format yet: the in-process rows of OpenVINO on this CPU.
+    BenchRuntime.OPENVINO: Deploys("openvino", "openvino", "fp32"),
+    BenchRuntime.OPENVINO_FP16: Deploys("openvino_fp16", "openvino", "fp16 weights"),
     BenchRuntime.TENSORRT: Deploys("engine", "tensorrt", "engine", ("plan",)),
     BenchRuntime.TRITON: Deploys("repository", "triton", "as served"),
 }

@@ -39,6 +39,12 @@ def make(runtime: str, ctx: StageContext, feeds: Feeds, device: Device, threads:
         from deploy.runtimes.onnxrt import OnnxRuntime
 
         return OnnxRuntime(ctx.input(artifact_of(runtime)), device, threads).timed(feeds)
+    if runtime.startswith("openvino"):
+        from deploy.runtimes.openvinort import OpenVino
+
+        model = OpenVino(ctx.input(artifact_of(runtime)), threads=threads)
+        ctx.record(f"{runtime}_settings", model.settings())  # the streams and threads its hint chose
+        return model.timed(feeds)
     if runtime == BenchRuntime.TENSORRT:
         from deploy.runtimes.tensorrt import TensorRTEngine
 
@@ -66,6 +72,21 @@ def onnxruntime(
     }
     _unknown(shapes, feeds)
     return model.timed(feeds).call, _batch(feeds)
+
+
+def openvino(
+    path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None
+) -> tuple[Callable[[], Any], int]:
+    from deploy.runtimes.arrays import random_array
+    from deploy.runtimes.openvinort import OpenVino
+
+    model = OpenVino(path, threads=threads)
+    feeds = {
+        name: random_array(_shape(name, shape, shapes), dtype)
+        for name, (shape, dtype) in model.input_types().items()
+    }
+    _unknown(shapes, feeds)
+    return model.call_per_thread(feeds), _batch(feeds)
 
 
 def torchscript(

@@ -22,6 +22,7 @@ from pydantic import Field, PositiveFloat, PositiveInt
 from deploy.pipeline.config import DeployConfig, Frozen
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from deploy.pipeline.errors import Issue, StageFailed
+from deploy.pipeline.keys import dist_version
 from deploy.runtimes.base import Device
 from deploy.runtimes.catalog import CATALOG, BenchRuntime, artifact_of
 from deploy.runtimes.devices import host_identity
@@ -99,7 +100,9 @@ class BenchParams(MeasureSettings):
 
 def identity(params: BenchParams) -> Mapping[str, object]:
     served = server_identity(params.triton.server) if BenchRuntime.TRITON in params.runtimes else {}
-    return {**host_identity(), **served}
+    openvino = any(r.startswith("openvino") for r in params.runtimes)
+    # Only where timed: every other config's bench keys stay as they were.
+    return {**host_identity(), **served, **({"openvino": dist_version("openvino")} if openvino else {})}
 
 
 def batch_sizes(params: BenchParams, ctx: StageContext) -> list[int]:

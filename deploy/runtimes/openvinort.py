@@ -1,0 +1,94 @@
+"""OpenVINO on the CPU, from an IR (model.xml + model.bin). Imports openvino.
+
+FP32 stays FP32: the CPU plugin may otherwise compute in bf16 on CPUs that have it, which
+is another precision than the one verified; an FP16-compressed IR's weights are
+decompressed and computed in FP32 the same way."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from enum import StrEnum
+from pathlib import Path
+
+import numpy as np
+import openvino as ov
+
+from deploy.pipeline.errors import StageFailed, first_line
+from deploy.runtimes.base import Feeds
+from deploy.runtimes.timing import Timed
+
+IR_FILE = "model.xml"
+
+
+class Hint(StrEnum):
+    """OpenVINO's performance hint: the plugin picks streams and threads for it."""
+
+    LATENCY = "LATENCY"
+    THROUGHPUT = "THROUGHPUT"
+
+
+class OpenVino:
+    def __init__(
+        self,
+        path: Path,
+        hint: Hint = Hint.LATENCY,
+        threads: int | None = None,
+        outputs: Sequence[str] | None = None,
+    ) -> None:
+        xml = path / IR_FILE if path.is_dir() else path
+        config: dict[str, str] = {"PERFORMANCE_HINT": hint.value, "INFERENCE_PRECISION_HINT": "f32"}
+        if threads:
+            config["INFERENCE_NUM_THREADS"] = str(threads)
+        try:
+            self.compiled = ov.Core().compile_model(str(xml), "CPU", config)
+        except Exception as exc:
+            raise StageFailed(f"OpenVINO cannot load {xml}: {first_line(exc)}") from exc
+        have = [o.get_any_name() for o in self.compiled.outputs]
+        missing = sorted(set(outputs or ()) - set(have))
+        if missing:
+            raise StageFailed(f"the OpenVINO model has no output(s) {missing} (it has {have})")
+        self._outputs = tuple(outputs or have)
+        self.request = self.compiled.create_infer_request()
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return self._outputs
+
+    def settings(self) -> dict[str, object]:
+        """What the hint chose: streams and threads (reported beside the numbers)."""
+        return {
+            "hint": str(self.compiled.get_property("PERFORMANCE_HINT")),
+            "streams": int(self.compiled.get_property("NUM_STREAMS")),
+            "threads": int(self.compiled.get_property("INFERENCE_NUM_THREADS")),
+        }
+
+    def input_types(self) -> dict[str, tuple[list[int | None], str]]:
+        """name -> (declared shape, None where dynamic; dtype name), for `deploy bench`."""
+        return {
+            port.get_any_name(): (
+                [d.get_length() if d.is_static else None for d in port.get_partial_shape()],
+                str(np.dtype(port.get_element_type().to_dtype())),
+            )
+            for port in self.compiled.inputs
+        }
+
+    def call_per_thread(self, feeds: Feeds) -> Callable[[], object]:
+        """A call that each thread makes on its own infer request (one is not thread-safe):
+        `deploy bench --streams N` calls it from N threads."""
+        fixed, local = dict(feeds), threading.local()
+
+        def call() -> object:
+            if not hasattr(local, "request"):
+                local.request = self.compiled.create_infer_request()
+            return local.request.infer(fixed)
+
+        return call
+
+    def infer(self, feeds: Feeds) -> dict[str, np.ndarray]:
+        result = self.request.infer(dict(feeds))
+        return {name: np.array(result[self.compiled.output(name)]) for name in self._outputs}
+
+    def timed(self, feeds: Feeds) -> Timed:
+        fixed = dict(feeds)
+        return Timed(lambda: self.request.infer(fixed))

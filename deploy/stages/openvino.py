@@ -1,0 +1,111 @@
+"""openvino: the simplified ONNX converted to OpenVINO IR (model.xml + model.bin), once in
+FP32 and once with its weights compressed to FP16 (computed in FP32 on the CPU: half the
+file, the same arithmetic), dynamic axes kept. Each IR answers the golden inputs (min,
+opt, max) in OpenVINO and is checked against eager PyTorch's answers.
+
+From the ONNX rather than from the PyTorch module: the ONNX is the artifact every other
+format was verified from (its dynamic axes, names and parity are settled), converting it
+needs no torch in the stage, and on resnet50 the two IRs time alike (benchmarks/openvino.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from deploy.gates.tolerance import Tolerance
+from deploy.modelio.onnx_files import MODEL_FILE
+from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Section, StageContext, StageSpec
+from deploy.pipeline.errors import StageFailed
+
+IR_FILE = "model.xml"  # with model.bin beside it
+
+
+class OpenVinoParams(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    tolerance: Tolerance = Field(
+        Tolerance(), description="FP32 IR (OpenVINO, CPU) vs eager outputs on the golden inputs."
+    )
+    fp16_tolerance: Tolerance = Field(
+        Tolerance(atol=1e-2, rtol=1e-2, min_cosine=0.999),
+        description="The IR with FP16-compressed weights vs eager outputs on the golden inputs.",
+    )
+
+
+def run(ctx: StageContext, params: OpenVinoParams) -> None:
+    import openvino as ov
+
+    model = ov.convert_model(str(_onnx_file(ctx.input("onnx"))))
+    _check_dynamic_axes(ctx, model)
+    checked = []
+    for artifact, fp16, tolerance in (
+        ("openvino", False, params.tolerance),
+        ("openvino_fp16", True, params.fp16_tolerance),
+    ):
+        xml = ctx.output(artifact)  # the tree's entry: model.bin is written beside it
+        xml.parent.mkdir(parents=True, exist_ok=True)
+        ov.save_model(model, str(xml), compress_to_fp16=fp16)
+        checked.append(_parity(ctx, artifact, xml, tolerance))
+    sizes = [_size(ctx.output(a).parent) for a in ("openvino", "openvino_fp16")]
+    ctx.headline(f"IR {sizes[0] / 1e6:.1f} MB, FP16 weights {sizes[1] / 1e6:.1f} MB; " + "; ".join(checked))
+
+
+def _onnx_file(tree: Path) -> Path:
+    return tree / MODEL_FILE if tree.is_dir() else tree
+
+
+def _parity(ctx: StageContext, artifact: str, xml: Path, tolerance: Tolerance) -> str:
+    """The IR against eager on the golden inputs: recorded, reported, gated."""
+    from deploy.gates import parity, references
+    from deploy.gates.detection_parity import layout_of
+    from deploy.runtimes.openvinort import OpenVino
+
+    golden = references.load(ctx.input("golden"))
+    runtime = OpenVino(xml, outputs=ctx.config.output_names())
+    table = parity.compare(references.run(runtime, golden), golden, tolerance, layout_of(ctx.config))
+    ctx.record(f"{artifact}_parity", parity.to_json(table))
+    what = "FP32 IR" if artifact == "openvino" else "FP16-weight IR"
+    ctx.report_table(
+        f"{what} (OpenVINO, CPU) vs eager", parity.REPORT_COLUMNS, parity.report_rows(what, table)
+    )
+    parity.gate(f"{what} (OpenVINO) vs eager", table, tolerance)
+    return f"{what} vs eager: {parity.headline(table, tolerance)}"
+
+
+def _check_dynamic_axes(ctx: StageContext, model: Any) -> None:
+    """Every axis the config declares dynamic is dynamic in the IR."""
+    shapes = {i.get_any_name(): i.get_partial_shape() for i in model.inputs}
+    for spec in ctx.config.inputs:
+        shape = shapes.get(spec.name)
+        if shape is None:
+            raise StageFailed(
+                f"openvino: input '{spec.name}' is not in the converted model ({sorted(shapes)})"
+            )
+        fixed = [a for a in spec.dynamic_axes() if a < shape.rank.get_length() and shape[a].is_static]
+        if fixed:
+            raise StageFailed(f"openvino: input '{spec.name}': dynamic axes {fixed} became static ({shape})")
+
+
+def _size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.iterdir())
+
+
+SPEC = StageSpec(
+    phase=Phase.CONVERT,
+    name="openvino",
+    version=1,
+    params=OpenVinoParams,
+    inputs=("onnx", "golden"),
+    outputs=(
+        Artifact("openvino", ArtifactKind.TREE, entry=IR_FILE),
+        Artifact("openvino_fp16", ArtifactKind.TREE, entry=IR_FILE),
+    ),
+    run=run,
+    uses=frozenset({Section.SHAPES}),
+    env=("openvino", "numpy"),
+    description="OpenVINO IR from the ONNX (FP32, and FP16-compressed weights), dynamic axes kept; "
+    "parity vs eager at min / opt / max",
+    timeout_s=1800,
+)

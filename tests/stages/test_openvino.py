@@ -1,0 +1,109 @@
+"""The openvino stage on the tiny CNN trained on sklearn's digits: its IRs answer real
+held-out digits like eager PyTorch (FP32 to the last digits, FP16-compressed weights with
+the same predictions), keep the batch axis dynamic, and bench times them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from deploy.pipeline.errors import ExitCode
+from tests.helpers import ROOT, run_cli, tiny_dict, train_tiny_digits
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("digits") / "tiny_digits.pt"
+    assert train_tiny_digits(path, 8) > 0.88
+    return path
+
+
+def _config(tmp_path: Path, checkpoint: Path, **openvino: Any) -> Path:
+    data = tiny_dict(tmp_path)
+    data["model"]["checkpoint"] = str(checkpoint)
+    fast = {"warmup_ms": 10, "duration_s": 0.05, "iterations": 5, "batches": [1, 16]}
+    data["stages"] = {
+        "export": data["stages"]["export"],
+        "simplify": {},
+        "openvino": openvino,
+        "bench": {**fast, "runtimes": ["onnxruntime", "openvino", "openvino_fp16"]},
+    }
+    path = tmp_path / "digits.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _eager(checkpoint: Path, x: np.ndarray) -> np.ndarray:
+    import torch
+
+    sys.path.insert(0, str(ROOT / "configs" / "models"))
+    from tiny_cnn import tiny_cnn
+
+    model = tiny_cnn(width=8)
+    model.load_state_dict(torch.load(checkpoint))
+    with torch.no_grad():
+        return np.asarray(model.eval()(torch.from_numpy(x)).numpy())
+
+
+def _openvino(folder: Path, x: np.ndarray) -> np.ndarray:
+    import openvino as ov
+
+    compiled = ov.Core().compile_model(str(folder / "model.xml"), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    return np.asarray(compiled(x)[0])
+
+
+def test_the_irs_answer_real_digits_like_eager_and_bench_times_them(tmp_path: Path, checkpoint: Path) -> None:
+    config = _config(tmp_path, checkpoint)
+    summary_path = tmp_path / "summary.json"
+    done = run_cli("run", str(config), "--json", str(summary_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    stages = {s["stage"]: s for s in json.loads(summary_path.read_text())["stages"]}
+    fp32 = Path(stages["openvino"]["outputs"]["openvino"]["path"])  # the tree: model.xml, model.bin
+    fp16 = Path(stages["openvino"]["outputs"]["openvino_fp16"]["path"])
+
+    import openvino as ov
+
+    model = ov.Core().read_model(str(fp32 / "model.xml"))
+    assert model.inputs[0].get_partial_shape()[0].is_dynamic  # the batch axis stays dynamic
+    x = np.load(checkpoint.parent / "test.npy")  # 397 real held-out digits, in batches of 16 and 1
+    reference = _eager(checkpoint, x)
+    for batch in (x[:16], x[16:17], x[100:116]):
+        want = _eager(checkpoint, batch)
+        assert np.allclose(_openvino(fp32, batch), want, atol=1e-5, rtol=1e-4)
+    compressed = np.concatenate([_openvino(fp16, x[i : i + 16]) for i in range(0, len(x), 16)])
+    assert not np.array_equal(compressed, reference)  # FP16 weights: other digits...
+    assert (compressed.argmax(1) == reference.argmax(1)).all()  # ...the same predictions
+    assert 0.4 < (fp16 / "model.bin").stat().st_size / (fp32 / "model.bin").stat().st_size < 0.6
+
+    metrics = stages["openvino"]["metrics"]
+    assert set(metrics["openvino_parity"]) == set(metrics["openvino_fp16_parity"]) == {"min", "opt", "max"}
+    bench = json.loads(Path(stages["bench"]["outputs"]["results"]["path"]).read_text())["results"]
+    assert {(r["runtime"], r["batch"]) for r in bench} == {
+        (rt, b) for rt in ("onnxruntime", "openvino", "openvino_fp16") for b in (1, 16)
+    }
+    chosen = stages["bench"]["metrics"]["openvino_settings"]
+    assert chosen["hint"] == "LATENCY" and chosen["streams"] >= 1 and chosen["threads"] >= 1
+
+    # `deploy bench` times the IR file itself, from two streams (a request each).
+    timed = run_cli(
+        "bench", str(fp32 / "model.xml"), "--shapes", "image:4x1x8x8", "--duration", "0.2", "--streams", "2"
+    )
+    assert timed.returncode == 0, timed.stdout + timed.stderr
+    assert "=== Performance summary (openvino, batch 4) ===" in timed.stdout
+
+
+def test_an_ir_outside_its_tolerance_fails_the_stage_with_the_numbers(
+    tmp_path: Path, checkpoint: Path
+) -> None:
+    """No tolerance at all: OpenVINO's kernels differ from PyTorch's in the last bits."""
+    config = _config(tmp_path, checkpoint, tolerance={"atol": 0.0, "rtol": 0.0, "min_cosine": 1.0})
+    done = run_cli("run", str(config))
+    assert done.returncode == ExitCode.STAGE, done.stdout + done.stderr
+    said = " ".join((done.stdout + done.stderr).split())
+    assert "FP32 IR (OpenVINO) vs eager parity failed" in said and "logits" in said
