@@ -6,7 +6,8 @@ the PyTorch module, to decide which IR the openvino stage makes.
     .venv/bin/python benchmarks/openvino_vs_ort.py [--rounds 7] [--batches 1 8] [--seconds 2]
         [--onnx runs/…/model.onnx]
 
-Random weights (torchvision resnet50, weights=None): the speed does not depend on their
+Where the CPU has bf16, also times the FP32 IR computed in bf16 (the CPU plugin's default
+there). Random weights (torchvision resnet50, weights=None): the speed does not depend on their
 values; outputs are compared only to say the runtimes agree. The ONNX is exported here
 with the legacy exporter, or given with --onnx (e.g. the simplified ONNX of a `deploy run
 configs/resnet50.yaml`: its input `input`, output `logits`). Writes
@@ -53,7 +54,7 @@ def _runtimes(tmp: Path, given: Path | None) -> dict[str, Callable[[np.ndarray],
     import torchvision
 
     from deploy.runtimes.onnxrt import OnnxRuntime
-    from deploy.runtimes.openvinort import OpenVino
+    from deploy.runtimes.openvinort import Compute, OpenVino, lacks
 
     torch.manual_seed(0)
     model = torchvision.models.resnet50(weights=None).eval()
@@ -74,11 +75,15 @@ def _runtimes(tmp: Path, given: Path | None) -> dict[str, Callable[[np.ndarray],
     from_onnx = OpenVino(tmp / "from_onnx.xml", threads=THREADS)
     from_torch = OpenVino(tmp / "from_torch.xml", threads=THREADS)
     print("openvino settings:", from_onnx.settings(), file=sys.stderr)
-    return {
+    found = {
         "onnxruntime": lambda x: ort.infer({x_name: x})[y_name],
         "openvino (IR from ONNX)": lambda x: from_onnx.infer({x_name: x})[y_name],
         "openvino (IR from PyTorch)": lambda x: from_torch.infer({"x": x})["y"],
     }
+    if lacks(Compute.BF16) is None:  # the CPU plugin's default on this CPU
+        bf16 = OpenVino(tmp / "from_onnx.xml", threads=THREADS, compute=Compute.BF16)
+        found["openvino bf16 (IR from ONNX)"] = lambda x: bf16.infer({x_name: x})[y_name]
+    return found
 
 
 def _batch(runtimes: dict[str, Callable[[np.ndarray], Any]], batch: int, rounds: int, seconds: float) -> dict:

@@ -18,6 +18,7 @@ class BenchRuntime(StrEnum):
     ONNXRUNTIME_FP16 = "onnxruntime_fp16"
     OPENVINO = "openvino"
     OPENVINO_FP16 = "openvino_fp16"
+    OPENVINO_BF16 = "openvino_bf16"
     TENSORRT = "tensorrt"
     TRITON = "triton"
 
@@ -39,6 +40,8 @@ CATALOG: dict[BenchRuntime, Deploys] = {
     # No Triton format yet: the in-process rows of OpenVINO on this CPU.
     BenchRuntime.OPENVINO: Deploys("openvino", "openvino", "fp32"),
     BenchRuntime.OPENVINO_FP16: Deploys("openvino_fp16", "openvino", "fp16 weights"),
+    # The FP32 IR computed in bf16: the CPU plugin's default where the CPU has bf16.
+    BenchRuntime.OPENVINO_BF16: Deploys("openvino", "openvino", "bf16"),
     BenchRuntime.TENSORRT: Deploys("engine", "tensorrt", "engine", ("plan",)),
     BenchRuntime.TRITON: Deploys("repository", "triton", "as served"),
 }

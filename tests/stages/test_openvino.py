@@ -32,7 +32,7 @@ def _config(tmp_path: Path, checkpoint: Path, **openvino: Any) -> Path:
         "export": data["stages"]["export"],
         "simplify": {},
         "openvino": openvino,
-        "bench": {**fast, "runtimes": ["onnxruntime", "openvino", "openvino_fp16"]},
+        "bench": {**fast, "runtimes": ["onnxruntime", "openvino", "openvino_fp16", "openvino_bf16"]},
     }
     path = tmp_path / "digits.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -51,11 +51,19 @@ def _eager(checkpoint: Path, x: np.ndarray) -> np.ndarray:
         return np.asarray(model.eval()(torch.from_numpy(x)).numpy())
 
 
-def _openvino(folder: Path, x: np.ndarray) -> np.ndarray:
+def _openvino(folder: Path, x: np.ndarray, compute: str = "f32") -> np.ndarray:
     import openvino as ov
 
-    compiled = ov.Core().compile_model(str(folder / "model.xml"), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    compiled = ov.Core().compile_model(
+        str(folder / "model.xml"), "CPU", {"INFERENCE_PRECISION_HINT": compute}
+    )
     return np.asarray(compiled(x)[0])
+
+
+def _has_bf16() -> bool:
+    import openvino as ov
+
+    return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
 def test_the_irs_answer_real_digits_like_eager_and_bench_times_them(tmp_path: Path, checkpoint: Path) -> None:
@@ -83,12 +91,21 @@ def test_the_irs_answer_real_digits_like_eager_and_bench_times_them(tmp_path: Pa
 
     metrics = stages["openvino"]["metrics"]
     assert set(metrics["openvino_parity"]) == set(metrics["openvino_fp16_parity"]) == {"min", "opt", "max"}
+    if _has_bf16():  # the FP32 IR computed in bf16: other digits, the same predictions
+        assert set(metrics["openvino_bf16_parity"]) == {"min", "opt", "max"}
+        bf16 = np.concatenate([_openvino(fp32, x[i : i + 16], "bf16") for i in range(0, len(x), 16)])
+        assert not np.allclose(bf16, reference, atol=1e-4)
+        assert (bf16.argmax(1) == reference.argmax(1)).mean() > 0.99
+    else:
+        assert "no bf16" in metrics["openvino_bf16_skipped"]
     bench = json.loads(Path(stages["bench"]["outputs"]["results"]["path"]).read_text())["results"]
-    assert {(r["runtime"], r["batch"]) for r in bench} == {
-        (rt, b) for rt in ("onnxruntime", "openvino", "openvino_fp16") for b in (1, 16)
-    }
+    timed_here = ("onnxruntime", "openvino", "openvino_fp16") + (("openvino_bf16",) if _has_bf16() else ())
+    assert {(r["runtime"], r["batch"]) for r in bench} == {(rt, b) for rt in timed_here for b in (1, 16)}
     chosen = stages["bench"]["metrics"]["openvino_settings"]
     assert chosen["hint"] == "LATENCY" and chosen["streams"] >= 1 and chosen["threads"] >= 1
+    assert chosen["compute"] == "f32"
+    if _has_bf16():
+        assert stages["bench"]["metrics"]["openvino_bf16_settings"]["compute"] == "bf16"
 
     # `deploy bench` times the IR file itself, from two streams (a request each).
     timed = run_cli(

@@ -40,9 +40,10 @@ def make(runtime: str, ctx: StageContext, feeds: Feeds, device: Device, threads:
 
         return OnnxRuntime(ctx.input(artifact_of(runtime)), device, threads).timed(feeds)
     if runtime.startswith("openvino"):
-        from deploy.runtimes.openvinort import OpenVino
+        from deploy.runtimes.openvinort import Compute, OpenVino
 
-        model = OpenVino(ctx.input(artifact_of(runtime)), threads=threads)
+        compute = Compute.BF16 if runtime == BenchRuntime.OPENVINO_BF16 else Compute.F32
+        model = OpenVino(ctx.input(artifact_of(runtime)), threads=threads, compute=compute)
         ctx.record(f"{runtime}_settings", model.settings())  # the streams and threads its hint chose
         return model.timed(feeds)
     if runtime == BenchRuntime.TENSORRT:
@@ -56,6 +57,15 @@ def make(runtime: str, ctx: StageContext, feeds: Feeds, device: Device, threads:
     from deploy.modelio.loading import load_adapted
 
     return TorchModule(load_adapted(ctx.config, feeds), *names, device, threads).timed(feeds)
+
+
+def unavailable(runtime: str) -> str | None:
+    """Why this host cannot run `runtime` (bench skips it, saying so); None when it can."""
+    if runtime != BenchRuntime.OPENVINO_BF16:
+        return None
+    from deploy.runtimes.openvinort import Compute, lacks
+
+    return lacks(Compute.BF16)
 
 
 # -- `deploy bench FILE`: inputs from --shapes or the model -------------------------------------

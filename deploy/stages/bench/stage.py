@@ -151,6 +151,8 @@ def _gate_key_problem(key: str, runtimes: tuple[str, ...], batches: list[int]) -
 
 
 def run(ctx: StageContext, params: BenchParams) -> None:
+    from deploy.stages.bench import calls
+
     settings = params.settings()
     rows: list[BenchRow] = []
     skipped: dict[str, str] = {}
@@ -160,6 +162,8 @@ def run(ctx: StageContext, params: BenchParams) -> None:
         artifact = artifact_of(runtime)
         if artifact != SOURCE_ARTIFACT and artifact not in ctx.inputs:
             skipped[runtime] = f"no {artifact}: its stage was skipped or is not configured"
+        elif reason := calls.unavailable(runtime):
+            skipped[runtime] = reason
         elif runtime == BenchRuntime.TRITON:
             rows += _triton_rows(ctx, params, settings)
         else:
