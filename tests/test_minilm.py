@@ -35,5 +35,10 @@ def test_minilm_publishes_a_sentence_service_that_answers_the_eager_embedding(tm
     )
     assert fp32["service"]["min_cosine"] > 0.9999 and set(fp32["service"]["answers"]) == {"http", "grpc"}
     assert smoke["minilm_pre"]["status"] == smoke["minilm_post"]["status"] == "passed"
+    # OpenVINO: the FP32 IR answers the real sentences like eager (min / opt / max).
+    openvino = next(s for s in summary["stages"] if s["stage"] == "openvino")["metrics"]["openvino_parity"]
+    assert all(
+        shape["embedding"]["passed"] and shape["embedding"]["max_abs"] < 1e-4 for shape in openvino.values()
+    )
     pre = tmp_path / "model_repository" / "minilm_pre" / "1"
     assert (pre / "tokenizer.json").is_file() and (pre / "model.py").is_file()

@@ -10,6 +10,12 @@ import pytest
 from tests.helpers import ROOT, real_tensorrt, run_cli
 
 
+def _has_bf16() -> bool:
+    import openvino as ov
+
+    return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+
+
 @pytest.mark.slow
 @pytest.mark.triton
 def test_resnet50_cold_then_fully_cached(tmp_path):
@@ -25,6 +31,7 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
         "export",
         "simplify",
         "build",
+        "openvino",
         "quantize",
         "trace",
         "stats",
@@ -41,7 +48,7 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     summary = json.loads((tmp_path / "runs" / "resnet50" / "summary.json").read_text())
     states = {s["stage"]: s["status"] for s in summary["stages"]}
     expected_build = "ran" if real_tensorrt() else "skipped"
-    assert states.pop("build") == expected_build and set(states.values()) == {"ran"} and len(states) == 11
+    assert states.pop("build") == expected_build and set(states.values()) == {"ran"} and len(states) == 12
     validate = next(s for s in summary["stages"] if s["stage"] == "validate")
     assert validate["metrics"]["parity"]["onnxruntime"]["passed"]
     smoke = next(s for s in summary["stages"] if s["stage"] == "smoke")["metrics"]["smoke"]["models"]
@@ -70,9 +77,12 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     assert quantize["outputs"]["logits"]["cosine"] >= 0.99
     bench = next(s for s in summary["stages"] if s["stage"] == "bench")["metrics"]["bench"]
     in_process = {(r["runtime"], r["batch"]) for r in bench if r["concurrency"] == 1 and r["device"] == "cpu"}
-    assert in_process == {
-        (rt, b) for rt in ("eager", "torchscript", "onnxruntime", "onnxruntime_int8") for b in (1, 8)
-    }
+    timed = ("eager", "torchscript", "onnxruntime", "onnxruntime_int8", "openvino", "openvino_bf16")
+    bf16 = _has_bf16()  # else bench skips openvino_bf16, saying why
+    assert in_process == {(rt, b) for rt in timed if bf16 or rt != "openvino_bf16" for b in (1, 8)}
+    openvino = next(s for s in summary["stages"] if s["stage"] == "openvino")["metrics"]
+    for parity in ("openvino_parity", *(["openvino_bf16_parity"] if bf16 else [])):
+        assert all(shape["logits"]["passed"] for shape in openvino[parity].values())
     served = {(r["runtime"], r["concurrency"]) for r in bench if r["device"] == "server"}
     models = ("python", "python_int8", "python_ensemble", "python_int8_ensemble")  # services end to end too
     assert served == {(f"triton:resnet50_{m}", c) for m in models for c in (1, 2, 4)}

@@ -38,7 +38,7 @@ def metrics(actual: np.ndarray, ref: np.ndarray, tol: Tolerance) -> OutputParity
     diff = np.abs(a - r)
     scale = float(np.abs(r).max(initial=0.0))
     cosine = _cosine(a, r)
-    within = bool(np.all(diff <= tol.atol + tol.rtol * np.abs(r))) if a.size else True
+    within = tol.atol is None or not a.size or bool(np.all(diff <= tol.atol + tol.rtol * np.abs(r)))
     return Compared(
         max_abs=float(diff.max(initial=0.0)),
         mean_abs=float(diff.mean()) if a.size else 0.0,
@@ -46,7 +46,7 @@ def metrics(actual: np.ndarray, ref: np.ndarray, tol: Tolerance) -> OutputParity
         ref_scale=scale,
         scaled_err=_scaled(float(diff.max(initial=0.0)), scale),
         cosine=cosine,
-        atol_bites=tol.atol < ATOL_BITE * scale,
+        atol_bites=tol.atol is not None and tol.atol < ATOL_BITE * scale,
         within_tolerance=within,
         passed=within and cosine is not None and cosine >= tol.min_cosine,
     )
@@ -171,7 +171,9 @@ def headline(table: Table, tol: Tolerance) -> str:
     text = f"max|Δ| {max(m.max_abs for m in rows):.2g} ({max(m.scaled_err for m in rows):.2g} of max|ref|), {cos}"
     if len(cosines) < len(rows):
         text += ", cosine undefined on an all-zero output"
-    if not all(m.atol_bites for m in rows):
+    if tol.atol is None:
+        text += "; no elementwise bound (atol: null): judged by cosine"
+    elif not all(m.atol_bites for m in rows):
         smallest = min(m.ref_scale for m in rows if not m.atol_bites)
         text += f"; atol {tol.atol:g} cannot bite (max|ref| {smallest:.2g}): judged by rtol and cosine"
     return text

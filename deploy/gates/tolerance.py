@@ -14,8 +14,11 @@ class Tolerance(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    atol: float = Field(
-        1e-4, ge=0, description="Absolute tolerance: pass where `|actual - ref| <= atol + rtol * |ref|`."
+    atol: float | None = Field(
+        1e-4,
+        ge=0,
+        description="Absolute tolerance: pass where `|actual - ref| <= atol + rtol * |ref|`; null: no "
+        "elementwise check, the cosine alone gates (reduced precisions, whose errors grow with the outputs' scale).",
     )
     rtol: float = Field(1e-3, ge=0, description="Relative tolerance (see atol).")
     min_cosine: float = Field(

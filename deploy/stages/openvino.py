@@ -31,7 +31,7 @@ class OpenVinoParams(BaseModel):
         Tolerance(), description="FP32 IR (OpenVINO, CPU) vs eager outputs on the golden inputs."
     )
     fp16_tolerance: Tolerance = Field(
-        Tolerance(atol=1e-2, rtol=1e-2, min_cosine=0.999),
+        Tolerance(atol=None, min_cosine=0.9999),
         description="The IR with FP16-compressed weights vs eager outputs on the golden inputs.",
     )
     bf16: bool = Field(
@@ -40,7 +40,7 @@ class OpenVinoParams(BaseModel):
         "openvino_bf16 runtime); false: not checked.",
     )
     bf16_tolerance: Tolerance = Field(
-        Tolerance(atol=0.1, rtol=0.05, min_cosine=0.999),
+        Tolerance(atol=None, min_cosine=0.999),
         description="The FP32 IR computed in bf16 vs eager outputs on the golden inputs.",
     )
 

@@ -37,3 +37,18 @@ def test_gate_names_the_broken_threshold():
             compare(rotated, ref, Tolerance(atol=1.0, rtol=0.0, min_cosine=0.99)),
             Tolerance(atol=1.0, rtol=0.0, min_cosine=0.99),
         )
+
+
+def test_without_an_elementwise_bound_the_cosine_alone_gates():
+    """atol: null (reduced precisions): an error that grows with the outputs' scale passes
+    while the direction holds, and fails once the cosine drops."""
+    from deploy.gates.parity import headline
+
+    ref = np.linspace(-100.0, 100.0, 1000)
+    close = ref + np.random.default_rng(0).normal(0, 0.5, ref.shape)  # |diff| up to ~2: no atol passes
+    loose = Tolerance(atol=None, min_cosine=0.999)
+    assert not metrics(close, ref, Tolerance()).passed
+    assert metrics(close, ref, loose).passed
+    assert not metrics(ref[::-1].copy(), ref, loose).passed  # another answer: cosine -1
+    table = compare({"opt": {"y": close}}, {"opt": Case({}, {"y": ref})}, loose)
+    assert "judged by cosine" in headline(table, loose)

@@ -320,6 +320,26 @@ def test_what_no_server_loaded_is_unverified_and_served_numbers_decide() -> None
     assert throughput.winner.value == pytest.approx(2000 / 60)
 
 
+def test_openvino_in_process_is_unverified_for_a_server_and_the_reason_says_why() -> None:
+    """OpenVINO bf16 is the fastest in process, but no Triton format of deploy serves it
+    yet: not a choice for the server, and the reason is not a config key to change."""
+    rows = [*SERVED_ROWS, row("openvino_bf16", 1, 6.0), row("openvino", 1, 29.0)]
+    found = gather(rows, {}, {"int8": 0.999}, SERVED)
+    latency = selection.decide(found, Objective(name="latency", metric="latency"), server=True)
+    assert latency.winner.candidate.model == "m_python"
+    verdicts = {e.candidate.runtime: (e.verdict.value, e.reason) for e in latency.entries}
+    assert verdicts["openvino_bf16"] == (
+        "unverified",
+        "no Triton model format of deploy serves openvino yet: measured in process only",
+    )
+    in_process = selection.decide(found, Objective(name="latency", metric="latency"))
+    assert in_process.winner.candidate.runtime == "openvino_bf16"  # ranked with the others
+    accurate = selection.decide(found, Objective(name="accurate", metric="latency", min_cosine=0.99))
+    assert accurate.winner.candidate.runtime == "onnxruntime_int8"  # int8's accuracy is measured
+    rejected = {e.candidate.runtime: e.reason for e in accurate.entries}
+    assert "no accuracy measured" in rejected["openvino_bf16"]
+
+
 def test_the_decision_names_the_model_directory_and_the_target() -> None:
     from pathlib import Path
 

@@ -106,11 +106,12 @@ def _why_unverified(result: ModelResult) -> str:
 
 
 def _unserved(c: Candidate) -> Candidate:
-    why = (
-        "eager PyTorch is not a Triton model format"
-        if c.runtime == BenchRuntime.EAGER
-        else f"no model of the repository serves it (stages.triton_config.formats / precisions: {c.format} {c.precision})"
-    )
+    if c.runtime == BenchRuntime.EAGER:
+        why = "eager PyTorch is not a Triton model format"
+    elif not CATALOG[BenchRuntime(c.runtime)].served_as:
+        why = f"no Triton model format of deploy serves {c.format} yet: measured in process only"
+    else:
+        why = f"no model of the repository serves it (stages.triton_config.formats / precisions: {c.format} {c.precision})"
     return replace(c, unverified=why)
 
 

@@ -12,6 +12,10 @@ from typing import Protocol
 from deploy.runtimes.record import BenchRow
 from deploy.runtimes.selection_record import Basis, Chosen, Judged, Selection, Verdict
 
+# Precisions whose accuracy against FP32 an objective's min_cosine needs measured: without
+# an accuracy report (OpenVINO's bf16 and FP16 weights have none yet) they are rejected.
+REDUCED = frozenset({"int8", "fp16", "bf16", "fp16 weights"})
+
 
 class Goal(Protocol):
     @property
@@ -162,7 +166,7 @@ def _broken(c: Candidate, row: BenchRow, objective: Goal) -> list[str]:
             found.append(f"{tail} not supported by {row.iterations} samples")
         elif value > objective.max_latency_ms:
             found.append(f"{tail} {value:.3f} ms > {objective.max_latency_ms} ms")
-    if objective.min_cosine is not None and c.precision in ("int8", "fp16"):
+    if objective.min_cosine is not None and c.precision in REDUCED:
         if c.cosine is None:
             found.append("no accuracy measured")
         elif c.cosine < objective.min_cosine:
