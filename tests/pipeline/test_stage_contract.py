@@ -53,6 +53,9 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
                 "onnxruntime",
                 "onnxruntime_int8",
                 "onnxruntime_fp16",
+                "openvino",
+                "openvino_fp16",
+                "openvino_bf16",
                 "tensorrt",
                 "triton",
             ]

@@ -22,7 +22,6 @@ from pydantic import Field, PositiveFloat, PositiveInt
 from deploy.pipeline.config import DeployConfig, Frozen
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from deploy.pipeline.errors import Issue, StageFailed
-from deploy.pipeline.keys import dist_version
 from deploy.runtimes.base import Device
 from deploy.runtimes.catalog import CATALOG, BenchRuntime, artifact_of
 from deploy.runtimes.devices import host_identity
@@ -100,9 +99,7 @@ class BenchParams(MeasureSettings):
 
 def identity(params: BenchParams) -> Mapping[str, object]:
     served = server_identity(params.triton.server) if BenchRuntime.TRITON in params.runtimes else {}
-    openvino = any(r.startswith("openvino") for r in params.runtimes)
-    # Only where timed: every other config's bench keys stay as they were.
-    return {**host_identity(), **served, **({"openvino": dist_version("openvino")} if openvino else {})}
+    return {**host_identity(), **served}
 
 
 def batch_sizes(params: BenchParams, ctx: StageContext) -> list[int]:
@@ -288,7 +285,7 @@ def inputs_for(params: BenchParams) -> tuple[str, ...]:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="bench",
-    version=6,  # 6: ensembles (services) timed end to end beside the bare models
+    version=7,  # 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
     params=BenchParams,
     inputs=tuple(dict.fromkeys(d.artifact for d in CATALOG.values())),
     outputs=(
@@ -302,6 +299,7 @@ SPEC = StageSpec(
         "torch",
         "safetensors",
         "onnxruntime",
+        "openvino",
         "numpy",
         "tritonclient",
         "protobuf",
