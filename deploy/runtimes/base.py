@@ -4,7 +4,7 @@ then `infer(feeds) -> outputs` for parity checks and `timed(feeds)` for benchmar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Protocol
 
@@ -20,6 +20,16 @@ class Device(str, Enum):
 
 
 Feeds = Mapping[str, "np.ndarray"]
+
+
+def chosen_outputs(have: Sequence[str], wanted: Sequence[str] | None, what: str) -> tuple[str, ...]:
+    """The outputs a runtime answers: those asked for (each one the model must have), else all."""
+    missing = sorted(set(wanted or ()) - set(have))
+    if missing:
+        from deploy.pipeline.errors import StageFailed
+
+        raise StageFailed(f"the {what} model has no output(s) {missing} (it has {list(have)})")
+    return tuple(wanted or have)
 
 
 class Runtime(Protocol):

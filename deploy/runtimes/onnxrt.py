@@ -9,7 +9,7 @@ import numpy as np
 import onnxruntime as ort
 
 from deploy.pipeline.errors import StageFailed, first_line
-from deploy.runtimes.base import Device, Feeds
+from deploy.runtimes.base import Device, Feeds, chosen_outputs
 from deploy.runtimes.dtypes import from_onnx
 from deploy.runtimes.timing import Timed
 
@@ -25,11 +25,7 @@ class OnnxRuntime:
         outputs: Sequence[str] | None = None,
     ) -> None:
         self.session = _session(path, device, threads)
-        have = [o.name for o in self.session.get_outputs()]
-        missing = sorted(set(outputs or ()) - set(have))
-        if missing:
-            raise StageFailed(f"the ONNX model has no output(s) {missing} (it has {have})")
-        self._outputs = tuple(outputs or have)
+        self._outputs = chosen_outputs([o.name for o in self.session.get_outputs()], outputs, "ONNX")
 
     @property
     def outputs(self) -> tuple[str, ...]:

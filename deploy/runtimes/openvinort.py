@@ -16,7 +16,7 @@ import numpy as np
 import openvino as ov
 
 from deploy.pipeline.errors import StageFailed, first_line
-from deploy.runtimes.base import Feeds
+from deploy.runtimes.base import Feeds, chosen_outputs
 from deploy.runtimes.timing import Timed
 
 IR_FILE = "model.xml"
@@ -61,11 +61,7 @@ class OpenVino:
             self.compiled = ov.Core().compile_model(str(xml), "CPU", config)
         except Exception as exc:
             raise StageFailed(f"OpenVINO cannot load {xml}: {first_line(exc)}") from exc
-        have = [o.get_any_name() for o in self.compiled.outputs]
-        missing = sorted(set(outputs or ()) - set(have))
-        if missing:
-            raise StageFailed(f"the OpenVINO model has no output(s) {missing} (it has {have})")
-        self._outputs = tuple(outputs or have)
+        self._outputs = chosen_outputs([o.get_any_name() for o in self.compiled.outputs], outputs, "OpenVINO")
         self.request = self.compiled.create_infer_request()
 
     @property
