@@ -44,6 +44,14 @@ def lacks(compute: Compute) -> str | None:
     return None
 
 
+def reason(exc: BaseException) -> str:
+    """OpenVINO's own words: its messages open with the source locations they passed
+    through ("Exception from …", "Check '…' failed at …") and end with the cause."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    said = [line for line in lines if not line.startswith(("Exception from ", "Check '"))]
+    return said[-1] if said else first_line(exc)
+
+
 class OpenVino:
     def __init__(
         self,
@@ -60,7 +68,7 @@ class OpenVino:
         try:
             self.compiled = ov.Core().compile_model(str(xml), "CPU", config)
         except Exception as exc:
-            raise StageFailed(f"OpenVINO cannot load {xml}: {first_line(exc)}") from exc
+            raise StageFailed(f"OpenVINO cannot load {xml}: {reason(exc)}") from exc
         self._outputs = chosen_outputs([o.get_any_name() for o in self.compiled.outputs], outputs, "OpenVINO")
         self.request = self.compiled.create_infer_request()
 

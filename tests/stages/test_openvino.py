@@ -113,6 +113,13 @@ def test_the_irs_answer_real_digits_like_eager_and_bench_times_them(tmp_path: Pa
     )
     assert timed.returncode == 0, timed.stdout + timed.stderr
     assert "=== Performance summary (openvino, batch 4) ===" in timed.stdout
+    lone = tmp_path / "lone"  # an IR without its model.bin: one line with OpenVINO's reason
+    lone.mkdir()
+    (lone / "model.xml").write_bytes((fp32 / "model.xml").read_bytes())
+    broken = run_cli("bench", str(lone / "model.xml"), "--shapes", "image:1x1x8x8")
+    said = broken.stdout + broken.stderr
+    assert broken.returncode == ExitCode.STAGE and "Traceback" not in said
+    assert "OpenVINO cannot load" in said and "bin file cannot be found" in said
 
 
 def test_an_ir_outside_its_tolerance_fails_the_stage_with_the_numbers(
