@@ -32,36 +32,58 @@ class BenchRequest:
     export: Path | None
     runtime: str
     threads: int | None
-    streams: int
+    streams: int | None  # None: 1, or the requests OpenVINO's throughput hint asks for
     # perf_analyzer's stability rule: the last K windows agree within ±percentage, up to max trials.
     stability_windows: int = 3
     stability_percentage: float = 10.0
     max_trials: int = 10
+    hint: str = "latency"  # OpenVINO's performance hint
 
 
 def bench_file(model: Path, request: BenchRequest) -> None:
     from deploy.runtimes import harness
-    from deploy.stages.bench import calls
 
     chosen = _runtime(model, request.runtime)
     settings = _settings(request)
-    make = {
-        BenchRuntime.ONNXRUNTIME: calls.onnxruntime,
-        BenchRuntime.OPENVINO: calls.openvino,
-    }.get(BenchRuntime(chosen), calls.torchscript)
+    hint = _hint(request.hint, chosen)
     try:
-        call, batch = make(model, calls.parse_shapes(request.shapes), request.threads)
+        made = _make(chosen, model, request, hint)
     except ConfigError as exc:  # a --shapes problem is a command-line problem
         raise typer.BadParameter("; ".join(i.message for i in exc.issues), param_hint="--shapes") from None
+    count = request.streams or int(made.settings.get("requests", 1) if hint == "throughput" else 1)
     typer.echo(
-        f"[I] Model: {model} ({chosen}), shapes: {request.shapes or 'from the model'}, streams: {request.streams}"
+        f"[I] Model: {model} ({chosen}), shapes: {request.shapes or 'from the model'}, streams: {count}"
     )
-    timing = _timing(call, settings, request.streams)
-    for line in harness.report_lines(chosen, harness.summarize(timing, batch, settings), settings):
+    if made.settings:
+        typer.echo("[I] Settings: " + ", ".join(f"{k} {v}" for k, v in made.settings.items()))
+    timing = _timing(made.call, settings, count)
+    for line in harness.report_lines(chosen, harness.summarize(timing, made.batch, settings), settings):
         typer.echo(line)
     if request.export is not None:
         harness.export_times(request.export, timing)
         typer.echo(f"[I] Per-call times written to {request.export}")
+
+
+def _make(chosen: str, model: Path, request: BenchRequest, hint: str) -> Any:
+    from deploy.stages.bench import calls
+
+    shapes = calls.parse_shapes(request.shapes)
+    if chosen == BenchRuntime.OPENVINO:
+        return calls.openvino(model, shapes, request.threads, hint)
+    if chosen == BenchRuntime.ONNXRUNTIME:
+        return calls.onnxruntime(model, shapes, request.threads)
+    return calls.torchscript(model, shapes, request.threads)
+
+
+def _hint(hint: str, runtime: str) -> str:
+    if hint not in HINTS:
+        raise typer.BadParameter(f"'{hint}' is not one of {', '.join(HINTS)}", param_hint="--hint")
+    if hint != "latency" and runtime != BenchRuntime.OPENVINO:
+        raise typer.BadParameter(f"a performance hint is OpenVINO's; {runtime} has none", param_hint="--hint")
+    return hint
+
+
+HINTS = ("latency", "throughput")
 
 
 def _settings(request: BenchRequest) -> Any:

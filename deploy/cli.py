@@ -316,7 +316,10 @@ def infer(
 
 @app.command()
 def bench(
-    model: Annotated[Path, typer.Argument(help="An .onnx (ONNX Runtime) or .pt/.ts (TorchScript) file.")],
+    model: Annotated[
+        Path,
+        typer.Argument(help="An .onnx (ONNX Runtime), .xml (OpenVINO IR) or .pt/.ts (TorchScript) file."),
+    ],
     shapes: Annotated[str | None, typer.Option("--shapes", help="NAME:DxDxD,... (as trtexec).")] = None,
     warmup: Annotated[float, typer.Option("--warmUp", min=0, help="Warm-up time, ms.")] = 200.0,
     duration: Annotated[float, typer.Option("--duration", min=0, help="Minimum timed duration, s.")] = 3.0,
@@ -332,8 +335,17 @@ def bench(
     ] = "auto",
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="Intra-op threads.")] = None,
     streams: Annotated[
-        int, typer.Option("--streams", "--concurrency", min=1, help="Parallel closed-loop streams.")
-    ] = 1,
+        int | None,
+        typer.Option(
+            "--streams",
+            "--concurrency",
+            min=1,
+            help="Parallel closed-loop streams [default: 1; OpenVINO's throughput hint: the requests it asks for].",
+        ),
+    ] = None,
+    hint: Annotated[
+        str, typer.Option("--hint", help="OpenVINO's performance hint: latency | throughput.")
+    ] = "latency",
     stability_windows: Annotated[
         int, typer.Option("--stability-windows", min=1, help="Stop once the last K windows agree.")
     ] = 3,
@@ -363,6 +375,7 @@ def bench(
         stability_windows,
         stability_percentage,
         max_trials,
+        hint,
     )
     bench_file(model, request)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,18 +93,28 @@ def _agreement(name: str, key: str, value: float | None, minimum: float | None) 
     return [f"{name}: {key} {value:.3f} < {minimum}"] if not value >= minimum else []
 
 
+# (model file, output names) -> a runtime with infer(feeds) and timed(feeds)
+Load = Callable[[Path, Sequence[str] | None], Any]
+
+
+def onnx_runtime(path: Path, outputs: Sequence[str] | None = None) -> Any:
+    from deploy.runtimes.onnxrt import OnnxRuntime
+
+    return OnnxRuntime(path, outputs=outputs)
+
+
 def gate_against_fp32(
     fp32: Any,
     candidate: Any,
     feeds: list[dict[str, np.ndarray]],
     outputs: Sequence[OutputSpec],
     gate: AccuracyGate,
+    load: Load = onnx_runtime,
 ) -> tuple[Accuracy, list[str]]:
-    """Runs both ONNX files in ONNX Runtime on the held-out feeds; (metrics, failures)."""
-    from deploy.runtimes.onnxrt import OnnxRuntime
-
+    """The FP32 ONNX in ONNX Runtime (the one reference every reduced precision is judged
+    against) and the candidate, loaded by `load`, on the held-out feeds; (metrics, failures)."""
     names = [spec.name for spec in outputs]
-    ref_model, cand_model = OnnxRuntime(fp32, outputs=names), OnnxRuntime(candidate, outputs=names)
+    ref_model, cand_model = onnx_runtime(fp32, names), load(candidate, names)
     reference = [ref_model.infer(feed) for feed in feeds]
     got = [cand_model.infer(feed) for feed in feeds]
     metrics = measure(reference, got, gate.top_k, {spec.name: spec.kind for spec in outputs})
@@ -163,14 +173,19 @@ def conclude(
     details: dict[str, Any],
     artifact: str,
     evidence: Evidence,
+    load: Load = onnx_runtime,
+    baseline: Path | None = None,
 ) -> None:
     """The reduced-precision stages' ending: gate `candidate` against the FP32 model,
     time both (is it faster at all?), record and write the report (accuracy.json,
     headline, report table), and fail the stage when the gate failed. `details`: what
     the stage adds to the report; `artifact`: the report's artifact name; `evidence`:
-    what the held-out inputs were (random ones are said to be, everywhere)."""
-    metrics, bad = gate_against_fp32(ctx.input("onnx"), candidate, feeds, ctx.config.outputs, gate)
-    speed = measure_speed(ctx.input("onnx"), candidate, feeds[0])
+    what the held-out inputs were (random ones are said to be, everywhere); `load`: how
+    the candidate runs; `baseline`: the FP32 model in the candidate's format, for the speed
+    comparison (default: the FP32 ONNX)."""
+    fp32 = ctx.input("onnx")
+    metrics, bad = gate_against_fp32(fp32, candidate, feeds, ctx.config.outputs, gate, load)
+    speed = measure_speed(baseline or fp32, candidate, feeds[0], load)
     report = AccuracyReport(metrics, len(feeds), gate.model_dump(mode="json"), speed, details, evidence)
     ctx.record("accuracy", report.to_json())
     ctx.headline(f"{headline(label, metrics, evidence)}; {speed.text()}")
@@ -183,10 +198,10 @@ def conclude(
 SPEED_CALLS = 20
 
 
-def measure_speed(fp32: Path, candidate: Path, feed: dict[str, np.ndarray]) -> Speed:
-    from deploy.runtimes.onnxrt import OnnxRuntime
-
-    calls = [OnnxRuntime(path).timed(feed).call for path in (fp32, candidate)]
+def measure_speed(
+    fp32: Path, candidate: Path, feed: dict[str, np.ndarray], load: Load = onnx_runtime
+) -> Speed:
+    calls = [load(path, None).timed(feed).call for path in (fp32, candidate)]
     for call in calls * 2:  # warm-up
         call()
     times: list[list[float]] = [[], []]

@@ -19,6 +19,7 @@ class BenchRuntime(StrEnum):
     OPENVINO = "openvino"
     OPENVINO_FP16 = "openvino_fp16"
     OPENVINO_BF16 = "openvino_bf16"
+    OPENVINO_INT8 = "openvino_int8"
     TENSORRT = "tensorrt"
     TRITON = "triton"
 
@@ -29,18 +30,25 @@ class Deploys:
     format: str  # what a deployment of it is: pytorch, torchscript, onnx, tensorrt
     precision: str  # fp32, int8, fp16, or `engine` (TensorRT chose per layer)
     served_as: tuple[str, ...] = ()  # Triton model formats (serving/layout.py) that serve it
+    accuracy: str | None = None  # the artifact of its accuracy report against FP32, if any
 
+
+OPENVINO_FORMATS = ("openvino", "python_openvino")
 
 CATALOG: dict[BenchRuntime, Deploys] = {
     BenchRuntime.EAGER: Deploys(SOURCE_ARTIFACT, "pytorch", "fp32"),
     BenchRuntime.TORCHSCRIPT: Deploys("torchscript", "torchscript", "fp32", ("torchscript",)),
     BenchRuntime.ONNXRUNTIME: Deploys("onnx", "onnx", "fp32", ("onnx", "python")),
-    BenchRuntime.ONNXRUNTIME_INT8: Deploys("onnx_int8", "onnx", "int8", ("onnx", "python")),
-    BenchRuntime.ONNXRUNTIME_FP16: Deploys("onnx_fp16", "onnx", "fp16", ("onnx", "python")),
-    # No Triton format yet: the in-process rows of OpenVINO on this CPU.
-    BenchRuntime.OPENVINO: Deploys("openvino", "openvino", "fp32"),
+    BenchRuntime.ONNXRUNTIME_INT8: Deploys("onnx_int8", "onnx", "int8", ("onnx", "python"), "accuracy_int8"),
+    BenchRuntime.ONNXRUNTIME_FP16: Deploys("onnx_fp16", "onnx", "fp16", ("onnx", "python"), "accuracy_fp16"),
+    # Served by Triton's openvino backend, or by OpenVINO in the python backend.
+    BenchRuntime.OPENVINO: Deploys("openvino", "openvino", "fp32", OPENVINO_FORMATS),
+    BenchRuntime.OPENVINO_INT8: Deploys(
+        "openvino_int8", "openvino", "int8", OPENVINO_FORMATS, "accuracy_openvino_int8"
+    ),
+    # In process only: the IR with FP16 weights, and the FP32 IR computed in bf16 (the CPU
+    # plugin's default where the CPU has bf16).
     BenchRuntime.OPENVINO_FP16: Deploys("openvino_fp16", "openvino", "fp16 weights"),
-    # The FP32 IR computed in bf16: the CPU plugin's default where the CPU has bf16.
     BenchRuntime.OPENVINO_BF16: Deploys("openvino", "openvino", "bf16"),
     BenchRuntime.TENSORRT: Deploys("engine", "tensorrt", "engine", ("plan",)),
     BenchRuntime.TRITON: Deploys("repository", "triton", "as served"),
@@ -52,3 +60,7 @@ IN_PROCESS = tuple(r for r in BenchRuntime if r is not BenchRuntime.TRITON)
 
 def artifact_of(runtime: str) -> str:
     return CATALOG[BenchRuntime(runtime)].artifact
+
+
+# The accuracy reports select reads: one per reduced precision a stage gates.
+ACCURACY_REPORTS = tuple(dict.fromkeys(d.accuracy for d in CATALOG.values() if d.accuracy))

@@ -31,6 +31,17 @@ class OnnxRuntime:
     def outputs(self) -> tuple[str, ...]:
         return self._outputs
 
+    def settings(self) -> dict[str, object]:
+        """The session's knobs, reported beside its numbers (benchmarks/onnxruntime_knobs.py
+        measured the alternatives: none beat these defaults here)."""
+        options = self.session.get_session_options()
+        return {
+            "threads": options.intra_op_num_threads or "default (one per physical core)",
+            "graph_optimization": options.graph_optimization_level.name,
+            "execution_mode": options.execution_mode.name,
+            "providers": self.session.get_providers(),
+        }
+
     def input_types(self) -> dict[str, tuple[list[int | str | None], str]]:
         """name -> (declared shape, our dtype name), for inputs made up from the file alone."""
         return {i.name: (list(i.shape), from_onnx(i.type)) for i in self.session.get_inputs()}

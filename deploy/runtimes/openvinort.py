@@ -77,12 +77,14 @@ class OpenVino:
         return self._outputs
 
     def settings(self) -> dict[str, object]:
-        """What the hint chose: streams and threads (reported beside the numbers)."""
+        """What the hint chose: streams, threads and the requests to keep in flight
+        (reported beside the numbers)."""
         return {
             "hint": str(self.compiled.get_property("PERFORMANCE_HINT")),
             "compute": self.compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name(),
             "streams": int(self.compiled.get_property("NUM_STREAMS")),
             "threads": int(self.compiled.get_property("INFERENCE_NUM_THREADS")),
+            "requests": int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")),
         }
 
     def input_types(self) -> dict[str, tuple[list[int | None], str]]:

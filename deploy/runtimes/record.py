@@ -80,6 +80,13 @@ class BenchRow(Measured):
     speedup_vs_eager: float | None = None  # single-stream rows at a batch eager also ran
     gpu: dict[str, dict[str, float]] | None = None  # phase -> statistic -> ms (CUDA events)
     server: ServerShare | None = None
+    # OpenVINO's performance hint when it is not the latency one: "throughput" (its own
+    # streams, `concurrency` requests in flight).
+    hint: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.runtime} ({self.hint} hint)" if self.hint else self.runtime
 
     @classmethod
     def of(cls, measured: Measured, runtime: str, device: str, concurrency: int = 1) -> BenchRow:

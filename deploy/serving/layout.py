@@ -10,16 +10,26 @@ from typing import Literal
 
 from deploy.runtimes.dtypes import DTYPES
 
-ServingFormat = Literal["onnx", "torchscript", "python", "plan"]
+ServingFormat = Literal["onnx", "torchscript", "python", "openvino", "python_openvino", "plan"]
+
+# The python backend's model.py, copied next to the model file (model.onnx: ONNX Runtime;
+# model.xml: OpenVINO).
+PYTHON_MODEL = Path(__file__).with_name("python_model.py")
 
 
 @dataclass(frozen=True)
 class FormatLayout:
     fmt: ServingFormat
-    platform: str  # config.pbtxt `platform` (or `backend` for python)
+    platform: str  # config.pbtxt `platform`, or its `backend` where the two are the same name
     backend: str  # the backend directory the server needs
     model_file: str  # `<version>/<model_file>`
-    artifact: str  # the pipeline artifact served (onnx, torchscript, engine)
+    artifact: str  # the pipeline artifact served (onnx, torchscript, engine, openvino)
+    python_model: Path | None = None  # the model.py beside it (the python backend's formats)
+
+    @property
+    def by_backend(self) -> bool:
+        """Named by `backend:` in config.pbtxt (python, openvino), not `platform:`."""
+        return self.platform == self.backend
 
 
 LAYOUTS: dict[str, FormatLayout] = {
@@ -28,14 +38,20 @@ LAYOUTS: dict[str, FormatLayout] = {
         FormatLayout("onnx", "onnxruntime_onnx", "onnxruntime", "model.onnx", "onnx"),
         FormatLayout("torchscript", "pytorch_libtorch", "pytorch", "model.pt", "torchscript"),
         # ONNX Runtime inside the python backend: the CPU format any tritonserver can load.
-        FormatLayout("python", "python", "python", "model.onnx", "onnx"),
+        FormatLayout("python", "python", "python", "model.onnx", "onnx", PYTHON_MODEL),
+        # Triton's OpenVINO backend: model.xml with model.bin beside it.
+        FormatLayout("openvino", "openvino", "openvino", "model.xml", "openvino"),
+        # OpenVINO inside the python backend, for servers without the openvino backend.
+        FormatLayout("python_openvino", "python", "python", "model.xml", "openvino", PYTHON_MODEL),
         FormatLayout("plan", "tensorrt_plan", "tensorrt", "model.plan", "engine"),
     )
 }
-BY_PLATFORM = {layout.platform: layout for layout in LAYOUTS.values()}
-
-# The python backend's model.py, copied next to model.onnx.
-PYTHON_MODEL = Path(__file__).with_name("python_model.py")
+# config.pbtxt's platform / backend -> its format; the python backend's formats are told
+# apart by FORMAT_PARAMETER.
+BY_PLATFORM = {layout.platform: layout for layout in LAYOUTS.values() if layout.fmt != "python_openvino"}
+# The config.pbtxt parameter naming the format a model was written as (the typed record
+# of it that travels inside the config: read back by `repository.models`).
+FORMAT_PARAMETER = "deploy_format"
 
 # config.pbtxt's data_type for each of our dtypes (runtimes.dtypes is the one table).
 TRITON_TYPES = {name: f"TYPE_{d.triton}" for name, d in DTYPES.items()}

@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from deploy.serving.layout import BY_PLATFORM, skip_reason
+from deploy.serving.layout import BY_PLATFORM, FORMAT_PARAMETER, skip_reason
 from deploy.serving.service import ROLE_PARAMETER, Role
 from deploy.serving.spec import ServerSpec
 
@@ -47,6 +47,8 @@ def models(repo: Path) -> dict[str, Model]:
         kind = config.platform or config.backend
         layout = BY_PLATFORM.get(kind)
         fmt, backend = (layout.fmt, layout.backend) if layout else (kind, kind)
+        if FORMAT_PARAMETER in config.parameters:
+            fmt = config.parameters[FORMAT_PARAMETER].string_value
         precision = (
             config.parameters["deploy_precision"].string_value
             if "deploy_precision" in config.parameters

@@ -43,7 +43,10 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "build": [{"source": s} for s in ("fp32", "int8", "fp16")],
     "validate": [{"runtimes": ["onnxruntime", "torchscript", "tensorrt"]}],
     "triton_config": [
-        {"formats": ["onnx", "torchscript", "python", "plan"], "precisions": ["fp32", "int8", "fp16"]}
+        {
+            "formats": ["onnx", "torchscript", "python", "openvino", "python_openvino", "plan"],
+            "precisions": ["fp32", "int8", "fp16"],
+        }
     ],
     "bench": [
         {
@@ -56,6 +59,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
                 "openvino",
                 "openvino_fp16",
                 "openvino_bf16",
+                "openvino_int8",
                 "tensorrt",
                 "triton",
             ]

@@ -100,7 +100,10 @@ def test_the_irs_answer_real_digits_like_eager_and_bench_times_them(tmp_path: Pa
         assert "no bf16" in metrics["openvino_bf16_skipped"]
     bench = json.loads(Path(stages["bench"]["outputs"]["results"]["path"]).read_text())["results"]
     timed_here = ("onnxruntime", "openvino", "openvino_fp16") + (("openvino_bf16",) if _has_bf16() else ())
-    assert {(r["runtime"], r["batch"]) for r in bench} == {(rt, b) for rt in timed_here for b in (1, 16)}
+    single = {(r["runtime"], r["batch"]) for r in bench if "hint" not in r}
+    assert single == {(rt, b) for rt in timed_here for b in (1, 16)}
+    hinted_rows = {(r["runtime"], r["batch"]) for r in bench if r.get("hint") == "throughput"}
+    assert hinted_rows == {(rt, b) for rt in timed_here if rt != "onnxruntime" for b in (1, 16)}
     chosen = stages["bench"]["metrics"]["openvino_settings"]
     assert chosen["hint"] == "LATENCY" and chosen["streams"] >= 1 and chosen["threads"] >= 1
     assert chosen["compute"] == "f32"
@@ -113,6 +116,25 @@ def test_the_irs_answer_real_digits_like_eager_and_bench_times_them(tmp_path: Pa
     )
     assert timed.returncode == 0, timed.stdout + timed.stderr
     assert "=== Performance summary (openvino, batch 4) ===" in timed.stdout
+    assert "[I] Settings: hint LATENCY, compute f32, streams 1" in timed.stdout
+    # The throughput hint: as many streams as the requests the plugin asks for, said.
+    hinted = run_cli(
+        "bench",
+        str(fp32 / "model.xml"),
+        "--shapes",
+        "image:4x1x8x8",
+        "--duration",
+        "0.2",
+        "--hint",
+        "throughput",
+    )
+    assert hinted.returncode == 0, hinted.stdout + hinted.stderr
+    settings = next(line for line in hinted.stdout.splitlines() if line.startswith("[I] Settings:"))
+    requests = int(settings.rsplit("requests ", 1)[1])
+    assert "hint THROUGHPUT" in settings and f"streams: {requests}" in hinted.stdout
+    onnx = Path(stages["simplify"]["outputs"]["onnx"]["path"]) / "model.onnx"
+    refused = run_cli("bench", str(onnx), "--hint", "throughput")
+    assert refused.returncode == 2 and "a performance hint is OpenVINO's" in " ".join(refused.stderr.split())
     lone = tmp_path / "lone"  # an IR without its model.bin: one line with OpenVINO's reason
     lone.mkdir()
     (lone / "model.xml").write_bytes((fp32 / "model.xml").read_bytes())

@@ -56,7 +56,7 @@ def gather(rows, skipped, cosines, smoke=None):
 
 
 def test_fp32_wins_over_an_int8_that_is_slower() -> None:
-    found = gather(ROWS, {}, {"int8": 0.999})
+    found = gather(ROWS, {}, {"accuracy_int8": 0.999})
     decision = selection.decide(found, Objective(name="latency", metric="latency"))
     assert decision.winner is not None and decision.winner.candidate.runtime == "onnxruntime"
     int8 = next(e for e in decision.entries if e.candidate.runtime == "onnxruntime_int8")
@@ -66,7 +66,7 @@ def test_fp32_wins_over_an_int8_that_is_slower() -> None:
 
 def test_constraints_reject_with_the_number_and_skips_keep_their_reason() -> None:
     rows = [row("onnxruntime", 1, 2.0, p99_ms=30.0), row("onnxruntime_int8", 1, 1.0)]
-    found = gather(rows, {"tensorrt": "no engine: its stage was skipped"}, {"int8": 0.993})
+    found = gather(rows, {"tensorrt": "no engine: its stage was skipped"}, {"accuracy_int8": 0.993})
     decision = selection.decide(
         found, Objective(name="x", metric="latency", max_latency_ms=20, min_cosine=0.995)
     )
@@ -81,7 +81,7 @@ def test_constraints_reject_with_the_number_and_skips_keep_their_reason() -> Non
 
 def test_an_int8_gain_inside_min_gain_keeps_fp32() -> None:
     rows = [row("onnxruntime", 1, 3.47), row("onnxruntime_int8", 1, 3.22)]  # 7.8 % faster
-    found = gather(rows, {}, {"int8": 0.999})
+    found = gather(rows, {}, {"accuracy_int8": 0.999})
     objective = Objective(name="latency", metric="latency")
     kept = selection.decide(found, objective, min_gain=0.10)
     assert kept.winner.candidate.runtime == "onnxruntime"
@@ -92,7 +92,7 @@ def test_an_int8_gain_inside_min_gain_keeps_fp32() -> None:
 
 def test_throughput_compares_at_the_largest_measured_batch() -> None:
     rows = [*ROWS, row("onnxruntime", 8, 6.0), row("onnxruntime_int8", 8, 4.0)]
-    found = gather(rows, {}, {"int8": 0.999})
+    found = gather(rows, {}, {"accuracy_int8": 0.999})
     decision = selection.decide(found, Objective(name="t", metric="throughput"))
     assert decision.batch == 8 and decision.winner.candidate.runtime == "onnxruntime_int8"
     eager = next(e for e in decision.entries if e.candidate.runtime == "eager")
@@ -229,7 +229,7 @@ def test_publish_selected_publishes_only_the_models_serving_the_picks(write_conf
 def test_selection_record_round_trip(tmp_path) -> None:
     from dataclasses import replace
 
-    found = gather(ROWS, {"tensorrt": "no engine"}, {"int8": 0.999})
+    found = gather(ROWS, {"tensorrt": "no engine"}, {"accuracy_int8": 0.999})
     decisions = [selection.decide(found, Objective(name=m, metric=m)) for m in ("latency", "throughput")]
     written = replace(selection.record(decisions, found), served={"latency": ["m_onnx"]})
     path = tmp_path / "selection.json"
@@ -301,7 +301,7 @@ SERVED = smoke_report(
 
 
 def test_what_no_server_loaded_is_unverified_and_served_numbers_decide() -> None:
-    found = gather(SERVED_ROWS, {}, {"int8": 0.999}, SERVED)
+    found = gather(SERVED_ROWS, {}, {"accuracy_int8": 0.999}, SERVED)
     target = candidates.target_of(BenchResults(SERVED_ROWS, {}, HOST), SERVED)
     assert target.server and target.text.startswith("tritonserver 2.51.0 (auto server, backends python)")
     latency = selection.decide(found, Objective(name="latency", metric="latency"), server=True)
@@ -322,15 +322,26 @@ def test_what_no_server_loaded_is_unverified_and_served_numbers_decide() -> None
 
 def test_openvino_in_process_is_unverified_for_a_server_and_the_reason_says_why() -> None:
     """OpenVINO bf16 is the fastest in process, but no Triton format of deploy serves it
-    yet: not a choice for the server, and the reason is not a config key to change."""
-    rows = [*SERVED_ROWS, row("openvino_bf16", 1, 6.0), row("openvino", 1, 29.0)]
-    found = gather(rows, {}, {"int8": 0.999}, SERVED)
+    yet: not a choice for the server, and the reason is not a config key to change. FP32
+    and INT8 OpenVINO are served formats the repository lacks here: the reason names the
+    keys. In process, OpenVINO INT8 is judged by its own accuracy report, not quantize's."""
+    rows = [
+        *SERVED_ROWS,
+        row("openvino_bf16", 1, 6.0),
+        row("openvino", 1, 29.0),
+        row("openvino_int8", 1, 7.0),
+    ]
+    found = gather(rows, {}, {"accuracy_int8": 0.999, "accuracy_openvino_int8": 0.985}, SERVED)
     latency = selection.decide(found, Objective(name="latency", metric="latency"), server=True)
     assert latency.winner.candidate.model == "m_python"
     verdicts = {e.candidate.runtime: (e.verdict.value, e.reason) for e in latency.entries}
     assert verdicts["openvino_bf16"] == (
         "unverified",
-        "no Triton model format of deploy serves openvino yet: measured in process only",
+        "no Triton model format of deploy serves openvino bf16 yet: measured in process only",
+    )
+    assert verdicts["openvino_int8"] == (
+        "unverified",
+        "no model of the repository serves it (stages.triton_config.formats / precisions: openvino int8)",
     )
     in_process = selection.decide(found, Objective(name="latency", metric="latency"))
     assert in_process.winner.candidate.runtime == "openvino_bf16"  # ranked with the others
@@ -338,12 +349,13 @@ def test_openvino_in_process_is_unverified_for_a_server_and_the_reason_says_why(
     assert accurate.winner.candidate.runtime == "onnxruntime_int8"  # int8's accuracy is measured
     rejected = {e.candidate.runtime: e.reason for e in accurate.entries}
     assert "no accuracy measured" in rejected["openvino_bf16"]
+    assert rejected["openvino_int8"] == "cosine 0.98500 < 0.99"  # its own report's cosine
 
 
 def test_the_decision_names_the_model_directory_and_the_target() -> None:
     from pathlib import Path
 
-    found = gather(SERVED_ROWS, {}, {"int8": 0.999}, SERVED)
+    found = gather(SERVED_ROWS, {}, {"accuracy_int8": 0.999}, SERVED)
     target = candidates.target_of(BenchResults(SERVED_ROWS, {}, HOST), SERVED)
     decisions = [
         selection.decide(found, Objective(name=m, metric=m), server=True) for m in ("latency", "throughput")
@@ -357,7 +369,7 @@ def test_the_decision_names_the_model_directory_and_the_target() -> None:
 
 def test_without_served_rows_in_process_numbers_decide_among_the_verified_only() -> None:
     rows = [r for r in SERVED_ROWS if not r.runtime.startswith("triton:")]
-    found = gather(rows, {}, {"int8": 0.999}, SERVED)
+    found = gather(rows, {}, {"accuracy_int8": 0.999}, SERVED)
     latency = selection.decide(found, Objective(name="latency", metric="latency"), server=True)
     assert latency.basis is Basis.IN_PROCESS
     # onnxruntime_int8 is fastest in process; its verified model is m_python_int8.
@@ -367,7 +379,7 @@ def test_without_served_rows_in_process_numbers_decide_among_the_verified_only()
 
 def test_with_nothing_verified_nothing_is_selected_and_the_message_says_why() -> None:
     nothing = smoke_report(m_onnx=("onnx", "fp32", "skipped"), m_onnx_int8=("onnx", "int8", "skipped"))
-    found = gather(SERVED_ROWS[:3], {}, {"int8": 0.999}, nothing)
+    found = gather(SERVED_ROWS[:3], {}, {"accuracy_int8": 0.999}, nothing)
     decision = selection.decide(found, Objective(name="latency", metric="latency"), server=True)
     assert decision.winner is None
     assert {e.verdict for e in decision.entries} == {Verdict.UNVERIFIED}
@@ -377,8 +389,8 @@ def test_the_verdict_compares_the_pick_with_eager_and_fp32_on_its_data() -> None
     from deploy.stages.select.conclusion import conclusion
 
     rows = [row("onnxruntime", 1, 2.0), row("onnxruntime_int8", 1, 0.5), row("eager", 1, 4.0)]
-    evidence = {"int8": "random data: stages.quantize.calibration"}
-    found = candidates.gather(BenchResults(rows, {}, HOST), {"int8": 0.9991}, None, evidence)
+    evidence = {"accuracy_int8": "random data: stages.quantize.calibration"}
+    found = candidates.gather(BenchResults(rows, {}, HOST), {"accuracy_int8": 0.9991}, None, evidence)
     decision = selection.decide(found, Objective(name="latency", metric="latency"))
     target = candidates.target_of(BenchResults(rows, {}, HOST), None)
     said = conclusion([decision], target, None)
@@ -399,7 +411,7 @@ def test_the_chart_keeps_every_label_on_its_own_line() -> None:
 
     names = ["onnxruntime", "onnxruntime_int8", "eager", "torchscript", "onnxruntime_fp16"]
     rows = [row(n, 1, 0.01 * 10**i) for i, n in enumerate(names)]
-    found = gather(rows, {}, {"int8": 0.999, "fp16": 0.9999})
+    found = gather(rows, {}, {"accuracy_int8": 0.999, "accuracy_fp16": 0.9999})
     decision = selection.decide(found, Objective(name="latency", metric="latency"))
     fig = figure([decision])
     renderer = fig.canvas.get_renderer()
@@ -417,7 +429,7 @@ def test_the_chart_keeps_every_label_on_its_own_line() -> None:
     assert ax.get_xscale() == "log"
     assert all(fig.bbox.x0 <= b.x0 and b.x1 <= fig.bbox.x1 for b in boxes), "a text is cut at the edge"
     close = figure(
-        [selection.decide(gather(ROWS, {}, {"int8": 0.999}), Objective(name="l", metric="latency"))]
+        [selection.decide(gather(ROWS, {}, {"accuracy_int8": 0.999}), Objective(name="l", metric="latency"))]
     )
     renderer = close.canvas.get_renderer()
     edges = [t.get_window_extent(renderer) for t in close.axes[0].texts]

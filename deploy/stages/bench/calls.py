@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +39,11 @@ def make(runtime: str, ctx: StageContext, feeds: Feeds, device: Device, threads:
     if runtime.startswith("onnxruntime"):
         from deploy.runtimes.onnxrt import OnnxRuntime
 
-        return OnnxRuntime(ctx.input(artifact_of(runtime)), device, threads).timed(feeds)
+        session = OnnxRuntime(ctx.input(artifact_of(runtime)), device, threads)
+        ctx.record(f"{runtime}_settings", session.settings())
+        return session.timed(feeds)
     if runtime.startswith("openvino"):
-        from deploy.runtimes.openvinort import Compute, OpenVino
-
-        compute = Compute.BF16 if runtime == BenchRuntime.OPENVINO_BF16 else Compute.F32
-        model = OpenVino(ctx.input(artifact_of(runtime)), threads=threads, compute=compute)
+        model = _openvino(runtime, ctx, threads)
         ctx.record(f"{runtime}_settings", model.settings())  # the streams and threads its hint chose
         return model.timed(feeds)
     if runtime == BenchRuntime.TENSORRT:
@@ -59,6 +59,25 @@ def make(runtime: str, ctx: StageContext, feeds: Feeds, device: Device, threads:
     return TorchModule(load_adapted(ctx.config, feeds), *names, device, threads).timed(feeds)
 
 
+def _openvino(runtime: str, ctx: StageContext, threads: int | None, throughput: bool = False) -> Any:
+    from deploy.runtimes.openvinort import Compute, Hint, OpenVino
+
+    compute = Compute.BF16 if runtime == BenchRuntime.OPENVINO_BF16 else Compute.F32
+    hint = Hint.THROUGHPUT if throughput else Hint.LATENCY
+    return OpenVino(ctx.input(artifact_of(runtime)), hint=hint, threads=threads, compute=compute)
+
+
+def throughput(
+    runtime: str, ctx: StageContext, feeds: Feeds, threads: int | None
+) -> tuple[list[Callable[[], Any]], dict[str, object]]:
+    """OpenVINO under its THROUGHPUT hint: one closed-loop stream per request the plugin
+    asks to keep in flight (OPTIMAL_NUMBER_OF_INFER_REQUESTS), each on its own request;
+    and the streams and threads the hint chose."""
+    model = _openvino(runtime, ctx, threads, throughput=True)
+    settings = model.settings()
+    return [model.call_per_thread(feeds)] * int(settings["requests"]), settings
+
+
 def unavailable(runtime: str) -> str | None:
     """Why this host cannot run `runtime` (bench skips it, saying so); None when it can."""
     if runtime != BenchRuntime.OPENVINO_BF16:
@@ -69,9 +88,16 @@ def unavailable(runtime: str) -> str | None:
 
 
 # -- `deploy bench FILE`: inputs from --shapes or the model -------------------------------------
-def onnxruntime(
-    path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None
-) -> tuple[Callable[[], Any], int]:
+@dataclass(frozen=True)
+class Made:
+    """A model file ready to time: the call, its batch, the runtime's settings."""
+
+    call: Callable[[], Any]
+    batch: int
+    settings: dict[str, object] = field(default_factory=dict)
+
+
+def onnxruntime(path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None) -> Made:
     from deploy.runtimes.arrays import random_array
     from deploy.runtimes.onnxrt import OnnxRuntime
 
@@ -81,27 +107,26 @@ def onnxruntime(
         name: random_array(_shape(name, shape, shapes), dtype) for name, (shape, dtype) in declared.items()
     }
     _unknown(shapes, feeds)
-    return model.timed(feeds).call, _batch(feeds)
+    return Made(model.timed(feeds).call, _batch(feeds), model.settings())
 
 
 def openvino(
-    path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None
-) -> tuple[Callable[[], Any], int]:
+    path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None, hint: str = "latency"
+) -> Made:
+    """In FP32 (asked for: this CPU's default would be bf16), under `hint`."""
     from deploy.runtimes.arrays import random_array
-    from deploy.runtimes.openvinort import OpenVino
+    from deploy.runtimes.openvinort import Hint, OpenVino
 
-    model = OpenVino(path, threads=threads)
+    model = OpenVino(path, hint=Hint(hint.upper()), threads=threads)
     feeds = {
         name: random_array(_shape(name, shape, shapes), dtype)
         for name, (shape, dtype) in model.input_types().items()
     }
     _unknown(shapes, feeds)
-    return model.call_per_thread(feeds), _batch(feeds)
+    return Made(model.call_per_thread(feeds), _batch(feeds), model.settings())
 
 
-def torchscript(
-    path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None
-) -> tuple[Callable[[], Any], int]:
+def torchscript(path: Path, shapes: dict[str, tuple[int, ...]], threads: int | None) -> Made:
     from deploy.runtimes.arrays import random_array
     from deploy.runtimes.torchrt import TorchModule
 
@@ -112,9 +137,8 @@ def torchscript(
         )
     feeds = {name: random_array(shape, "float32") for name, shape in shapes.items()}
     # The module's outputs are not named in a file alone: timing does not need names.
-    return TorchModule.torchscript(path, list(feeds), (), Device.CPU, threads).timed(feeds).call, _batch(
-        feeds
-    )
+    module = TorchModule.torchscript(path, list(feeds), (), Device.CPU, threads)
+    return Made(module.timed(feeds).call, _batch(feeds))
 
 
 def _shape(name: str, declared: list[Any], given: dict[str, tuple[int, ...]]) -> tuple[int, ...]:

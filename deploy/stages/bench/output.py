@@ -74,7 +74,7 @@ def latency_table(rows: list[Row], percentiles: tuple[float, ...]) -> tuple[list
     ]
     body = [
         [
-            r.runtime,
+            r.label,
             r.device,
             r.batch,
             r.load,
@@ -231,8 +231,8 @@ def plot(rows: list[Row], path: Path) -> None:
 
 
 def _per_batch(lat: Any, thr: Any, rows: list[Row]) -> None:
-    for runtime in dict.fromkeys(r.runtime for r in rows):
-        mine = [r for r in rows if r.runtime == runtime]
+    for runtime in dict.fromkeys(r.label for r in rows):
+        mine = [r for r in rows if r.label == runtime]
         batches = [r.batch for r in mine]
         (line,) = lat.plot(batches, [r.median_ms for r in mine], marker="o", label=f"{runtime} median")
         top = mine[0].tail()
@@ -249,7 +249,7 @@ def _per_batch(lat: Any, thr: Any, rows: list[Row]) -> None:
     lat.set_xticks(ticks)
     thr.set_xticks(ticks)
     lat.set(xlabel="batch", ylabel="latency (ms)", title="latency per call")
-    thr.set(xlabel="batch", ylabel="items / s", title="throughput (one stream)")
+    thr.set(xlabel="batch", ylabel="items / s", title="throughput (one stream; a hint: its own)")
     lat.legend(fontsize=7)
     thr.legend(fontsize=7)
 

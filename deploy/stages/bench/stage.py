@@ -84,6 +84,12 @@ class BenchParams(MeasureSettings):
     threads: int | None = Field(
         None, ge=1, description="Intra-op threads for ONNX Runtime / PyTorch; null: their defaults."
     )
+    openvino_throughput: bool = Field(
+        True,
+        description="Also time each OpenVINO runtime under its THROUGHPUT hint: as many closed-loop streams as "
+        "requests the plugin asks to keep in flight, its streams and threads reported (rows marked "
+        "`throughput hint`, load cN).",
+    )
     device: Literal["cpu", "cuda"] = Field(
         "cpu",
         description="Where eager / TorchScript / ONNX Runtime run; on cuda the PyTorch rows split H2D / compute / D2H "
@@ -165,6 +171,7 @@ def run(ctx: StageContext, params: BenchParams) -> None:
             rows += _triton_rows(ctx, params, settings)
         else:
             rows += [_in_process(ctx, params, settings, runtime, batch) for batch in batches]
+            rows += [_hinted(ctx, params, settings, runtime, b) for b in batches if _hints(params, runtime)]
     ctx.progress(len(params.runtimes), len(params.runtimes), "done")
     rows = output.speedups(rows)
     result = BenchResults(rows, skipped, host_identity(), params.model_dump(mode="json", exclude={"gate"}))
@@ -192,6 +199,25 @@ def _in_process(
     if timed.phases is not None:
         row = replace(row, gpu=harness.phase_summary(timed.phases[-len(timing.latencies_ms) :], settings))
     ctx.log.info("\n".join(report_lines(runtime, row, settings)))
+    return row
+
+
+def _hints(params: BenchParams, runtime: str) -> bool:
+    return params.openvino_throughput and CATALOG[BenchRuntime(runtime)].format == "openvino"
+
+
+def _hinted(ctx: StageContext, params: BenchParams, settings: Settings, runtime: str, batch: int) -> BenchRow:
+    """OpenVINO under its THROUGHPUT hint (calls.throughput)."""
+    from deploy.runtimes import harness, streams
+    from deploy.runtimes.arrays import opt_inputs
+    from deploy.stages.bench import calls
+
+    loads, chosen = calls.throughput(runtime, ctx, opt_inputs(ctx.config, batch), params.threads)
+    ctx.record(f"{runtime}_throughput_settings", chosen)
+    timing, _ = streams.measure(loads, settings)
+    row = BenchRow.of(harness.summarize(timing, batch, settings), runtime, params.device, len(loads))
+    row = replace(row, hint="throughput")
+    ctx.log.info("\n".join(report_lines(f"{runtime}, throughput hint {chosen}", row, settings)))
     return row
 
 
@@ -285,7 +311,7 @@ def inputs_for(params: BenchParams) -> tuple[str, ...]:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="bench",
-    version=7,  # 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
+    version=8,  # 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
     params=BenchParams,
     inputs=tuple(dict.fromkeys(d.artifact for d in CATALOG.values())),
     outputs=(

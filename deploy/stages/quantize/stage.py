@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from deploy.datasources.datasource import DataSource, fingerprint
-from deploy.gates.tolerance import AccuracyGate, AutoFallback, gate_issues
+from deploy.gates.calibrated import Calibrated
+from deploy.gates.tolerance import gate_issues
 from deploy.modelio.onnx_files import MODEL_FILE
 from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
@@ -33,7 +33,7 @@ Target = Literal["onnxruntime", "tensorrt"]
 Recipe = Literal["static", "dynamic"]
 
 
-class QuantizeParams(AutoFallback):
+class QuantizeParams(Calibrated):
     target: Target = Field(
         "onnxruntime",
         description="Who runs the INT8 model: onnxruntime (uint8 activations) or tensorrt (symmetric int8 Q/DQ).",
@@ -65,20 +65,6 @@ class QuantizeParams(AutoFallback):
     preprocess: bool = Field(
         True, description="Run ONNX Runtime's quant_pre_process (shape inference + graph optimisation) first."
     )
-    calibration: DataSource = Field(
-        DataSource(),
-        description="Calibration inputs (static ranges; the fallback's sensitivity ranking); use real data "
-        "(images / arrays) for a meaningful INT8 model.",
-    )
-    # Held-out inputs for the gate; default: the `holdout_count` samples that follow the
-    # calibration samples in the same source.
-    holdout: DataSource | None = Field(
-        None,
-        description="Held-out inputs for the accuracy gate; null: the holdout_count samples that follow the "
-        "calibration ones in the same source.",
-    )
-    holdout_count: int = Field(32, ge=1, description="Held-out samples taken when holdout is null.")
-    gate: AccuracyGate = Field(AccuracyGate(), description="INT8 vs FP32 outputs on the held-out inputs.")
 
 
 def check(params: QuantizeParams, config: DeployConfig) -> list[Issue]:
@@ -105,25 +91,13 @@ def _modelopt_issues(params: QuantizeParams, where: str) -> list[Issue]:
     return issues
 
 
-def holdout_source(params: QuantizeParams) -> DataSource:
-    if params.holdout is not None:
-        return params.holdout
-    calibration = params.calibration
-    return calibration.model_copy(
-        update={"offset": calibration.offset + calibration.count, "count": params.holdout_count}
-    )
-
-
 def run(ctx: StageContext, params: QuantizeParams) -> None:
     from deploy.datasources import datasource
     from deploy.gates import accuracy, fallback
 
     calibration = datasource.load(params.calibration, ctx.config)
-    holdout = datasource.load(holdout_source(params), ctx.config)
-    # With no holdout of its own, the held-out samples follow the calibration ones: the
-    # real data goes there.
-    key = "stages.quantize.holdout" if params.holdout is not None else "stages.quantize.calibration"
-    evidence = datasource.evidence(holdout_source(params), key)
+    holdout = datasource.load(params.holdout_source(), ctx.config)
+    evidence = datasource.evidence(params.holdout_source(), params.evidence_key("quantize"))
     details = {
         "target": params.target,
         "recipe": params.recipe,
@@ -299,10 +273,7 @@ SPEC = StageSpec(
     run=run,
     uses=frozenset({Section.SHAPES}),
     env=("onnx", "onnxruntime", "numpy", "pillow", "tokenizers"),
-    identity=lambda p: {
-        "calibration_data": fingerprint(p.calibration),
-        "holdout_data": fingerprint(p.holdout),
-    },
+    identity=lambda p: p.data_identity(),
     check=check,
     description="INT8 ONNX (static Q/DQ or dynamic; onnxruntime.quantization or ModelOpt), accuracy-gated "
     "against FP32, with automatic FP32 fallback of the most sensitive nodes",

@@ -47,16 +47,17 @@ def gather(
     evidence: Mapping[str, str] | None = None,
 ) -> list[Candidate]:
     """Served models first (with a smoke report), then every in-process runtime measured.
-    `cosines` / `evidence`: per precision, the worst cosine to FP32 and, where the data
-    was not real, what it was."""
+    `cosines` / `evidence`: per accuracy report (the catalog's `accuracy` artifact), the
+    worst cosine to FP32 and, where the data was not real, what it was."""
     said = evidence or {}
-    plain = [replace(c, evidence=said.get(c.precision, "")) for c in _in_process(bench, cosines)]
+    plain = [replace(c, evidence=said.get(_report(c.runtime), "")) for c in _in_process(bench, cosines)]
     if smoke is None:
         return plain
     served = [
-        replace(_served(name, bench, cosines, smoke), evidence=said.get(r.precision, ""))
+        replace(c, evidence=said.get(_report(c.runtime), ""))
         for name, r in smoke.models.items()
         if r.role == MODEL_ROLE
+        for c in [_served(name, bench, cosines, smoke)]
     ]
     standing = {c.runtime for c in served}
     return served + [_unserved(c) for c in plain if c.runtime not in standing]
@@ -68,10 +69,14 @@ def _in_process(bench: BenchResults, cosines: Mapping[str, float | None]) -> lis
         deploys = CATALOG[runtime]
         rows = _rows_of(bench.rows, runtime.value)
         if rows or runtime in bench.skipped:
-            cosine = cosines.get(deploys.precision)
+            cosine = cosines.get(_report(runtime))
             reason = bench.skipped.get(runtime, "")
             found.append(Candidate(runtime.value, deploys.format, deploys.precision, cosine, rows, reason))
     return found
+
+
+def _report(runtime: str) -> str:
+    return CATALOG[BenchRuntime(runtime)].accuracy or ""
 
 
 def _rows_of(rows: list[BenchRow], runtime: str) -> dict[int, BenchRow]:
@@ -90,7 +95,7 @@ def _served(
         runtime.value,
         deploys.format,
         deploys.precision,
-        cosines.get(deploys.precision),
+        cosines.get(_report(runtime)),
         _rows_of(bench.rows, runtime.value),
         bench.skipped.get(runtime, ""),
         model=name,
@@ -109,7 +114,9 @@ def _unserved(c: Candidate) -> Candidate:
     if c.runtime == BenchRuntime.EAGER:
         why = "eager PyTorch is not a Triton model format"
     elif not CATALOG[BenchRuntime(c.runtime)].served_as:
-        why = f"no Triton model format of deploy serves {c.format} yet: measured in process only"
+        why = (
+            f"no Triton model format of deploy serves {c.format} {c.precision} yet: measured in process only"
+        )
     else:
         why = f"no model of the repository serves it (stages.triton_config.formats / precisions: {c.format} {c.precision})"
     return replace(c, unverified=why)

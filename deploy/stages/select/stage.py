@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 from deploy.gates.accuracy_report import AccuracyReport
 from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed
-from deploy.runtimes.catalog import CATALOG, BenchRuntime
+from deploy.runtimes.catalog import ACCURACY_REPORTS, CATALOG, BenchRuntime
 from deploy.runtimes.record import BenchResults
 from deploy.runtimes.selection_record import Verdict
 from deploy.serving.publishing import when_selected
@@ -90,13 +90,9 @@ class SelectParams(BaseModel):
         return self
 
 
-# The accuracy report of each reduced precision: the artifacts of quantize and fp16.
-REPORTS = {"int8": "accuracy_int8", "fp16": "accuracy_fp16"}
-
-
 def run(ctx: StageContext, params: SelectParams) -> None:
     bench = BenchResults.read(ctx.input("results"))
-    reports = {p: AccuracyReport.read(ctx.input(a)) for p, a in REPORTS.items() if a in ctx.inputs}
+    reports = {a: AccuracyReport.read(ctx.input(a)) for a in ACCURACY_REPORTS if a in ctx.inputs}
     cosines = {p: r.worst_cosine() for p, r in reports.items()}
     evidence = {p: r.evidence.short() for p, r in reports.items()}
     smoke = SmokeReport.read(ctx.input("smoke")) if "smoke" in ctx.inputs else None
@@ -159,7 +155,7 @@ def _served(name: str, present: set[str], c: selection.Candidate) -> list[str]:
     if c.model:
         models = [c.model] if c.model in present else []
     else:
-        suffix = f"_{c.precision}" if c.precision in REPORTS else ""
+        suffix = "" if c.precision == "fp32" else f"_{c.precision}"
         formats = CATALOG[BenchRuntime(c.runtime)].served_as
         models = [m for m in (f"{name}_{fmt}{suffix}" for fmt in formats) if m in present]
     services = [e for m in models if (e := service_name(m, Role.ENSEMBLE)) in present]
@@ -198,9 +194,9 @@ def _link(src: str, dst: str) -> None:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="select",
-    version=5,  # 5: the verdict the report opens with; 4: decides for the server smoke verified (selection.json schema 2)
+    version=6,  # 6: OpenVINO INT8 judged by its own accuracy report; 5: the verdict the report opens with; 4: decides for the server smoke verified (selection.json schema 2)
     params=SelectParams,
-    inputs=("results", "accuracy_int8", "accuracy_fp16", "repository", "smoke"),
+    inputs=("results", *ACCURACY_REPORTS, "repository", "smoke"),
     outputs=(
         Artifact("selection", filename="selection.json"),
         Artifact("chart", filename="select.png"),
@@ -208,7 +204,7 @@ SPEC = StageSpec(
     ),
     run=run,
     env=("matplotlib",),
-    if_configured=frozenset({*REPORTS.values(), "repository", "smoke"}),
+    if_configured=frozenset({*ACCURACY_REPORTS, "repository", "smoke"}),
     publishes=when_selected,
     description="picks the best (format, precision) per objective from bench rows and accuracy gates; status table",
     timeout_s=600,

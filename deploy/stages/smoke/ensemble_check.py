@@ -30,32 +30,32 @@ from deploy.serving.service_record import (
     TextRecord,
 )
 from deploy.serving.smoke_report import ModelResult, ModelStatus, ServiceCheck
+from deploy.stages.smoke.model_check import reference_name
 
 
 def _local_file(model: Model) -> Path | None:
     """A reduced-precision model is run locally from the very file served (its accuracy
     against FP32 is the quantize / fp16 stages' gate); FP32 answers to the eager model."""
-    if model.precision == "fp32":
-        return None
-    files = sorted(model.directory.glob("*/model.onnx"))
-    return files[-1] if files else None
+    from deploy.runtimes.files import newest_model_file
+
+    return None if model.precision == "fp32" else newest_model_file(model.directory)
 
 
 def reference(
-    ctx: StageContext, pre: PreRecord, pre_dir: Path, items: list[Sample], onnx_file: Path | None
+    ctx: StageContext, pre: PreRecord, pre_dir: Path, items: list[Sample], served_file: Path | None
 ) -> dict[str, np.ndarray]:
     """The model's declared outputs for `items`, prepared in Python: the eager model, or
-    ONNX Runtime on `onnx_file`."""
+    the local runtime (ONNX Runtime, OpenVINO) on the served file `served_file`."""
     import torch
 
     from deploy.modelio.loading import load_adapted
 
     feeds = _image_feeds(pre, items) if isinstance(pre, ImageRecord) else _text_feeds(pre, pre_dir, items)
     feeds = {s.name: feeds[s.name].astype(s.dtype) for s in ctx.config.inputs}
-    if onnx_file is not None:
-        from deploy.runtimes.onnxrt import OnnxRuntime
+    if served_file is not None:
+        from deploy.runtimes.files import runtime_for
 
-        return OnnxRuntime(onnx_file, outputs=ctx.config.output_names()).infer(feeds)
+        return dict(runtime_for(served_file, ctx.config.output_names()).infer(feeds))
     model = load_adapted(ctx.config, feeds)
     with torch.no_grad():
         outs = model(*(torch.from_numpy(feeds[s.name]) for s in ctx.config.inputs))
@@ -334,7 +334,7 @@ def check_ensemble(served: Any, name: str, ctx: StageContext, params: Any) -> Mo
         with traffic.reach(served.server, service.served.directory.name, params.request_timeout_s) as clients:
             load = concurrent(ctx, service, _gate(params), params, clients)
         problems += load.problems()
-    runs = "eager PyTorch" if precision == "fp32" else f"local ONNX Runtime on the served {precision} file"
+    runs = reference_name(served.found[wiring.model])
     reference = f"{runs} inside Python pre/post-processing (torchvision transforms / tokenizers, torch)"
     status = ModelStatus.FAILED if problems else ModelStatus.PASSED
     return ModelResult(

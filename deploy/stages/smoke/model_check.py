@@ -23,23 +23,34 @@ def check_model(
 
 def _reference(model: Model, golden: Any, ctx: StageContext) -> Any:
     """FP32 models answer for the whole chain: compared with the eager reference. A
-    reduced-precision model is compared with ONNX Runtime running the very file served
-    (serving parity); its accuracy against FP32 is the quantize stage's gate."""
+    reduced-precision model is compared with ONNX Runtime (or OpenVINO) running the very
+    file served (serving parity); its accuracy against FP32 is its converting stage's gate."""
     found = _reference_cases(model, list(golden.values()), ctx)
     return dict(zip(golden, found))
 
 
 def _reference_cases(model: Model, cases: list[Any], ctx: StageContext) -> list[Any]:
-    """`cases` with the outputs the served model must give: eager's (FP32), or ONNX
-    Runtime's on the very file served (reduced precision)."""
-    files = sorted(model.directory.glob("*/model.onnx"))
-    if model.precision == "fp32" or not files:
+    """`cases` with the outputs the served model must give: eager's (FP32), or the local
+    runtime's on the very file served (reduced precision)."""
+    from deploy.runtimes.files import newest_model_file, runtime_for
+
+    served = newest_model_file(model.directory)
+    if model.precision == "fp32" or served is None:
         return cases
     from deploy.gates.references import Case, infer_case
-    from deploy.runtimes.onnxrt import OnnxRuntime
 
-    local = OnnxRuntime(files[-1], outputs=ctx.config.output_names())
+    local = runtime_for(served, ctx.config.output_names())
     return [Case(case.inputs, infer_case(local, f"case {i}", case)) for i, case in enumerate(cases)]
+
+
+def reference_name(model: Model) -> str:
+    """What a served model's answers are compared with, in words."""
+    from deploy.runtimes.files import SUFFIXES, newest_model_file
+
+    served = newest_model_file(model.directory)
+    if model.precision == "fp32" or served is None:
+        return "eager PyTorch"
+    return f"local {SUFFIXES[served.suffix]} on the served {model.precision} file"
 
 
 def _check_model(
@@ -50,11 +61,7 @@ def _check_model(
     from deploy.stages.smoke import checks
 
     inputs, outputs = checks.expected(ctx.config, model.fmt, golden)
-    served = (
-        "eager PyTorch"
-        if model.precision == "fp32"
-        else f"local ONNX Runtime on the served {model.precision} file"
-    )
+    served = reference_name(model)
     result = ModelResult.of(model, ModelStatus.PASSED, reference=served)
     batch = ctx.config.batch_range()
     for protocol in params.protocols:

@@ -66,7 +66,9 @@ class TritonParams(Frozen):
         ("onnx", "torchscript", "python"),
         min_length=1,
         description="One Triton model `<name>_<format>` per format; python serves the ONNX file with ONNX Runtime "
-        "(Triton's python backend); plan needs the build stage's engine.",
+        "(Triton's python backend); openvino: the OpenVINO IR on Triton's openvino backend (a server with that "
+        "backend); python_openvino: the IR with OpenVINO in the python backend (any server); plan needs the "
+        "build stage's engine.",
     )
     # Default: the shape spec's max batch (0 when the model has no batch dim).
     max_batch_size: int | None = Field(
@@ -82,12 +84,14 @@ class TritonParams(Frozen):
         InstanceGroup(), description="Model instances (Triton instance_group)."
     )
     # fp32: the exported model; int8 / fp16: the quantize / fp16 stages' ONNX, served in
-    # the ONNX-based formats as <name>_<format>_<precision>.
+    # the ONNX-based formats as <name>_<format>_<precision>; int8 in the OpenVINO formats:
+    # the openvino_int8 stage's IR.
     precisions: tuple[Literal["fp32", "int8", "fp16"], ...] = Field(
         ("fp32",),
         min_length=1,
         description="fp32: the exported model; int8 / fp16: the quantize / fp16 stages' ONNX, served in the "
-        "ONNX-based formats as `<name>_<format>_<precision>`.",
+        "ONNX-based formats as `<name>_<format>_<precision>`; int8 in the OpenVINO formats: the openvino_int8 "
+        "stage's IR (fp16 is not served as OpenVINO).",
     )
     plan: PlanOptions = Field(PlanOptions(), description="Settings of the plan (TensorRT) format only.")
     publish: PublishPolicy = Field(

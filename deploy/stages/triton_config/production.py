@@ -153,3 +153,11 @@ def accelerators(proto: Any, found: tuple[OnnxAccelerator, ...]) -> None:
             entry.parameters["precision_mode"] = accelerator.precision.upper()
             if accelerator.workspace_mib is not None:
                 entry.parameters["max_workspace_size_bytes"] = str(accelerator.workspace_mib << 20)
+
+
+def openvino_backend(proto: Any) -> None:
+    """Triton's openvino backend: the latency hint (one stream per instance: the instances
+    and the dynamic batcher give the concurrency). It has no FP32 precision switch: on a CPU
+    with bf16 it computes in bf16, the CPU plugin's default (bench's openvino_bf16 row and
+    the openvino stage's bf16 gate measure that precision)."""
+    proto.parameters["PERFORMANCE_HINT"].string_value = "LATENCY"

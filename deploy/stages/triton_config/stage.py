@@ -29,7 +29,7 @@ from deploy.pipeline.contract import (
 from deploy.pipeline.errors import Issue, StageFailed
 from deploy.pipeline.facts import Provides
 from deploy.runtimes.engine_manifest import EngineManifest
-from deploy.serving.layout import LAYOUTS, PYTHON_MODEL, ServingFormat, io_name
+from deploy.serving.layout import FORMAT_PARAMETER, LAYOUTS, PYTHON_MODEL, ServingFormat, io_name
 from deploy.serving.publishing import PUBLISHING, Publishing, PublishPolicy, when_all
 from deploy.serving.service import Role
 from deploy.serving.service_record import service_name
@@ -110,12 +110,18 @@ class ServedModel:
     artifact: str
 
 
+# The precisions each source artifact is served in (its stages' artifacts: `<source>_<precision>`).
+SERVED_PRECISIONS = {"onnx": ("fp32", "int8", "fp16"), "openvino": ("fp32", "int8")}
+
+
 def served(params: TritonParams, name: str) -> list[ServedModel]:
     """resnet50_onnx, resnet50_python, resnet50_python_int8, ... (fp32 keeps the short name).
-    Reduced precisions apply to the ONNX-based formats (onnx, python)."""
+    Reduced precisions apply to the ONNX-based formats (onnx, python) and INT8 to the
+    OpenVINO ones (openvino, python_openvino)."""
     out = []
     for fmt in params.formats:
-        for precision in params.precisions if LAYOUTS[fmt].artifact == "onnx" else ("fp32",):
+        allowed = SERVED_PRECISIONS.get(LAYOUTS[fmt].artifact, ("fp32",))
+        for precision in [p for p in params.precisions if p in allowed]:
             suffix = "" if precision == "fp32" else f"_{precision}"
             artifact = LAYOUTS[fmt].artifact + suffix
             out.append(ServedModel(f"{name}_{fmt}{suffix}", fmt, precision, artifact))
@@ -165,7 +171,7 @@ def run(ctx: StageContext, params: TritonParams) -> None:
         for filename, data in warm.items():
             (root / entry.model / production.WARMUP_DIR).mkdir(exist_ok=True)
             (root / entry.model / production.WARMUP_DIR / filename).write_bytes(data)
-        if entry.fmt == "python":
+        if LAYOUTS[entry.fmt].python_model is not None:
             shutil.copyfile(PYTHON_MODEL, root / entry.model / str(params.version) / "model.py")
     services = _write_service(ctx, params, golden, protos)
     ctx.record("models", [m.model for m in models])
@@ -180,7 +186,13 @@ def _refuse_merging(ctx: StageContext, params: TritonParams, golden: Any, models
     answers per sample."""
     if max_batch(params, ctx.config) == 0:
         return
-    files = {m.precision: ctx.input(m.artifact) for m in models if m.precision != "fp32"}
+    # The ONNX files, run in ONNX Runtime; NNCF's INT8 IR quantizes with static scales
+    # (calibrated, never per batch), so its answers do not depend on the batch either.
+    files = {
+        m.precision: ctx.input(m.artifact)
+        for m in models
+        if m.precision != "fp32" and m.artifact.startswith("onnx")
+    }
     fp32 = BatchIndependence.read(ctx.input("batching"))
     found = batching.records(fp32, files, golden, ctx.config.output_names())
     ctx.record("batching", {p: r.text() for p, r in found.items()})
@@ -244,10 +256,11 @@ def model_config(
 
     size = max_batch(params, config)
     proto = pb.ModelConfig(name=name, max_batch_size=size)
-    if fmt == "python":
-        proto.backend = "python"
+    layout = LAYOUTS[fmt]
+    if layout.by_backend:
+        proto.backend = layout.backend
     else:
-        proto.platform = LAYOUTS[fmt].platform
+        proto.platform = layout.platform
     for i, spec in enumerate(config.inputs):
         dims = [-1 if isinstance(d, str) else d for d in spec.dims][1 if size else 0 :]
         proto.input.add(
@@ -261,9 +274,10 @@ def model_config(
     if merging is not None:
         proto.dynamic_batching.max_queue_delay_microseconds = merging.max_queue_delay_us
         proto.dynamic_batching.preferred_batch_size.extend(merging.preferred_batch_sizes)
-    # The python format runs ONNX Runtime's CPU provider: its instances are CPU instances;
-    # a TensorRT plan runs on GPUs only.
-    kind = {"python": "KIND_CPU", "plan": "KIND_GPU"}.get(fmt) or {
+    # The python formats run ONNX Runtime's CPU provider or OpenVINO's CPU plugin, as does
+    # the openvino backend: their instances are CPU instances; a TensorRT plan runs on GPUs only.
+    cpu_only = ("python", "python_openvino", "openvino")
+    kind = ("KIND_CPU" if fmt in cpu_only else {"plan": "KIND_GPU"}.get(fmt)) or {
         "auto": "KIND_AUTO",
         "cpu": "KIND_CPU",
         "gpu": "KIND_GPU",
@@ -275,8 +289,10 @@ def model_config(
         group.profile.extend(str(p) for p in params.plan.profiles)
         proto.cc_model_filenames.update(params.plan.cc_model_filenames)
     _production(proto, pb, fmt, params, group)
-    # Read back by the smoke stage to pick the tolerance for this precision.
+    # Read back by the smoke stage to pick the tolerance for this precision, and by
+    # repository.models to tell the python backend's formats apart.
     proto.parameters["deploy_precision"].string_value = precision
+    proto.parameters[FORMAT_PARAMETER].string_value = fmt
     return proto
 
 
@@ -294,6 +310,8 @@ def _production(proto: Any, pb: Any, fmt: str, params: TritonParams, group: Any)
     proto.response_cache.enable = params.response_cache
     if fmt == "onnx":
         production.accelerators(proto, params.onnx_accelerators)
+    if fmt == "openvino":
+        production.openvino_backend(proto)
 
 
 def _output_dims(golden: Any, name: str, max_batch_size: int) -> list[int]:
@@ -331,7 +349,10 @@ def _write_model(model_dir: Path, version: int, text: str, source: Path, filenam
     (model_dir / str(version)).mkdir(parents=True)
     (model_dir / "config.pbtxt").write_text(text)
     dest = model_dir / str(version) / filename
-    if source.suffix == ".onnx":
+    if source.suffix == ".xml":  # an OpenVINO IR: its weights beside it, written first
+        shutil.copyfile(source.with_suffix(".bin"), dest.with_suffix(".bin"))
+        shutil.copyfile(source, dest)
+    elif source.suffix == ".onnx":
         from deploy.modelio import onnx_files
 
         onnx_files.copy(source, dest)  # with the weights file beside it, if any
@@ -342,9 +363,20 @@ def _write_model(model_dir: Path, version: int, text: str, source: Path, filenam
 SPEC = StageSpec(
     phase=Phase.PACKAGE,
     name="triton_config",
-    version=6,  # 6: dynamic batching refused for batch-dependent outputs of any served precision
+    version=7,  # 7: OpenVINO formats, deploy_format in every config; 6: dynamic batching refused for batch-dependent outputs of any served precision
     params=TritonParams,
-    inputs=("golden", "batching", "onnx", "onnx_int8", "onnx_fp16", "torchscript", "engine", "manifest"),
+    inputs=(
+        "golden",
+        "batching",
+        "onnx",
+        "onnx_int8",
+        "onnx_fp16",
+        "openvino",
+        "openvino_int8",
+        "torchscript",
+        "engine",
+        "manifest",
+    ),
     outputs=(Artifact("repository", ArtifactKind.TREE, publish=Publish.REPOSITORY),),
     run=run,
     uses=frozenset({Section.NAME, Section.SHAPES}),

@@ -1,0 +1,33 @@
+"""The openvino_int8 stage's parameters (pydantic only: read at discovery)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from deploy.gates.calibrated import Calibrated
+
+IR_FILE = "model.xml"  # with model.bin beside it
+STAGE = "openvino_int8"
+
+
+class NncfParams(Calibrated):
+    preset: Literal["performance", "mixed"] = Field(
+        "performance",
+        description="NNCF's preset: performance (symmetric weights and activations), mixed (asymmetric "
+        "activations: better for activations that are not centred, such as after GELU).",
+    )
+    model_type: Literal["transformer"] | None = Field(
+        None,
+        description="transformer: NNCF's recipe for transformers (attention softmax / normalisations kept "
+        "in float); null: the default recipe (CNNs).",
+    )
+    fast_bias_correction: bool = Field(
+        False,
+        description="NNCF's fast bias correction (quicker, further from FP32); false: the full one (the CNN "
+        "trained on digits: cosine to FP32 0.990 fast, 0.996 full).",
+    )
+    exclude: tuple[str, ...] = Field(
+        (), description="Operation names (in the IR) kept in float: NNCF's ignored scope."
+    )

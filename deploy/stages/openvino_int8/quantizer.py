@@ -1,0 +1,172 @@
+"""NNCF's post-training quantization of the FP32 IR, and its accuracy control as the
+automatic fallback. Imports openvino and nncf.
+
+The fallback's metric is the gate's: the cosine of the candidate's outputs to the FP32
+ONNX's in ONNX Runtime on the held-out inputs (the least over the outputs), so NNCF's
+`max_drop` is 1 - min_cosine, and what NNCF calls reverted is what the gate needed kept
+in float. The top-1 / top-k agreement gates are judged on the result, not steered to."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from deploy.gates import accuracy
+from deploy.pipeline.contract import StageContext
+from deploy.pipeline.errors import StageFailed
+from deploy.stages.openvino_int8.nncf_params import IR_FILE, STAGE, NncfParams
+
+Feed = dict[str, np.ndarray]
+
+
+def openvino_f32(path: Path, outputs: Sequence[str] | None = None) -> Any:
+    """The IR in OpenVINO computing in FP32 (never the CPU's bf16 default: the gate judges
+    INT8's error, not bf16's on top of it)."""
+    from deploy.runtimes.openvinort import Compute, OpenVino
+
+    return OpenVino(path, outputs=outputs, compute=Compute.F32)
+
+
+def quantize(
+    ctx: StageContext, params: NncfParams, calibration: list[Feed], holdout: list[Feed], dest: Path
+) -> dict[str, Any]:
+    """Writes the INT8 IR to `dest`; what was done, for the accuracy report."""
+    import openvino as ov
+
+    logging.getLogger("nncf").setLevel(logging.WARNING)  # its per-step INFO lines: the log keeps ours
+    source = _ir(ctx.input("openvino"))
+    settings = _settings(params, len(calibration))
+    plain = _run(lambda nncf: nncf.quantize(_read(source), nncf.Dataset(calibration), **settings))
+    details: dict[str, Any] = {
+        "quantizer": "nncf",
+        "preset": params.preset,
+        "model_type": params.model_type,
+        "fast_bias_correction": params.fast_bias_correction,
+        "exclude": list(params.exclude),
+        "calibration_samples": len(calibration),
+        "fp32_ir_ops_quantized": len(_quantized_ops(plain)),
+    }
+    ov.save_model(plain, str(dest), compress_to_fp16=False)
+    if not params.auto or not _fails(ctx, params, dest, holdout):
+        return details
+    ctx.log.info("the INT8 IR fails the gate: NNCF's accuracy control keeps the most sensitive ops in float")
+    restored = _restore(ctx, params, source, calibration, holdout, settings)
+    kept = sorted(_quantized_ops(plain) - _quantized_ops(restored))
+    ov.save_model(restored, str(dest), compress_to_fp16=False)
+    ctx.report_table(
+        "OpenVINO INT8 (NNCF) accuracy control: operations kept in float",
+        ["operation"],
+        [[name] for name in kept],
+        note=f"max_drop {1 - params.gate.min_cosine:.4g} in cosine to FP32; at most {params.max_float_nodes} reverts",
+    )
+    return details | {"fallback": {"kept_float": kept, "max_float_nodes": params.max_float_nodes}}
+
+
+def _settings(params: NncfParams, samples: int) -> dict[str, Any]:
+    import nncf
+
+    return {
+        "preset": {
+            "performance": nncf.QuantizationPreset.PERFORMANCE,
+            "mixed": nncf.QuantizationPreset.MIXED,
+        }[params.preset],
+        "model_type": nncf.ModelType.TRANSFORMER if params.model_type == "transformer" else None,
+        "ignored_scope": nncf.IgnoredScope(names=list(params.exclude)) if params.exclude else None,
+        "subset_size": samples,
+        "fast_bias_correction": params.fast_bias_correction,
+    }
+
+
+def _run(step: Any) -> Any:
+    """NNCF's errors in the config's words: an unknown name in `exclude` is the usual one."""
+    import nncf
+
+    try:
+        return step(nncf)
+    except nncf.ValidationError as exc:
+        raise StageFailed(f"stages.{STAGE}.exclude: {str(exc).strip().splitlines()[0]}") from exc
+
+
+def _fails(ctx: StageContext, params: NncfParams, candidate: Path, holdout: list[Feed]) -> bool:
+    _metrics, bad = accuracy.gate_against_fp32(
+        ctx.input("onnx"), candidate, holdout, ctx.config.outputs, params.gate, openvino_f32
+    )
+    return bool(bad)
+
+
+def _restore(
+    ctx: StageContext,
+    params: NncfParams,
+    source: Path,
+    calibration: list[Feed],
+    holdout: list[Feed],
+    settings: dict[str, Any],
+) -> Any:
+    from nncf.quantization.advanced_parameters import AdvancedAccuracyRestorerParameters
+
+    judge = _Cosines(ctx, holdout)
+    limit = AdvancedAccuracyRestorerParameters(max_num_iterations=params.max_float_nodes)
+    return _run(
+        lambda nncf: nncf.quantize_with_accuracy_control(
+            _read(source),
+            nncf.Dataset(calibration),
+            nncf.Dataset(list(range(len(holdout)))),  # items are indices: the references are by index
+            judge,
+            max_drop=max(1.0 - params.gate.min_cosine, 0.0),
+            drop_type=nncf.DropType.ABSOLUTE,
+            advanced_accuracy_restorer_parameters=limit,
+            **settings,
+        )
+    )
+
+
+class _Cosines:
+    """NNCF's validation function: (the gate's cosine over the items, each item's)."""
+
+    def __init__(self, ctx: StageContext, holdout: list[Feed]) -> None:
+        self.holdout, self.names = holdout, ctx.config.output_names()
+        fp32 = accuracy.onnx_runtime(ctx.input("onnx"), self.names)
+        self.references = [fp32.infer(feed) for feed in holdout]
+
+    def __call__(self, compiled: Any, items: Any) -> tuple[float, list[float]]:
+        indices = list(items)
+        got = [self._infer(compiled, self.holdout[i]) for i in indices]
+        refs = [self.references[i] for i in indices]
+        per_item = [min(_cosine([r[n]], [g[n]]) for n in self.names) for r, g in zip(refs, got)]
+        overall = min(_cosine([r[n] for r in refs], [g[n] for g in got]) for n in self.names)
+        return overall, per_item
+
+    def _infer(self, compiled: Any, feed: Feed) -> dict[str, np.ndarray]:
+        result = compiled(feed)
+        return {name: np.asarray(result[compiled.output(name)]) for name in self.names}
+
+
+def _cosine(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
+    a = np.concatenate([r.ravel() for r in ref]).astype(np.float64)
+    b = np.concatenate([g.ravel() for g in got]).astype(np.float64)
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b) / norm if norm > 0 and np.all(np.isfinite(b)) else -1.0
+
+
+def _quantized_ops(model: Any) -> set[str]:
+    """Operations fed by a FakeQuantize: those NNCF quantized (their activations)."""
+    return {
+        op.get_friendly_name()
+        for op in model.get_ordered_ops()
+        if op.get_type_name() != "FakeQuantize"
+        and any(i.get_source_output().get_node().get_type_name() == "FakeQuantize" for i in op.inputs())
+    }
+
+
+def _read(ir: Path) -> Any:
+    import openvino as ov
+
+    return ov.Core().read_model(str(ir))
+
+
+def _ir(tree: Path) -> Path:
+    return tree / IR_FILE if tree.is_dir() else tree
