@@ -40,5 +40,14 @@ def test_minilm_publishes_a_sentence_service_that_answers_the_eager_embedding(tm
     assert all(
         shape["embedding"]["passed"] and shape["embedding"]["max_abs"] < 1e-4 for shape in openvino.values()
     )
+    # OpenVINO served: the FP32 IR against eager, NNCF's INT8 IR against OpenVINO on the
+    # served file (its accuracy against FP32 on the held-out sentences: the openvino_int8 gate).
+    for name in ("minilm_python_openvino_ensemble", "minilm_python_openvino_int8_ensemble"):
+        assert smoke[name]["status"] == "passed" and smoke[name]["traffic"]["mismatch_count"] == 0
+    assert (
+        "local OpenVINO on the served int8 file" in smoke["minilm_python_openvino_int8_ensemble"]["reference"]
+    )
+    nncf = next(s for s in summary["stages"] if s["stage"] == "openvino_int8")["metrics"]["accuracy"]
+    assert nncf["outputs"]["embedding"]["cosine"] >= 0.99 and nncf["evidence"]["synthetic"] is False
     pre = tmp_path / "model_repository" / "minilm_pre" / "1"
     assert (pre / "tokenizer.json").is_file() and (pre / "model.py").is_file()

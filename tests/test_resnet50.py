@@ -32,6 +32,7 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
         "simplify",
         "build",
         "openvino",
+        "openvino_int8",
         "quantize",
         "trace",
         "stats",
@@ -48,7 +49,7 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     summary = json.loads((tmp_path / "runs" / "resnet50" / "summary.json").read_text())
     states = {s["stage"]: s["status"] for s in summary["stages"]}
     expected_build = "ran" if real_tensorrt() else "skipped"
-    assert states.pop("build") == expected_build and set(states.values()) == {"ran"} and len(states) == 12
+    assert states.pop("build") == expected_build and set(states.values()) == {"ran"} and len(states) == 13
     validate = next(s for s in summary["stages"] if s["stage"] == "validate")
     assert validate["metrics"]["parity"]["onnxruntime"]["passed"]
     smoke = next(s for s in summary["stages"] if s["stage"] == "smoke")["metrics"]["smoke"]["models"]
@@ -57,11 +58,18 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
         assert smoke["resnet50_python"]["protocols"][protocol]["max"]["logits"]["passed"]
     assert smoke["resnet50_onnx"]["status"] == "skipped"  # the wheel's server has no onnxruntime backend
     assert smoke["resnet50_python_int8"]["status"] == "passed"
+    bf16 = _has_bf16()  # else bf16 models are not written, and bench skips openvino_bf16, saying why
+    for name in ("resnet50_python_openvino", "resnet50_python_openvino_int8"):
+        assert smoke[name]["status"] == "passed" and smoke[name]["format"] == "python_openvino"
+    assert smoke["resnet50_openvino"]["status"] == "skipped"  # nor an openvino backend
     smoke_row = next(s for s in summary["stages"] if s["stage"] == "smoke")
-    # 2 models, the pre / post models and the 2 ensembles over them; the onnx / torchscript
-    # models and their 3 ensembles need backends the wheel's server lacks.
-    assert smoke_row["partial"] == "passed 6, skipped 6 (no onnxruntime, pytorch backend)"
-    assert cases["smoke"].find("system-out").text.startswith("PARTIAL: passed 6, skipped 6")
+    # python x (fp32, int8), python_openvino x (fp32, int8, bf16), the pre / post models and
+    # an ensemble over each; the onnx / torchscript / openvino models and their ensembles
+    # need backends the wheel's server lacks.
+    passed, skipped = (12, 12) if bf16 else (10, 10)
+    backends = "onnxruntime, openvino, pytorch"
+    assert smoke_row["partial"] == f"passed {passed}, skipped {skipped} (no {backends} backend)"
+    assert cases["smoke"].find("system-out").text.startswith(f"PARTIAL: passed {passed}, skipped {skipped}")
     assert (
         "its step resnet50_onnx needs the 'onnxruntime' backend" in smoke["resnet50_onnx_ensemble"]["reason"]
     )
@@ -76,15 +84,28 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     quantize = next(s for s in summary["stages"] if s["stage"] == "quantize")["metrics"]["accuracy"]
     assert quantize["outputs"]["logits"]["cosine"] >= 0.99
     bench = next(s for s in summary["stages"] if s["stage"] == "bench")["metrics"]["bench"]
-    in_process = {(r["runtime"], r["batch"]) for r in bench if r["concurrency"] == 1 and r["device"] == "cpu"}
-    timed = ("eager", "torchscript", "onnxruntime", "onnxruntime_int8", "openvino", "openvino_bf16")
-    bf16 = _has_bf16()  # else bench skips openvino_bf16, saying why
+    in_process = {(r["runtime"], r["batch"]) for r in bench if "hint" not in r and r["device"] == "cpu"}
+    timed = (
+        "eager",
+        "torchscript",
+        "onnxruntime",
+        "onnxruntime_int8",
+        "openvino",
+        "openvino_int8",
+        "openvino_bf16",
+    )
     assert in_process == {(rt, b) for rt in timed if bf16 or rt != "openvino_bf16" for b in (1, 8)}
     openvino = next(s for s in summary["stages"] if s["stage"] == "openvino")["metrics"]
     for parity in ("openvino_parity", *(["openvino_bf16_parity"] if bf16 else [])):
         assert all(shape["logits"]["passed"] for shape in openvino[parity].values())
     served = {(r["runtime"], r["concurrency"]) for r in bench if r["device"] == "server"}
-    models = ("python", "python_int8", "python_ensemble", "python_int8_ensemble")  # services end to end too
+    models = [  # services end to end too
+        f"{fmt}{precision}{service}"
+        for fmt, precisions in (("python", ("", "_int8")), ("python_openvino", ("", "_int8", "_bf16")))
+        for precision in precisions
+        if bf16 or precision != "_bf16"
+        for service in ("", "_ensemble")
+    ]
     assert served == {(f"triton:resnet50_{m}", c) for m in models for c in (1, 2, 4)}
     stats = next(s for s in summary["stages"] if s["stage"] == "stats")["metrics"]["stats"]
     # ~25.5 M parameters (BatchNorm folded into the convs) and the published ~4.1 GMACs at 224x224.

@@ -1,5 +1,5 @@
 """A model file run here, by the runtime its suffix names: ONNX Runtime for `.onnx`, and
-OpenVINO, computing in FP32, for an IR's `.xml`. Used where a served file is checked
+OpenVINO for an IR's `.xml`, computing in f32 (or bf16, for an IR served as bf16). Used where a served file is checked
 against its own local answers (smoke's reduced-precision references)."""
 
 from __future__ import annotations
@@ -11,11 +11,13 @@ from typing import Any
 SUFFIXES = {".onnx": "ONNX Runtime", ".xml": "OpenVINO"}
 
 
-def runtime_for(path: Path, outputs: Sequence[str] | None = None) -> Any:
+def runtime_for(path: Path, outputs: Sequence[str] | None = None, precision: str = "fp32") -> Any:
+    """`precision`: what the file is served as; an IR served as bf16 is computed in bf16."""
     if path.suffix == ".xml":
         from deploy.runtimes.openvinort import Compute, OpenVino
 
-        return OpenVino(path, outputs=outputs, compute=Compute.F32)
+        compute = Compute.BF16 if precision == "bf16" else Compute.F32
+        return OpenVino(path, outputs=outputs, compute=compute)
     from deploy.runtimes.onnxrt import OnnxRuntime
 
     return OnnxRuntime(path, outputs=outputs)

@@ -7,8 +7,10 @@ has the python backend (such as the one shipped in the nvidia-pytriton wheel), w
 the repository smoke-testable without the onnxruntime / openvino / tensorrt backends.
 Requests that the dynamic batcher groups are concatenated into one call.
 
-OpenVINO computes in FP32, asked for explicitly: on a CPU with bf16 its default would be
-bf16, another precision than the one the pipeline verified.
+OpenVINO computes in the precision the config's `deploy_precision` names, asked for
+explicitly: bf16 for a model served as bf16 (on a CPU without bf16 the model refuses to
+load rather than compute in another precision than its name), f32 otherwise, even where
+the CPU plugin's default would be bf16.
 """
 
 import json
@@ -26,7 +28,11 @@ class TritonPythonModel:
         self.outputs = [spec["name"] for spec in config["output"]]
         self.batched = int(config.get("max_batch_size", 0)) > 0
         ir = os.path.join(folder, "model.xml")
-        self.run = _openvino(ir, self.outputs) if os.path.exists(ir) else _onnxruntime(folder, self.outputs)
+        if os.path.exists(ir):
+            precision = config.get("parameters", {}).get("deploy_precision", {}).get("string_value", "fp32")
+            self.run = _openvino(ir, self.outputs, "bf16" if precision == "bf16" else "f32")
+        else:
+            self.run = _onnxruntime(folder, self.outputs)
 
     def execute(self, requests):
         try:
@@ -66,11 +72,14 @@ def _onnxruntime(folder, outputs):
     return lambda feeds: session.run(outputs, feeds)
 
 
-def _openvino(path, outputs):
+def _openvino(path, outputs, compute):
     import openvino as ov
 
-    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
-    compiled = ov.Core().compile_model(path, "CPU", config)
+    core = ov.Core()
+    if compute == "bf16" and "BF16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+        raise pb_utils.TritonModelException("served as bf16, but this CPU has no bf16")
+    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": compute}
+    compiled = core.compile_model(path, "CPU", config)
     ports = [compiled.output(name) for name in outputs]
     request = compiled.create_infer_request()  # one instance executes one batch at a time
 

@@ -53,6 +53,17 @@ def test_tiny_config_is_valid(write_config):
             "stages.triton_config.dynamic_batching.preferred_batch_sizes",
             "exceed max_batch_size",
         ),
+        (
+            {"stages": {"triton_config": {"formats": ["python_openvino"], "precisions": ["bf16"]}}},
+            "stages.triton_config.precisions",
+            "needs the openvino stage with its bf16 gate",
+        ),
+        (
+            {"stages": {"openvino": {"bf16": False}, "triton_config": {"precisions": ["fp32", "bf16"]}}},
+            "stages.triton_config.precisions",
+            "(stages.openvino.bf16: true)",
+        ),
+        ({"stages": {"openvino_int8": {}}}, "stages.openvino_int8", "needs artifact 'openvino'"),
         ({"stages": {"bogus": {}}}, "stages.bogus", "unknown stage"),
         ({"model": {"kwargs": {"width": 8}, "seed": "x"}}, "model.seed", "integer"),
         ({"model": {"file": "/nonexistent/model.py"}}, "model.file", "file not found"),

@@ -34,22 +34,37 @@ def _config(tmp_path: Path, checkpoint: Path) -> Path:
     stages = data["stages"]
     stages.update(
         simplify={},
-        openvino={"bf16": False},
-        openvino_int8=real,
+        openvino={},
+        # NNCF's full bias correction: this CNN's INT8 is closer to FP32 with it.
+        openvino_int8={**real, "fast_bias_correction": False},
         quantize=real,
         bench={
             **fast,
-            "runtimes": ["onnxruntime", "onnxruntime_int8", "openvino", "openvino_int8", "triton"],
+            "runtimes": [
+                "onnxruntime",
+                "onnxruntime_int8",
+                "openvino",
+                "openvino_int8",
+                "openvino_bf16",
+                "triton",
+            ],
             "triton": {"concurrency": [1, 2], "server": {"kind": "auto"}},
         },
         select={"objectives": [{"name": "latency", "metric": "latency"}], "min_gain": 0},
     )
     stages["triton_config"].update(
-        formats=["python", "python_openvino", "openvino"], precisions=["fp32", "int8"]
+        formats=["python", "python_openvino", "openvino"],
+        precisions=["fp32", "int8", *(["bf16"] if _has_bf16() else [])],
     )
     stages["smoke"]["batching_requests"] = 24
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def _has_bf16() -> bool:
+    import openvino as ov
+
+    return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
 def _stages(summary: Path) -> dict[str, Any]:
@@ -77,6 +92,12 @@ def test_openvino_is_served_smoked_benched_and_weighed(tmp_path: Path, digits_ch
         assert traffic["clients"] >= 2 and traffic["mismatch_count"] == 0 and not traffic["mismatches"]
     assert models["tiny_python_openvino"]["reference"] == "eager PyTorch"
     assert models["tiny_python_openvino_int8"]["reference"] == "local OpenVINO on the served int8 file"
+    if _has_bf16():  # the FP32 IR served computed in bf16, checked against OpenVINO's bf16 here
+        bf16 = models["tiny_python_openvino_bf16"]
+        assert bf16["status"] == "passed" and bf16["reference"] == "local OpenVINO on the served bf16 file"
+        assert models["tiny_python_openvino_bf16_ensemble"]["status"] == "passed"
+        config = (repository / "tiny_openvino_bf16" / "config.pbtxt").read_text()
+        assert 'key: "HINT_BF16"' in config
     for name in ("tiny_openvino", "tiny_openvino_int8", "tiny_openvino_ensemble"):
         assert models[name]["status"] == "skipped" and "'openvino' backend" in models[name]["reason"]
     for name in ("tiny_python_openvino_ensemble", "tiny_python_openvino_int8_ensemble"):
@@ -86,7 +107,11 @@ def test_openvino_is_served_smoked_benched_and_weighed(tmp_path: Path, digits_ch
     served = {r["runtime"] for r in bench["results"]}
     assert {"triton:tiny_python_openvino", "triton:tiny_python_openvino_int8"} <= served
     hinted = [r for r in bench["results"] if r.get("hint") == "throughput"]
-    assert {r["runtime"] for r in hinted} == {"openvino", "openvino_int8"}
+    assert {r["runtime"] for r in hinted} == {
+        "openvino",
+        "openvino_int8",
+        *(["openvino_bf16"] if _has_bf16() else []),
+    }
     chosen = stages["bench"]["metrics"]["openvino_throughput_settings"]
     assert chosen["hint"] == "THROUGHPUT" and chosen["streams"] >= 1 and chosen["requests"] >= 1
     assert stages["bench"]["metrics"]["onnxruntime_settings"]["graph_optimization"] == "ORT_ENABLE_ALL"

@@ -321,12 +321,13 @@ def test_what_no_server_loaded_is_unverified_and_served_numbers_decide() -> None
 
 
 def test_openvino_in_process_is_unverified_for_a_server_and_the_reason_says_why() -> None:
-    """OpenVINO bf16 is the fastest in process, but no Triton format of deploy serves it
-    yet: not a choice for the server, and the reason is not a config key to change. FP32
-    and INT8 OpenVINO are served formats the repository lacks here: the reason names the
-    keys. In process, OpenVINO INT8 is judged by its own accuracy report, not quantize's."""
+    """The IR with FP16 weights is the fastest in process, but no Triton format of deploy
+    serves it: not a choice for the server, and the reason is not a config key to change.
+    OpenVINO bf16 and INT8 are served formats the repository lacks here: the reason names
+    the keys. In process, OpenVINO INT8 is judged by its own accuracy report, not quantize's."""
     rows = [
         *SERVED_ROWS,
+        row("openvino_fp16", 1, 5.0),
         row("openvino_bf16", 1, 6.0),
         row("openvino", 1, 29.0),
         row("openvino_int8", 1, 7.0),
@@ -335,20 +336,24 @@ def test_openvino_in_process_is_unverified_for_a_server_and_the_reason_says_why(
     latency = selection.decide(found, Objective(name="latency", metric="latency"), server=True)
     assert latency.winner.candidate.model == "m_python"
     verdicts = {e.candidate.runtime: (e.verdict.value, e.reason) for e in latency.entries}
+    assert verdicts["openvino_fp16"] == (
+        "unverified",
+        "no Triton model format of deploy serves openvino fp16 weights yet: measured in process only",
+    )
     assert verdicts["openvino_bf16"] == (
         "unverified",
-        "no Triton model format of deploy serves openvino bf16 yet: measured in process only",
+        "no model of the repository serves it (stages.triton_config.formats / precisions: openvino bf16)",
     )
     assert verdicts["openvino_int8"] == (
         "unverified",
         "no model of the repository serves it (stages.triton_config.formats / precisions: openvino int8)",
     )
     in_process = selection.decide(found, Objective(name="latency", metric="latency"))
-    assert in_process.winner.candidate.runtime == "openvino_bf16"  # ranked with the others
+    assert in_process.winner.candidate.runtime == "openvino_fp16"  # ranked with the others
     accurate = selection.decide(found, Objective(name="accurate", metric="latency", min_cosine=0.99))
     assert accurate.winner.candidate.runtime == "onnxruntime_int8"  # int8's accuracy is measured
     rejected = {e.candidate.runtime: e.reason for e in accurate.entries}
-    assert "no accuracy measured" in rejected["openvino_bf16"]
+    assert "no accuracy measured" in rejected["openvino_bf16"] == rejected["openvino_fp16"]
     assert rejected["openvino_int8"] == "cosine 0.98500 < 0.99"  # its own report's cosine
 
 

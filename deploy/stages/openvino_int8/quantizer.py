@@ -35,9 +35,10 @@ def quantize(
     ctx: StageContext, params: NncfParams, calibration: list[Feed], holdout: list[Feed], dest: Path
 ) -> dict[str, Any]:
     """Writes the INT8 IR to `dest`; what was done, for the accuracy report."""
+    import nncf
     import openvino as ov
 
-    logging.getLogger("nncf").setLevel(logging.WARNING)  # its per-step INFO lines: the log keeps ours
+    nncf.set_log_level(logging.WARNING)  # its per-step INFO lines and progress bars: the log keeps ours
     source = _ir(ctx.input("openvino"))
     settings = _settings(params, len(calibration))
     plain = _run(lambda nncf: nncf.quantize(_read(source), nncf.Dataset(calibration), **settings))

@@ -42,7 +42,12 @@ def _local_file(model: Model) -> Path | None:
 
 
 def reference(
-    ctx: StageContext, pre: PreRecord, pre_dir: Path, items: list[Sample], served_file: Path | None
+    ctx: StageContext,
+    pre: PreRecord,
+    pre_dir: Path,
+    items: list[Sample],
+    served_file: Path | None,
+    precision: str = "fp32",
 ) -> dict[str, np.ndarray]:
     """The model's declared outputs for `items`, prepared in Python: the eager model, or
     the local runtime (ONNX Runtime, OpenVINO) on the served file `served_file`."""
@@ -55,7 +60,7 @@ def reference(
     if served_file is not None:
         from deploy.runtimes.files import runtime_for
 
-        return dict(runtime_for(served_file, ctx.config.output_names()).infer(feeds))
+        return dict(runtime_for(served_file, ctx.config.output_names(), precision).infer(feeds))
     model = load_adapted(ctx.config, feeds)
     with torch.no_grad():
         outs = model(*(torch.from_numpy(feeds[s.name]) for s in ctx.config.inputs))
@@ -151,7 +156,9 @@ class Service:
 
     def expected(self, ctx: StageContext, items: list[Sample]) -> dict[str, np.ndarray]:
         """What the service must answer for `items` sent as one request."""
-        return postprocess(self.post, reference(ctx, self.pre, self.pre_dir, items, self.local))
+        return postprocess(
+            self.post, reference(ctx, self.pre, self.pre_dir, items, self.local, self.served.precision)
+        )
 
     def ask(self, conn: Any, protocol: Protocol, items: list[Sample]) -> Any:
         from deploy.serving.service_client import ask

@@ -39,7 +39,7 @@ def _reference_cases(model: Model, cases: list[Any], ctx: StageContext) -> list[
         return cases
     from deploy.gates.references import Case, infer_case
 
-    local = runtime_for(served, ctx.config.output_names())
+    local = runtime_for(served, ctx.config.output_names(), model.precision)
     return [Case(case.inputs, infer_case(local, f"case {i}", case)) for i, case in enumerate(cases)]
 
 

@@ -84,14 +84,14 @@ class TritonParams(Frozen):
         InstanceGroup(), description="Model instances (Triton instance_group)."
     )
     # fp32: the exported model; int8 / fp16: the quantize / fp16 stages' ONNX, served in
-    # the ONNX-based formats as <name>_<format>_<precision>; int8 in the OpenVINO formats:
-    # the openvino_int8 stage's IR.
-    precisions: tuple[Literal["fp32", "int8", "fp16"], ...] = Field(
+    # the ONNX-based formats as <name>_<format>_<precision>; in the OpenVINO formats int8
+    # is the openvino_int8 stage's IR and bf16 the FP32 IR computed in bf16.
+    precisions: tuple[Literal["fp32", "int8", "fp16", "bf16"], ...] = Field(
         ("fp32",),
         min_length=1,
         description="fp32: the exported model; int8 / fp16: the quantize / fp16 stages' ONNX, served in the "
-        "ONNX-based formats as `<name>_<format>_<precision>`; int8 in the OpenVINO formats: the openvino_int8 "
-        "stage's IR (fp16 is not served as OpenVINO).",
+        "ONNX-based formats as `<name>_<format>_<precision>`; in the OpenVINO formats int8 is the openvino_int8 "
+        "stage's IR and bf16 the FP32 IR computed in bf16 (the openvino stage's bf16 gate; CPUs with bf16 only).",
     )
     plan: PlanOptions = Field(PlanOptions(), description="Settings of the plan (TensorRT) format only.")
     publish: PublishPolicy = Field(

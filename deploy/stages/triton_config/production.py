@@ -155,9 +155,11 @@ def accelerators(proto: Any, found: tuple[OnnxAccelerator, ...]) -> None:
                 entry.parameters["max_workspace_size_bytes"] = str(accelerator.workspace_mib << 20)
 
 
-def openvino_backend(proto: Any) -> None:
+def openvino_backend(proto: Any, precision: str) -> None:
     """Triton's openvino backend: the latency hint (one stream per instance: the instances
-    and the dynamic batcher give the concurrency). It has no FP32 precision switch: on a CPU
-    with bf16 it computes in bf16, the CPU plugin's default (bench's openvino_bf16 row and
-    the openvino stage's bf16 gate measure that precision)."""
+    and the dynamic batcher give the concurrency); bf16 asked for with HINT_BF16. It has no
+    f32 switch: on a CPU with bf16 it computes the fp32 model in bf16 too, the CPU plugin's
+    default (bench's openvino_bf16 row and the openvino stage's bf16 gate measure that)."""
     proto.parameters["PERFORMANCE_HINT"].string_value = "LATENCY"
+    if precision == "bf16":
+        proto.parameters["HINT_BF16"].string_value = "YES"

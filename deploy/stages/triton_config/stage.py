@@ -78,11 +78,24 @@ def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
         )
     if len(set(params.formats)) != len(params.formats):
         issues.append(Issue(f"{where}.formats", "lists a format twice"))
+    if "bf16" in params.precisions and not _bf16_gated(config):
+        issues.append(
+            Issue(
+                f"{where}.precisions",
+                "bf16 is served only as checked: it needs the openvino stage with its bf16 gate (stages.openvino.bf16: true)",
+            )
+        )
     if params.publish is PublishPolicy.SELECTED and "select" not in config.stages:
         issues.append(Issue(f"{where}.publish", "'selected' needs a select stage in this config"))
     if params.publish is PublishPolicy.RELEASED and "release" not in config.stages:
         issues.append(Issue(f"{where}.publish", "'released' needs a release stage in this config"))
     return issues + _production_issues(params) + ensemble.check(params.preprocess, params.postprocess, config)
+
+
+def _bf16_gated(config: DeployConfig) -> bool:
+    if "openvino" not in config.stages:
+        return False
+    return bool((config.stages["openvino"] or {}).get("bf16", True))
 
 
 def _production_issues(params: TritonParams) -> list[Issue]:
@@ -110,20 +123,22 @@ class ServedModel:
     artifact: str
 
 
-# The precisions each source artifact is served in (its stages' artifacts: `<source>_<precision>`).
-SERVED_PRECISIONS = {"onnx": ("fp32", "int8", "fp16"), "openvino": ("fp32", "int8")}
+# The precisions each source artifact is served in: its stages' artifacts are
+# `<source>_<precision>`, except a precision computed from the FP32 file (OpenVINO's bf16).
+SERVED_PRECISIONS = {"onnx": ("fp32", "int8", "fp16"), "openvino": ("fp32", "int8", "bf16")}
+COMPUTED_FROM_FP32 = frozenset({"bf16"})
 
 
 def served(params: TritonParams, name: str) -> list[ServedModel]:
     """resnet50_onnx, resnet50_python, resnet50_python_int8, ... (fp32 keeps the short name).
-    Reduced precisions apply to the ONNX-based formats (onnx, python) and INT8 to the
-    OpenVINO ones (openvino, python_openvino)."""
+    Reduced precisions apply to the ONNX-based formats (onnx, python); INT8 and bf16
+    (the FP32 IR computed in bf16) to the OpenVINO ones (openvino, python_openvino)."""
     out = []
     for fmt in params.formats:
         allowed = SERVED_PRECISIONS.get(LAYOUTS[fmt].artifact, ("fp32",))
         for precision in [p for p in params.precisions if p in allowed]:
             suffix = "" if precision == "fp32" else f"_{precision}"
-            artifact = LAYOUTS[fmt].artifact + suffix
+            artifact = LAYOUTS[fmt].artifact + ("" if precision in COMPUTED_FROM_FP32 else suffix)
             out.append(ServedModel(f"{name}_{fmt}{suffix}", fmt, precision, artifact))
     return out
 
@@ -147,6 +162,7 @@ def run(ctx: StageContext, params: TritonParams) -> None:
     golden = references.load(ctx.input("golden"))
     root = ctx.output("repository")
     models = [m for m in served(params, ctx.config.name) if m.artifact in ctx.inputs]
+    models = _where_computable(ctx, models)
     _refuse_merging(ctx, params, golden, models)
     for missing in [m for m in served(params, ctx.config.name) if m.artifact not in ctx.inputs]:
         ctx.log.warning(
@@ -178,6 +194,30 @@ def run(ctx: StageContext, params: TritonParams) -> None:
     if services:
         ctx.record("services", services)
     ctx.headline(", ".join([m.model for m in models] + services))
+
+
+def _bf16_host(params: TritonParams) -> dict[str, object]:
+    """Whether bf16 models are written depends on the CPU (`_where_computable`): its model
+    is in the key when they are asked for."""
+    from deploy.runtimes.devices import host_identity
+
+    return {"host_cpu": host_identity()["host_cpu"]} if "bf16" in params.precisions else {}
+
+
+def _where_computable(ctx: StageContext, models: list[ServedModel]) -> list[ServedModel]:
+    """bf16 only where this CPU computes it: elsewhere the openvino stage skipped its bf16
+    gate, and the served model would refuse to load (python_model.py)."""
+    if not any(m.precision == "bf16" for m in models):
+        return models
+    from deploy.runtimes.openvinort import Compute, lacks
+
+    reason = lacks(Compute.BF16)
+    if reason is None:
+        return models
+    for model in [m for m in models if m.precision == "bf16"]:
+        ctx.log.warning("%s not written: %s", model.model, reason)
+        ctx.record(f"not_written.{model.model}", reason)
+    return [m for m in models if m.precision != "bf16"]
 
 
 def _refuse_merging(ctx: StageContext, params: TritonParams, golden: Any, models: list[ServedModel]) -> None:
@@ -288,7 +328,7 @@ def model_config(
     if fmt == "plan":
         group.profile.extend(str(p) for p in params.plan.profiles)
         proto.cc_model_filenames.update(params.plan.cc_model_filenames)
-    _production(proto, pb, fmt, params, group)
+    _production(proto, pb, fmt, params, group, precision)
     # Read back by the smoke stage to pick the tolerance for this precision, and by
     # repository.models to tell the python backend's formats apart.
     proto.parameters["deploy_precision"].string_value = precision
@@ -296,7 +336,7 @@ def model_config(
     return proto
 
 
-def _production(proto: Any, pb: Any, fmt: str, params: TritonParams, group: Any) -> None:
+def _production(proto: Any, pb: Any, fmt: str, params: TritonParams, group: Any, precision: str) -> None:
     batching = params.dynamic_batching if proto.HasField("dynamic_batching") else None
     instances = params.instance_group
     if batching is not None and batching.queue_policy is not None:
@@ -311,7 +351,7 @@ def _production(proto: Any, pb: Any, fmt: str, params: TritonParams, group: Any)
     if fmt == "onnx":
         production.accelerators(proto, params.onnx_accelerators)
     if fmt == "openvino":
-        production.openvino_backend(proto)
+        production.openvino_backend(proto, precision)
 
 
 def _output_dims(golden: Any, name: str, max_batch_size: int) -> list[int]:
@@ -380,9 +420,9 @@ SPEC = StageSpec(
     outputs=(Artifact("repository", ArtifactKind.TREE, publish=Publish.REPOSITORY),),
     run=run,
     uses=frozenset({Section.NAME, Section.SHAPES}),
-    env=("tritonclient", "protobuf", "onnx", "onnxruntime", "numpy"),
+    env=("tritonclient", "protobuf", "onnx", "onnxruntime", "openvino", "numpy"),
     check=check,
-    identity=lambda p: ensemble.files(p.preprocess, p.postprocess),
+    identity=lambda p: {**ensemble.files(p.preprocess, p.postprocess), **_bf16_host(p)},
     select_inputs=inputs_for,
     optional_inputs=frozenset({"engine", "manifest"}),
     # No trace stage (the torch.export path): the torchscript format is not written, and says so.
