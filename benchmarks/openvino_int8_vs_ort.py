@@ -1,17 +1,19 @@
-"""OpenVINO against ONNX Runtime on the artifacts of `deploy run configs/resnet50.yaml`, FP32
+"""OpenVINO against ONNX Runtime on the artifacts of `deploy run configs/resnet50.yaml` (or
+configs/minilm.yaml: `--model minilm`, batches of its shipped sentences at 64 tokens), FP32
 and INT8, in one process, alternating: per round each runtime is timed in turn (the order
 rotating every round), and the ratio of medians to ONNX Runtime at the same precision is
 reported per batch.
 
-    .venv/bin/python benchmarks/openvino_int8_vs_ort.py [--rounds 3] [--batches 1 32] [--seconds 6]
+    .venv/bin/python benchmarks/openvino_int8_vs_ort.py [--model resnet50|minilm] [--rounds 3]
+        [--batches 1 32] [--seconds 6]
 
-Runtimes: ONNX Runtime on the simplified ONNX (FP32) and on quantize's Q/DQ model (INT8,
-uint8 activations); OpenVINO on the openvino stage's IR computing in f32 and in bf16 (the
+Runtimes: ONNX Runtime on the simplified ONNX (FP32) and on quantize's INT8 model (resnet50:
+Q/DQ, uint8 activations; MiniLM: dynamic INT8 MatMuls); OpenVINO on the openvino stage's IR computing in f32 and in bf16 (the
 CPU plugin's default where the CPU has it), and on openvino_int8's NNCF IR (its float parts
-in f32, and in the plugin's default). Latency hint, default threads, one request. Random
-weights and random calibration (the config's): speed does not depend on their values; the
-outputs are compared to say what each runtime computes. Writes
-benchmarks/results/openvino_int8_vs_ort_resnet50.json.
+in f32, and in the plugin's default). Latency hint, default threads, one request. resnet50:
+random weights and random calibration (the config's): speed does not depend on their
+values; the outputs are compared to say what each runtime computes. Writes
+benchmarks/results/openvino_int8_vs_ort_<model>.json.
 """
 
 from __future__ import annotations
@@ -38,11 +40,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--seconds", type=float, default=6.0, help="per round, shared by the runtimes")
-    parser.add_argument("--summary", type=Path, default=ROOT / "runs" / "resnet50" / "summary.json")
+    parser.add_argument("--model", choices=("resnet50", "minilm"), default="resnet50")
     args = parser.parse_args()
-    runtimes = _runtimes(_artifacts(args.summary))
-    results = {str(b): _batch(runtimes, b, args.rounds, args.seconds) for b in args.batches}
-    out = ROOT / "benchmarks" / "results" / "openvino_int8_vs_ort_resnet50.json"
+    runtimes = _runtimes(_artifacts(ROOT / "runs" / args.model / "summary.json"))
+    results = {
+        str(b): _batch(runtimes, _feeds(args.model, b), args.rounds, args.seconds) for b in args.batches
+    }
+    out = ROOT / "benchmarks" / "results" / f"openvino_int8_vs_ort_{args.model}.json"
     out.write_text(json.dumps(results, indent=1))
     print(json.dumps(results, indent=1))
 
@@ -58,7 +62,14 @@ def _artifacts(summary: Path) -> dict[str, Path]:
     }
 
 
-def _runtimes(files: dict[str, Path]) -> dict[str, Callable[[np.ndarray], Any]]:
+def _feeds(model: str, batch: int) -> dict[str, np.ndarray]:
+    if model == "resnet50":
+        return {"input": np.random.default_rng(0).standard_normal((batch, 3, 224, 224)).astype(np.float32)}
+    data = np.load(ROOT / "configs" / "data" / "sentences.npz")
+    return {name: data[name][:batch] for name in ("input_ids", "attention_mask")}
+
+
+def _runtimes(files: dict[str, Path]) -> dict[str, Callable[[dict[str, np.ndarray]], Any]]:
     from deploy.runtimes.onnxrt import OnnxRuntime
     from deploy.runtimes.openvinort import Compute, OpenVino, lacks
 
@@ -76,11 +87,16 @@ def _runtimes(files: dict[str, Path]) -> dict[str, Callable[[np.ndarray], Any]]:
     for name, runtime in found.items():
         if hasattr(runtime, "settings"):
             print(name, runtime.settings(), file=sys.stderr)
-    return {name: (lambda x, r=r: r.infer({"input": x})["logits"]) for name, r in found.items()}
+    return {name: (lambda x, r=r: next(iter(r.infer(x).values()))) for name, r in found.items()}
 
 
-def _batch(runtimes: dict[str, Callable[[np.ndarray], Any]], batch: int, rounds: int, seconds: float) -> dict:
-    x = np.random.default_rng(0).standard_normal((batch, 3, 224, 224)).astype(np.float32)
+def _batch(
+    runtimes: dict[str, Callable[[dict[str, np.ndarray]], Any]],
+    x: dict[str, np.ndarray],
+    rounds: int,
+    seconds: float,
+) -> dict:
+    batch = len(next(iter(x.values())))
     answers = {name: np.asarray(call(x)) for name, call in runtimes.items()}  # also a warm-up
     medians: dict[str, list[float]] = {name: [] for name in runtimes}
     names = list(runtimes)

@@ -15,14 +15,15 @@ from deploy.pipeline.contract import Artifact, Phase, Section, StageContext, Sta
 if TYPE_CHECKING:  # numpy: imported when the stage runs, not at discovery
     from deploy.gates.parity import ParityReport, Table
 
-Runtime = Literal["onnxruntime", "torchscript", "tensorrt"]
+Runtime = Literal["onnxruntime", "torchscript", "openvino", "tensorrt"]
 
 
 class ValidateParams(Tolerance):
     runtimes: tuple[Runtime, ...] = Field(
         ("onnxruntime", "torchscript"),
         min_length=1,
-        description="Runtimes compared with the eager reference on the golden inputs (tensorrt: the built engine).",
+        description="Runtimes compared with the eager reference on the golden inputs (openvino: the openvino "
+        "stage's FP32 IR, computed in f32; tensorrt: the built engine).",
     )
 
 
@@ -38,6 +39,8 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
             skipped[runtime] = "no engine: the build stage was skipped (no TensorRT or GPU)"
         elif runtime == "torchscript" and "torchscript" not in ctx.inputs:
             skipped[runtime] = "no TorchScript: this config has no trace stage"
+        elif runtime == "openvino" and "openvino" not in ctx.inputs:
+            skipped[runtime] = "no OpenVINO IR: this config has no openvino stage"
         else:
             tables[runtime] = parity.compare(
                 _RUNNERS[runtime](ctx, golden), golden, params, layout_of(ctx.config)
@@ -87,6 +90,15 @@ def _torchscript(ctx: StageContext, golden: Any) -> Any:
     )
 
 
+def _openvino(ctx: StageContext, golden: Any) -> Any:
+    from deploy.gates.references import run
+    from deploy.runtimes.openvinort import Compute, OpenVino
+
+    return run(
+        OpenVino(ctx.input("openvino"), outputs=ctx.config.output_names(), compute=Compute.F32), golden
+    )
+
+
 def _tensorrt(ctx: StageContext, golden: Any) -> Any:
     from deploy.gates.references import run
     from deploy.runtimes.tensorrt import TensorRTEngine
@@ -101,25 +113,32 @@ def inputs_for(params: ValidateParams) -> tuple[str, ...]:
     return (
         ("onnx", "golden")
         + (("torchscript",) if "torchscript" in runtimes else ())
+        + (("openvino",) if "openvino" in runtimes else ())
         + (("engine",) if "tensorrt" in runtimes else ())
     )
 
 
-_RUNNERS = {"onnxruntime": _onnxruntime, "torchscript": _torchscript, "tensorrt": _tensorrt}
+_RUNNERS = {
+    "onnxruntime": _onnxruntime,
+    "torchscript": _torchscript,
+    "openvino": _openvino,
+    "tensorrt": _tensorrt,
+}
 
 SPEC = StageSpec(
     phase=Phase.VERIFY,
     name="validate",
-    version=3,  # 3: parity.json a versioned record (gates/parity.py ParityReport)
+    version=4,  # 4: openvino among the runtimes; 3: parity.json a versioned record (gates/parity.py ParityReport)
     params=ValidateParams,
-    inputs=("onnx", "torchscript", "golden", "engine"),
+    inputs=("onnx", "torchscript", "openvino", "golden", "engine"),
     outputs=(Artifact("report", filename="parity.json"),),
     run=run,
     uses=frozenset({Section.SHAPES}),
-    env=("onnxruntime", "torch", "numpy"),
+    env=("onnxruntime", "openvino", "torch", "numpy"),
     select_inputs=inputs_for,
     optional_inputs=frozenset({"engine"}),
-    if_configured=frozenset({"torchscript"}),  # the torch.export path has no trace stage
-    description="parity gate: ONNX Runtime and TorchScript vs the eager reference",
+    # the torch.export path has no trace stage; a config may have no openvino stage
+    if_configured=frozenset({"torchscript", "openvino"}),
+    description="parity gate: ONNX Runtime, TorchScript and OpenVINO vs the eager reference",
     timeout_s=1800,
 )

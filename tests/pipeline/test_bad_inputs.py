@@ -724,6 +724,23 @@ CASES = [
         args=("serve", "{config}", "--published"),
     ),
     Case(
+        "bf16-served-without-its-gate",
+        CONFIG,
+        "stages.triton_config.precisions: bf16 is served only as checked",
+        _set("stages.triton_config.precisions", ["fp32", "bf16"]),
+    ),
+    Case(
+        "openvino-int8-exclude-unknown",
+        STAGE,
+        "stages.openvino_int8.exclude: ",
+        lambda d, t: d["stages"].update(
+            openvino={},
+            openvino_int8={"exclude": ["no_such_op"], "calibration": {"count": 8}, "holdout_count": 4},
+        ),
+        ("run", "{config}", "--only", "openvino_int8"),
+        prepare=("--to", "openvino"),
+    ),
+    Case(
         "cache-remote-bad-scheme",
         CONFIG,
         "cache.remote: String should match pattern",

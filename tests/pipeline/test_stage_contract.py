@@ -41,7 +41,7 @@ SPECS = stage_specs()
 # Params that make each stage with select_inputs read every artifact it ever reads.
 VARIANTS: dict[str, list[dict[str, Any]]] = {
     "build": [{"source": s} for s in ("fp32", "int8", "fp16")],
-    "validate": [{"runtimes": ["onnxruntime", "torchscript", "tensorrt"]}],
+    "validate": [{"runtimes": ["onnxruntime", "torchscript", "openvino", "tensorrt"]}],
     "triton_config": [
         {
             "formats": ["onnx", "torchscript", "python", "openvino", "python_openvino", "plan"],

@@ -32,6 +32,7 @@ def _config(tmp_path: Path, checkpoint: Path, **openvino: Any) -> Path:
         "export": data["stages"]["export"],
         "simplify": {},
         "openvino": openvino,
+        "validate": {"runtimes": ["onnxruntime", "openvino"]},
         "bench": {**fast, "runtimes": ["onnxruntime", "openvino", "openvino_fp16", "openvino_bf16"]},
     }
     path = tmp_path / "digits.yaml"
@@ -89,6 +90,9 @@ def test_the_irs_answer_real_digits_like_eager_and_bench_times_them(tmp_path: Pa
     assert (compressed.argmax(1) == reference.argmax(1)).all()  # ...the same predictions
     assert 0.4 < (fp16 / "model.bin").stat().st_size / (fp32 / "model.bin").stat().st_size < 0.6
 
+    # validate's gate holds the IR to the same tolerance as ONNX Runtime, at min / opt / max.
+    parity = stages["validate"]["metrics"]["parity"]
+    assert parity["openvino"]["passed"] and parity["onnxruntime"]["passed"]
     metrics = stages["openvino"]["metrics"]
     assert set(metrics["openvino_parity"]) == set(metrics["openvino_fp16_parity"]) == {"min", "opt", "max"}
     if _has_bf16():  # the FP32 IR computed in bf16: other digits, the same predictions
