@@ -20,6 +20,8 @@ from deploy.gates.tolerance import Tolerance
 from deploy.modelio.onnx_files import MODEL_FILE
 from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Section, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.facts import Provides
+from deploy.runtimes.bf16_gate import BF16_GATED
 
 IR_FILE = "model.xml"  # with model.bin beside it
 
@@ -136,6 +138,7 @@ SPEC = StageSpec(
     run=run,
     uses=frozenset({Section.SHAPES}),
     env=("openvino", "numpy"),
+    provides=(Provides(BF16_GATED, lambda p: p.bf16),),
     description="OpenVINO IR from the ONNX (FP32, and FP16-compressed weights), dynamic axes kept; "
     "parity vs eager at min / opt / max",
     timeout_s=1800,

@@ -28,6 +28,7 @@ from deploy.pipeline.contract import (
 )
 from deploy.pipeline.errors import Issue, StageFailed
 from deploy.pipeline.facts import Provides
+from deploy.runtimes.bf16_gate import bf16_gated
 from deploy.runtimes.engine_manifest import EngineManifest
 from deploy.serving.layout import FORMAT_PARAMETER, LAYOUTS, PYTHON_MODEL, ServingFormat, io_name
 from deploy.serving.publishing import PUBLISHING, Publishing, PublishPolicy, when_all
@@ -78,7 +79,7 @@ def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
         )
     if len(set(params.formats)) != len(params.formats):
         issues.append(Issue(f"{where}.formats", "lists a format twice"))
-    if "bf16" in params.precisions and not _bf16_gated(config):
+    if "bf16" in params.precisions and not bf16_gated(config):
         issues.append(
             Issue(
                 f"{where}.precisions",
@@ -90,12 +91,6 @@ def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
     if params.publish is PublishPolicy.RELEASED and "release" not in config.stages:
         issues.append(Issue(f"{where}.publish", "'released' needs a release stage in this config"))
     return issues + _production_issues(params) + ensemble.check(params.preprocess, params.postprocess, config)
-
-
-def _bf16_gated(config: DeployConfig) -> bool:
-    if "openvino" not in config.stages:
-        return False
-    return bool((config.stages["openvino"] or {}).get("bf16", True))
 
 
 def _production_issues(params: TritonParams) -> list[Issue]:
