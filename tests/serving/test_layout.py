@@ -9,16 +9,27 @@ from typing import get_args
 import pytest
 
 from deploy.pipeline.config import DType
-from deploy.serving.layout import BY_PLATFORM, LAYOUTS, PYTHON_MODEL, TRITON_TYPES, ServingFormat, io_name
+from deploy.serving.layout import (
+    BY_PLATFORM,
+    LAYOUTS,
+    PYTHON_MODEL,
+    TRITON_TYPES,
+    ServingFormat,
+    io_name,
+)
 
 
 def test_one_layout_per_serving_format_and_platforms_map_back() -> None:
+    """Every platform maps back to its format, except the python backend's second format
+    (python_openvino), which the config's deploy_format parameter names."""
     assert set(LAYOUTS) == set(get_args(ServingFormat))
     assert all(layout.fmt == fmt for fmt, layout in LAYOUTS.items())
+    first = {fmt: layout for fmt, layout in LAYOUTS.items() if fmt != "python_openvino"}
     assert {p: layout.fmt for p, layout in BY_PLATFORM.items()} == {
-        layout.platform: fmt for fmt, layout in LAYOUTS.items()
+        layout.platform: fmt for fmt, layout in first.items()
     }
-    assert len(BY_PLATFORM) == len(LAYOUTS)
+    assert len(BY_PLATFORM) == len(LAYOUTS) - 1 and BY_PLATFORM["python"].fmt == "python"
+    assert LAYOUTS["python_openvino"].platform == "python"
 
 
 def test_type_names_are_triton_model_config_types_for_every_config_dtype() -> None:
@@ -33,10 +44,13 @@ def test_type_names_are_triton_model_config_types_for_every_config_dtype() -> No
     )
 
 
-def test_the_python_model_loads_the_file_its_layout_names() -> None:
+def test_the_python_model_loads_the_files_its_layouts_name() -> None:
     assert PYTHON_MODEL.is_file() and PYTHON_MODEL.name == "python_model.py"
     source = PYTHON_MODEL.read_text()
-    assert f'"{LAYOUTS["python"].model_file}"' in source and "class TritonPythonModel" in source
+    assert "class TritonPythonModel" in source
+    for fmt in ("python", "python_openvino"):
+        assert LAYOUTS[fmt].python_model == PYTHON_MODEL
+        assert f'"{LAYOUTS[fmt].model_file}"' in source
     compile(source, str(PYTHON_MODEL), "exec")  # valid Python for the backend's interpreter
 
 

@@ -23,13 +23,22 @@ def test_models_are_read_from_their_configs(tmp_path: Path) -> None:
     write(tmp_path, "m_onnx", 'platform: "onnxruntime_onnx"')
     write(tmp_path, "m_python_int8", 'backend: "python"', precision="int8")
     write(tmp_path, "m_plan", 'platform: "tensorrt_plan"')
+    write(tmp_path, "m_openvino", 'backend: "openvino"')
+    # The python backend's second format is told apart by the parameter triton_config writes.
+    write(
+        tmp_path,
+        "m_python_openvino",
+        'backend: "python"\nparameters: { key: "deploy_format" value: { string_value: "python_openvino" } }',
+    )
     found = models(tmp_path)
     assert {n: (m.fmt, m.backend, m.precision) for n, m in found.items()} == {
         "m_onnx": ("onnx", "onnxruntime", "fp32"),
         "m_python_int8": ("python", "python", "int8"),
         "m_plan": ("plan", "tensorrt", "fp32"),
+        "m_openvino": ("openvino", "openvino", "fp32"),
+        "m_python_openvino": ("python_openvino", "python", "fp32"),
     }
-    assert loadable(found, {"python"}) == ["m_python_int8"]
+    assert loadable(found, {"python"}) == ["m_python_int8", "m_python_openvino"]
     assert loadable(found, None) == list(found)  # a server whose backends are unknown: try all
     assert skip_reason("tensorrt") == "the server has no 'tensorrt' backend"
 
@@ -39,6 +48,8 @@ def test_each_layout_names_its_backend_file_and_artifact() -> None:
         "onnx": ("onnxruntime", "model.onnx", "onnx"),
         "torchscript": ("pytorch", "model.pt", "torchscript"),
         "python": ("python", "model.onnx", "onnx"),
+        "openvino": ("openvino", "model.xml", "openvino"),
+        "python_openvino": ("python", "model.xml", "openvino"),
         "plan": ("tensorrt", "model.plan", "engine"),
     }
     assert io_name("torchscript", "image", 0) == "image__0" and io_name("onnx", "image", 0) == "image"
