@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
@@ -32,3 +33,8 @@ class NncfParams(Calibrated):
     exclude: tuple[str, ...] = Field(
         (), description="Operation names (in the IR) kept in float: NNCF's ignored scope."
     )
+
+
+def ir_path(tree: Path) -> Path:
+    """The IR file of a tree artifact (model.xml, model.bin beside it)."""
+    return tree / IR_FILE if tree.is_dir() else tree

@@ -9,7 +9,6 @@ in float. The top-1 / top-k agreement gates are judged on the result, not steere
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +17,10 @@ import numpy as np
 from deploy.gates import accuracy
 from deploy.pipeline.contract import StageContext
 from deploy.pipeline.errors import StageFailed
-from deploy.stages.openvino_int8.nncf_params import IR_FILE, STAGE, NncfParams
+from deploy.runtimes.files import runtime_for
+from deploy.stages.openvino_int8.nncf_params import STAGE, NncfParams, ir_path
 
 Feed = dict[str, np.ndarray]
-
-
-def openvino_f32(path: Path, outputs: Sequence[str] | None = None) -> Any:
-    """The IR in OpenVINO computing in FP32 (never the CPU's bf16 default: the gate judges
-    INT8's error, not bf16's on top of it)."""
-    from deploy.runtimes.openvinort import Compute, OpenVino
-
-    return OpenVino(path, outputs=outputs, compute=Compute.F32)
 
 
 def quantize(
@@ -39,7 +31,7 @@ def quantize(
     import openvino as ov
 
     nncf.set_log_level(logging.WARNING)  # its per-step INFO lines and progress bars: the log keeps ours
-    source = _ir(ctx.input("openvino"))
+    source = ir_path(ctx.input("openvino"))
     settings = _settings(params, len(calibration))
     plain = _run(lambda nncf: nncf.quantize(_read(source), nncf.Dataset(calibration), **settings))
     details: dict[str, Any] = {
@@ -94,7 +86,7 @@ def _run(step: Any) -> Any:
 
 def _fails(ctx: StageContext, params: NncfParams, candidate: Path, holdout: list[Feed]) -> bool:
     _metrics, bad = accuracy.gate_against_fp32(
-        ctx.input("onnx"), candidate, holdout, ctx.config.outputs, params.gate, openvino_f32
+        ctx.input("onnx"), candidate, holdout, ctx.config.outputs, params.gate, runtime_for
     )
     return bool(bad)
 
@@ -167,7 +159,3 @@ def _read(ir: Path) -> Any:
     import openvino as ov
 
     return ov.Core().read_model(str(ir))
-
-
-def _ir(tree: Path) -> Path:
-    return tree / IR_FILE if tree.is_dir() else tree

@@ -17,7 +17,7 @@ from deploy.gates.tolerance import gate_issues
 from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from deploy.pipeline.errors import Issue
-from deploy.stages.openvino_int8.nncf_params import IR_FILE, STAGE, NncfParams
+from deploy.stages.openvino_int8.nncf_params import IR_FILE, STAGE, NncfParams, ir_path
 
 
 def check(params: NncfParams, config: DeployConfig) -> list[Issue]:
@@ -27,6 +27,7 @@ def check(params: NncfParams, config: DeployConfig) -> list[Issue]:
 def run(ctx: StageContext, params: NncfParams) -> None:
     from deploy.datasources import datasource
     from deploy.gates import accuracy
+    from deploy.runtimes.files import runtime_for
     from deploy.stages.openvino_int8 import quantizer
 
     calibration = datasource.load(params.calibration, ctx.config)
@@ -44,8 +45,8 @@ def run(ctx: StageContext, params: NncfParams) -> None:
         details,
         "accuracy_openvino_int8",
         evidence,
-        load=quantizer.openvino_f32,
-        baseline=ctx.input("openvino"),
+        load=runtime_for,  # OpenVINO computing in f32: the gate judges INT8's error, not bf16's
+        baseline=ir_path(ctx.input("openvino")),
     )
 
 
