@@ -21,12 +21,13 @@ from deploy.cache import cache_app
 from deploy.cli_common import ConfigArg
 from deploy.cli_common import console as _console
 from deploy.cli_common import project as _project
-from deploy.pipeline.errors import ConfigError, DeployError, ExitCode, Issue, StageFailed
+from deploy.pipeline.errors import ConfigError, DeployError, ExitCode, Issue, MissingDependency, StageFailed
 from deploy.pipeline.writable import UMASK
 from deploy.release_commands import releases, rollback
 from deploy.terminal import make_console, wide_help
 
 if TYPE_CHECKING:
+    from deploy.pipeline.config import DeployConfig
     from deploy.pipeline.plan import PlanRow
     from deploy.pipeline.project import Project
 
@@ -170,15 +171,39 @@ def _print_plan(rows: list[PlanRow], as_json: bool) -> None:
 
 
 @app.command()
-def validate(config: ConfigArg) -> None:
-    """Check a config file (schema, shapes, stage graph) and that the model's module
-    imports (a missing package named with its install command), without building it."""
-    from deploy.modelio.loading import check_source
+def validate(
+    config: ConfigArg,
+    probe: Annotated[
+        bool,
+        typer.Option(
+            "--probe",
+            help="Also build the model and call it once at the min shape: inputs bound by name, dims order, "
+            "dtypes and output names checked in seconds (what golden does first).",
+        ),
+    ] = False,
+) -> None:
+    """Check a config file (schema, shapes, stage graph) and that the model's package is
+    installed, without importing or building it; --probe also builds and calls it."""
+    from deploy.modelio.installed import check_installed
 
     project = _project(config, None)
-    check_source(project.config.model)
+    check_installed(project.config.model)
+    if probe:
+        _probe(project.config)
     stages = " -> ".join(project.graph.names())
-    _console().print(f"[green]ok[/] {config}: {project.config.name}: {stages}")
+    probed = " (probed at the min shape)" if probe else ""
+    _console().print(f"[green]ok[/] {config}: {project.config.name}: {stages}{probed}")
+
+
+def _probe(config: DeployConfig) -> None:
+    """The model built and called at the min shape, in this process (it only reads)."""
+    try:
+        from deploy.modelio.probe import probe
+    except ModuleNotFoundError as exc:
+        raise MissingDependency(
+            f"the package '{exc.name}' (--probe builds the model)", "pip install 'deploy[torch]'"
+        ) from None
+    probe(config)
 
 
 @app.command()

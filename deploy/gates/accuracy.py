@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from deploy.gates import metrics as agreement
 from deploy.gates.accuracy_report import Accuracy, AccuracyReport, Evidence, OutputAccuracy, Speed
 from deploy.gates.tolerance import AccuracyGate
 from deploy.pipeline.config import OutputKind, OutputSpec
@@ -37,19 +38,18 @@ def measure(
 
 
 def _metrics(ref: np.ndarray, got: np.ndarray, k: int | None) -> OutputAccuracy:
-    flat_r, flat_g = ref.reshape(len(ref), -1), got.reshape(len(got), -1)
-    norms = np.linalg.norm(flat_r, axis=1) * np.linalg.norm(flat_g, axis=1)
-    # A sample whose output is all zeros has no direction: its cosine is NaN, not 0 or 1.
-    per_sample = np.sum(flat_r * flat_g, 1) / np.where(norms > 0, norms, np.nan)
-    total = float(np.linalg.norm(flat_r) * np.linalg.norm(flat_g))
+    # The reference all zeros: the gate would compare nothing (random data through a ReLU),
+    # so there is no cosine to judge, whatever the candidate answered.
+    per_sample = agreement.row_cosines(ref, got)
+    zero = np.array([agreement.all_zero(r) for r in ref], dtype=bool)
     diff = np.abs(ref - got)
     scale = float(np.abs(ref).max(initial=0.0))
     return OutputAccuracy(
         samples=len(ref),
-        cosine=None if total == 0 else float(np.sum(flat_r * flat_g) / total),  # NaN outputs stay NaN
-        min_sample_cosine=float(np.nanmin(per_sample)) if np.any(norms > 0) else None,
-        zero_samples=int(np.sum(norms == 0)),
-        max_abs=float(diff.max()),
+        cosine=None if zero.all() else agreement.cosine(ref, got),
+        min_sample_cosine=float(np.min(per_sample[~zero])) if not zero.all() else None,
+        zero_samples=int(zero.sum()),
+        max_abs=agreement.max_abs(ref, got),
         mean_abs=float(diff.mean()),
         scaled_err=float(diff.max()) / scale if scale > 0 else None,
         **(_agreement_metrics(ref, got, k) if k is not None else {}),
@@ -58,11 +58,9 @@ def _metrics(ref: np.ndarray, got: np.ndarray, k: int | None) -> OutputAccuracy:
 
 def _agreement_metrics(ref: np.ndarray, got: np.ndarray, k: int) -> dict[str, Any]:
     """Top-1 and top-k agreement (is FP32's class among the candidate's k best?)."""
-    top1 = ref.argmax(1)
-    topk = np.argsort(-got, axis=1)[:, : min(k, got.shape[1])]
     return {
-        "top1_agreement": float(np.mean(top1 == got.argmax(1))),
-        "topk_agreement": float(np.mean([t in row for t, row in zip(top1, topk)])),
+        "top1_agreement": agreement.top1_agreement(ref, got),
+        "topk_agreement": agreement.topk_agreement(ref, got, k),
         "top_k": k,
     }
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from deploy.gates.accuracy_report import Accuracy, Evidence
+from deploy.gates.metrics import cosine
 from deploy.gates.tolerance import AccuracyGate, AutoFallback
 from deploy.modelio import onnx_files
 from deploy.modelio.onnx_files import MODEL_FILE
@@ -217,13 +218,8 @@ def _added(node: Any, error: Mapping[str, float]) -> float:
 
 def _error(ref: np.ndarray, got: np.ndarray) -> float:
     """1 - cosine; a NaN / inf output is the worst error there is (2, anti-parallel)."""
-    a, b = ref.astype(np.float64).ravel(), got.astype(np.float64).ravel()
-    if not np.all(np.isfinite(b)):
-        return 2.0
-    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
-    if norm == 0:
-        return 0.0 if not a.any() and not b.any() else 1.0
-    return 1.0 - float(a @ b) / norm
+    found = cosine(ref, got)
+    return 2.0 if np.isnan(found) else 1.0 - found
 
 
 def _observe(

@@ -34,6 +34,10 @@ Step = str | int
 Path = tuple[Step, ...]
 
 
+class ForwardRaised(StageFailed):
+    """The model's own forward raised on the inputs as declared (probe.diagnose says why)."""
+
+
 class OutputMatchingFailed(StageFailed):
     """deploy could not find a declared output in what the model returned: the model ran."""
 
@@ -134,7 +138,7 @@ def probe(
         with torch.no_grad():
             result = binding.call(model, args)
     except Exception as exc:
-        raise StageFailed(f"the model's forward raised: {type(exc).__name__}: {first_line(exc)}") from exc
+        raise ForwardRaised(f"the model's forward raised: {type(exc).__name__}: {first_line(exc)}") from exc
     return result, binding
 
 
@@ -209,13 +213,68 @@ def _natural(result: Any, picks: tuple[Path, ...]) -> bool:
 
 
 def _keyword(signature: inspect.Signature | None, names: tuple[str, ...], inputs_by: InputsBy) -> bool:
-    if inputs_by is not InputsBy.AUTO:
-        return inputs_by is InputsBy.KEYWORD
+    """Inputs bind by name wherever names can be read; position only where it cannot be
+    wrong (one input, `forward(*args)`) or where the config says so (model.inputs_by)."""
     params = list(signature.parameters.values()) if signature is not None else []
-    named = {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    named = [p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if inputs_by is InputsBy.POSITION:
+        _refuse_reordered(names, named)
+        return False
+    if inputs_by is InputsBy.KEYWORD:
+        return True
     # `forward(**inputs)` and nothing else can only be called by keyword.
-    only_kwargs = bool(params) and all(p.kind is p.VAR_KEYWORD for p in params)
-    return bool(names) and (set(names) <= named or only_kwargs)
+    if params and all(p.kind is p.VAR_KEYWORD for p in params):
+        return True
+    if signature is None:  # a TorchScript method: no names to read
+        return False
+    if set(names) <= set(named):
+        return bool(names)
+    if len(names) == 1 or any(p.kind is p.VAR_POSITIONAL for p in params):
+        return False
+    raise ConfigError("model.inputs", [_binding_issue(names, named)])
+
+
+def _binding_issue(names: tuple[str, ...], named: list[str]) -> Issue:
+    """Some declared names are forward's parameters and some are not: a typo (did you mean);
+    none are: the config must say how they bind."""
+    known = [n for n in names if n in named]
+    if not known:
+        return Issue(
+            "model.inputs_by",
+            f"none of the declared inputs {list(names)} is a parameter of forward({', '.join(named)}): "
+            "say how they bind: name the inputs after forward's parameters, or set model.inputs_by: position "
+            "(in declared order)",
+        )
+    stray = [n for n in names if n not in named]
+    hints = "; ".join(f"'{n}'{_did_you_mean(n, [p for p in named if p not in names])}" for n in stray)
+    return Issue(
+        "model.inputs",
+        f"{hints} {'is' if len(stray) == 1 else 'are'} not a parameter of forward({', '.join(named)}), "
+        f"while {known} {'is' if len(known) == 1 else 'are'}: inputs bind by name",
+    )
+
+
+def _did_you_mean(name: str, choices: Sequence[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.5)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _refuse_reordered(names: tuple[str, ...], named: list[str]) -> None:
+    """inputs_by: position with forward's own names in another order feeds each to another."""
+    if len(names) > 1 and set(names) <= set(named) and tuple(named[: len(names)]) != names:
+        raise ConfigError(
+            "model.inputs",
+            [
+                Issue(
+                    "model.inputs_by",
+                    f"model.inputs_by is position, but the declared inputs {list(names)} are forward's parameters "
+                    f"in another order ({', '.join(named)}): each would feed another; bind them by name "
+                    "(model.inputs_by: auto) or declare them in forward's order",
+                )
+            ],
+        )
 
 
 def _signature(model: torch.nn.Module) -> inspect.Signature | None:
@@ -278,9 +337,10 @@ def _locate(
         return _follow(result, spec.path)
     if by_name:
         if spec.name not in result:
+            hint = _did_you_mean(spec.name, [str(k) for k in result])
             return (
                 (),
-                f"no key '{spec.name}' in the model's {type(result).__name__} (set outputs[{index}].path)",
+                f"no key '{spec.name}'{hint} in the model's {type(result).__name__} (set outputs[{index}].path)",
             )
         return _follow(result, spec.name)
     if index >= len(leaves):

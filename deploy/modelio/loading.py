@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from deploy.modelio.installed import missing as _missing
 from deploy.pipeline.config import DeployConfig, ModelSource
-from deploy.pipeline.errors import MissingDependency, StageFailed, first_line
+from deploy.pipeline.errors import StageFailed, first_line
 
 if TYPE_CHECKING:
     from deploy.modelio.adapter import IOAdapter
@@ -68,28 +69,6 @@ def _factory(source: ModelSource) -> Any:
         )
         raise StageFailed(f"{where} has no attribute '{name}'")
     return getattr(module, name)
-
-
-def check_source(source: ModelSource) -> None:
-    """Imports the model's module (a factory's, or the file) without building the model:
-    a missing package is a MissingDependency naming its install command."""
-    if source.kind != "torchscript":
-        _factory(source)
-
-
-# Import names whose distribution is called otherwise (the pip install hint).
-DISTRIBUTIONS = {"sklearn": "scikit-learn", "PIL": "pillow", "cv2": "opencv-python", "yaml": "pyyaml"}
-
-
-def _missing(where: str, exc: ModuleNotFoundError) -> MissingDependency | StageFailed:
-    top = (exc.name or "").split(".")[0]
-    if top and importlib.util.find_spec(top) is not None:  # installed: a module of it is missing
-        return StageFailed(f"{where}: cannot import: {exc}")
-    if not top:
-        return MissingDependency(f"a package {where} imports ({exc})", "pip install <the package>")
-    return MissingDependency(
-        f"the package '{top}' ({where} imports it)", f"pip install {DISTRIBUTIONS.get(top, top)}"
-    )
 
 
 def _module_from_file(path: Path) -> Any:

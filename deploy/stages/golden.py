@@ -33,12 +33,17 @@ def run(ctx: StageContext, params: GoldenParams) -> None:
     import numpy as np
 
     from deploy.gates import references
-    from deploy.modelio.loading import load_adapted
+    from deploy.modelio.loading import load_model
+    from deploy.modelio.probe import checked
     from deploy.runtimes.torchrt import TorchModule
 
     config = ctx.config
     inputs = references.golden_inputs(config, np.random.default_rng(config.model.seed))
-    eager = TorchModule(load_adapted(config, inputs["opt"]), config.input_names(), config.output_names())
+    model = load_model(config.model)
+    checked(
+        model, config, inputs["min"]
+    )  # the probe (`deploy validate --probe`): config mistakes named first
+    eager = TorchModule(checked(model, config, inputs["opt"]), config.input_names(), config.output_names())
     cases = {label: references.Case(inputs[label], eager.infer(inputs[label])) for label in LABELS}
     ctx.log.info("reference outputs: %s", _shapes(cases))
     batching = _batching(config, cases, eager.infer)
@@ -90,7 +95,7 @@ def _shapes(cases: dict[Any, Any]) -> dict[str, dict[str, list[int]]]:
 
 SPEC = StageSpec(
     name="golden",
-    version=2,  # 2: concurrent clients' requests in golden.npz, batching.json
+    version=3,  # 2: concurrent clients' requests in golden.npz, batching.json; 3: inputs bind by name
     params=GoldenParams,
     inputs=(SOURCE_ARTIFACT,),
     outputs=(Artifact("golden", filename="golden.npz"), Artifact("batching", filename="batching.json")),

@@ -89,6 +89,22 @@ def _user_model(kind: str, **stages: Any) -> Callable[[dict[str, Any], Path], No
     return edit
 
 
+TWO_INPUTS = (
+    "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, input_ids, attention_mask):\n"
+    "        return (input_ids * 3 - attention_mask).float()\n\ndef build():\n    return M()\n"
+)
+
+
+def _two_inputs(*names: str) -> Callable[[dict[str, Any], Path], None]:
+    def edit(data: dict[str, Any], tmp: Path) -> None:
+        _model_file(TWO_INPUTS)(data, tmp)
+        shape = {"dims": ["batch", 6], "min": [1, 6], "opt": [2, 6], "max": [16, 6]}
+        data["inputs"] = [{"name": n, "dtype": "int64", "value_range": [0, 9], **shape} for n in names]
+        data["outputs"] = [{"name": "scores"}]
+
+    return edit
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -840,8 +856,50 @@ CASES = [
         "dict-output-unknown-key",
         CONFIG,
         "outputs[0]: 'logits': no key 'logits' in the model's dict (set outputs[0].path); "
-        "the model returns a dict with 2 tensor(s): out [4, 3, 8, 8], aux [4, 3]",
+        "the model returns a dict with 2 tensor(s): out [1, 3, 8, 8], aux [1, 3]",
         _user_model("dict"),
+    ),
+    Case(
+        "input-name-misspelt",
+        CONFIG,
+        "model.inputs: 'input_idz' (did you mean 'input_ids'?) is not a parameter of forward(input_ids, attention_mask)",
+        _two_inputs("input_idz", "attention_mask"),
+        args=("run", "{config}", "--to", "golden"),
+    ),
+    Case(
+        "inputs-swapped-by-position",
+        CONFIG,
+        "are forward's parameters in another order (input_ids, attention_mask): each would feed another",
+        lambda d, t: (
+            _two_inputs("attention_mask", "input_ids")(d, t),
+            _set("model.inputs_by", "position")(d, t),
+        ),
+        args=("validate", "{config}", "--probe"),
+    ),
+    Case(
+        "nhwc-dims-on-a-cnn",
+        CONFIG,
+        "inputs[0].dims: 'image' is declared ['batch', 8, 8, 1] (channels last, 1 at the end), "
+        "but the model's first layer 'features.0' (Conv2d) takes 1 channels in dim 1",
+        lambda d, t: d["inputs"][0].update(
+            dims=["batch", 8, 8, 1], min=[1, 8, 8, 1], opt=[4, 8, 8, 1], max=[16, 8, 8, 1]
+        ),
+        args=("run", "{config}", "--to", "golden"),
+    ),
+    Case(
+        "int-dtype-on-a-cnn",
+        CONFIG,
+        "inputs[0].dtype: 'image' is declared int64, but the model's first layer 'features.0' (Conv2d) "
+        "computes in float32: declare dtype: float32",
+        lambda d, t: d["inputs"][0].update(dtype="int64", value_range=[0, 255]),
+        args=("validate", "{config}", "--probe"),
+    ),
+    Case(
+        "output-name-misspelt",
+        CONFIG,
+        "outputs[0]: 'outt': no key 'outt' (did you mean 'out'?) in the model's dict",
+        lambda d, t: (_user_model("dict")(d, t), d.update(outputs=[{"name": "outt"}])),
+        args=("validate", "{config}", "--probe"),
     ),
     Case(
         "inputs-cannot-bind-by-keyword",

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from deploy.gates import accuracy
+from deploy.gates.metrics import cosine
 from deploy.pipeline.contract import StageContext
 from deploy.pipeline.errors import StageFailed
 from deploy.runtimes.files import runtime_for
@@ -139,10 +140,10 @@ class _Cosines:
 
 
 def _cosine(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
-    a = np.concatenate([r.ravel() for r in ref]).astype(np.float64)
-    b = np.concatenate([g.ravel() for g in got]).astype(np.float64)
-    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
-    return float(a @ b) / norm if norm > 0 and np.all(np.isfinite(b)) else -1.0
+    """gates.metrics' cosine over the concatenated samples; NaN (a non-finite output) ranks
+    worst as -1.0, since NNCF's search orders numbers and NaN has no order."""
+    found = cosine(np.concatenate([r.ravel() for r in ref]), np.concatenate([g.ravel() for g in got]))
+    return -1.0 if np.isnan(found) else found
 
 
 def _quantized_ops(model: Any) -> set[str]:

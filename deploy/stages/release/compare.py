@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from deploy.gates.metrics import max_abs, row_cosines, top1_agreement
 from deploy.serving.releases import Agreement, Comparison
 
 MODEL_FILE = "model.onnx"  # what the onnx and python-backend formats serve
@@ -54,26 +55,15 @@ def agree(
     for name in outputs:
         a = [np.asarray(o[name], dtype=np.float64) for o in old]
         b = [np.asarray(n[name], dtype=np.float64) for n in new]
-        cosines = [c for x, y in zip(a, b, strict=True) for c in _cosines(x, y)]
-        max_abs = max(float(np.max(np.abs(x - y))) if x.size else 0.0 for x, y in zip(a, b, strict=True))
+        cosines = np.concatenate([row_cosines(x, y) for x, y in zip(a, b, strict=True)])
+        largest = float(np.max([max_abs(x, y) for x, y in zip(a, b, strict=True)]))
         top1 = _top1(a, b) if all(x.ndim == 2 for x in a) else None
-        found.append(Agreement(name, round(min(cosines), 6), float(f"{max_abs:.4g}"), top1))
+        found.append(Agreement(name, round(float(np.min(cosines)), 6), float(f"{largest:.4g}"), top1))
     return found
 
 
-def _cosines(x: np.ndarray, y: np.ndarray) -> list[float]:
-    rows_x = x.reshape(x.shape[0], -1) if x.ndim > 1 else x.reshape(1, -1)
-    rows_y = y.reshape(rows_x.shape)
-    norms = np.linalg.norm(rows_x, axis=1) * np.linalg.norm(rows_y, axis=1)
-    same = np.all(rows_x == rows_y, axis=1)  # identical rows (zeros included) agree fully
-    with np.errstate(invalid="ignore", divide="ignore"):
-        cos = np.where(same, 1.0, np.sum(rows_x * rows_y, axis=1) / np.where(norms == 0, 1.0, norms))
-    return [float(c) for c in cos]
-
-
 def _top1(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
-    same = sum(int(np.sum(np.argmax(x, axis=1) == np.argmax(y, axis=1))) for x, y in zip(a, b, strict=True))
-    return round(same / sum(x.shape[0] for x in a), 6)
+    return round(top1_agreement(np.concatenate(a), np.concatenate(b)), 6)
 
 
 def ratio(old: Callable[[], Any], new: Callable[[], Any], rounds: int, window_s: float = 0.1) -> float:

@@ -122,7 +122,7 @@ def _compare(
 def _problems(comparison: Comparison, gate: ReleaseGate) -> list[str]:
     found = []
     for a in comparison.agreement:
-        if a.cosine < gate.min_cosine:
+        if not a.cosine >= gate.min_cosine:  # NaN (a non-finite output) fails
             found.append(f"{a.output}: cosine {a.cosine:.6f} to v{comparison.against} < {gate.min_cosine}")
         if a.top1 is not None and a.top1 < gate.min_top1:
             found.append(

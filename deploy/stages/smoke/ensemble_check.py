@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from deploy.gates.metrics import cosine
 from deploy.pipeline.contract import StageContext
 from deploy.serving.repository import Model
 from deploy.serving.service import TOKENIZER_FILE, Role
@@ -245,9 +246,9 @@ def _compare(
         return [f"the ensemble answered {sorted(served)}, not {missing}"]
     if "classes" in ref:
         return _compare_classes(result, served, ref, labels, gate)
-    cosines = [_cosine(served[n][i], ref[n][i]) for n in ref for i in range(len(ref[n]))]
-    result.min_cosine = min(cosines) if result.min_cosine is None else min(result.min_cosine, *cosines)
-    return [f"cosine {min(cosines):.6f} < {gate.min_cosine}"] if min(cosines) < gate.min_cosine else []
+    worst = float(np.min([cosine(served[n][i], ref[n][i]) for n in ref for i in range(len(ref[n]))]))
+    result.min_cosine = worst if result.min_cosine is None else float(np.min([result.min_cosine, worst]))
+    return [] if worst >= gate.min_cosine else [f"cosine {worst:.6f} < {gate.min_cosine}"]
 
 
 def _compare_classes(
@@ -260,16 +261,16 @@ def _compare_classes(
     classes = served["classes"].astype(np.int64)
     agreement = float(np.mean(classes[:, 0] == ref["classes"][:, 0]))
     at_served = np.take_along_axis(ref["probabilities"], classes, axis=1)
-    cosine = min(_cosine(s, r) for s, r in zip(served["scores"], at_served))
+    worst = float(np.min([cosine(s, r) for s, r in zip(served["scores"], at_served)]))
     result.top1_agreement = (
         agreement if result.top1_agreement is None else min(result.top1_agreement, agreement)
     )
-    result.min_cosine = cosine if result.min_cosine is None else min(result.min_cosine, cosine)
+    result.min_cosine = worst if result.min_cosine is None else float(np.min([result.min_cosine, worst]))
     problems = []
     if agreement < gate.min_top1_agreement:
         problems.append(f"top-1 agreement {agreement:.2f} < {gate.min_top1_agreement}")
-    if cosine < gate.min_cosine:
-        problems.append(f"top-k scores cosine {cosine:.6f} < {gate.min_cosine}")
+    if not worst >= gate.min_cosine:  # NaN fails
+        problems.append(f"top-k scores cosine {worst:.6f} < {gate.min_cosine}")
     want = [[labels[c] if labels else str(c) for c in row] for row in classes]
     got = [[_text(v) for v in row] for row in served["labels"]]
     if got != want:
@@ -279,12 +280,6 @@ def _compare_classes(
 
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = a.reshape(-1).astype(np.float64), b.reshape(-1).astype(np.float64)
-    denominator = np.linalg.norm(a) * np.linalg.norm(b)
-    return float(a @ b / denominator) if denominator else float(np.array_equal(a, b))
 
 
 # -- the smoke stage's view: one ModelResult per ensemble and per pre / post model -------------

@@ -1,0 +1,70 @@
+"""One definition of each agreement metric: cosine, max |Δ|, top-1 and top-k agreement.
+Every gate (parity, accuracy), smoke's service checks, the release comparison and NNCF's
+fallback search compute them here, so `min_cosine` means one thing everywhere.
+
+The convention, pinned by tests/gates/test_metrics.py:
+- cosine is the *uncentred* cosine of the flattened vectors, in float64. A constant vector
+  needs no special case (it has a direction); it is not Pearson's correlation.
+- Two identical vectors agree fully: 1.0, all-zero pairs included (a ReLU output that is
+  zero in both answers is the same answer).
+- Exactly one all-zero vector shares no direction with the other: 0.0.
+- Any NaN or infinity on either side: NaN, which fails every `>= min_cosine` comparison
+  (an overflowed FP16 output must never pass).
+- Rows (`row_cosines`) follow the same rules per sample along dim 0.
+Whether the *reference* is all zeros (a gate that compares nothing) is the caller's
+question, asked with `all_zero`: the metric itself answers only how alike two answers are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    x, y = _flat(a), _flat(b)
+    if x.shape != y.shape:
+        raise ValueError(f"cosine of shapes {list(np.shape(a))} and {list(np.shape(b))}")
+    return float(row_cosines(x[None, :], y[None, :])[0])
+
+
+def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One cosine per sample (dim 0; a 0-d or 1-d array is one sample)."""
+    x, y = _rows(a), _rows(b).reshape(_rows(a).shape)
+    finite = np.all(np.isfinite(x), axis=1) & np.all(np.isfinite(y), axis=1)
+    norms = np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        plain = np.sum(x * y, axis=1) / np.where(norms > 0, norms, 1.0)
+    same = np.all(x == y, axis=1)
+    found = np.where(same, 1.0, np.where(norms > 0, plain, 0.0))
+    return np.where(finite, np.clip(found, -1.0, 1.0), np.nan)
+
+
+def max_abs(a: np.ndarray, b: np.ndarray) -> float:
+    """The largest absolute difference (0.0 for empty arrays; NaN where either has one)."""
+    diff = np.abs(_flat(a) - _flat(b))
+    return float(diff.max(initial=0.0)) if not np.isnan(diff).any() else float("nan")
+
+
+def all_zero(a: np.ndarray) -> bool:
+    return not np.any(np.asarray(a))
+
+
+def top1_agreement(ref: np.ndarray, got: np.ndarray) -> float:
+    """The share of samples (rows of [batch, classes]) whose best class is the same."""
+    return float(np.mean(np.argmax(ref, axis=1) == np.argmax(got, axis=1)))
+
+
+def topk_agreement(ref: np.ndarray, got: np.ndarray, k: int) -> float:
+    """The share of samples whose reference best class is among the candidate's k best."""
+    best = np.argmax(ref, axis=1)
+    top = np.argsort(-got, axis=1, kind="stable")[:, : min(k, got.shape[1])]
+    return float(np.mean([b in row for b, row in zip(best, top, strict=True)]))
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, dtype=np.float64).ravel()
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    array = np.asarray(a, dtype=np.float64)
+    return array.reshape(1, -1) if array.ndim < 2 else array.reshape(array.shape[0], -1)

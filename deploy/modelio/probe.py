@@ -1,0 +1,137 @@
+"""The probe: the model built and called once at the min shape, so the mistakes users make
+in a config (inputs bound to the wrong parameters, channels-last dims, an integer dtype
+for a CNN, a misspelt output name) are config errors naming the key, in seconds, before
+any stage does its full work. `deploy validate --probe` runs it alone; golden runs it
+before it computes a single reference.
+
+Where the forward raises, the probe calls it once more with a pre-hook on every module to
+find the module that raised and what reached it: a dtype or a channel count that does not
+fit that module's weights names the input's `dtype` or `dims`, with the fix.
+
+Imported only from inside stage run functions and `validate --probe`: it imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from deploy.modelio.adapter import ForwardRaised, IOAdapter, adapt
+from deploy.pipeline.config import DeployConfig, InputSpec
+from deploy.pipeline.errors import ConfigError, Issue
+
+Specs = Sequence[InputSpec]
+CONVOLUTIONS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+
+
+def probe(config: DeployConfig) -> IOAdapter:
+    """Builds the model and binds / calls / matches it at the min shape."""
+    from deploy.gates import references
+    from deploy.modelio.loading import load_model
+
+    sample = references.golden_inputs(config, np.random.default_rng(config.model.seed))["min"]
+    return checked(load_model(config.model), config, sample)
+
+
+def checked(model: torch.nn.Module, config: DeployConfig, sample: Mapping[str, np.ndarray]) -> IOAdapter:
+    """`adapt`, with a forward that raises explained in the config's words where it can be."""
+    try:
+        return adapt(model, config, sample)
+    except ForwardRaised as exc:
+        issue = diagnose(model, config, sample)
+        if issue is None:
+            raise
+        raise ConfigError("inputs", [issue]) from exc
+
+
+@dataclass(frozen=True)
+class Entered:
+    """The last leaf module entered before the forward raised, and its first tensor input."""
+
+    name: str
+    module: torch.nn.Module
+    tensor: torch.Tensor
+
+
+def diagnose(model: torch.nn.Module, config: DeployConfig, sample: Mapping[str, np.ndarray]) -> Issue | None:
+    entered = _last_entered(model, config, sample)
+    if entered is None:
+        return None
+    spec_index = _fed(config.inputs, entered.tensor, sample)
+    if spec_index is None:
+        return None
+    return _dtype_issue(entered, config.inputs, spec_index) or _channel_issue(
+        entered, config.inputs, spec_index
+    )
+
+
+def _last_entered(
+    model: torch.nn.Module, config: DeployConfig, sample: Mapping[str, np.ndarray]
+) -> Entered | None:
+    seen: list[Entered] = []
+
+    def hook(name: str):  # type: ignore[no-untyped-def]
+        def record(module: torch.nn.Module, args: tuple[object, ...]) -> None:
+            first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+            if first is not None and not list(module.children()):
+                seen.append(Entered(name, module, first))
+
+        return record
+
+    handles = [m.register_forward_pre_hook(hook(n)) for n, m in model.named_modules()]
+    try:
+        adapt(model, config, sample)
+    except Exception:  # the same failure again, now with the module it came from
+        return seen[-1] if seen else None
+    finally:
+        for h in handles:
+            h.remove()
+    return None
+
+
+def _fed(specs: Specs, tensor: torch.Tensor, sample: Mapping[str, np.ndarray]) -> int | None:
+    """The declared input that reached the failing module unchanged in shape (the first
+    layer), else the only input there is."""
+    matches = [i for i, s in enumerate(specs) if tuple(sample[s.name].shape) == tuple(tensor.shape)]
+    if len(matches) == 1:
+        return matches[0]
+    return 0 if len(specs) == 1 else None
+
+
+def _dtype_issue(entered: Entered, specs: Specs, index: int) -> Issue | None:
+    weight = getattr(entered.module, "weight", None)
+    if not isinstance(weight, torch.Tensor) or isinstance(entered.module, torch.nn.Embedding):
+        return None
+    if entered.tensor.is_floating_point() or not weight.is_floating_point():
+        return None
+    want = str(weight.dtype).removeprefix("torch.")
+    return Issue(
+        f"inputs[{index}].dtype",
+        f"'{specs[index].name}' is declared {specs[index].dtype}, but the model's first layer "
+        f"'{entered.name}' ({type(entered.module).__name__}) computes in {want}: declare dtype: {want}",
+    )
+
+
+def _channel_issue(entered: Entered, specs: Specs, index: int) -> Issue | None:
+    module, shape = entered.module, list(entered.tensor.shape)
+    if not isinstance(module, CONVOLUTIONS) or len(shape) < 3 or shape[1] == module.in_channels:
+        return None
+    spec, channels = specs[index], module.in_channels
+    where = f"the model's first layer '{entered.name}' ({type(module).__name__}) takes {channels} channels in dim 1"
+    if shape[-1] == channels:
+        moved = _channels_first(list(spec.dims))
+        return Issue(
+            f"inputs[{index}].dims",
+            f"'{spec.name}' is declared {list(spec.dims)} (channels last, {shape[-1]} at the end), but {where}: "
+            f"declare dims {moved}, min {_channels_first(list(spec.min))} (and opt / max alike: NCHW)",
+        )
+    return Issue(
+        f"inputs[{index}].dims", f"'{spec.name}' has {shape[1]} in dim 1 {list(spec.dims)}, but {where}"
+    )
+
+
+def _channels_first(dims: list[object]) -> list[object]:
+    return [dims[0], dims[-1], *dims[1:-1]]

@@ -1,0 +1,74 @@
+"""gates.metrics: one convention for cosine, max |Δ| and top-k agreement, pinned here, and
+every caller (parity, accuracy, smoke's services, release, NNCF's fallback, the FP16
+fallback search) giving the same answer for the same pair."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from deploy.gates import accuracy, metrics, parity
+from deploy.gates.fallback import _error
+from deploy.gates.tolerance import Tolerance
+from deploy.pipeline.config import OutputKind
+from deploy.stages.openvino_int8.quantizer import _cosine as nncf_cosine
+from deploy.stages.release.compare import agree
+
+RNG = np.random.default_rng(0)
+A = RNG.standard_normal((3, 5))
+B = A + 0.3 * RNG.standard_normal((3, 5))
+ZERO = np.zeros((3, 5))
+
+
+def reference_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    x, y = a.ravel().astype(np.float64), b.ravel().astype(np.float64)
+    return float(x @ y / np.sqrt((x @ x) * (y @ y)))
+
+
+def test_the_convention_for_zero_constant_and_non_finite_vectors() -> None:
+    assert metrics.cosine(A, B) == pytest.approx(reference_cosine(A, B), abs=1e-12)
+    assert metrics.cosine(ZERO, ZERO) == 1.0  # the same answer
+    assert metrics.cosine(ZERO, A) == 0.0 and metrics.cosine(A, ZERO) == 0.0  # no shared direction
+    constant = np.full(6, 2.5)
+    assert metrics.cosine(constant, constant * 3) == pytest.approx(1.0)  # uncentred: defined
+    assert metrics.cosine(constant, -constant) == pytest.approx(-1.0)
+    bad = A.copy()
+    bad[1, 2] = np.inf
+    assert np.isnan(metrics.cosine(A, bad)) and np.isnan(metrics.cosine(bad, bad))
+    assert not metrics.cosine(A, bad) >= 0.0  # fails every gate
+
+
+def test_rows_follow_the_same_convention_per_sample() -> None:
+    got = np.stack([A[0], np.zeros(5), A[2] * -1])
+    ref = np.stack([A[0], np.zeros(5), A[2]])
+    assert metrics.row_cosines(ref, got) == pytest.approx([1.0, 1.0, -1.0])
+    assert metrics.row_cosines(ref, np.stack([A[0], A[1], A[2]]))[1] == 0.0
+
+
+def test_top_k_agreement_against_a_hand_count() -> None:
+    ref = np.array([[0.1, 0.9, 0.0], [0.8, 0.1, 0.1], [0.2, 0.3, 0.5]])
+    got = np.array([[0.2, 0.7, 0.1], [0.1, 0.6, 0.3], [0.4, 0.5, 0.1]])
+    assert metrics.top1_agreement(ref, got) == pytest.approx(1 / 3)
+    # sample 1: class 0 is got's last of 3; sample 2: class 2 is got's last too
+    assert metrics.topk_agreement(ref, got, 2) == pytest.approx(1 / 3)
+    assert metrics.topk_agreement(ref, got, 3) == 1.0
+
+
+@pytest.mark.parametrize(("ref", "got"), [(A, B), (A, ZERO), (A, -A)])
+def test_every_gate_reports_the_same_cosine_for_the_same_pair(ref: np.ndarray, got: np.ndarray) -> None:
+    want = metrics.cosine(ref, got)
+    assert parity.metrics(got, ref, Tolerance()).cosine == pytest.approx(want)
+    measured = accuracy.measure([{"o": ref}], [{"o": got}], 1, {"o": OutputKind.OTHER})
+    assert measured["o"].cosine == pytest.approx(want)
+    assert nncf_cosine([ref], [got]) == pytest.approx(want)
+    assert 1.0 - _error(ref, got) == pytest.approx(want)
+    # release reports the worst sample's cosine
+    worst = min(metrics.cosine(r, g) for r, g in zip(ref, got, strict=True))
+    assert agree([{"o": ref}], [{"o": got}], ["o"])[0].cosine == pytest.approx(worst, abs=1e-6)
+
+
+def test_a_gate_on_an_all_zero_reference_compares_nothing() -> None:
+    """The metric calls zeros against zeros 1.0; the gates refuse to judge on them."""
+    assert parity.metrics(ZERO, ZERO, Tolerance()).cosine is None
+    measured = accuracy.measure([{"o": ZERO}], [{"o": ZERO}], 1, {"o": OutputKind.OTHER})
+    assert measured["o"].cosine is None and measured["o"].zero_samples == 3

@@ -1,0 +1,175 @@
+"""Inputs bind by name (a typo or a silent swap is a config error, not a model fed the
+wrong tensor), and the probe (`deploy validate --probe`, golden's first step) turns the
+mistakes users make — channels-last dims, an integer dtype on a CNN, a misspelt output
+name — into one config error naming the key and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from torch import nn
+
+from deploy.modelio.adapter import adapt
+from deploy.modelio.probe import probe
+from deploy.pipeline.config import DeployConfig
+from deploy.pipeline.errors import ConfigError
+from tests.helpers import run_cli
+
+
+class TwoInputs(nn.Module):
+    """Not symmetric in its inputs: feeding one for the other changes the answer."""
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return input_ids * 3 - attention_mask
+
+
+class Star(nn.Module):
+    def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+        return tensors[0] * 3 - tensors[1]
+
+
+def config(names: tuple[str, ...], inputs_by: str = "auto", **model: Any) -> DeployConfig:
+    specs = [{"name": n, "dims": ["batch", 4], "min": [1, 4], "opt": [2, 4], "max": [4, 4]} for n in names]
+    return DeployConfig.model_validate(
+        {
+            "name": "bind",
+            "model": {"factory": "torch.nn:Identity", "inputs_by": inputs_by, **model},
+            "inputs": specs,
+            "outputs": [{"name": "out"}],
+            "stages": {"golden": {}},
+        }
+    )
+
+
+def sample(names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(1)
+    return {n: rng.standard_normal((2, 4)).astype(np.float32) for n in names}
+
+
+def answer(model: nn.Module, cfg: DeployConfig, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    adapter = adapt(model, cfg, feeds)
+    with torch.no_grad():
+        (out,) = adapter(*(torch.from_numpy(feeds[n]) for n in cfg.input_names()))
+    return out.numpy()
+
+
+def test_inputs_declared_in_another_order_are_bound_by_name() -> None:
+    names = ("attention_mask", "input_ids")
+    feeds = sample(names)
+    want = feeds["input_ids"] * 3 - feeds["attention_mask"]
+    np.testing.assert_array_equal(answer(TwoInputs(), config(names), feeds), want)
+
+
+def test_a_misspelt_input_is_a_config_error_with_did_you_mean() -> None:
+    names = ("input_idz", "attention_mask")
+    with pytest.raises(
+        ConfigError, match=r"model\.inputs: 'input_idz' \(did you mean 'input_ids'\?\)"
+    ) as err:
+        adapt(TwoInputs(), config(names), sample(names))
+    assert "forward(input_ids, attention_mask)" in str(err.value)
+
+
+def test_several_inputs_none_named_after_forward_must_state_their_binding() -> None:
+    names = ("a", "b")
+    with pytest.raises(ConfigError, match=r"model\.inputs_by: none of the declared inputs \['a', 'b'\]"):
+        adapt(TwoInputs(), config(names), sample(names))
+    feeds = sample(names)  # stated: by position, in declared order
+    np.testing.assert_array_equal(
+        answer(TwoInputs(), config(names, "position"), feeds), feeds["a"] * 3 - feeds["b"]
+    )
+
+
+def test_position_with_forward_names_in_another_order_is_refused() -> None:
+    names = ("attention_mask", "input_ids")
+    with pytest.raises(ConfigError, match=r"in another order \(input_ids, attention_mask\)"):
+        adapt(TwoInputs(), config(names, "position"), sample(names))
+
+
+@pytest.mark.parametrize(("model", "names"), [(Star(), ("p", "q")), (nn.Identity(), ("image",))])
+def test_position_stays_the_default_for_one_input_or_star_args(
+    model: nn.Module, names: tuple[str, ...]
+) -> None:
+    feeds = sample(names)
+    got = answer(model, config(names), feeds)
+    want = feeds[names[0]] if len(names) == 1 else feeds["p"] * 3 - feeds["q"]
+    np.testing.assert_array_equal(got, want)
+
+
+# -- the probe --------------------------------------------------------------------------------
+MODELS = """
+import torch
+class Cnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3)
+        self.fc = torch.nn.Linear(8, 5)
+    def forward(self, image):
+        return {"logits": self.fc(self.conv1(image).mean((2, 3)))}
+def cnn():
+    return Cnn()
+"""
+
+
+def cnn_config(tmp_path: Path, **change: Any) -> Path:
+    (tmp_path / "models.py").write_text(MODELS)
+    image = {"name": "image", "dtype": "float32", "dims": ["batch", 3, 16, 16]}
+    image |= {"min": [1, 3, 16, 16], "opt": [2, 3, 16, 16], "max": [4, 3, 16, 16]}
+    data = {
+        "name": "probe",
+        "model": {"file": "models.py", "callable": "cnn"},
+        "inputs": [image | change.get("image", {})],
+        "outputs": [{"name": change.get("output", "logits")}],
+        "stages": {"export": {"exporter": "torchscript"}},
+    }
+    path = tmp_path / "probe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def load(path: Path) -> DeployConfig:
+    from deploy.pipeline.project import load_project
+
+    return load_project(path).config
+
+
+NHWC = {"dims": ["batch", 16, 16, 3], "min": [1, 16, 16, 3], "opt": [2, 16, 16, 3], "max": [4, 16, 16, 3]}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"image": NHWC},
+            r"inputs\[0\]\.dims: .*channels last.*'conv1' \(Conv2d\) takes 3 channels.*\[1, 3, 16, 16\]",
+        ),
+        (
+            {"image": {"dtype": "int64", "value_range": [0, 255]}},
+            r"inputs\[0\]\.dtype: .*int64.*'conv1'.*float32",
+        ),
+        (
+            {"output": "logit"},
+            r"outputs\[0\]: 'logit': no key 'logit' \(did you mean 'logits'\?\) in the model's dict",
+        ),
+    ],
+)
+def test_the_probe_names_the_config_key_and_the_fix(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        probe(load(cnn_config(tmp_path, **change)))
+
+
+def test_validate_probe_is_one_message_and_exit_3_and_plain_validate_builds_nothing(tmp_path: Path) -> None:
+    path = cnn_config(tmp_path, image=NHWC)
+    plain = run_cli("validate", str(path))
+    assert plain.returncode == 0, plain.stderr  # plain validate reads the config only
+    probed = run_cli("validate", str(path), "--probe")
+    assert probed.returncode == 3, probed.stdout + probed.stderr
+    assert "inputs[0].dims" in probed.stdout + probed.stderr and "Traceback" not in probed.stderr
+    good = run_cli("validate", str(cnn_config(tmp_path)), "--probe")
+    assert good.returncode == 0 and "probed at the min shape" in good.stdout
