@@ -2,19 +2,26 @@
 
 What a later `deploy run` (a CI job) needs to repeat the run is written into the work
 dir: the weights (`<name>.safetensors`) and the YAML. Its `model:` is the `factory=`
-given; else the model's class when it builds with no arguments; else the live module
-itself, pickled (`<name>.module.pt`, loaded by a small generated `<name>_module.py` that
-names the pickle's digest, so the cache keys on it). Stages run in other processes: a
-class they can't import (defined in `__main__` or a notebook cell) is refused with what
-to do instead. Without `dynamic=`, dim 0 of every input is the batch, 1 to 8 (or twice
-the example's); a model that can't take another batch is served at the example's."""
+given; else the model's class, but only when it builds with no arguments *and* the
+rebuilt module equals the live one (same state_dict keys and shapes, the same outputs on
+the example inputs once the weights are loaded): a fine-tuned torchvision model whose
+head was replaced builds as its class, but as another architecture. Otherwise the live
+module itself travels by value (`<name>.module.pt`, written with cloudpickle, so a class
+defined in `__main__`, a notebook cell, a function or the user's own unpackaged module
+goes along; loaded by a small generated `<name>_module.py` that names the pickle's
+digest, so the cache keys on it). Where it cannot be pickled, the error says why and that
+`factory=` is the way. Without `dynamic=`, dim 0 of every input is the batch, 1 to 8 (or
+twice the example's); a model that can't take another batch is served at the example's."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import re
-from collections.abc import Mapping, Sequence
+import sys
+import sysconfig
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,14 +57,27 @@ def optimize(
     without it, axis 0 of every input is the batch. `name`: the class's, snake_case."""
     from deploy.api import load
 
+    return load(write_config(model, example_inputs, name, dynamic, workdir, factory, kwargs)).run()
+
+
+def write_config(
+    model: torch.nn.Module,
+    example_inputs: Mapping[str, torch.Tensor] | Sequence[torch.Tensor] | torch.Tensor,
+    name: str | None = None,
+    dynamic: Mapping[str, Mapping[int, DimRange]] | None = None,
+    workdir: Path | str = ".deploy-optimize",
+    factory: str | None = None,
+    kwargs: Mapping[str, object] | None = None,
+) -> Path:
+    """What `optimize` runs: the weights, the model's source and the YAML, in the work dir."""
     name = name or default_name(model)
     work = Path(workdir).absolute() / name
     work.mkdir(parents=True, exist_ok=True)
-    source = _source(model, work, name, factory, kwargs)
     examples = _named(example_inputs)
+    source = _source(model, work, name, factory, kwargs, examples)
     config = work / f"{name}.yaml"
     config.write_text(_config_for(model, name, source, examples, dynamic, work))
-    return load(config).run()
+    return config
 
 
 def default_name(model: torch.nn.Module) -> str:
@@ -92,41 +112,84 @@ def _batch_axes(examples: Mapping[str, Any]) -> dict[str, dict[int, DimRange]]:
 
 
 def _source(
-    model: torch.nn.Module, work: Path, name: str, factory: str | None, kwargs: Mapping[str, object] | None
+    model: torch.nn.Module,
+    work: Path,
+    name: str,
+    factory: str | None,
+    kwargs: Mapping[str, object] | None,
+    examples: Mapping[str, Any],
 ) -> dict[str, Any]:
     weights = {"checkpoint": str(_save_weights(model, work / f"{name}.safetensors"))}
     if factory is not None:
         return {"factory": factory, **({"kwargs": dict(kwargs)} if kwargs else {}), **weights}
-    rebuilt = rebuildable(model)
+    rebuilt = rebuildable(model, examples)
     if rebuilt is not None:
         return {"factory": rebuilt, **weights}
     return {"file": str(_pickled(model, work, name)), "callable": "build", **weights}
 
 
-def importable(model: torch.nn.Module) -> str:
-    """`module:Class` of the model; a ConfigError when another process can't import it
-    (defined in `__main__`, a notebook cell or a function)."""
+def importable(model: torch.nn.Module) -> str | None:
+    """`module:Class` of the model, or None where another process can't import it by that
+    name (defined in `__main__`, a notebook cell or a function)."""
     cls = type(model)
-    where = f"{cls.__module__}:{cls.__qualname__}"
     if cls.__module__ == "__main__" or "<locals>" in cls.__qualname__:
-        hint = (
-            "the stages run in their own processes, which can't import it: move the class into a module "
-            "(e.g. models.py) and import it from there, or pass factory='module:function' that builds it"
-        )
-        raise ConfigError("model", [Issue("model", f"{where} is defined in __main__ or a function; {hint}")])
-    return where
+        return None
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def rebuildable(model: torch.nn.Module) -> str | None:
-    """`module:Class` when the class builds with no arguments (torchvision's resnet50
-    class does not, its `resnet50` function does: that one is pickled instead)."""
+def rebuildable(model: torch.nn.Module, examples: Mapping[str, Any]) -> str | None:
+    """`module:Class` when the class builds with no arguments and the result, with the
+    live weights, *is* the live model; None (it travels by value) otherwise, with why."""
     where = importable(model)
+    if where is None:
+        return None
     module, _, qualname = where.partition(":")
     try:
-        getattr(importlib.import_module(module), qualname)()
-    except Exception:
+        rebuilt = getattr(importlib.import_module(module), qualname)()
+    except Exception:  # needs arguments (torchvision's ResNet class; its resnet50 function doesn't)
+        return None
+    differs = differences(model, rebuilt, examples)
+    if differs:
+        log.info(
+            "%s() builds another model than the one given (%s): the live module is pickled", where, differs
+        )
         return None
     return where
+
+
+def differences(live: torch.nn.Module, rebuilt: torch.nn.Module, examples: Mapping[str, Any]) -> str:
+    """'' when `rebuilt`, given the live weights, answers the examples as `live` does."""
+    import torch
+
+    mine, theirs = live.state_dict(), rebuilt.state_dict()
+    shapes = {k: tuple(v.shape) for k, v in mine.items()}
+    if shapes != {k: tuple(v.shape) for k, v in theirs.items()}:
+        changed = sorted(set(shapes) ^ set(theirs)) or [
+            k for k in shapes if shapes[k] != tuple(theirs[k].shape)
+        ]
+        return f"state_dict keys or shapes differ: {', '.join(changed[:3])}"
+    rebuilt.load_state_dict(mine, strict=True)
+    try:
+        want, got = _answer(live, examples), _answer(rebuilt, examples)
+    except Exception as exc:  # the pipeline's own binding will say what is wrong with the examples
+        return f"cannot compare the two on the examples ({type(exc).__name__})"
+    same = len(want) == len(got) and all(
+        a.shape == b.shape and torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+        for a, b in zip(want, got, strict=True)
+    )
+    return "" if same else "outputs on the example inputs differ"
+
+
+def _answer(model: torch.nn.Module, examples: Mapping[str, Any]) -> list[Any]:
+    """Every tensor the model returns for the examples, bound as the pipeline binds them."""
+    import torch
+
+    from deploy.modelio.adapter import bind, flat
+    from deploy.pipeline.config import InputsBy
+
+    binding = bind(model, tuple(examples), InputsBy.AUTO, {})
+    with torch.no_grad():
+        return list(flat(binding.call(model.eval(), list(examples.values()))).values())
 
 
 # The generated module that rebuilds a pickled model: the digest makes the cache key follow the pickle.
@@ -143,20 +206,53 @@ def build():
 
 
 def _pickled(model: torch.nn.Module, work: Path, name: str) -> Path:
+    import cloudpickle
     import torch
 
     from deploy.pipeline.hashing import digest_file
 
-    cls = importable(model)
+    cls = f"{type(model).__module__}:{type(model).__qualname__}"
     pickle = work / f"{name}.module.pt"
     try:
-        torch.save(model, pickle)
+        with _by_value(type(model)):
+            torch.save(model, pickle, pickle_module=cloudpickle)
     except Exception as exc:
-        hint = "pass factory='module:function' that builds it"
-        raise ConfigError("model", [Issue("model", f"cannot pickle {cls} ({exc}); {hint}")]) from None
+        pickle.unlink(missing_ok=True)
+        hint = "pass factory='module:function' that builds it (the stages run in their own processes)"
+        why = f"{type(exc).__name__}: {exc}"
+        raise ConfigError(
+            "model", [Issue("model", f"cannot pickle {cls} by value ({why}); {hint}")]
+        ) from None
     source = work / f"{name}_module.py"
     source.write_text(PICKLED_SOURCE.format(cls=cls, pickle=pickle.name, digest=digest_file(pickle)))
     return source
+
+
+@contextlib.contextmanager
+def _by_value(cls: type) -> Iterator[None]:
+    """The class's own module goes by value where it is the user's (not an installed
+    package): the stages' processes may not have the script's folder on their path.
+    `__main__` and notebook cells go by value anyway (cloudpickle's rule)."""
+    import cloudpickle
+
+    module = sys.modules.get(cls.__module__)
+    mine = module is not None and cls.__module__ != "__main__" and _users_own(module)
+    if mine:
+        cloudpickle.register_pickle_by_value(module)
+    try:
+        yield
+    finally:
+        if mine:
+            cloudpickle.unregister_pickle_by_value(module)
+
+
+def _users_own(module: Any) -> bool:
+    """A module from a file outside the interpreter's and site-packages' folders."""
+    file = getattr(module, "__file__", None)
+    if not file:
+        return False
+    installed = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return not any(Path(file).resolve().is_relative_to(Path(p).resolve()) for p in installed)
 
 
 def _save_weights(model: torch.nn.Module, path: Path) -> Path:

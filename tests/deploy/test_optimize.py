@@ -1,6 +1,6 @@
 """deploy.optimize on an nn.Module in memory: a torchvision model goes through export,
 validate and smoke on a real tritonserver; the YAML it wrote is then fully cached for
-`deploy run`; changed weights rebuild; models that can't be referenced are refused."""
+`deploy run`; changed weights rebuild; a class that needs arguments travels by value."""
 
 from __future__ import annotations
 
@@ -57,15 +57,6 @@ class NeedsArguments(nn.Module):
         return self.fc(x)
 
 
-def test_a_class_from_main_or_one_needing_arguments_is_refused(tmp_path: Path) -> None:
-    class Local(nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x
-
-    with pytest.raises(ConfigError, match="defined in __main__ or a function; the stages run in their own"):
-        deploy.optimize(Local(), torch.ones(1, 2), name="m", workdir=tmp_path)
-
-
 @pytest.mark.triton
 def test_a_stock_model_needs_only_itself_and_an_example(tmp_path: Path) -> None:
     """shufflenet's class needs constructor arguments: the live module is pickled for the
@@ -88,7 +79,7 @@ def test_a_model_that_takes_no_other_batch_is_served_at_the_examples_shapes(tmp_
     from deploy.live_model import _config_for, _source
 
     model = FixedBatch()
-    source = _source(model, tmp_path, "fixed", None, None)
+    source = _source(model, tmp_path, "fixed", None, None, {"x": torch.ones(2, 3)})
     assert source["factory"] == f"{__name__}:FixedBatch"  # builds with no arguments: its class
     config = yaml.safe_load(_config_for(model, "fixed", source, {"x": torch.ones(2, 3)}, None, tmp_path))
     assert config["inputs"][0]["dims"] == [2, 3], config["inputs"]
@@ -101,7 +92,7 @@ def test_a_class_that_needs_arguments_is_pickled_and_rebuilt_equal(tmp_path: Pat
 
     torch.manual_seed(0)
     model = NeedsArguments(3).eval()
-    source = _source(model, tmp_path, "needs", None, None)
+    source = _source(model, tmp_path, "needs", None, None, {"x": torch.ones(2, 3)})
     assert source["file"].endswith("needs_module.py") and source["callable"] == "build"
     spec = importlib.util.spec_from_file_location("needs_module", source["file"])
     assert spec is not None and spec.loader is not None
@@ -112,7 +103,7 @@ def test_a_class_that_needs_arguments_is_pickled_and_rebuilt_equal(tmp_path: Pat
     first = Path(source["file"]).read_text()
     with torch.no_grad():
         model.fc.bias.add_(1.0)
-    assert Path(_source(model, tmp_path, "needs", None, None)["file"]).read_text() != first  # new key
+    assert Path(_source(model, tmp_path, "needs", None, None, {"x": x})["file"]).read_text() != first  # new key
 
 
 class FixedBatch(nn.Module):
