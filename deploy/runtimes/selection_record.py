@@ -25,6 +25,7 @@ class Verdict(str, Enum):
     REJECTED = "rejected"  # measured, but breaks a constraint
     UNVERIFIED = "unverified"  # the target never loaded / checked it: not a choice for it
     SKIPPED = "skipped"  # not measured at all
+    UNSTABLE = "unstable"  # measured, but its timing did not settle: not compared while stable rows exist
 
 
 class Basis(str, Enum):
@@ -59,6 +60,7 @@ class Chosen:
     candidates: list[Judged]
     basis: str = Basis.IN_PROCESS.value
     model: str | None = None
+    stable: bool = True  # False: the pick rests on timings that did not settle (said wherever it is shown)
 
 
 @dataclass(frozen=True)
@@ -94,4 +96,4 @@ class Selection:
 def _chosen(data: Mapping[str, Any]) -> Chosen:
     judged = [Judged(**{**j, "verdict": Verdict(j["verdict"])}) for j in data["candidates"]]
     fields = (data["name"], data["metric"], data["batch"], data["selected"], judged)
-    return Chosen(*fields, data["basis"], data["model"])
+    return Chosen(*fields, data["basis"], data["model"], bool(data.get("stable", True)))

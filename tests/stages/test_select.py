@@ -3,6 +3,7 @@ every loser with its reason."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -401,12 +402,67 @@ def test_the_verdict_compares_the_pick_with_eager_and_fp32_on_its_data() -> None
     said = conclusion([decision], target, None)
     facts = dict(said.facts)
     assert said.decision.startswith("deploy onnx int8 (onnxruntime_int8) for 'latency'"), said.decision
-    assert facts["speed vs eager PyTorch"].startswith("8.00x (0.5 ms vs 4 ms")
-    assert facts["speed vs FP32"].startswith("4.00x (0.5 ms vs 2 ms for onnx fp32 (onnxruntime))")
+    assert facts["speed vs eager PyTorch"] == "8.00x (both in process, batch 1: 0.5 vs 4 ms)"
+    assert (
+        facts["speed vs FP32"] == "4.00x (both in process, batch 1: 0.5 vs 2 ms for onnx fp32 (onnxruntime))"
+    )
     assert facts["accuracy vs FP32"] == (
         "worst cosine to FP32 0.99910 (measured on random data: stages.quantize.calibration)"
     )
     assert "verified by no server" in said.target
+
+
+def test_a_served_pick_is_compared_with_eager_in_process_and_with_fp32_served() -> None:
+    """Issue 37's report: a served INT8 number (18.7 ms) was divided into an in-process eager
+    one (87x). Like with like: the pick's own in-process row against eager's; served FP32
+    against served INT8."""
+    from deploy.stages.select.conclusion import conclusion
+
+    rows = [*SERVED_ROWS, row("onnxruntime_int8", 1, 49.6), row("triton:m_python_int8", 1, 18.7)]
+    rows = [
+        r
+        for r in rows
+        if not (r.runtime in ("onnxruntime_int8", "triton:m_python_int8") and r.median_ms in (12.0, 44.0))
+    ]
+    found = gather(rows, {}, {"accuracy_int8": 0.999}, SERVED)
+    decision = selection.decide(found, Objective(name="latency", metric="latency"), min_gain=0, server=True)
+    assert decision.winner.candidate.model == "m_python_int8"
+    facts = dict(
+        conclusion([decision], candidates.target_of(BenchResults(rows, {}, HOST), SERVED), None).facts
+    )
+    assert facts["speed vs eager PyTorch"] == "1.01x (both in process, batch 1: 49.6 vs 50 ms)"
+    assert facts["speed vs FP32"].startswith(
+        "2.14x (both served end to end, batch 1: 18.7 vs 40 ms for m_python"
+    )
+
+
+def unstable(r: BenchRow) -> BenchRow:
+    return dataclasses.replace(r, stable=False, cv=0.9)
+
+
+def test_no_verdict_on_noise_stable_rows_decide_and_a_noisy_pick_says_so() -> None:
+    """A faster row whose timing never settled is not compared with stable ones; where no
+    row settled, the pick is made but the headline, the record and the verdict say so."""
+    from deploy.stages.select.conclusion import conclusion
+    from deploy.stages.select.output import headline
+
+    rows = [row("onnxruntime", 1, 2.0), unstable(row("onnxruntime_int8", 1, 0.5)), row("eager", 1, 4.0)]
+    found = gather(rows, {}, {"accuracy_int8": 0.999})
+    decision = selection.decide(found, Objective(name="latency", metric="latency"))
+    assert decision.stable and decision.winner.candidate.runtime == "onnxruntime"
+    int8 = next(e for e in decision.entries if e.candidate.runtime == "onnxruntime_int8")
+    assert int8.verdict is Verdict.UNSTABLE and "did not settle" in int8.reason and int8.value == 0.5
+    noisy = [unstable(r) for r in rows]
+    found = gather(noisy, {}, {"accuracy_int8": 0.999})
+    decision = selection.decide(found, Objective(name="latency", metric="latency"))
+    assert not decision.stable and decision.winner.candidate.runtime == "onnxruntime_int8"
+    target = candidates.target_of(BenchResults(noisy, {}, HOST), None)
+    assert headline([decision], target, None).startswith("UNSTABLE TIMINGS for 'latency'")
+    said = conclusion([decision], target, None)
+    assert (
+        said.decision.startswith("UNSTABLE TIMINGS") and "not a verdict" in dict(said.facts)["speed vs FP32"]
+    )
+    assert selection.record([decision], found).objectives[0].stable is False
 
 
 def test_the_chart_keeps_every_label_on_its_own_line() -> None:

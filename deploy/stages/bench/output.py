@@ -44,11 +44,12 @@ class RegressionGate(BaseModel):
 
 def speedups(rows: list[Row]) -> list[Row]:
     """Median latency of eager PyTorch over the row's, at the same batch; single-stream
-    rows only (at concurrency > 1 latency includes queueing and is not comparable)."""
+    in-process rows only (at concurrency > 1 latency includes queueing, and a served row
+    includes the server and the network: eager runs in process only, so neither compares)."""
     eager = {r.batch: r.median_ms for r in rows if r.runtime == "eager"}
     return [
         replace(r, speedup_vs_eager=eager[r.batch] / r.median_ms)
-        if r.batch in eager and r.concurrency == 1
+        if r.batch in eager and r.concurrency == 1 and r.server is None
         else r
         for r in rows
     ]
@@ -205,7 +206,9 @@ def headline(rows: list[Row], skipped: dict[str, str]) -> str:
     best: dict[str, Row] = {}
     for r in rows:
         best.setdefault(r.runtime, r)
-    parts = [f"{k} b{v.batch} {v.median_ms:.2f} ms" for k, v in best.items()]
+    parts = [
+        f"{k} b{v.batch} {v.median_ms:.2f} ms{'' if v.stable else ' (unstable)'}" for k, v in best.items()
+    ]
     return ", ".join(parts + [f"{k}: skipped" for k in skipped])
 
 

@@ -311,7 +311,7 @@ def inputs_for(params: BenchParams) -> tuple[str, ...]:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="bench",
-    version=8,  # 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
+    version=9,  # 9: speed-up vs eager on in-process rows only; 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
     params=BenchParams,
     inputs=tuple(dict.fromkeys(d.artifact for d in CATALOG.values())),
     outputs=(

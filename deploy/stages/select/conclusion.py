@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from deploy.pipeline.contract import Conclusion
+from deploy.runtimes.record import BenchRow
+from deploy.runtimes.selection_record import Basis
 from deploy.stages.select.candidates import Target
 from deploy.stages.select.output import headline
 from deploy.stages.select.selection import Decision, Standing
@@ -20,7 +22,7 @@ def conclusion(decisions: list[Decision], target: Target, repository: Path | Non
     facts: list[tuple[str, str]] = []
     if main is not None and main.winner is not None:
         facts.append((f"{main.objective.metric} (batch {main.batch})", _value(main, main.winner)))
-        facts.append(("speed vs eager PyTorch", _against(main, _eager(main))))
+        facts.append(("speed vs eager PyTorch", _eager(main)))
         facts.append(("speed vs FP32", _against_fp32(main)))
         facts.append(("accuracy vs FP32", _accuracy(main.winner)))
     decision = headline(decisions, target, repository).split("; target: ")[0]
@@ -30,23 +32,42 @@ def conclusion(decisions: list[Decision], target: Target, repository: Path | Non
 
 def _value(d: Decision, e: Standing) -> str:
     where = f", {e.basis.value}" if e.basis is not d.basis else ""
-    return f"{e.value:.4g} {d.unit()}{where}" if e.value is not None else "not measured"
+    if e.value is None:
+        return "not measured"
+    return f"{e.value:.4g} {d.unit()}{where}{_noise(e.stable)}"
 
 
-def _eager(d: Decision) -> Standing | None:
-    return next((e for e in d.entries if e.candidate.runtime == EAGER and e.value is not None), None)
+def _eager(d: Decision) -> str:
+    """Eager PyTorch runs in process only: the pick's in-process row at the same batch
+    against eager's, whatever the decision's basis (a served number is never divided by
+    an in-process one)."""
+    assert d.winner is not None
+    eager = next((c for c in (e.candidate for e in d.entries) if c.runtime == EAGER), None)
+    mine = d.winner.candidate.rows.get(d.batch) if d.batch is not None else None
+    theirs = eager.rows.get(d.batch) if eager is not None and d.batch is not None else None
+    if mine is None or theirs is None:
+        return f"not measured in process at batch {d.batch} for both"
+    gain = _gain(d, _metric(d, mine), _metric(d, theirs))
+    numbers = f"{_metric(d, mine):.4g} vs {_metric(d, theirs):.4g} {d.unit()}"
+    return f"{gain:.2f}x (both in process, batch {d.batch}: {numbers}){_noise(mine.stable, theirs.stable)}"
 
 
 def _against_fp32(d: Decision) -> str:
     assert d.winner is not None
     if d.winner.candidate.precision == FP32:
         return "the pick is FP32"
-    return _against(d, _best_fp32(d))
+    best = _best_fp32(d)
+    win = d.winner
+    if best is None or best.value is None or win.value is None or best.value <= 0:
+        return f"no FP32 candidate measured {_where(d)}"
+    numbers = f"{win.value:.4g} vs {best.value:.4g} {d.unit()} for {best.candidate.label}"
+    gain = _gain(d, win.value, best.value)
+    return f"{gain:.2f}x ({_where(d)}: {numbers}){_noise(win.stable, best.stable)}"
 
 
 def _best_fp32(d: Decision) -> Standing | None:
-    """The best measured FP32 candidate on the decision's basis (eager PyTorch only when
-    nothing else ran in FP32: it has its own line)."""
+    """The best measured FP32 candidate on the decision's own basis and batch (eager
+    PyTorch only when nothing else ran in FP32: it has its own line)."""
     rivals = [
         e for e in d.entries if e.candidate.precision == FP32 and e.value is not None and e.basis is d.basis
     ]
@@ -59,16 +80,22 @@ def _cost(d: Decision, e: Standing) -> float:
     return e.value if d.objective.metric == "latency" else -e.value
 
 
-def _against(d: Decision, other: Standing | None) -> str:
-    win = d.winner
-    assert win is not None and win.value is not None
-    if other is None or other.value is None or other.value <= 0:
-        return "not measured"
-    gain = other.value / win.value if d.objective.metric == "latency" else win.value / other.value
-    where = f", {other.basis.value}" if other.basis is not d.basis else ""
-    return (
-        f"{gain:.2f}x ({_value(d, win)} vs {other.value:.4g} {d.unit()} for {other.candidate.label}{where})"
-    )
+def _metric(d: Decision, row: BenchRow) -> float:
+    return row.median_ms if d.objective.metric == "latency" else row.items_per_s
+
+
+def _gain(d: Decision, mine: float, theirs: float) -> float:
+    return theirs / mine if d.objective.metric == "latency" else mine / theirs
+
+
+def _where(d: Decision) -> str:
+    if d.basis is Basis.SERVED:
+        return f"both served end to end, batch {d.batch}"
+    return f"both in process, batch {d.batch}"
+
+
+def _noise(*stable: bool) -> str:
+    return "" if all(stable) else "; UNSTABLE timing on a side: not a verdict"
 
 
 def _accuracy(win: Standing) -> str:

@@ -32,7 +32,18 @@ def headline(decisions: list[Decision], target: Target, repository: Path | None)
     unmet = [d.objective.name for d in decisions if d.winner is None]
     parts = [f"deploy {where} for {quoted(names)}" for where, names in chosen.items()]
     parts += [f"none meets the constraints of {quoted(unmet)}"] if unmet else []
-    return f"{'; '.join(parts)}; target: {target.text}"
+    return f"{unstable_warning(decisions)}{'; '.join(parts)}; target: {target.text}"
+
+
+def unstable_warning(decisions: list[Decision]) -> str:
+    """The decision's first words where it rests on timings that did not settle."""
+    noisy = [d.objective.name for d in decisions if d.winner is not None and not d.stable]
+    if not noisy:
+        return ""
+    return (
+        f"UNSTABLE TIMINGS for {quoted(noisy)} (no contender's timing settled: the pick may be noise; "
+        "rerun bench on a quieter machine or with a longer duration_s): "
+    )
 
 
 def report(ctx: Any, decisions: list[Decision], found: list[Candidate], target: Target) -> None:

@@ -6,7 +6,7 @@ selection.json (`runtimes.selection_record`). Stdlib and the shared records only
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from deploy.runtimes.record import BenchRow
@@ -61,6 +61,7 @@ class Standing:
     reason: str = ""
     load: str = ""  # the row the value comes from: "1", "c4" (served rows at a concurrency)
     basis: Basis = Basis.IN_PROCESS  # where that row was measured
+    stable: bool = True  # that row's timing settled (bench's stability rule)
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class Decision:
     batch: int | None
     entries: list[Standing]
     basis: Basis = Basis.IN_PROCESS
+    stable: bool = True  # False: no contender's timing settled, so the pick rests on noise (and says so)
 
     @property
     def winner(self) -> Standing | None:
@@ -88,12 +90,26 @@ def decide(found: list[Candidate], objective: Goal, min_gain: float = 0.0, serve
     every verified candidate through the server."""
     basis = _basis(found, objective, server)
     batch = objective.batch or _default_batch(found, objective.metric, basis)
-    entries = [_judge(c, objective, batch, basis, server) for c in found]
+    entries, stable = _steady([_judge(c, objective, batch, basis, server) for c in found])
     ranked = sorted((e for e in entries if e.verdict is Verdict.SLOWER), key=lambda e: _order(e, objective))
     if not ranked:
-        return Decision(objective, batch, entries, basis)
+        return Decision(objective, batch, entries, basis, stable)
     best = _worth_it(ranked, objective, min_gain)
-    return Decision(objective, batch, [_against(e, best, objective) for e in entries], basis)
+    return Decision(objective, batch, [_against(e, best, objective) for e in entries], basis, stable)
+
+
+def _steady(entries: list[Standing]) -> tuple[list[Standing], bool]:
+    """No verdict on noise: where some contenders' timings settled, only those compete
+    (the others are UNSTABLE, with their numbers shown); where none did, all compete and
+    the decision says it rests on unstable timings."""
+    contenders = [e for e in entries if e.verdict is Verdict.SLOWER]
+    if all(e.stable for e in contenders) or not any(e.stable for e in contenders):
+        return entries, all(e.stable for e in contenders)
+    reason = "its timing did not settle (bench's stability rule): not compared with the stable rows"
+    return [
+        replace(e, verdict=Verdict.UNSTABLE, reason=reason) if e in contenders and not e.stable else e
+        for e in entries
+    ], True
 
 
 def _basis(found: list[Candidate], objective: Goal, server: bool) -> Basis:
@@ -141,7 +157,7 @@ def _judge(c: Candidate, objective: Goal, batch: int | None, basis: Basis, serve
         return Standing(c, Verdict.SKIPPED, None, f"not measured {where} at batch {batch}")
     broken = _broken(c, row, objective)
     verdict = Verdict.REJECTED if broken else Verdict.SLOWER
-    return Standing(c, verdict, value, "; ".join(broken), load, measured)
+    return Standing(c, verdict, value, "; ".join(broken), load, measured, row.stable)
 
 
 def _row(c: Candidate, objective: Goal, batch: int | None, basis: Basis) -> tuple[BenchRow | None, Basis]:
@@ -181,7 +197,7 @@ def _order(e: Standing, objective: Goal) -> float:
 
 def _against(e: Standing, best: Standing, objective: Goal) -> Standing:
     if e is best:
-        return Standing(e.candidate, Verdict.SELECTED, e.value, load=e.load, basis=e.basis)
+        return replace(e, verdict=Verdict.SELECTED, reason="")
     if e.verdict is not Verdict.SLOWER or e.value is None or best.value is None:
         return e
     unit = "ms" if objective.metric == "latency" else "items/s"
@@ -191,7 +207,7 @@ def _against(e: Standing, best: Standing, objective: Goal) -> Standing:
         reason = f"{numbers}: {100 * (gain - 1):.1f} % better than {best.candidate.label}, within min_gain"
     else:
         reason = f"{numbers} ({1 / gain:.2f}x worse than {best.candidate.label})"
-    return Standing(e.candidate, Verdict.SLOWER, e.value, reason, e.load, e.basis)
+    return replace(e, reason=reason)
 
 
 def served_pick(decision: Decision, serves: Callable[[Candidate], list[str]]) -> Standing | None:
@@ -217,6 +233,7 @@ def record(decisions: list[Decision], found: list[Candidate], target: str = "") 
             [_judged(e) for e in d.entries],
             d.basis.value,
             d.winner.candidate.model or None if d.winner else None,
+            d.stable,
         )
         for d in decisions
     ]

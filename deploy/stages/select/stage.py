@@ -104,6 +104,7 @@ def run(ctx: StageContext, params: SelectParams) -> None:
     chosen = selection.record(decisions, found, target.text)
     ctx.record("selection", {d.objective.name: d.winner_label() for d in decisions})
     ctx.record("target", target.text)
+    ctx.record("timings", "unstable" if output.unstable_warning(decisions) else "stable")
     ctx.headline(output.headline(decisions, target, ctx.config.repository))
     output.report(ctx, decisions, found, target)
     ctx.conclusion(conclusion(decisions, target, ctx.config.repository))
@@ -194,7 +195,7 @@ def _link(src: str, dst: str) -> None:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="select",
-    version=6,  # 6: OpenVINO INT8 judged by its own accuracy report; 5: the verdict the report opens with; 4: decides for the server smoke verified (selection.json schema 2)
+    version=7,  # 7: no verdict on noise (unstable rows), like-with-like ratios; 6: OpenVINO INT8 judged by its own accuracy report; 5: the verdict the report opens with; 4: decides for the server smoke verified (selection.json schema 2)
     params=SelectParams,
     inputs=("results", *ACCURACY_REPORTS, "repository", "smoke"),
     outputs=(
