@@ -197,9 +197,14 @@ SPEED_CALLS = 20
 
 
 def measure_speed(
-    fp32: Path, candidate: Path, feed: dict[str, np.ndarray], load: Load = onnx_runtime
+    fp32: Path,
+    candidate: Path,
+    feed: dict[str, np.ndarray],
+    load: Load = onnx_runtime,
+    baseline_load: Load | None = None,
 ) -> Speed:
-    calls = [load(path, None).timed(feed).call for path in (fp32, candidate)]
+    """`baseline_load`: how the FP32 side runs where it differs (the same IR computed in f32)."""
+    calls = [(baseline_load or load)(fp32, None).timed(feed).call, load(candidate, None).timed(feed).call]
     for call in calls * 2:  # warm-up
         call()
     times: list[list[float]] = [[], []]

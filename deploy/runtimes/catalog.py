@@ -47,9 +47,13 @@ CATALOG: dict[BenchRuntime, Deploys] = {
         "openvino_int8", "openvino", "int8", OPENVINO_FORMATS, "accuracy_openvino_int8"
     ),
     # The FP32 IR computed in bf16 (the CPU plugin's default where the CPU has bf16).
-    BenchRuntime.OPENVINO_BF16: Deploys("openvino", "openvino", "bf16", OPENVINO_FORMATS),
+    BenchRuntime.OPENVINO_BF16: Deploys(
+        "openvino", "openvino", "bf16", OPENVINO_FORMATS, "accuracy_openvino_bf16"
+    ),
     # In process only: the IR with FP16 weights.
-    BenchRuntime.OPENVINO_FP16: Deploys("openvino_fp16", "openvino", "fp16 weights"),
+    BenchRuntime.OPENVINO_FP16: Deploys(
+        "openvino_fp16", "openvino", "fp16 weights", accuracy="accuracy_openvino_fp16"
+    ),
     BenchRuntime.TENSORRT: Deploys("engine", "tensorrt", "engine", ("plan",)),
     BenchRuntime.TRITON: Deploys("repository", "triton", "as served"),
 }

@@ -11,6 +11,7 @@ needs no torch in the stage, and on resnet50 the two IRs time alike (benchmarks/
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ def run(ctx: StageContext, params: OpenVinoParams) -> None:
         xml.parent.mkdir(parents=True, exist_ok=True)
         ov.save_model(model, str(xml), compress_to_fp16=fp16)
         checked.append(_parity(ctx, artifact, xml, tolerance))
+    _against_fp32(ctx, "openvino_fp16", ctx.output("openvino_fp16"), "fp16 weights", params.fp16_tolerance)
     checked += _bf16(ctx, params)
     sizes = [_size(ctx.output(a).parent) for a in ("openvino", "openvino_fp16")]
     ctx.headline(f"IR {sizes[0] / 1e6:.1f} MB, FP16 weights {sizes[1] / 1e6:.1f} MB; " + "; ".join(checked))
@@ -76,9 +78,12 @@ def _bf16(ctx: StageContext, params: OpenVinoParams) -> list[str]:
     reason = "stages.openvino.bf16: false" if not params.bf16 else lacks(Compute.BF16)
     if reason:
         ctx.record("openvino_bf16_skipped", reason)
+        _not_measured(ctx, "accuracy_openvino_bf16", reason)
         return []
     try:
-        return [_parity(ctx, "openvino_bf16", ctx.output("openvino"), params.bf16_tolerance, Compute.BF16)]
+        said = _parity(ctx, "openvino_bf16", ctx.output("openvino"), params.bf16_tolerance, Compute.BF16)
+        _against_fp32(ctx, "openvino_bf16", ctx.output("openvino"), "bf16", params.bf16_tolerance)
+        return [said]
     except StageFailed as exc:
         raise StageFailed(
             f"{exc}; bf16 is this CPU's OpenVINO default: set stages.openvino.bf16_tolerance if the "
@@ -107,6 +112,40 @@ def _parity(ctx: StageContext, artifact: str, xml: Path, tolerance: Tolerance, c
     return f"{what} vs eager: {parity.headline(table, tolerance)}"
 
 
+def _against_fp32(ctx: StageContext, runtime: str, xml: Path, precision: str, tolerance: Tolerance) -> None:
+    """The reduced precision against FP32 (the FP32 ONNX in ONNX Runtime, as every reduced
+    precision is judged) on the golden inputs at opt: the accuracy report select reads, so
+    a precision checked here is never "no accuracy measured" there."""
+    from functools import partial
+
+    from deploy.gates import accuracy, references
+    from deploy.gates.accuracy_report import AccuracyReport, Evidence
+    from deploy.gates.tolerance import AccuracyGate
+    from deploy.runtimes.files import runtime_for
+
+    feeds = [references.load(ctx.input("golden"))["opt"].inputs]
+    gate = AccuracyGate(min_cosine=tolerance.min_cosine)
+    load = partial(runtime_for, precision=precision)
+    onnx = _onnx_file(ctx.input("onnx"))
+    metrics, _ = accuracy.gate_against_fp32(onnx, xml, feeds, ctx.config.outputs, gate, load)
+    speed = accuracy.measure_speed(ctx.output("openvino"), xml, feeds[0], load, baseline_load=runtime_for)
+    given = ctx.config.model.golden_inputs is not None
+    source = "the golden inputs at opt" + ("" if given else " (random)")
+    evidence = Evidence(not given, source, "model.golden_inputs")
+    report = AccuracyReport(
+        metrics, len(feeds), gate.model_dump(mode="json"), speed, {"runtime": runtime}, evidence
+    )
+    ctx.output(f"accuracy_{runtime}").write_text(json.dumps(report.to_json(), indent=1))
+
+
+def _not_measured(ctx: StageContext, artifact: str, reason: str) -> None:
+    """An accuracy report with no outputs: select reads "no accuracy measured", and why."""
+    from deploy.gates.accuracy_report import AccuracyReport, Evidence, Speed
+
+    report = AccuracyReport({}, 0, {}, Speed(0.0, 0.0, 0), {"skipped": reason}, Evidence(True, "nothing", ""))
+    ctx.output(artifact).write_text(json.dumps(report.to_json(), indent=1))
+
+
 def _check_dynamic_axes(ctx: StageContext, model: Any) -> None:
     """Every axis the config declares dynamic is dynamic in the IR."""
     shapes = {i.get_any_name(): i.get_partial_shape() for i in model.inputs}
@@ -128,12 +167,14 @@ def _size(folder: Path) -> int:
 SPEC = StageSpec(
     phase=Phase.CONVERT,
     name="openvino",
-    version=1,
+    version=2,  # 2: accuracy reports against FP32 for the FP16-weight IR and bf16 compute
     params=OpenVinoParams,
     inputs=("onnx", "golden"),
     outputs=(
         Artifact("openvino", ArtifactKind.TREE, entry=IR_FILE),
         Artifact("openvino_fp16", ArtifactKind.TREE, entry=IR_FILE),
+        Artifact("accuracy_openvino_fp16", filename="accuracy_openvino_fp16.json"),
+        Artifact("accuracy_openvino_bf16", filename="accuracy_openvino_bf16.json"),
     ),
     run=run,
     uses=frozenset({Section.SHAPES}),

@@ -34,6 +34,7 @@ def _config(tmp_path: Path, checkpoint: Path, **openvino: Any) -> Path:
         "openvino": openvino,
         "validate": {"runtimes": ["onnxruntime", "openvino"]},
         "bench": {**fast, "runtimes": ["onnxruntime", "openvino", "openvino_fp16", "openvino_bf16"]},
+        "select": {"objectives": [{"name": "t", "metric": "throughput", "min_cosine": 0.99}]},
     }
     path = tmp_path / "digits.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -113,6 +114,26 @@ def test_the_irs_answer_real_digits_like_eager_and_bench_times_them(tmp_path: Pa
     assert chosen["compute"] == "f32"
     if _has_bf16():
         assert stages["bench"]["metrics"]["openvino_bf16_settings"]["compute"] == "bf16"
+
+    # select reads each OpenVINO precision's accuracy from the openvino stage's own report:
+    # FP32 ONNX (ONNX Runtime) against the IR on the golden inputs at opt, recomputed here.
+    from deploy.gates import metrics as agreement
+    from deploy.gates import references
+    from deploy.runtimes.onnxrt import OnnxRuntime
+
+    chosen_json = json.loads(Path(stages["select"]["outputs"]["selection"]["path"]).read_text())
+    opt = references.load(Path(stages["golden"]["outputs"]["golden"]["path"]))["opt"].inputs
+    onnx = Path(stages["simplify"]["outputs"]["onnx"]["path"])
+    want = OnnxRuntime(onnx / "model.onnx" if onnx.is_dir() else onnx).infer(opt)["logits"]
+    assert chosen_json["accuracy"]["openvino_fp16"] == pytest.approx(
+        agreement.cosine(want, _openvino(fp16, opt["image"])), abs=1e-7
+    )
+    if _has_bf16():
+        assert chosen_json["accuracy"]["openvino_bf16"] == pytest.approx(
+            agreement.cosine(want, _openvino(fp32, opt["image"], "bf16")), abs=1e-6
+        )
+    verdicts = {c["runtime"]: c for c in chosen_json["objectives"][0]["candidates"]}
+    assert "no accuracy measured" not in verdicts["openvino_fp16"]["reason"]
 
     # `deploy bench` times the IR file itself, from two streams (a request each).
     timed = run_cli(

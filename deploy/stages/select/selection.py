@@ -12,8 +12,8 @@ from typing import Protocol
 from deploy.runtimes.record import BenchRow
 from deploy.runtimes.selection_record import Basis, Chosen, Judged, Selection, Verdict
 
-# Precisions whose accuracy against FP32 an objective's min_cosine needs measured: without
-# an accuracy report (OpenVINO's bf16 and FP16 weights have none yet) they are rejected.
+# Precisions whose accuracy against FP32 an objective's min_cosine needs measured: each reads
+# its own report (runtimes.catalog's `accuracy`); without one they are rejected.
 REDUCED = frozenset({"int8", "fp16", "bf16", "fp16 weights"})
 
 
