@@ -1,9 +1,10 @@
 """The release stage's comparison on resnet50: the same model republished, and a changed
 one (its weights perturbed by 1 % noise: other answers, the same speed), each compared
-with the deployed version `--repeats` times, to show the agreement and how stable the
-side-by-side ratios are on this machine.
+with the deployed version `--repeats` times, to show the agreement and how the
+interleaved ratios and their 95 % intervals hold on this machine, optionally while
+`--load N` busy processes (started and stopped here) compete for its cores.
 
-    .venv/bin/python benchmarks/release_compare.py [--repeats 5] [--rounds 7]
+    .venv/bin/python benchmarks/release_compare.py [--repeats 10] [--load 1] [--precision 0.03]
 
 Needs a finished `deploy run configs/resnet50.yaml` (its simplified ONNX and golden
 references, found through runs/resnet50/summary.json). Writes
@@ -13,11 +14,16 @@ benchmarks/results/release_compare_resnet50.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +33,7 @@ from onnx import numpy_helper
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from deploy.gates import references  # noqa: E402
+from deploy.runtimes.interleaved import Budget  # noqa: E402
 from deploy.serving import releases  # noqa: E402
 from deploy.stages.release import compare  # noqa: E402
 
@@ -50,11 +57,41 @@ def perturbed(source: Path, dest: Path) -> Path:
     return dest
 
 
+@contextlib.contextmanager
+def busy(count: int) -> Iterator[None]:
+    """`count` processes spinning on a core each: other work on the machine. Only these
+    are stopped afterwards."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+
+
+def timed(old: Path, new: Path, cases: list, budget: Budget) -> dict:
+    began, load_before = time.perf_counter(), os.getloadavg()[0]
+    found = compare.compare(old, new, cases, ["logits"], 1, "golden", budget)
+    return {
+        "latency_ratio": found.latency_ratio,
+        "latency_ci": found.latency_ci,
+        "throughput_ratio": found.throughput_ratio,
+        "throughput_ci": found.throughput_ci,
+        "rounds": found.rounds,
+        "seconds": round(time.perf_counter() - began, 1),
+        "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "agreement": found.agreement[0],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--load", type=int, default=0, help="busy processes running meanwhile")
+    parser.add_argument("--precision", type=float, default=Budget().precision)
     args = parser.parse_args()
+    budget = Budget(precision=args.precision)
     onnx_file = artifact("simplify", "onnx")
     onnx_file = onnx_file / "model.onnx" if onnx_file.is_dir() else onnx_file
     golden = references.load(artifact("golden", "golden"))
@@ -72,34 +109,33 @@ def main() -> None:
         unchanged = releases.unchanged(deployed, releases.file_digests(candidate))
         changed = perturbed(onnx_file, work / "changed")
         result = {"unchanged_decision": f"unchanged: v{unchanged}, no new version"}
+        result["load_processes"] = args.load
         for name, new in (("same model", candidate), ("weights perturbed 1 %", changed)):
-            runs = [
-                compare.compare(
-                    deployed / "1" / compare.MODEL_FILE,
-                    new / compare.MODEL_FILE,
-                    cases,
-                    ["logits"],
-                    1,
-                    "golden",
-                    args.rounds,
-                )
-                for _ in range(args.repeats)
-            ]
-            latency = [r.latency_ratio or 0 for r in runs]
-            throughput = [r.throughput_ratio or 0 for r in runs]
-            agreement = runs[0].agreement[0]
+            runs = []
+            with busy(args.load):
+                for i in range(args.repeats):
+                    runs.append(
+                        timed(deployed / "1" / compare.MODEL_FILE, new / compare.MODEL_FILE, cases, budget)
+                    )
+                    r = runs[-1]
+                    print(
+                        f"{name} #{i + 1}: latency {r['latency_ratio']:.3f} {r['latency_ci']}, throughput "
+                        f"{r['throughput_ratio']:.3f} {r['throughput_ci']}, {r['rounds']} rounds, {r['seconds']} s, "
+                        f"load {r['load_1min']}",
+                        flush=True,
+                    )
+            agreement = runs[0].pop("agreement")
+            for r in runs[1:]:
+                r.pop("agreement")
+            latency = [r["latency_ratio"] for r in runs]
             result[name] = {
                 "worst_cosine": agreement.cosine,
                 "top1": agreement.top1,
                 "max_abs": agreement.max_abs,
-                "latency_ratio": latency,
-                "throughput_ratio": throughput,
-                "latency_ratio_spread": round(max(latency) - min(latency), 4),
+                "runs": runs,
+                "latency_within_5_percent": sum(abs(v - 1) <= 0.05 for v in latency),
                 "latency_ratio_median": round(statistics.median(latency), 4),
             }
-            print(
-                f"{name}: cosine {agreement.cosine}, top-1 {agreement.top1}, latency new/old {latency}, throughput new/old {throughput}"
-            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(result["unchanged_decision"])

@@ -53,6 +53,9 @@ class Comparison:
     agreement: list[Agreement]
     latency_ratio: float | None = None  # new / old median latency, alternating in one server
     throughput_ratio: float | None = None  # new / old
+    latency_ci: list[float] | None = None  # latency_ratio's 95 % confidence interval [low, high]
+    throughput_ci: list[float] | None = None  # throughput_ratio's
+    rounds: int = 0  # interleaved timing rounds behind the ratios (the more the machine's noise needed)
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,17 @@
 """A model's candidate and deployed versions on the same inputs, in one process: output
-agreement per output, and latency / throughput side by side, alternating old and new
-within each round so a noisy machine slows both alike and the ratio holds."""
+agreement per output, and latency / throughput side by side, interleaved round by round
+until each ratio's confidence interval is narrow enough to decide on
+(runtimes.interleaved)."""
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from deploy.gates.metrics import max_abs, row_cosines, top1_agreement
+from deploy.runtimes.interleaved import Budget, measure
 from deploy.serving.releases import Agreement, Comparison
 
 MODEL_FILE = "model.onnx"  # what the onnx and python-backend formats serve
@@ -32,18 +31,28 @@ def compare(
     outputs: Sequence[str],
     against: int,
     inputs: str,
-    rounds: int,
+    budget: Budget,
 ) -> Comparison:
     """`cases`: the inputs both versions answer; latency is timed on the first case, one
-    sample of it where the model batches, throughput on the largest case."""
+    sample of it where the model batches, throughput on the largest case, each interleaved
+    until its interval is within `budget.precision` (runtimes.interleaved)."""
     from deploy.runtimes.onnxrt import OnnxRuntime
 
     before, after = OnnxRuntime(old, outputs=outputs), OnnxRuntime(new, outputs=outputs)
     agreement = agree([before.infer(c) for c in cases], [after.infer(c) for c in cases], outputs)
     single, batch = cases[0], max(cases, key=_batch)
-    latency = ratio(lambda: before.infer(single), lambda: after.infer(single), rounds)
-    per_batch = ratio(lambda: before.infer(batch), lambda: after.infer(batch), rounds)
-    return Comparison(against, inputs, agreement, round(latency, 4), round(1 / per_batch, 4))
+    latency = measure(lambda: before.infer(single), lambda: after.infer(single), budget)
+    throughput = measure(lambda: before.infer(batch), lambda: after.infer(batch), budget).inverse()
+    return Comparison(
+        against,
+        inputs,
+        agreement,
+        round(latency.ratio, 4),
+        round(throughput.ratio, 4),
+        [round(latency.low, 4), round(latency.high, 4)],
+        [round(throughput.low, 4), round(throughput.high, 4)],
+        max(latency.rounds, throughput.rounds),
+    )
 
 
 def agree(
@@ -64,33 +73,6 @@ def agree(
 
 def _top1(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
     return round(top1_agreement(np.concatenate(a), np.concatenate(b)), 6)
-
-
-def ratio(old: Callable[[], Any], new: Callable[[], Any], rounds: int, window_s: float = 0.1) -> float:
-    """Median over rounds of new / old per-call time. Each round times old, new, new, old
-    (ABBA): whatever the call before leaves behind (ONNX Runtime's threads spin on for a
-    while after a run, on the same cores) weighs on each side once, so a model compared
-    with itself measures 1.0, not the order."""
-    old(), new()
-    calls = max(1, int(window_s / max(_one(old), 1e-6)))
-    ratios = []
-    for _ in range(rounds):
-        a1, b1, b2, a2 = (_window(f, calls) for f in (old, new, new, old))
-        ratios.append((b1 + b2) / (a1 + a2))
-    return statistics.median(ratios)
-
-
-def _one(call: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    call()
-    return time.perf_counter() - start
-
-
-def _window(call: Callable[[], Any], calls: int) -> float:
-    start = time.perf_counter()
-    for _ in range(calls):
-        call()
-    return (time.perf_counter() - start) / calls
 
 
 def _batch(feeds: Feeds) -> int:

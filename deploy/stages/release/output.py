@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deploy.pipeline.contract import StageContext
-from deploy.pipeline.errors import RegressionRefused
+from deploy.pipeline.errors import RegressionRefused, StageFailed
 from deploy.pipeline.hashing import digest_file
 from deploy.serving import releases
 from deploy.stages.release.release_report import ModelRelease, ReleaseAction, ReleaseReport
@@ -45,6 +45,15 @@ def finish(
         ctx.headline(said)
         ctx.conclusion_fact(FACT, said)
         raise RegressionRefused(_refusal(refused))
+    unsure = [m for m in decided if m.action is ReleaseAction.INCONCLUSIVE]
+    if unsure:
+        said = f"inconclusive, nothing published: {'; '.join(p for m in unsure for p in m.problems)}"
+        ctx.headline(said)
+        ctx.conclusion_fact(FACT, said)
+        raise StageFailed(
+            f"release {said}. The machine's noise left the speed undecided: rerun on a quieter machine, "
+            "raise stages.release.max_rounds / max_s, or publish anyway with --accept-regression REASON"
+        )
     _publish(ctx, params, decided, tree, base)
     _mirror(ctx, decided)
     ctx.headline(headline(decided))
@@ -55,7 +64,6 @@ def finish(
 def _switch(params: ReleaseParams, decided: list[ModelRelease]) -> None:
     """Every server told, every model it serves checked at the version now released;
     a server that did not switch fails the stage (what was published stays published)."""
-    from deploy.pipeline.errors import StageFailed
     from deploy.serving.switch import switch_all
 
     released = {m.model: m.version for m in decided if m.version is not None}
@@ -195,10 +203,19 @@ def _row(m: ModelRelease) -> list[object]:
         m.against or "",
         cosine,
         f"{min(top1):.4f}" if top1 else "",
-        f"{c.latency_ratio:.3f}" if c and c.latency_ratio else "",
-        f"{1 / c.throughput_ratio:.3f}" if c and c.throughput_ratio else "",
+        _ratio(c.latency_ratio, c.latency_ci) if c and c.latency_ratio else "",
+        _ratio(1 / c.throughput_ratio, _per_item(c.throughput_ci)) if c and c.throughput_ratio else "",
         "; ".join(m.problems) or m.note,
     ]
+
+
+def _ratio(value: float, ci: list[float] | None) -> str:
+    return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def _per_item(throughput_ci: list[float] | None) -> list[float] | None:
+    """Time per item is throughput's inverse: so are its interval's ends, swapped."""
+    return [1 / throughput_ci[1], 1 / throughput_ci[0]] if throughput_ci else None
 
 
 def _note(params: ReleaseParams) -> str:
@@ -206,5 +223,6 @@ def _note(params: ReleaseParams) -> str:
     accepted = f"; accepted regression: {params.accept_regression}" if params.accept_regression else ""
     return (
         f"gate: cosine >= {gate.min_cosine}, top-1 >= {gate.min_top1}, at most {gate.max_slowdown}x slower; "
-        f"ratios new / deployed, median of {params.rounds} alternating rounds{accepted}"
+        f"ratios new / deployed [95 % interval], interleaved rounds (at least {params.rounds}) until the interval "
+        f"is within ±{100 * params.precision:g} %; one straddling the limit is inconclusive{accepted}"
     )

@@ -42,8 +42,21 @@ class ReleaseParams(Frozen):
         ReleaseGate(), description="What a new version may change against the deployed one."
     )
     rounds: int = Field(
-        7, ge=3, le=101, description="Alternating timing rounds (deployed, new) behind each ratio."
+        8,
+        ge=6,
+        le=101,
+        description="Least alternating timing rounds (deployed, new, new, deployed) behind each ratio; more are "
+        "added until the ratio's 95 % interval is within `precision`.",
     )
+    precision: float = Field(
+        0.03,
+        gt=0,
+        lt=0.5,
+        description="Half-width of a speed ratio's 95 % confidence interval, as a fraction of the ratio, that "
+        "ends the timing; an interval still straddling max_slowdown then is inconclusive (nothing published).",
+    )
+    max_rounds: int = Field(100, ge=3, le=10_000, description="Most timing rounds behind each ratio.")
+    max_s: float = Field(20.0, gt=0, description="Most seconds of timing behind each ratio.")
     holdout: DataSource | None = Field(
         None,
         description="Held-out inputs both versions also answer (images, arrays or text, as quantize's holdout); "

@@ -17,6 +17,7 @@ class ReleaseAction(str, Enum):
     RELEASED = "released"  # a new version beside the deployed one
     UNCHANGED = "unchanged"  # the deployed version holds the same files: no new version
     REFUSED = "refused"  # the gate refused it: nothing published
+    INCONCLUSIVE = "inconclusive"  # a speed ratio's interval straddles the gate: nothing published
 
 
 @dataclass(frozen=True)

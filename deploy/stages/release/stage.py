@@ -21,13 +21,15 @@ from deploy.pipeline.config import LABELS, DeployConfig
 from deploy.pipeline.contract import Artifact, Phase, StageContext, StageSpec
 from deploy.pipeline.errors import Issue
 from deploy.pipeline.hashing import digest_file, digest_json
+from deploy.runtimes.interleaved import Interval, Verdict, judge
 from deploy.serving.publishing import PublishPolicy, publishing
 from deploy.stages.release.params import ReleaseGate, ReleaseParams
 
 if TYPE_CHECKING:
+    from deploy.runtimes.interleaved import Budget
     from deploy.serving.releases import Comparison, ReleaseRecord
     from deploy.stages.release.compare import Feeds
-    from deploy.stages.release.release_report import ModelRelease
+    from deploy.stages.release.release_report import ModelRelease, ReleaseAction
 
 
 def run(ctx: StageContext, params: ReleaseParams) -> None:
@@ -37,7 +39,8 @@ def run(ctx: StageContext, params: ReleaseParams) -> None:
     golden = references.load(ctx.input("golden"))
     cases = [golden[label].inputs for label in LABELS] + _held_out(ctx, params)
     tree, repository = ctx.input("repository"), ctx.config.repository
-    decided = [_decide(ctx, params, tree / m, repository / m, cases) for m in _models(tree)]
+    measured: dict[tuple[str, str], Comparison] = {}  # the onnx and python formats serve one file
+    decided = [_decide(ctx, params, tree / m, repository / m, cases, measured) for m in _models(tree)]
     output.finish(ctx, params, decided, tree, _base(ctx, params))
 
 
@@ -77,6 +80,7 @@ def _decide(
     candidate: Path,
     deployed: Path,
     cases: Sequence[Feeds],
+    measured: dict[tuple[str, str], Comparison],
 ) -> ModelRelease:
     from deploy.serving import releases
     from deploy.stages.release.release_report import ModelRelease, ReleaseAction
@@ -89,38 +93,61 @@ def _decide(
     same = releases.matching(deployed, files, config)
     if same is not None and same.version == against:  # what is served already
         return ModelRelease(candidate.name, ReleaseAction.UNCHANGED, against)
-    comparison, note = _compare(ctx, params, candidate / "1", deployed / str(against), against, cases)
-    problems = _problems(comparison, params.gate) if comparison is not None else []
+    comparison, note = _compare(
+        ctx, params, (candidate / "1", deployed / str(against)), against, cases, measured
+    )
+    problems, unsure = _problems(comparison, params.gate) if comparison is not None else ([], [])
     if same is not None and same.record is not None and same.record.rolled_back:
         problems.append(f"the same files as v{same.version}, rolled back {same.record.rolled_back}")
-    action = (
-        ReleaseAction.REFUSED if problems and params.accept_regression is None else ReleaseAction.RELEASED
-    )
-    version = None if action is ReleaseAction.REFUSED else releases.next_version(deployed)
-    return ModelRelease(candidate.name, action, version, against, comparison, problems, note)
+    action = _action(problems, unsure, params.accept_regression)
+    held = action in (ReleaseAction.REFUSED, ReleaseAction.INCONCLUSIVE)
+    version = None if held else releases.next_version(deployed)
+    return ModelRelease(candidate.name, action, version, against, comparison, problems + unsure, note)
+
+
+def _action(problems: list[str], unsure: list[str], accepted: str | None) -> ReleaseAction:
+    """A refusal outranks an undecided speed; an accepted reason publishes either."""
+    from deploy.stages.release.release_report import ReleaseAction
+
+    if accepted is not None or not (problems or unsure):
+        return ReleaseAction.RELEASED
+    return ReleaseAction.REFUSED if problems else ReleaseAction.INCONCLUSIVE
 
 
 def _compare(
     ctx: StageContext,
     params: ReleaseParams,
-    new: Path,
-    old: Path,
+    dirs: tuple[Path, Path],
     against: int,
     cases: Sequence[Feeds],
+    measured: dict[tuple[str, str], Comparison],
 ) -> tuple[Comparison | None, str]:
+    """The candidate (dirs[0]) against the deployed version (dirs[1]); a pair of files
+    already compared for another model of this release is not timed again."""
+    from dataclasses import replace
+
     from deploy.stages.release import compare
 
-    new_file, old_file = compare.comparable(new), compare.comparable(old)
+    new_file, old_file = compare.comparable(dirs[0]), compare.comparable(dirs[1])
     if new_file is None or old_file is None:
         return None, "compared by its files only: no ONNX file in both versions"
-    ctx.progress(0, what=f"{new.parent.name}: v{against} vs the candidate")
-    inputs = _inputs_said(ctx, params)
-    outputs = ctx.config.output_names()
-    return compare.compare(old_file, new_file, cases, outputs, against, inputs, params.rounds), ""
+    key = (digest_file(old_file), digest_file(new_file))
+    if key not in measured:
+        ctx.progress(0, what=f"{dirs[0].parent.name}: v{against} vs the candidate")
+        inputs, outputs = _inputs_said(ctx, params), ctx.config.output_names()
+        measured[key] = compare.compare(old_file, new_file, cases, outputs, against, inputs, _budget(params))
+    return replace(measured[key], against=against), ""
 
 
-def _problems(comparison: Comparison, gate: ReleaseGate) -> list[str]:
-    found = []
+def _budget(params: ReleaseParams) -> Budget:
+    from deploy.runtimes.interleaved import Budget
+
+    return Budget(params.precision, params.rounds, params.max_rounds, params.max_s)
+
+
+def _problems(comparison: Comparison, gate: ReleaseGate) -> tuple[list[str], list[str]]:
+    """(what the gate refuses, speed ratios whose interval straddles max_slowdown)."""
+    found: list[str] = []
     for a in comparison.agreement:
         if not a.cosine >= gate.min_cosine:  # NaN (a non-finite output) fails
             found.append(f"{a.output}: cosine {a.cosine:.6f} to v{comparison.against} < {gate.min_cosine}")
@@ -128,17 +155,29 @@ def _problems(comparison: Comparison, gate: ReleaseGate) -> list[str]:
             found.append(
                 f"{a.output}: top-1 agreement {a.top1:.4f} with v{comparison.against} < {gate.min_top1}"
             )
-    for what, ratio in (
-        ("latency", comparison.latency_ratio),
-        ("time per item", _inverse(comparison.throughput_ratio)),
-    ):
-        if ratio is not None and ratio > gate.max_slowdown:
-            found.append(f"{what} {ratio:.2f}x v{comparison.against}'s > {gate.max_slowdown}x")
+    unsure: list[str] = []
+    for what, found_ratio in _slowdowns(comparison):
+        verdict = judge(found_ratio, gate.max_slowdown)
+        said = f"{what} {found_ratio.text()} v{comparison.against}'s"
+        if verdict is Verdict.BEYOND:
+            found.append(f"{said} > {gate.max_slowdown}x")
+        elif verdict is Verdict.INCONCLUSIVE:
+            unsure.append(f"{said}: inconclusive against {gate.max_slowdown}x (the interval straddles it)")
+    return found, unsure
+
+
+def _slowdowns(comparison: Comparison) -> list[tuple[str, Interval]]:
+    """Latency and time per item, new / deployed, with their intervals (older records
+    without one stand as exact)."""
+    found = []
+    if comparison.latency_ratio is not None:
+        low, high = comparison.latency_ci or [comparison.latency_ratio] * 2
+        found.append(("latency", Interval(comparison.latency_ratio, low, high, comparison.rounds, True)))
+    if comparison.throughput_ratio:
+        low, high = comparison.throughput_ci or [comparison.throughput_ratio] * 2
+        per_item = Interval(comparison.throughput_ratio, low, high, comparison.rounds, True).inverse()
+        found.append(("time per item", per_item))
     return found
-
-
-def _inverse(value: float | None) -> float | None:
-    return None if not value else 1 / value
 
 
 def _base(ctx: StageContext, params: ReleaseParams) -> ReleaseRecord:

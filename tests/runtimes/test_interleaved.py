@@ -1,0 +1,64 @@
+"""The release comparison's timing (runtimes.interleaved) driven by deliberately noisy
+calls — a sleep with random jitter — whose true ratio is known: a call compared with
+itself reads 1.00 within the precision asked for, a slower one is beyond the limit, and
+a ratio the budget cannot pin down on either side of the limit is inconclusive."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+
+import pytest
+
+from deploy.runtimes.interleaved import Budget, Interval, Verdict, interval, judge, measure
+
+
+def jittery(base_ms: float, jitter: float, seed: int) -> Callable[[], None]:
+    """A call that sleeps base_ms, give or take `jitter` (a fraction), at random."""
+    rng = random.Random(seed)
+
+    def call() -> None:
+        time.sleep(base_ms / 1000 * (1 + jitter * (2 * rng.random() - 1)))
+
+    return call
+
+
+FAST = Budget(precision=0.05, min_rounds=8, max_rounds=300, max_s=20, window_s=0.02)
+
+
+def test_a_noisy_call_compared_with_itself_reads_one_within_the_precision() -> None:
+    found = measure(jittery(1.0, 0.5, 1), jittery(1.0, 0.5, 2), FAST)
+    assert found.settled and 0.95 <= found.ratio <= 1.05, found
+    assert found.high / found.low <= 1.05**2
+    assert judge(found, 1.25) is Verdict.WITHIN
+
+
+def test_a_slower_call_is_beyond_the_limit_with_its_interval() -> None:
+    found = measure(jittery(1.0, 0.3, 3), jittery(1.6, 0.3, 4), FAST)
+    assert 1.4 < found.ratio < 1.8 and found.low > 1.25, found
+    assert judge(found, 1.25) is Verdict.BEYOND
+
+
+def test_a_budget_too_small_for_the_noise_is_inconclusive_not_a_verdict() -> None:
+    tight = Budget(precision=0.001, min_rounds=6, max_rounds=6, max_s=5, window_s=0.002)
+    found = measure(jittery(1.0, 0.9, 5), jittery(1.25, 0.9, 6), tight)
+    assert not found.settled and found.rounds == 6
+    assert judge(found, 1.25) is Verdict.INCONCLUSIVE, found
+
+
+def test_the_interval_is_the_medians_order_statistic_interval() -> None:
+    """By hand for n = 100: the median of 0.000 .. 0.099 is 0.0495; the 95 % interval's
+    ranks are floor(50 - 9.8) = 40 and ceil(1 + 50 + 9.8) = 61 (1-based): 0.039 and 0.060."""
+    logs = [i / 1000 for i in range(100)]
+    random.Random(0).shuffle(logs)
+    found = interval(logs, 0.05)
+    want = (math.exp(0.0495), math.exp(0.039), math.exp(0.060))
+    assert (found.ratio, found.low, found.high) == pytest.approx(want, rel=1e-12)
+    assert found.settled and not interval(logs, 0.01).settled  # half-width 1.06 %: within 5, not 1
+    assert not interval(logs[:5], 0.5).settled  # too few rounds for an interval at all
+
+
+def test_an_inverse_swaps_the_ends() -> None:
+    assert Interval(2.0, 1.6, 2.5, 9, True).inverse() == Interval(0.5, 0.4, 0.625, 9, True)
