@@ -231,10 +231,15 @@ def _row_lines(row: BenchRow) -> list[str]:
             f"{k.removesuffix('_us').replace('_', ' ')} {getattr(server, k):.0f} us" for k in SERVER_PHASES
         )
         lines.append(
-            f"[I] Server (per request): {phases}; client + network {server.client_overhead_us:.0f} us; "
+            f"[I] Server (per request): {phases}; client + network {_overhead(server.client_overhead_us)}; "
             f"avg server batch {server.avg_server_batch:.2f}"
         )
     return lines
+
+
+def _overhead(us: float) -> str:
+    """Client less server time; below zero it is the counters' window edges, not a time."""
+    return f"{us:.0f} us" if us >= 0 else "below resolution"
 
 
 def _percentiles_text(s: Measured) -> str:

@@ -157,12 +157,13 @@ def server_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
 # come out slightly below zero. Shown as what it is, not as a negative time.
 SERVER_NOTE = (
     "client + network us = the client's mean latency less the server's phases, per request; "
-    "'~0' where the server's count of the window's edge requests makes the difference negative"
+    "'below resolution' where the server's count of the window's edge requests makes the difference negative "
+    "(a negative time is not a measurement)"
 )
 
 
 def overhead(us: float) -> str:
-    return f"{us:.0f}" if us >= 0 else f"~0 ({us:.0f})"
+    return f"{us:.0f}" if us >= 0 else "below resolution"
 
 
 def _f(value: float, digits: int) -> str:
@@ -213,7 +214,22 @@ def headline(rows: list[Row], skipped: dict[str, str]) -> str:
 
 
 # -- plot ---------------------------------------------------------------------------------------
+# Values this many times apart get a log axis: on a linear one the small ones are slivers.
+LOG_SPAN = 10.0
+
+
 def plot(rows: list[Row], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = figure(rows)
+    fig.savefig(path, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+
+
+def figure(rows: list[Row]) -> Any:
+    """Per batch (latency, throughput), per concurrency and per request rate where bench
+    measured them. No text is placed on the data: legends sit below their axes, the tail
+    latency is a line of its own, and an axis spanning LOG_SPAN or more is logarithmic."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -222,15 +238,14 @@ def plot(rows: list[Row], path: Path) -> None:
     served = [r for r in rows if r.server is not None and r.request_rate is None]
     paced = [r for r in rows if r.request_rate is not None]
     count = 2 + bool(served) + bool(paced)
-    fig, axes = plt.subplots(1, count, figsize=(5 * count, 4))
+    fig, axes = plt.subplots(1, count, figsize=(5 * count, 4.6))
     _per_batch(axes[0], axes[1], [r for r in rows if r.server is None])
     if served:
         _per_concurrency(axes[2], served)
     if paced:
         _per_rate(axes[-1], paced)
     fig.tight_layout()
-    fig.savefig(path, format="png", dpi=100)
-    plt.close(fig)
+    return fig
 
 
 def _per_batch(lat: Any, thr: Any, rows: list[Row]) -> None:
@@ -253,28 +268,31 @@ def _per_batch(lat: Any, thr: Any, rows: list[Row]) -> None:
     thr.set_xticks(ticks)
     lat.set(xlabel="batch", ylabel="latency (ms)", title="latency per call")
     thr.set(xlabel="batch", ylabel="items / s", title="throughput (one stream; a hint: its own)")
-    lat.legend(fontsize=7)
-    thr.legend(fontsize=7)
+    _scaled(lat, [v for r in rows for v in (r.median_ms, r.percentiles_ms[r.tail()])])
+    _scaled(thr, [r.items_per_s for r in rows])
+    _legend(lat)
+    _legend(thr)
 
 
 def _per_concurrency(ax: Any, rows: list[Row]) -> None:
+    """Throughput per concurrency, and each model's tail latency as a dashed line on the
+    right-hand axis (numbers written beside the points ran into each other)."""
+    tail = ax.twinx()
     for runtime in dict.fromkeys(r.runtime for r in rows):
         mine = [r for r in rows if r.runtime == runtime]
-        ax.plot(
-            [r.concurrency for r in mine],
-            [r.items_per_s for r in mine],
-            marker="o",
-            label=runtime.removeprefix("triton:"),
-        )
-        for r in mine:
-            ax.annotate(
-                f"{r.tail()} {_percentile_cell(r, r.tail())} ms",
-                (r.concurrency, r.items_per_s),
-                fontsize=6,
-            )
+        name, top = runtime.removeprefix("triton:"), mine[0].tail()
+        loads = [r.concurrency for r in mine]
+        (line,) = ax.plot(loads, [r.items_per_s for r in mine], marker="o", label=f"{name} items/s")
+        tail.plot(loads, [r.percentiles_ms[top] for r in mine], linestyle="--", marker="x",
+                  color=line.get_color(), alpha=0.7, label=f"{name} {top} ms")  # fmt: skip
     ax.set_xticks(sorted({r.concurrency for r in rows}))
-    ax.set(xlabel="concurrent requests", ylabel="items / s", title="Triton end to end (client side)")
-    ax.legend(fontsize=7)
+    ax.set(xlabel="concurrent requests", ylabel="items / s (solid)", title="Triton end to end (client side)")
+    tail.set_ylabel("tail latency, ms (dashed)")
+    _scaled(ax, [r.items_per_s for r in rows])
+    _scaled(tail, [r.percentiles_ms[r.tail()] for r in rows])
+    handles = ax.get_legend_handles_labels()
+    more = tail.get_legend_handles_labels()
+    ax.legend(handles[0] + more[0], handles[1] + more[1], **LEGEND_BELOW)
 
 
 def _per_rate(ax: Any, rows: list[Row]) -> None:
@@ -289,7 +307,28 @@ def _per_rate(ax: Any, rows: list[Row]) -> None:
             label=f"{runtime.removeprefix('triton:')} {top}",
         )
     ax.set(xlabel="offered requests / s (open loop)", ylabel="latency (ms)", title="Triton at a request rate")
-    ax.legend(fontsize=7)
+    _scaled(ax, [r.percentiles_ms[r.tail()] for r in rows])
+    _legend(ax)
+
+
+LEGEND_BELOW = {
+    "fontsize": 7,
+    "loc": "upper center",
+    "bbox_to_anchor": (0.5, -0.16),
+    "ncol": 2,
+    "frameon": False,
+}
+
+
+def _legend(ax: Any) -> None:
+    """Below the axes, never over the data."""
+    ax.legend(**LEGEND_BELOW)
+
+
+def _scaled(ax: Any, values: list[float]) -> None:
+    positive = [v for v in values if v > 0]
+    if positive and max(positive) / min(positive) >= LOG_SPAN:
+        ax.set_yscale("log")
 
 
 # -- gate ---------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from deploy.stages.select.selection import Decision, Standing
 COLORS = {Verdict.SELECTED: "#1e8e3e", Verdict.UNVERIFIED: "#9aa0a6", Verdict.REJECTED: "#d93025"}
 OTHER = "#4285f4"
 ROW_IN = 0.42  # figure height per candidate, inches
+LOG_SPAN = 10.0  # values this many times apart: a log axis (a 60x pick was a sliver on a linear one)
 
 
 def chart(decisions: list[Decision], path: Path) -> None:
@@ -43,7 +44,7 @@ def figure(decisions: list[Decision]) -> Any:
         ax.annotate(_text(entry, main), (values[row], row), xytext=(4, 0), textcoords="offset points",
                     va="center", fontsize=8)  # fmt: skip
     positive = [v for v in values if v > 0]
-    if positive and max(positive) / min(positive) > 100:  # a linear axis would hide the small bars
+    if positive and max(positive) / min(positive) >= LOG_SPAN:  # a linear axis would hide the small bars
         ax.set_xscale("log")
         ax.set_xlim(min(positive) / 2, max(positive) * 8)
     else:
