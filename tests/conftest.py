@@ -3,7 +3,9 @@ small CNN trained on scikit-learn's digits (real weights for the numeric gates).
 
 from __future__ import annotations
 
+import os
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import cuda_available, merge, tiny_dict, train_tiny_digits, tritonservers
+from tests.helpers import RUN_MARK, cuda_available, merge, tiny_dict, train_tiny_digits, tritonservers
+
+# Every process the suite starts inherits this: the orphan check stops only those.
+os.environ[RUN_MARK] = uuid.uuid4().hex
 
 
 @pytest.fixture
@@ -50,7 +55,8 @@ def digits_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, f
 
 @pytest.fixture(scope="session", autouse=True)
 def no_orphan_tritonserver():
-    """After the whole suite, no tritonserver we started may still be running."""
+    """After the whole suite, no tritonserver this run started may still be running; a
+    user's, or another run's, is none of its business (tritonservers() follows RUN_MARK)."""
     before = tritonservers()
     yield
     import psutil

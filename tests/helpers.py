@@ -108,18 +108,26 @@ def living_in_session(sid: int) -> set[int]:
     return found
 
 
-def tritonservers() -> set[int]:
+# Set for this test run (tests/conftest.py) and inherited by everything it starts: the mark
+# that tells our tritonservers from a user's or another run's on the same machine.
+RUN_MARK = "DEPLOY_TEST_RUN"
+
+
+def tritonservers(mark: str | None = None) -> set[int]:
+    """The running tritonservers this test run started: those whose environment carries
+    its RUN_MARK (`mark`, default this run's), never every process of that name."""
     import psutil
 
+    want = mark if mark is not None else os.environ.get(RUN_MARK)
     found = set()
     for proc in psutil.process_iter(["name", "cmdline", "status"]):
         try:
             if proc.info["status"] == psutil.STATUS_ZOMBIE:
                 continue  # exited; only its parent's wait is pending
-            if (
-                proc.info["name"] == "tritonserver"
-                or "tritonserver" in " ".join(proc.info["cmdline"] or [])[:200].split(" ")[0]
-            ):
+            named = proc.info["name"] == "tritonserver" or "tritonserver" in " ".join(
+                proc.info["cmdline"] or []
+            )[:200].split(" ")[0]
+            if named and want is not None and proc.environ().get(RUN_MARK) == want:
                 found.add(proc.pid)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue

@@ -470,3 +470,24 @@ def test_deploy_serve_prints_metrics_and_stops_cleanly_on_sigterm(published):
     assert wait_gone(started), "tritonserver outlived `deploy serve`"
     assert not list(tmpdir.glob("deploy-serve-*")), "the temp dir was left behind"
     out.until("stopped by SIGTERM; server stopped", timeout=10)
+
+
+def test_a_foreign_tritonserver_survives_the_orphan_check(tmp_path: Path) -> None:
+    """A process named tritonserver that this run did not start (a user's live server) is
+    not ours to stop: the fixture's search does not see it, ours it does."""
+    from tests.helpers import RUN_MARK
+
+    fake = tmp_path / "tritonserver"
+    shutil.copy("/bin/sleep", fake)
+    theirs = {k: v for k, v in os.environ.items() if k != RUN_MARK}
+    foreign = subprocess.Popen([str(fake), "60"], env=theirs)
+    ours = subprocess.Popen([str(fake), "60"])  # inherits this run's mark
+    try:
+        time.sleep(0.3)
+        found = tritonservers()
+        assert ours.pid in found and foreign.pid not in found
+        assert foreign.poll() is None  # alive
+    finally:
+        for p in (foreign, ours):
+            p.kill()
+            p.wait()
