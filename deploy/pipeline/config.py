@@ -60,6 +60,8 @@ def _existing_file(value: Path | None, info: ValidationInfo) -> Path | None:
     path = resolve_path(value, info)
     if path is not None and path.is_dir():
         raise ValueError(f"{path} is a directory, not a file")
+    if path is not None and path.exists() and not path.is_file():  # a FIFO, /dev/zero, a socket
+        raise ValueError(f"{path} is not a regular file")
     if path is not None and not path.is_file():
         raise ValueError(f"file not found: {path}")
     return path

@@ -475,6 +475,20 @@ CASES = [
     Case(
         "checkpoint-missing", CONFIG, "model.checkpoint: file not found", _set("model.checkpoint", "nope.pt")
     ),
+    Case(
+        "model-file-is-a-device",
+        CONFIG,
+        "model.file: /dev/zero is not a regular file",
+        lambda d, t: d["model"].update(file="/dev/zero"),
+        args=("validate", "{config}"),
+    ),
+    Case(
+        "model-file-is-a-fifo",
+        CONFIG,
+        "is not a regular file",
+        lambda d, t: (os.mkfifo(t / "model.py"), d["model"].update(file=str(t / "model.py"))),
+        args=("validate", "{config}"),
+    ),
     Case("checkpoint-suffix", CONFIG, "checkpoint must be one of", _checkpoint(b"x", ".bin")),
     Case("checkpoint-corrupt", STAGE, "model.checkpoint: cannot read", _checkpoint(b"not a pickle at all")),
     Case(

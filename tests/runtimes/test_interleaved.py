@@ -48,16 +48,19 @@ def test_a_budget_too_small_for_the_noise_is_inconclusive_not_a_verdict() -> Non
     assert judge(found, 1.25) is Verdict.INCONCLUSIVE, found
 
 
-def test_the_interval_is_the_medians_order_statistic_interval() -> None:
-    """By hand for n = 100: the median of 0.000 .. 0.099 is 0.0495; the 95 % interval's
-    ranks are floor(50 - 9.8) = 40 and ceil(1 + 50 + 9.8) = 61 (1-based): 0.039 and 0.060."""
-    logs = [i / 1000 for i in range(100)]
+def test_the_interval_is_the_trimmed_means_tukey_mclaughlin_interval() -> None:
+    """By hand for 0.00 .. 0.09: 2 of 10 cut from each end, the mean of 0.02 .. 0.07 is
+    0.045; winsorized, the standard deviation is sqrt(0.00425 / 9) = 0.021731; t(5) =
+    2.571; half-width 2.571 * 0.021731 / (0.6 * sqrt(10)) = 0.029446 (log scale)."""
+    logs = [i / 100 for i in range(10)]
     random.Random(0).shuffle(logs)
     found = interval(logs, 0.05)
-    want = (math.exp(0.0495), math.exp(0.039), math.exp(0.060))
-    assert (found.ratio, found.low, found.high) == pytest.approx(want, rel=1e-12)
-    assert found.settled and not interval(logs, 0.01).settled  # half-width 1.06 %: within 5, not 1
-    assert not interval(logs[:5], 0.5).settled  # too few rounds for an interval at all
+    want = (math.exp(0.045), math.exp(0.045 - 0.029446), math.exp(0.045 + 0.029446))
+    assert (found.ratio, found.low, found.high) == pytest.approx(want, rel=1e-5)
+    assert found.settled and not interval(logs, 0.02).settled  # half-width 2.99 %: within 5, not 2
+    assert not interval(logs[:4], 0.5).settled  # too few rounds for an interval at all
+    stalled = [*logs, 5.0]  # one round caught a stall: the trimmed mean hardly moves
+    assert interval(stalled, 0.05).ratio == pytest.approx(math.exp(0.05), rel=0.01)
 
 
 def test_an_inverse_swaps_the_ends() -> None:

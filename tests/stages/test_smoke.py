@@ -470,6 +470,8 @@ def test_deploy_serve_prints_metrics_and_stops_cleanly_on_sigterm(published):
     assert wait_gone(started), "tritonserver outlived `deploy serve`"
     assert not list(tmpdir.glob("deploy-serve-*")), "the temp dir was left behind"
     out.until("stopped by SIGTERM; server stopped", timeout=10)
+    # The python backend imported model.py from the published repository: nothing written there.
+    assert not list(repository.rglob("__pycache__")), "the server wrote into the published repository"
 
 
 def test_a_foreign_tritonserver_survives_the_orphan_check(tmp_path: Path) -> None:

@@ -55,8 +55,8 @@ class ReleaseParams(Frozen):
         description="Half-width of a speed ratio's 95 % confidence interval, as a fraction of the ratio, that "
         "ends the timing; an interval still straddling max_slowdown then is inconclusive (nothing published).",
     )
-    max_rounds: int = Field(100, ge=3, le=10_000, description="Most timing rounds behind each ratio.")
-    max_s: float = Field(20.0, gt=0, description="Most seconds of timing behind each ratio.")
+    max_rounds: int = Field(200, ge=6, le=10_000, description="Most timing rounds behind each ratio.")
+    max_s: float = Field(45.0, gt=0, description="Most seconds of timing behind each ratio.")
     holdout: DataSource | None = Field(
         None,
         description="Held-out inputs both versions also answer (images, arrays or text, as quantize's holdout); "
