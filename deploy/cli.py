@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.text import Text
 
+import deploy.startup  # noqa: F401  (first: before any module imports pydantic)
 from deploy.cache import cache_app
 from deploy.cli_common import ConfigArg
 from deploy.cli_common import console as _console

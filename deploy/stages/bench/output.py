@@ -218,11 +218,13 @@ def headline(rows: list[Row], skipped: dict[str, str]) -> str:
 LOG_SPAN = 10.0
 
 
-def plot(rows: list[Row], path: Path) -> None:
+def plot(rows: list[Row], path: Path, image: str = "png") -> None:
+    """`image`: png for the report; svg keeps the text as text (the browser test measures it)."""
     import matplotlib.pyplot as plt
 
     fig = figure(rows)
-    fig.savefig(path, format="png", dpi=100, bbox_inches="tight")
+    with plt.rc_context({"svg.fonttype": "none"}):
+        fig.savefig(path, format=image, dpi=100, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -18,11 +18,13 @@ ROW_IN = 0.42  # figure height per candidate, inches
 LOG_SPAN = 10.0  # values this many times apart: a log axis (a 60x pick was a sliver on a linear one)
 
 
-def chart(decisions: list[Decision], path: Path) -> None:
+def chart(decisions: list[Decision], path: Path, image: str = "png") -> None:
+    """`image`: png for the report; svg keeps the text as text (the browser test measures it)."""
     import matplotlib.pyplot as plt
 
     fig = figure(decisions)
-    fig.savefig(path, format="png", dpi=100)
+    with plt.rc_context({"svg.fonttype": "none"}):
+        fig.savefig(path, format=image, dpi=100, bbox_inches="tight")  # the longest bar's text included
     plt.close(fig)
 
 
