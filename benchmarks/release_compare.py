@@ -61,7 +61,9 @@ def perturbed(source: Path, dest: Path) -> Path:
 def busy(count: int) -> Iterator[None]:
     """`count` processes spinning on a core each: other work on the machine. Only these
     are stopped afterwards."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    # Each spins only while this process is its parent: killed here, they end too.
+    spin = f"import os\nwhile os.getppid() == {os.getpid()}: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(count)]
     try:
         yield
     finally:
