@@ -76,9 +76,10 @@ def measure(old: Callable[[], Any], new: Callable[[], Any], budget: Budget) -> I
         logs.append(math.log((b1 + b2) / (a1 + a2)))
         found = interval(logs, budget.precision)
         spent = time.perf_counter() - began
-        enough = len(logs) >= budget.min_rounds and found.settled
-        if enough or len(logs) >= budget.max_rounds or spent >= budget.max_s:
+        if len(logs) >= budget.max_rounds:
             return found
+        if len(logs) >= budget.min_rounds and (found.settled or spent >= budget.max_s):
+            return found  # the time budget never cuts below min_rounds
 
 
 # Tukey's trimmed mean: a fifth of the rounds cut from each end. On a busy machine a round
@@ -99,9 +100,8 @@ def interval(logs: list[float], precision: float) -> Interval:
     ordered = sorted(logs)
     n = len(ordered)
     g = math.floor(TRIM * n)
-    if n < 6:  # too few rounds for an interval worth the name
-        middle = math.exp(statistics.median(ordered))
-        return Interval(middle, math.exp(ordered[0]), math.exp(ordered[-1]), n, False)
+    if n < 6:  # too few rounds for an interval worth the name: it decides nothing
+        return Interval(math.exp(statistics.median(ordered)), 0.0, math.inf, n, False)
     kept = ordered[g : n - g]
     winsorized = [ordered[g]] * g + kept + [ordered[n - g - 1]] * g
     centre = statistics.fmean(kept)

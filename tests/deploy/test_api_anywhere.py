@@ -63,22 +63,28 @@ def test_an_unguarded_script_runs_once_however_python_gets_it(how: str, tmp_path
 
 
 def test_a_jupyter_kernel_runs_the_api_and_shows_the_result(tmp_path: Path) -> None:
-    jupyter_client = pytest.importorskip("jupyter_client", reason="the dev extra installs it")
     folder = _folder(tmp_path)
+    printed = in_kernel(SCRIPT, folder, _env())
+    _ran(folder, subprocess.CompletedProcess([], 0, printed, ""))
+
+
+def in_kernel(code: str, cwd: Path, env: dict[str, str]) -> str:
+    """Runs `code` as one cell of a real Jupyter kernel; what it printed (a failed cell
+    fails the test with its traceback)."""
+    jupyter_client = pytest.importorskip("jupyter_client", reason="the dev extra installs it")
     manager = jupyter_client.KernelManager(kernel_name="python3")
     manager.kernel_spec_manager.ensure_native_kernel = True
-    manager.start_kernel(cwd=str(folder), env=_env(), extra_arguments=[])
+    manager.start_kernel(cwd=str(cwd), env=env, extra_arguments=[])
     client = manager.client()
     client.start_channels()
     try:
         client.wait_for_ready(timeout=120)
         outputs: list[str] = []
         reply = client.execute_interactive(
-            SCRIPT, timeout=600, output_hook=lambda msg: outputs.append(_text(msg))
+            code, timeout=600, output_hook=lambda msg: outputs.append(_text(msg))
         )
         assert reply["content"]["status"] == "ok", reply["content"]
-        done = subprocess.CompletedProcess([], 0, "".join(outputs), "")
-        _ran(folder, done)
+        return "".join(outputs)
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)

@@ -103,7 +103,9 @@ def test_a_class_that_needs_arguments_is_pickled_and_rebuilt_equal(tmp_path: Pat
     first = Path(source["file"]).read_text()
     with torch.no_grad():
         model.fc.bias.add_(1.0)
-    assert Path(_source(model, tmp_path, "needs", None, None, {"x": x})["file"]).read_text() != first  # new key
+    assert (
+        Path(_source(model, tmp_path, "needs", None, None, {"x": x})["file"]).read_text() != first
+    )  # new key
 
 
 class FixedBatch(nn.Module):

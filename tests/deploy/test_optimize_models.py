@@ -142,19 +142,6 @@ def test_a_class_from_an_unguarded_script_travels_by_value(tmp_path: Path) -> No
 
 
 def test_a_class_from_a_notebook_cell_travels_by_value(tmp_path: Path) -> None:
-    jupyter_client = pytest.importorskip("jupyter_client", reason="the dev extra installs it")
-    manager = jupyter_client.KernelManager(kernel_name="python3")
-    manager.kernel_spec_manager.ensure_native_kernel = True
-    manager.start_kernel(cwd=str(tmp_path), env=_env(), extra_arguments=[])
-    client = manager.client()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=120)
-        outputs: list[str] = []
-        hook = lambda msg: outputs.append(str(msg.get("content", {}).get("text", "")))  # noqa: E731
-        reply = client.execute_interactive(SCRIPT, timeout=600, output_hook=hook)
-        assert reply["content"]["status"] == "ok", reply["content"]
-        assert "SAME True True" in "".join(outputs), outputs
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
+    from tests.deploy.test_api_anywhere import in_kernel
+
+    assert "SAME True True" in in_kernel(SCRIPT, tmp_path, _env())
