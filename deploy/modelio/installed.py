@@ -4,7 +4,9 @@ Importing the module for real is the probe's job (`deploy validate --probe`)."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+from pathlib import Path
 
 from deploy.pipeline.config import ModelSource
 from deploy.pipeline.errors import MissingDependency, StageFailed
@@ -14,13 +16,44 @@ DISTRIBUTIONS = {"sklearn": "scikit-learn", "PIL": "pillow", "cv2": "opencv-pyth
 
 
 def check_installed(source: ModelSource) -> None:
-    """A factory's top-level package is found on the path (find_spec imports nothing for a
-    top-level name); a file's imports are the probe's to try."""
-    if source.factory is None:
-        return
-    top = str(source.factory).partition(":")[0].split(".")[0]
+    """A factory's top-level package, and the top-level packages a model file imports
+    (read from its syntax tree, not run), are found on the path: find_spec imports nothing
+    for a top-level name. Running the imports is the probe's job."""
+    if source.factory is not None:
+        module = str(source.factory).partition(":")[0]
+        _found(module.split(".")[0], f"model.factory: '{module}'")
+    elif source.file is not None:
+        for top in _imported(source.file):
+            if not _sibling(source.file.parent, top):
+                _found(top, f"model.file: {source.file}")
+
+
+def _found(top: str, where: str) -> None:
     if importlib.util.find_spec(top) is None:
-        raise missing(f"model.factory: '{source.factory}'", ModuleNotFoundError(name=top))
+        raise missing(where, ModuleNotFoundError(name=top))
+
+
+def _imported(path: Path) -> list[str]:
+    """The top-level names the module's own top-level `import` statements name: those run
+    whenever it loads (one inside `try:` may be optional, one inside a function may never
+    run; relative ones are its package's). A file that does not parse is the probe's to
+    report, with its line."""
+    try:
+        tree = ast.parse(path.read_bytes(), str(path))
+    except (SyntaxError, ValueError):
+        return []
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            found += [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append(node.module.split(".")[0])
+    return list(dict.fromkeys(found))
+
+
+def _sibling(folder: Path, top: str) -> bool:
+    """The file imports its siblings (its folder is on the path while it loads)."""
+    return (folder / f"{top}.py").is_file() or (folder / top).is_dir()
 
 
 def missing(where: str, exc: ModuleNotFoundError) -> MissingDependency | StageFailed:
