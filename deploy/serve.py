@@ -4,6 +4,7 @@ the server settings the config gives its serving stage (any stage whose params h
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -62,8 +63,9 @@ def _serve_until_stopped(
 ) -> None:
     from deploy.serving.publishing import triton_url
 
+    _sweep(say)
     with (
-        tempfile.TemporaryDirectory(prefix="deploy-serve-") as tmp,
+        tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-") as tmp,
         serve_repository(
             spec,
             repository,
@@ -79,6 +81,32 @@ def _serve_until_stopped(
         while server.process is None or server.process.poll() is None:
             time.sleep(0.5)
         raise StageFailed(f"tritonserver exited; log tail:\n{server.log_tail()}")
+
+
+TEMP_PREFIX = "deploy-serve-"  # + the serving process's pid + '-': a killed one's is found by it
+
+
+def _sweep(say: Say) -> None:
+    """Removes what a `deploy serve` killed with SIGKILL left in the temp dir: its pid is
+    in the name, and a dir whose process is gone is no one's."""
+    import re
+    import shutil
+
+    for found in Path(tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*"):
+        owner = re.match(rf"{TEMP_PREFIX}(\d+)-", found.name)
+        if owner is not None and found.is_dir() and not _alive(int(owner.group(1))):
+            shutil.rmtree(found, ignore_errors=True)
+            say(f"removed {found}, left by a deploy serve that was killed (pid {owner.group(1)})")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 def _announce(served: Served, name: str, say: Say, reads: str) -> None:

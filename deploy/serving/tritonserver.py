@@ -114,9 +114,6 @@ def _env(libs: Path | None) -> dict[str, str]:
     env = dict(os.environ)
     # The python-backend stub imports numpy and onnxruntime from this environment.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    # The python backend imports each model.py from the repository: a published repository
-    # is deploy's record of what was released, so the server writes no __pycache__ into it.
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
     if libs is not None:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(libs), env.get("LD_LIBRARY_PATH", "")) if p)
     return env
