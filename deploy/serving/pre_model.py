@@ -39,6 +39,9 @@ class TritonPythonModel:
                     for n, t in self.outputs.items()
                 ]
                 responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
+            except ValueError as exc:  # the request's bytes refused: the client's to fix (HTTP 400)
+                error = pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG)
+                responses.append(pb_utils.InferenceResponse(error=error))
             except Exception as exc:  # the request gets the error, the model stays loaded
                 responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))))
         return responses

@@ -55,6 +55,18 @@ def test_an_unreadable_image_is_named_with_the_services_reason(served):
         and "notes.png" in result.stderr
         and "not a readable image" in result.stderr
     )
+    # Over plain HTTP: a refusal of the request's bytes is the client's error, 400, not 500.
+    import numpy as np
+    import tritonclient.http as httpclient
+    from tritonclient.utils import InferenceServerException
+
+    client = httpclient.InferenceServerClient(server.http)
+    meta = client.get_model_metadata("tiny_python_ensemble")
+    sent = httpclient.InferInput(meta["inputs"][0]["name"], [1, 1], "BYTES")
+    sent.set_data_from_numpy(np.array([[b"these are notes, not pixels"]], dtype=object))
+    with pytest.raises(InferenceServerException) as refused:
+        client.infer("tiny_python_ensemble", [sent])
+    assert refused.value.status() == "400" and "not a readable image" in str(refused.value), refused.value
 
 
 @pytest.mark.parametrize(
