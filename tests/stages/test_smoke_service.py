@@ -114,5 +114,8 @@ def test_a_preprocessing_that_drifts_from_torchvision_fails_the_stage(service, t
     params = smoke.SmokeParams.model_validate(
         {"service": {"samples": str(work / "digits")}, "batching_requests": 0}
     )
-    with pytest.raises(StageFailed, match=r"tiny_python_ensemble: http: top-k scores cosine 0\.\d+ < 0\.999"):
+    # Halved pixels may also move some top-1 classes (how many depends on the CPU the digits
+    # model was trained on): the scores' cosine is what must be caught, naming the ensemble.
+    drift = r"tiny_python_ensemble: http: (top-1 agreement [\d.]+ < 1\.0; http: )?top-k scores cosine 0\.\d+ < 0\.999"
+    with pytest.raises(StageFailed, match=drift):
         smoke.run(ctx, params)
