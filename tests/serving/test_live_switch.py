@@ -155,7 +155,7 @@ def test_a_server_polling_the_repository_switches_by_itself_with_no_failed_reque
         client.start()
         time.sleep(1.0)
         data["model"]["checkpoint"] = str(checkpoints[30])
-        data["stages"]["release"] = {"accept_regression": "retrained for 30 epochs"}
+        data["stages"]["release"] |= {"accept_regression": "retrained for 30 epochs"}
         config.write_text(yaml.safe_dump(data, sort_keys=False))
         released = run_cli("run", str(config))
         assert released.returncode == 0, released.stdout + released.stderr
@@ -241,7 +241,7 @@ def _release_and_roll_back(
         client.start()
         time.sleep(1.0)
         data["model"]["checkpoint"] = str(checkpoints[30])
-        data["stages"]["release"] = {
+        data["stages"]["release"] |= {
             "servers": [f"http://{url}"],
             "accept_regression": "retrained for 30 epochs",
         }
