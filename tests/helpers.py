@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from deploy.pipeline.graph import select
@@ -20,6 +21,7 @@ from deploy.pipeline.progress import Progress
 from deploy.pipeline.project import load_project
 from deploy.pipeline.runner import Runner, StageResult, StageSelection
 from deploy.pipeline.store import Store
+from deploy.runtimes.record import BenchRow
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.yaml"
@@ -124,9 +126,10 @@ def tritonservers(mark: str | None = None) -> set[int]:
         try:
             if proc.info["status"] == psutil.STATUS_ZOMBIE:
                 continue  # exited; only its parent's wait is pending
-            named = proc.info["name"] == "tritonserver" or "tritonserver" in " ".join(
-                proc.info["cmdline"] or []
-            )[:200].split(" ")[0]
+            named = (
+                proc.info["name"] == "tritonserver"
+                or "tritonserver" in " ".join(proc.info["cmdline"] or [])[:200].split(" ")[0]
+            )
             if named and want is not None and proc.environ().get(RUN_MARK) == want:
                 found.add(proc.pid)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -395,3 +398,67 @@ def digits_service(workdir: Path, checkpoint: Path, count: int = 10) -> tuple[Pa
     path = workdir / "digits.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path, truth
+
+
+def in_kernel(code: str, cwd: Path, env: dict[str, str]) -> str:
+    """Runs `code` as one cell of a real Jupyter kernel; what it printed (a failed cell
+    fails the test with its traceback)."""
+    jupyter_client = pytest.importorskip("jupyter_client", reason="the dev extra installs it")
+    manager = jupyter_client.KernelManager(kernel_name="python3")
+    manager.kernel_spec_manager.ensure_native_kernel = True
+    manager.start_kernel(cwd=str(cwd), env=env, extra_arguments=[])
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=120)
+        outputs: list[str] = []
+        reply = client.execute_interactive(
+            code, timeout=600, output_hook=lambda msg: outputs.append(_kernel_text(msg))
+        )
+        assert reply["content"]["status"] == "ok", reply["content"]
+        return "".join(outputs)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+def _kernel_text(msg: dict) -> str:
+    content = msg.get("content", {})
+    if msg.get("msg_type") == "stream":
+        return str(content.get("text", ""))
+    if msg.get("msg_type") == "error":
+        return "\n".join(content.get("traceback", []))
+    return ""
+
+
+# A host record for made-up bench results.
+HOST = {"host_cpu": "a test CPU", "host_cores": 2}
+
+
+def bench_row(
+    runtime: str, batch: int, median_ms: float, p99_ms: float | None = None, concurrency: int = 1
+) -> BenchRow:
+    """A single-stream bench row of made-up numbers (select's and the charts' tests): only
+    the runtime, batch, median and p99 vary."""
+    return BenchRow(
+        runtime=runtime,
+        concurrency=concurrency,
+        device="cpu",
+        batch=batch,
+        iterations=200,
+        warmup_calls=10,
+        min_ms=median_ms,
+        max_ms=p99_ms or median_ms,
+        mean_ms=median_ms,
+        median_ms=median_ms,
+        percentiles_ms={"p99": p99_ms or median_ms},
+        percentiles_supported={"p99": True},
+        qps=1000 / median_ms,
+        items_per_s=1000 * batch * concurrency / median_ms,
+        wall_s=1.0,
+        cv=0.01,
+        stable=True,
+        windows_used=3,
+        measured_s=1.0,
+        windows=[],
+    )

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from deploy.gates import metrics as agreement
 from deploy.gates.accuracy_report import Accuracy, AccuracyReport, Evidence, OutputAccuracy, Speed
+from deploy.gates.metrics import all_zero, cosine, max_abs, row_cosines, top1_agreement, topk_agreement
 from deploy.gates.tolerance import AccuracyGate
 from deploy.pipeline.config import OutputKind, OutputSpec
 from deploy.pipeline.errors import StageFailed
@@ -40,16 +40,16 @@ def measure(
 def _metrics(ref: np.ndarray, got: np.ndarray, k: int | None) -> OutputAccuracy:
     # The reference all zeros: the gate would compare nothing (random data through a ReLU),
     # so there is no cosine to judge, whatever the candidate answered.
-    per_sample = agreement.row_cosines(ref, got)
-    zero = np.array([agreement.all_zero(r) for r in ref], dtype=bool)
+    per_sample = row_cosines(ref, got)
+    zero = np.array([all_zero(r) for r in ref], dtype=bool)
     diff = np.abs(ref - got)
     scale = float(np.abs(ref).max(initial=0.0))
     return OutputAccuracy(
         samples=len(ref),
-        cosine=None if zero.all() else agreement.cosine(ref, got),
+        cosine=None if zero.all() else cosine(ref, got),
         min_sample_cosine=float(np.min(per_sample[~zero])) if not zero.all() else None,
         zero_samples=int(zero.sum()),
-        max_abs=agreement.max_abs(ref, got),
+        max_abs=max_abs(ref, got),
         mean_abs=float(diff.mean()),
         scaled_err=float(diff.max()) / scale if scale > 0 else None,
         **(_agreement_metrics(ref, got, k) if k is not None else {}),
@@ -59,8 +59,8 @@ def _metrics(ref: np.ndarray, got: np.ndarray, k: int | None) -> OutputAccuracy:
 def _agreement_metrics(ref: np.ndarray, got: np.ndarray, k: int) -> dict[str, Any]:
     """Top-1 and top-k agreement (is FP32's class among the candidate's k best?)."""
     return {
-        "top1_agreement": agreement.top1_agreement(ref, got),
-        "topk_agreement": agreement.topk_agreement(ref, got, k),
+        "top1_agreement": top1_agreement(ref, got),
+        "topk_agreement": topk_agreement(ref, got, k),
         "top_k": k,
     }
 

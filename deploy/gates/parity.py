@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from deploy.gates import metrics as agreement
 from deploy.gates.detection_parity import Layout, aligned
+from deploy.gates.metrics import all_zero, cosine
 from deploy.gates.parity_table import Compared, Incomparable, OutputParity, Table, from_json, to_json
 from deploy.gates.references import Case
 from deploy.gates.tolerance import Tolerance
@@ -40,7 +40,7 @@ def metrics(actual: np.ndarray, ref: np.ndarray, tol: Tolerance) -> OutputParity
     scale = float(np.abs(r).max(initial=0.0))
     # An all-zero reference: the golden inputs do not exercise this output, so the gate
     # compares nothing (gates.metrics would call zeros against zeros a perfect 1.0).
-    cosine = None if agreement.all_zero(r) else agreement.cosine(a, r)
+    found = None if all_zero(r) else cosine(a, r)
     within = tol.atol is None or not a.size or bool(np.all(diff <= tol.atol + tol.rtol * np.abs(r)))
     return Compared(
         max_abs=float(diff.max(initial=0.0)),
@@ -48,10 +48,10 @@ def metrics(actual: np.ndarray, ref: np.ndarray, tol: Tolerance) -> OutputParity
         max_rel=float((diff / np.maximum(np.abs(r), np.finfo(np.float32).tiny)).max(initial=0.0)),
         ref_scale=scale,
         scaled_err=_scaled(float(diff.max(initial=0.0)), scale),
-        cosine=cosine,
+        cosine=found,
         atol_bites=tol.atol is not None and tol.atol < ATOL_BITE * scale,
         within_tolerance=within,
-        passed=within and cosine is not None and cosine >= tol.min_cosine,
+        passed=within and found is not None and found >= tol.min_cosine,
     )
 
 
@@ -184,9 +184,9 @@ def report_rows(what: str, table: Table) -> list[list[Any]]:
 def _report_row(what: str, label: str, name: str, p: OutputParity) -> list[Any]:
     if isinstance(p, Incomparable):
         return [what, label, name, p.error]
-    cosine = "undefined" if p.cosine is None else f"{p.cosine:.7f}"
+    shown = "undefined" if p.cosine is None else f"{p.cosine:.7f}"
     numbers = [p.max_abs, p.scaled_err, p.mean_abs, p.max_rel]
-    return [what, label, name, *(f"{n:.3g}" for n in numbers), cosine, "yes" if p.passed else "NO"]
+    return [what, label, name, *(f"{n:.3g}" for n in numbers), shown, "yes" if p.passed else "NO"]
 
 
 REPORT_COLUMNS = [

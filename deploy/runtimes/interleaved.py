@@ -51,18 +51,18 @@ class Interval:
         return Interval(1 / self.ratio, 1 / self.high, 1 / self.low, self.rounds, self.settled)
 
 
-class Verdict(StrEnum):
+class Judgement(StrEnum):
     WITHIN = "within"  # the whole interval is at or below the limit
     BEYOND = "beyond"  # the whole interval is above it
     INCONCLUSIVE = "inconclusive"  # it straddles the limit: measured, not decided
 
 
-def judge(found: Interval, limit: float) -> Verdict:
+def judge(found: Interval, limit: float) -> Judgement:
     if found.high <= limit:
-        return Verdict.WITHIN
+        return Judgement.WITHIN
     if found.low > limit:
-        return Verdict.BEYOND
-    return Verdict.INCONCLUSIVE
+        return Judgement.BEYOND
+    return Judgement.INCONCLUSIVE
 
 
 def measure(old: Callable[[], Any], new: Callable[[], Any], budget: Budget) -> Interval:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ROOT, tiny_dict
+from tests.helpers import ROOT, in_kernel, tiny_dict
 
 SCRIPT = """\
 import os
@@ -66,34 +66,3 @@ def test_a_jupyter_kernel_runs_the_api_and_shows_the_result(tmp_path: Path) -> N
     folder = _folder(tmp_path)
     printed = in_kernel(SCRIPT, folder, _env())
     _ran(folder, subprocess.CompletedProcess([], 0, printed, ""))
-
-
-def in_kernel(code: str, cwd: Path, env: dict[str, str]) -> str:
-    """Runs `code` as one cell of a real Jupyter kernel; what it printed (a failed cell
-    fails the test with its traceback)."""
-    jupyter_client = pytest.importorskip("jupyter_client", reason="the dev extra installs it")
-    manager = jupyter_client.KernelManager(kernel_name="python3")
-    manager.kernel_spec_manager.ensure_native_kernel = True
-    manager.start_kernel(cwd=str(cwd), env=env, extra_arguments=[])
-    client = manager.client()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=120)
-        outputs: list[str] = []
-        reply = client.execute_interactive(
-            code, timeout=600, output_hook=lambda msg: outputs.append(_text(msg))
-        )
-        assert reply["content"]["status"] == "ok", reply["content"]
-        return "".join(outputs)
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
-
-
-def _text(msg: dict) -> str:
-    content = msg.get("content", {})
-    if msg.get("msg_type") == "stream":
-        return str(content.get("text", ""))
-    if msg.get("msg_type") == "error":
-        return "\n".join(content.get("traceback", []))
-    return ""

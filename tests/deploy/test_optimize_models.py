@@ -22,7 +22,7 @@ import deploy
 from deploy.gates import references
 from deploy.live_model import write_config
 from deploy.pipeline.errors import ConfigError
-from tests.helpers import ROOT
+from tests.helpers import ROOT, in_kernel
 
 
 def deployed_matches_live(model: nn.Module, config: Path) -> None:
@@ -142,6 +142,4 @@ def test_a_class_from_an_unguarded_script_travels_by_value(tmp_path: Path) -> No
 
 
 def test_a_class_from_a_notebook_cell_travels_by_value(tmp_path: Path) -> None:
-    from tests.deploy.test_api_anywhere import in_kernel
-
     assert "SAME True True" in in_kernel(SCRIPT, tmp_path, _env())

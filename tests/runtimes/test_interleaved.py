@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from deploy.runtimes.interleaved import Budget, Interval, Verdict, interval, judge, measure
+from deploy.runtimes.interleaved import Budget, Interval, Judgement, interval, judge, measure
 
 
 def jittery(base_ms: float, jitter: float, seed: int) -> Callable[[], None]:
@@ -32,20 +32,20 @@ def test_a_noisy_call_compared_with_itself_reads_one_within_the_precision() -> N
     found = measure(jittery(1.0, 0.5, 1), jittery(1.0, 0.5, 2), FAST)
     assert found.settled and 0.95 <= found.ratio <= 1.05, found
     assert found.high / found.low <= 1.05**2
-    assert judge(found, 1.25) is Verdict.WITHIN
+    assert judge(found, 1.25) is Judgement.WITHIN
 
 
 def test_a_slower_call_is_beyond_the_limit_with_its_interval() -> None:
     found = measure(jittery(1.0, 0.3, 3), jittery(1.6, 0.3, 4), FAST)
     assert 1.4 < found.ratio < 1.8 and found.low > 1.25, found
-    assert judge(found, 1.25) is Verdict.BEYOND
+    assert judge(found, 1.25) is Judgement.BEYOND
 
 
 def test_a_budget_too_small_for_the_noise_is_inconclusive_not_a_verdict() -> None:
     tight = Budget(precision=0.001, min_rounds=6, max_rounds=6, max_s=5, window_s=0.002)
     found = measure(jittery(1.0, 0.9, 5), jittery(1.25, 0.9, 6), tight)
     assert not found.settled and found.rounds == 6
-    assert judge(found, 1.25) is Verdict.INCONCLUSIVE, found
+    assert judge(found, 1.25) is Judgement.INCONCLUSIVE, found
 
 
 def test_the_interval_is_the_trimmed_means_tukey_mclaughlin_interval() -> None:
@@ -59,7 +59,7 @@ def test_the_interval_is_the_trimmed_means_tukey_mclaughlin_interval() -> None:
     assert (found.ratio, found.low, found.high) == pytest.approx(want, rel=1e-5)
     assert found.settled and not interval(logs, 0.02).settled  # half-width 2.99 %: within 5, not 2
     few = interval(logs[:4], 0.5)  # too few rounds for an interval at all: nothing decided on it
-    assert not few.settled and judge(few, 1.25) is Verdict.INCONCLUSIVE
+    assert not few.settled and judge(few, 1.25) is Judgement.INCONCLUSIVE
     stalled = [*logs, 5.0]  # one round caught a stall: the trimmed mean hardly moves
     assert interval(stalled, 0.05).ratio == pytest.approx(math.exp(0.05), rel=0.01)
 

@@ -24,7 +24,7 @@ from deploy.stages.select import candidates, selection
 from deploy.stages.select.chart import chart
 from deploy.stages.select.chart import figure as select_figure
 from deploy.stages.select.stage import Objective
-from tests.stages.test_select import HOST, row
+from tests.helpers import HOST, bench_row
 
 MEASURE = """<script>
 const texts = [...document.querySelectorAll('svg text')].filter(t => t.textContent.trim());
@@ -64,13 +64,13 @@ def measured_in_browser(svg: Path) -> dict[str, Any]:
 
 def served(model: str, concurrency: int, items: float, p99: float) -> BenchRow:
     share = ServerShare(10, 20, 3000, 20, 100, 100, 100, 1.0, -12614)
-    base = row(f"triton:{model}", 1, 1000 * concurrency / items, p99_ms=p99, concurrency=concurrency)
+    base = bench_row(f"triton:{model}", 1, 1000 * concurrency / items, p99_ms=p99, concurrency=concurrency)
     return dataclasses.replace(base, items_per_s=items, server=share, device="server")
 
 
 def test_the_bench_chart_reads_right_at_a_glance(tmp_path: Path) -> None:
     rows = [
-        row(n, b, ms * b**0.8, p99_ms=ms * b**0.8 * 3)
+        bench_row(n, b, ms * b**0.8, p99_ms=ms * b**0.8 * 3)
         for n, ms in (("eager", 1109), ("onnxruntime_int8", 18.7))
         for b in (1, 8)
     ]
@@ -92,8 +92,12 @@ def test_the_bench_chart_reads_right_at_a_glance(tmp_path: Path) -> None:
 def test_the_select_chart_shows_a_60x_pick_on_a_log_axis(tmp_path: Path) -> None:
     from deploy.runtimes.record import BenchResults
 
-    rows = [row("eager", 1, 1109.0), row("onnxruntime", 1, 120.0), row("onnxruntime_int8", 1, 18.7)]
-    rows.append(row("torchscript", 1, 1890.0))  # the largest bar's text is the longest: not cut off
+    rows = [
+        bench_row("eager", 1, 1109.0),
+        bench_row("onnxruntime", 1, 120.0),
+        bench_row("onnxruntime_int8", 1, 18.7),
+    ]
+    rows.append(bench_row("torchscript", 1, 1890.0))  # the largest bar's text is the longest: not cut off
     found = candidates.gather(BenchResults(rows, {}, HOST), {"accuracy_int8": 0.999}, None)
     decisions = [selection.decide(found, Objective(name="latency", metric="latency"))]
     assert select_figure(decisions).axes[0].get_xscale() == "log"

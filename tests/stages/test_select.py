@@ -15,41 +15,15 @@ from deploy.runtimes.selection_record import Basis, Selection, Verdict
 from deploy.serving.smoke_report import ModelResult, ModelStatus, ServerInfo, SmokeReport
 from deploy.stages.select import candidates, output, selection
 from deploy.stages.select.stage import Objective
-from tests.helpers import output_path, real_tensorrt, run
+from tests.helpers import HOST, bench_row, output_path, real_tensorrt, run
+
+row = bench_row
 
 FAST = {"warmup_ms": 10, "duration_s": 0.05, "iterations": 5, "batches": [1, 4]}
 
 
-def row(
-    runtime: str, batch: int, median_ms: float, p99_ms: float | None = None, concurrency: int = 1
-) -> BenchRow:
-    return BenchRow(
-        runtime=runtime,
-        concurrency=concurrency,
-        device="cpu",
-        batch=batch,
-        iterations=200,
-        warmup_calls=10,
-        min_ms=median_ms,
-        max_ms=p99_ms or median_ms,
-        mean_ms=median_ms,
-        median_ms=median_ms,
-        percentiles_ms={"p99": p99_ms or median_ms},
-        percentiles_supported={"p99": True},
-        qps=1000 / median_ms,
-        items_per_s=1000 * batch * concurrency / median_ms,
-        wall_s=1.0,
-        cv=0.01,
-        stable=True,
-        windows_used=3,
-        measured_s=1.0,
-        windows=[],
-    )
-
-
 # Measured shape of MobileNetV3 on 2 cores (issue 12): INT8 slower than FP32 at batch 1.
 ROWS = [row("onnxruntime", 1, 1.40), row("onnxruntime_int8", 1, 1.47), row("eager", 1, 4.0)]
-HOST = {"host_cpu": "a test CPU", "host_cores": 2}
 
 
 def gather(rows, skipped, cosines, smoke=None):
@@ -122,8 +96,10 @@ def test_select_stage_agrees_with_what_bench_measured(write_config) -> None:
     for objective, pick in (("latency", min), ("throughput", max)):
         decided = next(o for o in chosen["objectives"] if o["name"] == objective)
         rows = [r for r in bench if r["batch"] == decided["batch"]]
+        steady = [r for r in rows if r["stable"]]  # no verdict on noise: stable rows decide where any are
+        assert decided["stable"] == bool(steady)
         key = "median_ms" if objective == "latency" else "items_per_s"
-        best = pick(rows, key=lambda r: r[key])
+        best = pick(steady or rows, key=lambda r: r[key])
         assert (
             decided["selected"]
             == f"onnx {'int8' if best['runtime'].endswith('int8') else 'fp32'} ({best['runtime']})"
@@ -134,7 +110,10 @@ def test_select_stage_agrees_with_what_bench_measured(write_config) -> None:
     assert set(chosen["accuracy"]) == {"onnxruntime_int8"}
     tables = [t["title"] for t in results["select"].metrics["report"]]
     # No smoke in this config: the decision says it holds for in-process runtimes.
-    assert tables[0].startswith("deploy onnx ") and "target: in-process runtimes on " in tables[0]
+    # (unless no row of an objective settled on this busy machine: then the headline says so first)
+    noisy = not all(o["stable"] for o in chosen["objectives"])
+    assert tables[0].startswith("UNSTABLE TIMINGS for " if noisy else "deploy onnx "), tables[0]
+    assert "target: in-process runtimes on " in tables[0]
     assert tables[1] == "Status per format and precision"
 
 
@@ -161,9 +140,12 @@ def test_the_status_table_is_printed_after_the_run(write_config, tmp_path) -> No
     done = run_cli("run", str(path), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
-    first = next(i for i, line in enumerate(lines) if line.startswith("select: deploy "))
-    # The first line of select's output names what to deploy and the target it holds for.
-    assert lines[first].startswith("select: deploy onnx ") and "target: in-process runtimes" in lines[first]
+    # The first line of select's output names what to deploy and the target it holds for (after
+    # a warning, first, where no row settled on this busy machine).
+    first = next(
+        i for i, line in enumerate(lines) if line.startswith(("select: deploy ", "select: UNSTABLE"))
+    )
+    assert "deploy onnx " in lines[first] and "target: in-process runtimes" in lines[first]
     assert lines[first + 1] == "objective | deploy | value | compared on"
     start = lines.index("select: Status per format and precision")
     assert lines[start + 1].startswith(

@@ -21,7 +21,7 @@ from deploy.pipeline.config import LABELS, DeployConfig
 from deploy.pipeline.contract import Artifact, Phase, StageContext, StageSpec
 from deploy.pipeline.errors import Issue
 from deploy.pipeline.hashing import digest_file, digest_json
-from deploy.runtimes.interleaved import Interval, Verdict, judge
+from deploy.runtimes.interleaved import Interval, Judgement, judge
 from deploy.serving.publishing import PublishPolicy, publishing
 from deploy.stages.release.params import ReleaseGate, ReleaseParams
 
@@ -159,9 +159,9 @@ def _problems(comparison: Comparison, gate: ReleaseGate) -> tuple[list[str], lis
     for what, found_ratio in _slowdowns(comparison):
         verdict = judge(found_ratio, gate.max_slowdown)
         said = f"{what} {found_ratio.text()} v{comparison.against}'s"
-        if verdict is Verdict.BEYOND:
+        if verdict is Judgement.BEYOND:
             found.append(f"{said} > {gate.max_slowdown}x")
-        elif verdict is Verdict.INCONCLUSIVE:
+        elif verdict is Judgement.INCONCLUSIVE:
             unsure.append(f"{said}: inconclusive against {gate.max_slowdown}x (the interval straddles it)")
     return found, unsure
 
