@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.locks import alive
 from deploy.pipeline.project import Project
 from deploy.pipeline.publish import complete
 from deploy.serving import tritonserver
@@ -94,19 +95,9 @@ def _sweep(say: Say) -> None:
 
     for found in Path(tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*"):
         owner = re.match(rf"{TEMP_PREFIX}(\d+)-", found.name)
-        if owner is not None and found.is_dir() and not _alive(int(owner.group(1))):
+        if owner is not None and found.is_dir() and not alive(int(owner.group(1))):
             shutil.rmtree(found, ignore_errors=True)
             say(f"removed {found}, left by a deploy serve that was killed (pid {owner.group(1)})")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True
 
 
 def _announce(served: Served, name: str, say: Say, reads: str) -> None:

@@ -78,7 +78,7 @@ def sweep_dead(tmp: Path, prefix: str = "") -> list[str]:
     removed = []
     for entry in tmp.glob(f"{prefix}*"):
         pid = _pid_of(entry.name)
-        if pid is not None and not _alive(pid):
+        if pid is not None and not alive(pid):
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
             removed.append(entry.name)
     return removed
@@ -90,7 +90,8 @@ def _pid_of(name: str) -> int | None:
     return int(found[-1]) if found else None
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process of that pid runs (another user's counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
