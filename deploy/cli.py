@@ -22,7 +22,15 @@ from deploy.cache import cache_app
 from deploy.cli_common import ConfigArg
 from deploy.cli_common import console as _console
 from deploy.cli_common import project as _project
-from deploy.pipeline.errors import ConfigError, DeployError, ExitCode, Issue, MissingDependency, StageFailed
+from deploy.pipeline.errors import (
+    ConfigError,
+    DeployError,
+    ExitCode,
+    Issue,
+    MissingDependency,
+    StageFailed,
+    disk_full,
+)
 from deploy.pipeline.writable import UMASK
 from deploy.release_commands import releases, rollback
 from deploy.terminal import make_console, wide_help
@@ -264,10 +272,19 @@ def serve(
             help="Serve the copy at triton_config.publish_to (e.g. s3://): the server reads it itself.",
         ),
     ] = False,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Put back from the cache any published file found altered (default: refuse to serve).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the generated model repository on a local tritonserver; prints its HTTP, gRPC
     and metrics addresses. Ctrl-C, SIGTERM or SIGHUP stop it (server and temp dir gone)
-    and exit 0; exit 1 if the server dies on its own, 4 if a port asked for is taken."""
+    and exit 0; exit 1 if the server dies on its own, 4 if a port asked for is taken. Every
+    published file is checked against its digest first: an altered one is refused (exit 1),
+    or with --repair put back from the cache."""
     from deploy.serve import serve as serve_repository
     from deploy.serve import server_setting
     from deploy.serving.ports import conventional_ports
@@ -292,9 +309,19 @@ def serve(
             say(
                 "ports 8000-8002 are taken: serving on free ones; give `deploy infer` the --url printed below"
             )
+    from deploy.pipeline.store import Store
+    from deploy.serve import Check
+
     remote = _published(project, config) if published else None
+    check = Check(Store(project.cache_dir), repair)
     serve_repository(
-        project.config.name, spec.model_copy(update=ports), project.config.repository, say, origins, remote
+        project.config.name,
+        spec.model_copy(update=ports),
+        project.config.repository,
+        say,
+        origins,
+        remote,
+        check,
     )
 
 
@@ -483,7 +510,13 @@ def _invoke(verbose: bool) -> int:
             err.print(traceback.format_exc(), markup=False, highlight=False)
         err.print(Text.assemble(("error", "bold red"), f" ({type(exc).__name__}): {exc}"), highlight=False)
         return exc.exit_code
-    except Exception:
+    except Exception as exc:
+        full = disk_full(exc)  # the machine's, not a bug: exit 4, naming the path
+        if full is not None:
+            if verbose:
+                err.print(traceback.format_exc(), markup=False, highlight=False)
+            err.print(Text.assemble(("error", "bold red"), f" (DiskFull): {full}"), highlight=False)
+            return full.exit_code
         err.print(traceback.format_exc(), markup=False, highlight=False)
         err.print("[bold red]internal error[/] in deploy itself; please report it with the traceback above")
         return ExitCode.INTERNAL

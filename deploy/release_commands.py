@@ -14,9 +14,14 @@ def releases(
     as_json: Annotated[bool, typer.Option("--json", help="Print the versions as JSON.")] = False,
 ) -> None:
     """List the versions published for the pipeline's models, with their release records."""
+    import sys
+
     from deploy.release_list import release_rows, show
+    from deploy.serving.release_journal import recover
 
     found = project(config, None)
+    for line in recover(found.config.repository):  # a killed release first: the list says what is
+        print(line, file=sys.stderr)
     show(release_rows(found), console(), as_json, str(found.config.repository))
 
 
@@ -27,7 +32,11 @@ def rollback(
         typer.Option("--to", min=1, help="The version to serve (default: the one before the served one)."),
     ] = None,
     server: Annotated[
-        list[str], typer.Option("--server", help="HTTP endpoint of a live server to switch (repeatable).")
+        list[str],
+        typer.Option(
+            "--server",
+            help="HTTP endpoint of a live server to switch too (repeatable), beside the config's `servers`.",
+        ),
     ] = [],  # noqa: B006
 ) -> None:
     """Serve an earlier released version of the pipeline's models, and switch live servers to it."""

@@ -1,6 +1,8 @@
 """`deploy releases CONFIG`: the versions published for a pipeline's models in its local
 repository, each with its release record (deploy.serving.releases) and whether a server
-reading the repository serves it."""
+reading the repository serves it: the checkpoint, the comparison with the version it
+replaced (ratios are time new / deployed, as the release table says), what it was checked
+on, the reason a refused release was accepted, and whether it was rolled back."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from deploy.screen import plain_table, rich_table
 
 if TYPE_CHECKING:
     from deploy.pipeline.project import Project
+    from deploy.serving.releases import Comparison, Release
 
 COLUMNS = [
     "model",
@@ -20,13 +23,18 @@ COLUMNS = [
     "served",
     "made",
     "checkpoint",
+    "compared",
+    "checked on",
     "accuracy",
     "latency_ms",
     "throughput",
     "selected for",
+    "accepted",
+    "rolled back",
     "build",
     "note",
 ]
+CHECKPOINT_CHARS = 16
 
 
 def release_rows(project: Project) -> list[dict[str, Any]]:
@@ -39,9 +47,44 @@ def release_rows(project: Project) -> list[dict[str, Any]]:
         model_dir = repository / model
         served = releases.served(model_dir) if (model_dir / "config.pbtxt").is_file() else set()
         for release in releases.releases(model_dir):
-            row = {"model": model, **releases.summary(release), "served": release.version in served}
+            row = {"model": model, **summary(release), "served": release.version in served}
             rows.append(row)
     return rows
+
+
+def summary(release: Release) -> dict[str, Any]:
+    """One row of `deploy releases`."""
+    record = release.record
+    if record is None:
+        return {"version": release.version, "note": release.problem or ""}
+    return {
+        "version": release.version,
+        "made": record.made,
+        "checkpoint": record.checkpoint_sha256[:CHECKPOINT_CHARS],
+        "compared": compared(record.comparison),
+        "checked on": record.inputs or (record.comparison.inputs if record.comparison else ""),
+        "accuracy": ", ".join(f"{k} {v:.5f}" for k, v in record.accuracy.items()),
+        "latency_ms": record.latency_ms,
+        "throughput": record.throughput,
+        "selected for": ", ".join(record.selected_for),
+        "accepted": record.accepted_regression or "",
+        "rolled back": record.rolled_back or "",
+        "build": record.build_url or "",
+    }
+
+
+def compared(c: Comparison | None) -> str:
+    """The comparison with the version it replaced: agreement, then time new / deployed."""
+    if c is None:
+        return ""
+    said = [f"vs v{c.against}: cosine {min((a.cosine for a in c.agreement), default=float('nan')):.6f}"]
+    for what, ratio, ci in (
+        ("latency", c.latency_ratio, c.latency_ci),
+        ("per item", c.per_item_ratio, c.per_item_ci),
+    ):
+        if ratio is not None:
+            said.append(f"{what} {ratio:.3f}x" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""))
+    return ", ".join(said)
 
 
 def show(rows: list[dict[str, Any]], console: Console, as_json: bool, where: str) -> None:

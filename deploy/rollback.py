@@ -1,10 +1,12 @@
 """`deploy rollback CONFIG [--to N] [--server URL]`: serve an earlier version of each of
-the pipeline's models — the one before the version served now, or version N — by
+the pipeline's models — the newest good (never rolled back) one before the version served
+now, or any kept version N — by
 pointing its `version_policy` at it (config.pbtxt replaced whole, the model's stamp
 renewed), and keep in the rolled-back version's record that it was rolled back, so a
 release does not bring the same files back without `--accept-regression`. Each live
 server named is told to load the model again and checked to serve the version rolled
-back to (Triton loads it before it unloads the other)."""
+back to (Triton loads it before it unloads the other): the servers the config's stages
+list (`servers`, as release switches them) and those `--server` adds."""
 
 from __future__ import annotations
 
@@ -39,10 +41,10 @@ def plan(project: Project, to: int | None) -> tuple[list[Rollback], list[str]]:
             stays.append(f"{model}: no versions")
             continue
         served = max(releases.served(repository / model) or {found[-1]})
-        target = to if to is not None else max((v for v in found if v < served), default=None)
+        target = to if to is not None else releases.before(repository / model, served)
         if target is None or target not in found:
             stays.append(
-                f"{model}: {'no version before' if to is None else f'no v{to}; has'} {found if to else f'v{served}'}"
+                f"{model}: {f'no v{to}; has {found}' if to else f'no good version before v{served}'}"
             )
         elif target == served:
             stays.append(f"{model}: serves v{served} already")
@@ -51,10 +53,14 @@ def plan(project: Project, to: int | None) -> tuple[list[Rollback], list[str]]:
     return moves, stays
 
 
-def roll_back(project: Project, to: int | None, servers: list[str]) -> list[str]:
-    """Rolls back and tells the servers; returns what it did, one line each."""
+def roll_back(project: Project, to: int | None, extra: list[str]) -> list[str]:
+    """Rolls back and tells the servers (the config's and `extra`); returns what it did,
+    one line each, first what recovering an interrupted release did."""
     from deploy.serving import releases
+    from deploy.serving.release_journal import recover
 
+    recovered = recover(project.config.repository)
+    servers = list(dict.fromkeys([*configured_servers(project), *extra]))
     moves, stays = plan(project, to)
     if not moves:
         raise StageFailed(f"no model of '{project.config.name}' can roll back: {'; '.join(stays)}")
@@ -64,10 +70,22 @@ def roll_back(project: Project, to: int | None, servers: list[str]) -> list[str]
         releases.serve_only(model_dir, move.to)
         releases.mark_rolled_back(model_dir, move.served, f"{when} to v{move.to}")
         releases.stamp(model_dir, project.config.name)
-    said = [f"{m.model}: v{m.served} -> v{m.to}" for m in moves] + [f"{s} (left as it is)" for s in stays]
+    said = recovered + [f"{m.model}: v{m.served} -> v{m.to}" for m in moves]
+    said += [f"{s} (left as it is)" for s in stays]
     said += _mirror(project)
     _switch(servers, moves, repository)
     return said + [f"{url}: switched" for url in servers]
+
+
+def configured_servers(project: Project) -> list[str]:
+    """The live servers the config's stages switch (any stage whose params list `servers`:
+    this command never names a stage)."""
+    found: list[str] = []
+    for node in project.graph.nodes:
+        listed = getattr(node.params, "servers", None)
+        if isinstance(listed, tuple | list):
+            found += [str(url) for url in listed]
+    return found
 
 
 def _mirror(project: Project) -> list[str]:

@@ -123,10 +123,11 @@ def finish_run(
     project, summary = runner.project, runner.summary
     if summary is None:  # the runner writes it before it returns, whatever happened
         return None
+    moved: list[str] = []
     try:  # the files first: after SIGHUP the terminal they would be printed to is gone
-        _write_ci_files(summary, junit, summary_json)
+        moved = _write_ci_files(summary, junit, summary_json)
         failure = None
-    except OSError as exc:  # printed, not raised: it must not hide the run's own outcome
+    except (OSError, DeployError) as exc:  # printed, not raised: it must not hide the run's own outcome
         failure = exc
     closing = (
         f"run {summary.status.value}   summary: {project.run_dir / 'summary.json'}   "
@@ -135,6 +136,8 @@ def finish_run(
     screen = make_screen(runner.results, project.graph.names(), closing)
     with contextlib.suppress(OSError):  # a closed terminal (EIO) or pipe: the files hold it all
         screen.show(console, full_notes=verbose)
+        for line in moved:
+            console.print(Text.assemble(("warning", "bold yellow"), f": {line}"), highlight=False)
         if failure is not None:
             console.print(
                 Text.assemble(("error", "bold red"), f": could not write a --junit / --json file: {failure}")
@@ -159,13 +162,17 @@ def ci_files_for_rejection(
     _write_ci_files(summary, junit, summary_json)
 
 
-def _write_ci_files(summary: RunSummary, junit: Path | None, summary_json: Path | None) -> None:
+def _write_ci_files(summary: RunSummary, junit: Path | None, summary_json: Path | None) -> list[str]:
+    """Writes them; returns a line for each that went to the temp dir for want of room."""
     import json
 
-    from deploy.pipeline.hashing import atomic_write_text
+    from deploy.pipeline.hashing import write_with_room
     from deploy.pipeline.junit import write_xml
 
-    if junit is not None:
-        write_xml(junit, summary)
+    moved = []
+    if junit is not None and (went := write_xml(junit, summary)) != junit:
+        moved.append(f"no room for {junit}: the JUnit file is at {went}")
     if summary_json is not None:
-        atomic_write_text(summary_json, json.dumps(summary.to_json(), indent=1))
+        went = write_with_room(summary_json, json.dumps(summary.to_json(), indent=1))
+        moved += [f"no room for {summary_json}: the summary is at {went}"] if went != summary_json else []
+    return moved

@@ -8,6 +8,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from deploy.pipeline.errors import StageFailed
 from deploy.pipeline.locks import alive
 from deploy.pipeline.project import Project
 from deploy.pipeline.publish import complete
+from deploy.pipeline.store import Store
 from deploy.serving import tritonserver
 from deploy.serving.launch import Served, loadable_models, serve_repository
 from deploy.serving.repository import Model, models, skip_reason
@@ -32,6 +34,14 @@ def server_setting(project: Project) -> tuple[ServerSpec, str]:
     return ServerSpec(), "server (defaults)"
 
 
+@dataclass(frozen=True)
+class Check:
+    """How the published files are checked before the server starts."""
+
+    store: Store | None  # the cache: its stat memo spares rehashing, its objects repair
+    repair: bool = False  # put back from the cache what was altered, instead of refusing
+
+
 def serve(
     name: str,
     spec: ServerSpec,
@@ -39,24 +49,48 @@ def serve(
     say: Say,
     origins: dict[str, str],
     remote: str | None = None,
+    check: Check = Check(None),
 ) -> None:
     """Until Ctrl-C, SIGTERM or SIGHUP; each stops the server, removes the temp dir and
     returns normally (a requested stop is a success). `origins`: where explicit ports
     came from (e.g. {"http_port": "--http-port"}), for the error when one is taken.
     `remote`: the server reads this published copy (`publish_to`, as written) instead."""
+    from deploy.serving.release_journal import recover
+
+    for line in recover(repository):  # a release killed half way: settled before serving
+        say(line)
     if not any(m.startswith(f"{name}_") for m in models(repository)):
         raise StageFailed(f"no models of '{name}' in {repository}; run `deploy run` first")
-    missing = complete(remote or repository, name)
-    if missing:  # a publish that died half way, or files removed since: never served
-        raise StageFailed(
-            f"{remote or repository} does not hold '{name}' whole, so it is not served: "
-            f"{'; '.join(missing[:8])}; run `deploy run` to publish it again"
-        )
+    _verify(name, remote or repository, check, say)
     with tritonserver.stop_requests():
         try:
             _serve_until_stopped(name, spec, repository, say, origins, remote)
         except tritonserver.StopRequested as stop:
             say(f"{stop}; server stopped")
+
+
+def _verify(name: str, where: Path | str, check: Check, say: Say) -> None:
+    """Every published file as published (by digest), or refused naming the files; with
+    `repair`, altered files are put back from the cache first."""
+    from deploy.pipeline.published_check import altered, repair
+
+    missing = complete(where, name)
+    if missing:  # a publish that died half way, or files removed since: never served
+        raise StageFailed(
+            f"{where} does not hold '{name}' whole, so it is not served: "
+            f"{'; '.join(missing[:8])}; run `deploy run` to publish it again"
+        )
+    found = altered(where, name, check.store if isinstance(where, Path) else None)
+    if found and check.repair and check.store is not None:
+        for line in repair(where, found, check.store):
+            say(line)
+    elif found:
+        raise StageFailed(
+            f"{where} does not hold what was published, so it is not served: "
+            f"{'; '.join(a.text() for a in found[:8])}; `deploy serve --repair` puts the files back from the cache"
+        )
+    if check.store is not None:
+        check.store.memo.save()
 
 
 def _serve_until_stopped(

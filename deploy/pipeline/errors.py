@@ -61,6 +61,31 @@ class EnvError(DeployError):
     exit_code = ExitCode.ENVIRONMENT
 
 
+FULL = frozenset({28, 122})  # ENOSPC, EDQUOT: the disk (or the user's quota) is full
+
+
+class DiskFull(EnvError, OSError):
+    """A write found no room: names the path; the run's files go where there is room. Still
+    an OSError, so code that tolerates a failed write (a memo, a footprint) still does."""
+
+    def __init__(self, path: object) -> None:
+        self.path = path
+        super().__init__(f"no space left on the device for {path}: free space there, then rerun")
+        self.errno = 28
+
+
+def disk_full(exc: BaseException) -> DiskFull | None:
+    """`exc` (or what caused it) as a DiskFull, when it is one; else None."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, DiskFull):
+            return seen
+        if isinstance(seen, OSError) and seen.errno in FULL:
+            return DiskFull(seen.filename2 or seen.filename or "a file")  # a copy's target is filename2
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 class RegressionRefused(DeployError):
     """The release gate refused: nothing was published (`--accept-regression REASON` overrides)."""
 

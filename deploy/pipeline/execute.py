@@ -22,6 +22,7 @@ from deploy.pipeline.errors import (
     ExitCode,
     StageFailed,
     StageSkipped,
+    disk_full,
     plain,
     root_cause,
 )
@@ -86,6 +87,11 @@ def execute(job: Job, spec: StageSpec, sink: Sink | None = None) -> Outcome:
             outcome.status, outcome.message, outcome.exit_code = Status.FAILED, _message(exc), exc.exit_code
         except Exception as exc:
             _reraise_interrupt(exc)
+            full = disk_full(exc)
+            if full is not None:  # the machine's, not the stage's: exit 4, naming the path
+                logger.error("%s\n%s", full, traceback.format_exc())
+                outcome.status, outcome.message, outcome.exit_code = Status.FAILED, str(full), full.exit_code
+                return outcome
             logger.error("unexpected error\n%s", traceback.format_exc())
             outcome.status, outcome.message = Status.FAILED, f"{root_cause(exc)} (traceback in the log)"
         except SystemExit as exc:  # the user's model code called sys.exit(): not ours to exit with

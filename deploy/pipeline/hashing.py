@@ -83,13 +83,46 @@ class StatMemo:
 
     def save(self) -> None:
         if self._dirty:
-            atomic_write_text(self.path, json.dumps(self._entries))
+            try:
+                atomic_write_text(self.path, json.dumps(self._entries))
+            except OSError:  # a full disk included: the memo only spares rehashing
+                return
             self._dirty = False
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temp file beside `path`, then rename: readers see old or new, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write to a temp file beside `path`, then rename: readers see old or new, never half.
+    A write that fails leaves no temp file; one that finds no room is a DiskFull naming `path`."""
+    from deploy.pipeline.errors import disk_full
+
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        full = disk_full(exc)
+        if full is not None:
+            raise type(full)(path) from exc
+        raise
+
+
+def write_with_room(path: Path, text: str) -> Path:
+    """`path` atomically; where its disk is full, a file of the same name in the system's
+    temp dir instead (a run's summary and CI files must exist somewhere). Returns where it
+    went; raises the first DiskFull when neither had room."""
+    import tempfile
+
+    from deploy.pipeline.errors import DiskFull
+
+    try:
+        atomic_write_text(path, text)
+        return path
+    except DiskFull as full:
+        elsewhere = Path(tempfile.gettempdir()) / f"deploy-{os.getpid()}-{path.name}"
+        try:
+            atomic_write_text(elsewhere, text)
+        except DiskFull:
+            raise full from None
+        return elsewhere

@@ -30,8 +30,9 @@ LOG_TAIL_LINES = 60
 NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def write_xml(path: Path, summary: RunSummary) -> None:
-    from deploy.pipeline.hashing import atomic_write_text
+def write_xml(path: Path, summary: RunSummary) -> Path:
+    """Returns where it was written: `path`, or the temp dir when `path`'s disk is full."""
+    from deploy.pipeline.hashing import write_with_room
 
     suite = ET.Element("testsuite", name=f"deploy.{summary.pipeline}")
     if summary.finished:
@@ -40,7 +41,7 @@ def write_xml(path: Path, summary: RunSummary) -> None:
     suite.extend(cases)
     _count(suite, cases, summary.wall_s)
     ET.indent(suite)
-    atomic_write_text(path, ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n")
+    return write_with_room(path, ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n")
 
 
 def _case(pipeline: str, stage: StageSummary) -> ET.Element:

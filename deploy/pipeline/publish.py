@@ -171,14 +171,12 @@ def _altered(store: Store, model_dir: Path, stamp: Stamp) -> list[str] | None:
     if _read_stamp_here(model_dir / STAMP) != stamp:
         return []
     changed = [
-        rel
-        for rel, (digest, size) in stamp.files.items()
-        if not _intact(store, model_dir / rel, digest, size)
+        rel for rel, (digest, size) in stamp.files.items() if not intact(store, model_dir / rel, digest, size)
     ]
     return changed or None
 
 
-def _intact(store: Store, path: Path, digest: str, size: int) -> bool:
+def intact(store: Store, path: Path, digest: str, size: int) -> bool:
     try:
         if path.stat().st_size != size:
             return False

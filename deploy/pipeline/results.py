@@ -63,7 +63,7 @@ class StageResult:
     def summary(self, store: Store) -> StageSummary:
         """Its row in the run summary."""
         outputs = {
-            n: OutputSummary(o.kind.value, o.digest, o.size, str(store.path_of(o)))
+            n: OutputSummary(o.kind.value, o.digest, o.size, _where(store, o))
             for n, o in self.outputs.items()
         }
         return StageSummary(
@@ -189,3 +189,12 @@ class RunSummary:
 
     def failed(self) -> list[StageSummary]:
         return [s for s in self.stages if s.status is Status.FAILED]
+
+
+def _where(store: Store, output: Output) -> str:
+    """Where the output is read; a tree that cannot be laid out (a full disk) says so: the
+    summary is written regardless."""
+    try:
+        return str(store.path_of(output))
+    except OSError as exc:
+        return f"(not laid out: {exc})"

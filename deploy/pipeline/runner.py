@@ -7,6 +7,8 @@ written. Anything else (failure, Ctrl-C, crash) leaves the cache as it was.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -19,9 +21,10 @@ from pathlib import Path
 from typing import Protocol
 
 from deploy.pipeline import history, locks, provenance, stopping
-from deploy.pipeline.errors import DeployError, ExitCode, SelectionError, StageError
+from deploy.pipeline.errors import DeployError, DiskFull, ExitCode, SelectionError, StageError, disk_full
 from deploy.pipeline.execute import Job, execute
 from deploy.pipeline.graph import Node
+from deploy.pipeline.hashing import write_with_room
 from deploy.pipeline.isolation import Limits, run_isolated
 from deploy.pipeline.keys import KeyParts
 from deploy.pipeline.plan import Action, make_plan, source_outputs, stage_parts, why
@@ -284,6 +287,11 @@ class Runner:
                 self._store_outputs(node, key, parts, workdir, result)
             elif result.status is Status.SKIPPED:
                 self._remember_skip(node, key, parts, result)
+        except (OSError, DiskFull) as exc:  # the cache's disk is full: this stage failed, the run reports
+            full = disk_full(exc)
+            if full is None:
+                raise
+            result.status, result.message, result.exit_code = Status.FAILED, str(full), full.exit_code
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         result.duration_s = time.perf_counter() - start
@@ -326,6 +334,11 @@ class Runner:
             outcome = execute(job, node.spec, self.reporter.progress)
         result.status, result.message, result.exit_code = outcome.status, outcome.message, outcome.exit_code
         result.metrics.update(outcome.metrics)
+        full = _full(self.store.root, workdir) if result.status is Status.FAILED else None
+        if (
+            full is not None and result.exit_code is not ExitCode.ENVIRONMENT
+        ):  # e.g. a native abort on a write
+            result.message, result.exit_code = f"{DiskFull(full)} ({result.message})", ExitCode.ENVIRONMENT
 
     def _store_outputs(
         self, node: Node, key: str, parts: KeyParts, workdir: Path, result: StageResult
@@ -372,7 +385,13 @@ class Runner:
             provenance=provenance.collect(self.project.path),
         )
         self.summary = summary
-        history.record(self.project.run_dir, summary, self._images(results), self.reporter.warn)
+        try:
+            history.record(self.project.run_dir, summary, self._images(results), self.reporter.warn)
+        except DiskFull as full:  # the summary still goes somewhere (the temp dir), and says where
+            where = write_with_room(
+                self.project.run_dir / "summary.json", json.dumps(summary.to_json(), indent=1)
+            )
+            self.reporter.warn(f"{full}; the run's summary is at {where}")
 
     def _images(self, results: list[StageResult]) -> dict[str, list[Path]]:
         """stage -> its .png artifacts in the store, for the run report."""
@@ -382,6 +401,19 @@ class Runner:
             pngs = [a.name for a in spec.outputs if a.relpath.endswith(".png") and a.name in result.outputs]
             found[result.name] = [self.store.path_of(result.outputs[n]) for n in pngs]
         return found
+
+
+NO_ROOM = 1 << 20  # bytes free under which a failed write is the disk's fault, not the stage's
+
+
+def _full(*paths: Path) -> Path | None:
+    """The first of `paths` whose file system is (all but) full."""
+    for path in paths:
+        with contextlib.suppress(OSError):
+            found = os.statvfs(path)
+            if found.f_bavail * found.f_frsize < NO_ROOM:
+                return path
+    return None
 
 
 def _failed(results: list[StageResult]) -> StageResult | None:

@@ -206,19 +206,11 @@ class Store:
 
     def _lay_out_tree(self, digest: str, dest: Path) -> None:
         tmp = Path(tempfile.mkdtemp(dir=self.work_root(), prefix=locks.tmp_prefix("tree")))
-        for rel, meta in self.tree_manifest(digest).items():
-            target = tmp / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            # A copy, not a hard link: ONNX and ONNX Runtime refuse an external weights
-            # file with more than one link (their guard against hardlink attacks). Made
-            # once per tree digest; warm runs find the tree laid out already.
-            shutil.copyfile(self.object_path(meta.digest), target)
-            os.chmod(target, 0o444)
-            if digest_file(target) != meta.digest:  # the object was not what its name says
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise EnvError(
-                    f"cache object {meta.digest[:12]} ({rel}) does not match its digest: run `deploy cache verify`"
-                )
+        try:
+            self._copy_tree(digest, tmp)
+        except BaseException:  # a full disk, a bad object, a signal: nothing half laid out stays
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.replace(tmp, dest)
@@ -228,6 +220,20 @@ class Store:
                 raise
         for rel, meta in self.tree_manifest(digest).items():  # as laid out and checked
             self.memo.remember(dest / rel, meta.digest)
+
+    def _copy_tree(self, digest: str, tmp: Path) -> None:
+        for rel, meta in self.tree_manifest(digest).items():
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            # A copy, not a hard link: ONNX and ONNX Runtime refuse an external weights
+            # file with more than one link (their guard against hardlink attacks). Made
+            # once per tree digest; warm runs find the tree laid out already.
+            shutil.copyfile(self.object_path(meta.digest), target)
+            os.chmod(target, 0o444)
+            if digest_file(target) != meta.digest:  # the object was not what its name says
+                raise EnvError(
+                    f"cache object {meta.digest[:12]} ({rel}) does not match its digest: run `deploy cache verify`"
+                )
 
     # -- verification ----------------------------------------------------------------
     def problem(self, output: Output, deep: bool = False) -> str | None:

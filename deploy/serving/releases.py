@@ -6,8 +6,9 @@ its version and goes when the version is pruned.
 
 Placing a version is one rename of a complete, verified directory staged beside it (same
 file system): a server polling the repository sees the version whole or not at all, and a
-failure leaves the repository as it was. Pruning keeps the newest `keep` versions and
-never removes one a server is told to serve.
+failure leaves the repository as it was. A version is good until it is rolled back (its
+record says so). Pruning keeps the newest `keep` good versions, the served one and the
+newest good one before it (what a plain rollback returns to).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from deploy.pipeline.errors import EnvError
 from deploy.pipeline.hashing import atomic_write_text, digest_file
 
 RECORD_FILE = "deploy-release.json"
-RECORD_SCHEMA = 1
+RECORD_SCHEMA = 2  # 2: per-item time ratio (new / deployed), one direction for every ratio
 STAGING_PREFIX = ".staging-release-"
 BYTECODE = "__pycache__"
 
@@ -51,10 +52,12 @@ class Comparison:
     against: int  # the version compared with
     inputs: str  # what it was measured on, e.g. "golden (8) + held-out (64), real data"
     agreement: list[Agreement]
-    latency_ratio: float | None = None  # new / old median latency, alternating in one server
-    throughput_ratio: float | None = None  # new / old
+    # Every ratio is time, new / deployed: above 1 is slower (the record, the table and the
+    # report say the same number).
+    latency_ratio: float | None = None  # median time per request, alternating in one process
+    per_item_ratio: float | None = None  # time per item at the largest batch
     latency_ci: list[float] | None = None  # latency_ratio's 95 % confidence interval [low, high]
-    throughput_ci: list[float] | None = None  # throughput_ratio's
+    per_item_ci: list[float] | None = None  # per_item_ratio's
     rounds: int = 0  # interleaved timing rounds behind the ratios (the more the machine's noise needed)
 
 
@@ -67,7 +70,10 @@ class ReleaseRecord:
     made: str  # UTC, ISO
     model_config_sha256: str = ""  # the model's config.pbtxt when released (also compared)
     config_sha256: str = ""
-    checkpoint_sha256: str = ""  # the model source's identity (checkpoint, factory, kwargs)
+    checkpoint_sha256: str = (
+        ""  # the model's identity: its source (files, factory, kwargs) and golden answers
+    )
+    inputs: str = ""  # what the release was checked on (golden given or random, held-out data)
     accuracy: dict[str, float] = field(default_factory=dict)  # e.g. {"cosine to FP32": 0.9998}
     latency_ms: float | None = None
     throughput: float | None = None
@@ -84,18 +90,32 @@ class ReleaseRecord:
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True)
 
+    @property
+    def good(self) -> bool:
+        """Not rolled back: what a rollback may return to and pruning keeps."""
+        return self.rolled_back is None
+
     @classmethod
     def from_json(cls, text: str) -> ReleaseRecord:
         data = json.loads(text)
-        if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
-            raise StaleRelease(
-                f"release record schema {data.get('schema') if isinstance(data, dict) else None!r}"
-            )
+        schema = data.get("schema") if isinstance(data, dict) else None
+        if schema not in (1, RECORD_SCHEMA):
+            raise StaleRelease(f"release record schema {schema!r}")
         comparison = data.get("comparison")
         if comparison is not None:
             agreement = [Agreement(**a) for a in comparison["agreement"]]
-            data["comparison"] = Comparison(**{**comparison, "agreement": agreement})
-        return cls(**data)
+            data["comparison"] = Comparison(**{**_per_item(comparison), "agreement": agreement})
+        return cls(**{**data, "schema": RECORD_SCHEMA})
+
+
+def _per_item(comparison: dict[str, Any]) -> dict[str, Any]:
+    """Schema 1 kept throughput new / old: its inverse is the time per item, and so are
+    its interval's ends, swapped."""
+    ratio, ci = comparison.pop("throughput_ratio", None), comparison.pop("throughput_ci", None)
+    if ratio:
+        comparison["per_item_ratio"] = round(1 / ratio, 4)
+        comparison["per_item_ci"] = [round(1 / ci[1], 4), round(1 / ci[0], 4)] if ci else None
+    return comparison
 
 
 @dataclass(frozen=True)
@@ -241,14 +261,26 @@ def place(model_dir: Path, source: Path, record: ReleaseRecord) -> Path:
     return target
 
 
+def good(model_dir: Path) -> list[int]:
+    """The versions not rolled back, oldest first (one without a readable record counts:
+    nothing says it was rolled back)."""
+    return [r.version for r in releases(model_dir) if r.record is None or r.record.good]
+
+
+def before(model_dir: Path, version: int) -> int | None:
+    """The newest good version older than `version`: where a plain rollback goes."""
+    return max((v for v in good(model_dir) if v < version), default=None)
+
+
 def prune(model_dir: Path, keep: int, served: set[int] | None = None) -> list[int]:
-    """Removes all but the newest `keep` versions, never one in `served`; returns those
-    removed. Each goes by a rename out of the numeric namespace first, so a server never
-    sees a half-deleted version."""
+    """Removes every version but the newest `keep` good ones, those in `served` and the
+    newest good one before the newest served; returns those removed. Each goes by a rename
+    out of the numeric namespace first, so a server never sees a half-deleted version."""
+    found, kept_good = versions(model_dir), good(model_dir)
+    kept = set(served or ()) | set(kept_good[-keep:])
+    fallback = before(model_dir, max(served or found[-1:] or [0]))
     removed = []
-    for version in versions(model_dir)[:-keep] if keep > 0 else []:
-        if served and version in served:
-            continue
+    for version in (v for v in found if v not in kept and v != fallback):
         aside = model_dir / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
         os.rename(model_dir / str(version), aside)
         shutil.rmtree(aside, ignore_errors=True)
@@ -281,21 +313,3 @@ def sweep(model_dir: Path) -> None:
     if model_dir.is_dir():
         for leftover in model_dir.glob(f"{STAGING_PREFIX}*"):
             shutil.rmtree(leftover, ignore_errors=True)
-
-
-def summary(release: Release) -> dict[str, Any]:
-    """One row of `deploy releases`."""
-    record = release.record
-    if record is None:
-        return {"version": release.version, "note": release.problem or ""}
-    return {
-        "version": release.version,
-        "made": record.made,
-        "checkpoint": record.checkpoint_sha256[:12],
-        "accuracy": ", ".join(f"{k} {v:.5f}" for k, v in record.accuracy.items()),
-        "latency_ms": record.latency_ms,
-        "throughput": record.throughput,
-        "selected for": ", ".join(record.selected_for),
-        "build": record.build_url or "",
-        "note": f"accepted regression: {record.accepted_regression}" if record.accepted_regression else "",
-    }

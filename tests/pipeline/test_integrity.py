@@ -157,6 +157,38 @@ def test_an_incomplete_repository_is_named_and_not_served(tmp_path: Path) -> Non
     assert complete(dest, "m") == ["no .deploy-m.json: the last publish of 'm' never finished"]
 
 
+def _alter_in_place(path: Path) -> None:
+    """A same-size change with the mtime kept: what a size check (or mtime) cannot see."""
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_an_altered_published_file_is_found_by_digest_and_repaired_from_the_cache(tmp_path: Path) -> None:
+    from deploy.pipeline.published_check import altered, repair
+
+    store = Store(tmp_path / "cache")
+    dest = tmp_path / "repo"
+    publish(store, tree(store, tmp_path / "w1", FILES), dest, "m")
+    target = dest / "a_model" / "1" / "model.onnx"
+    published = target.read_bytes()
+    _alter_in_place(target)
+    assert complete(dest, "m") == []  # sizes agree
+    for memo in (store, Store(tmp_path / "cache"), None):  # the stat memo, a fresh one, none: all see it
+        (found,) = altered(dest, "m", memo)
+        assert (found.model, found.rel) == ("a_model", "1/model.onnx")
+    assert repair(dest, [found], store) == [
+        f"repaired a_model/1/model.onnx from the cache ({found.digest[:12]})"
+    ]
+    assert target.read_bytes() == published and altered(dest, "m", store) == []
+    _alter_in_place(target)
+    store.object_path(found.digest).unlink()  # the cache was collected since
+    with pytest.raises(EnvError, match="cache no longer holds"):
+        repair(dest, altered(dest, "m", None), store)
+
+
 @pytest.mark.triton
 def test_deploy_serve_refuses_a_repository_missing_a_file(tmp_path: Path, write_config) -> None:
     path = write_config()
@@ -170,6 +202,25 @@ def test_deploy_serve_refuses_a_repository_missing_a_file(tmp_path: Path, write_
         in console
     )
     assert "HTTP" not in served.stdout  # no server was started
+
+
+def test_deploy_serve_refuses_an_altered_file_and_repair_puts_it_back(tmp_path: Path, write_config) -> None:
+    from deploy.serve import Check, _verify
+
+    path = write_config()
+    assert run_cli("run", str(path), "--to", "triton_config", cwd=tmp_path).returncode == 0
+    target = tmp_path / "model_repository" / "tiny_python" / "1" / "model.onnx"
+    published = target.read_bytes()
+    _alter_in_place(target)
+    served = run_cli("serve", str(path), cwd=tmp_path)
+    console = " ".join((served.stdout + served.stderr).split())
+    assert served.returncode == 1 and "tiny_python/1/model.onnx: not the file published" in console, console
+    assert "--repair" in console and "HTTP" not in served.stdout  # no server was started
+    said: list[str] = []
+    store = Store(load_project(path).cache_dir)
+    _verify("tiny", tmp_path / "model_repository", Check(store, repair=True), said.append)
+    assert said == [f"repaired tiny_python/1/model.onnx from the cache ({said[0].split('(')[1][:12]})"]
+    assert target.read_bytes() == published
 
 
 def test_concurrent_runs_of_one_config_build_each_stage_once(tmp_path: Path, write_config) -> None:

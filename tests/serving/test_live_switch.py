@@ -1,7 +1,7 @@
 """A release reaches a live server with no failed request: `deploy serve` serves the
 repository (explicit model control), a client sends continuously, `deploy run` releases
 a retrained checkpoint, telling the server (stages.release.servers), then `deploy
-rollback --server` goes back. Every request is answered: the old version's answers, then
+rollback` goes back, telling the same servers. Every request is answered: the old version's answers, then
 the new one's, then the old one's again."""
 
 from __future__ import annotations
@@ -250,7 +250,7 @@ def _release_and_roll_back(
         assert released.returncode == 0, released.stdout + released.stderr
         time.sleep(1.0)
         switched = len(client.answers)
-        rolled = run_cli("rollback", str(config), "--server", f"http://{url}", env=env)
+        rolled = run_cli("rollback", str(config), env=env)  # the config's servers are switched
         assert rolled.returncode == 0, rolled.stdout + rolled.stderr
         time.sleep(1.0)
     finally:

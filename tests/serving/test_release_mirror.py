@@ -13,8 +13,8 @@ import pytest
 from deploy.pipeline.errors import EnvError
 from deploy.pipeline.publish import complete, destination, write_manifest_here
 from deploy.serving import releases
+from deploy.serving.release_journal import releasing
 from deploy.serving.release_mirror import mirror
-from deploy.stages.release import versions
 from tests.helpers import S3Server
 
 CONFIG = 'name: "tiny_python"\nbackend: "python"\nmax_batch_size: 16\n'
@@ -42,7 +42,9 @@ def _release(repository: Path, tmp_path: Path, version: int, weights: bytes, kee
     record = releases.ReleaseRecord(
         "tiny", "tiny_python", version, files, f"2026-11-26T0{version}:00:00+00:00"
     )
-    versions.release(repository / "tiny_python", candidate / "1", record, keep)
+    assert (
+        releasing(repository, "tiny", keep, [(repository / "tiny_python", candidate / "1", record)], []) == []
+    )
     return repository / "tiny_python"
 
 
@@ -70,9 +72,11 @@ def test_the_bucket_follows_releases_prunes_and_rollbacks(tmp_path: Path, s3: S3
     assert mirror(repository, "s3://models/repo", "tiny", ["tiny_python"]) == []  # in sync: nothing written
     assert {k: o["LastModified"] for k, o in _listing(s3).items()} == stamps
 
-    _release(repository, tmp_path, 2, b"weights-2", keep=1)  # v1 pruned
-    releases.serve_only(model, 2)
-    releases.mark_rolled_back(model, 2, "2026-11-26T03:00:00+00:00 to v2")  # a record that changed
+    _release(repository, tmp_path, 2, b"weights-2", keep=1)  # v1 kept: the good one before the served
+    _release(repository, tmp_path, 3, b"weights-3", keep=1)  # v1 pruned, v2 kept
+    assert releases.versions(model) == [2, 3]
+    releases.serve_only(model, 3)
+    releases.mark_rolled_back(model, 3, "2026-11-26T03:00:00+00:00 to v2")  # a record that changed
     releases.stamp(model, "tiny")
     mirror(repository, "s3://models/repo", "tiny", ["tiny_python"])
     remote = _remote_files(s3)

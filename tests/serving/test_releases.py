@@ -128,3 +128,42 @@ def test_served_follows_the_version_policy(tmp_path: Path, policy: str, expected
         (model / str(version)).mkdir(parents=True)
     (model / "config.pbtxt").write_text(f'name: "tiny_onnx"\nbackend: "onnxruntime"\n{policy}\n')
     assert releases.served(model) == expected
+
+
+def _history(tmp_path: Path, rolled_back: set[int], count: int = 5) -> Path:
+    model = tmp_path / "tiny_onnx"
+    for version in range(1, count + 1):
+        source = _version_source(tmp_path, f"w{version}".encode())
+        note = f"2026-11-26T03:00:00+00:00 to v{version - 1}" if version in rolled_back else None
+        releases.place(model, source, _record(source, version, rolled_back=note))
+    return model
+
+
+def test_a_rollback_goes_to_the_newest_version_never_rolled_back(tmp_path: Path) -> None:
+    model = _history(tmp_path, rolled_back={2, 3})  # v2 and v3: the same retrain, rolled back twice
+    assert releases.good(model) == [1, 4, 5]
+    assert releases.before(model, 4) == 1 and releases.before(model, 5) == 4
+    assert releases.before(model, 1) is None
+
+
+def test_pruning_keeps_good_versions_and_the_one_to_roll_back_to(tmp_path: Path) -> None:
+    """The issue's history: v1 good, v2..v4 the same retrain rolled back, v5 released."""
+    model = _history(tmp_path, rolled_back={2, 3, 4})
+    assert releases.prune(model, keep=3, served={5}) == [2, 3, 4]  # keep counts good versions
+    assert releases.versions(model) == [1, 5]
+
+
+def test_pruning_never_removes_the_served_version_or_the_good_one_before_it(tmp_path: Path) -> None:
+    model = _history(tmp_path, rolled_back=set(), count=6)
+    assert releases.prune(model, keep=1, served={3}) == [1, 4, 5]
+    assert releases.versions(model) == [2, 3, 6]  # 3 served, 2 before it, 6 the newest good
+
+
+def test_a_schema_1_record_reads_with_one_direction_for_every_ratio(tmp_path: Path) -> None:
+    source = _version_source(tmp_path, b"w1")
+    data = json.loads(_record(source, 1).to_json())
+    comparison = {"against": 1, "inputs": "golden", "agreement": [], "latency_ratio": 1.1}
+    data |= {"schema": 1, "comparison": comparison | {"throughput_ratio": 0.8, "throughput_ci": [0.5, 1.0]}}
+    record = ReleaseRecord.from_json(json.dumps(data))
+    assert record.comparison is not None and record.comparison.per_item_ratio == 1.25  # time: 1 / 0.8
+    assert record.comparison.per_item_ci == [1.0, 2.0]

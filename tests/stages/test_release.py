@@ -96,7 +96,7 @@ def test_first_release_then_unchanged_then_a_changed_checkpoint_is_gated(
     assert _versions(tmp_path) == [1] and _versions(tmp_path, "tiny_python") == [1]
     record = releases.releases(tmp_path / "model_repository" / "tiny_onnx")[0].record
     assert record is not None and record.version == 1 and record.comparison is None
-    assert record.checkpoint_sha256 == releases.file_digests(checkpoints[8].parent)["tiny_digits.pt"]
+    assert len(record.checkpoint_sha256) == 64 and record.inputs.startswith("golden min / opt / max")
 
     again = run_cli("run", str(config), "--force", "release")
     assert again.returncode == 0 and "unchanged: tiny_onnx v1" in again.stdout
@@ -117,6 +117,11 @@ def test_first_release_then_unchanged_then_a_changed_checkpoint_is_gated(
     assert _versions(tmp_path) == [1, 2]
     newest = releases.releases(tmp_path / "model_repository" / "tiny_onnx")[-1].record
     assert newest is not None and newest.accepted_regression == "retrained for 30 epochs"
+    assert newest.checkpoint_sha256 != record.checkpoint_sha256  # another checkpoint, another identity
+    listed = json.loads(run_cli("releases", str(config), "--json").stdout)
+    row = next(r for r in listed if r["model"] == "tiny_onnx" and r["version"] == 2)
+    assert row["accepted"] == "retrained for 30 epochs" and row["compared"].startswith("vs v1: cosine")
+    assert "latency" in row["compared"] and "per item" in row["compared"] and row["rolled back"] == ""
     assert newest.comparison is not None and newest.comparison.against == 1
     assert "64 held-out samples: arrays from" in newest.comparison.inputs
     (logits,) = newest.comparison.agreement
@@ -333,3 +338,23 @@ def test_the_report_conclusion_says_how_the_release_compares(tmp_path: Path) -> 
     html = render(RunSummary("p", "p.yaml", RunStatus.OK, stages), {})
     box = html.split("<section id='conclusion'", 1)[1].split("</section>", 1)[0]
     assert "speed vs FP32" in box and "<th>vs the deployed release</th><td>released: m v2</td>" in box
+
+
+def test_a_pipeline_releases_whole_or_says_what_was_held_back() -> None:
+    """One model refused: the one compared by its files only is held back, never "released"."""
+    from deploy.stages.release.output import _whole
+    from deploy.stages.release.release_report import ModelRelease, ReleaseAction
+
+    decided = [
+        ModelRelease("m_onnx", ReleaseAction.REFUSED, None, 1, problems=["logits: cosine 0.9 to v1 < 0.999"]),
+        ModelRelease("m_torchscript", ReleaseAction.RELEASED, 2, 1, note="compared by its files only"),
+        ModelRelease("m_python", ReleaseAction.UNCHANGED, 1),
+    ]
+    held = _whole(decided)
+    assert [(m.action, m.version) for m in held] == [
+        (ReleaseAction.REFUSED, None),
+        (ReleaseAction.HELD, None),
+        (ReleaseAction.UNCHANGED, 1),
+    ]
+    assert "not published" in held[1].note
+    assert _whole(decided[1:]) == decided[1:]  # nothing refused: as decided

@@ -1,5 +1,5 @@
 """A model's candidate and deployed versions on the same inputs, in one process: output
-agreement per output, and latency / throughput side by side, interleaved round by round
+agreement per output, and time per request and per item side by side (new / deployed), interleaved round by round
 until each ratio's confidence interval is narrow enough to decide on
 (runtimes.interleaved)."""
 
@@ -42,16 +42,16 @@ def compare(
     agreement = agree([before.infer(c) for c in cases], [after.infer(c) for c in cases], outputs)
     single, batch = cases[0], max(cases, key=_batch)
     latency = measure(lambda: before.infer(single), lambda: after.infer(single), budget)
-    throughput = measure(lambda: before.infer(batch), lambda: after.infer(batch), budget).inverse()
+    per_item = measure(lambda: before.infer(batch), lambda: after.infer(batch), budget)
     return Comparison(
         against,
         inputs,
         agreement,
         round(latency.ratio, 4),
-        round(throughput.ratio, 4),
+        round(per_item.ratio, 4),
         [round(latency.low, 4), round(latency.high, 4)],
-        [round(throughput.low, 4), round(throughput.high, 4)],
-        max(latency.rounds, throughput.rounds),
+        [round(per_item.low, 4), round(per_item.high, 4)],
+        max(latency.rounds, per_item.rounds),
     )
 
 

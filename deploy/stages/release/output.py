@@ -34,6 +34,7 @@ COLUMNS = [
 def finish(
     ctx: StageContext, params: ReleaseParams, decided: list[ModelRelease], tree: Path, base: ReleaseRecord
 ) -> None:
+    decided = _whole(decided)
     report = ReleaseReport(decided, params.gate.model_dump(mode="json"), params.accept_regression)
     ctx.output("release").write_text(report.to_json())
     ctx.report_table(
@@ -54,49 +55,62 @@ def finish(
             f"release {said}. The machine's noise left the speed undecided: rerun on a quieter machine, "
             "raise stages.release.max_rounds / max_s, or publish anyway with --accept-regression REASON"
         )
-    _publish(ctx, params, decided, tree, base)
+    problems = _publish(ctx, params, decided, tree, base)
     _mirror(ctx, decided)
     ctx.headline(headline(decided))
     ctx.conclusion_fact(FACT, headline(decided))
-    _switch(params, decided)
-
-
-def _switch(params: ReleaseParams, decided: list[ModelRelease]) -> None:
-    """Every server told, every model it serves checked at the version now released;
-    a server that did not switch fails the stage (what was published stays published)."""
-    from deploy.serving.switch import switch_all
-
-    released = {m.model: m.version for m in decided if m.version is not None}
-    problems = switch_all(params.servers, released)
     if problems:
         raise StageFailed(f"published, but not every server switched: {'; '.join(problems)}")
 
 
+def _whole(decided: list[ModelRelease]) -> list[ModelRelease]:
+    """A pipeline releases whole or not at all: where one model is refused or undecided,
+    the others that would have been placed are held back (and say so, never "released")."""
+    stopped = {ReleaseAction.REFUSED, ReleaseAction.INCONCLUSIVE}
+    if not any(m.action in stopped for m in decided):
+        return decided
+    placing = {ReleaseAction.FIRST, ReleaseAction.RELEASED}
+    note = "not published: another model of the pipeline was not released (a pipeline releases whole)"
+    return [
+        replace(m, action=ReleaseAction.HELD, version=None, note=note) if m.action in placing else m
+        for m in decided
+    ]
+
+
 def _publish(
     ctx: StageContext, params: ReleaseParams, decided: list[ModelRelease], tree: Path, base: ReleaseRecord
-) -> None:
+) -> list[str]:
+    """Every new version in one transaction (serving.release_journal); unchanged models
+    settled. Returns the live servers that did not switch."""
     from deploy.pipeline.publish import write_manifest_here
+    from deploy.serving.release_journal import releasing
     from deploy.stages.release import versions
 
-    repository = ctx.config.repository
+    repository, placed = ctx.config.repository, []
     for model in decided:
         if model.action in (ReleaseAction.FIRST, ReleaseAction.RELEASED) and model.version is not None:
-            candidate = tree / model.model / "1"
-            record = replace(
-                base,
-                model=model.model,
-                version=model.version,
-                files=releases.file_digests(candidate),
-                model_config_sha256=digest_file(tree / model.model / "config.pbtxt"),
-                comparison=model.comparison,
-                **verified(ctx, model.model),
+            placed.append(
+                (repository / model.model, tree / model.model / "1", _record(ctx, model, tree, base))
             )
-            versions.release(repository / model.model, candidate, record, params.keep)
-        elif model.action is ReleaseAction.UNCHANGED:  # finishes a release killed after its rename
+        elif model.action is ReleaseAction.UNCHANGED:
             versions.settle(
                 repository / model.model, tree / model.model / "config.pbtxt", params.keep, base.pipeline
             )
+    problems = releasing(repository, base.pipeline, params.keep, placed, params.servers)
     write_manifest_here(repository, ctx.config.name, [m.model for m in decided])
+    return problems
+
+
+def _record(ctx: StageContext, model: ModelRelease, tree: Path, base: ReleaseRecord) -> ReleaseRecord:
+    return replace(
+        base,
+        model=model.model,
+        version=model.version or 0,
+        files=releases.file_digests(tree / model.model / "1"),
+        model_config_sha256=digest_file(tree / model.model / "config.pbtxt"),
+        comparison=model.comparison,
+        **verified(ctx, model.model),
+    )
 
 
 def _mirror(ctx: StageContext, decided: list[ModelRelease]) -> None:
@@ -204,18 +218,13 @@ def _row(m: ModelRelease) -> list[object]:
         cosine,
         f"{min(top1):.4f}" if top1 else "",
         _ratio(c.latency_ratio, c.latency_ci) if c and c.latency_ratio else "",
-        _ratio(1 / c.throughput_ratio, _per_item(c.throughput_ci)) if c and c.throughput_ratio else "",
+        _ratio(c.per_item_ratio, c.per_item_ci) if c and c.per_item_ratio else "",
         "; ".join(m.problems) or m.note,
     ]
 
 
 def _ratio(value: float, ci: list[float] | None) -> str:
     return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
-
-
-def _per_item(throughput_ci: list[float] | None) -> list[float] | None:
-    """Time per item is throughput's inverse: so are its interval's ends, swapped."""
-    return [1 / throughput_ci[1], 1 / throughput_ci[0]] if throughput_ci else None
 
 
 def _note(params: ReleaseParams) -> str:

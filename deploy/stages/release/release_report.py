@@ -9,7 +9,7 @@ from typing import Any
 
 from deploy.serving.releases import Agreement, Comparison
 
-SCHEMA = 1
+SCHEMA = 2  # 2: ratios are time new / deployed (per_item_ratio); the held action
 
 
 class ReleaseAction(str, Enum):
@@ -18,13 +18,14 @@ class ReleaseAction(str, Enum):
     UNCHANGED = "unchanged"  # the deployed version holds the same files: no new version
     REFUSED = "refused"  # the gate refused it: nothing published
     INCONCLUSIVE = "inconclusive"  # a speed ratio's interval straddles the gate: nothing published
+    HELD = "held back"  # passed, but another model of the pipeline did not: nothing published
 
 
 @dataclass(frozen=True)
 class ModelRelease:
     model: str
     action: ReleaseAction
-    version: int | None  # the version placed, or the unchanged one; None when refused
+    version: int | None  # the version placed, or the unchanged one; None when nothing was placed
     against: int | None = None  # the deployed version compared with
     comparison: Comparison | None = None
     problems: list[str] = field(default_factory=list)  # why the gate refused it

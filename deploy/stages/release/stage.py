@@ -34,14 +34,30 @@ if TYPE_CHECKING:
 
 def run(ctx: StageContext, params: ReleaseParams) -> None:
     from deploy.gates import references
+    from deploy.serving.release_journal import recover
     from deploy.stages.release import output
 
+    for line in recover(ctx.config.repository):  # a release killed half way: before anything else
+        ctx.log.warning(line)
+        ctx.record("recovered", line)
     golden = references.load(ctx.input("golden"))
     cases = [golden[label].inputs for label in LABELS] + _held_out(ctx, params)
     tree, repository = ctx.input("repository"), ctx.config.repository
     measured: dict[tuple[str, str], Comparison] = {}  # the onnx and python formats serve one file
     decided = [_decide(ctx, params, tree / m, repository / m, cases, measured) for m in _models(tree)]
-    output.finish(ctx, params, decided, tree, _base(ctx, params))
+    output.finish(ctx, params, decided, tree, _base(ctx, params, _answers(golden)))
+
+
+def _answers(golden: Mapping[Any, Any]) -> str:
+    """The model's answers on the golden inputs, digested: what tells two checkpoints apart
+    whatever form the weights came in (a file, a factory's download, a module's code)."""
+    import hashlib
+
+    found = hashlib.sha256()
+    for label in LABELS:
+        for name, value in sorted(golden[label].outputs.items()):
+            found.update(name.encode() + value.tobytes())
+    return found.hexdigest()
 
 
 def _held_out(ctx: StageContext, params: ReleaseParams) -> list[dict[str, Any]]:
@@ -173,14 +189,15 @@ def _slowdowns(comparison: Comparison) -> list[tuple[str, Interval]]:
     if comparison.latency_ratio is not None:
         low, high = comparison.latency_ci or [comparison.latency_ratio] * 2
         found.append(("latency", Interval(comparison.latency_ratio, low, high, comparison.rounds, True)))
-    if comparison.throughput_ratio:
-        low, high = comparison.throughput_ci or [comparison.throughput_ratio] * 2
-        per_item = Interval(comparison.throughput_ratio, low, high, comparison.rounds, True).inverse()
-        found.append(("time per item", per_item))
+    if comparison.per_item_ratio is not None:
+        low, high = comparison.per_item_ci or [comparison.per_item_ratio] * 2
+        found.append(
+            ("time per item", Interval(comparison.per_item_ratio, low, high, comparison.rounds, True))
+        )
     return found
 
 
-def _base(ctx: StageContext, params: ReleaseParams) -> ReleaseRecord:
+def _base(ctx: StageContext, params: ReleaseParams, answers: str) -> ReleaseRecord:
     """The fields every model's record of this release shares (model, version and files
     are filled in per model)."""
     from deploy.serving.releases import ReleaseRecord
@@ -193,7 +210,8 @@ def _base(ctx: StageContext, params: ReleaseParams) -> ReleaseRecord:
         {},
         datetime.now(UTC).isoformat(timespec="seconds"),
         config_sha256=digest_json(config.model_dump(mode="json")),
-        checkpoint_sha256=_source_digest(config),
+        checkpoint_sha256=digest_json({"source": _source_digest(config), "answers": answers}),
+        inputs=_inputs_said(ctx, params),
         build_url=os.environ.get("BUILD_URL"),
         report=_report_link(config),
         accepted_regression=params.accept_regression,

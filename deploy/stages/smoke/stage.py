@@ -147,14 +147,16 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
 
 def _refuse_incomplete(remote: str | None, name: str) -> None:
     """The published copy (`publish_to` as written, not Triton's form of it) is what the
-    server reads: it must hold the pipeline whole (the cache's own tree is, by its digests)."""
+    server reads: it must hold the pipeline whole, every file by its digest (the cache's own
+    tree is verified by its digests)."""
     if remote is None:
         return
     from deploy.pipeline.publish import complete
+    from deploy.pipeline.published_check import altered
 
-    missing = complete(remote, name)
+    missing = complete(remote, name) or [a.text() for a in altered(remote, name, None)]
     if missing:
-        raise StageFailed(f"{remote} does not hold '{name}' whole: {'; '.join(missing[:8])}")
+        raise StageFailed(f"{remote} does not hold '{name}' as published: {'; '.join(missing[:8])}")
 
 
 def _service() -> Any:

@@ -1,0 +1,202 @@
+"""A pipeline's release as one transaction: every model switches to the new checkpoint,
+or none does.
+
+The journal (`.deploy-release-<pipeline>.json` at the repository's root) is written
+before the first model is touched, and names each model's new version, the candidate's
+config and the config it had. Then:
+
+  1. pin: each model's config serves only the version it serves now, so a server polling
+     the repository does not load a new version as it appears (explicit model control
+     loads nothing until asked);
+  2. place: every new version dir, each one rename of a verified, staged copy;
+  3. the journal turns to `switching`: from here the release is completed, never undone;
+  4. switch: each model's config becomes the candidate's (Triton's default policy: the
+     newest version), one atomic replace after another;
+  5. settle: prune and stamp each model dir; tell the live servers to load;
+  6. the journal is removed.
+
+After a kill anywhere, `recover()` (run first by every command that touches the
+repository) reverts a journal still `placing` (new versions removed, the configs as they
+were) and completes one `switching`. A poll-mode server sees a mix only between two
+config replaces of step 4 (plus its poll interval); an explicit-mode server only while
+it is told to load model after model (step 5).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from deploy.pipeline.hashing import atomic_write_text
+from deploy.serving import releases
+from deploy.serving.releases import ReleaseRecord
+
+SCHEMA = 1
+CONFIG_FILE = "config.pbtxt"
+FAULT_ENV = "DEPLOY_FAULT"  # a fault-injection point's name: the process kills itself there (tests)
+
+
+class Step(StrEnum):
+    PLACING = "placing"  # reverted after a kill
+    SWITCHING = "switching"  # completed after a kill
+
+
+@dataclass(frozen=True)
+class Entry:
+    model: str
+    version: int
+    source: str  # the verified candidate version dir (in the cache)
+    config: str  # the candidate's config.pbtxt
+    before: str | None  # the config the model dir had (None: a first release)
+    record: str  # the release record (JSON), written into the version
+
+
+@dataclass(frozen=True)
+class Journal:
+    pipeline: str
+    keep: int
+    entries: list[Entry]
+    servers: list[str] = field(default_factory=list)
+    step: Step = Step.PLACING
+    schema: int = SCHEMA
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> Journal:
+        data = json.loads(text)
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"release journal schema {data.get('schema')!r}, expected {SCHEMA}")
+        entries = [Entry(**e) for e in data.pop("entries")]
+        return cls(**{**data, "entries": entries, "step": Step(data["step"])})
+
+
+def path(repository: Path, pipeline: str) -> Path:
+    return repository / f".deploy-release-{pipeline}.json"
+
+
+def fault(point: str) -> None:
+    """A fault-injection point: with DEPLOY_FAULT=<point> the process dies here by SIGKILL."""
+    if os.environ.get(FAULT_ENV) == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def entry(model_dir: Path, candidate: Path, record: ReleaseRecord) -> Entry:
+    config = model_dir / CONFIG_FILE
+    before = config.read_text() if config.is_file() else None
+    text = (candidate.parent / CONFIG_FILE).read_text()
+    return Entry(model_dir.name, record.version, str(candidate), text, before, record.to_json())
+
+
+def commit(repository: Path, journal: Journal) -> list[str]:
+    """Places and switches every entry's version, or (killed) leaves a journal that
+    `recover` reverts or completes. Returns the live servers that did not switch."""
+    for e in journal.entries:
+        releases.sweep(repository / e.model)
+    atomic_write_text(path(repository, journal.pipeline), journal.to_json())
+    fault("journal")
+    for e in journal.entries:
+        _pin(repository / e.model)
+    fault("pinned")
+    for e in journal.entries:
+        record = ReleaseRecord.from_json(e.record)
+        releases.place(repository / e.model, Path(e.source), record)
+        fault(f"placed:{e.model}")
+    switching = Journal(journal.pipeline, journal.keep, journal.entries, journal.servers, Step.SWITCHING)
+    atomic_write_text(path(repository, journal.pipeline), switching.to_json())
+    fault("switching")
+    return _complete(repository, switching)
+
+
+def _pin(model_dir: Path) -> None:
+    served = releases.served(model_dir) if (model_dir / CONFIG_FILE).is_file() else set()
+    if served:
+        releases.serve_only(model_dir, max(served))
+
+
+def _complete(repository: Path, journal: Journal) -> list[str]:
+    from deploy.serving.switch import switch_all
+
+    for e in journal.entries:
+        atomic_write_text(repository / e.model / CONFIG_FILE, e.config)
+        fault(f"switched:{e.model}")
+    for e in journal.entries:
+        releases.sweep(repository / e.model)
+        releases.prune(repository / e.model, journal.keep, releases.served(repository / e.model))
+        releases.stamp(repository / e.model, journal.pipeline)
+    fault("settled")
+    problems = switch_all(journal.servers, {e.model: e.version for e in journal.entries})
+    path(repository, journal.pipeline).unlink()
+    return problems
+
+
+def _revert(repository: Path, journal: Journal) -> None:
+    for e in journal.entries:
+        model_dir = repository / e.model
+        placed = model_dir / str(e.version)
+        if placed.is_dir() and releases.file_digests(placed) == ReleaseRecord.from_json(e.record).files:
+            _remove(placed)
+        releases.sweep(model_dir)
+        if e.before is None:
+            if model_dir.is_dir() and not releases.versions(model_dir):
+                _remove(model_dir)
+            continue
+        atomic_write_text(model_dir / CONFIG_FILE, e.before)
+        releases.stamp(model_dir, journal.pipeline)
+    path(repository, journal.pipeline).unlink()
+
+
+def _remove(target: Path) -> None:
+    """Out of the namespace a server reads by one rename, then deleted."""
+    aside = target.parent / f"{releases.STAGING_PREFIX}{uuid.uuid4().hex}"
+    os.rename(target, aside)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def recover(repository: Path) -> list[str]:
+    """Reverts or completes every release journal left in `repository` by a killed
+    release; returns what it did, one line each ([] when there was none)."""
+    said = []
+    for found in sorted(repository.glob(".deploy-release-*.json")) if repository.is_dir() else []:
+        said.append(_recover(repository, found))
+    return said
+
+
+def _recover(repository: Path, found: Path) -> str:
+    from deploy.pipeline.errors import EnvError
+
+    try:
+        journal = Journal.from_json(found.read_text())
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise EnvError(
+            f"{found}: an interrupted release's journal that cannot be read ({exc}); "
+            "look at the repository, then remove the journal"
+        ) from exc
+    versions = ", ".join(f"{e.model} v{e.version}" for e in journal.entries)
+    if journal.step is Step.PLACING:
+        _revert(repository, journal)
+        return f"reverted the interrupted release of '{journal.pipeline}' ({versions}): it serves what it did"
+    problems = _complete(repository, journal)
+    told = f"; servers that did not switch: {'; '.join(problems)}" if problems else ""
+    return f"completed the interrupted release of '{journal.pipeline}' ({versions}){told}"
+
+
+def releasing(
+    repository: Path,
+    pipeline: str,
+    keep: int,
+    placed: Sequence[tuple[Path, Path, ReleaseRecord]],
+    servers: Sequence[str],
+) -> list[str]:
+    """Releases `placed` (model dir, candidate version dir, record) as one transaction;
+    returns the live servers that did not switch."""
+    entries = [entry(model_dir, candidate, record) for model_dir, candidate, record in placed]
+    return commit(repository, Journal(pipeline, keep, entries, list(servers))) if entries else []
