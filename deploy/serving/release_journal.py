@@ -12,7 +12,8 @@ config and the config it had. Then:
   3. the journal turns to `switching`: from here the release is completed, never undone;
   4. switch: each model's config becomes the candidate's (Triton's default policy: the
      newest version), one atomic replace after another;
-  5. settle: prune and stamp each model dir; tell the live servers to load;
+  5. settle: prune and stamp each model dir; mirror to `publish_to`; tell the live
+     servers to load;
   6. the journal is removed.
 
 After a kill anywhere, `recover()` (run first by every command that touches the
@@ -30,7 +31,7 @@ import shutil
 import signal
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -64,6 +65,7 @@ class Journal:
     keep: int
     entries: list[Entry]
     servers: list[str] = field(default_factory=list)
+    remote: str | None = None  # publish_to: mirrored before any server is told (it may read the copy)
     step: Step = Step.PLACING
     schema: int = SCHEMA
 
@@ -110,7 +112,7 @@ def commit(repository: Path, journal: Journal) -> list[str]:
         record = ReleaseRecord.from_json(e.record)
         releases.place(repository / e.model, Path(e.source), record)
         fault(f"placed:{e.model}")
-    switching = Journal(journal.pipeline, journal.keep, journal.entries, journal.servers, Step.SWITCHING)
+    switching = replace(journal, step=Step.SWITCHING)
     atomic_write_text(path(repository, journal.pipeline), switching.to_json())
     fault("switching")
     return _complete(repository, switching)
@@ -133,9 +135,20 @@ def _complete(repository: Path, journal: Journal) -> list[str]:
         releases.prune(repository / e.model, journal.keep, releases.served(repository / e.model))
         releases.stamp(repository / e.model, journal.pipeline)
     fault("settled")
+    if journal.remote:
+        _mirror(repository, journal)
     problems = switch_all(journal.servers, {e.model: e.version for e in journal.entries})
     path(repository, journal.pipeline).unlink()
     return problems
+
+
+def _mirror(repository: Path, journal: Journal) -> None:
+    """The remote copy follows, every model of the pipeline (its manifest lists them all)."""
+    from deploy.pipeline.publish import published_models
+    from deploy.serving.release_mirror import mirror
+
+    models = published_models(repository, journal.pipeline) or [e.model for e in journal.entries]
+    mirror(repository, journal.remote or "", journal.pipeline, models)
 
 
 def _revert(repository: Path, journal: Journal) -> None:
@@ -195,8 +208,10 @@ def releasing(
     keep: int,
     placed: Sequence[tuple[Path, Path, ReleaseRecord]],
     servers: Sequence[str],
+    remote: str | None = None,
 ) -> list[str]:
-    """Releases `placed` (model dir, candidate version dir, record) as one transaction;
-    returns the live servers that did not switch."""
+    """Releases `placed` (model dir, candidate version dir, record) as one transaction,
+    mirrored to `remote` before the `servers` are told; returns the servers that did not
+    switch."""
     entries = [entry(model_dir, candidate, record) for model_dir, candidate, record in placed]
-    return commit(repository, Journal(pipeline, keep, entries, list(servers))) if entries else []
+    return commit(repository, Journal(pipeline, keep, entries, list(servers), remote)) if entries else []

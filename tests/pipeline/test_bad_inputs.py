@@ -116,6 +116,16 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)  # values may hold {tmp}
     prepare: tuple[str, ...] = ()  # a good run first (e.g. `--to triton_config`): its cache is the baseline
     bug: str | None = None  # a known product bug: the case is a strict xfail until it is fixed
+    damage: Callable[[Path], Any] | None = None  # done to the work dir after `prepare`
+
+
+def _alter_published(tmp: Path) -> None:
+    """A same-size change to a published model file, its mtime kept."""
+    path = tmp / "model_repository" / "tiny_python" / "1" / "model.onnx"
+    stat, data = path.stat(), bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
 def _set(path: str, value: Any) -> Callable[[dict[str, Any], Path], None]:
@@ -488,6 +498,14 @@ CASES = [
         "is not a regular file",
         lambda d, t: (os.mkfifo(t / "model.py"), d["model"].update(file=str(t / "model.py"))),
         args=("validate", "{config}"),
+    ),
+    Case(
+        "serve-published-file-altered",
+        STAGE,
+        "tiny_python/1/model.onnx: not the file published",
+        prepare=("--to", "triton_config"),
+        damage=_alter_published,
+        args=("serve", "{config}"),
     ),
     Case("checkpoint-suffix", CONFIG, "checkpoint must be one of", _checkpoint(b"x", ".bin")),
     Case("checkpoint-corrupt", STAGE, "model.checkpoint: cannot read", _checkpoint(b"not a pickle at all")),
@@ -1110,6 +1128,8 @@ def test_bad_input(case: Case, tmp_path: Path) -> None:
     config = write_case(case, tmp_path)
     if case.prepare:
         assert run_cli("run", str(config), *case.prepare, cwd=tmp_path).returncode == 0
+    if case.damage is not None:
+        case.damage(tmp_path)
     before = cache_listing(tmp_path)
     args = [a.format(config=config, tmp=tmp_path) for a in case.args]
     proc = run_cli(*args, cwd=tmp_path, env={k: v.format(tmp=tmp_path) for k, v in case.env.items()})

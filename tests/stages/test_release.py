@@ -266,6 +266,8 @@ def test_a_release_killed_as_its_version_appears_is_finished_by_the_next_run(
 
     again = run_cli("run", str(config), *accept)
     assert again.returncode == 0, again.stdout + again.stderr
+    said = " ".join(again.stdout.split())
+    assert "ed the interrupted release of 'tiny'" in said, said  # reverted or completed, and said first
     repository = tmp_path / "model_repository"
     assert _versions(tmp_path) == [1, 2] and _versions(tmp_path, "tiny_python") == [1, 2]
     assert complete(repository, "tiny") == []

@@ -32,8 +32,14 @@ COLUMNS = [
 
 
 def finish(
-    ctx: StageContext, params: ReleaseParams, decided: list[ModelRelease], tree: Path, base: ReleaseRecord
+    ctx: StageContext,
+    params: ReleaseParams,
+    decided: list[ModelRelease],
+    tree: Path,
+    base: ReleaseRecord,
+    recovered: list[str] = [],  # noqa: B006 (never mutated)
 ) -> None:
+    """`recovered`: what finishing an interrupted release did first (the headline says it)."""
     decided = _whole(decided)
     report = ReleaseReport(decided, params.gate.model_dump(mode="json"), params.accept_regression)
     ctx.output("release").write_text(report.to_json())
@@ -56,8 +62,7 @@ def finish(
             "raise stages.release.max_rounds / max_s, or publish anyway with --accept-regression REASON"
         )
     problems = _publish(ctx, params, decided, tree, base)
-    _mirror(ctx, decided)
-    ctx.headline(headline(decided))
+    ctx.headline("; ".join([*recovered, headline(decided)]))
     ctx.conclusion_fact(FACT, headline(decided))
     if problems:
         raise StageFailed(f"published, but not every server switched: {'; '.join(problems)}")
@@ -83,7 +88,9 @@ def _publish(
     """Every new version in one transaction (serving.release_journal); unchanged models
     settled. Returns the live servers that did not switch."""
     from deploy.pipeline.publish import write_manifest_here
+    from deploy.serving.publishing import publishing
     from deploy.serving.release_journal import releasing
+    from deploy.serving.release_mirror import mirror
     from deploy.stages.release import versions
 
     repository, placed = ctx.config.repository, []
@@ -96,8 +103,12 @@ def _publish(
             versions.settle(
                 repository / model.model, tree / model.model / "config.pbtxt", params.keep, base.pipeline
             )
-    problems = releasing(repository, base.pipeline, params.keep, placed, params.servers)
     write_manifest_here(repository, ctx.config.name, [m.model for m in decided])
+    remote = publishing(ctx.config).remote
+    problems = releasing(repository, base.pipeline, params.keep, placed, params.servers, remote)
+    if remote:  # mirrored by the transaction when it placed versions; unchanged models too
+        changed = mirror(repository, remote, ctx.config.name, [m.model for m in decided])
+        ctx.record("published_to", {"remote": remote, "changed": changed})
     return problems
 
 
@@ -111,18 +122,6 @@ def _record(ctx: StageContext, model: ModelRelease, tree: Path, base: ReleaseRec
         comparison=model.comparison,
         **verified(ctx, model.model),
     )
-
-
-def _mirror(ctx: StageContext, decided: list[ModelRelease]) -> None:
-    """With `publish_to`, the remote repository follows the local one: every model, the
-    unchanged ones too (so a release killed half way through the upload is finished)."""
-    from deploy.serving.publishing import publishing
-    from deploy.serving.release_mirror import mirror
-
-    remote = publishing(ctx.config).remote
-    if remote:
-        changed = mirror(ctx.config.repository, remote, ctx.config.name, [m.model for m in decided])
-        ctx.record("published_to", {"remote": remote, "changed": changed})
 
 
 def verified(ctx: StageContext, model: str) -> dict[str, Any]:

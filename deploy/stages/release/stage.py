@@ -37,15 +37,17 @@ def run(ctx: StageContext, params: ReleaseParams) -> None:
     from deploy.serving.release_journal import recover
     from deploy.stages.release import output
 
-    for line in recover(ctx.config.repository):  # a release killed half way: before anything else
+    recovered = recover(ctx.config.repository)  # a release killed half way: before anything else
+    for line in recovered:
         ctx.log.warning(line)
-        ctx.record("recovered", line)
+    if recovered:
+        ctx.record("recovered", recovered)
     golden = references.load(ctx.input("golden"))
     cases = [golden[label].inputs for label in LABELS] + _held_out(ctx, params)
     tree, repository = ctx.input("repository"), ctx.config.repository
     measured: dict[tuple[str, str], Comparison] = {}  # the onnx and python formats serve one file
     decided = [_decide(ctx, params, tree / m, repository / m, cases, measured) for m in _models(tree)]
-    output.finish(ctx, params, decided, tree, _base(ctx, params, _answers(golden)))
+    output.finish(ctx, params, decided, tree, _base(ctx, params, _answers(golden)), recovered)
 
 
 def _answers(golden: Mapping[Any, Any]) -> str:
