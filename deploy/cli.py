@@ -310,10 +310,10 @@ def serve(
                 "ports 8000-8002 are taken: serving on free ones; give `deploy infer` the --url printed below"
             )
     from deploy.pipeline.store import Store
-    from deploy.serve import Check
+    from deploy.serve import PublishedCheck
 
     remote = _published(project, config) if published else None
-    check = Check(Store(project.cache_dir), repair)
+    check = PublishedCheck(Store(project.cache_dir), repair)
     serve_repository(
         project.config.name,
         spec.model_copy(update=ports),

@@ -35,7 +35,7 @@ def server_setting(project: Project) -> tuple[ServerSpec, str]:
 
 
 @dataclass(frozen=True)
-class Check:
+class PublishedCheck:
     """How the published files are checked before the server starts."""
 
     store: Store | None  # the cache: its stat memo spares rehashing, its objects repair
@@ -49,7 +49,7 @@ def serve(
     say: Say,
     origins: dict[str, str],
     remote: str | None = None,
-    check: Check = Check(None),
+    check: PublishedCheck = PublishedCheck(None),
 ) -> None:
     """Until Ctrl-C, SIGTERM or SIGHUP; each stops the server, removes the temp dir and
     returns normally (a requested stop is a success). `origins`: where explicit ports
@@ -69,7 +69,7 @@ def serve(
             say(f"{stop}; server stopped")
 
 
-def _verify(name: str, where: Path | str, check: Check, say: Say) -> None:
+def _verify(name: str, where: Path | str, check: PublishedCheck, say: Say) -> None:
     """Every published file as published (by digest), or refused naming the files; with
     `repair`, altered files are put back from the cache first."""
     from deploy.pipeline.published_check import altered, repair

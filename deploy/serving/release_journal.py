@@ -50,7 +50,7 @@ class Step(StrEnum):
 
 
 @dataclass(frozen=True)
-class Entry:
+class JournalEntry:
     model: str
     version: int
     source: str  # the verified candidate version dir (in the cache)
@@ -63,7 +63,7 @@ class Entry:
 class Journal:
     pipeline: str
     keep: int
-    entries: list[Entry]
+    entries: list[JournalEntry]
     servers: list[str] = field(default_factory=list)
     remote: str | None = None  # publish_to: mirrored before any server is told (it may read the copy)
     step: Step = Step.PLACING
@@ -77,7 +77,7 @@ class Journal:
         data = json.loads(text)
         if data.get("schema") != SCHEMA:
             raise ValueError(f"release journal schema {data.get('schema')!r}, expected {SCHEMA}")
-        entries = [Entry(**e) for e in data.pop("entries")]
+        entries = [JournalEntry(**e) for e in data.pop("entries")]
         return cls(**{**data, "entries": entries, "step": Step(data["step"])})
 
 
@@ -91,11 +91,11 @@ def fault(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def entry(model_dir: Path, candidate: Path, record: ReleaseRecord) -> Entry:
+def entry(model_dir: Path, candidate: Path, record: ReleaseRecord) -> JournalEntry:
     config = model_dir / CONFIG_FILE
     before = config.read_text() if config.is_file() else None
     text = (candidate.parent / CONFIG_FILE).read_text()
-    return Entry(model_dir.name, record.version, str(candidate), text, before, record.to_json())
+    return JournalEntry(model_dir.name, record.version, str(candidate), text, before, record.to_json())
 
 
 def commit(repository: Path, journal: Journal) -> list[str]:

@@ -205,7 +205,7 @@ def test_deploy_serve_refuses_a_repository_missing_a_file(tmp_path: Path, write_
 
 
 def test_deploy_serve_refuses_an_altered_file_and_repair_puts_it_back(tmp_path: Path, write_config) -> None:
-    from deploy.serve import Check, _verify
+    from deploy.serve import PublishedCheck, _verify
 
     path = write_config()
     assert run_cli("run", str(path), "--to", "triton_config", cwd=tmp_path).returncode == 0
@@ -218,7 +218,7 @@ def test_deploy_serve_refuses_an_altered_file_and_repair_puts_it_back(tmp_path: 
     assert "--repair" in console and "HTTP" not in served.stdout  # no server was started
     said: list[str] = []
     store = Store(load_project(path).cache_dir)
-    _verify("tiny", tmp_path / "model_repository", Check(store, repair=True), said.append)
+    _verify("tiny", tmp_path / "model_repository", PublishedCheck(store, repair=True), said.append)
     assert said == [f"repaired tiny_python/1/model.onnx from the cache ({said[0].split('(')[1][:12]})"]
     assert target.read_bytes() == published
 
