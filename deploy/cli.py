@@ -441,6 +441,7 @@ def doctor(
     import json
     from dataclasses import asdict
 
+    from rich.markup import escape
     from rich.table import Table
 
     from deploy.doctor import checks
@@ -453,7 +454,7 @@ def doctor(
     for column in ("check", "ok", "detail", "to fix"):
         table.add_column(column)
     for c in results:
-        table.add_row(c.name, "[green]yes[/]" if c.ok else "[yellow]no[/]", c.detail, c.fix)
+        table.add_row(c.name, "[green]yes[/]" if c.ok else "[yellow]no[/]", escape(c.detail), escape(c.fix))
     _console().print(table)
 
 
@@ -510,6 +511,15 @@ def _invoke(verbose: bool) -> int:
             err.print(traceback.format_exc(), markup=False, highlight=False)
         err.print(Text.assemble(("error", "bold red"), f" ({type(exc).__name__}): {exc}"), highlight=False)
         return exc.exit_code
+    except ModuleNotFoundError as exc:  # an extra not installed (a stage's are caught in its process)
+        from deploy.pipeline.extras import install_hint
+
+        if verbose:
+            err.print(traceback.format_exc(), markup=False, highlight=False)
+        name = exc.name or str(exc)
+        missing = MissingDependency(f"the package '{name.split('.')[0]}'", install_hint(name))
+        err.print(Text.assemble(("error", "bold red"), f" (MissingDependency): {missing}"), highlight=False)
+        return missing.exit_code
     except Exception as exc:
         full = disk_full(exc)  # the machine's, not a bug: exit 4, naming the path
         if full is not None:

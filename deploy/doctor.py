@@ -19,7 +19,6 @@ PACKAGES = {
     "nvidia-pytriton": "smoke's default tritonserver",
     "pillow": "quantize from image folders",
 }
-INSTALL = "scripts/setup.sh (or pip install -e '.[all]')"
 
 
 @dataclass(frozen=True)
@@ -36,10 +35,12 @@ def checks() -> list[Check]:
 
 
 def _package(name: str, used: str) -> Check:
+    from deploy.pipeline.extras import DISTRIBUTION_OF, install_hint
+
     version = dist_version(name)
-    return Check(
-        name, version is not None, f"{version or 'missing'} (for {used})", "" if version else INSTALL
-    )
+    module = {d: m for m, d in DISTRIBUTION_OF.items()}.get(name, name)
+    fix = "" if version else install_hint(module)
+    return Check(name, version is not None, f"{version or 'missing'} (for {used})", fix)
 
 
 def _tensorrt() -> Check:
@@ -79,7 +80,9 @@ def _gpu() -> Check:
 
 def _cuda() -> Check:
     if dist_version("torch") is None:
-        return Check("cuda", False, "torch missing", INSTALL)
+        from deploy.pipeline.extras import install_hint
+
+        return Check("cuda", False, "torch missing", install_hint("torch"))
     import torch
 
     available = torch.cuda.is_available()

@@ -20,6 +20,7 @@ from deploy.pipeline.errors import (
     ConfigError,
     DeployError,
     ExitCode,
+    MissingDependency,
     StageFailed,
     StageSkipped,
     disk_full,
@@ -70,9 +71,9 @@ def execute(job: Job, spec: StageSpec, sink: Sink | None = None) -> Outcome:
         ctx.on_progress = Throttled(job.stage, sink) if sink is not None else None
         try:
             spec.run(ctx, job.params)
-            missing = [a.name for a in spec.outputs if not ctx.output(a.name).exists()]
-            if missing:
-                raise StageFailed(f"stage finished without writing output(s): {', '.join(missing)}")
+            unwritten = [a.name for a in spec.outputs if not ctx.output(a.name).exists()]
+            if unwritten:
+                raise StageFailed(f"stage finished without writing output(s): {', '.join(unwritten)}")
         except StageFailed as exc:
             _reraise_interrupt(exc)
             # The cause (e.g. an exporter's pages of advice) goes to the log in full.
@@ -85,6 +86,15 @@ def execute(job: Job, spec: StageSpec, sink: Sink | None = None) -> Outcome:
             _reraise_interrupt(exc)
             logger.error("%s", exc)
             outcome.status, outcome.message, outcome.exit_code = Status.FAILED, _message(exc), exc.exit_code
+        except ModuleNotFoundError as exc:  # an extra not installed: exit 4, how to install it
+            _reraise_interrupt(exc)
+            needed = _missing(exc)
+            logger.error("%s\n%s", needed, traceback.format_exc())
+            outcome.status, outcome.message, outcome.exit_code = (
+                Status.FAILED,
+                str(needed),
+                needed.exit_code,
+            )
         except Exception as exc:
             _reraise_interrupt(exc)
             full = disk_full(exc)
@@ -99,6 +109,15 @@ def execute(job: Job, spec: StageSpec, sink: Sink | None = None) -> Outcome:
             outcome.status = Status.FAILED
             outcome.message = f"code run by the stage called sys.exit({exc.code!r}) (traceback in the log)"
     return outcome
+
+
+def _missing(exc: ModuleNotFoundError) -> MissingDependency:
+    from deploy.pipeline.extras import install_hint
+
+    name = exc.name or str(exc)
+    return MissingDependency(
+        f"the package '{name.split('.')[0]}' (imported by the stage)", install_hint(name)
+    )
 
 
 def _message(exc: DeployError) -> str:
