@@ -114,25 +114,25 @@ def wait_ready(url: str) -> None:
     raise SystemExit("the server never became ready")
 
 
-def identify(repository: Path, x: np.ndarray) -> dict[str, list[tuple[str, np.ndarray]]]:
-    """model -> [(checkpoint identity, its answer)] for every version kept."""
+def identify(repository: Path, x: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
+    """model -> {checkpoint identity: its answer} for every version kept now."""
     import onnxruntime as ort
 
-    found: dict[str, list[tuple[str, np.ndarray]]] = {}
+    found: dict[str, dict[str, np.ndarray]] = {}
     for model in MODELS:
         for release in releases.releases(repository / model):
             assert release.record is not None
             session = ort.InferenceSession(str(repository / model / str(release.version) / "model.onnx"))
             answer = np.asarray(session.run(["logits"], {"image": x})[0])
-            found.setdefault(model, []).append((release.record.checkpoint_sha256[:12], answer))
+            found.setdefault(model, {})[release.record.checkpoint_sha256[:12]] = answer
     return found
 
 
-def which(refs: list[tuple[str, np.ndarray]], answer: np.ndarray) -> str | None:
+def which(refs: dict[str, np.ndarray], answer: np.ndarray) -> str | None:
     """The checkpoint whose answer this is: the nearest reference, within 1 % of its scale
     (FP16 batched by the server rounds differently than alone) and clearly nearer than
     any other checkpoint's."""
-    found = sorted((float(np.max(np.abs(answer - a))), n, float(np.max(np.abs(a)))) for n, a in refs)
+    found = sorted((float(np.max(np.abs(answer - a))), n, float(np.max(np.abs(a)))) for n, a in refs.items())
     distance, name, scale = found[0]
     others = [d for d, n, _ in found if n != name]
     return name if distance <= 0.01 * scale and all(distance < 0.25 * d for d in others) else None
@@ -144,18 +144,21 @@ def tally(
     """Per phase (between marks): requests, failed, unidentified, pairs from a mixed pipeline."""
     rows = []
     for (phase, start), (_, end) in zip(marks, [*marks[1:], ("end", float("inf"))], strict=True):
-        inside = [p for t, p in pairs if start <= t < end]
-        failed = sum(isinstance(a, str) for p in inside for a in p.values())
-        names = [{m: which(refs[m], a) for m, a in p.items() if not isinstance(a, str)} for p in inside]
-        unknown = sum(n is None for p in names for n in p.values())
-        mixed = sum(len(p) == 2 and None not in p.values() and len(set(p.values())) == 2 for p in names)
+        inside = [(t, p) for t, p in pairs if start <= t < end]
+        failed = sum(isinstance(a, str) for _, p in inside for a in p.values())
+        names = [
+            (t, {m: which(refs[m], a) for m, a in p.items() if not isinstance(a, str)}) for t, p in inside
+        ]
+        unknown = sum(n is None for _, p in names for n in p.values())
+        mixed = [t for t, p in names if len(p) == 2 and None not in p.values() and len(set(p.values())) == 2]
         rows.append(
             {
                 "phase": phase,
                 "requests": 2 * len(inside),
                 "failed": failed,
                 "unidentified": unknown,
-                "mixed_pairs": mixed,
+                "mixed_pairs": len(mixed),
+                "mixed_span_s": round(max(mixed) - min(mixed), 3) if mixed else 0.0,
             }
         )
     return rows
@@ -184,6 +187,7 @@ def main() -> None:
     )
     x = np.load(checkpoints[8].parent / "test.npy")[:4].astype(np.float32)
     stop, marks, said = threading.Event(), [], {}
+    refs: dict[str, dict[str, np.ndarray]] = {}
     try:
         wait_ready(url)
         hammers = [Hammer(url, x, stop) for _ in range(args.threads)]
@@ -207,18 +211,20 @@ def main() -> None:
                     listed = cli("releases", str(path))
                     said[phase]["recovery"] = listed.stderr.strip()
             time.sleep(3.0)
+            for model, found in identify(work / "model_repository", x).items():  # before pruning
+                refs.setdefault(model, {}).update(found)
         stop.set()
         for h in hammers:
             h.join(timeout=30)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
-    refs = identify(work / "model_repository", x)
     pairs = sorted(p for h in hammers for p in h.pairs)
     rows = tally(pairs, refs, marks)
     for row in rows:
         row.update(said.get(row["phase"], {}))
     total = {k: sum(r[k] for r in rows) for k in ("requests", "failed", "unidentified", "mixed_pairs")}
+    total["longest_mixed_span_s"] = max(r["mixed_span_s"] for r in rows)
     result = {"threads": args.threads, "phases": rows, "total": total, "machine": f"{os.cpu_count()} cores"}
     args.out.write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1))

@@ -42,8 +42,21 @@ def switch_all(servers: Sequence[str], versions: Mapping[str, int]) -> list[str]
         except OSError as exc:
             problems.append(f"{url}: unreachable ({exc})")
             continue
-        problems += [p for m, v in versions.items() if m in serving and (p := switch(url, m, v))]
+        problems += _together(url, {m: v for m, v in versions.items() if m in serving})
     return problems
+
+
+def _together(url: str, versions: Mapping[str, int]) -> list[str]:
+    """Every model's load asked at once: the pipeline's models become ready about together,
+    so a client sees a mix of checkpoints across them only for the spread of their load
+    times, not for the sum of them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not versions:
+        return []
+    with ThreadPoolExecutor(max_workers=len(versions)) as pool:
+        found = list(pool.map(lambda item: switch(url, *item), versions.items()))
+    return [p for p in found if p]
 
 
 def _request(url: str, path: str, body: bytes | None) -> bytes:
