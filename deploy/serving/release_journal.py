@@ -1,7 +1,7 @@
 """A pipeline's release as one transaction: every model switches to the new checkpoint,
 or none does.
 
-The journal (`.deploy-release-<pipeline>.json` at the repository's root) is written
+The journal (`.deploy-<pipeline>.release-journal` at the repository's root) is written
 before the first model is touched, and names each model's new version, the candidate's
 config and the config it had. Then:
 
@@ -40,6 +40,7 @@ from deploy.serving import releases
 from deploy.serving.releases import ReleaseRecord
 
 SCHEMA = 1
+SUFFIX = ".release-journal"
 CONFIG_FILE = "config.pbtxt"
 FAULT_ENV = "DEPLOY_FAULT"  # a fault-injection point's name: the process kills itself there (tests)
 
@@ -82,7 +83,7 @@ class Journal:
 
 
 def path(repository: Path, pipeline: str) -> Path:
-    return repository / f".deploy-release-{pipeline}.json"
+    return repository / f".deploy-{pipeline}{SUFFIX}"  # beside, never taken for, the manifest (.json)
 
 
 def fault(point: str) -> None:
@@ -178,7 +179,7 @@ def recover(repository: Path) -> list[str]:
     """Reverts or completes every release journal left in `repository` by a killed
     release; returns what it did, one line each ([] when there was none)."""
     said = []
-    for found in sorted(repository.glob(".deploy-release-*.json")) if repository.is_dir() else []:
+    for found in sorted(repository.glob(f".deploy-*{SUFFIX}")) if repository.is_dir() else []:
         said.append(_recover(repository, found))
     return said
 

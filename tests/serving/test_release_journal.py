@@ -62,7 +62,7 @@ def _served_checkpoints(repository: Path) -> set[str]:
 
 def _whole(repository: Path) -> None:
     """No journal, no staging, every stamp listing exactly the files there."""
-    assert not list(repository.glob(".deploy-release-*"))
+    assert not list(repository.glob("*.release-journal"))
     for model in MODELS:
         model_dir = repository / model
         assert not list(model_dir.glob(f"{releases.STAGING_PREFIX}*"))
