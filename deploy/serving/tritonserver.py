@@ -102,12 +102,39 @@ def _pytriton_launch(root: Path, binary: Path, workdir: Path) -> Launch:
     backends = workdir / "backends"
     python = backends / "python"
     python.mkdir(parents=True, exist_ok=True)
-    for source in (*sorted((server / "backends" / "python").glob("*.*")), stub):
+    for source in sorted((server / "backends" / "python").glob("*.*")):
         target = python / source.name
         if not target.exists():
             target.symlink_to(source)
+    _stub_wrapper(python / stub.name, stub, workdir / "stub-views")
     libs = root.parent / "nvidia_pytriton.libs"
     return Launch(binary, backends, _env(libs if libs.is_dir() else None))
+
+
+# The python backend's stub runs Python isolated (environment ignored) and imports the
+# model's model.py from the repository before any code of ours runs, so Python writes its
+# bytecode into the published version dir. The stub is started through this wrapper,
+# which hands it a view of the version dir (a symlink per entry) under the server's work
+# dir instead: the model reads the same files, and __pycache__ lands in the view.
+STUB_WRAPPER = """#!/bin/sh
+model="$1"; shift
+version_dir=$(dirname "$model"); model_dir=$(dirname "$version_dir")
+view="{views}/$$/$(basename "$model_dir")/$(basename "$version_dir")"
+if mkdir -p "$view"; then
+    for entry in "$version_dir"/* "$version_dir"/.[!.]*; do
+        [ -e "$entry" ] && [ "$(basename "$entry")" != __pycache__ ] && ln -s "$entry" "$view/"
+    done
+    model="$view/$(basename "$model")"
+fi
+exec "{stub}" "$model" "$@"
+"""
+
+
+def _stub_wrapper(target: Path, stub: Path, views: Path) -> None:
+    if target.is_symlink() or target.exists():
+        target.unlink()
+    target.write_text(STUB_WRAPPER.format(views=views, stub=stub))
+    target.chmod(0o755)
 
 
 def _env(libs: Path | None) -> dict[str, str]:

@@ -263,8 +263,10 @@ def _release_and_roll_back(
 
 
 def _check(client: Client, switched: int, model_dir: Path) -> None:
-    """No failed request; every answer one version's; v1 then v2, then v2 then v1."""
+    """No failed request; every answer one version's; v1 then v2, then v2 then v1; and the
+    server wrote nothing into the published repository (the python backend's bytecode)."""
     assert releases.versions(model_dir) == [1, 2]
+    assert not list(model_dir.rglob("__pycache__"))
     x = client.x
     old, new = _reference(model_dir / "1" / "model.onnx", x), _reference(model_dir / "2" / "model.onnx", x)
     assert not np.allclose(old, new, atol=1e-3)  # the retrained model answers differently
