@@ -131,9 +131,14 @@ exec "{stub}" "$model" "$@"
 
 
 def _stub_wrapper(target: Path, stub: Path, views: Path) -> None:
+    """The wrapper at `target`; it execs the wheel's stub through a link beside it (the
+    stub's process is named from the work dir, as when the link itself was the stub)."""
+    linked = target.with_name(f"{target.name}.wheel")
+    if not linked.is_symlink():
+        linked.symlink_to(stub)
     if target.is_symlink() or target.exists():
         target.unlink()
-    target.write_text(STUB_WRAPPER.format(views=views, stub=stub))
+    target.write_text(STUB_WRAPPER.format(views=views, stub=linked))
     target.chmod(0o755)
 
 

@@ -33,7 +33,9 @@ def test_the_wheels_server_gets_a_python_backend_in_the_work_dir(tmp_path: Path)
     shipped_stub = (
         root / "tritonserver" / "python_backend_stubs" / f"{sys.version_info.major}.{sys.version_info.minor}"
     )
-    assert os.access(stub, os.X_OK) and f'exec "{shipped_stub / stub.name}"' in stub.read_text()
+    linked = stub.with_name(f"{stub.name}.wheel")
+    assert os.access(stub, os.X_OK) and f'exec "{linked}"' in stub.read_text()
+    assert linked.resolve() == (shipped_stub / stub.name).resolve()
     # The backend library and its utils module, linked from the wheel (not copied into it).
     shipped = root / "tritonserver" / "backends" / "python"
     for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
