@@ -39,7 +39,8 @@ def test_releases_lists_every_version_with_its_record(
         r for r in json.loads(run_cli("releases", str(config), "--json").stdout) if r["model"] == "tiny_onnx"
     ]
     assert [(r["version"], r["served"]) for r in rows] == [(1, False), (2, True)]
-    assert rows[1]["checkpoint"] == "ab" * 6 and rows[1]["build"] == "https://ci.example/job/tiny/7/"
+    assert rows[1]["checkpoint"] == "ab" * 8 and rows[1]["build"] == "https://ci.example/job/tiny/7/"
+    assert rows[1]["rolled back"] == "" and rows[1]["accepted"] == "" and rows[1]["compared"] == ""
     assert rows[1]["accuracy"] == "cosine to FP32 0.99991"
     plain = run_cli("releases", str(config)).stdout
-    assert "tiny_onnx | 2 | yes | 2026-11-25T21:00:00+00:00 | abababababab" in plain
+    assert "tiny_onnx | 2 | yes | 2026-11-25T21:00:00+00:00 | abababababababab" in plain

@@ -36,7 +36,8 @@ class ReleaseParams(Frozen):
         3,
         ge=1,
         le=1000,
-        description="Versions kept per model: the newest, and any its version_policy serves.",
+        description="Good (never rolled back) versions kept per model, besides the served one and the newest "
+        "good one before it (where a plain rollback goes).",
     )
     gate: ReleaseGate = Field(
         ReleaseGate(), description="What a new version may change against the deployed one."
