@@ -35,12 +35,14 @@ import shutil
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from deploy.pipeline import locks
 from deploy.pipeline.errors import EnvError
 from deploy.pipeline.hashing import atomic_write_text, digest_file
+from deploy.pipeline.once import Once, linkable
 from deploy.pipeline.store import Output, Store
 
 STAMP = ".deploy.json"
@@ -198,9 +200,10 @@ def _stage_and_swap(
     if not models:
         return
     staging = dest.parent / f".{dest.name}.staging-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    once = Once()  # a file two models share (onnx and python serve one model.onnx) is held once
     try:
         for model, files in models.items():
-            _stage(where, staging / model, files, store, pipeline)
+            _stage(where, staging / model, files, store, pipeline, once)
         dest.mkdir(parents=True, exist_ok=True)
         for model in models:
             _swap(where, staging / model, dest / model, staging / f"{model}.retired")
@@ -211,14 +214,19 @@ def _stage_and_swap(
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _stage(where: Destination, model_dir: Path, files: Files, store: Store, pipeline: str) -> None:
+def _stage(
+    where: Destination, model_dir: Path, files: Files, store: Store, pipeline: str, once: Once
+) -> None:
     for rel in in_order(files):
-        target = model_dir / rel
-        where.fs.put_file(str(store.object_path(files[rel][0])), str(target))
-        if digest_file(target) != files[rel][0]:  # a cache object corrupted, or the write
+        target, digest = model_dir / rel, files[rel][0]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write = partial(where.fs.put_file, str(store.object_path(digest)), str(target))
+        if once.place(digest, target, write, linkable(rel, files)):
+            continue  # the file already staged and checked, under another name
+        if digest_file(target) != digest:  # a cache object corrupted, or the write
             raise EnvError(
                 f"publishing {model_dir.name}/{rel}: the written file does not match its digest "
-                f"{files[rel][0][:12]} (run `deploy cache verify`; the repository was left as it was)"
+                f"{digest[:12]} (run `deploy cache verify`; the repository was left as it was)"
             )
     where.fs.pipe_file(str(model_dir / STAMP), Stamp(pipeline, files).to_json().encode())
 

@@ -18,6 +18,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from deploy.pipeline.hashing import (
     digest_json,
 )
 from deploy.pipeline.keys import KeyParts
+from deploy.pipeline.once import Once, linkable
 
 SCHEMA = 1
 
@@ -222,13 +224,17 @@ class Store:
             self.memo.remember(dest / rel, meta.digest)
 
     def _copy_tree(self, digest: str, tmp: Path) -> None:
-        for rel, meta in self.tree_manifest(digest).items():
+        manifest = self.tree_manifest(digest)
+        once = Once()  # files the tree holds twice (one model under two formats) laid out once
+        for rel, meta in manifest.items():
             target = tmp / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            # A copy, not a hard link: ONNX and ONNX Runtime refuse an external weights
-            # file with more than one link (their guard against hardlink attacks). Made
-            # once per tree digest; warm runs find the tree laid out already.
-            shutil.copyfile(self.object_path(meta.digest), target)
+            # Copies of the objects, not links to them: ONNX and ONNX Runtime refuse an
+            # external weights file with more than one link (their guard against hardlink
+            # attacks). Made once per tree digest; warm runs find the tree laid out already.
+            write = partial(shutil.copyfile, self.object_path(meta.digest), target)
+            if once.place(meta.digest, target, write, linkable(rel, manifest)):
+                continue
             os.chmod(target, 0o444)
             if digest_file(target) != meta.digest:  # the object was not what its name says
                 raise EnvError(

@@ -219,8 +219,13 @@ def test_deploy_serve_refuses_an_altered_file_and_repair_puts_it_back(tmp_path: 
     said: list[str] = []
     store = Store(load_project(path).cache_dir)
     _verify("tiny", tmp_path / "model_repository", PublishedCheck(store, repair=True), said.append)
-    assert said == [f"repaired tiny_python/1/model.onnx from the cache ({said[0].split('(')[1][:12]})"]
+    # tiny_onnx serves the same model.onnx, held once (a hard link): the edit altered both
+    digest = said[0].split("(")[1][:12]
+    assert said == [
+        f"repaired tiny_{fmt}/1/model.onnx from the cache ({digest})" for fmt in ("onnx", "python")
+    ]
     assert target.read_bytes() == published
+    assert (tmp_path / "model_repository" / "tiny_onnx" / "1" / "model.onnx").read_bytes() == published
 
 
 def test_concurrent_runs_of_one_config_build_each_stage_once(tmp_path: Path, write_config) -> None:
