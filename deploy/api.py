@@ -96,11 +96,11 @@ class Pipeline:
         """The engine's Runner for this selection (the CLI drives it with its console)."""
         from deploy.pipeline.graph import select
         from deploy.pipeline.remote import remote_for
-        from deploy.pipeline.runner import Runner, StageSelection
+        from deploy.pipeline.runner import ALL_STAGES, Runner, StageSelection
         from deploy.pipeline.store import Store
 
         names = select(self.project.graph, list(only), from_, to)
-        unknown = [f for f in force if f != "all" and f not in self.stages]
+        unknown = [f for f in force if f != ALL_STAGES and f not in self.stages]
         if unknown:
             issue = Issue("force", f"unknown stage(s) {unknown} (stages: {', '.join(self.stages)})")
             raise ConfigError("stage selection", [issue])

@@ -8,15 +8,15 @@ from typing import Any
 
 import typer
 
+from deploy.domain.vocabulary import Metric, Runtime
 from deploy.pipeline.errors import ConfigError, Issue
-from deploy.runtimes.catalog import BenchRuntime
 
 # `deploy bench MODEL` times one file, with the runtime its suffix implies.
 RUNTIMES = {
-    ".onnx": BenchRuntime.ONNXRUNTIME,
-    ".pt": BenchRuntime.TORCHSCRIPT,
-    ".ts": BenchRuntime.TORCHSCRIPT,
-    ".xml": BenchRuntime.OPENVINO,  # an OpenVINO IR, model.bin beside it
+    ".onnx": Runtime.ONNXRUNTIME,
+    ".pt": Runtime.TORCHSCRIPT,
+    ".ts": Runtime.TORCHSCRIPT,
+    ".xml": Runtime.OPENVINO,  # an OpenVINO IR, model.bin beside it
 }
 
 
@@ -50,7 +50,7 @@ def bench_file(model: Path, request: BenchRequest) -> None:
         made = _make(chosen, model, request, hint)
     except ConfigError as exc:  # a --shapes problem is a command-line problem
         raise typer.BadParameter("; ".join(i.message for i in exc.issues), param_hint="--shapes") from None
-    count = request.streams or int(made.settings.get("requests", 1) if hint == "throughput" else 1)
+    count = request.streams or int(made.settings.get("requests", 1) if hint == Metric.THROUGHPUT else 1)
     typer.echo(
         f"[I] Model: {model} ({chosen}), shapes: {request.shapes or 'from the model'}, streams: {count}"
     )
@@ -68,9 +68,9 @@ def _make(chosen: str, model: Path, request: BenchRequest, hint: str) -> Any:
     from deploy.stages.bench import calls
 
     shapes = calls.parse_shapes(request.shapes)
-    if chosen == BenchRuntime.OPENVINO:
+    if chosen == Runtime.OPENVINO:
         return calls.openvino(model, shapes, request.threads, hint)
-    if chosen == BenchRuntime.ONNXRUNTIME:
+    if chosen == Runtime.ONNXRUNTIME:
         return calls.onnxruntime(model, shapes, request.threads)
     return calls.torchscript(model, shapes, request.threads)
 
@@ -78,12 +78,13 @@ def _make(chosen: str, model: Path, request: BenchRequest, hint: str) -> Any:
 def _hint(hint: str, runtime: str) -> str:
     if hint not in HINTS:
         raise typer.BadParameter(f"'{hint}' is not one of {', '.join(HINTS)}", param_hint="--hint")
-    if hint != "latency" and runtime != BenchRuntime.OPENVINO:
+    if hint != Metric.LATENCY and runtime != Runtime.OPENVINO:
         raise typer.BadParameter(f"a performance hint is OpenVINO's; {runtime} has none", param_hint="--hint")
     return hint
 
 
-HINTS = ("latency", "throughput")
+AUTO = "auto"  # --runtime: chosen by the model file's suffix
+HINTS = tuple(Metric)  # OpenVINO's performance hints, by what they favour
 
 
 def _settings(request: BenchRequest) -> Any:
@@ -120,7 +121,7 @@ def _timing(call: Any, settings: Any, count: int) -> Any:
 def _runtime(model: Path, runtime: str) -> str:
     if not model.is_file():
         raise ConfigError(str(model), [Issue("MODEL_FILE", "file not found")])
-    if runtime == "auto":
+    if runtime == AUTO:
         runtime = RUNTIMES.get(model.suffix, "")
     if runtime not in set(RUNTIMES.values()):
         raise typer.BadParameter(

@@ -22,6 +22,7 @@ from deploy.cache import cache_app
 from deploy.cli_common import ConfigArg
 from deploy.cli_common import console as _console
 from deploy.cli_common import project as _project
+from deploy.domain.vocabulary import Protocol
 from deploy.pipeline.errors import (
     ConfigError,
     DeployError,
@@ -361,7 +362,7 @@ def infer(
 
     if protocol not in ("http", "grpc"):
         raise typer.BadParameter("http or grpc", param_hint="--protocol")
-    where = url or ("localhost:8000" if protocol == "http" else "localhost:8001")
+    where = url or ("localhost:8000" if protocol == Protocol.HTTP else "localhost:8001")
     request = InferRequest(where, protocol, model, list(image or []), list(text or []), timeout)  # type: ignore[arg-type]
     console = _console()
     ask_service(request, lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
@@ -503,13 +504,12 @@ def _invoke(verbose: bool) -> int:
         return ExitCode.INTERRUPTED
     # The label is styled, the message is not markup: model names, paths and server log
     # lines hold brackets that markup would eat, misread, or choke on (a stray `[/]`).
-    except StageFailed as exc:  # raised outside a pipeline run, e.g. by `deploy serve`
-        err.print(Text.assemble(("error", "bold red"), f": {exc}"), highlight=False)
-        return ExitCode.STAGE
-    except DeployError as exc:
+    except DeployError as exc:  # the one place an error becomes an exit code
         if verbose:
             err.print(traceback.format_exc(), markup=False, highlight=False)
-        err.print(Text.assemble(("error", "bold red"), f" ({type(exc).__name__}): {exc}"), highlight=False)
+        # A failed check says what failed; the other kinds name themselves (ConfigError, ...).
+        kind = "" if isinstance(exc, StageFailed) else f" ({type(exc).__name__})"
+        err.print(Text.assemble(("error", "bold red"), f"{kind}: {exc}"), highlight=False)
         return exc.exit_code
     except ModuleNotFoundError as exc:  # an extra not installed (a stage's are caught in its process)
         from deploy.pipeline.extras import install_hint

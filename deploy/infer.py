@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deploy.domain.vocabulary import Protocol
 from deploy.pipeline.errors import ConfigError, EnvError, Issue
 from deploy.serving.service import IMAGE_INPUT, TEXT_INPUT
-from deploy.serving.service_client import Answer, Protocol
+from deploy.serving.service_client import Answer
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def _only_service(conn: Any, request: InferRequest, kind: str) -> str:
 
 
 def _json(request: InferRequest) -> dict[str, bool]:
-    return {"as_json": True} if request.protocol == "grpc" else {}
+    return {"as_json": True} if request.protocol == Protocol.GRPC else {}
 
 
 def _expect(conn: Any, request: InferRequest, model: str, kind: str) -> None:

@@ -94,9 +94,10 @@ def _load(config: Path, cache_dir: Path | None, accept_regression: str | None) -
 def make_runner(project: Project, choice: Choice, console: Console, verbose: bool) -> Runner:
     """The API's runner (deploy/api.py), reporting to the console."""
     from deploy.api import Pipeline
+    from deploy.pipeline.runner import ALL_STAGES
     from deploy.ui import ConsoleReporter
 
-    unknown = [f for f in choice.force if f != "all" and f not in project.graph.names()]
+    unknown = [f for f in choice.force if f != ALL_STAGES and f not in project.graph.names()]
     if unknown:  # a command-line usage error (exit 2), as typer reports its own
         raise typer.BadParameter(f"unknown stage(s) {unknown}", param_hint="--force")
     reporter = ConsoleReporter(console, verbose)

@@ -439,9 +439,12 @@ def bench_row(
     runtime: str, batch: int, median_ms: float, p99_ms: float | None = None, concurrency: int = 1
 ) -> BenchRow:
     """A single-stream bench row of made-up numbers (select's and the charts' tests): only
-    the runtime, batch, median and p99 vary."""
+    the runtime, batch, median and p99 vary. `runtime` is what the row times: a runtime,
+    or `triton:MODEL` for a served model (runtime triton, that model)."""
+    runtime, _, model = runtime.partition(":")
     return BenchRow(
         runtime=runtime,
+        model=model or None,
         concurrency=concurrency,
         device="cpu",
         batch=batch,

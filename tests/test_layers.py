@@ -7,6 +7,7 @@ package, `deploy`, whose folders are the layers:
     deploy/gates/ datasources/ modelio/ runtimes/ serving/
                          libraries the stages share   import neither stages nor the app
     deploy/pipeline/     the engine                   imports no stage, app or library
+    deploy/domain/       the domain's vocabulary      imports no other deploy package
 
 Below, a module is named by its layer (`pipeline.runner` is `deploy.pipeline.runner`,
 `deploy.cli` the app's)
@@ -24,8 +25,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARIES = ("gates", "datasources", "modelio", "runtimes", "serving")
-PACKAGES = ("deploy", "pipeline", "stages", *LIBRARIES)
-LAYERED = ("pipeline", "stages", *LIBRARIES)  # sub-packages of deploy named by their layer
+PACKAGES = ("deploy", "pipeline", "stages", "domain", *LIBRARIES)
+LAYERED = ("pipeline", "stages", "domain", *LIBRARIES)  # sub-packages of deploy named by their layer
 
 
 def logical(name: str) -> str:
@@ -102,6 +103,12 @@ def test_the_engine_imports_no_stage_app_or_library(name: str) -> None:
     bad = sorted(
         i for i in project_imports(KNOWN[name], KNOWN) if i.split(".")[0] in ("stages", "deploy", *LIBRARIES)
     )
+    assert not bad, f"{name} imports {bad}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in KNOWN if n.startswith("domain")))
+def test_the_vocabulary_imports_no_other_deploy_package(name: str) -> None:
+    bad = sorted(i for i in project_imports(KNOWN[name], KNOWN) if not i.startswith("domain"))
     assert not bad, f"{name} imports {bad}"
 
 
@@ -282,3 +289,46 @@ def test_no_class_name_means_two_things() -> None:
                 where.setdefault(node.name, []).append(name)
     twice = {cls: modules for cls, modules in where.items() if len(modules) > 1}
     assert not twice, f"class names defined in more than one module: {twice}"
+
+
+# Exceptions that never reach the user: each is caught by the code that raises it.
+INTERNAL_SIGNALS = {
+    "StageSkipped": "a stage that does not apply here: the runner records it as skipped",
+    "Stopped": "a signal turned into an exception: the runner stops the run with its summary",
+    "_Refused": "a YAML bound hit: turned into a ConfigError by bounds.check",
+    "TooLarge": "a replay input over its limit: replay says so",
+    "StopRequested": "SIGTERM/SIGINT while serving: serve stops the server",
+    "StaleRelease": "a version dir without its record: releases skips it",
+    "SummarySchemaError": "another release's summary.json: readers treat it as absent",
+    "StaleRecord": "another release's service record: smoke says to rerun triton_config",
+}
+
+
+def exception_classes() -> dict[str, list[str]]:
+    """Every exception class deploy/ defines -> its bases' names."""
+    found = {}
+    for path in KNOWN.values():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(b).rpartition(".")[2] for b in node.bases]
+                found[node.name] = bases
+    errors = {"Exception", "BaseException", "ValueError", "OSError", "RuntimeError"}
+    grown = True
+    while grown:  # close over subclasses of exception classes
+        known = {n for n, bases in found.items() if set(bases) & errors}
+        grown = not known <= errors
+        errors |= known
+    return {n: b for n, b in found.items() if n in errors}
+
+
+def test_errors_are_one_tree() -> None:
+    """Every exception deploy raises to its caller is a DeployError (one exit code each,
+    mapped in one place: the CLI's handler); the rest are the internal signals above."""
+    classes = exception_classes()
+
+    def rooted(name: str) -> bool:
+        return name == "DeployError" or any(rooted(b) for b in classes.get(name, []) if b in classes)
+
+    stray = sorted(n for n in classes if not rooted(n) and n not in INTERNAL_SIGNALS)
+    assert not stray, f"exceptions outside the DeployError tree: {stray}"
+    assert rooted("StageFailed"), "StageFailed is raised by libraries outside any stage"

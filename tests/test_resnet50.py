@@ -98,7 +98,7 @@ def test_resnet50_cold_then_fully_cached(tmp_path):
     openvino = next(s for s in summary["stages"] if s["stage"] == "openvino")["metrics"]
     for parity in ("openvino_parity", *(["openvino_bf16_parity"] if bf16 else [])):
         assert all(shape["logits"]["passed"] for shape in openvino[parity].values())
-    served = {(r["runtime"], r["concurrency"]) for r in bench if r["device"] == "server"}
+    served = {(f"{r['runtime']}:{r['model']}", r["concurrency"]) for r in bench if r["device"] == "server"}
     models = [  # services end to end too
         f"{fmt}{precision}{service}"
         for fmt, precisions in (("python", ("", "_int8")), ("python_openvino", ("", "_int8", "_bf16")))

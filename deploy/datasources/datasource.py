@@ -5,7 +5,7 @@ images with declared preprocessing, or .npy / .npz arrays. The model is pydantic
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pydantic import (
     BaseModel,
@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from deploy.domain.vocabulary import DataKind, Layout
 from deploy.pipeline.config import resolve_path
 
 if TYPE_CHECKING:
@@ -41,14 +42,14 @@ class Preprocess(BaseModel):
     std: tuple[float, float, float] = Field(
         (0.229, 0.224, 0.225), description="Per-channel (RGB) std divided by after that."
     )
-    layout: Literal["NCHW", "NHWC"] = Field("NCHW", description="Axis order of the resulting tensor.")
+    layout: Layout = Field(Layout.NCHW, description="Axis order of the resulting tensor.")
 
 
 class DataSource(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    kind: Literal["random", "images", "arrays", "text"] = Field(
-        "random",
+    kind: DataKind = Field(
+        DataKind.RANDOM,
         description="random: random inputs (smoke tests only); images: a directory of images; arrays: .npy / .npz; "
         "text: a .txt file, one sample per line, tokenized with `tokenizer`.",
     )
@@ -82,9 +83,9 @@ class DataSource(BaseModel):
 
     @model_validator(mode="after")
     def _path_given(self) -> DataSource:
-        if self.kind != "random" and self.path is None:
+        if self.kind != DataKind.RANDOM and self.path is None:
             raise ValueError(f"a '{self.kind}' source needs a path")
-        if (self.kind == "text") != (self.tokenizer is not None):
+        if (self.kind == DataKind.TEXT) != (self.tokenizer is not None):
             raise ValueError("a 'text' source needs a tokenizer, and only a 'text' source takes one")
         problem = _path_problem(self.kind, self.path)
         if problem:
@@ -97,11 +98,11 @@ def _path_problem(kind: str, path: Path | None) -> str | None:
     OS or numpy error half way through the pipeline)."""
     if path is None or not path.exists():
         return None  # missing: reported by the path's own validator
-    if kind == "images" and not path.is_dir():
+    if kind == DataKind.IMAGES and not path.is_dir():
         return f"an 'images' source needs a directory of images; {path} is a file"
-    if kind == "arrays" and (not path.is_file() or path.suffix not in (".npy", ".npz")):
+    if kind == DataKind.ARRAYS and (not path.is_file() or path.suffix not in (".npy", ".npz")):
         return f"an 'arrays' source needs a .npy or .npz file; got {path}"
-    if kind == "text" and not path.is_file():
+    if kind == DataKind.TEXT and not path.is_file():
         return f"a 'text' source needs a text file, one sample per line; {path} is a directory"
     return None
 
@@ -110,7 +111,7 @@ def load(source: DataSource, config: DeployConfig) -> list[dict[str, np.ndarray]
     """`count` samples (after skipping `offset`), each a batch-1 feed {input name: array}."""
     from deploy.pipeline.errors import StageFailed
 
-    if source.kind == "random":
+    if source.kind == DataKind.RANDOM:
         return _random(source, config)
     if source.path is None or not source.path.exists():
         raise StageFailed(f"data source path not found: {source.path}")
@@ -138,9 +139,9 @@ def _read(source: DataSource, config: DeployConfig, window: slice) -> dict[str, 
     from deploy.pipeline.errors import StageFailed, first_line
 
     try:
-        if source.kind == "images":
+        if source.kind == DataKind.IMAGES:
             return _images(source, config, window)
-        if source.kind == "text":
+        if source.kind == DataKind.TEXT:
             from deploy.datasources.text import tokenized
 
             return tokenized(source, config, window)
@@ -229,7 +230,7 @@ def _preprocess(image: object, pre: Preprocess) -> np.ndarray:
         np.asarray(image.crop((left, top, left + pre.crop, top + pre.crop)), dtype=np.float32) * pre.scale
     )
     pixels = (pixels - np.array(pre.mean, np.float32)) / np.array(pre.std, np.float32)
-    return pixels.transpose(2, 0, 1) if pre.layout == "NCHW" else pixels
+    return pixels.transpose(2, 0, 1) if pre.layout == Layout.NCHW else pixels
 
 
 def fingerprint(source: DataSource | None) -> str | None:
@@ -264,7 +265,7 @@ def evidence(source: DataSource, key: str) -> Evidence:
     """What an accuracy measured on `source` rests on; `key`: where real data is given."""
     from deploy.gates.accuracy_report import Evidence
 
-    if source.kind == "random":
+    if source.kind == DataKind.RANDOM:
         return Evidence(
             True,
             f"random inputs (seed {source.seed + source.offset})",

@@ -18,22 +18,22 @@ Arrays = Mapping[str, np.ndarray]
 
 
 @dataclass(frozen=True)
-class Layout:
+class DetectionLayout:
     """Which outputs are padded per image, and which holds each image's valid rows."""
 
     count: str
     padded: tuple[str, ...]
 
 
-def layout_of(config: Any) -> Layout | None:
+def layout_of(config: Any) -> DetectionLayout | None:
     """The layout a DeployConfig's model.detections declares (None: plain tensors)."""
     found = config.model.detections
     if found is None:
         return None
-    return Layout(found.count, tuple(n for n in config.output_names() if n != found.count))
+    return DetectionLayout(found.count, tuple(n for n in config.output_names() if n != found.count))
 
 
-def aligned(reference: Arrays, candidate: Arrays, layout: Layout | None) -> dict[str, np.ndarray]:
+def aligned(reference: Arrays, candidate: Arrays, layout: DetectionLayout | None) -> dict[str, np.ndarray]:
     """`candidate` with its valid rows in the order of the reference's matching rows."""
     result = dict(candidate)
     if layout is None or not all(n in candidate for n in (*layout.padded, layout.count)):
@@ -53,7 +53,7 @@ def _with_image(batch: np.ndarray, image: int, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def _matching(reference: Arrays, candidate: Arrays, layout: Layout, image: int) -> np.ndarray:
+def _matching(reference: Arrays, candidate: Arrays, layout: DetectionLayout, image: int) -> np.ndarray:
     """For each of the reference's valid rows (while the candidate has rows left), the
     candidate's nearest unmatched valid row; the rest in their own order."""
     n_ref = int(reference[layout.count][image])
@@ -67,7 +67,7 @@ def _matching(reference: Arrays, candidate: Arrays, layout: Layout, image: int) 
 
 
 def _distances(
-    reference: Arrays, candidate: Arrays, layout: Layout, image: int, n_ref: int, n_got: int
+    reference: Arrays, candidate: Arrays, layout: DetectionLayout, image: int, n_ref: int, n_got: int
 ) -> np.ndarray:
     """[n_ref, n_got]: the summed distance over every padded output, each scaled by its
     reference's largest magnitude (boxes in pixels and scores in [0, 1] weigh alike)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from deploy.gates.detection_parity import Layout, aligned
+from deploy.gates.detection_parity import DetectionLayout, aligned
 from deploy.gates.metrics import all_zero, cosine
 from deploy.gates.parity_table import Compared, Incomparable, OutputParity, Table, from_json, to_json
 from deploy.gates.references import Case
@@ -66,7 +66,7 @@ def compare(
     results: dict[Label, dict[str, np.ndarray]],
     golden: dict[Label, Case],
     tol: Tolerance,
-    layout: Layout | None = None,
+    layout: DetectionLayout | None = None,
 ) -> Table:
     """label -> output -> parity, for every recorded shape and output; padded detections
     (`layout`) compared row for matching row (gates/detections.py)."""

@@ -17,7 +17,7 @@ from deploy.pipeline.config import LABELS, DeployConfig, InputSpec, Label
 from deploy.pipeline.errors import ConfigError, Issue, StageFailed, first_line
 from deploy.runtimes import arrays
 from deploy.runtimes.arrays import random_input
-from deploy.runtimes.base import Runtime
+from deploy.runtimes.base import Session
 from deploy.runtimes.dtypes import numpy_name
 
 
@@ -214,7 +214,7 @@ def varying_axes(cases: dict[Label, Case], output: str) -> set[int]:
     return arrays.varying_axes([case.outputs[output].shape for case in cases.values()])
 
 
-def run(runtime: Runtime, cases: dict[Label, Case]) -> dict[Label, dict[str, np.ndarray]]:
+def run(runtime: Session, cases: dict[Label, Case]) -> dict[Label, dict[str, np.ndarray]]:
     """The runtime's outputs on every recorded case's inputs; a case the runtime cannot
     run at all fails naming the case and its shapes (typically a shape the export froze:
     the graph runs at the opt shape it was traced with and nowhere else)."""
@@ -225,7 +225,7 @@ def run(runtime: Runtime, cases: dict[Label, Case]) -> dict[Label, dict[str, np.
 _UNFED = re.compile(r"Required inputs \((\[[^\]]*\])\) are missing")
 
 
-def infer_case(runtime: Runtime, label: str, case: Case) -> dict[str, np.ndarray]:
+def infer_case(runtime: Session, label: str, case: Case) -> dict[str, np.ndarray]:
     try:
         return runtime.infer(case.inputs)
     except (KeyboardInterrupt, StageFailed):

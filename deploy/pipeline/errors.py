@@ -108,11 +108,15 @@ class StageError(DeployError):
         super().__init__(f"stage '{stage}' failed: {message}{where}\n  resume: {resume}")
 
 
-class StageFailed(Exception):
-    """Raised by stage code for an expected failure (a gate, a tool's error message).
+class StageFailed(DeployError):
+    """An expected failure of the work itself (a gate, a tool's error message), raised by
+    stage code and by the libraries the commands share (`deploy serve`, `deploy bench`).
 
-    The runner turns it into a StageError without a traceback on the console.
+    In a run, the runner turns it into a StageError without a traceback on the console;
+    outside one, the CLI prints it and exits STAGE.
     """
+
+    exit_code = ExitCode.STAGE
 
 
 class StageSkipped(Exception):

@@ -202,7 +202,7 @@ def _died(exitcode: int | None, log: Path) -> Outcome:
     if exitcode is not None and exitcode < 0:
         name = signal.Signals(-exitcode).name
         why = f"killed by {name}"
-        if name == "SIGKILL":
+        if -exitcode == signal.SIGKILL:
             why += " (the kernel's out-of-memory killer, or a kill from outside)"
     else:
         why = f"exited with code {exitcode} without a result"
@@ -277,7 +277,7 @@ class Proc:
     def running(self) -> bool:
         """The same process, alive and not a zombie (an orphan's reaper may be slow)."""
         stat = _stat(self.pid)
-        return stat is not None and stat[19] == self.started and stat[0] != "Z"
+        return stat is not None and stat[19] == self.started and stat[0] != lifeline.ZOMBIE
 
 
 def _stat(pid: int) -> list[str] | None:

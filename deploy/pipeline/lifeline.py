@@ -104,10 +104,13 @@ def kill_descendants(pid: int) -> None:
             _reap()
 
 
+ZOMBIE = "Z"  # /proc/<pid>/stat's state of a process that exited and was not reaped
+
+
 def _zombie(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+            return fh.read().rsplit(")", 1)[1].split()[0] == ZOMBIE
     except (OSError, IndexError):
         return True  # gone
 

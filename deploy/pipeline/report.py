@@ -199,11 +199,14 @@ def _png(path: Path) -> str:
 
 
 def human_size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+    """Bytes in whole numbers; KB, MB and GB (decimal) with one decimal."""
+    if n < 1000:
+        return f"{n:.0f} B"
+    for unit in ("KB", "MB"):
         n /= 1000
-    return str(n)
+        if n < 1000:
+            return f"{n:.1f} {unit}"
+    return f"{n / 1000:.1f} GB"
 
 
 def _e(value: object) -> str:

@@ -51,13 +51,16 @@ class Reporter(Protocol):
     def progress(self, event: Progress) -> None: ...
 
 
+ALL_STAGES = "all"  # --force all: every stage, as written in a force list
+
+
 @dataclass(frozen=True)
 class StageSelection:
     run: frozenset[str]
     force: frozenset[str] = frozenset()
 
     def forced(self, name: str) -> bool:
-        return name in self.force or "all" in self.force
+        return name in self.force or ALL_STAGES in self.force
 
 
 class Runner:

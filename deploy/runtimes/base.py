@@ -32,7 +32,7 @@ def chosen_outputs(have: Sequence[str], wanted: Sequence[str] | None, what: str)
     return tuple(wanted or have)
 
 
-class Runtime(Protocol):
+class Session(Protocol):
     @property
     def outputs(self) -> tuple[str, ...]: ...
 

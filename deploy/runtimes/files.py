@@ -8,15 +8,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-SUFFIXES = {".onnx": "ONNX Runtime", ".xml": "OpenVINO"}
+from deploy.domain.vocabulary import ModelSuffix, Precision
+
+SUFFIXES = {ModelSuffix.ONNX: "ONNX Runtime", ModelSuffix.IR: "OpenVINO"}
 
 
 def runtime_for(path: Path, outputs: Sequence[str] | None = None, precision: str = "fp32") -> Any:
     """`precision`: what the file is served as; an IR served as bf16 is computed in bf16."""
-    if path.suffix == ".xml":
+    if path.suffix == ModelSuffix.IR:
         from deploy.runtimes.openvinort import Compute, OpenVino
 
-        compute = Compute.BF16 if precision == "bf16" else Compute.F32
+        compute = Compute.BF16 if precision == Precision.BF16 else Compute.F32
         return OpenVino(path, outputs=outputs, compute=compute)
     from deploy.runtimes.onnxrt import OnnxRuntime
 

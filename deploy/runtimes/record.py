@@ -17,7 +17,8 @@ from typing import Any
 from deploy.pipeline.records import SchemaMismatch, expect_schema
 
 # bench.json's layout; bumped with the bench stage's version (its key), see pipeline/records.py.
-SCHEMA = 1
+# 2: a served row is runtime `triton` with its `model` (1 spelled it `triton:MODEL`).
+SCHEMA = 2
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class ServerShare:
 
 @dataclass(frozen=True, kw_only=True)
 class BenchRow(Measured):
-    runtime: str  # "onnxruntime", "eager", … or "triton:MODEL"
+    runtime: str  # a Runtime: "onnxruntime", "eager", … or "triton" (a served model, end to end)
     device: str  # "cpu", "cuda", or "server" for Triton
     concurrency: int = 1  # closed-loop streams; 0: open loop at `request_rate`
     request_rate: float | None = None  # requests/s offered (perf_analyzer's --request-rate-range)
@@ -83,14 +84,23 @@ class BenchRow(Measured):
     # OpenVINO's performance hint when it is not the latency one: "throughput" (its own
     # streams, `concurrency` requests in flight).
     hint: str | None = None
+    model: str | None = None  # runtime triton: the served model timed
+
+    @property
+    def subject(self) -> str:
+        """What was timed, as tables and the regression gate name it: the runtime, or
+        `triton:MODEL` for a served model."""
+        return f"{self.runtime}:{self.model}" if self.model else self.runtime
 
     @property
     def label(self) -> str:
-        return f"{self.runtime} ({self.hint} hint)" if self.hint else self.runtime
+        return f"{self.subject} ({self.hint} hint)" if self.hint else self.subject
 
     @classmethod
-    def of(cls, measured: Measured, runtime: str, device: str, concurrency: int = 1) -> BenchRow:
-        return cls(**vars(measured), runtime=runtime, device=device, concurrency=concurrency)
+    def of(
+        cls, measured: Measured, runtime: str, device: str, concurrency: int = 1, model: str | None = None
+    ) -> BenchRow:
+        return cls(**vars(measured), runtime=runtime, device=device, concurrency=concurrency, model=model)
 
     @property
     def load(self) -> str:
@@ -100,10 +110,15 @@ class BenchRow(Measured):
         return str(self.concurrency) if self.concurrency == 1 else f"c{self.concurrency}"
 
     @property
+    def single_stream(self) -> bool:
+        """One request at a time: the row latency compares (not a concurrency or a rate)."""
+        return self.concurrency == 1 and self.request_rate is None
+
+    @property
     def cell_key(self) -> str:
         """How the regression gate names it: runtime@batch, runtime@batch/cN or runtime@batch/rR."""
-        key = f"{self.runtime}@{self.batch}"
-        return key if self.load == "1" else f"{key}/{self.load}"
+        key = f"{self.subject}@{self.batch}"
+        return key if self.single_stream else f"{key}/{self.load}"
 
     def to_json(self) -> dict[str, object]:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -62,7 +62,7 @@ class TorchModule:
         try:
             with torch.no_grad():
                 result = self.module(*self.args(feeds))
-        except (StageFailed, DeployError):  # deploy's own adapter (output matching, padding) said what failed
+        except DeployError:  # deploy's own adapter (output matching, padding) said what failed
             raise
         except Exception as exc:
             raise StageFailed(f"the model's forward raised: {type(exc).__name__}: {first_line(exc)}") from exc

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
+from deploy.domain.vocabulary import ServingFormat
 from deploy.runtimes.dtypes import DTYPES
-
-ServingFormat = Literal["onnx", "torchscript", "python", "openvino", "python_openvino", "plan"]
 
 # The python backend's model.py, copied next to the model file (model.onnx: ONNX Runtime;
 # model.xml: OpenVINO).
@@ -48,7 +46,9 @@ LAYOUTS: dict[str, FormatLayout] = {
 }
 # config.pbtxt's platform / backend -> its format; the python backend's formats are told
 # apart by FORMAT_PARAMETER.
-BY_PLATFORM = {layout.platform: layout for layout in LAYOUTS.values() if layout.fmt != "python_openvino"}
+BY_PLATFORM = {
+    layout.platform: layout for layout in LAYOUTS.values() if layout.fmt != ServingFormat.PYTHON_OPENVINO
+}
 # The config.pbtxt parameter naming the format a model was written as (the typed record
 # of it that travels inside the config: read back by `repository.models`).
 FORMAT_PARAMETER = "deploy_format"
@@ -59,7 +59,7 @@ TRITON_TYPES = {name: f"TYPE_{d.triton}" for name, d in DTYPES.items()}
 
 def io_name(fmt: str, name: str, index: int) -> str:
     # The libtorch backend maps tensors by the `<name>__<index>` convention.
-    return f"{name}__{index}" if fmt == "torchscript" else name
+    return f"{name}__{index}" if fmt == ServingFormat.TORCHSCRIPT else name
 
 
 def skip_reason(backend: str) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 
 import tritonclient.grpc as grpcclient
 
+from deploy.domain.vocabulary import Runtime
 from deploy.pipeline.errors import StageFailed
 from deploy.runtimes import pacing, streams
 from deploy.runtimes.harness import Settings, Timing, summarize
@@ -32,13 +33,13 @@ from deploy.serving.requests import PHASES, SETTLE_S, Feed, infer_inputs, settle
 def sweep(
     url: str, model: str, feeds: list[Feed], concurrency: tuple[int, ...], settings: Settings
 ) -> list[BenchRow]:
-    """One row per concurrency level, runtime `triton:MODEL` on device `server`."""
+    """One row per concurrency level, runtime `triton` (the row names the model) on device `server`."""
     batch = int(feeds[0].array.shape[0]) if feeds[0].array.ndim else 1
     rows = []
     for level in concurrency:
         timing, (before, after) = _window(url, model, feeds, level, settings)
         measured = summarize(timing, batch, settings)
-        row = BenchRow.of(measured, f"triton:{model}", "server", level)
+        row = BenchRow.of(measured, Runtime.TRITON, "server", level, model=model)
         rows.append(replace(row, server=_server_share(before, after, measured.mean_ms)))
     return rows
 
@@ -54,7 +55,7 @@ def rate_sweep(
             url, model, feeds, replace(pace, rate=rate), settings
         )
         measured = summarize(timing, batch, settings)
-        row = BenchRow.of(measured, f"triton:{model}", "server", 0)
+        row = BenchRow.of(measured, Runtime.TRITON, "server", 0, model=model)
         share = _server_share(before, after, measured.mean_ms)
         rows.append(replace(row, server=share, request_rate=rate, late_share=offered.late_share))
     return rows

@@ -47,6 +47,25 @@ class Role(StrEnum):
     ENSEMBLE = "ensemble"
 
 
+class RequestKind(StrEnum):
+    """What a service takes in."""
+
+    IMAGE = "image"
+    TEXT = "text"
+
+
+class AnswerKind(StrEnum):
+    """What a service answers."""
+
+    CLASSIFY = "classify"
+    EMBEDDING = "embedding"
+
+
+class Color(StrEnum):
+    RGB = "rgb"
+    GRAYSCALE = "grayscale"
+
+
 def _existing(value: Path | None, info: ValidationInfo) -> Path | None:
     path = resolve_path(value, info)
     if path is not None and not path.is_file():
@@ -60,7 +79,7 @@ class ImagePre(Frozen):
 
     kind: Literal["image"] = Field("image", description="Encoded images in.")
     input: str | None = Field(None, description="The model input fed; null: the model's only input.")
-    color: Literal["rgb", "grayscale"] = Field("rgb", description="Pixels converted to RGB or grayscale.")
+    color: Color = Field(Color.RGB, description="Pixels converted to RGB or grayscale.")
     resize: int = Field(256, ge=1, description="The shorter side is resized to this many pixels (bilinear).")
     crop: int = Field(224, ge=1, description="Then center-cropped to crop x crop (the model's H and W).")
     scale: float = Field(1 / 255, gt=0, description="Pixel values (0-255) are multiplied by this.")
@@ -82,7 +101,7 @@ class ImagePre(Frozen):
 
     @property
     def channels(self) -> int:
-        return 3 if self.color == "rgb" else 1
+        return 3 if self.color == Color.RGB else 1
 
 
 class TokenizerField(StrEnum):

@@ -8,13 +8,21 @@ import io
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
+from deploy.domain.vocabulary import Protocol
 from deploy.serving.repository import Model
 from deploy.serving.requests import Feed
-from deploy.serving.service import IMAGE_INPUT, ROLE_PARAMETER, SERVICE_PARAMETER, TEXT_INPUT, Role
+from deploy.serving.service import (
+    IMAGE_INPUT,
+    ROLE_PARAMETER,
+    SERVICE_PARAMETER,
+    TEXT_INPUT,
+    RequestKind,
+    Role,
+)
 from deploy.serving.service_record import (
     EnsembleRecord,
     ImageRecord,
@@ -24,8 +32,6 @@ from deploy.serving.service_record import (
     read_record,
 )
 
-Protocol = Literal["http", "grpc"]
-
 
 @dataclass(frozen=True)
 class Answer:
@@ -34,7 +40,7 @@ class Answer:
 
 
 def connect(url: str, protocol: Protocol, timeout_s: float) -> Any:
-    if protocol == "http":
+    if protocol == Protocol.HTTP:
         import tritonclient.http as httpclient
 
         return httpclient.InferenceServerClient(url, network_timeout=timeout_s, connection_timeout=timeout_s)
@@ -58,7 +64,7 @@ def ask(conn: Any, protocol: Protocol, model: str, name: str, items: list[bytes]
 
 
 def _module(protocol: Protocol) -> Any:
-    if protocol == "http":
+    if protocol == Protocol.HTTP:
         import tritonclient.http as httpclient
 
         return httpclient
@@ -68,7 +74,7 @@ def _module(protocol: Protocol) -> Any:
 
 
 def _response_outputs(result: Any, protocol: Protocol) -> list[dict[str, Any]]:
-    response = result.get_response() if protocol == "http" else result.get_response(as_json=True)
+    response = result.get_response() if protocol == Protocol.HTTP else result.get_response(as_json=True)
     return list(response.get("outputs", []))
 
 
@@ -77,7 +83,7 @@ def service_input(conn: Any, protocol: Protocol, model: str) -> str:
     naming the model when it is not a service this project published."""
     config = (
         conn.get_model_config(model, as_json=True)["config"]
-        if protocol == "grpc"
+        if protocol == Protocol.GRPC
         else conn.get_model_config(model)
     )
     parameters = config.get("parameters", {})
@@ -131,7 +137,7 @@ def pre_of(found: dict[str, Model], ensemble: str) -> PreRecord:
 
 
 def samples(kind: str, source: Path | None) -> list[Sample]:
-    if kind == "text":
+    if kind == RequestKind.TEXT:
         lines = source.read_text(encoding="utf-8").splitlines() if source else SENTENCES
         return [Sample(f"sentence {i}", line.encode()) for i, line in enumerate(lines) if line.strip()]
     if source is not None:
@@ -169,7 +175,7 @@ def variants(kind: str, items: list[Sample], count: int) -> list[Sample]:
     """`count` distinct samples for concurrent clients: the samples, then (images) crops of
     them, every other one mirrored, encoded as the original was. Sentences are what they
     are: a file with fewer lines gives fewer distinct requests."""
-    if kind == "text" or not items:
+    if kind == RequestKind.TEXT or not items:
         return items[:count] if len(items) >= count else items
     return [items[i] if i < len(items) else _variant(items[i % len(items)], i) for i in range(count)]
 

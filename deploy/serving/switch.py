@@ -10,13 +10,15 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 
+from deploy.serving.model_state import ModelState
+
 TIMEOUT_S = 600.0  # a large model's load
 
 
 def loaded(url: str) -> set[str]:
     """The models the server at `url` (its HTTP endpoint) has ready."""
     index = json.loads(_request(url, "/v2/repository/index", b"{}"))
-    return {entry["name"] for entry in index if entry.get("state") == "READY"}
+    return {entry["name"] for entry in index if entry.get("state") == ModelState.READY}
 
 
 def switch(url: str, model: str, version: int) -> str | None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from deploy.domain.vocabulary import Precision
 from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import Artifact, Section, StageContext, StageSpec
 from deploy.pipeline.errors import Issue, StageFailed, StageSkipped
@@ -81,7 +82,7 @@ class BuildParams(BaseModel):
 
 
 def source_artifact(params: BuildParams) -> str:
-    return "onnx" if params.source == "fp32" else f"onnx_{params.source}"
+    return "onnx" if params.source == Precision.FP32 else f"onnx_{params.source}"
 
 
 # -- derivations (unit-tested with a fake that follows the stubs) ---------------------------
@@ -99,7 +100,7 @@ def major_version(version: str) -> int:
 def strongly_typed(params: BuildParams, major: int) -> bool:
     """TensorRT 11 has only strongly typed networks; on 10, Q/DQ and FP16 sources are
     built strongly typed (their types are in the ONNX) and FP32 weakly typed."""
-    return major >= 11 or params.source != "fp32"
+    return major >= 11 or params.source != Precision.FP32
 
 
 def network_flags(trt_module: Any, params: BuildParams, major: int) -> int:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -12,13 +13,18 @@ from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageConte
 from deploy.pipeline.errors import StageFailed
 
 
+class OnFailure(StrEnum):
+    FAIL = "fail"
+    PASSTHROUGH = "passthrough"  # hand the unsimplified model on (with a warning)
+
+
 class SimplifyParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     enabled: bool = Field(True, description="false: hand the exported model on unchanged.")
     # passthrough: when onnxsim fails, hand the unsimplified model on (with a warning).
-    on_failure: Literal["fail", "passthrough"] = Field(
-        "fail",
+    on_failure: OnFailure = Field(
+        OnFailure.FAIL,
         description="When onnxsim fails: fail the stage, or hand the unsimplified model on (with a warning).",
     )
     tolerance: Tolerance = Field(
@@ -77,7 +83,7 @@ def _simplify(ctx: StageContext, model: Any, params: SimplifyParams) -> Any:
         return simplified
     except Exception as exc:
         message = f"onnxsim failed: {type(exc).__name__}: {exc}"
-        if params.on_failure == "fail":
+        if params.on_failure == OnFailure.FAIL:
             raise StageFailed(message) from exc
         _pass_through(ctx, f"{message} (on_failure: passthrough)")
         return None

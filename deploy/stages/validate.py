@@ -9,17 +9,19 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
+from deploy.domain.vocabulary import Runtime
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.contract import Artifact, Phase, Section, StageContext, StageSpec
 
 if TYPE_CHECKING:  # numpy: imported when the stage runs, not at discovery
     from deploy.gates.parity import ParityReport, Table
 
-Runtime = Literal["onnxruntime", "torchscript", "openvino", "tensorrt"]
+# The runtimes parity is checked on (the others time what these checked).
+Checked = Literal[Runtime.ONNXRUNTIME, Runtime.TORCHSCRIPT, Runtime.OPENVINO, Runtime.TENSORRT]
 
 
 class ValidateParams(Tolerance):
-    runtimes: tuple[Runtime, ...] = Field(
+    runtimes: tuple[Checked, ...] = Field(
         ("onnxruntime", "torchscript"),
         min_length=1,
         description="Runtimes compared with the eager reference on the golden inputs (openvino: the openvino "
@@ -35,11 +37,11 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
     tables: dict[str, parity.Table] = {}
     skipped: dict[str, str] = {}
     for runtime in params.runtimes:
-        if runtime == "tensorrt" and "engine" not in ctx.inputs:
+        if runtime == Runtime.TENSORRT and "engine" not in ctx.inputs:
             skipped[runtime] = "no engine: the build stage was skipped (no TensorRT or GPU)"
-        elif runtime == "torchscript" and "torchscript" not in ctx.inputs:
+        elif runtime == Runtime.TORCHSCRIPT and "torchscript" not in ctx.inputs:
             skipped[runtime] = "no TorchScript: this config has no trace stage"
-        elif runtime == "openvino" and "openvino" not in ctx.inputs:
+        elif runtime == Runtime.OPENVINO and "openvino" not in ctx.inputs:
             skipped[runtime] = "no OpenVINO IR: this config has no openvino stage"
         else:
             tables[runtime] = parity.compare(

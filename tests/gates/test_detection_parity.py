@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from deploy.gates import parity
-from deploy.gates.detection_parity import Layout, aligned
+from deploy.gates.detection_parity import DetectionLayout, aligned
 from deploy.gates.references import Case
 from deploy.gates.tolerance import Tolerance
 
-LAYOUT = Layout("num_detections", ("boxes", "scores", "labels"))
+LAYOUT = DetectionLayout("num_detections", ("boxes", "scores", "labels"))
 
 
 def detections(rows: list[tuple[float, float, int]], k: int = 5) -> dict[str, np.ndarray]:

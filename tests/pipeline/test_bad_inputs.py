@@ -1143,7 +1143,7 @@ def test_bad_input(case: Case, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "case", [c for c in CASES if c.id in ("alias-bomb", "name-100k-characters")], ids=str
+    "case", [c for c in CASES if c.id in ("alias-bomb", "name-100k-characters")], ids=lambda c: c.id
 )
 def test_validate_answers_hostile_configs_at_once(case: Case, tmp_path: Path) -> None:
     """Before the bounds, validate spent over a minute on the 100k-character name and the

@@ -1,4 +1,4 @@
-"""Every in-process runner has the Runtime interface of runtimes/base.py: `outputs` names,
+"""Every in-process runner has the Session interface of runtimes/base.py: `outputs` names,
 `infer(feeds)` keyed by those names in their order, and `timed(feeds)` a zero-argument
 call over the inputs it was given. Checked on one tiny model in each runner."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from deploy.runtimes.base import Device, Runtime
+from deploy.runtimes.base import Device, Session
 from deploy.runtimes.onnxrt import OnnxRuntime
 from deploy.runtimes.timing import Timed
 from deploy.runtimes.torchrt import TorchModule
@@ -20,17 +20,17 @@ from tests.helpers import export_two_heads, two_heads_net
 FEEDS = {"a": np.ones((2, 4), np.float32), "b": np.full((2, 4), 0.5, np.float32)}
 
 
-def eager(tmp_path: Path, outputs: list[str]) -> Runtime:
+def eager(tmp_path: Path, outputs: list[str]) -> Session:
     return TorchModule(two_heads_net(), ["a", "b"], outputs)
 
 
-def torchscript(tmp_path: Path, outputs: list[str]) -> Runtime:
+def torchscript(tmp_path: Path, outputs: list[str]) -> Session:
     traced = torch.jit.trace(two_heads_net(), (torch.zeros(1, 4), torch.zeros(1, 4)))
     traced.save(str(tmp_path / "m.pt"))
     return TorchModule.torchscript(tmp_path / "m.pt", ["a", "b"], outputs)
 
 
-def onnxruntime(tmp_path: Path, outputs: list[str]) -> Runtime:
+def onnxruntime(tmp_path: Path, outputs: list[str]) -> Session:
     return OnnxRuntime(export_two_heads(two_heads_net(), tmp_path / "m.onnx"), outputs=outputs)
 
 
@@ -38,7 +38,7 @@ RUNNERS = [eager, torchscript, onnxruntime]
 
 
 @pytest.mark.parametrize("make", RUNNERS)
-def test_infer_answers_under_the_output_names(tmp_path: Path, make: Callable[..., Runtime]) -> None:
+def test_infer_answers_under_the_output_names(tmp_path: Path, make: Callable[..., Session]) -> None:
     runtime = make(tmp_path, ["mix", "gate"])
     assert runtime.outputs == ("mix", "gate")
     got = runtime.infer(FEEDS)
@@ -50,7 +50,7 @@ def test_infer_answers_under_the_output_names(tmp_path: Path, make: Callable[...
 
 
 @pytest.mark.parametrize("make", RUNNERS)
-def test_timed_is_a_zero_argument_call_over_its_inputs(tmp_path: Path, make: Callable[..., Runtime]) -> None:
+def test_timed_is_a_zero_argument_call_over_its_inputs(tmp_path: Path, make: Callable[..., Session]) -> None:
     runtime = make(tmp_path, ["mix", "gate"])
     feeds = dict(FEEDS)
     timed = runtime.timed(feeds)

@@ -27,7 +27,8 @@ def test_bench_results_round_trip(tmp_path: Path) -> None:
     row = measured_row()
     served = replace(
         row,
-        runtime="triton:m",
+        runtime="triton",
+        model="m",
         device="server",
         concurrency=4,
         server=ServerShare(1, 2, 3, 4, 5, 6, 7, 1.2, 9),

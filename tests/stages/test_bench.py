@@ -98,12 +98,9 @@ def test_triton_sweep_reports_client_latency_and_the_server_share(write_config):
     path = triton_config(write_config, {"triton": {"concurrency": [1, 4]}})
     results = run(path)
     data = json.loads(output_path(path, results, "bench", "results").read_text())
-    served = [r for r in data["results"] if r["runtime"].startswith("triton:")]
+    served = [r for r in data["results"] if r["runtime"] == "triton"]
     # Only the python model: the wheel's server has no onnxruntime backend.
-    assert [(r["runtime"], r["concurrency"]) for r in served] == [
-        ("triton:tiny_python", 1),
-        ("triton:tiny_python", 4),
-    ]
+    assert [(r["model"], r["concurrency"]) for r in served] == [("tiny_python", 1), ("tiny_python", 4)]
     for row in served:
         server = row["server"]
         assert row["iterations"] >= 20 and server["requests"] >= row["iterations"]

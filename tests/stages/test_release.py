@@ -314,7 +314,7 @@ def test_the_record_holds_the_server_the_int8_accuracy_bench_and_select(
     (latency,) = selection["objectives"]
     assert latency["model"] in {"tiny_python_int8", "tiny_python"}
     for model, record in (("tiny_python_int8", int8), ("tiny_python", fp32)):
-        rows = [r for r in bench if r["runtime"] == f"triton:{model}"]
+        rows = [r for r in bench if r["runtime"] == "triton" and r["model"] == model]
         (single,) = [r for r in rows if r["batch"] == 1 and r.get("concurrency", 1) == 1]
         assert record.latency_ms == round(single["median_ms"], 3)
         assert record.throughput == round(max(r["items_per_s"] for r in rows), 2)

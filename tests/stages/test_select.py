@@ -321,7 +321,7 @@ def test_openvino_in_process_is_unverified_for_a_server_and_the_reason_says_why(
     verdicts = {e.candidate.runtime: (e.verdict.value, e.reason) for e in latency.entries}
     assert verdicts["openvino_fp16"] == (
         "unverified",
-        "no Triton model format of deploy serves openvino fp16 weights yet: measured in process only",
+        "no Triton model format of deploy serves openvino fp16 yet: measured in process only",
     )
     assert verdicts["openvino_bf16"] == (
         "unverified",
@@ -356,7 +356,7 @@ def test_the_decision_names_the_model_directory_and_the_target() -> None:
 
 
 def test_without_served_rows_in_process_numbers_decide_among_the_verified_only() -> None:
-    rows = [r for r in SERVED_ROWS if not r.runtime.startswith("triton:")]
+    rows = [r for r in SERVED_ROWS if r.model is None]
     found = gather(rows, {}, {"accuracy_int8": 0.999}, SERVED)
     latency = selection.decide(found, Objective(name="latency", metric="latency"), server=True)
     assert latency.basis is Basis.IN_PROCESS
@@ -404,7 +404,7 @@ def test_a_served_pick_is_compared_with_eager_in_process_and_with_fp32_served() 
     rows = [
         r
         for r in rows
-        if not (r.runtime in ("onnxruntime_int8", "triton:m_python_int8") and r.median_ms in (12.0, 44.0))
+        if not (r.subject in ("onnxruntime_int8", "triton:m_python_int8") and r.median_ms in (12.0, 44.0))
     ]
     found = gather(rows, {}, {"accuracy_int8": 0.999}, SERVED)
     decision = selection.decide(found, Objective(name="latency", metric="latency"), min_gain=0, server=True)

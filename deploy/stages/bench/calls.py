@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deploy.domain.vocabulary import Runtime
 from deploy.pipeline.contract import StageContext
 from deploy.pipeline.errors import ConfigError, Issue
 from deploy.runtimes.base import Device, Feeds
-from deploy.runtimes.catalog import BenchRuntime, artifact_of
+from deploy.runtimes.catalog import artifact_of
 from deploy.runtimes.timing import Timed
 
 SHAPE = re.compile(r"^([A-Za-z_][\w.:/-]*):(\d+(?:x\d+)*)$")
@@ -46,13 +47,13 @@ def make(runtime: str, ctx: StageContext, feeds: Feeds, device: Device, threads:
         model = _openvino(runtime, ctx, threads)
         ctx.record(f"{runtime}_settings", model.settings())  # the streams and threads its hint chose
         return model.timed(feeds)
-    if runtime == BenchRuntime.TENSORRT:
+    if runtime == Runtime.TENSORRT:
         from deploy.runtimes.tensorrt import TensorRTEngine
 
         return TensorRTEngine(ctx.input("engine"), *names).timed(feeds)
     from deploy.runtimes.torchrt import TorchModule
 
-    if runtime == "torchscript":
+    if runtime == Runtime.TORCHSCRIPT:
         return TorchModule.torchscript(ctx.input("torchscript"), *names, device, threads).timed(feeds)
     from deploy.modelio.loading import load_adapted
 
@@ -62,7 +63,7 @@ def make(runtime: str, ctx: StageContext, feeds: Feeds, device: Device, threads:
 def _openvino(runtime: str, ctx: StageContext, threads: int | None, throughput: bool = False) -> Any:
     from deploy.runtimes.openvinort import Compute, Hint, OpenVino
 
-    compute = Compute.BF16 if runtime == BenchRuntime.OPENVINO_BF16 else Compute.F32
+    compute = Compute.BF16 if runtime == Runtime.OPENVINO_BF16 else Compute.F32
     hint = Hint.THROUGHPUT if throughput else Hint.LATENCY
     return OpenVino(ctx.input(artifact_of(runtime)), hint=hint, threads=threads, compute=compute)
 
@@ -80,7 +81,7 @@ def throughput(
 
 def unavailable(runtime: str) -> str | None:
     """Why this host cannot run `runtime` (bench skips it, saying so); None when it can."""
-    if runtime != BenchRuntime.OPENVINO_BF16:
+    if runtime != Runtime.OPENVINO_BF16:
         return None
     from deploy.runtimes.openvinort import Compute, lacks
 

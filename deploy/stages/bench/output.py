@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from deploy.domain.vocabulary import Runtime
 from deploy.pipeline.contract import StageContext
 from deploy.pipeline.errors import StageFailed
 from deploy.runtimes.harness import GPU_PHASES, SERVER_PHASES, required_samples
@@ -46,7 +47,7 @@ def speedups(rows: list[Row]) -> list[Row]:
     """Median latency of eager PyTorch over the row's, at the same batch; single-stream
     in-process rows only (at concurrency > 1 latency includes queueing, and a served row
     includes the server and the network: eager runs in process only, so neither compares)."""
-    eager = {r.batch: r.median_ms for r in rows if r.runtime == "eager"}
+    eager = {r.batch: r.median_ms for r in rows if r.runtime == Runtime.EAGER}
     return [
         replace(r, speedup_vs_eager=eager[r.batch] / r.median_ms)
         if r.batch in eager and r.concurrency == 1 and r.server is None
@@ -136,7 +137,7 @@ def server_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
     ]
     body = [
         [
-            r.runtime.removeprefix("triton:"),
+            r.model,
             r.batch,
             r.load,
             _f(r.mean_ms, 3),
@@ -206,7 +207,7 @@ def report(
 def headline(rows: list[Row], skipped: dict[str, str]) -> str:
     best: dict[str, Row] = {}
     for r in rows:
-        best.setdefault(r.runtime, r)
+        best.setdefault(r.subject, r)
     parts = [
         f"{k} b{v.batch} {v.median_ms:.2f} ms{'' if v.stable else ' (unstable)'}" for k, v in best.items()
     ]
@@ -280,9 +281,9 @@ def _per_concurrency(ax: Any, rows: list[Row]) -> None:
     """Throughput per concurrency, and each model's tail latency as a dashed line on the
     right-hand axis (numbers written beside the points ran into each other)."""
     tail = ax.twinx()
-    for runtime in dict.fromkeys(r.runtime for r in rows):
-        mine = [r for r in rows if r.runtime == runtime]
-        name, top = runtime.removeprefix("triton:"), mine[0].tail()
+    for subject in dict.fromkeys(r.subject for r in rows):
+        mine = [r for r in rows if r.subject == subject]
+        name, top = mine[0].model, mine[0].tail()
         loads = [r.concurrency for r in mine]
         (line,) = ax.plot(loads, [r.items_per_s for r in mine], marker="o", label=f"{name} items/s")
         tail.plot(loads, [r.percentiles_ms[top] for r in mine], linestyle="--", marker="x",
@@ -299,14 +300,14 @@ def _per_concurrency(ax: Any, rows: list[Row]) -> None:
 
 def _per_rate(ax: Any, rows: list[Row]) -> None:
     """The open-loop curve: the tail latency as the offered rate approaches capacity."""
-    for runtime in dict.fromkeys(r.runtime for r in rows):
-        mine = [r for r in rows if r.runtime == runtime]
+    for subject in dict.fromkeys(r.subject for r in rows):
+        mine = [r for r in rows if r.subject == subject]
         top = mine[0].tail()
         ax.plot(
             [r.request_rate for r in mine],
             [r.percentiles_ms[top] for r in mine],
             marker="o",
-            label=f"{runtime.removeprefix('triton:')} {top}",
+            label=f"{mine[0].model} {top}",
         )
     ax.set(xlabel="offered requests / s (open loop)", ylabel="latency (ms)", title="Triton at a request rate")
     _scaled(ax, [r.percentiles_ms[r.tail()] for r in rows])
@@ -343,7 +344,7 @@ def gate(rows: list[Row], limits: RegressionGate) -> None:
 
 def _unmatched(rows: list[Row], limits: RegressionGate) -> list[str]:
     """A gate key that names no measured cell is a typo, not a pass."""
-    known = {r.cell_key for r in rows} | {r.runtime for r in rows}
+    known = {r.cell_key for r in rows} | {r.subject for r in rows}
     keys = [*limits.max_latency_ms, *limits.min_items_per_s, *limits.min_speedup_vs_eager]
     return [
         f"gate key '{k}' matches no measured cell (cells: {', '.join(sorted(known))})"
@@ -354,8 +355,8 @@ def _unmatched(rows: list[Row], limits: RegressionGate) -> list[str]:
 
 def _cell_problems(r: Row, limits: RegressionGate) -> list[str]:
     key = r.cell_key
-    problems = _latency_problems(r, key, limits.max_latency_ms.get(key, limits.max_latency_ms.get(r.runtime)))
-    floor = limits.min_items_per_s.get(key, limits.min_items_per_s.get(r.runtime))
+    problems = _latency_problems(r, key, limits.max_latency_ms.get(key, limits.max_latency_ms.get(r.subject)))
+    floor = limits.min_items_per_s.get(key, limits.min_items_per_s.get(r.subject))
     if floor is not None and r.items_per_s < floor:
         problems.append(f"{key}: {r.items_per_s:.1f} items/s < {floor}")
     need = limits.min_speedup_vs_eager.get(r.runtime)

@@ -19,11 +19,12 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt
 
+from deploy.domain.vocabulary import Runtime
 from deploy.pipeline.config import DeployConfig, Frozen
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from deploy.pipeline.errors import Issue, StageFailed
 from deploy.runtimes.base import Device
-from deploy.runtimes.catalog import CATALOG, BenchRuntime, artifact_of
+from deploy.runtimes.catalog import CATALOG, Family, artifact_of
 from deploy.runtimes.devices import host_identity
 from deploy.runtimes.harness import Settings, report_lines
 from deploy.runtimes.measure import MeasureSettings
@@ -70,8 +71,8 @@ class TritonBench(Frozen):
 
 
 class BenchParams(MeasureSettings):
-    runtimes: tuple[BenchRuntime, ...] = Field(
-        (BenchRuntime.EAGER, BenchRuntime.TORCHSCRIPT, BenchRuntime.ONNXRUNTIME),
+    runtimes: tuple[Runtime, ...] = Field(
+        (Runtime.EAGER, Runtime.TORCHSCRIPT, Runtime.ONNXRUNTIME),
         min_length=1,
         description="What to time; a runtime whose artifact's stage was skipped (e.g. tensorrt without an engine) "
         "is reported skipped. eager is the baseline of the speed-ups.",
@@ -104,7 +105,7 @@ class BenchParams(MeasureSettings):
 
 
 def identity(params: BenchParams) -> Mapping[str, object]:
-    served = server_identity(params.triton.server) if BenchRuntime.TRITON in params.runtimes else {}
+    served = server_identity(params.triton.server) if Runtime.TRITON in params.runtimes else {}
     return {**host_identity(), **served}
 
 
@@ -143,7 +144,7 @@ def _gate_key_problem(key: str, runtimes: tuple[str, ...], batches: list[int]) -
     ):  # triton:MODEL@batch/cN: its models are known only once the repository is
         return (
             None
-            if BenchRuntime.TRITON in runtimes
+            if Runtime.TRITON in runtimes
             else f"key '{key}': 'triton' is not in stages.bench.runtimes {list(runtimes)}"
         )
     if runtime not in runtimes:
@@ -167,7 +168,7 @@ def run(ctx: StageContext, params: BenchParams) -> None:
             skipped[runtime] = f"no {artifact}: its stage was skipped or is not configured"
         elif reason := calls.unavailable(runtime):
             skipped[runtime] = reason
-        elif runtime == BenchRuntime.TRITON:
+        elif runtime == Runtime.TRITON:
             rows += _triton_rows(ctx, params, settings)
         else:
             rows += [_in_process(ctx, params, settings, runtime, batch) for batch in batches]
@@ -194,7 +195,7 @@ def _in_process(
     feeds = opt_inputs(ctx.config, batch)
     timed = calls.make(runtime, ctx, feeds, Device(params.device), params.threads)
     timing = harness.measure(timed.call, settings)
-    device = "cuda" if runtime == BenchRuntime.TENSORRT else params.device
+    device = "cuda" if runtime == Runtime.TENSORRT else params.device
     row = BenchRow.of(harness.summarize(timing, batch, settings), runtime, device)
     if timed.phases is not None:
         row = replace(row, gpu=harness.phase_summary(timed.phases[-len(timing.latencies_ms) :], settings))
@@ -203,7 +204,7 @@ def _in_process(
 
 
 def _hints(params: BenchParams, runtime: str) -> bool:
-    return params.openvino_throughput and CATALOG[BenchRuntime(runtime)].format == "openvino"
+    return params.openvino_throughput and CATALOG[Runtime(runtime)].family is Family.OPENVINO
 
 
 def _hinted(ctx: StageContext, params: BenchParams, settings: Settings, runtime: str, batch: int) -> BenchRow:
@@ -273,7 +274,7 @@ def _warn_late(ctx: StageContext, row: BenchRow) -> None:
         ctx.log.warning(
             "%s at %g requests/s: %.0f %% of sends left late (max_outstanding reached or the client "
             "fell behind): the server was offered less than that rate",
-            row.runtime,
+            row.subject,
             row.request_rate,
             100 * row.late_share,
         )
@@ -311,7 +312,7 @@ def inputs_for(params: BenchParams) -> tuple[str, ...]:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="bench",
-    version=9,  # 9: speed-up vs eager on in-process rows only; 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
+    version=10,  # 10: served rows name their model in a field (bench.json schema 2); 9: speed-up vs eager on in-process rows only; 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
     params=BenchParams,
     inputs=tuple(dict.fromkeys(d.artifact for d in CATALOG.values())),
     outputs=(

@@ -24,6 +24,9 @@ from deploy.stages.openvino_int8.nncf_params import STAGE, NncfParams, ir_path
 Feed = dict[str, np.ndarray]
 
 
+FAKE_QUANTIZE = "FakeQuantize"  # the op NNCF inserts where it quantizes
+
+
 def quantize(
     ctx: StageContext, params: NncfParams, calibration: list[Feed], holdout: list[Feed], dest: Path
 ) -> dict[str, Any]:
@@ -151,8 +154,8 @@ def _quantized_ops(model: Any) -> set[str]:
     return {
         op.get_friendly_name()
         for op in model.get_ordered_ops()
-        if op.get_type_name() != "FakeQuantize"
-        and any(i.get_source_output().get_node().get_type_name() == "FakeQuantize" for i in op.inputs())
+        if op.get_type_name() != FAKE_QUANTIZE
+        and any(i.get_source_output().get_node().get_type_name() == FAKE_QUANTIZE for i in op.inputs())
     }
 
 

@@ -7,12 +7,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from deploy.pipeline.errors import StageFailed
 
-Method = Literal["minmax", "entropy", "percentile"]
+
+class Method(StrEnum):
+    """How activation ranges are chosen."""
+
+    MINMAX = "minmax"
+    ENTROPY = "entropy"
+    PERCENTILE = "percentile"
 
 
 # onnxruntime's CalibrationMethod member per method (looked up late: no import at discovery).

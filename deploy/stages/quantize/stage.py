@@ -17,64 +17,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field
-
-from deploy.gates.calibrated import Calibrated
 from deploy.gates.tolerance import gate_issues
 from deploy.modelio.onnx_files import MODEL_FILE
 from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from deploy.pipeline.errors import Issue, MissingDependency, StageFailed
 from deploy.stages.quantize.calibration import Method
-
-Target = Literal["onnxruntime", "tensorrt"]
-Recipe = Literal["static", "dynamic"]
-
-
-class QuantizeParams(Calibrated):
-    target: Target = Field(
-        "onnxruntime",
-        description="Who runs the INT8 model: onnxruntime (uint8 activations) or tensorrt (symmetric int8 Q/DQ).",
-    )
-    recipe: Recipe = Field(
-        "static",
-        description="static: Q/DQ with calibrated activation ranges (CNNs; TensorRT); dynamic: int8 weights, "
-        "activations quantized at run time (transformers on ONNX Runtime CPU; no calibration ranges).",
-    )
-    op_types: tuple[str, ...] | None = Field(
-        None,
-        min_length=1,
-        description="ONNX op types to quantize, e.g. [MatMul, Gemm] or [Conv]; null: every type the recipe supports.",
-    )
-    exclude: tuple[str, ...] = Field(
-        (), description="ONNX node names kept in FP32 (names as in the run report's sensitivity table)."
-    )
-    # onnxruntime.quantization, or NVIDIA ModelOpt's ONNX PTQ (Q/DQ "following TensorRT
-    # rules"; only for target tensorrt; needs nvidia-modelopt[onnx], whose pins conflict
-    # with this project's onnx / onnxruntime: never run here).
-    quantizer: Literal["onnxruntime", "modelopt"] = Field(
-        "onnxruntime",
-        description="onnxruntime.quantization, or NVIDIA ModelOpt's ONNX PTQ (target tensorrt only; "
-        "needs nvidia-modelopt[onnx]; unverified).",
-    )
-    method: Method = Field("minmax", description="Calibration method: how activation ranges are chosen.")
-    per_channel: bool = Field(True, description="Per-channel weight scales (else per-tensor).")
-    # ORT's quant_pre_process (shape inference + graph optimisation) before quantizing.
-    preprocess: bool = Field(
-        True, description="Run ONNX Runtime's quant_pre_process (shape inference + graph optimisation) first."
-    )
+from deploy.stages.quantize.params import Int8Target, QuantizeParams, Quantizer, Recipe
 
 
 def check(params: QuantizeParams, config: DeployConfig) -> list[Issue]:
     where = "stages.quantize"
     issues = gate_issues(params.gate, config.outputs, where)
-    if params.recipe == "dynamic" and params.target == "tensorrt":
+    if params.recipe == Recipe.DYNAMIC and params.target == Int8Target.TENSORRT:
         issues.append(
             Issue(f"{where}.recipe", "TensorRT needs static Q/DQ (calibrated ranges): use recipe: static")
         )
-    if params.quantizer == "modelopt":
+    if params.quantizer == Quantizer.MODELOPT:
         issues += _modelopt_issues(params, where)
     return issues
 
@@ -82,11 +43,11 @@ def check(params: QuantizeParams, config: DeployConfig) -> list[Issue]:
 def _modelopt_issues(params: QuantizeParams, where: str) -> list[Issue]:
     chosen = [k for k in ("op_types", "auto") if getattr(params, k)] + (["exclude"] if params.exclude else [])
     issues = [Issue(f"{where}.{k}", "only with quantizer: onnxruntime") for k in chosen]
-    if params.target != "tensorrt":
+    if params.target != Int8Target.TENSORRT:
         issues.append(Issue(f"{where}.quantizer", "modelopt writes Q/DQ for TensorRT: set target: tensorrt"))
-    if params.recipe != "static":
+    if params.recipe != Recipe.STATIC:
         issues.append(Issue(f"{where}.recipe", "modelopt quantizes statically (recipe: static)"))
-    if params.method == "percentile":
+    if params.method == Method.PERCENTILE:
         issues.append(Issue(f"{where}.method", "modelopt calibrates with minmax ('max') or entropy only"))
     return issues
 
@@ -101,12 +62,12 @@ def run(ctx: StageContext, params: QuantizeParams) -> None:
     details = {
         "target": params.target,
         "recipe": params.recipe,
-        "method": params.method if params.recipe == "static" else None,
+        "method": params.method if params.recipe == Recipe.STATIC else None,
         "op_types": list(params.op_types) if params.op_types else "all",
         "exclude": list(params.exclude),
         "calibration_samples": len(calibration),
     }
-    if params.quantizer == "modelopt":
+    if params.quantizer == Quantizer.MODELOPT:
         _quantize_modelopt(ctx.input("onnx"), ctx.output("onnx_int8"), calibration, params)
         accuracy.conclude(
             ctx, "INT8", ctx.output("onnx_int8"), holdout, params.gate, details, "accuracy_int8", evidence
@@ -166,7 +127,7 @@ def _supported(params: QuantizeParams) -> frozenset[str]:
     """The op types the recipe quantizes when op_types is null."""
     from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry
 
-    registry = IntegerOpsRegistry if params.recipe == "dynamic" else QDQRegistry
+    registry = IntegerOpsRegistry if params.recipe == Recipe.DYNAMIC else QDQRegistry
     return frozenset(params.op_types or registry)
 
 
@@ -192,7 +153,7 @@ class _Quantizer:
 
     def build(self, kept_float: tuple[str, ...], dest: Path) -> None:
         exclude = [*self.params.exclude, *kept_float]
-        if self.params.recipe == "dynamic":
+        if self.params.recipe == Recipe.DYNAMIC:
             self._dynamic(exclude, dest)
         else:
             self._static(exclude, dest)
@@ -223,7 +184,7 @@ class _Quantizer:
             self._cache = calibration.calibrate(
                 self.model, self.calibration, self.params.method, self.work, scope, self.step
             )
-        tensorrt = self.params.target == "tensorrt"
+        tensorrt = self.params.target == Int8Target.TENSORRT
         q.quantize_static(
             str(self.model),
             str(dest),

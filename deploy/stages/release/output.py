@@ -159,8 +159,8 @@ def _bench(ctx: StageContext, model: str) -> dict[str, Any]:
 
     if "results" not in ctx.inputs:
         return {}
-    rows = [r for r in BenchResults.read(ctx.input("results")).rows if r.runtime == f"triton:{model}"]
-    single = [r for r in rows if r.batch == 1 and r.load == "1"]
+    rows = [r for r in BenchResults.read(ctx.input("results")).rows if r.model == model]
+    single = [r for r in rows if r.batch == 1 and r.single_stream]
     found: dict[str, Any] = {"latency_ms": round(single[0].median_ms, 3)} if single else {}
     if rows:
         found["throughput"] = round(max(r.items_per_s for r in rows), 2)

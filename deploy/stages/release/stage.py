@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deploy.domain.vocabulary import DataKind
 from deploy.pipeline.config import LABELS, DeployConfig
 from deploy.pipeline.contract import Artifact, Phase, StageContext, StageSpec
 from deploy.pipeline.errors import Issue
@@ -84,7 +85,7 @@ def _inputs_said(ctx: StageContext, params: ReleaseParams) -> str:
     held = params.holdout
     if held is None:
         return golden
-    what = f"random (seed {held.seed})" if held.kind == "random" else f"{held.kind} from {held.path}"
+    what = f"random (seed {held.seed})" if held.kind == DataKind.RANDOM else f"{held.kind} from {held.path}"
     return f"{golden} + {held.count} held-out samples: {what}"
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from deploy.runtimes.catalog import CATALOG, IN_PROCESS, BenchRuntime
+from deploy.domain.vocabulary import Runtime, ServingFormat
+from deploy.runtimes.catalog import CATALOG, IN_PROCESS
 from deploy.runtimes.record import BenchResults, BenchRow
 from deploy.serving.smoke_report import ModelResult, ModelStatus, SmokeReport
 from deploy.stages.select.selection import Candidate
@@ -71,16 +72,16 @@ def _in_process(bench: BenchResults, cosines: Mapping[str, float | None]) -> lis
         if rows or runtime in bench.skipped:
             cosine = cosines.get(_report(runtime))
             reason = bench.skipped.get(runtime, "")
-            found.append(Candidate(runtime.value, deploys.format, deploys.precision, cosine, rows, reason))
+            found.append(Candidate(runtime.value, deploys.family, deploys.precision, cosine, rows, reason))
     return found
 
 
 def _report(runtime: str) -> str:
-    return CATALOG[BenchRuntime(runtime)].accuracy or ""
+    return CATALOG[Runtime(runtime)].accuracy or ""
 
 
 def _rows_of(rows: list[BenchRow], runtime: str) -> dict[int, BenchRow]:
-    return {r.batch: r for r in rows if r.runtime == runtime and r.load == "1"}
+    return {r.batch: r for r in rows if r.runtime == runtime and r.single_stream}
 
 
 def _served(
@@ -89,11 +90,11 @@ def _served(
     result = smoke.models[name]
     runtime = runtime_serving(result.format, result.precision)
     deploys = CATALOG[runtime]
-    server_rows = tuple(r for r in bench.rows if r.runtime == f"triton:{name}" and r.request_rate is None)
+    server_rows = tuple(r for r in bench.rows if r.model == name and r.request_rate is None)
     verdict = "" if result.status is ModelStatus.PASSED else _why_unverified(result)
     return Candidate(
         runtime.value,
-        deploys.format,
+        deploys.family,
         deploys.precision,
         cosines.get(_report(runtime)),
         _rows_of(bench.rows, runtime.value),
@@ -111,9 +112,9 @@ def _why_unverified(result: ModelResult) -> str:
 
 
 def _unserved(c: Candidate) -> Candidate:
-    if c.runtime == BenchRuntime.EAGER:
+    if c.runtime == Runtime.EAGER:
         why = "eager PyTorch is not a Triton model format"
-    elif not CATALOG[BenchRuntime(c.runtime)].served_as:
+    elif not CATALOG[Runtime(c.runtime)].served_as:
         why = (
             f"no Triton model format of deploy serves {c.format} {c.precision} yet: measured in process only"
         )
@@ -122,8 +123,8 @@ def _unserved(c: Candidate) -> Candidate:
     return replace(c, unverified=why)
 
 
-def runtime_serving(fmt: str, precision: str) -> BenchRuntime:
+def runtime_serving(fmt: str, precision: str) -> Runtime:
     """The in-process runtime that runs the file a served model of `fmt` serves."""
-    if fmt == "plan":
-        return BenchRuntime.TENSORRT
+    if fmt == ServingFormat.PLAN:
+        return Runtime.TENSORRT
     return next(r for r, d in CATALOG.items() if fmt in d.served_as and d.precision == precision)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from deploy.domain.vocabulary import Metric
 from deploy.pipeline.contract import Conclusion
 from deploy.runtimes.record import BenchRow
 from deploy.runtimes.selection_record import Basis
@@ -77,15 +78,15 @@ def _best_fp32(d: Decision) -> Standing | None:
 
 def _cost(d: Decision, e: Standing) -> float:
     assert e.value is not None
-    return e.value if d.objective.metric == "latency" else -e.value
+    return e.value if d.objective.metric == Metric.LATENCY else -e.value
 
 
 def _metric(d: Decision, row: BenchRow) -> float:
-    return row.median_ms if d.objective.metric == "latency" else row.items_per_s
+    return row.median_ms if d.objective.metric == Metric.LATENCY else row.items_per_s
 
 
 def _gain(d: Decision, mine: float, theirs: float) -> float:
-    return theirs / mine if d.objective.metric == "latency" else mine / theirs
+    return theirs / mine if d.objective.metric == Metric.LATENCY else mine / theirs
 
 
 def _where(d: Decision) -> str:

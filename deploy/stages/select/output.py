@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from deploy.domain.vocabulary import Metric, Precision
 from deploy.runtimes.selection_record import Basis
 from deploy.stages.select.candidates import Target
 from deploy.stages.select.selection import Candidate, Decision
@@ -57,8 +58,8 @@ def report(ctx: Any, decisions: list[Decision], found: list[Candidate], target: 
         note=f"Target: {target.text}. Unverified candidates (never loaded or checked on it) are not chosen for it.",
         console=True,
     )
-    lat = next((d for d in decisions if d.objective.metric == "latency"), None)
-    thr = next((d for d in decisions if d.objective.metric == "throughput"), None)
+    lat = next((d for d in decisions if d.objective.metric == Metric.LATENCY), None)
+    thr = next((d for d in decisions if d.objective.metric == Metric.THROUGHPUT), None)
     columns = ["candidate", "verified", "accuracy (cosine to FP32)"]
     columns += [_column(lat, "latency", "median ms"), _column(thr, "throughput", "items/s"), "selected for"]
     status = [_status_row(c, decisions, lat, thr) for c in found]
@@ -83,7 +84,7 @@ def _decision_row(d: Decision, repository: Path) -> list[Any]:
 
 def _basis(d: Decision) -> str:
     if d.basis is Basis.SERVED:
-        load = "concurrency 1" if d.objective.metric == "latency" else "the best concurrency"
+        load = "concurrency 1" if d.objective.metric == Metric.LATENCY else "the best concurrency"
         return f"served end to end through Triton (gRPC, batch {d.batch}, {load})"
     return f"in-process runtimes (batch {d.batch})"
 
@@ -99,7 +100,7 @@ def _status_row(
     c: Candidate, decisions: list[Decision], lat: Decision | None, thr: Decision | None
 ) -> list[Any]:
     chosen = [d.objective.name for d in decisions if d.winner is not None and d.winner.candidate == c]
-    accuracy = "reference" if c.precision == "fp32" else _number(c.cosine, ".5f")
+    accuracy = "reference" if c.precision == Precision.FP32 else _number(c.cosine, ".5f")
     if c.evidence and c.cosine is not None:
         accuracy += f" ({c.evidence})"
     verified = "skipped: " + c.skipped if c.skipped else ("no: " + c.unverified if c.unverified else "yes")

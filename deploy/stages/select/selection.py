@@ -9,19 +9,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from deploy.domain.vocabulary import Metric, Precision, Runtime
+from deploy.runtimes.catalog import Family
 from deploy.runtimes.record import BenchRow
 from deploy.runtimes.selection_record import Basis, Chosen, Judged, Selection, Verdict
-
-# Precisions whose accuracy against FP32 an objective's min_cosine needs measured: each reads
-# its own report (runtimes.catalog's `accuracy`); without one they are rejected.
-REDUCED = frozenset({"int8", "fp16", "bf16", "fp16 weights"})
 
 
 class Goal(Protocol):
     @property
     def name(self) -> str: ...
     @property
-    def metric(self) -> str: ...
+    def metric(self) -> Metric: ...
     @property
     def batch(self) -> int | None: ...
     @property
@@ -34,14 +32,14 @@ class Goal(Protocol):
 
 @dataclass(frozen=True)
 class Candidate:
-    runtime: str  # the in-process runtime that runs the same file
-    format: str
-    precision: str
+    runtime: Runtime  # the in-process runtime that runs the same file
+    format: Family
+    precision: Precision
     cosine: float | None  # to FP32 on held-out data; None for FP32 itself
     rows: dict[int, BenchRow] = field(default_factory=dict)  # batch -> its single-stream row
     skipped: str = ""  # why bench did not measure it
     model: str = ""  # the Triton model serving it on the target ("": none)
-    served: tuple[BenchRow, ...] = ()  # bench's end-to-end rows of `model` (triton:<model>)
+    served: tuple[BenchRow, ...] = ()  # bench's end-to-end rows of `model` (runtime triton)
     unverified: str = ""  # why the target did not verify it ("": verified, or no server target)
     evidence: str = (
         ""  # what its accuracy rests on when that is not real data ("random data; real data goes in KEY")
@@ -80,7 +78,7 @@ class Decision:
         return None if self.winner is None else self.winner.candidate.label
 
     def unit(self) -> str:
-        return "ms" if self.objective.metric == "latency" else "items/s"
+        return "ms" if self.objective.metric == Metric.LATENCY else "items/s"
 
 
 def decide(found: list[Candidate], objective: Goal, min_gain: float = 0.0, server: bool = False) -> Decision:
@@ -122,15 +120,15 @@ def _basis(found: list[Candidate], objective: Goal, server: bool) -> Basis:
 
 def _worth_it(ranked: list[Standing], objective: Goal, min_gain: float) -> Standing:
     best = ranked[0]
-    fp32 = next((e for e in ranked if e.candidate.precision == "fp32"), None)
-    if best.candidate.precision == "fp32" or fp32 is None:
+    fp32 = next((e for e in ranked if e.candidate.precision == Precision.FP32), None)
+    if best.candidate.precision == Precision.FP32 or fp32 is None:
         return best
     return best if _gain(best, fp32, objective) > 1 + min_gain else fp32
 
 
 def _gain(e: Standing, other: Standing, objective: Goal) -> float:
     assert e.value is not None and other.value is not None
-    return other.value / e.value if objective.metric == "latency" else e.value / other.value
+    return other.value / e.value if objective.metric == Metric.LATENCY else e.value / other.value
 
 
 def _default_batch(found: list[Candidate], metric: str, basis: Basis) -> int | None:
@@ -140,7 +138,7 @@ def _default_batch(found: list[Candidate], metric: str, basis: Basis) -> int | N
         batches = {b for c in found for b in c.rows}
     if not batches:
         return None
-    return min(batches) if metric == "latency" else max(batches)
+    return min(batches) if metric == Metric.LATENCY else max(batches)
 
 
 def _judge(c: Candidate, objective: Goal, batch: int | None, basis: Basis, server: bool) -> Standing:
@@ -148,7 +146,9 @@ def _judge(c: Candidate, objective: Goal, batch: int | None, basis: Basis, serve
     if c.skipped:
         return Standing(c, Verdict.SKIPPED, None, c.skipped)
     row, measured = _row(c, objective, batch, basis)
-    value = None if row is None else (row.median_ms if objective.metric == "latency" else row.items_per_s)
+    value = (
+        None if row is None else (row.median_ms if objective.metric == Metric.LATENCY else row.items_per_s)
+    )
     load = "" if row is None else row.load
     if server and c.unverified:
         return Standing(c, Verdict.UNVERIFIED, value, c.unverified, load, measured)
@@ -166,8 +166,8 @@ def _row(c: Candidate, objective: Goal, batch: int | None, basis: Basis) -> tupl
     if basis is Basis.IN_PROCESS or not c.served:
         return (c.rows.get(batch) if batch is not None else None), Basis.IN_PROCESS
     rows = [r for r in c.served if r.batch == batch]
-    if objective.metric == "latency":
-        return next((r for r in rows if r.load == "1"), None), Basis.SERVED
+    if objective.metric == Metric.LATENCY:
+        return next((r for r in rows if r.single_stream), None), Basis.SERVED
     return max(rows, key=lambda r: r.items_per_s, default=None), Basis.SERVED
 
 
@@ -182,7 +182,9 @@ def _broken(c: Candidate, row: BenchRow, objective: Goal) -> list[str]:
             found.append(f"{tail} not supported by {row.iterations} samples")
         elif value > objective.max_latency_ms:
             found.append(f"{tail} {value:.3f} ms > {objective.max_latency_ms} ms")
-    if objective.min_cosine is not None and c.precision in REDUCED:
+    if (
+        objective.min_cosine is not None and Precision(c.precision).reduced
+    ):  # its accuracy against FP32 must be measured
         if c.cosine is None:
             found.append("no accuracy measured")
         elif c.cosine < objective.min_cosine:
@@ -192,7 +194,7 @@ def _broken(c: Candidate, row: BenchRow, objective: Goal) -> list[str]:
 
 def _order(e: Standing, objective: Goal) -> float:
     assert e.value is not None
-    return e.value if objective.metric == "latency" else -e.value
+    return e.value if objective.metric == Metric.LATENCY else -e.value
 
 
 def _against(e: Standing, best: Standing, objective: Goal) -> Standing:
@@ -200,7 +202,7 @@ def _against(e: Standing, best: Standing, objective: Goal) -> Standing:
         return replace(e, verdict=Verdict.SELECTED, reason="")
     if e.verdict is not Verdict.SLOWER or e.value is None or best.value is None:
         return e
-    unit = "ms" if objective.metric == "latency" else "items/s"
+    unit = "ms" if objective.metric == Metric.LATENCY else "items/s"
     numbers = f"{e.value:.3f} {unit} vs {best.value:.3f} {unit}"
     gain = _gain(e, best, objective)
     if gain >= 1:  # better, but not by enough to leave FP32

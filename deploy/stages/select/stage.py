@@ -17,14 +17,15 @@ import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
+from deploy.domain.vocabulary import Metric, Precision, Runtime
 from deploy.gates.accuracy_report import AccuracyReport
 from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed
-from deploy.runtimes.catalog import ACCURACY_REPORTS, CATALOG, BenchRuntime
+from deploy.runtimes.catalog import ACCURACY_REPORTS, CATALOG
 from deploy.runtimes.record import BenchResults
 from deploy.runtimes.selection_record import Verdict
 from deploy.serving.publishing import when_selected
@@ -40,9 +41,7 @@ class Objective(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str = Field(..., min_length=1, description="What the objective is called in the report.")
-    metric: Literal["latency", "throughput"] = Field(
-        ..., description="latency: lowest median ms per call; throughput: most items/s."
-    )
+    metric: Metric = Field(..., description="latency: lowest median ms per call; throughput: most items/s.")
     batch: PositiveInt | None = Field(
         None,
         description="Batch size compared; null: latency at the smallest measured batch, throughput at the largest.",
@@ -70,7 +69,10 @@ class SelectParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     objectives: tuple[Objective, ...] = Field(
-        (Objective(name="latency", metric="latency"), Objective(name="throughput", metric="throughput")),
+        (
+            Objective(name="latency", metric=Metric.LATENCY),
+            Objective(name="throughput", metric=Metric.THROUGHPUT),
+        ),
         min_length=1,
         description="What to choose for: each picks its best candidate that meets its constraints.",
     )
@@ -156,8 +158,8 @@ def _served(name: str, present: set[str], c: selection.Candidate) -> list[str]:
     if c.model:
         models = [c.model] if c.model in present else []
     else:
-        suffix = "" if c.precision == "fp32" else f"_{c.precision}"
-        formats = CATALOG[BenchRuntime(c.runtime)].served_as
+        suffix = "" if c.precision == Precision.FP32 else f"_{c.precision}"
+        formats = CATALOG[Runtime(c.runtime)].served_as
         models = [m for m in (f"{name}_{fmt}{suffix}" for fmt in formats) if m in present]
     services = [e for m in models if (e := service_name(m, Role.ENSEMBLE)) in present]
     parts = [p for r in (Role.PRE, Role.POST) if services and (p := service_name(name, r)) in present]

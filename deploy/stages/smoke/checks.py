@@ -12,6 +12,7 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from deploy.domain import vocabulary
 from deploy.pipeline.config import DeployConfig
 from deploy.runtimes.arrays import varying_axes
 from deploy.runtimes.dtypes import triton_name
@@ -41,7 +42,7 @@ class Tensor:
 
 
 def client(server: Server, protocol: str, timeout_s: float) -> Any:
-    if protocol == "http":
+    if protocol == vocabulary.Protocol.HTTP:
         return httpclient.InferenceServerClient(
             server.http, network_timeout=timeout_s, connection_timeout=timeout_s
         )

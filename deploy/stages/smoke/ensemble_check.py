@@ -16,11 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from deploy.domain.vocabulary import Layout, Precision, Protocol
 from deploy.gates.metrics import cosine
 from deploy.pipeline.contract import StageContext
 from deploy.serving.repository import Model
-from deploy.serving.service import TOKENIZER_FILE, Role
-from deploy.serving.service_client import Protocol, Sample, input_name, pre_of, record, samples
+from deploy.serving.service import TOKENIZER_FILE, AnswerKind, Color, Role
+from deploy.serving.service_client import Sample, input_name, pre_of, record, samples
 from deploy.serving.service_record import (
     ClassifyRecord,
     EmbeddingRecord,
@@ -39,7 +40,7 @@ def _local_file(model: Model) -> Path | None:
     against FP32 is the quantize / fp16 stages' gate); FP32 answers to the eager model."""
     from deploy.runtimes.files import newest_model_file
 
-    return None if model.precision == "fp32" else newest_model_file(model.directory)
+    return None if model.precision == Precision.FP32 else newest_model_file(model.directory)
 
 
 def reference(
@@ -83,9 +84,9 @@ def _image_feeds(pre: ImageRecord, items: list[Sample]) -> dict[str, np.ndarray]
             v2.Normalize(pre.mean, pre.std),
         ]
     )
-    mode = "RGB" if pre.color == "rgb" else "L"
+    mode = "RGB" if pre.color == Color.RGB else "L"
     batch = torch.stack([steps(Image.open(io.BytesIO(s.data)).convert(mode)) for s in items])
-    if pre.layout == "NHWC":
+    if pre.layout == Layout.NHWC:
         batch = batch.permute(0, 2, 3, 1)
     return {pre.feed: batch.numpy()}
 
@@ -111,7 +112,7 @@ def postprocess(post: PostRecord | None, outputs: dict[str, np.ndarray]) -> dict
     if post is None:
         return outputs
     values = torch.from_numpy(outputs[post.reads])
-    if post.kind == "embedding":
+    if post.kind == AnswerKind.EMBEDDING:
         return {
             "embedding": torch.nn.functional.normalize(values, dim=-1).numpy()
             if post.normalize
@@ -358,7 +359,9 @@ def _gate(params: Any) -> Gate:
 
 
 def numbers(check: ServiceCheck) -> str:
-    numbers = [f"{len(check.samples)} {'sentences' if check.kind == 'embedding' else 'inputs'} end to end"]
+    numbers = [
+        f"{len(check.samples)} {'sentences' if check.kind == AnswerKind.EMBEDDING else 'inputs'} end to end"
+    ]
     if check.top1_agreement is not None:
         numbers.append(f"top-1 agreement {check.top1_agreement:.2f}")
     if check.min_cosine is not None:

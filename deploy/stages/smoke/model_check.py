@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from deploy.domain.vocabulary import Precision, Protocol
 from deploy.pipeline.config import Label
 from deploy.pipeline.contract import StageContext
 from deploy.serving.repository import Model
@@ -35,7 +36,7 @@ def _reference_cases(model: Model, cases: list[Any], ctx: StageContext) -> list[
     from deploy.runtimes.files import newest_model_file, runtime_for
 
     served = newest_model_file(model.directory)
-    if model.precision == "fp32" or served is None:
+    if model.precision == Precision.FP32 or served is None:
         return cases
     from deploy.gates.references import Case, infer_case
 
@@ -48,7 +49,7 @@ def reference_name(model: Model) -> str:
     from deploy.runtimes.files import SUFFIXES, newest_model_file
 
     served = newest_model_file(model.directory)
-    if model.precision == "fp32" or served is None:
+    if model.precision == Precision.FP32 or served is None:
         return "eager PyTorch"
     return f"local {SUFFIXES[served.suffix]} on the served {model.precision} file"
 
@@ -115,7 +116,7 @@ def _traffic(
 
 def _describe(conn: Any, protocol: str, name: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
     """Triton's model metadata and config, as JSON (tritonclient's own shapes)."""
-    if protocol == "grpc":
+    if protocol == Protocol.GRPC:
         return conn.get_model_metadata(name, as_json=True), conn.get_model_config(name, as_json=True)[
             "config"
         ]

@@ -13,11 +13,13 @@ import json
 import shutil
 from collections.abc import Callable
 from dataclasses import replace
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from deploy.domain.vocabulary import Protocol
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.config import DeployConfig, resolve_path
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
@@ -30,8 +32,6 @@ from deploy.serving.repository import Model
 from deploy.serving.service import Role
 from deploy.serving.smoke_report import ModelResult, ModelStatus
 from deploy.serving.spec import ServerKind, ServerSpec, identity
-
-Protocol = Literal["http", "grpc"]
 
 
 class ServiceGate(BaseModel):
@@ -65,6 +65,13 @@ class ServiceParams(BaseModel):
     _samples = field_validator("samples")(resolve_path)
 
 
+class Source(StrEnum):
+    """What the server reads."""
+
+    CACHE = "cache"  # the repository artifact
+    PUBLISHED = "published"  # the copy triton_config.publish_to put on object storage
+
+
 class SmokeParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
@@ -88,8 +95,8 @@ class SmokeParams(BaseModel):
         "the server merges requests where dynamic batching is on); 0: off.",
     )
     request_timeout_s: float = Field(120, gt=0, description="Timeout of each request to the server, seconds.")
-    source: Literal["cache", "published"] = Field(
-        "cache",
+    source: Source = Field(
+        Source.CACHE,
         description="What the server reads: cache, the repository artifact; published, the copy "
         "triton_config.publish_to put on object storage (the server reads s3:// itself), as production would.",
     )
@@ -106,7 +113,7 @@ class SmokeParams(BaseModel):
 
 def check(params: SmokeParams, config: DeployConfig) -> list[Issue]:
     """The published copy holds every model only when it exists and the whole repository is published."""
-    if params.source != "published":
+    if params.source != Source.PUBLISHED:
         return []
     where = "stages.smoke.source"
     if published_url(config) is None:
@@ -128,7 +135,7 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
     report = smoke_report.SmokeReport()
     server = None
     try:
-        remote = published_url(ctx.config) if params.source == "published" else None
+        remote = published_url(ctx.config) if params.source == Source.PUBLISHED else None
         _refuse_incomplete(publishing(ctx.config).remote if remote else None, ctx.config.name)
         with serve_repository(
             _server_spec(params.server, ctx.input("repository")),

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from deploy.gates.detection_parity import Layout, aligned
+from deploy.gates.detection_parity import DetectionLayout, aligned
 from deploy.gates.parity import Compared, metrics
 from deploy.gates.references import Case
 from deploy.gates.tolerance import Tolerance
@@ -155,7 +155,7 @@ def _judge(found: Traffic, answers: list[Answer], judge: Judge, batches: list[in
 
 
 # -- tensors in, tensors out: golden's client requests -------------------------------------------
-def tensor_judge(cases: list[Case], tol: Tolerance, layout: Layout | None = None) -> Judge:
+def tensor_judge(cases: list[Case], tol: Tolerance, layout: DetectionLayout | None = None) -> Judge:
     """Each output against the request's own reference, with the smoke tolerance (padded
     detections row for matching row)."""
 

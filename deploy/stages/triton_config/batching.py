@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from deploy.domain.vocabulary import Precision
 from deploy.gates.batch_independence import BatchIndependence, measure, not_measured
 from deploy.pipeline.errors import ConfigError, Issue
 
@@ -58,18 +59,18 @@ def refuse(found: Mapping[str, BatchIndependence]) -> None:
 
 
 def _problem(precision: str, record: BatchIndependence, output: str, difference: str) -> str:
-    served = "" if precision == "fp32" else f" of the {precision} model"
+    served = "" if precision == Precision.FP32 else f" of the {precision} model"
     fixes = (
         "set stages.triton_config.max_batch_size: 0 (each request runs as sent), or drop "
         f"'{output}' from outputs"
     )
-    if precision != "fp32":
+    if precision != Precision.FP32:
         fixes = (
             "set stages.triton_config.dynamic_batching: null (the server runs each request as sent), or leave "
             f"{precision} out of stages.triton_config.precisions"
             + (
                 ", or use stages.quantize.recipe: static (scales fixed at calibration)"
-                if precision == "int8"
+                if precision == Precision.INT8
                 else ""
             )
         )

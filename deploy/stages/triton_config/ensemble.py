@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from deploy.domain.vocabulary import Layout
 from deploy.pipeline.config import DeployConfig, InputSpec
 from deploy.pipeline.errors import Issue, StageFailed
 from deploy.serving import service
@@ -72,7 +73,11 @@ def _image_issues(pre: ImagePre, config: DeployConfig) -> list[Issue]:
             Issue(f"{where}.input", f"'{spec.name}' is {spec.dtype} {_dims(spec)}, not a float image batch")
         ]
     shape = spec.opt[1:]
-    want = (pre.channels, pre.crop, pre.crop) if pre.layout == "NCHW" else (pre.crop, pre.crop, pre.channels)
+    want = (
+        (pre.channels, pre.crop, pre.crop)
+        if pre.layout == Layout.NCHW
+        else (pre.crop, pre.crop, pre.channels)
+    )
     issues = []
     if tuple(shape) != want:
         issues.append(

@@ -3,6 +3,7 @@ read (pydantic only: imported at discovery)."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -28,9 +29,17 @@ class DynamicBatching(Frozen):
     )
 
 
+class InstanceKind(StrEnum):
+    """Triton's KIND_* of an instance group."""
+
+    AUTO = "auto"
+    CPU = "cpu"
+    GPU = "gpu"
+
+
 class InstanceGroup(Frozen):
-    kind: Literal["auto", "cpu", "gpu"] = Field(
-        "cpu",
+    kind: InstanceKind = Field(
+        InstanceKind.CPU,
         description="Where model instances run (Triton KIND_*); the python format always uses cpu, plan gpu.",
     )
     count: int = Field(1, ge=1, description="Model instances per device.")

@@ -9,10 +9,12 @@ checks it against Triton's schema). What the embedded CPU server here cannot exe
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from deploy.domain.vocabulary import Precision
 from deploy.pipeline.config import Frozen, Label
 
 WARMUP_DIR = "warmup"  # Triton reads input_data_file from <model>/warmup/
@@ -28,11 +30,31 @@ class Warmup(Frozen):
     count: int = Field(1, ge=1, description="Executions of each sample.")
 
 
+class TimeoutAction(StrEnum):
+    REJECT = "reject"
+    DELAY = "delay"
+
+
+class VersionKind(StrEnum):
+    LATEST = "latest"
+    ALL = "all"
+    SPECIFIC = "specific"
+
+
+class Accelerator(StrEnum):
+    """An ONNX Runtime execution provider Triton's onnxruntime backend can put first."""
+
+    TENSORRT = "tensorrt"
+    CUDA = "cuda"
+    OPENVINO = "openvino"
+
+
 class QueuePolicy(Frozen):
     """dynamic_batching.default_queue_policy: what happens to requests that wait too long."""
 
-    timeout_action: Literal["reject", "delay"] = Field(
-        "reject", description="A request past its timeout: rejected, or delayed behind the others."
+    timeout_action: TimeoutAction = Field(
+        TimeoutAction.REJECT,
+        description="A request past its timeout: rejected, or delayed behind the others.",
     )
     timeout_us: int = Field(0, ge=0, description="Queue timeout per request, µs; 0: none.")
     allow_timeout_override: bool = Field(False, description="Clients may set their own (shorter) timeout.")
@@ -58,9 +80,7 @@ class RateLimiter(Frozen):
 class VersionPolicy(Frozen):
     """Which versions of the model Triton serves."""
 
-    kind: Literal["latest", "all", "specific"] = Field(
-        "latest", description="latest N, all, or the listed ones."
-    )
+    kind: VersionKind = Field(VersionKind.LATEST, description="latest N, all, or the listed ones.")
     latest: int = Field(1, ge=1, description="kind latest: how many of the newest versions.")
     versions: tuple[Annotated[int, Field(ge=1)], ...] = Field(
         (), description="kind specific: the version numbers."
@@ -68,7 +88,7 @@ class VersionPolicy(Frozen):
 
     @model_validator(mode="after")
     def _versions_for_specific(self) -> VersionPolicy:
-        if (self.kind == "specific") != bool(self.versions):
+        if (self.kind == VersionKind.SPECIFIC) != bool(self.versions):
             raise ValueError("versions is needed with kind specific, and only there")
         return self
 
@@ -77,15 +97,17 @@ class OnnxAccelerator(Frozen):
     """optimization.execution_accelerators for the onnx format (ONNX Runtime backend):
     tensorrt / cuda on GPU instances, openvino on CPU ones."""
 
-    kind: Literal["tensorrt", "cuda", "openvino"] = Field(description="The execution provider.")
-    precision: Literal["fp32", "fp16"] = Field("fp32", description="kind tensorrt: precision_mode.")
+    kind: Accelerator = Field(description="The execution provider.")
+    precision: Literal["fp32", "fp16"] = Field(Precision.FP32, description="kind tensorrt: precision_mode.")
     workspace_mib: int | None = Field(
         None, ge=1, description="kind tensorrt: max_workspace_size_bytes, in MiB."
     )
 
     @model_validator(mode="after")
     def _tensorrt_only(self) -> OnnxAccelerator:
-        if self.kind != "tensorrt" and (self.precision != "fp32" or self.workspace_mib is not None):
+        if self.kind != Accelerator.TENSORRT and (
+            self.precision != Precision.FP32 or self.workspace_mib is not None
+        ):
             raise ValueError("precision and workspace_mib apply to kind tensorrt only")
         return self
 
@@ -116,7 +138,7 @@ def _data_type(pb: Any, dtype: str) -> int:
 
 def queue_policy(proto: Any, pb: Any, policy: QueuePolicy) -> None:
     queue = proto.dynamic_batching.default_queue_policy
-    action = "REJECT" if policy.timeout_action == "reject" else "DELAY"
+    action = policy.timeout_action.upper()  # Triton spells them REJECT / DELAY
     queue.timeout_action = pb.ModelQueuePolicy.TimeoutAction.Value(action)
     queue.default_timeout_microseconds = policy.timeout_us
     queue.allow_timeout_override = policy.allow_timeout_override
@@ -132,9 +154,9 @@ def rate_limiter(group: Any, limiter: RateLimiter) -> None:
 
 
 def version_policy(proto: Any, policy: VersionPolicy) -> None:
-    if policy.kind == "latest":
+    if policy.kind == VersionKind.LATEST:
         proto.version_policy.latest.num_versions = policy.latest
-    elif policy.kind == "all":
+    elif policy.kind == VersionKind.ALL:
         proto.version_policy.all.SetInParent()
     else:
         proto.version_policy.specific.versions.extend(policy.versions)
@@ -145,11 +167,11 @@ def accelerators(proto: Any, found: tuple[OnnxAccelerator, ...]) -> None:
     for accelerator in found:
         where = (
             accelerate.cpu_execution_accelerator
-            if accelerator.kind == "openvino"
+            if accelerator.kind == Accelerator.OPENVINO
             else accelerate.gpu_execution_accelerator
         )
         entry = where.add(name=accelerator.kind)
-        if accelerator.kind == "tensorrt":
+        if accelerator.kind == Accelerator.TENSORRT:
             entry.parameters["precision_mode"] = accelerator.precision.upper()
             if accelerator.workspace_mib is not None:
                 entry.parameters["max_workspace_size_bytes"] = str(accelerator.workspace_mib << 20)
@@ -161,5 +183,5 @@ def openvino_backend(proto: Any, precision: str) -> None:
     f32 switch: on a CPU with bf16 it computes the fp32 model in bf16 too, the CPU plugin's
     default (bench's openvino_bf16 row and the openvino stage's bf16 gate measure that)."""
     proto.parameters["PERFORMANCE_HINT"].string_value = "LATENCY"
-    if precision == "bf16":
+    if precision == Precision.BF16:
         proto.parameters["HINT_BF16"].string_value = "YES"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deploy.domain.vocabulary import ModelSuffix, Precision, ServingFormat
 from deploy.gates.batch_independence import BatchIndependence
 from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import (
@@ -30,12 +31,12 @@ from deploy.pipeline.errors import Issue, StageFailed
 from deploy.pipeline.facts import Provides
 from deploy.runtimes.bf16_gate import bf16_gated
 from deploy.runtimes.engine_manifest import EngineManifest
-from deploy.serving.layout import FORMAT_PARAMETER, LAYOUTS, PYTHON_MODEL, ServingFormat, io_name
+from deploy.serving.layout import FORMAT_PARAMETER, LAYOUTS, PYTHON_MODEL, io_name
 from deploy.serving.publishing import PUBLISHING, Publishing, PublishPolicy, when_all
 from deploy.serving.service import Role
 from deploy.serving.service_record import service_name
 from deploy.stages.triton_config import batching, ensemble, production
-from deploy.stages.triton_config.params import DynamicBatching, TritonParams
+from deploy.stages.triton_config.params import DynamicBatching, InstanceKind, TritonParams
 
 Format = ServingFormat
 
@@ -95,7 +96,7 @@ def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
 
 def _production_issues(params: TritonParams) -> list[Issue]:
     where, issues = "stages.triton_config", []
-    if params.instance_group.gpus and params.instance_group.kind != "gpu":
+    if params.instance_group.gpus and params.instance_group.kind != InstanceKind.GPU:
         issues.append(Issue(f"{where}.instance_group.gpus", "needs instance_group.kind gpu"))
     if params.onnx_accelerators and "onnx" not in params.formats:
         issues.append(
@@ -132,7 +133,7 @@ def served(params: TritonParams, name: str) -> list[ServedModel]:
     for fmt in params.formats:
         allowed = SERVED_PRECISIONS.get(LAYOUTS[fmt].artifact, ("fp32",))
         for precision in [p for p in params.precisions if p in allowed]:
-            suffix = "" if precision == "fp32" else f"_{precision}"
+            suffix = "" if precision == Precision.FP32 else f"_{precision}"
             artifact = LAYOUTS[fmt].artifact + ("" if precision in COMPUTED_FROM_FP32 else suffix)
             out.append(ServedModel(f"{name}_{fmt}{suffix}", fmt, precision, artifact))
     return out
@@ -166,7 +167,7 @@ def run(ctx: StageContext, params: TritonParams) -> None:
             missing.artifact,
         )
         ctx.record(f"not_written.{missing.model}", f"no {missing.artifact} (stage skipped or not configured)")
-    if any(m.fmt == "plan" for m in models) and "manifest" in ctx.inputs:
+    if any(m.fmt == ServingFormat.PLAN for m in models) and "manifest" in ctx.inputs:
         manifest = EngineManifest.read(ctx.input("manifest"))
         check_engine_batch(manifest, params, max_batch(params, ctx.config))
     protos = []
@@ -202,17 +203,17 @@ def _bf16_host(params: TritonParams) -> dict[str, object]:
 def _where_computable(ctx: StageContext, models: list[ServedModel]) -> list[ServedModel]:
     """bf16 only where this CPU computes it: elsewhere the openvino stage skipped its bf16
     gate, and the served model would refuse to load (python_model.py)."""
-    if not any(m.precision == "bf16" for m in models):
+    if not any(m.precision == Precision.BF16 for m in models):
         return models
     from deploy.runtimes.openvinort import Compute, lacks
 
     reason = lacks(Compute.BF16)
     if reason is None:
         return models
-    for model in [m for m in models if m.precision == "bf16"]:
+    for model in [m for m in models if m.precision == Precision.BF16]:
         ctx.log.warning("%s not written: %s", model.model, reason)
         ctx.record(f"not_written.{model.model}", reason)
-    return [m for m in models if m.precision != "bf16"]
+    return [m for m in models if m.precision != Precision.BF16]
 
 
 def _refuse_merging(ctx: StageContext, params: TritonParams, golden: Any, models: list[ServedModel]) -> None:
@@ -226,7 +227,7 @@ def _refuse_merging(ctx: StageContext, params: TritonParams, golden: Any, models
     files = {
         m.precision: ctx.input(m.artifact)
         for m in models
-        if m.precision != "fp32" and m.artifact.startswith("onnx")
+        if m.precision != Precision.FP32 and m.artifact.startswith("onnx")
     }
     fp32 = BatchIndependence.read(ctx.input("batching"))
     found = batching.records(fp32, files, golden, ctx.config.output_names())
@@ -311,16 +312,13 @@ def model_config(
         proto.dynamic_batching.preferred_batch_size.extend(merging.preferred_batch_sizes)
     # The python formats run ONNX Runtime's CPU provider or OpenVINO's CPU plugin, as does
     # the openvino backend: their instances are CPU instances; a TensorRT plan runs on GPUs only.
-    cpu_only = ("python", "python_openvino", "openvino")
-    kind = ("KIND_CPU" if fmt in cpu_only else {"plan": "KIND_GPU"}.get(fmt)) or {
-        "auto": "KIND_AUTO",
-        "cpu": "KIND_CPU",
-        "gpu": "KIND_GPU",
-    }[params.instance_group.kind]
+    cpu_only = (ServingFormat.PYTHON, ServingFormat.PYTHON_OPENVINO, ServingFormat.OPENVINO)
+    kind = InstanceKind.CPU if fmt in cpu_only else params.instance_group.kind
+    kind = InstanceKind.GPU if fmt == ServingFormat.PLAN else kind
     group = proto.instance_group.add(
-        kind=pb.ModelInstanceGroup.Kind.Value(kind), count=params.instance_group.count
+        kind=pb.ModelInstanceGroup.Kind.Value(f"KIND_{kind.upper()}"), count=params.instance_group.count
     )
-    if fmt == "plan":
+    if fmt == ServingFormat.PLAN:
         group.profile.extend(str(p) for p in params.plan.profiles)
         proto.cc_model_filenames.update(params.plan.cc_model_filenames)
     _production(proto, pb, fmt, params, group, precision)
@@ -343,9 +341,9 @@ def _production(proto: Any, pb: Any, fmt: str, params: TritonParams, group: Any,
     if params.version_policy is not None:
         production.version_policy(proto, params.version_policy)
     proto.response_cache.enable = params.response_cache
-    if fmt == "onnx":
+    if fmt == ServingFormat.ONNX:
         production.accelerators(proto, params.onnx_accelerators)
-    if fmt == "openvino":
+    if fmt == ServingFormat.OPENVINO:
         production.openvino_backend(proto, precision)
 
 
@@ -384,10 +382,10 @@ def _write_model(model_dir: Path, version: int, text: str, source: Path, filenam
     (model_dir / str(version)).mkdir(parents=True)
     (model_dir / "config.pbtxt").write_text(text)
     dest = model_dir / str(version) / filename
-    if source.suffix == ".xml":  # an OpenVINO IR: its weights beside it, written first
+    if source.suffix == ModelSuffix.IR:  # an OpenVINO IR: its weights beside it, written first
         shutil.copyfile(source.with_suffix(".bin"), dest.with_suffix(".bin"))
         shutil.copyfile(source, dest)
-    elif source.suffix == ".onnx":
+    elif source.suffix == ModelSuffix.ONNX:
         from deploy.modelio import onnx_files
 
         onnx_files.copy(source, dest)  # with the weights file beside it, if any

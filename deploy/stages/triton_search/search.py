@@ -10,6 +10,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
+from deploy.domain.vocabulary import Metric, Precision
 from deploy.pipeline.errors import StageFailed
 from deploy.runtimes.record import BenchRow
 from deploy.serving.repository import Model
@@ -88,7 +89,7 @@ def _chooser(model: str | None) -> Any:
         names = [
             n
             for n in loadable(found, backends())
-            if found[n].precision == "fp32" and found[n].role is Role.MODEL
+            if found[n].precision == Precision.FP32 and found[n].role is Role.MODEL
         ]
         if not names:
             raise StageFailed(f"triton_search: the server can load none of {sorted(found)}")
@@ -143,7 +144,7 @@ def _score(rows: list[BenchRow], goal: Any) -> tuple[float | None, BenchRow | No
     ]
     if not fits:
         return None, None
-    if goal.metric == "throughput":
+    if goal.metric == Metric.THROUGHPUT:
         best = max(fits, key=lambda r: r.items_per_s)
         return best.items_per_s, best
     best = min(fits, key=lambda r: r.percentiles_ms[key])
@@ -151,7 +152,7 @@ def _score(rows: list[BenchRow], goal: Any) -> tuple[float | None, BenchRow | No
 
 
 def goal_text(goal: Any) -> str:
-    parts = ["most items/s" if goal.metric == "throughput" else f"least p{goal.percentile:g} latency"]
+    parts = ["most items/s" if goal.metric == Metric.THROUGHPUT else f"least p{goal.percentile:g} latency"]
     if goal.max_latency_ms is not None:
         parts.append(f"p{goal.percentile:g} <= {goal.max_latency_ms} ms")
     if goal.min_items_per_s is not None:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deploy.domain.vocabulary import Metric
 from deploy.pipeline.records import SchemaMismatch, expect_schema
 from deploy.runtimes.record import BenchRow
 
@@ -87,7 +88,7 @@ class Result:
         scored = [(m.score, m) for m in self.measured if m.score is not None]
         if not scored:
             return None
-        sign = 1.0 if self.metric == "throughput" else -1.0
+        sign = 1.0 if self.metric == Metric.THROUGHPUT else -1.0
         best_score, best = max(scored, key=lambda pair: sign * pair[0])
         base = self.current_measured()
         if base is None or base.score is None or best is base:
@@ -102,11 +103,13 @@ class Result:
         win, base = self.winner, self.current_measured()
         if win is None or win.score is None:
             return f"{self.model}: no configuration meets {self.goal_text}"
-        unit = "items/s" if self.metric == "throughput" else f"ms {self.tail}"
+        unit = "items/s" if self.metric == Metric.THROUGHPUT else f"ms {self.tail}"
         kept = " (kept: nothing beat it by more than min_improvement)" if win.point == self.current else ""
         text = f"{self.model}: {win.point.label}: {win.score:.4g} {unit}{kept}"
         if base is not None and base.score and win.point != self.current:
-            ratio = win.score / base.score if self.metric == "throughput" else base.score / (win.score or 1)
+            ratio = (
+                win.score / base.score if self.metric == Metric.THROUGHPUT else base.score / (win.score or 1)
+            )
             text += f" ({ratio:.2f}x the current config's {base.score:.4g})"
         return text + f"; {len(self.measured)} configs in {self.wall_s:.0f} s"
 

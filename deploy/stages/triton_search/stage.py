@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field, NonNegativeInt, PositiveInt
 
+from deploy.domain.vocabulary import Metric
 from deploy.gates.batch_independence import BatchIndependence
 from deploy.pipeline.config import Frozen
 from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, Section, StageContext, StageSpec
@@ -58,8 +59,8 @@ class SearchSpace(Frozen):
 
 
 class SearchGoal(Frozen):
-    metric: Literal["throughput", "latency"] = Field(
-        "throughput",
+    metric: Metric = Field(
+        Metric.THROUGHPUT,
         description="throughput: most items/s within max_latency_ms; latency: least tail latency "
         "with at least min_items_per_s.",
     )

@@ -1,0 +1,83 @@
+"""The domain's words as types. StrEnums: YAML and JSON keep the plain strings
+(`precision: fp32`), a member equals its string, and a typo is an error at the point it
+is written, not a silent mismatch at the point it is compared."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Precision(StrEnum):
+    """The number format a model computes in."""
+
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    INT8 = "int8"
+    MIXED = "mixed"  # a TensorRT engine: the builder chose per layer
+
+    @property
+    def reduced(self) -> bool:
+        """Judged against FP32 by an accuracy gate before it may be deployed."""
+        return self is not Precision.FP32
+
+
+class ServingFormat(StrEnum):
+    """How a Triton model dir holds the model (serving/layout.py says what each needs)."""
+
+    ONNX = "onnx"
+    TORCHSCRIPT = "torchscript"
+    PYTHON = "python"  # ONNX Runtime inside Triton's python backend
+    OPENVINO = "openvino"
+    PYTHON_OPENVINO = "python_openvino"  # OpenVINO inside Triton's python backend
+    PLAN = "plan"  # a TensorRT engine
+
+
+class Runtime(StrEnum):
+    """What the bench stage times; runtimes/catalog.py says what each deploys."""
+
+    EAGER = "eager"
+    TORCHSCRIPT = "torchscript"
+    ONNXRUNTIME = "onnxruntime"
+    ONNXRUNTIME_INT8 = "onnxruntime_int8"
+    ONNXRUNTIME_FP16 = "onnxruntime_fp16"
+    OPENVINO = "openvino"
+    OPENVINO_FP16 = "openvino_fp16"
+    OPENVINO_BF16 = "openvino_bf16"
+    OPENVINO_INT8 = "openvino_int8"
+    TENSORRT = "tensorrt"
+    TRITON = "triton"  # a served model, end to end (the row names the model)
+
+
+class Metric(StrEnum):
+    """What select and the Triton config search optimise."""
+
+    LATENCY = "latency"
+    THROUGHPUT = "throughput"
+
+
+class Protocol(StrEnum):
+    HTTP = "http"
+    GRPC = "grpc"
+
+
+class DataKind(StrEnum):
+    """Where calibration, hold-out and smoke data come from."""
+
+    RANDOM = "random"
+    IMAGES = "images"
+    ARRAYS = "arrays"
+    TEXT = "text"
+
+
+class Layout(StrEnum):
+    NCHW = "NCHW"
+    NHWC = "NHWC"
+
+
+class ModelSuffix(StrEnum):
+    """A model file's suffix, which says what reads it."""
+
+    ONNX = ".onnx"
+    IR = ".xml"  # an OpenVINO IR: its weights in the .bin beside it
+    TORCHSCRIPT = ".pt"
