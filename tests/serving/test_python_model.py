@@ -176,7 +176,13 @@ def test_the_python_model_serves_an_onnx_file(tmp_path: Path) -> None:
             )
             feeds = requests.opt_feeds(SPEC, "python", 4)
             (row,) = perf.sweep(served.server.grpc, "heads", feeds, (2,), settings)
-            assert (row.runtime, row.model, row.device, row.concurrency, row.batch) == ("triton", "heads", "server", 2, 4)
+            assert (row.runtime, row.model, row.device, row.concurrency, row.batch) == (
+                "triton",
+                "heads",
+                "server",
+                2,
+                4,
+            )
             assert row.server is not None and row.server.requests >= row.iterations > 0
             assert row.server.inferences == 4 * row.server.requests and row.server.compute_infer_us > 0
         finally:
