@@ -27,6 +27,10 @@ class Case:
     outputs: dict[str, np.ndarray]
 
 
+# The golden record: each shape's inputs and eager outputs (what `trace` writes, every
+# later stage reads).
+Golden = dict[Label, Case]
+
 FIELD = "model.golden_inputs"
 
 

@@ -18,7 +18,6 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -232,7 +231,11 @@ class Store:
             # Copies of the objects, not links to them: ONNX and ONNX Runtime refuse an
             # external weights file with more than one link (their guard against hardlink
             # attacks). Made once per tree digest; warm runs find the tree laid out already.
-            write = partial(shutil.copyfile, self.object_path(meta.digest), target)
+            source = self.object_path(meta.digest)
+
+            def write(source: Path = source, target: Path = target) -> None:
+                shutil.copyfile(source, target)
+
             if once.place(meta.digest, target, write, linkable(rel, manifest)):
                 continue
             os.chmod(target, 0o444)

@@ -30,18 +30,20 @@ class FormatLayout:
         return self.platform == self.backend
 
 
-LAYOUTS: dict[str, FormatLayout] = {
+LAYOUTS: dict[ServingFormat, FormatLayout] = {
     layout.fmt: layout
     for layout in (
-        FormatLayout("onnx", "onnxruntime_onnx", "onnxruntime", "model.onnx", "onnx"),
-        FormatLayout("torchscript", "pytorch_libtorch", "pytorch", "model.pt", "torchscript"),
+        FormatLayout(ServingFormat.ONNX, "onnxruntime_onnx", "onnxruntime", "model.onnx", "onnx"),
+        FormatLayout(ServingFormat.TORCHSCRIPT, "pytorch_libtorch", "pytorch", "model.pt", "torchscript"),
         # ONNX Runtime inside the python backend: the CPU format any tritonserver can load.
-        FormatLayout("python", "python", "python", "model.onnx", "onnx", PYTHON_MODEL),
+        FormatLayout(ServingFormat.PYTHON, "python", "python", "model.onnx", "onnx", PYTHON_MODEL),
         # Triton's OpenVINO backend: model.xml with model.bin beside it.
-        FormatLayout("openvino", "openvino", "openvino", "model.xml", "openvino"),
+        FormatLayout(ServingFormat.OPENVINO, "openvino", "openvino", "model.xml", "openvino"),
         # OpenVINO inside the python backend, for servers without the openvino backend.
-        FormatLayout("python_openvino", "python", "python", "model.xml", "openvino", PYTHON_MODEL),
-        FormatLayout("plan", "tensorrt_plan", "tensorrt", "model.plan", "engine"),
+        FormatLayout(
+            ServingFormat.PYTHON_OPENVINO, "python", "python", "model.xml", "openvino", PYTHON_MODEL
+        ),
+        FormatLayout(ServingFormat.PLAN, "tensorrt_plan", "tensorrt", "model.plan", "engine"),
     )
 }
 # config.pbtxt's platform / backend -> its format; the python backend's formats are told

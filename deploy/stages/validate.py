@@ -13,11 +13,14 @@ from deploy.domain.vocabulary import Runtime
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.contract import Artifact, Phase, Section, StageContext, StageSpec
 
-if TYPE_CHECKING:  # numpy: imported when the stage runs, not at discovery
+if TYPE_CHECKING:
     from deploy.gates.parity import ParityReport, Table
+    from deploy.gates.references import Golden  # numpy: imported when the stage runs, not at discovery
 
 # The runtimes parity is checked on (the others time what these checked).
-Checked = Literal[Runtime.ONNXRUNTIME, Runtime.TORCHSCRIPT, Runtime.OPENVINO, Runtime.TENSORRT]
+Checked = Literal[
+    "onnxruntime", "torchscript", "openvino", "tensorrt"
+]  # Runtime members, as YAML spells them
 
 
 class ValidateParams(Tolerance):
@@ -73,14 +76,14 @@ def _report(tables: dict[str, Table], skipped: dict[str, str], params: ValidateP
     )
 
 
-def _onnxruntime(ctx: StageContext, golden: Any) -> Any:
+def _onnxruntime(ctx: StageContext, golden: Golden) -> Any:
     from deploy.gates.references import run
     from deploy.runtimes.onnxrt import OnnxRuntime
 
     return run(OnnxRuntime(ctx.input("onnx"), outputs=ctx.config.output_names()), golden)
 
 
-def _torchscript(ctx: StageContext, golden: Any) -> Any:
+def _torchscript(ctx: StageContext, golden: Golden) -> Any:
     from deploy.gates.references import run
     from deploy.runtimes.torchrt import TorchModule
 
@@ -92,7 +95,7 @@ def _torchscript(ctx: StageContext, golden: Any) -> Any:
     )
 
 
-def _openvino(ctx: StageContext, golden: Any) -> Any:
+def _openvino(ctx: StageContext, golden: Golden) -> Any:
     from deploy.gates.references import run
     from deploy.runtimes.openvinort import Compute, OpenVino
 
@@ -101,7 +104,7 @@ def _openvino(ctx: StageContext, golden: Any) -> Any:
     )
 
 
-def _tensorrt(ctx: StageContext, golden: Any) -> Any:
+def _tensorrt(ctx: StageContext, golden: Golden) -> Any:
     from deploy.gates.references import run
     from deploy.runtimes.tensorrt import TensorRTEngine
 

@@ -9,7 +9,7 @@ the summary and the run report. A config can pin either one.
 from __future__ import annotations
 
 import shutil
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,6 +20,9 @@ from deploy.pipeline.errors import StageFailed, clip
 from deploy.stages.export import exporters, failures
 from deploy.stages.export.exporters import Exporter
 from deploy.stages.export.failures import Attempt
+
+if TYPE_CHECKING:
+    from deploy.gates.references import Golden
 
 
 class ExportParams(BaseModel):
@@ -67,7 +70,7 @@ def run(ctx: StageContext, params: ExportParams) -> None:
     raise StageFailed(failures.message(params.exporter, attempts)) from last
 
 
-def _attempt(exporter: Exporter, model: Any, ctx: StageContext, params: ExportParams, golden: Any) -> Any:
+def _attempt(exporter: Exporter, model: Any, ctx: StageContext, params: ExportParams, golden: Golden) -> Any:
     """One exporter's ONNX, checked by onnx.checker and by ONNX Runtime against eager at
     every golden shape: the parity table."""
     import onnx

@@ -71,7 +71,7 @@ def calibrate(
     except ValueError:
         # numpy refuses a histogram over an infinite range: minmax finds and names those
         # tensors. Any other ValueError is ORT's own: minmax ranges must not stand in for it.
-        _refuse_infinite(_ranges(model, calibration, "minmax", work, scope), model, scope)
+        _refuse_infinite(_ranges(model, calibration, Method.MINMAX, work, scope), model, scope)
         raise
     _refuse_infinite(ranges, model, scope)
     path = work / "calibration.json"

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from deploy.domain.vocabulary import Runtime, ServingFormat
-from deploy.runtimes.catalog import CATALOG, IN_PROCESS
+from deploy.domain.vocabulary import Precision, Runtime, ServingFormat
+from deploy.runtimes.catalog import CATALOG, IN_PROCESS, Deploys
 from deploy.runtimes.record import BenchResults, BenchRow
 from deploy.serving.smoke_report import ModelResult, ModelStatus, SmokeReport
 from deploy.stages.select.selection import Candidate
@@ -72,8 +72,14 @@ def _in_process(bench: BenchResults, cosines: Mapping[str, float | None]) -> lis
         if rows or runtime in bench.skipped:
             cosine = cosines.get(_report(runtime))
             reason = bench.skipped.get(runtime, "")
-            found.append(Candidate(runtime.value, deploys.family, deploys.precision, cosine, rows, reason))
+            found.append(Candidate(runtime, deploys.family, _precision(deploys), cosine, rows, reason))
     return found
+
+
+def _precision(deploys: Deploys) -> Precision:
+    if deploys.precision is None:  # only Triton's rows: they take the served model's
+        raise ValueError(f"{deploys.artifact}: an in-process runtime has its own precision")
+    return deploys.precision
 
 
 def _report(runtime: str) -> str:
@@ -93,9 +99,9 @@ def _served(
     server_rows = tuple(r for r in bench.rows if r.model == name and r.request_rate is None)
     verdict = "" if result.status is ModelStatus.PASSED else _why_unverified(result)
     return Candidate(
-        runtime.value,
+        runtime,
         deploys.family,
-        deploys.precision,
+        _precision(deploys),
         cosines.get(_report(runtime)),
         _rows_of(bench.rows, runtime.value),
         bench.skipped.get(runtime, ""),

@@ -239,7 +239,7 @@ def record(decisions: list[Decision], found: list[Candidate], target: str = "") 
         )
         for d in decisions
     ]
-    accuracy = {c.runtime: c.cosine for c in found if c.cosine is not None}
+    accuracy = {str(c.runtime): c.cosine for c in found if c.cosine is not None}
     return Selection(chosen, accuracy, target=target)
 
 

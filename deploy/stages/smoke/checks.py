@@ -13,7 +13,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from deploy.domain import vocabulary
-from deploy.pipeline.config import DeployConfig
+from deploy.pipeline.config import DeployConfig, Label
 from deploy.runtimes.arrays import varying_axes
 from deploy.runtimes.dtypes import triton_name
 from deploy.serving.layout import io_name
@@ -50,7 +50,9 @@ def client(server: Server, protocol: str, timeout_s: float) -> Any:
 
 
 # -- expectations from the shape spec -----------------------------------------------------------
-def expected(config: DeployConfig, fmt: str, golden: dict[str, Example]) -> tuple[list[Tensor], list[Tensor]]:
+def expected(
+    config: DeployConfig, fmt: str, golden: Mapping[Label, Example]
+) -> tuple[list[Tensor], list[Tensor]]:
     inputs = [
         Tensor(
             io_name(fmt, s.name, i),

@@ -112,7 +112,7 @@ def postprocess(post: PostRecord | None, outputs: dict[str, np.ndarray]) -> dict
     if post is None:
         return outputs
     values = torch.from_numpy(outputs[post.reads])
-    if post.kind == AnswerKind.EMBEDDING:
+    if isinstance(post, EmbeddingRecord):
         return {
             "embedding": torch.nn.functional.normalize(values, dim=-1).numpy()
             if post.normalize

@@ -6,23 +6,26 @@ requests (traffic.py). Imported when the stage runs: tritonclient and numpy."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from deploy.domain.vocabulary import Precision, Protocol
+from deploy.domain.vocabulary import ModelSuffix, Precision, Protocol
 from deploy.pipeline.config import Label
 from deploy.pipeline.contract import StageContext
 from deploy.serving.repository import Model
 from deploy.serving.smoke_report import ModelResult, ModelStatus
 
+if TYPE_CHECKING:
+    from deploy.gates.references import Golden
+
 
 def check_model(
-    server: Any, name: str, model: Model, ctx: StageContext, params: Any, golden: Any
+    server: Any, name: str, model: Model, ctx: StageContext, params: Any, golden: Golden
 ) -> ModelResult:
     """`params`: the smoke stage's; `golden`: the golden cases by label."""
     return _check_model(server, name, model, ctx, params, _reference(model, golden, ctx))
 
 
-def _reference(model: Model, golden: Any, ctx: StageContext) -> Any:
+def _reference(model: Model, golden: Golden, ctx: StageContext) -> Any:
     """FP32 models answer for the whole chain: compared with the eager reference. A
     reduced-precision model is compared with ONNX Runtime (or OpenVINO) running the very
     file served (serving parity); its accuracy against FP32 is its converting stage's gate."""
@@ -51,11 +54,11 @@ def reference_name(model: Model) -> str:
     served = newest_model_file(model.directory)
     if model.precision == Precision.FP32 or served is None:
         return "eager PyTorch"
-    return f"local {SUFFIXES[served.suffix]} on the served {model.precision} file"
+    return f"local {SUFFIXES[ModelSuffix(served.suffix)]} on the served {model.precision} file"
 
 
 def _check_model(
-    server: Any, name: str, model: Model, ctx: StageContext, params: Any, golden: Any
+    server: Any, name: str, model: Model, ctx: StageContext, params: Any, golden: Golden
 ) -> ModelResult:
     from deploy.gates import parity
     from deploy.gates.detection_parity import layout_of
@@ -123,7 +126,7 @@ def _describe(conn: Any, protocol: str, name: str) -> tuple[Mapping[str, Any], M
     return conn.get_model_metadata(name), conn.get_model_config(name)
 
 
-def _golden_parity(target: Any, golden: Any, inputs: Any, outputs: Any, params: Any, layout: Any) -> Any:
+def _golden_parity(target: Any, golden: Golden, inputs: Any, outputs: Any, params: Any, layout: Any) -> Any:
     from tritonclient.utils import InferenceServerException
 
     from deploy.gates import parity

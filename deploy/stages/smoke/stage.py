@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -32,6 +32,9 @@ from deploy.serving.repository import Model
 from deploy.serving.service import Role
 from deploy.serving.smoke_report import ModelResult, ModelStatus
 from deploy.serving.spec import ServerKind, ServerSpec, identity
+
+if TYPE_CHECKING:
+    from deploy.gates.references import Golden
 
 
 class ServiceGate(BaseModel):
@@ -77,7 +80,7 @@ class SmokeParams(BaseModel):
 
     server: ServerSpec = Field(ServerSpec(), description="Which tritonserver to start or reach.")
     protocols: tuple[Protocol, ...] = Field(
-        ("http", "grpc"), min_length=1, description="Protocols the inference checks use."
+        (Protocol.HTTP, Protocol.GRPC), min_length=1, description="Protocols the inference checks use."
     )
     tolerance: Tolerance = Field(
         Tolerance(), description="Served outputs vs the eager reference on the golden inputs."
@@ -216,7 +219,7 @@ def _server_info(server: Any, params: SmokeParams) -> smoke_report.ServerInfo:
     )
 
 
-def _check_all(served: Any, ctx: StageContext, params: SmokeParams, golden: Any) -> dict[str, ModelResult]:
+def _check_all(served: Any, ctx: StageContext, params: SmokeParams, golden: Golden) -> dict[str, ModelResult]:
     results = {}
     for index, (name, state) in enumerate(served.states.items()):
         ctx.progress(index, len(served.states), name)

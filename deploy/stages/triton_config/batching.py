@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from deploy.domain.vocabulary import Precision
 from deploy.gates.batch_independence import BatchIndependence, measure, not_measured
 from deploy.pipeline.errors import ConfigError, Issue
+
+if TYPE_CHECKING:
+    from deploy.gates.references import Golden
 
 WHERE = "stages.triton_config.dynamic_batching"
 # How each precision was measured, for the message.
@@ -27,7 +30,7 @@ HOW = {
 
 
 def records(
-    fp32: BatchIndependence, files: Mapping[str, Path], golden: Any, outputs: list[str]
+    fp32: BatchIndependence, files: Mapping[str, Path], golden: Golden, outputs: list[str]
 ) -> dict[str, BatchIndependence]:
     """precision -> its measurement: fp32's from golden, the others' on their files."""
     found = {"fp32": fp32}
@@ -36,7 +39,7 @@ def records(
     return found
 
 
-def _measured(path: Path, golden: Any, outputs: list[str]) -> BatchIndependence:
+def _measured(path: Path, golden: Golden, outputs: list[str]) -> BatchIndependence:
     from deploy.runtimes.onnxrt import OnnxRuntime
 
     case = golden["opt"] if len(next(iter(golden["opt"].inputs.values()))) >= 2 else golden["max"]

@@ -72,7 +72,7 @@ class TritonParams(Frozen):
     # python is in the defaults so that they work on the default server (the
     # nvidia-pytriton wheel's, which has only the python backend).
     formats: tuple[Format, ...] = Field(
-        ("onnx", "torchscript", "python"),
+        (ServingFormat.ONNX, ServingFormat.TORCHSCRIPT, ServingFormat.PYTHON),
         min_length=1,
         description="One Triton model `<name>_<format>` per format; python serves the ONNX file with ONNX Runtime "
         "(Triton's python backend); openvino: the OpenVINO IR on Triton's openvino backend (a server with that "

@@ -10,12 +10,15 @@ checks it against Triton's schema). What the embedded CPU server here cannot exe
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from deploy.domain.vocabulary import Precision
 from deploy.pipeline.config import Frozen, Label
+
+if TYPE_CHECKING:
+    from deploy.gates.references import Golden
 
 WARMUP_DIR = "warmup"  # Triton reads input_data_file from <model>/warmup/
 
@@ -98,7 +101,7 @@ class OnnxAccelerator(Frozen):
     tensorrt / cuda on GPU instances, openvino on CPU ones."""
 
     kind: Accelerator = Field(description="The execution provider.")
-    precision: Literal["fp32", "fp16"] = Field(Precision.FP32, description="kind tensorrt: precision_mode.")
+    precision: Literal["fp32", "fp16"] = Field("fp32", description="kind tensorrt: precision_mode.")
     workspace_mib: int | None = Field(
         None, ge=1, description="kind tensorrt: max_workspace_size_bytes, in MiB."
     )
@@ -112,7 +115,9 @@ class OnnxAccelerator(Frozen):
         return self
 
 
-def warmup(proto: Any, pb: Any, spec: Warmup, golden: Any, inputs: list[tuple[str, str]]) -> dict[str, bytes]:
+def warmup(
+    proto: Any, pb: Any, spec: Warmup, golden: Golden, inputs: list[tuple[str, str]]
+) -> dict[str, bytes]:
     """Adds one batch-1 warm-up sample per golden case; returns the files to write under
     warmup/ (raw row-major bytes of the first item of each golden input)."""
     files = {}

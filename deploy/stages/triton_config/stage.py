@@ -13,7 +13,7 @@ import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deploy.domain.vocabulary import ModelSuffix, Precision, ServingFormat
 from deploy.gates.batch_independence import BatchIndependence
@@ -37,6 +37,9 @@ from deploy.serving.service import Role
 from deploy.serving.service_record import service_name
 from deploy.stages.triton_config import batching, ensemble, production
 from deploy.stages.triton_config.params import DynamicBatching, InstanceKind, TritonParams
+
+if TYPE_CHECKING:
+    from deploy.gates.references import Golden
 
 Format = ServingFormat
 
@@ -114,8 +117,8 @@ class ServedModel:
     """One Triton model: a format of the model at one precision."""
 
     model: str
-    fmt: str
-    precision: str
+    fmt: ServingFormat
+    precision: Precision
     artifact: str
 
 
@@ -135,7 +138,7 @@ def served(params: TritonParams, name: str) -> list[ServedModel]:
         for precision in [p for p in params.precisions if p in allowed]:
             suffix = "" if precision == Precision.FP32 else f"_{precision}"
             artifact = LAYOUTS[fmt].artifact + ("" if precision in COMPUTED_FROM_FP32 else suffix)
-            out.append(ServedModel(f"{name}_{fmt}{suffix}", fmt, precision, artifact))
+            out.append(ServedModel(f"{name}_{fmt}{suffix}", fmt, Precision(precision), artifact))
     return out
 
 
@@ -216,7 +219,9 @@ def _where_computable(ctx: StageContext, models: list[ServedModel]) -> list[Serv
     return [m for m in models if m.precision != Precision.BF16]
 
 
-def _refuse_merging(ctx: StageContext, params: TritonParams, golden: Any, models: list[ServedModel]) -> None:
+def _refuse_merging(
+    ctx: StageContext, params: TritonParams, golden: Golden, models: list[ServedModel]
+) -> None:
     """Every precision served with a batch dim is measured for batch independence
     (stages/triton_config/batching.py; into the summary); dynamic batching only where each
     answers per sample."""
@@ -224,7 +229,7 @@ def _refuse_merging(ctx: StageContext, params: TritonParams, golden: Any, models
         return
     # The ONNX files, run in ONNX Runtime; NNCF's INT8 IR quantizes with static scales
     # (calibrated, never per batch), so its answers do not depend on the batch either.
-    files = {
+    files: dict[str, Path] = {
         m.precision: ctx.input(m.artifact)
         for m in models
         if m.precision != Precision.FP32 and m.artifact.startswith("onnx")
@@ -237,7 +242,7 @@ def _refuse_merging(ctx: StageContext, params: TritonParams, golden: Any, models
 
 
 def _warmup(
-    proto: Any, fmt: str, params: TritonParams, config: DeployConfig, golden: Any
+    proto: Any, fmt: str, params: TritonParams, config: DeployConfig, golden: Golden
 ) -> dict[str, bytes]:
     from tritonclient.grpc import model_config_pb2 as pb
 
@@ -253,7 +258,7 @@ def _written(ctx: StageContext, proto: Any) -> str:
     return text
 
 
-def _write_service(ctx: StageContext, params: TritonParams, golden: Any, protos: list[Any]) -> list[str]:
+def _write_service(ctx: StageContext, params: TritonParams, golden: Golden, protos: list[Any]) -> list[str]:
     """`<name>_pre`, `<name>_post` and an ensemble per served model; their names."""
     from tritonclient.grpc import model_config_pb2 as pb
 
@@ -286,7 +291,12 @@ def _write_service(ctx: StageContext, params: TritonParams, golden: Any, protos:
 
 
 def model_config(
-    name: str, fmt: str, params: TritonParams, config: DeployConfig, golden: Any, precision: str = "fp32"
+    name: str,
+    fmt: ServingFormat,
+    params: TritonParams,
+    config: DeployConfig,
+    golden: Golden,
+    precision: str = Precision.FP32,
 ) -> Any:
     from tritonclient.grpc import model_config_pb2 as pb
 
@@ -347,7 +357,7 @@ def _production(proto: Any, pb: Any, fmt: str, params: TritonParams, group: Any,
         production.openvino_backend(proto, precision)
 
 
-def _output_dims(golden: Any, name: str, max_batch_size: int) -> list[int]:
+def _output_dims(golden: Golden, name: str, max_batch_size: int) -> list[int]:
     from deploy.gates.references import varying_axes
 
     shape = golden["opt"].outputs[name].shape
