@@ -208,12 +208,13 @@ def validate(
 def _probe(config: DeployConfig) -> None:
     """The model built and called at the min shape, in this process (it only reads)."""
     try:
+        from deploy.gates.references import probe_sample
         from deploy.modelio.probe import probe
     except ModuleNotFoundError as exc:
         raise MissingDependency(
             f"the package '{exc.name}' (--probe builds the model)", "pip install 'deploy[torch]'"
         ) from None
-    probe(config)
+    probe(config, probe_sample(config))
 
 
 @app.command()

@@ -332,3 +332,28 @@ def test_errors_are_one_tree() -> None:
     stray = sorted(n for n in classes if not rooted(n) and n not in INTERNAL_SIGNALS)
     assert not stray, f"exceptions outside the DeployError tree: {stray}"
     assert rooted("StageFailed"), "StageFailed is raised by libraries outside any stage"
+
+
+def package_of_module(name: str) -> str:
+    """A module's package at the layer's grain: `stages.smoke`, `gates`, `pipeline`; the
+    app's modules are one package, `app`."""
+    parts = name.split(".")
+    if parts[0] == "deploy":
+        return "app"
+    return ".".join(parts[:2]) if parts[0] == "stages" and len(parts) > 1 else parts[0]
+
+
+def package_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for name, path in KNOWN.items():
+        for other in project_imports(path, KNOWN):
+            if package_of_module(name) != package_of_module(other):
+                graph.setdefault(package_of_module(name), set()).add(package_of_module(other))
+    return graph
+
+
+def test_the_package_graph_is_acyclic() -> None:
+    """Packages import one another one way only (lazy imports count): gates and
+    datasources, or modelio and gates, importing each other is a cycle."""
+    cycles = sorted({tuple(sorted(c)) for c in _cycles(package_graph())})
+    assert not cycles, f"package import cycles: {cycles}"

@@ -18,6 +18,7 @@ from pydantic import (
 
 from deploy.domain.vocabulary import DataKind, Layout
 from deploy.pipeline.config import resolve_path
+from deploy.pipeline.hashing import digest_file
 
 if TYPE_CHECKING:
     import numpy as np
@@ -244,21 +245,14 @@ def fingerprint(source: DataSource | None) -> str | None:
         return None
     if source.tokenizer is not None and source.tokenizer.is_file():  # the text and its tokenizer
         return hashlib.sha256(
-            "".join(_file_digest(p) for p in (source.path, source.tokenizer)).encode()
+            "".join(digest_file(p) for p in (source.path, source.tokenizer)).encode()
         ).hexdigest()
     if source.path.is_file():
-        return _file_digest(source.path)
+        return digest_file(source.path)
     listing = sorted(
         (e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(source.path) if e.is_file()
     )
     return hashlib.sha256(repr(listing).encode()).hexdigest()
-
-
-def _file_digest(path: Path) -> str:
-    import hashlib
-
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def evidence(source: DataSource, key: str) -> Evidence:

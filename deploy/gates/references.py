@@ -34,6 +34,11 @@ Golden = dict[Label, Case]
 FIELD = "model.golden_inputs"
 
 
+def probe_sample(config: DeployConfig) -> dict[str, np.ndarray]:
+    """The golden inputs at the min shape: what the probe calls the model with."""
+    return golden_inputs(config, np.random.default_rng(config.model.seed))["min"]
+
+
 def make_inputs(config: DeployConfig, label: Label, rng: np.random.Generator) -> dict[str, np.ndarray]:
     return {spec.name: random_input(spec, spec.shape(label), rng) for spec in config.inputs}
 

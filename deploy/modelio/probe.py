@@ -27,12 +27,11 @@ Specs = Sequence[InputSpec]
 CONVOLUTIONS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
 
 
-def probe(config: DeployConfig) -> IOAdapter:
-    """Builds the model and binds / calls / matches it at the min shape."""
-    from deploy.gates import references
+def probe(config: DeployConfig, sample: Mapping[str, np.ndarray]) -> IOAdapter:
+    """Builds the model and binds / calls / matches it on `sample` (the golden inputs at
+    the min shape: `references.probe_sample`)."""
     from deploy.modelio.loading import load_model
 
-    sample = references.golden_inputs(config, np.random.default_rng(config.model.seed))["min"]
     return checked(load_model(config.model), config, sample)
 
 

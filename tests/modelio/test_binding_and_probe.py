@@ -14,6 +14,7 @@ import torch
 import yaml
 from torch import nn
 
+from deploy.gates.references import probe_sample
 from deploy.modelio.adapter import adapt
 from deploy.modelio.probe import probe
 from deploy.pipeline.config import DeployConfig
@@ -161,7 +162,8 @@ def test_the_probe_names_the_config_key_and_the_fix(
     tmp_path: Path, change: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(ConfigError, match=message):
-        probe(load(cnn_config(tmp_path, **change)))
+        config = load(cnn_config(tmp_path, **change))
+        probe(config, probe_sample(config))
 
 
 def test_validate_probe_is_one_message_and_exit_3_and_plain_validate_builds_nothing(tmp_path: Path) -> None:

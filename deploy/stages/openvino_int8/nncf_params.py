@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from deploy.gates.calibrated import Calibrated
+from deploy.datasources.calibrated import Calibrated
 
 IR_FILE = "model.xml"  # with model.bin beside it
 STAGE = "openvino_int8"

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from deploy.gates.calibrated import Calibrated
+from deploy.datasources.calibrated import Calibrated
 from deploy.stages.quantize.calibration import Method
 
 
