@@ -71,5 +71,16 @@ def artifact_of(runtime: str) -> str:
     return CATALOG[Runtime(runtime)].artifact
 
 
+def serving(fmt: str, precision: str) -> Runtime | None:
+    """The runtime whose artifact a Triton model of `fmt` at `precision` serves (None: deploy
+    serves no such model). The one table: triton_config writes models by it, select maps
+    served models back to in-process rows by it."""
+    found = [r for r, d in CATALOG.items() if fmt in d.served_as]
+    exact = next((r for r in found if CATALOG[r].precision == precision), None)
+    if exact is None and precision == Precision.FP32 and len(found) == 1:
+        return found[0]  # a TensorRT engine: one file, named as FP32 whatever its layers run in
+    return exact
+
+
 # The accuracy reports select reads: one per reduced precision a stage gates.
 ACCURACY_REPORTS = tuple(dict.fromkeys(d.accuracy for d in CATALOG.values() if d.accuracy))

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from deploy.domain.vocabulary import Precision, Runtime, ServingFormat
-from deploy.runtimes.catalog import CATALOG, IN_PROCESS, Deploys
+from deploy.domain.vocabulary import Precision, Runtime
+from deploy.runtimes.catalog import CATALOG, IN_PROCESS, Deploys, serving
 from deploy.runtimes.record import BenchResults, BenchRow
 from deploy.serving.smoke_report import ModelResult, ModelStatus, SmokeReport
 from deploy.stages.select.selection import Candidate
@@ -94,7 +94,9 @@ def _served(
     name: str, bench: BenchResults, cosines: Mapping[str, float | None], smoke: SmokeReport
 ) -> Candidate:
     result = smoke.models[name]
-    runtime = runtime_serving(result.format, result.precision)
+    runtime = serving(result.format, result.precision)
+    if runtime is None:
+        raise ValueError(f"{name}: no runtime runs what a {result.format} {result.precision} model serves")
     deploys = CATALOG[runtime]
     server_rows = tuple(r for r in bench.rows if r.model == name and r.request_rate is None)
     verdict = "" if result.status is ModelStatus.PASSED else _why_unverified(result)
@@ -127,10 +129,3 @@ def _unserved(c: Candidate) -> Candidate:
     else:
         why = f"no model of the repository serves it (stages.triton_config.formats / precisions: {c.format} {c.precision})"
     return replace(c, unverified=why)
-
-
-def runtime_serving(fmt: str, precision: str) -> Runtime:
-    """The in-process runtime that runs the file a served model of `fmt` serves."""
-    if fmt == ServingFormat.PLAN:
-        return Runtime.TENSORRT
-    return next(r for r, d in CATALOG.items() if fmt in d.served_as and d.precision == precision)

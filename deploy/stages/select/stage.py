@@ -21,7 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
-from deploy.domain.vocabulary import Metric, Precision, Runtime
+from deploy.domain.naming import model_name
+from deploy.domain.vocabulary import Metric, Runtime
 from deploy.gates.accuracy_report import AccuracyReport
 from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed
@@ -158,9 +159,8 @@ def _served(name: str, present: set[str], c: selection.Candidate) -> list[str]:
     if c.model:
         models = [c.model] if c.model in present else []
     else:
-        suffix = "" if c.precision == Precision.FP32 else f"_{c.precision}"
         formats = CATALOG[Runtime(c.runtime)].served_as
-        models = [m for m in (f"{name}_{fmt}{suffix}" for fmt in formats) if m in present]
+        models = [m for m in (model_name(name, fmt, c.precision) for fmt in formats) if m in present]
     services = [e for m in models if (e := service_name(m, Role.ENSEMBLE)) in present]
     parts = [p for r in (Role.PRE, Role.POST) if services and (p := service_name(name, r)) in present]
     return models + services + parts

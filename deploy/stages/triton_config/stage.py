@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deploy.domain.naming import model_name
 from deploy.domain.vocabulary import ModelSuffix, Precision, ServingFormat
 from deploy.gates.batch_independence import BatchIndependence
 from deploy.pipeline.config import DeployConfig
@@ -30,6 +31,7 @@ from deploy.pipeline.contract import (
 from deploy.pipeline.errors import Issue, StageFailed
 from deploy.pipeline.facts import Provides
 from deploy.runtimes.bf16_gate import bf16_gated
+from deploy.runtimes.catalog import CATALOG, serving
 from deploy.runtimes.engine_manifest import EngineManifest
 from deploy.serving.layout import FORMAT_PARAMETER, LAYOUTS, PYTHON_MODEL, io_name
 from deploy.serving.publishing import PUBLISHING, Publishing, PublishPolicy, when_all
@@ -122,23 +124,17 @@ class ServedModel:
     artifact: str
 
 
-# The precisions each source artifact is served in: its stages' artifacts are
-# `<source>_<precision>`, except a precision computed from the FP32 file (OpenVINO's bf16).
-SERVED_PRECISIONS = {"onnx": ("fp32", "int8", "fp16"), "openvino": ("fp32", "int8", "bf16")}
-COMPUTED_FROM_FP32 = frozenset({"bf16"})
-
-
 def served(params: TritonParams, name: str) -> list[ServedModel]:
     """resnet50_onnx, resnet50_python, resnet50_python_int8, ... (fp32 keeps the short name).
     Reduced precisions apply to the ONNX-based formats (onnx, python); INT8 and bf16
     (the FP32 IR computed in bf16) to the OpenVINO ones (openvino, python_openvino)."""
     out = []
     for fmt in params.formats:
-        allowed = SERVED_PRECISIONS.get(LAYOUTS[fmt].artifact, ("fp32",))
-        for precision in [p for p in params.precisions if p in allowed]:
-            suffix = "" if precision == Precision.FP32 else f"_{precision}"
-            artifact = LAYOUTS[fmt].artifact + ("" if precision in COMPUTED_FROM_FP32 else suffix)
-            out.append(ServedModel(f"{name}_{fmt}{suffix}", fmt, Precision(precision), artifact))
+        for precision in params.precisions:
+            runtime = serving(fmt, precision)  # the file it serves: runtimes/catalog.py's table
+            if runtime is not None:
+                artifact = CATALOG[runtime].artifact
+                out.append(ServedModel(model_name(name, fmt, precision), fmt, Precision(precision), artifact))
     return out
 
 
