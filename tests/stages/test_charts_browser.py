@@ -23,7 +23,7 @@ from deploy.stages.bench.output import overhead, plot
 from deploy.stages.select import candidates, selection
 from deploy.stages.select.chart import chart
 from deploy.stages.select.chart import figure as select_figure
-from deploy.stages.select.stage import Objective
+from deploy.stages.select.params import Objective
 from tests.helpers import HOST, bench_row
 
 MEASURE = """<script>

@@ -14,7 +14,7 @@ from deploy.runtimes.record import BenchResults, BenchRow
 from deploy.runtimes.selection_record import Basis, Selection, Verdict
 from deploy.serving.smoke_report import ModelResult, ModelStatus, ServerInfo, SmokeReport
 from deploy.stages.select import candidates, output, selection
-from deploy.stages.select.stage import Objective
+from deploy.stages.select.params import Objective
 from tests.helpers import HOST, bench_row, output_path, real_tensorrt, run
 
 row = bench_row

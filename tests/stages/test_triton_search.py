@@ -89,7 +89,7 @@ def test_pareto_front_keeps_only_points_nothing_beats() -> None:
 
 
 def test_grid_puts_the_current_config_first_and_respects_the_bound() -> None:
-    from deploy.stages.triton_search.stage import SearchSpace
+    from deploy.stages.triton_search.params import SearchSpace
 
     space = SearchSpace(instance_counts=(1, 2, 3), max_batch_sizes=(8, 16), max_queue_delays_us=(None, 100))
     current = search_record.Point(1, 16, None)
@@ -118,7 +118,7 @@ def test_preferred_batch_sizes_go_with_dynamic_batching_and_fit_the_max_batch() 
     from google.protobuf import json_format
     from tritonclient.grpc import model_config_pb2
 
-    from deploy.stages.triton_search.stage import SearchSpace
+    from deploy.stages.triton_search.params import SearchSpace
 
     space = SearchSpace(
         instance_counts=(1,),

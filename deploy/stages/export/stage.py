@@ -11,39 +11,16 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from deploy.gates.tolerance import Tolerance
-from deploy.modelio.onnx_files import MODEL_FILE, ExternalData
+from deploy.modelio.onnx_files import MODEL_FILE
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, ArtifactKind, Section, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed, clip
 from deploy.stages.export import exporters, failures
 from deploy.stages.export.exporters import Exporter
 from deploy.stages.export.failures import Attempt
+from deploy.stages.export.params import ExportParams
 
 if TYPE_CHECKING:
     from deploy.gates.references import Golden
-
-
-class ExportParams(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-    opset: int = Field(17, ge=13, le=23, description="ONNX opset version.")
-    exporter: Exporter = Field(
-        Exporter.AUTO,
-        description="auto: torch.export first, the legacy exporter where it fails (the path taken is reported); "
-        "dynamo: torch.export only (needs onnxscript); torchscript: the legacy TorchScript-based exporter only "
-        "(deprecated upstream; fast).",
-    )
-    constant_folding: bool = Field(True, description="Fold constants during export (legacy exporter).")
-    external_data: ExternalData = Field(
-        ExternalData.AUTO,
-        description="Where the weights go: auto keeps them in model.onnx unless they pass 2 GB, then "
-        "writes model.onnx.data beside it; always writes them beside it. Later stages keep the layout.",
-    )
-    tolerance: Tolerance = Field(
-        Tolerance(), description="ONNX Runtime vs eager outputs on the golden inputs."
-    )
 
 
 def run(ctx: StageContext, params: ExportParams) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.domain.vocabulary import Metric, Precision
+from deploy.pipeline.contract import StageContext
 from deploy.runtimes.selection_record import Basis
 from deploy.stages.select.candidates import Target
 from deploy.stages.select.selection import Candidate, Decision
@@ -47,7 +48,7 @@ def unstable_warning(decisions: list[Decision]) -> str:
     )
 
 
-def report(ctx: Any, decisions: list[Decision], found: list[Candidate], target: Target) -> None:
+def report(ctx: StageContext, decisions: list[Decision], found: list[Candidate], target: Target) -> None:
     """The decision (also in the console), the status table, then each objective's verdicts."""
     repository = ctx.config.repository
     rows = [_decision_row(d, repository) for d in decisions]

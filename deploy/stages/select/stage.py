@@ -19,10 +19,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
-
 from deploy.domain.naming import model_name
-from deploy.domain.vocabulary import Metric, Runtime
+from deploy.domain.vocabulary import Runtime
 from deploy.gates.accuracy_report import AccuracyReport
 from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed
@@ -36,61 +34,7 @@ from deploy.serving.smoke_report import SmokeReport
 from deploy.stages.select import candidates, output, selection
 from deploy.stages.select.chart import chart
 from deploy.stages.select.conclusion import conclusion
-
-
-class Objective(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-    name: str = Field(..., min_length=1, description="What the objective is called in the report.")
-    metric: Metric = Field(..., description="latency: lowest median ms per call; throughput: most items/s.")
-    batch: PositiveInt | None = Field(
-        None,
-        description="Batch size compared; null: latency at the smallest measured batch, throughput at the largest.",
-    )
-    max_latency_ms: float | None = Field(
-        None,
-        gt=0,
-        description="Constraint: latency at `percentile` at most this, ms (too few samples for it: rejected).",
-    )
-    percentile: float | None = Field(
-        None,
-        gt=0,
-        le=100,
-        description="For max_latency_ms; null: the bench's highest configured percentile (e.g. 99).",
-    )
-    min_cosine: float | None = Field(
-        None,
-        ge=-1,
-        le=1,
-        description="Constraint: reduced precision at least this cosine to FP32 on held-out data.",
-    )
-
-
-class SelectParams(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-    objectives: tuple[Objective, ...] = Field(
-        (
-            Objective(name="latency", metric=Metric.LATENCY),
-            Objective(name="throughput", metric=Metric.THROUGHPUT),
-        ),
-        min_length=1,
-        description="What to choose for: each picks its best candidate that meets its constraints.",
-    )
-
-    min_gain: float = Field(
-        0.10,
-        ge=0,
-        description="A reduced-precision candidate wins only when it beats the best FP32 one by more than this "
-        "fraction (a gain inside the measurement's spread does not pay for the accuracy it costs).",
-    )
-
-    @model_validator(mode="after")
-    def _unique(self) -> SelectParams:
-        names = [o.name for o in self.objectives]
-        if len(set(names)) < len(names):
-            raise ValueError(f"objective names must differ: {names}")
-        return self
+from deploy.stages.select.params import SelectParams
 
 
 def run(ctx: StageContext, params: SelectParams) -> None:

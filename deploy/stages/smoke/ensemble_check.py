@@ -33,6 +33,7 @@ from deploy.serving.service_record import (
 )
 from deploy.serving.smoke_report import ModelResult, ModelStatus, ServiceCheck
 from deploy.stages.smoke.model_check import reference_name
+from deploy.stages.smoke.params import SmokeParams
 
 
 def _local_file(model: Model) -> Path | None:
@@ -193,7 +194,7 @@ def check(
     return result, problems
 
 
-def concurrent(ctx: StageContext, service: Service, gate: Gate, params: Any, reach: Any) -> Any:
+def concurrent(ctx: StageContext, service: Service, gate: Gate, params: SmokeParams, reach: Any) -> Any:
     """Clients at once, each sending its own images / sentences (`reach`: traffic.TrafficServer)."""
     from deploy.stages.smoke import traffic
 
@@ -321,7 +322,7 @@ def concurrent_requests(kind: str, source: Path | None) -> list[list[Sample]]:
     return found
 
 
-def check_ensemble(served: Any, name: str, ctx: StageContext, params: Any) -> ModelResult:
+def check_ensemble(served: Any, name: str, ctx: StageContext, params: SmokeParams) -> ModelResult:
     """`params`: the smoke stage's (protocols, request timeout, service gates and samples)."""
     from deploy.stages.smoke import checks, traffic
 
@@ -353,7 +354,7 @@ def check_ensemble(served: Any, name: str, ctx: StageContext, params: Any) -> Mo
     )
 
 
-def _gate(params: Any) -> Gate:
+def _gate(params: SmokeParams) -> Gate:
     gate = params.service.gate
     return Gate(gate.min_top1_agreement, gate.min_cosine)
 

@@ -13,13 +13,14 @@ from deploy.pipeline.config import Label
 from deploy.pipeline.contract import StageContext
 from deploy.serving.repository import Model
 from deploy.serving.smoke_report import ModelResult, ModelStatus
+from deploy.stages.smoke.params import SmokeParams
 
 if TYPE_CHECKING:
     from deploy.gates.references import Golden
 
 
 def check_model(
-    server: Any, name: str, model: Model, ctx: StageContext, params: Any, golden: Golden
+    server: Any, name: str, model: Model, ctx: StageContext, params: SmokeParams, golden: Golden
 ) -> ModelResult:
     """`params`: the smoke stage's; `golden`: the golden cases by label."""
     return _check_model(server, name, model, ctx, params, _reference(model, golden, ctx))
@@ -58,7 +59,7 @@ def reference_name(model: Model) -> str:
 
 
 def _check_model(
-    server: Any, name: str, model: Model, ctx: StageContext, params: Any, golden: Golden
+    server: Any, name: str, model: Model, ctx: StageContext, params: SmokeParams, golden: Golden
 ) -> ModelResult:
     from deploy.gates import parity
     from deploy.gates.detection_parity import layout_of
@@ -96,7 +97,13 @@ def _check_model(
 
 
 def _traffic(
-    server: Any, name: str, model: Model, ctx: StageContext, params: Any, io: Any, config: Any
+    server: Any,
+    name: str,
+    model: Model,
+    ctx: StageContext,
+    params: SmokeParams,
+    io: Any,
+    config: Mapping[str, Any],
 ) -> Any:
     """Concurrent clients with their own requests (stages/smoke/traffic.py)."""
     from deploy.gates.detection_parity import layout_of
@@ -126,7 +133,9 @@ def _describe(conn: Any, protocol: str, name: str) -> tuple[Mapping[str, Any], M
     return conn.get_model_metadata(name), conn.get_model_config(name)
 
 
-def _golden_parity(target: Any, golden: Golden, inputs: Any, outputs: Any, params: Any, layout: Any) -> Any:
+def _golden_parity(
+    target: Any, golden: Golden, inputs: Any, outputs: Any, params: SmokeParams, layout: Any
+) -> Any:
     from tritonclient.utils import InferenceServerException
 
     from deploy.gates import parity

@@ -13,32 +13,11 @@ import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from pydantic import Field
-
-from deploy.pipeline.config import Frozen, Label
 from deploy.pipeline.contract import Artifact, Phase, Section, StageContext, StageSpec
+from deploy.stages.stats.params import StatsParams
 
 if TYPE_CHECKING:  # onnx-tool: imported when the stage runs
     from deploy.stages.stats.roofline import OpRow, Totals
-
-
-class Hardware(Frozen):
-    name: str = Field(min_length=1, description="Label of the target in the report.")
-    peak_tflops: float = Field(
-        gt=0, description="Peak TFLOP/s at the precision the model runs in (data sheet)."
-    )
-    bandwidth_gbps: float = Field(gt=0, description="Memory bandwidth, GB/s (data sheet).")
-
-
-# NVIDIA's H100 SXM data sheet: 989 dense FP16 tensor TFLOP/s, 3.35 TB/s HBM3.
-H100_FP16 = Hardware(name="H100 SXM FP16", peak_tflops=989, bandwidth_gbps=3350)
-
-
-class StatsParams(Frozen):
-    shape: Label = Field("opt", description="Which shape of the shape spec to count FLOPs and bytes at.")
-    targets: tuple[Hardware, ...] = Field(
-        (H100_FP16,), min_length=1, description="Hardware for the roofline: declared figures, not measured."
-    )
 
 
 def run(ctx: StageContext, params: StatsParams) -> None:

@@ -4,9 +4,10 @@ columns, the Pareto plot (matplotlib) and the report's tables."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from deploy.pipeline.contract import StageContext
 from deploy.runtimes.record import BenchRow
+from deploy.stages.triton_search.params import SearchGoal
 from deploy.stages.triton_search.search_record import Point, Result
 
 CSV_COLUMNS = (
@@ -50,7 +51,7 @@ def pareto(points: list[tuple[float, float]]) -> list[int]:
     ]
 
 
-def plot(result: Result, goal: Any, path: Path) -> None:
+def plot(result: Result, goal: SearchGoal, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -79,7 +80,7 @@ def plot(result: Result, goal: Any, path: Path) -> None:
     plt.close(fig)
 
 
-def report(ctx: Any, result: Result) -> None:
+def report(ctx: StageContext, result: Result) -> None:
     win = result.winner
     columns = [
         "configuration",

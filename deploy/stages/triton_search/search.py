@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from deploy.domain.vocabulary import Metric, Precision
+from deploy.pipeline.contract import StageContext
 from deploy.pipeline.errors import StageFailed
 from deploy.runtimes.record import BenchRow
 from deploy.serving.repository import Model
+from deploy.stages.triton_search.params import SearchGoal, SearchParams
 from deploy.stages.triton_search.search_record import Point, PointResult, Result
 
 
@@ -35,7 +37,7 @@ def _point(instances: int, max_batch: int, delay: int | None, preferred: tuple[i
     return Point(instances, max_batch, delay, preferred)
 
 
-def search(ctx: Any, params: Any, tree: Path) -> Result:
+def search(ctx: StageContext, params: SearchParams, tree: Path) -> Result:
     import tritonclient.grpc as grpcclient
 
     from deploy.serving.launch import serve_repository
@@ -99,7 +101,7 @@ def _chooser(model: str | None) -> Any:
 
 
 def _measure(
-    conn: Any, url: str, name: str, base: dict, point: Point, feeds: list, params: Any, log: Any
+    conn: Any, url: str, name: str, base: dict, point: Point, feeds: list, params: SearchParams, log: Any
 ) -> PointResult:
     from tritonclient.utils import InferenceServerException
 
@@ -122,7 +124,7 @@ def _measure(
     return found
 
 
-def _stop(rows: list[BenchRow], params: Any) -> str:
+def _stop(rows: list[BenchRow], params: SearchParams) -> str:
     """perf_analyzer / Model Analyzer's early exit: past the latency budget, or the last
     level added too little throughput."""
     goal, last = params.goal, rows[-1]
@@ -134,7 +136,7 @@ def _stop(rows: list[BenchRow], params: Any) -> str:
     return ""
 
 
-def _score(rows: list[BenchRow], goal: Any) -> tuple[float | None, BenchRow | None]:
+def _score(rows: list[BenchRow], goal: SearchGoal) -> tuple[float | None, BenchRow | None]:
     key = f"p{goal.percentile:g}"
     fits = [
         r
@@ -151,7 +153,7 @@ def _score(rows: list[BenchRow], goal: Any) -> tuple[float | None, BenchRow | No
     return best.percentiles_ms[key], best
 
 
-def goal_text(goal: Any) -> str:
+def goal_text(goal: SearchGoal) -> str:
     parts = ["most items/s" if goal.metric == Metric.THROUGHPUT else f"least p{goal.percentile:g} latency"]
     if goal.max_latency_ms is not None:
         parts.append(f"p{goal.percentile:g} <= {goal.max_latency_ms} ms")

@@ -1,0 +1,78 @@
+"""The bench stage's parameters (its YAML section), apart from its run so that its helpers can
+import them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveFloat, PositiveInt
+
+from deploy.domain.vocabulary import Runtime
+from deploy.pipeline.config import Frozen
+from deploy.runtimes.measure import MeasureSettings
+from deploy.runtimes.pacing import Distribution
+from deploy.serving.spec import ServerSpec
+from deploy.stages.bench.output import RegressionGate
+
+
+class TritonBench(Frozen):
+    """The `triton` runtime: a server of the same kinds as the smoke stage's."""
+
+    server: ServerSpec = Field(
+        ServerSpec(), description="Which tritonserver to start or reach (as smoke.server)."
+    )
+    models: tuple[str, ...] | None = Field(
+        None, description="Triton models to measure; null: every model of this pipeline the server can load."
+    )
+    concurrency: tuple[PositiveInt, ...] = Field(
+        (1, 2, 4),
+        min_length=1,
+        description="Closed-loop gRPC clients, one sweep point each (perf_analyzer's --concurrency-range).",
+    )
+    batch: int = Field(1, ge=1, description="Items per request (perf_analyzer's -b).")
+    request_rate: tuple[PositiveFloat, ...] = Field(
+        (),
+        description="Open-loop sweep, after the concurrency one: requests/s sent on a schedule whatever the "
+        "answers, one point each (perf_analyzer's --request-rate-range); empty: none.",
+    )
+    request_distribution: Distribution = Field(
+        Distribution.CONSTANT,
+        description="Gaps between scheduled requests: constant (1/rate) or poisson (exponential, seeded).",
+    )
+    max_outstanding: PositiveInt = Field(
+        64, description="Open loop: requests in flight at most; a send held back by it counts as late."
+    )
+
+
+class BenchParams(MeasureSettings):
+    runtimes: tuple[Runtime, ...] = Field(
+        (Runtime.EAGER, Runtime.TORCHSCRIPT, Runtime.ONNXRUNTIME),
+        min_length=1,
+        description="What to time; a runtime whose artifact's stage was skipped (e.g. tensorrt without an engine) "
+        "is reported skipped. eager is the baseline of the speed-ups.",
+    )
+    batches: tuple[PositiveInt, ...] | None = Field(
+        None,
+        min_length=1,
+        description="Batch sizes of the in-process runtimes; null: the shape spec's min / opt / max batch.",
+    )
+    threads: int | None = Field(
+        None, ge=1, description="Intra-op threads for ONNX Runtime / PyTorch; null: their defaults."
+    )
+    openvino_throughput: bool = Field(
+        True,
+        description="Also time each OpenVINO runtime under its THROUGHPUT hint: as many closed-loop streams as "
+        "requests the plugin asks to keep in flight, its streams and threads reported (rows marked "
+        "`throughput hint`, load cN).",
+    )
+    device: Literal["cpu", "cuda"] = Field(
+        "cpu",
+        description="Where eager / TorchScript / ONNX Runtime run; on cuda the PyTorch rows split H2D / compute / D2H "
+        "(ONNX Runtime needs onnxruntime-gpu).",
+    )
+    triton: TritonBench = Field(
+        TritonBench(), description="Settings of the `triton` runtime (end to end through a server)."
+    )
+    gate: RegressionGate = Field(
+        RegressionGate(), description="Optional regression gate: fails the stage with the numbers."
+    )

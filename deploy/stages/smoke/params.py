@@ -1,0 +1,96 @@
+"""The smoke stage's parameters (its YAML section), apart from its run so that its helpers can
+import them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from deploy.domain.vocabulary import Protocol
+from deploy.gates.tolerance import Tolerance
+from deploy.pipeline.config import resolve_path
+from deploy.serving.layout import ServingFormat
+from deploy.serving.spec import ServerSpec
+
+if TYPE_CHECKING:
+    pass
+
+
+class ServiceGate(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    min_top1_agreement: float = Field(
+        1.0, ge=0, le=1, description="Share of samples whose top-1 class is the reference's (classify)."
+    )
+    min_cosine: float = Field(
+        0.999, ge=-1, le=1, description="Cosine of the served top-k scores / embedding vs the reference."
+    )
+
+
+class ServiceParams(BaseModel):
+    """The check of each published ensemble (triton_config.preprocess): real inputs over
+    every protocol, compared with the eager model inside Python pre/post-processing."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    samples: Path | None = Field(
+        None,
+        description="A directory of images or a text file of sentences (one per line); null: scikit-learn's "
+        "bundled photos (JPEG and PNG) or a few built-in sentences.",
+    )
+    gate: ServiceGate = Field(
+        ServiceGate(),
+        description="Served vs reference: the eager model for FP32 ensembles; ONNX Runtime on the served file for "
+        "INT8 / FP16 ones (their accuracy is the quantize / fp16 stages' gate).",
+    )
+
+    _samples = field_validator("samples")(resolve_path)
+
+
+class Source(StrEnum):
+    """What the server reads."""
+
+    CACHE = "cache"  # the repository artifact
+    PUBLISHED = "published"  # the copy triton_config.publish_to put on object storage
+
+
+class SmokeParams(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    server: ServerSpec = Field(ServerSpec(), description="Which tritonserver to start or reach.")
+    protocols: tuple[Protocol, ...] = Field(
+        (Protocol.HTTP, Protocol.GRPC), min_length=1, description="Protocols the inference checks use."
+    )
+    tolerance: Tolerance = Field(
+        Tolerance(), description="Served outputs vs the eager reference on the golden inputs."
+    )
+    clients: int = Field(
+        8,
+        ge=1,
+        description="Concurrent check: clients sending at once, each its own requests (golden's distinct client "
+        "requests, batch sizes 1-3), over the protocols in turn; every answer vs that request's own reference.",
+    )
+    batching_requests: int = Field(
+        64,
+        ge=0,
+        description="Concurrent check: requests per burst, shared among the clients (bursts repeat, up to 3, until "
+        "the server merges requests where dynamic batching is on); 0: off.",
+    )
+    request_timeout_s: float = Field(120, gt=0, description="Timeout of each request to the server, seconds.")
+    source: Source = Field(
+        Source.CACHE,
+        description="What the server reads: cache, the repository artifact; published, the copy "
+        "triton_config.publish_to put on object storage (the server reads s3:// itself), as production would.",
+    )
+    service: ServiceParams = Field(
+        ServiceParams(),
+        description="Ensembles (triton_config.preprocess): real images / sentences end to end.",
+    )
+    require: tuple[ServingFormat, ...] = Field(
+        (),
+        description="Formats that must be smoke-tested: a model of one of them skipped for a backend the "
+        "server lacks (or absent from the repository) fails the stage instead of making it partial.",
+    )
