@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from deploy.domain.vocabulary import Layout, Precision, Protocol
+from deploy.gates.detection_parity import Arrays
 from deploy.gates.metrics import cosine
 from deploy.pipeline.contract import StageContext
 from deploy.serving.repository import Model
@@ -204,7 +205,7 @@ def concurrent(ctx: StageContext, service: Service, gate: Gate, params: SmokePar
     def ask(conn: Any, protocol: str, request: int) -> Any:
         return service.ask(conn, protocol, requests[request]).outputs  # type: ignore[arg-type]
 
-    def judge(request: int, got: dict[str, Any]) -> list[str]:
+    def judge(request: int, got: Arrays) -> list[str]:
         scratch = ServiceCheck("", [])
         return _compare(scratch, got, expected[request], service.labels, gate)
 
@@ -238,7 +239,7 @@ def _line(name: str, outputs: dict[str, np.ndarray], labels: list[str] | None, r
 
 def _compare(
     result: ServiceCheck,
-    served: dict[str, np.ndarray],
+    served: Arrays,
     ref: dict[str, np.ndarray],
     labels: list[str] | None,
     gate: Gate,
@@ -255,7 +256,7 @@ def _compare(
 
 def _compare_classes(
     result: ServiceCheck,
-    served: dict[str, np.ndarray],
+    served: Arrays,
     ref: dict[str, np.ndarray],
     labels: list[str] | None,
     gate: Gate,

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from deploy.gates.detection_parity import DetectionLayout, aligned
+from deploy.gates.detection_parity import Arrays, DetectionLayout, aligned
 from deploy.gates.parity import Compared, metrics
 from deploy.gates.references import Case
 from deploy.gates.tolerance import Tolerance
@@ -40,9 +40,9 @@ class Send:
 
 
 # ask(conn, protocol, request index) -> the answer's outputs by name
-Ask = Callable[[Any, str, int], dict[str, Any]]
+Ask = Callable[[Any, str, int], Arrays]
 # judge(request index, answer) -> what is wrong with it ([] when it is right)
-Judge = Callable[[int, dict[str, Any]], list[str]]
+Judge = Callable[[int, Arrays], list[str]]
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def run(server: TrafficServer, ask: Ask, judge: Judge, load: TrafficPlan, mergin
     return found
 
 
-Answer = tuple[Send, dict[str, Any] | None, str]
+Answer = tuple[Send, Arrays | None, str]
 
 
 def _burst(connect: Callable[[str], Any], ask: Ask, sends: list[list[Send]]) -> list[Answer]:
@@ -125,7 +125,7 @@ def _burst(connect: Callable[[str], Any], ask: Ask, sends: list[list[Send]]) -> 
         start.wait()
         for send in mine:
             try:
-                got: dict[str, Any] | None = ask(conn, send.protocol, send.request)
+                got: Arrays | None = ask(conn, send.protocol, send.request)
                 error = ""
             except Exception as exc:  # a refused request is an answer too: it is judged
                 got, error = None, f"{type(exc).__name__}: {exc}"
@@ -159,7 +159,7 @@ def tensor_judge(cases: list[Case], tol: Tolerance, layout: DetectionLayout | No
     """Each output against the request's own reference, with the smoke tolerance (padded
     detections row for matching row)."""
 
-    def judge(request: int, answer: dict[str, Any]) -> list[str]:
+    def judge(request: int, answer: Arrays) -> list[str]:
         got = aligned(cases[request].outputs, answer, layout)
         found = []
         for name, ref in cases[request].outputs.items():

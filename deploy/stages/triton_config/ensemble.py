@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from deploy.domain.vocabulary import Layout
 from deploy.pipeline.config import DeployConfig, InputSpec
@@ -28,6 +29,9 @@ from deploy.serving.service_record import (
     service_name,
     write_record,
 )
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 PRE_MODEL = Path(service.__file__).with_name("pre_model.py")
 POST_MODEL = Path(service.__file__).with_name("post_model.py")
@@ -212,7 +216,7 @@ def post_output(post: Classify | Embedding, config: DeployConfig) -> str:
 
 
 # -- config.pbtxt of each part ----------------------------------------------------------------
-def data_type(pb: Any, dtype: str) -> int:
+def data_type(pb: ModuleType, dtype: str) -> int:
     from deploy.serving.layout import TRITON_TYPES
 
     if dtype not in TRITON_TYPES:
@@ -220,7 +224,7 @@ def data_type(pb: Any, dtype: str) -> int:
     return int(pb.DataType.Value(TRITON_TYPES[dtype]))
 
 
-def _python_model(pb: Any, name: str, size: int, instances: int) -> Any:
+def _python_model(pb: ModuleType, name: str, size: int, instances: int) -> Any:
     proto = pb.ModelConfig(name=name, backend="python", max_batch_size=size)
     proto.instance_group.add(kind=pb.ModelInstanceGroup.Kind.Value("KIND_CPU"), count=instances)
     proto.dynamic_batching.SetInParent()  # requests of several clients reach one execute()
@@ -228,7 +232,7 @@ def _python_model(pb: Any, name: str, size: int, instances: int) -> Any:
 
 
 def pre_proto(
-    pb: Any, name: str, pre: ImagePre | TextPre, config: DeployConfig, size: int, instances: int
+    pb: ModuleType, name: str, pre: ImagePre | TextPre, config: DeployConfig, size: int, instances: int
 ) -> Any:
     proto = _python_model(pb, name, size, instances)
     text = isinstance(pre, TextPre)
@@ -243,7 +247,7 @@ def pre_proto(
 
 
 def post_proto(
-    pb: Any,
+    pb: ModuleType,
     name: str,
     post: Classify | Embedding,
     config: DeployConfig,
@@ -261,7 +265,7 @@ def post_proto(
     return proto
 
 
-def outputs(pb: Any, post: Classify | Embedding, dims: list[int]) -> list[Any]:
+def outputs(pb: ModuleType, post: Classify | Embedding, dims: list[int]) -> list[Any]:
     """What the post model (and so the ensemble) answers: top-k scores, classes and labels,
     or the embedding."""
     if isinstance(post, Embedding):
@@ -277,7 +281,9 @@ def outputs(pb: Any, post: Classify | Embedding, dims: list[int]) -> list[Any]:
     ]
 
 
-def ensemble_proto(pb: Any, model: Any, config: DeployConfig, pre: Any | None, post: Any | None) -> Any:
+def ensemble_proto(
+    pb: ModuleType, model: Any, config: DeployConfig, pre: Any | None, post: Any | None
+) -> Any:
     """`<model>_ensemble`: pre -> model -> post, for the served model's config `model`
     (whose I/O names are the served ones, e.g. input__0 for torchscript)."""
     proto = pb.ModelConfig(
@@ -308,7 +314,7 @@ def ensemble_proto(pb: Any, model: Any, config: DeployConfig, pre: Any | None, p
 
 
 def _model_outputs(
-    pb: Any, proto: Any, step: Any, model: Any, config: DeployConfig, post: Any | None
+    pb: ModuleType, proto: ModelConfig, step: Any, model: Any, config: DeployConfig, post: Any | None
 ) -> None:
     outs = [o.name for o in config.outputs]
     if post is None:

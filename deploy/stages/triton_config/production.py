@@ -10,6 +10,7 @@ checks it against Triton's schema). What the embedded CPU server here cannot exe
 from __future__ import annotations
 
 from enum import StrEnum
+from types import ModuleType
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -18,6 +19,8 @@ from deploy.domain.vocabulary import Precision
 from deploy.pipeline.config import Frozen, Label
 
 if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig
+
     from deploy.gates.references import Golden
 
 WARMUP_DIR = "warmup"  # Triton reads input_data_file from <model>/warmup/
@@ -116,7 +119,7 @@ class OnnxAccelerator(Frozen):
 
 
 def warmup(
-    proto: Any, pb: Any, spec: Warmup, golden: Golden, inputs: list[tuple[str, str]]
+    proto: ModelConfig, pb: ModuleType, spec: Warmup, golden: Golden, inputs: list[tuple[str, str]]
 ) -> dict[str, bytes]:
     """Adds one batch-1 warm-up sample per golden case; returns the files to write under
     warmup/ (raw row-major bytes of the first item of each golden input)."""
@@ -135,13 +138,13 @@ def warmup(
     return files
 
 
-def _data_type(pb: Any, dtype: str) -> int:
+def _data_type(pb: ModuleType, dtype: str) -> int:
     from deploy.serving.layout import TRITON_TYPES
 
     return int(pb.DataType.Value(TRITON_TYPES[dtype]))
 
 
-def queue_policy(proto: Any, pb: Any, policy: QueuePolicy) -> None:
+def queue_policy(proto: ModelConfig, pb: ModuleType, policy: QueuePolicy) -> None:
     queue = proto.dynamic_batching.default_queue_policy
     action = policy.timeout_action.upper()  # Triton spells them REJECT / DELAY
     queue.timeout_action = pb.ModelQueuePolicy.TimeoutAction.Value(action)
@@ -158,7 +161,7 @@ def rate_limiter(group: Any, limiter: RateLimiter) -> None:
     group.rate_limiter.priority = limiter.priority
 
 
-def version_policy(proto: Any, policy: VersionPolicy) -> None:
+def version_policy(proto: ModelConfig, policy: VersionPolicy) -> None:
     if policy.kind == VersionKind.LATEST:
         proto.version_policy.latest.num_versions = policy.latest
     elif policy.kind == VersionKind.ALL:
@@ -167,7 +170,7 @@ def version_policy(proto: Any, policy: VersionPolicy) -> None:
         proto.version_policy.specific.versions.extend(policy.versions)
 
 
-def accelerators(proto: Any, found: tuple[OnnxAccelerator, ...]) -> None:
+def accelerators(proto: ModelConfig, found: tuple[OnnxAccelerator, ...]) -> None:
     accelerate = proto.optimization.execution_accelerators
     for accelerator in found:
         where = (
@@ -182,7 +185,7 @@ def accelerators(proto: Any, found: tuple[OnnxAccelerator, ...]) -> None:
                 entry.parameters["max_workspace_size_bytes"] = str(accelerator.workspace_mib << 20)
 
 
-def openvino_backend(proto: Any, precision: str) -> None:
+def openvino_backend(proto: ModelConfig, precision: str) -> None:
     """Triton's openvino backend: the latency hint (one stream per instance: the instances
     and the dynamic batcher give the concurrency); bf16 asked for with HINT_BF16. It has no
     f32 switch: on a CPU with bf16 it computes the fp32 model in bf16 too, the CPU plugin's

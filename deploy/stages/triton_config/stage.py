@@ -13,6 +13,7 @@ import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from deploy.domain.naming import model_name
@@ -41,6 +42,8 @@ from deploy.stages.triton_config import batching, ensemble, production
 from deploy.stages.triton_config.params import DynamicBatching, InstanceKind, TritonParams
 
 if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig
+
     from deploy.gates.references import Golden
 
 Format = ServingFormat
@@ -238,7 +241,7 @@ def _refuse_merging(
 
 
 def _warmup(
-    proto: Any, fmt: str, params: TritonParams, config: DeployConfig, golden: Golden
+    proto: ModelConfig, fmt: str, params: TritonParams, config: DeployConfig, golden: Golden
 ) -> dict[str, bytes]:
     from tritonclient.grpc import model_config_pb2 as pb
 
@@ -248,7 +251,7 @@ def _warmup(
     return production.warmup(proto, pb, params.warmup, golden, names)
 
 
-def _written(ctx: StageContext, proto: Any) -> str:
+def _written(ctx: StageContext, proto: ModelConfig) -> str:
     text = render(proto)
     ctx.log.info("wrote %s:\n%s", proto.name, text)
     return text
@@ -335,7 +338,9 @@ def model_config(
     return proto
 
 
-def _production(proto: Any, pb: Any, fmt: str, params: TritonParams, group: Any, precision: str) -> None:
+def _production(
+    proto: ModelConfig, pb: ModuleType, fmt: str, params: TritonParams, group: Any, precision: str
+) -> None:
     batching = params.dynamic_batching if proto.HasField("dynamic_batching") else None
     instances = params.instance_group
     if batching is not None and batching.queue_policy is not None:
@@ -362,7 +367,7 @@ def _output_dims(golden: Golden, name: str, max_batch_size: int) -> list[int]:
     return dims[1:] if max_batch_size else dims
 
 
-def render(proto: Any) -> str:
+def render(proto: ModelConfig) -> str:
     """Protobuf text format, proven to parse back into an equal ModelConfig."""
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2 as pb
