@@ -9,13 +9,12 @@ triton_search leaves batching out of its search, and `deploy init` writes
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deploy.pipeline.records import SchemaMismatch, expect_schema
+from deploy.pipeline.records import read_record, record_json
 
 if TYPE_CHECKING:
     import numpy as np
@@ -75,16 +74,11 @@ class BatchIndependence:
         return f"{', '.join(o.name for o in bad)} depend(s) on the rest of the batch (batch of {self.batch})"
 
     def to_json(self) -> dict[str, object]:
-        return {"schema": SCHEMA, **asdict(self)}
+        return record_json(self, SCHEMA)
 
     @classmethod
     def read(cls, path: Path) -> BatchIndependence:
-        data = expect_schema(json.loads(path.read_text()), str(path), SCHEMA)
-        try:
-            outputs = [OutputBatching(**o) for o in data["outputs"]]  # type: ignore[attr-defined]
-            return cls(int(data["batch"]), outputs, str(data["reason"]))  # type: ignore[call-overload]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SchemaMismatch(f"{path}: not a batching record ({type(exc).__name__}: {exc})") from exc
+        return read_record(path, cls, SCHEMA, "a batching record")
 
 
 def not_measured(reason: str) -> BatchIndependence:

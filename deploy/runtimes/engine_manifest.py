@@ -4,12 +4,10 @@ writes it; triton_config reads it to check max_batch_size against the profiles. 
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from deploy.pipeline.records import SchemaMismatch, expect_schema
+from deploy.pipeline.records import read_record, record_json
 
 # Bumped with the build stage's version (see pipeline/records.py).
 SCHEMA = 1
@@ -41,18 +39,8 @@ class EngineManifest:
         return min(min(shape.max[0] for shape in p.values()) for p in used)
 
     def to_json(self) -> dict[str, object]:
-        return {"schema": SCHEMA, **asdict(self)}
+        return record_json(self, SCHEMA)
 
     @classmethod
     def read(cls, path: Path) -> EngineManifest:
-        data = dict(expect_schema(json.loads(path.read_text()), str(path), SCHEMA))
-        data.pop("schema")
-        try:
-            data["profiles"] = {p: _shapes(s) for p, s in data["profiles"].items()}  # type: ignore[attr-defined]
-            return cls(**data)  # type: ignore[arg-type]
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise SchemaMismatch(f"{path}: not an engine manifest ({type(exc).__name__}: {exc})") from exc
-
-
-def _shapes(data: dict[str, Any]) -> dict[str, ShapeRange]:
-    return {name: ShapeRange(**shape) for name, shape in data.items()}
+        return read_record(path, cls, SCHEMA, "an engine manifest")

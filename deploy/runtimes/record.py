@@ -8,13 +8,11 @@ stage. Stdlib (and the engine's record check) only, like the harness that fills 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
-from deploy.pipeline.records import SchemaMismatch, expect_schema
+from deploy.pipeline.records import read_record
 
 # bench.json's layout; bumped with the bench stage's version (its key), see pipeline/records.py.
 # 2: a served row is runtime `triton` with its `model` (1 spelled it `triton:MODEL`).
@@ -123,14 +121,6 @@ class BenchRow(Measured):
     def to_json(self) -> dict[str, object]:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> BenchRow:
-        fields = dict(data)
-        fields["windows"] = [WindowSummary(**w) for w in fields.get("windows", [])]
-        if fields.get("server") is not None:
-            fields["server"] = ServerShare(**fields["server"])
-        return cls(**fields)
-
 
 @dataclass(frozen=True)
 class BenchResults:
@@ -152,9 +142,15 @@ class BenchResults:
 
     @classmethod
     def read(cls, path: Path) -> BenchResults:
-        data = expect_schema(json.loads(path.read_text()), str(path), SCHEMA)
-        try:
-            rows = [BenchRow.from_json(r) for r in data["results"]]  # type: ignore[attr-defined]
-            return cls(rows, dict(data["skipped"]), dict(data["host"]), dict(data["settings"]))  # type: ignore[call-overload]
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise SchemaMismatch(f"{path}: not a bench results record ({type(exc).__name__}: {exc})") from exc
+        found = read_record(path, BenchFile, SCHEMA, "a bench results record")
+        return cls(found.results, found.skipped, found.host, found.settings)
+
+
+@dataclass(frozen=True)
+class BenchFile:
+    """bench.json's fields as written (its rows under `results`), for the typed reader."""
+
+    results: list[BenchRow]
+    skipped: dict[str, str]
+    host: dict[str, object]
+    settings: dict[str, object]

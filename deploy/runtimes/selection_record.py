@@ -6,14 +6,11 @@ stage. Stdlib and the engine's record check only."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
-from deploy.pipeline.records import SchemaMismatch, expect_schema
+from deploy.pipeline.records import read_record
 
 # selection.json's layout; bumped with the select stage's version (see pipeline/records.py).
 SCHEMA = 2  # 2: the target, each decision's basis, served models and unverified candidates
@@ -80,20 +77,9 @@ class Selection:
 
     @classmethod
     def read(cls, path: Path) -> Selection:
-        data = expect_schema(json.loads(path.read_text()), str(path), SCHEMA)
-        try:
-            objectives = [_chosen(o) for o in data["objectives"]]  # type: ignore[attr-defined]
-            return cls(objectives, dict(data["accuracy"]), data.get("served"), str(data["target"]))  # type: ignore[call-overload, arg-type]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SchemaMismatch(f"{path}: not a selection record ({type(exc).__name__}: {exc})") from exc
+        return read_record(path, cls, SCHEMA, "a selection record")
 
     def objectives_of(self, model: str) -> list[str]:
         """The objectives `model` serves (the pick, or the served model chosen for it)."""
         served = self.served or {}
         return [o.name for o in self.objectives if o.model == model or model in served.get(o.name, [])]
-
-
-def _chosen(data: Mapping[str, Any]) -> Chosen:
-    judged = [Judged(**{**j, "verdict": Verdict(j["verdict"])}) for j in data["candidates"]]
-    fields = (data["name"], data["metric"], data["batch"], data["selected"], judged)
-    return Chosen(*fields, data["basis"], data["model"], bool(data.get("stable", True)))

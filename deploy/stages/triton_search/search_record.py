@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.domain.vocabulary import Metric
-from deploy.pipeline.records import SchemaMismatch, expect_schema
+from deploy.pipeline.records import SchemaMismatch, expect_schema, typed
 from deploy.runtimes.record import BenchRow
 
 # search_results.json's layout; bumped with the triton_search stage's version.
@@ -154,7 +154,7 @@ class SearchedPoint:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SearchedPoint:
         point = _point_of(data)
-        rows = [BenchRow.from_json(r) for r in data["rows"]]
+        rows = typed(list[BenchRow], data["rows"], "a search point's rows")
         return cls(point, data["score"], data["stopped"], data["error"], rows)
 
 
