@@ -32,7 +32,9 @@ def test_a_record_reads_back_typed_with_its_nested_records_and_enums(tmp_path) -
     from deploy.runtimes.selection_record import Chosen, Judged, Selection, Verdict
 
     judged = Judged("onnxruntime", "onnx", "fp32", Verdict.SELECTED, 1.5, "")
-    written = Selection([Chosen("latency", "latency", 1, "onnxruntime", [judged])], {"onnxruntime_int8": 0.99})
+    written = Selection(
+        [Chosen("latency", "latency", 1, "onnxruntime", [judged])], {"onnxruntime_int8": 0.99}
+    )
     path = tmp_path / "selection.json"
     path.write_text(json.dumps(written.to_json()))
     back = Selection.read(path)
