@@ -61,7 +61,7 @@ class Pipeline:
     project: Project
 
     def __repr__(self) -> str:
-        from deploy.display import pipeline_repr
+        from deploy.console.display import pipeline_repr
 
         return pipeline_repr(self.project.config.name, str(self.project.path), self.stages)
 
@@ -132,12 +132,12 @@ class RunResult:
     repository: Path  # the published Triton model repository
 
     def __repr__(self) -> str:
-        from deploy.display import result_repr
+        from deploy.console.display import result_repr
 
         return result_repr(self.summary)
 
     def _repr_html_(self) -> str:
-        from deploy.display import result_html
+        from deploy.console.display import result_html
 
         return result_html(self.summary)
 

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.text import Text
 
-import deploy.startup  # noqa: F401  (first: before any module imports pydantic)
-from deploy.cache import cache_app
-from deploy.cli_common import ConfigArg
-from deploy.cli_common import console as _console
-from deploy.cli_common import project as _project
+import deploy.commands.startup  # noqa: F401  (first: before any module imports pydantic)
+from deploy.commands.cache import cache_app
+from deploy.commands.cli_common import ConfigArg
+from deploy.commands.cli_common import console as _console
+from deploy.commands.cli_common import project as _project
+from deploy.console.terminal import make_console, wide_help
 from deploy.domain.vocabulary import Protocol
 from deploy.pipeline.errors import (
     ConfigError,
@@ -33,8 +34,7 @@ from deploy.pipeline.errors import (
     disk_full,
 )
 from deploy.pipeline.writable import UMASK
-from deploy.release_commands import releases, rollback
-from deploy.terminal import make_console, wide_help
+from deploy.releasing.release_commands import releases, rollback
 
 if TYPE_CHECKING:
     from deploy.pipeline.config import DeployConfig
@@ -120,15 +120,15 @@ def run(
     verbose: Verbose = False,
 ) -> None:
     """Run the pipeline; stages whose inputs are unchanged come from the cache."""
-    from deploy.replay import replayed
+    from deploy.commands.replay import replayed
 
     accept_regression = accept_regression or None  # an empty $DEPLOY_ACCEPT_REGRESSION: none
     console = _console()
-    whole = not (force or start or stop or only or accept_regression)  # as deploy.runs.Choice.whole
+    whole = not (force or start or stop or only or accept_regression)  # as deploy.commands.runs.Choice.whole
     if whole and not verbose and junit is None and summary_json is None:
         if replayed(config, cache_dir, console):  # nothing changed since the last no-op run
             return
-    from deploy.runs import Choice, run_pipeline  # the full path: the engine and the stages
+    from deploy.commands.runs import Choice, run_pipeline  # the full path: the engine and the stages
 
     choice = Choice(force, start, stop, only, accept_regression)
     run_pipeline(config, cache_dir, choice, console, verbose, junit, summary_json)
@@ -168,7 +168,7 @@ def plan(
 def _print_plan(rows: list[PlanRow], as_json: bool) -> None:
     import json
 
-    from deploy.ui import plan_lines, plan_table
+    from deploy.console.ui import plan_lines, plan_table
 
     console = _console()
     if as_json:
@@ -245,7 +245,7 @@ def init(
 ) -> None:
     """Write a starter config for a model: it is built and called once at the opt shapes,
     and its outputs (tensor, tuple, dict, ModelOutput) become the declared outputs."""
-    from deploy.init import InitRequest, initialise
+    from deploy.commands.init import InitRequest, initialise
 
     request = InitRequest(factory, file, callable_, torchscript, kwarg, inputs, name, output, overwrite)
     dest = initialise(request)
@@ -287,8 +287,8 @@ def serve(
     and exit 0; exit 1 if the server dies on its own, 4 if a port asked for is taken. Every
     published file is checked against its digest first: an altered one is refused (exit 1),
     or with --repair put back from the cache."""
-    from deploy.serve import serve as serve_repository
-    from deploy.serve import server_setting
+    from deploy.commands.serve import serve as serve_repository
+    from deploy.commands.serve import server_setting
     from deploy.serving.ports import conventional_ports
 
     project = _project(config, None)
@@ -311,8 +311,8 @@ def serve(
             say(
                 "ports 8000-8002 are taken: serving on free ones; give `deploy infer` the --url printed below"
             )
+    from deploy.commands.serve import PublishedCheck
     from deploy.pipeline.store import Store
-    from deploy.serve import PublishedCheck
 
     remote = _published(project, config) if published else None
     check = PublishedCheck(Store(project.cache_dir), repair)
@@ -358,8 +358,8 @@ def infer(
 ) -> None:
     """Send images or sentences to a published service on a running Triton server and print
     the top labels (or the embedding's first values) and each request's latency."""
-    from deploy.infer import InferRequest
-    from deploy.infer import infer as ask_service
+    from deploy.commands.infer import InferRequest
+    from deploy.commands.infer import infer as ask_service
 
     if protocol not in ("http", "grpc"):
         raise typer.BadParameter("http or grpc", param_hint="--protocol")
@@ -413,8 +413,8 @@ def bench(
     ] = 10,
 ) -> None:
     """Time one model file the way trtexec does (warm-up, duration, percentiles), in windows until stable as perf_analyzer."""
-    from deploy.benchmark import BenchRequest, bench_file
-    from deploy.runs import check_writable
+    from deploy.commands.benchmark import BenchRequest, bench_file
+    from deploy.commands.runs import check_writable
 
     check_writable("--exportTimes", export_times)  # before timing, not after it
     request = BenchRequest(
@@ -446,7 +446,7 @@ def doctor(
     from rich.markup import escape
     from rich.table import Table
 
-    from deploy.doctor import checks
+    from deploy.commands.doctor import checks
 
     results = checks()
     if as_json:
@@ -479,7 +479,7 @@ def _replayed(args: list[str]) -> bool:
     typer and `run` as usual; so would a replay that failed: the full path is always right."""
     if len(args) != 2 or args[0] != "run" or args[1].startswith("-"):
         return False
-    from deploy.replay import replayed
+    from deploy.commands.replay import replayed
 
     try:
         return replayed(Path(args[1]), None, _console())

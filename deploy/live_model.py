@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deploy.init import BINARY_NAMES
+from deploy.commands.init import BINARY_NAMES
 from deploy.pipeline.errors import ConfigError, Issue, StageFailed
 
 if TYPE_CHECKING:
@@ -316,8 +316,8 @@ def _config_text(
     specs: list[dict[str, Any]],
     work: Path,
 ) -> str:
-    from deploy.init import detection_inputs, starter
-    from deploy.init_model import inspect
+    from deploy.commands.init import detection_inputs, starter
+    from deploy.commands.init_model import inspect
     from deploy.pipeline.config import InputSpec
 
     found = inspect(model.eval(), [InputSpec.model_validate(s) for s in specs])

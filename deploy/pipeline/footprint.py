@@ -114,7 +114,7 @@ class Footprint:
     invocation: Mapping[str, object]
     environment: Mapping[str, object]
     files: Mapping[str, Token]
-    screen: Mapping[str, Any]  # what the run printed, as data (deploy.screen renders it)
+    screen: Mapping[str, Any]  # what the run printed, as data (deploy.console.screen renders it)
     made: str  # when the replayed run finished (UTC, ISO)
 
     def to_json(self) -> dict[str, object]:

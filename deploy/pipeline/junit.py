@@ -10,7 +10,7 @@ Why it stays in the engine: it is a pure rendering of the engine's own record
 (`RunSummary`, nothing of any stage, no typer or rich), and the record it needs exists
 exactly when the runner guarantees it: `Runner.run` sets `Runner.summary` in its
 finally-path, also when a stage failed, crashed, timed out or the run was interrupted.
-The CLI (`deploy/runs.py`) calls `write_xml` with it for `--junit`, and with the
+The CLI (`deploy/commands/runs.py`) calls `write_xml` with it for `--junit`, and with the
 pseudo-stage summary of an invocation rejected before running; a pipeline driven
 without the CLI (the Python API, a CI script calling `Runner.run`) writes the same file
 from the same record without importing the app.

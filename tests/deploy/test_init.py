@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploy.init import discover, input_specs, parse_input
+from deploy.commands.init import discover, input_specs, parse_input
 from deploy.pipeline.errors import ConfigError
 from tests.helpers import ROOT, run_cli
 

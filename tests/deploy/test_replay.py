@@ -1,5 +1,5 @@
 """A warm no-op `deploy run` is replayed from its footprint without loading the pipeline;
-anything that could change its outcome takes the full path (deploy.replay)."""
+anything that could change its outcome takes the full path (deploy.commands.replay)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ import io
 
 from rich.console import Console
 
+from deploy.console.ui import ConsoleReporter, results_table
 from deploy.pipeline.runner import StageResult, Status
-from deploy.ui import ConsoleReporter, results_table
 from tests.helpers import run_cli
 
 LONG = (

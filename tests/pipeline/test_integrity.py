@@ -205,7 +205,7 @@ def test_deploy_serve_refuses_a_repository_missing_a_file(tmp_path: Path, write_
 
 
 def test_deploy_serve_refuses_an_altered_file_and_repair_puts_it_back(tmp_path: Path, write_config) -> None:
-    from deploy.serve import PublishedCheck, _verify
+    from deploy.commands.serve import PublishedCheck, _verify
 
     path = write_config()
     assert run_cli("run", str(path), "--to", "triton_config", cwd=tmp_path).returncode == 0

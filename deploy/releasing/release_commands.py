@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from deploy.cli_common import ConfigArg, console, project
+from deploy.commands.cli_common import ConfigArg, console, project
 
 
 def releases(
@@ -16,7 +16,7 @@ def releases(
     """List the versions published for the pipeline's models, with their release records."""
     import sys
 
-    from deploy.release_list import release_rows, show
+    from deploy.releasing.release_list import release_rows, show
     from deploy.serving.release_journal import recover
 
     found = project(config, None)
@@ -40,7 +40,7 @@ def rollback(
     ] = [],  # noqa: B006
 ) -> None:
     """Serve an earlier released version of the pipeline's models, and switch live servers to it."""
-    from deploy.rollback import roll_back
+    from deploy.releasing.rollback import roll_back
 
     out = console()
     for line in roll_back(project(config, None), to, server):

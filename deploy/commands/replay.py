@@ -21,8 +21,8 @@ import yaml
 from rich.console import Console
 from rich.text import Text
 
+from deploy.console.screen import Screen
 from deploy.pipeline import footprint
-from deploy.screen import Screen
 
 if TYPE_CHECKING:
     from deploy.pipeline.runner import Runner

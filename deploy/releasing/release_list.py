@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from deploy.screen import plain_table, rich_table
+from deploy.console.screen import plain_table, rich_table
 
 if TYPE_CHECKING:
     from deploy.pipeline.project import Project

@@ -1,6 +1,6 @@
 """What `deploy run` prints when it ends, as data: one line per stage, the decision
-tables stages asked for, and where the records are. deploy.ui makes it from a run's
-results; a replayed no-op run (deploy.replay) prints the same data without loading the
+tables stages asked for, and where the records are. deploy.console.ui makes it from a run's
+results; a replayed no-op run (deploy.commands.replay) prints the same data without loading the
 pipeline. Only rich here: this module is on the replay's path."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from deploy.terminal import make_console
+from deploy.console.terminal import make_console
 
 if TYPE_CHECKING:
     from deploy.pipeline.project import Project

@@ -18,9 +18,9 @@ from deploy.pipeline.errors import DeployError, ExitCode
 from deploy.pipeline.results import RunStatus, RunSummary, StageSummary, Status
 
 if TYPE_CHECKING:
+    from deploy.console.screen import Screen
     from deploy.pipeline.project import Project
     from deploy.pipeline.runner import Runner
-    from deploy.screen import Screen
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Choice:
 
     @property
     def whole(self) -> bool:
-        """The whole pipeline as configured, nothing forced: what a replay shows (deploy.replay)."""
+        """The whole pipeline as configured, nothing forced: what a replay shows (deploy.commands.replay)."""
         return not (self.force or self.start or self.stop or self.only or self.accept_regression)
 
 
@@ -49,7 +49,7 @@ def run_pipeline(
     summary_json: Path | None,
 ) -> None:
     """`deploy run` once no replay answered it: the full path, which checks every stage."""
-    from deploy.replay import forget, remember
+    from deploy.commands.replay import forget, remember
 
     for option, path in (("--junit", junit), ("--json", summary_json)):
         check_writable(option, path)
@@ -94,8 +94,8 @@ def _load(config: Path, cache_dir: Path | None, accept_regression: str | None) -
 def make_runner(project: Project, choice: Choice, console: Console, verbose: bool) -> Runner:
     """The API's runner (deploy/api.py), reporting to the console."""
     from deploy.api import Pipeline
+    from deploy.console.ui import ConsoleReporter
     from deploy.pipeline.runner import ALL_STAGES
-    from deploy.ui import ConsoleReporter
 
     unknown = [f for f in choice.force if f != ALL_STAGES and f not in project.graph.names()]
     if unknown:  # a command-line usage error (exit 2), as typer reports its own
@@ -118,8 +118,8 @@ def finish_run(
 ) -> Screen | None:
     """The results, where the summary and report are, and the CI files asked for; the
     screen shown, or None when one of those files could not be written."""
+    from deploy.console.ui import make_screen
     from deploy.pipeline.runner import REPORT_FILE
-    from deploy.ui import make_screen
 
     project, summary = runner.project, runner.summary
     if summary is None:  # the runner writes it before it returns, whatever happened

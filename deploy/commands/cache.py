@@ -12,8 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from deploy.console.terminal import make_console
 from deploy.pipeline.errors import ConfigError, ExitCode, Issue
-from deploy.terminal import make_console
 
 if TYPE_CHECKING:
     from deploy.pipeline.remote import RemoteCache

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from deploy.init_model import COUNT, MAX_DETECTIONS, Findings, Found, discover
+from deploy.commands.init_model import COUNT, MAX_DETECTIONS, Findings, Found, discover
 from deploy.pipeline.errors import ConfigError, Issue
 
 __all__ = ["discover", "initialise", "input_specs", "parse_input", "starter"]
@@ -265,9 +265,9 @@ def initialise(request: InitRequest) -> Path:
 
 
 def make_config(source: dict[str, Any], args: list[InputArg], name: str, dest: Path) -> str:
-    """Builds the model from `source`, calls it (deploy/init_model.py) and returns the
+    """Builds the model from `source`, calls it (deploy/commands/init_model.py) and returns the
     starter config's text; a ConfigError naming the option or the model's failure."""
-    from deploy.init_model import inspect
+    from deploy.commands.init_model import inspect
     from deploy.modelio.loading import load_model
     from deploy.pipeline.errors import StageFailed
 

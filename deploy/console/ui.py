@@ -12,13 +12,13 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from deploy.console.screen import Screen, Shown, StageLine, stage_table
 from deploy.pipeline.contract import HEADLINE_KEY, report_tables
 from deploy.pipeline.plan import Action, PlanRow
 from deploy.pipeline.progress import Progress as StageProgress
 from deploy.pipeline.report import human_size
 from deploy.pipeline.results import StageResult, Status
 from deploy.pipeline.store import Output
-from deploy.screen import Screen, Shown, StageLine, stage_table
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -47,7 +47,7 @@ class ConsoleReporter:
         self.live: Progress | None = None  # created when a stage first runs: a cached run needs none
         self.tasks: dict[str, TaskID] = {}
         self.printed: dict[str, float] = {}  # stage -> when its last plain progress line went out
-        self.warned = False  # a run that warned is never replayed (deploy.replay)
+        self.warned = False  # a run that warned is never replayed (deploy.commands.replay)
 
     def __enter__(self) -> ConsoleReporter:
         return self
@@ -160,7 +160,7 @@ def plain_line(result: StageResult) -> str:
 
 
 def make_screen(results: list[StageResult], names: list[str], closing: str) -> Screen:
-    """What the console shows at the end of a run (deploy.screen renders it)."""
+    """What the console shows at the end of a run (deploy.console.screen renders it)."""
     seen = {r.name: r for r in results}
     every = [seen.get(n, StageResult(n, Status.NOT_RUN)) for n in names]
     shown = [

@@ -1,0 +1,1 @@
+"""The app's release commands: `deploy releases` (the list) and `deploy rollback`."""
