@@ -16,17 +16,18 @@ from deploy.serving.smoke_report import ModelResult, ModelStatus
 from deploy.stages.smoke.params import SmokeParams
 
 if TYPE_CHECKING:
-    from deploy.gates.references import Golden
+    from deploy.gates.references import Case, Golden
+    from deploy.serving.tritonserver import Server
 
 
 def check_model(
-    server: Any, name: str, model: Model, ctx: StageContext, params: SmokeParams, golden: Golden
+    server: Server, name: str, model: Model, ctx: StageContext, params: SmokeParams, golden: Golden
 ) -> ModelResult:
     """`params`: the smoke stage's; `golden`: the golden cases by label."""
     return _check_model(server, name, model, ctx, params, _reference(model, golden, ctx))
 
 
-def _reference(model: Model, golden: Golden, ctx: StageContext) -> Any:
+def _reference(model: Model, golden: Golden, ctx: StageContext) -> Golden:
     """FP32 models answer for the whole chain: compared with the eager reference. A
     reduced-precision model is compared with ONNX Runtime (or OpenVINO) running the very
     file served (serving parity); its accuracy against FP32 is its converting stage's gate."""
@@ -34,7 +35,7 @@ def _reference(model: Model, golden: Golden, ctx: StageContext) -> Any:
     return dict(zip(golden, found))
 
 
-def _reference_cases(model: Model, cases: list[Any], ctx: StageContext) -> list[Any]:
+def _reference_cases(model: Model, cases: list[Case], ctx: StageContext) -> list[Case]:
     """`cases` with the outputs the served model must give: eager's (FP32), or the local
     runtime's on the very file served (reduced precision)."""
     from deploy.runtimes.files import newest_model_file, runtime_for
