@@ -3,30 +3,26 @@ dynamic axes, and torch.export with `dynamic_shapes`. Imports torch inside the f
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deploy.modelio.onnx_files import ExternalData
 from deploy.pipeline.config import DeployConfig
+from deploy.stages.export.params import Exporter, ExportParams
 
+if TYPE_CHECKING:
+    from torch.nn import Module
 
-class Exporter(str, Enum):
-    AUTO = "auto"  # torch.export first, the legacy exporter where it fails
-    DYNAMO = "dynamo"  # torch.export based (needs onnxscript)
-    TORCHSCRIPT = "torchscript"  # the legacy exporter: TorchScript tracing, deprecated upstream
-
-    @property
-    def attempts(self) -> tuple[Exporter, ...]:
-        return (Exporter.DYNAMO, Exporter.TORCHSCRIPT) if self is Exporter.AUTO else (self,)
-
-    @property
-    def other(self) -> Exporter:
-        return Exporter.TORCHSCRIPT if self is Exporter.DYNAMO else Exporter.DYNAMO
+    from deploy.gates.references import Golden
 
 
 def export(
-    exporter: Exporter, model: Any, config: DeployConfig, dest: Path, golden: dict[Any, Any], settings: Any
+    exporter: Exporter,
+    model: Module,
+    config: DeployConfig,
+    dest: Path,
+    golden: Golden,
+    settings: ExportParams,
 ) -> None:
     """Writes the model to `dest` (model.onnx, weights beside it where asked or past 2 GB)."""
     import torch
@@ -38,7 +34,7 @@ def export(
         _legacy(model, args, config, dest, golden, settings)
 
 
-def dynamic_axes(config: DeployConfig, golden: dict[Any, Any]) -> dict[str, dict[int, str]]:
+def dynamic_axes(config: DeployConfig, golden: Golden) -> dict[str, dict[int, str]]:
     """Input axes from the shape spec; output axes where the reference outputs vary."""
     from deploy.gates.references import varying_axes
 
@@ -53,7 +49,12 @@ def dynamic_axes(config: DeployConfig, golden: dict[Any, Any]) -> dict[str, dict
 
 
 def _legacy(
-    model: Any, args: tuple[Any, ...], config: DeployConfig, dest: Path, golden: dict[Any, Any], settings: Any
+    model: Module,
+    args: tuple[Any, ...],
+    config: DeployConfig,
+    dest: Path,
+    golden: Golden,
+    settings: ExportParams,
 ) -> None:
     import warnings
 
@@ -80,7 +81,9 @@ def _legacy(
         onnx_files.rewrite(dest, external=True)
 
 
-def _dynamo(model: Any, args: tuple[Any, ...], config: DeployConfig, dest: Path, settings: Any) -> None:
+def _dynamo(
+    model: Module, args: tuple[Any, ...], config: DeployConfig, dest: Path, settings: ExportParams
+) -> None:
     """torch.export with `dynamic_shapes` built from the shape spec; the tensor names are
     set on the exported graph afterwards, where a clash with an inner value (MiniLM's
     `embedding` op output) is renamed away instead of breaking SSA form."""

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 from deploy.pipeline.errors import StageFailed, clip, innermost, key_lines, plain
-from deploy.stages.export.exporters import Exporter
+from deploy.stages.export.params import Exporter
 
 # Root causes torch.export meets on real models, and what they mean for the user.
 CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (

@@ -3,16 +3,26 @@ import them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from deploy.gates.tolerance import Tolerance
 from deploy.modelio.onnx_files import ExternalData
-from deploy.stages.export.exporters import Exporter
 
-if TYPE_CHECKING:
-    pass
+
+class Exporter(str, Enum):
+    AUTO = "auto"  # torch.export first, the legacy exporter where it fails
+    DYNAMO = "dynamo"  # torch.export based (needs onnxscript)
+    TORCHSCRIPT = "torchscript"  # the legacy exporter: TorchScript tracing, deprecated upstream
+
+    @property
+    def attempts(self) -> tuple[Exporter, ...]:
+        return (Exporter.DYNAMO, Exporter.TORCHSCRIPT) if self is Exporter.AUTO else (self,)
+
+    @property
+    def other(self) -> Exporter:
+        return Exporter.TORCHSCRIPT if self is Exporter.DYNAMO else Exporter.DYNAMO
 
 
 class ExportParams(BaseModel):

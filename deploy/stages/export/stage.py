@@ -15,9 +15,8 @@ from deploy.modelio.onnx_files import MODEL_FILE
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, ArtifactKind, Section, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed, clip
 from deploy.stages.export import exporters, failures
-from deploy.stages.export.exporters import Exporter
 from deploy.stages.export.failures import Attempt
-from deploy.stages.export.params import ExportParams
+from deploy.stages.export.params import Exporter, ExportParams
 
 if TYPE_CHECKING:
     from deploy.gates.references import Golden
