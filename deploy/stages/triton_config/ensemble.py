@@ -197,7 +197,13 @@ def post_record(post: Classify | Embedding, config: DeployConfig) -> PostRecord:
     return ClassifyRecord(reads=reads, softmax=post.softmax, top_k=post.top_k, labels=labels)
 
 
-def write_parts(root: Path, version: int, protos: dict[Role, Any], pre: Any, post: Any) -> None:
+def write_parts(
+    root: Path,
+    version: int,
+    protos: dict[Role, ModelConfig],
+    pre: ImagePre | TextPre | None,
+    post: Classify | Embedding | None,
+) -> None:
     """The pre / post models' files: model.py (+ tokenizer.json / labels.txt)."""
     for role, proto in protos.items():
         folder = root / proto.name / str(version)
@@ -224,7 +230,7 @@ def data_type(pb: ModuleType, dtype: str) -> int:
     return int(pb.DataType.Value(TRITON_TYPES[dtype]))
 
 
-def _python_model(pb: ModuleType, name: str, size: int, instances: int) -> Any:
+def _python_model(pb: ModuleType, name: str, size: int, instances: int) -> ModelConfig:
     proto = pb.ModelConfig(name=name, backend="python", max_batch_size=size)
     proto.instance_group.add(kind=pb.ModelInstanceGroup.Kind.Value("KIND_CPU"), count=instances)
     proto.dynamic_batching.SetInParent()  # requests of several clients reach one execute()
@@ -233,7 +239,7 @@ def _python_model(pb: ModuleType, name: str, size: int, instances: int) -> Any:
 
 def pre_proto(
     pb: ModuleType, name: str, pre: ImagePre | TextPre, config: DeployConfig, size: int, instances: int
-) -> Any:
+) -> ModelConfig:
     proto = _python_model(pb, name, size, instances)
     text = isinstance(pre, TextPre)
     proto.input.add(name=service.PRE_INPUT, data_type=pb.TYPE_STRING, dims=[1])
@@ -254,7 +260,7 @@ def post_proto(
     source: tuple[str, list[int]],
     size: int,
     instances: int,
-) -> Any:
+) -> ModelConfig:
     """`source`: the dtype and per-item dims of the model output it reads."""
     proto = _python_model(pb, name, size, instances)
     dtype, dims = source
@@ -282,8 +288,12 @@ def outputs(pb: ModuleType, post: Classify | Embedding, dims: list[int]) -> list
 
 
 def ensemble_proto(
-    pb: ModuleType, model: Any, config: DeployConfig, pre: Any | None, post: Any | None
-) -> Any:
+    pb: ModuleType,
+    model: ModelConfig,
+    config: DeployConfig,
+    pre: ModelConfig | None,
+    post: ModelConfig | None,
+) -> ModelConfig:
     """`<model>_ensemble`: pre -> model -> post, for the served model's config `model`
     (whose I/O names are the served ones, e.g. input__0 for torchscript)."""
     proto = pb.ModelConfig(
@@ -314,7 +324,12 @@ def ensemble_proto(
 
 
 def _model_outputs(
-    pb: ModuleType, proto: ModelConfig, step: Any, model: Any, config: DeployConfig, post: Any | None
+    pb: ModuleType,
+    proto: ModelConfig,
+    step: Any,
+    model: ModelConfig,
+    config: DeployConfig,
+    post: ModelConfig | None,
 ) -> None:
     outs = [o.name for o in config.outputs]
     if post is None:
