@@ -9,13 +9,16 @@ a TorchScript artifact is needed to get references (the torch.export path runs w
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 from deploy.gates.batch_independence import BatchIndependence, measure, not_measured
 from deploy.pipeline.config import LABELS
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
+
+if TYPE_CHECKING:
+    from deploy.gates.references import Golden
 
 
 class GoldenParams(BaseModel):
@@ -57,7 +60,7 @@ def run(ctx: StageContext, params: GoldenParams) -> None:
     _say(ctx, cases, batching)
 
 
-def _say(ctx: StageContext, cases: dict[Any, Any], batching: BatchIndependence) -> None:
+def _say(ctx: StageContext, cases: Golden, batching: BatchIndependence) -> None:
     """The headline: output shapes, what the inputs were, whether outputs are per sample."""
     shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in cases["opt"].outputs.items())
     source = (
@@ -81,7 +84,7 @@ def _output_hint(batching: BatchIndependence) -> str:
     )
 
 
-def _batching(config: Any, cases: dict[Any, Any], infer: Any) -> BatchIndependence:
+def _batching(config: Any, cases: Golden, infer: Any) -> BatchIndependence:
     """Measured on the largest-but-one batch that has two samples or more: opt, else max."""
     if config.batch_dim is None:
         return not_measured("the model has no batch dim (batch_dim: null)")
@@ -89,7 +92,7 @@ def _batching(config: Any, cases: dict[Any, Any], infer: Any) -> BatchIndependen
     return measure(infer, case.inputs, case.outputs)
 
 
-def _shapes(cases: dict[Any, Any]) -> dict[str, dict[str, list[int]]]:
+def _shapes(cases: Golden) -> dict[str, dict[str, list[int]]]:
     return {str(label): {k: list(v.shape) for k, v in case.outputs.items()} for label, case in cases.items()}
 
 

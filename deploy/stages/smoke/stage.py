@@ -31,6 +31,8 @@ from deploy.stages.smoke.params import SmokeParams, Source
 
 if TYPE_CHECKING:
     from deploy.gates.references import Golden
+    from deploy.serving.launch import Served
+    from deploy.serving.tritonserver import Server
 
 
 def check(params: SmokeParams, config: DeployConfig) -> list[Issue]:
@@ -127,7 +129,7 @@ def _choose(report: smoke_report.SmokeReport) -> Any:
     return choose
 
 
-def _server_info(server: Any, params: SmokeParams) -> smoke_report.ServerInfo:
+def _server_info(server: Server, params: SmokeParams) -> smoke_report.ServerInfo:
     import tritonclient.http as httpclient
 
     meta = httpclient.InferenceServerClient(server.http).get_server_metadata()
@@ -138,7 +140,9 @@ def _server_info(server: Any, params: SmokeParams) -> smoke_report.ServerInfo:
     )
 
 
-def _check_all(served: Any, ctx: StageContext, params: SmokeParams, golden: Golden) -> dict[str, ModelResult]:
+def _check_all(
+    served: Served, ctx: StageContext, params: SmokeParams, golden: Golden
+) -> dict[str, ModelResult]:
     results = {}
     for index, (name, state) in enumerate(served.states.items()):
         ctx.progress(index, len(served.states), name)
@@ -160,7 +164,9 @@ def _unavailable(state: LoadState, model: Model, params: SmokeParams) -> ModelRe
     return ModelResult.failed(model, f"{state.state.value}: {reason}")
 
 
-def _finish(ctx: StageContext, report: smoke_report.SmokeReport, server: Any, tol: Tolerance) -> None:
+def _finish(
+    ctx: StageContext, report: smoke_report.SmokeReport, server: Server | None, tol: Tolerance
+) -> None:
     models = report.models
     data = report.to_json()
     ctx.record("smoke", data)
@@ -176,7 +182,7 @@ def _finish(ctx: StageContext, report: smoke_report.SmokeReport, server: Any, to
     ctx.output("smoke").write_text(json.dumps(data, indent=1))
 
 
-def _verdict(report: smoke_report.SmokeReport, server: Any, require: tuple[str, ...]) -> None:
+def _verdict(report: smoke_report.SmokeReport, server: Server | None, require: tuple[str, ...]) -> None:
     models = report.models
     lines = [f"{m}: {'; '.join(r.problems)}" for m, r in smoke_report.of(models, ModelStatus.FAILED).items()]
     lines += smoke_report.required_problems(models, require)
