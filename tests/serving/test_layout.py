@@ -22,7 +22,7 @@ from deploy.serving.layout import (
 def test_one_layout_per_serving_format_and_platforms_map_back() -> None:
     """Every platform maps back to its format, except the python backend's second format
     (python_openvino), which the config's deploy_format parameter names."""
-    assert set(LAYOUTS) == set(get_args(ServingFormat))
+    assert set(LAYOUTS) == set(ServingFormat)
     assert all(layout.fmt == fmt for fmt, layout in LAYOUTS.items())
     first = {fmt: layout for fmt, layout in LAYOUTS.items() if fmt != "python_openvino"}
     assert {p: layout.fmt for p, layout in BY_PLATFORM.items()} == {
