@@ -5,18 +5,13 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from deploy.domain.vocabulary import Protocol
+from deploy.domain.vocabulary import Protocol, ServingFormat
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.config import resolve_path
-from deploy.serving.layout import ServingFormat
 from deploy.serving.spec import ServerSpec
-
-if TYPE_CHECKING:
-    pass
 
 
 class ServiceGate(BaseModel):

@@ -3,14 +3,9 @@ import them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pydantic import Field
 
 from deploy.pipeline.config import Frozen, Label
-
-if TYPE_CHECKING:  # onnx-tool: imported when the stage runs
-    pass
 
 
 class Hardware(Frozen):

@@ -8,13 +8,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from deploy.domain.vocabulary import ServingFormat
 from deploy.pipeline.config import Frozen
-from deploy.serving.layout import ServingFormat
 from deploy.serving.publishing import PublishPolicy
 from deploy.serving.service import Postprocess, Preprocess
 from deploy.stages.triton_config import production
-
-Format = ServingFormat
 
 
 class DynamicBatching(Frozen):
@@ -71,7 +69,7 @@ class PlanOptions(Frozen):
 class TritonParams(Frozen):
     # python is in the defaults so that they work on the default server (the
     # nvidia-pytriton wheel's, which has only the python backend).
-    formats: tuple[Format, ...] = Field(
+    formats: tuple[ServingFormat, ...] = Field(
         (ServingFormat.ONNX, ServingFormat.TORCHSCRIPT, ServingFormat.PYTHON),
         min_length=1,
         description="One Triton model `<name>_<format>` per format; python serves the ONNX file with ONNX Runtime "

@@ -46,8 +46,6 @@ if TYPE_CHECKING:
 
     from deploy.gates.references import Golden
 
-Format = ServingFormat
-
 
 def max_batch(params: TritonParams, config: DeployConfig) -> int:
     batch = config.batch_range()
