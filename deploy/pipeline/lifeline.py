@@ -132,8 +132,13 @@ def descendants(pid: int) -> list[int]:
 
 
 def children(pid: int) -> list[int]:
+    """The pid's children; none when it exits while we look (a race we lose every so often)."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return []
     found = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
+    for task in tasks:
         try:
             found += [int(c) for c in (task / "children").read_text().split()]
         except OSError:

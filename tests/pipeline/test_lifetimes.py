@@ -210,3 +210,20 @@ def test_a_silent_stage_shows_a_heartbeat_in_a_ci_log(tmp_path, reaper):
     out = proc.communicate(timeout=120)[0].decode()
     assert proc.returncode == ExitCode.LIMIT, out[-3000:]
     assert "golden: still running (10 s)" in out, out[-3000:]
+
+
+def test_the_tree_of_a_process_that_just_exited_is_empty_not_an_error():
+    """descendants() races the processes it walks; a pid gone meanwhile has no children."""
+    from deploy.pipeline import lifeline
+
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time;"
+                               "c = subprocess.Popen(['sleep', '30']); print(c.pid, flush=True);"
+                               "time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        assert lifeline.descendants(parent.pid) == [child]
+    finally:
+        parent.kill()
+        parent.wait()
+        os.kill(child, signal.SIGKILL)
+    assert lifeline.descendants(parent.pid) == []
