@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deploy.commands.init import BINARY_NAMES
+from deploy.commands.init import InputEntry, SourceEntry, input_entry
 from deploy.pipeline.errors import ConfigError, Issue, StageFailed
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def default_name(model: torch.nn.Module) -> str:
 def _config_for(
     model: torch.nn.Module,
     name: str,
-    source: dict[str, Any],
+    source: SourceEntry,
     examples: Mapping[str, Any],
     dynamic: Mapping[str, Mapping[int, DimRange]] | None,
     work: Path,
@@ -118,14 +118,18 @@ def _source(
     factory: str | None,
     kwargs: Mapping[str, object] | None,
     examples: Mapping[str, Any],
-) -> dict[str, Any]:
-    weights = {"checkpoint": str(_save_weights(model, work / f"{name}.safetensors"))}
+) -> SourceEntry:
+    weights = str(_save_weights(model, work / f"{name}.safetensors"))
     if factory is not None:
-        return {"factory": factory, **({"kwargs": dict(kwargs)} if kwargs else {}), **weights}
+        found = SourceEntry(factory=factory)
+        if kwargs:
+            found["kwargs"] = dict(kwargs)
+        found["checkpoint"] = weights
+        return found
     rebuilt = rebuildable(model, examples)
     if rebuilt is not None:
-        return {"factory": rebuilt, **weights}
-    return {"file": str(_pickled(model, work, name)), "callable": "build", **weights}
+        return SourceEntry(factory=rebuilt, checkpoint=weights)
+    return SourceEntry(file=str(_pickled(model, work, name)), callable="build", checkpoint=weights)
 
 
 def importable(model: torch.nn.Module) -> str | None:
@@ -273,9 +277,7 @@ def _named(examples: Any) -> dict[str, Any]:
     return {f"input{i}": t for i, t in enumerate(examples)}
 
 
-def _specs(
-    examples: Mapping[str, Any], dynamic: Mapping[str, Mapping[int, DimRange]]
-) -> list[dict[str, Any]]:
+def _specs(examples: Mapping[str, Any], dynamic: Mapping[str, Mapping[int, DimRange]]) -> list[InputEntry]:
     unknown = sorted(set(dynamic) - set(examples))
     if unknown:
         raise ConfigError(
@@ -294,26 +296,20 @@ def _specs(
     return specs
 
 
-def _spec(
-    input_name: str, dtype: str, shape: tuple[int, ...], axes: Mapping[int, DimRange]
-) -> dict[str, Any]:
+def _spec(input_name: str, dtype: str, shape: tuple[int, ...], axes: Mapping[int, DimRange]) -> InputEntry:
     dims: list[int | str] = list(shape)
     low, high = list(shape), list(shape)
     for axis, dim in axes.items():
         dim_name, lo, hi = (dim, 1, max(GROWTH * shape[axis], 2)) if isinstance(dim, str) else dim
         dims[axis], low[axis], high[axis] = dim_name, lo, hi
-    spec: dict[str, Any] = {"name": input_name, "dtype": dtype, "dims": dims}
-    spec |= {"min": low, "opt": list(shape), "max": high}
-    if dtype.startswith(("int", "uint")):
-        spec["value_range"] = [0, 1] if BINARY_NAMES.search(input_name) else [0, 99]
-    return spec
+    return input_entry(input_name, dtype, dims, low, shape, high)
 
 
 def _config_text(
     model: torch.nn.Module,
     name: str,
-    source: dict[str, Any],
-    specs: list[dict[str, Any]],
+    source: SourceEntry,
+    specs: list[InputEntry],
     work: Path,
 ) -> str:
     from deploy.commands.init import detection_inputs, starter

@@ -172,3 +172,28 @@ def test_ci_cleanup_stops_only_stray_servers_of_this_checkout(tmp_path):
         for proc in (ours, theirs):
             proc.kill()
             proc.wait()
+
+
+def test_every_config_has_its_matrix_checks_and_the_test_command_leaves_them_out():
+    """The matrix cell's Check step runs tests/matrix/test_<name>.py on its own run; the
+    README's test command deselects them (each model runs once per build, in its cell)."""
+    import sys
+
+    assert all((ROOT / "tests" / "matrix" / f"test_{name}.py").is_file() for name in CONFIGS)
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "tests/matrix"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "no tests collected" in listed.stdout and " deselected)" in listed.stdout, listed.stdout
+    chosen = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-m", "matrix", "tests/matrix"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    modules = {line.split("::")[0] for line in chosen.stdout.splitlines() if "::" in line}
+    assert modules == {f"tests/matrix/test_{name}.py" for name in CONFIGS}, chosen.stdout

@@ -11,6 +11,7 @@ from typing import Any
 
 from deploy.domain.vocabulary import Protocol
 from deploy.pipeline.errors import ConfigError, EnvError, Issue
+from deploy.serving.requests import Client
 from deploy.serving.service import IMAGE_INPUT, TEXT_INPUT
 from deploy.serving.service_client import Answer
 
@@ -26,7 +27,7 @@ class InferRequest:
 
 
 def infer(request: InferRequest, say: Callable[[str], None]) -> None:
-    from deploy.serving.service_client import connect
+    from deploy.serving.requests import connect
 
     items = _items(request)
     kind = IMAGE_INPUT if request.images else TEXT_INPUT
@@ -64,7 +65,7 @@ def _reach(call: Callable[[], Any], request: InferRequest) -> Any:
         ) from exc
 
 
-def _only_service(conn: Any, request: InferRequest, kind: str) -> str:
+def _only_service(conn: Client, request: InferRequest, kind: str) -> str:
     from deploy.serving.model_state import LoadState
     from deploy.serving.service_client import service_input
     from deploy.serving.service_record import ENSEMBLE_SUFFIX
@@ -95,7 +96,7 @@ def _json(request: InferRequest) -> dict[str, bool]:
     return {"as_json": True} if request.protocol == Protocol.GRPC else {}
 
 
-def _expect(conn: Any, request: InferRequest, model: str, kind: str) -> None:
+def _expect(conn: Client, request: InferRequest, model: str, kind: str) -> None:
     from deploy.serving.service_client import service_input
 
     if not _reach(lambda: conn.is_model_ready(model), request):
@@ -109,7 +110,7 @@ def _expect(conn: Any, request: InferRequest, model: str, kind: str) -> None:
         raise ConfigError("deploy infer", [Issue("--model", f"'{model}' takes {takes}: use {flag}")])
 
 
-def _ask(conn: Any, request: InferRequest, model: str, kind: str, label: str, data: bytes) -> Answer:
+def _ask(conn: Client, request: InferRequest, model: str, kind: str, label: str, data: bytes) -> Answer:
     from tritonclient.utils import InferenceServerException
 
     from deploy.serving.service_client import ask

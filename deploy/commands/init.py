@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 import yaml
 
 from deploy.commands.init_model import COUNT, MAX_DETECTIONS, Findings, Found, discover
 from deploy.pipeline.errors import ConfigError, Issue
+
+if TYPE_CHECKING:
+    from deploy.pipeline.config import InputSpec, ModelSource
 
 __all__ = ["discover", "initialise", "input_specs", "parse_input", "starter"]
 
@@ -31,6 +35,39 @@ INT_RANGE = (0, 99)
 BINARY_RANGE = (0, 1)
 BINARY_NAMES = re.compile(r"mask|token_type|segment", re.I)
 DETECTION_RTOL = 0.01
+
+
+class InputEntry(TypedDict):
+    """One `inputs:` entry of a written config (pipeline.config.InputSpec's YAML form)."""
+
+    name: str
+    dtype: str
+    dims: list[int | str]
+    min: list[int]
+    opt: list[int]
+    max: list[int]
+    value_range: NotRequired[list[float]]
+
+
+class SourceEntry(TypedDict, total=False):
+    """The `model:` section of a written config (pipeline.config.ModelSource's YAML form)."""
+
+    factory: str
+    file: str
+    callable: str
+    torchscript: str
+    checkpoint: str
+    kwargs: dict[str, object]
+    detections: dict[str, int]
+
+
+def input_entry(
+    name: str, dtype: str, dims: list[int | str], low: Sequence[int], opt: Sequence[int], high: Sequence[int]
+) -> InputEntry:
+    entry = InputEntry(name=name, dtype=dtype, dims=dims, min=list(low), opt=list(opt), max=list(high))
+    if dtype.startswith(("int", "uint")):
+        entry["value_range"] = list(BINARY_RANGE if BINARY_NAMES.search(name) else INT_RANGE)
+    return entry
 
 
 @dataclass(frozen=True)
@@ -52,9 +89,9 @@ def parse_input(text: str) -> InputArg:
     return InputArg(parts[0], parts[1], low, mid, high)
 
 
-def parse_kwargs(items: list[str]) -> dict[str, Any]:
+def parse_kwargs(items: list[str]) -> dict[str, object]:
     """`--kwarg weights=null`: the factory's keyword arguments, values read as YAML."""
-    found: dict[str, Any] = {}
+    found: dict[str, object] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.isidentifier():
@@ -63,7 +100,7 @@ def parse_kwargs(items: list[str]) -> dict[str, Any]:
     return found
 
 
-def input_specs(args: list[InputArg]) -> list[dict[str, Any]]:
+def input_specs(args: list[InputArg]) -> list[InputEntry]:
     """Dims named from the shapes: a varying axis 0 is `batch`; other varying axes are
     named by their role (sequence, height, width), one name per role and range across
     inputs (a sequence length inputs share), another where the ranges differ."""
@@ -78,11 +115,7 @@ def input_specs(args: list[InputArg]) -> list[dict[str, Any]]:
                 dims.append("batch")
             else:
                 dims.append(_dim_name(names, _role(axis, len(arg.min), arg.dtype), (low, mid, high)))
-        spec: dict[str, Any] = {"name": arg.name, "dtype": arg.dtype, "dims": dims}
-        spec |= {"min": list(arg.min), "opt": list(arg.opt), "max": list(arg.max)}
-        if arg.dtype.startswith(("int", "uint")):
-            spec["value_range"] = list(BINARY_RANGE if BINARY_NAMES.search(arg.name) else INT_RANGE)
-        specs.append(spec)
+        specs.append(input_entry(arg.name, arg.dtype, dims, arg.min, arg.opt, arg.max))
     return specs
 
 
@@ -104,20 +137,22 @@ def _role(axis: int, rank: int, dtype: str) -> str:
     return f"dim{axis}"
 
 
-def detection_inputs(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def detection_inputs(specs: list[InputEntry]) -> list[InputEntry]:
     """A model that takes its batch as a list of images is exported unrolled: batch 1; its
     images are in [0, 1] (torchvision's detectors normalise them themselves)."""
-    return [
-        spec
-        | {"dims": [1, *spec["dims"][1:]], **{k: [1, *spec[k][1:]] for k in ("min", "opt", "max")}}
-        | ({} if spec["dtype"].startswith(("int", "uint")) else {"value_range": [0, 1]})
-        for spec in specs
-    ]
+    found = []
+    for spec in specs:
+        shapes = [[1, *spec[k][1:]] for k in ("min", "opt", "max")]
+        entry = input_entry(spec["name"], spec["dtype"], [1, *spec["dims"][1:]], *shapes)
+        if not spec["dtype"].startswith(("int", "uint")):
+            entry["value_range"] = [0, 1]
+        found.append(entry)
+    return found
 
 
-def starter(name: str, source: dict[str, Any], inputs: list[dict[str, Any]], found: Findings) -> str:
+def starter(name: str, source: SourceEntry, inputs: list[InputEntry], found: Findings) -> str:
     """The config's text, commented for the person who will edit it."""
-    model = dict(source)
+    model = SourceEntry(**source)
     if found.detections:
         model["detections"] = {"max_detections": MAX_DETECTIONS}
     body: dict[str, object] = {
@@ -200,8 +235,8 @@ def _batch_lines(found: Findings) -> list[str]:
     ]
 
 
-def _output(found: Found) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": found.name}
+def _output(found: Found) -> dict[str, str]:
+    entry = {"name": found.name}
     if found.path is not None:
         entry["path"] = found.path
     return entry | {"kind": found.kind}
@@ -244,13 +279,20 @@ class InitRequest:
         raw = raw or (self.torchscript.stem if self.torchscript else "") or "model"
         return re.sub(r"[^A-Za-z0-9_.-]", "_", raw)
 
-    def source(self, base: Path) -> dict[str, Any]:
+    def source(self, base: Path) -> SourceEntry:
         """`model:` as the written file needs it: local paths relative to its directory."""
-        found: dict[str, Any] = {"factory": self.factory, "callable": self.callable}
-        for key, path in (("file", self.file), ("torchscript", self.torchscript)):
-            found[key] = os.path.relpath(path.absolute(), base) if path is not None else None
-        found["kwargs"] = parse_kwargs(self.kwargs) if self.kwargs else None
-        return {k: v for k, v in found.items() if v is not None}
+        found = SourceEntry()
+        if self.factory is not None:
+            found["factory"] = self.factory
+        if self.callable is not None:
+            found["callable"] = self.callable
+        if self.file is not None:
+            found["file"] = os.path.relpath(self.file.absolute(), base)
+        if self.torchscript is not None:
+            found["torchscript"] = os.path.relpath(self.torchscript.absolute(), base)
+        if self.kwargs:
+            found["kwargs"] = parse_kwargs(self.kwargs)
+        return found
 
 
 def initialise(request: InitRequest) -> Path:
@@ -264,7 +306,7 @@ def initialise(request: InitRequest) -> Path:
     return dest
 
 
-def make_config(source: dict[str, Any], args: list[InputArg], name: str, dest: Path) -> str:
+def make_config(source: SourceEntry, args: list[InputArg], name: str, dest: Path) -> str:
     """Builds the model from `source`, calls it (deploy/commands/init_model.py) and returns the
     starter config's text; a ConfigError naming the option or the model's failure."""
     from deploy.commands.init_model import inspect
@@ -280,10 +322,14 @@ def make_config(source: dict[str, Any], args: list[InputArg], name: str, dest: P
     return starter(name, source, detection_inputs(specs) if found.detections else specs, found)
 
 
-def _validated(source: dict[str, Any], specs: list[dict[str, Any]], base: Path) -> tuple[Any, list[Any]]:
+def _validated(
+    source: SourceEntry, specs: list[InputEntry], base: Path
+) -> tuple[ModelSource, list[InputSpec]]:
     from pydantic import ValidationError
 
     from deploy.pipeline.config import InputSpec, ModelSource
+
+    model: ModelSource | None = None
 
     issues, checked = [], []
     try:
@@ -295,10 +341,10 @@ def _validated(source: dict[str, Any], specs: list[dict[str, Any]], base: Path) 
             checked.append(InputSpec.model_validate(spec))
         except ValidationError as exc:
             issues += [Issue(f"--input {spec['name']}", err["msg"]) for err in exc.errors()]
-    if issues:
+    if issues or model is None:
         raise ConfigError("deploy init", issues)
     return model, checked
 
 
-def _option(loc: tuple[Any, ...]) -> str:
+def _option(loc: tuple[int | str, ...]) -> str:
     return str(loc[0]) if loc else "factory"

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from deploy.console.screen import Screen, Shown, StageLine, stage_table
-from deploy.pipeline.contract import HEADLINE_KEY, report_tables
+from deploy.pipeline.contract import HEADLINE_KEY, Cell, report_tables
 from deploy.pipeline.plan import Action, PlanRow
 from deploy.pipeline.progress import Progress as StageProgress
 from deploy.pipeline.report import human_size
@@ -190,7 +190,7 @@ def results_table(results: list[StageResult], names: list[str], full_notes: bool
     return stage_table(make_screen(results, names, "").table, full_notes)
 
 
-def console_tables(results: list[StageResult]) -> list[tuple[str, list[str], list[list[object]]]]:
+def console_tables(results: list[StageResult]) -> list[tuple[str, list[str], list[list[Cell]]]]:
     """The report tables stages asked to show in the console: (title, columns, rows)."""
     return [
         (f"{r.name}: {t.title}", t.columns, t.rows)

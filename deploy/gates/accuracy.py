@@ -10,7 +10,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +19,10 @@ from deploy.gates.metrics import all_zero, cosine, max_abs, row_cosines, top1_ag
 from deploy.gates.tolerance import AccuracyGate
 from deploy.pipeline.config import OutputKind, OutputSpec
 from deploy.pipeline.errors import StageFailed
+from deploy.runtimes.base import Session
+
+if TYPE_CHECKING:
+    from deploy.pipeline.contract import StageContext
 
 
 def measure(
@@ -52,17 +56,11 @@ def _metrics(ref: np.ndarray, got: np.ndarray, k: int | None) -> OutputAccuracy:
         max_abs=max_abs(ref, got),
         mean_abs=float(diff.mean()),
         scaled_err=float(diff.max()) / scale if scale > 0 else None,
-        **(_agreement_metrics(ref, got, k) if k is not None else {}),
+        # Top-1 and top-k agreement (is FP32's class among the candidate's k best?): logits only.
+        top1_agreement=top1_agreement(ref, got) if k is not None else None,
+        topk_agreement=topk_agreement(ref, got, k) if k is not None else None,
+        top_k=k,
     )
-
-
-def _agreement_metrics(ref: np.ndarray, got: np.ndarray, k: int) -> dict[str, Any]:
-    """Top-1 and top-k agreement (is FP32's class among the candidate's k best?)."""
-    return {
-        "top1_agreement": top1_agreement(ref, got),
-        "topk_agreement": topk_agreement(ref, got, k),
-        "top_k": k,
-    }
 
 
 def failures(metrics: Accuracy, gate: AccuracyGate) -> list[str]:
@@ -92,18 +90,18 @@ def _agreement(name: str, key: str, value: float | None, minimum: float | None) 
 
 
 # (model file, output names) -> a runtime with infer(feeds) and timed(feeds)
-Load = Callable[[Path, Sequence[str] | None], Any]
+Load = Callable[[Path, Sequence[str] | None], Session]
 
 
-def onnx_runtime(path: Path, outputs: Sequence[str] | None = None) -> Any:
+def onnx_runtime(path: Path, outputs: Sequence[str] | None = None) -> Session:
     from deploy.runtimes.onnxrt import OnnxRuntime
 
     return OnnxRuntime(path, outputs=outputs)
 
 
 def gate_against_fp32(
-    fp32: Any,
-    candidate: Any,
+    fp32: Path,
+    candidate: Path,
     feeds: list[dict[str, np.ndarray]],
     outputs: Sequence[OutputSpec],
     gate: AccuracyGate,
@@ -129,7 +127,7 @@ def headline(label: str, metrics: Accuracy, evidence: Evidence) -> str:
     return f"{text} ({evidence.label()})" if evidence.synthetic else text
 
 
-def report_table(ctx: Any, label: str, metrics: Accuracy, samples: int, evidence: Evidence) -> None:
+def report_table(ctx: StageContext, label: str, metrics: Accuracy, samples: int, evidence: Evidence) -> None:
     """The run report's view of the gate: one row per output."""
     columns = [
         "output",
@@ -163,12 +161,12 @@ def _maybe(value: float | None, spec: str) -> str:
 
 
 def conclude(
-    ctx: Any,
+    ctx: StageContext,
     label: str,
     candidate: Path,
     feeds: list[dict[str, np.ndarray]],
     gate: AccuracyGate,
-    details: dict[str, Any],
+    details: Mapping[str, object],
     artifact: str,
     evidence: Evidence,
     load: Load = onnx_runtime,

@@ -16,15 +16,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+from pydantic import JsonValue
 
 from deploy.gates.accuracy_report import Accuracy, Evidence
 from deploy.gates.metrics import cosine
 from deploy.gates.tolerance import AccuracyGate, AutoFallback
 from deploy.modelio import onnx_files
 from deploy.modelio.onnx_files import MODEL_FILE
+from deploy.runtimes.base import Feeds
+
+if TYPE_CHECKING:
+    import onnx
+
+    from deploy.pipeline.contract import StageContext
 
 # kept_float node names -> where to write the converted model
 Build = Callable[[tuple[str, ...], Path], None]
@@ -151,11 +158,11 @@ class ConvertedGraph:
         }
         return cls(frozenset(n.name for n in nodes), dq, {n.name: tuple(n.input) for n in nodes})
 
-    def quantized_inputs(self, node: Any) -> list[str]:
+    def quantized_inputs(self, node: onnx.NodeProto) -> list[str]:
         """The float tensors reaching `node` through a Q/DQ pair (static recipe)."""
         return [self.dequantized[i] for i in self.inputs.get(node.name, ()) if i in self.dequantized]
 
-    def quantized(self, node: Any) -> bool:
+    def quantized(self, node: onnx.NodeProto) -> bool:
         """Replaced (dynamic: MatMulInteger under a new name) or fed by DequantizeLinear
         (static Q/DQ); a node the quantizer left alone (an activation-by-activation MatMul
         in the dynamic recipe) is neither, and keeping it in FP32 would change nothing."""
@@ -164,11 +171,15 @@ class ConvertedGraph:
         return bool(self.quantized_inputs(node))
 
 
+# May this reference node be kept in float? (reference node, converted graph)
+Eligible = Callable[["onnx.NodeProto", ConvertedGraph], bool]
+
+
 def rank(
     reference: Path,
     candidate: Path,
-    feeds: Sequence[Mapping[str, Any]],
-    eligible: Callable[[Any, ConvertedGraph], bool],
+    feeds: Sequence[Feeds],
+    eligible: Eligible,
     work: Path,
 ) -> list[Sensitivity]:
     """Eligible nodes of `reference` by the error each adds in `candidate`, worst first."""
@@ -196,7 +207,9 @@ class _Links:
     quantized), and the readers of an output it overflows (FP16: a result that does not
     fit FP16 overflows again in a reader that converts it back to FP16)."""
 
-    def __init__(self, nodes: list[Any], converted: ConvertedGraph, overflowed: set[str]) -> None:
+    def __init__(
+        self, nodes: Sequence[onnx.NodeProto], converted: ConvertedGraph, overflowed: set[str]
+    ) -> None:
         self.converted, self.overflowed = converted, overflowed
         self.producers = {o: n.name for n in nodes for o in n.output}
         self.readers: dict[str, list[str]] = {}
@@ -204,14 +217,14 @@ class _Links:
             for i in n.input:
                 self.readers.setdefault(i, []).append(n.name)
 
-    def partners(self, node: Any) -> tuple[str, ...]:
+    def partners(self, node: onnx.NodeProto) -> tuple[str, ...]:
         found = [self.producers[t] for t in self.converted.quantized_inputs(node) if t in self.producers]
         if not any(i in self.overflowed for i in node.input):  # the overflow starts here
             found += [r for o in node.output if o in self.overflowed for r in self.readers.get(o, [])]
         return tuple(dict.fromkeys(p for p in found if p != node.name))
 
 
-def _added(node: Any, error: Mapping[str, float]) -> float:
+def _added(node: onnx.NodeProto, error: Mapping[str, float]) -> float:
     inherited = max((error[i] for i in node.input if i in error), default=0.0)
     return max(error[o] for o in node.output if o in error) - inherited
 
@@ -222,9 +235,7 @@ def _error(ref: np.ndarray, got: np.ndarray) -> float:
     return 2.0 if np.isnan(found) else 1.0 - found
 
 
-def _observe(
-    model: Path, tensors: list[str], feeds: Sequence[Mapping[str, Any]], dest: Path
-) -> dict[str, np.ndarray]:
+def _observe(model: Path, tensors: list[str], feeds: Sequence[Feeds], dest: Path) -> dict[str, np.ndarray]:
     """The float tensors among `tensors` that `model` computes, over all feeds (each
     flattened, samples side by side)."""
     from deploy.runtimes.onnxrt import OnnxRuntime
@@ -263,17 +274,17 @@ class Conversion:
     report: str  # and for its accuracy report
     build: Build
     reference: Path
-    eligible: Callable[[Any, ConvertedGraph], bool]  # (reference node, converted graph)
+    eligible: Eligible
 
 
 def conclude(
-    ctx: Any,
+    ctx: StageContext,
     conversion: Conversion,
-    calibration: Sequence[Mapping[str, Any]],
+    calibration: Sequence[Feeds],
     holdout: list[dict[str, np.ndarray]],
     gate: AccuracyGate,
     auto: AutoFallback,
-    details: dict[str, Any],
+    details: Mapping[str, object],
     evidence: Evidence,
 ) -> None:
     """Converts, with the automatic fallback when asked, then gates (gates/accuracy.py)
@@ -299,11 +310,11 @@ def conclude(
         if outcome.kept_float
         else conversion.label
     )
-    details = details | {"fallback": to_json(outcome, auto)}
+    details = {**details, "fallback": to_json(outcome, auto)}
     accuracy.conclude(ctx, label, dest, holdout, gate, details, conversion.report, evidence)
 
 
-def to_json(outcome: FallbackResult, auto: AutoFallback) -> dict[str, Any]:
+def to_json(outcome: FallbackResult, auto: AutoFallback) -> dict[str, JsonValue]:
     return {
         "kept_float": list(outcome.kept_float),
         "max_float_nodes": auto.max_float_nodes,
@@ -315,7 +326,7 @@ def to_json(outcome: FallbackResult, auto: AutoFallback) -> dict[str, Any]:
 RANKING_SHOWN = 20
 
 
-def _report(ctx: Any, label: str, outcome: FallbackResult) -> None:
+def _report(ctx: StageContext, label: str, outcome: FallbackResult) -> None:
     kept = set(outcome.kept_float)
     rows = [
         [s.node, s.op_type, f"{s.added_error:.3g}", "FP32" if s.node in kept else label]

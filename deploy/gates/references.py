@@ -30,6 +30,8 @@ class Case:
 # The golden record: each shape's inputs and eager outputs (what `trace` writes, every
 # later stage reads).
 Golden = dict[Label, Case]
+# A runtime's answers to every golden case (the compared side of a parity table).
+Answers = dict[Label, dict[str, np.ndarray]]
 
 FIELD = "model.golden_inputs"
 
@@ -223,7 +225,7 @@ def varying_axes(cases: dict[Label, Case], output: str) -> set[int]:
     return arrays.varying_axes([case.outputs[output].shape for case in cases.values()])
 
 
-def run(runtime: Session, cases: dict[Label, Case]) -> dict[Label, dict[str, np.ndarray]]:
+def run(runtime: Session, cases: Golden) -> Answers:
     """The runtime's outputs on every recorded case's inputs; a case the runtime cannot
     run at all fails naming the case and its shapes (typically a shape the export froze:
     the graph runs at the opt shape it was traced with and nowhere else)."""

@@ -7,7 +7,7 @@ running (or even importing the heavy libraries of) the stage.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum, IntEnum
 from pathlib import Path
@@ -29,6 +29,7 @@ PARTIAL_KEY = "partial"
 HEADLINE_KEY = "headline"
 CONCLUSION_KEY = "conclusion"
 CONCLUSION_FACTS_KEY = "conclusion_facts"  # [label, value] pairs a later stage adds to it
+Cell = str | int | float | None  # one value of a report table: JSON, shown as text
 
 # What a stage records for the run summary and report: JSON numbers, strings and tables of
 # its own choosing (`object`, not Any: a reader narrows what it uses).
@@ -164,12 +165,17 @@ class StageContext:
         self.metrics[CONCLUSION_FACTS_KEY] = [*(facts if isinstance(facts, list) else []), [label, value]]
 
     def report_table(
-        self, title: str, columns: list[str], rows: list[list[Any]], note: str = "", console: bool = False
+        self,
+        title: str,
+        columns: list[str],
+        rows: Sequence[Sequence[Cell]],
+        note: str = "",
+        console: bool = False,
     ) -> None:
         """A table for the run report (pipeline/report.py renders every stage's tables,
         and embeds its .png outputs, without knowing the stage); `console`: also printed
         after the run's results (a decision the user should see without opening the report)."""
-        table = ReportTable(title, columns, rows, note, console)
+        table = ReportTable(title, columns, [list(r) for r in rows], note, console)
         self.metrics[REPORT_KEY] = [*report_json(self.metrics), asdict(table)]
 
 
@@ -179,7 +185,7 @@ class ReportTable:
 
     title: str
     columns: list[str]
-    rows: list[list[Any]]
+    rows: list[list[Cell]]
     note: str = ""
     console: bool = False
 

@@ -7,9 +7,22 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import numpy as np
+
+from deploy.domain.vocabulary import Protocol
+
+if TYPE_CHECKING:
+    import tritonclient.grpc
+    import tritonclient.http
+
+    from deploy.pipeline.config import DeployConfig
+
+# A connection to one server over either protocol: tritonclient's two client classes
+# answer the calls made here alike (gRPC's metadata calls take as_json=True).
+Client = Union["tritonclient.http.InferenceServerClient", "tritonclient.grpc.InferenceServerClient"]
 
 T = TypeVar("T")
 SETTLE_S = 5.0  # how long the statistics may lag the last response
@@ -25,7 +38,18 @@ class Feed:
     datatype: str  # Triton's, e.g. FP32
 
 
-def opt_feeds(config: Any, fmt: str, batch: int) -> list[Feed]:
+def connect(url: str, protocol: Protocol, timeout_s: float) -> Client:
+    """A client of the server at `url` (host:port of that protocol)."""
+    if protocol == Protocol.HTTP:
+        import tritonclient.http as httpclient
+
+        return httpclient.InferenceServerClient(url, network_timeout=timeout_s, connection_timeout=timeout_s)
+    import tritonclient.grpc as grpcclient
+
+    return grpcclient.InferenceServerClient(url)
+
+
+def opt_feeds(config: DeployConfig, fmt: str, batch: int) -> list[Feed]:
     """Random inputs at the spec's opt shape (batch `batch`), named as `fmt`'s served
     model names them (a DeployConfig; torchscript: <name>__<i>)."""
     from deploy.runtimes.arrays import opt_inputs
@@ -39,7 +63,7 @@ def opt_feeds(config: Any, fmt: str, batch: int) -> list[Feed]:
     ]
 
 
-def infer_inputs(client_module: Any, feeds: list[Feed]) -> list[Any]:
+def infer_inputs(client_module: ModuleType, feeds: list[Feed]) -> list[Any]:
     """InferInput objects of `client_module` (tritonclient.http or .grpc) holding the feeds."""
     items = []
     for feed in feeds:
@@ -69,7 +93,7 @@ class Statistics:
         }
 
 
-def statistics(conn: Any, model: str) -> Statistics:
+def statistics(conn: Client, model: str) -> Statistics:
     phases, requests, inferences, executions, hits = dict.fromkeys(PHASES, 0), 0, 0, 0, 0
     for stats in conn.get_inference_statistics(model, as_json=True).get("model_stats", []):
         inference = stats.get("inference_stats", {})

@@ -8,13 +8,14 @@ import io
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from deploy.domain.vocabulary import Protocol
 from deploy.serving.repository import Model
-from deploy.serving.requests import Feed
+from deploy.serving.requests import Client, Feed
 from deploy.serving.service import (
     IMAGE_INPUT,
     ROLE_PARAMETER,
@@ -39,17 +40,7 @@ class Answer:
     latency_ms: float
 
 
-def connect(url: str, protocol: Protocol, timeout_s: float) -> Any:
-    if protocol == Protocol.HTTP:
-        import tritonclient.http as httpclient
-
-        return httpclient.InferenceServerClient(url, network_timeout=timeout_s, connection_timeout=timeout_s)
-    import tritonclient.grpc as grpcclient
-
-    return grpcclient.InferenceServerClient(url)
-
-
-def ask(conn: Any, protocol: Protocol, model: str, name: str, items: list[bytes]) -> Answer:
+def ask(conn: Client, protocol: Protocol, model: str, name: str, items: list[bytes]) -> Answer:
     """One request holding `items` (a batch of encoded images or UTF-8 sentences) sent to
     the ensemble input `name`."""
     module = _module(protocol)
@@ -63,7 +54,7 @@ def ask(conn: Any, protocol: Protocol, model: str, name: str, items: list[bytes]
     return Answer({n: result.as_numpy(n) for n in names}, latency)
 
 
-def _module(protocol: Protocol) -> Any:
+def _module(protocol: Protocol) -> ModuleType:
     if protocol == Protocol.HTTP:
         import tritonclient.http as httpclient
 
@@ -78,7 +69,7 @@ def _response_outputs(result: Any, protocol: Protocol) -> list[dict[str, Any]]:
     return list(response.get("outputs", []))
 
 
-def service_input(conn: Any, protocol: Protocol, model: str) -> str:
+def service_input(conn: Client, protocol: Protocol, model: str) -> str:
     """The ensemble's client input: `image` or `text`; a ConfigError-worthy ValueError
     naming the model when it is not a service this project published."""
     config = (

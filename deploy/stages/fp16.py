@@ -5,7 +5,7 @@ the input of strongly typed TensorRT 11 FP16 builds (build.source: fp16)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -15,6 +15,9 @@ from deploy.modelio.onnx_files import MODEL_FILE
 from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from deploy.pipeline.errors import Issue
+
+if TYPE_CHECKING:
+    import onnx
 
 # Reductions, exponentials and normalisations overflow or lose precision in FP16.
 SENSITIVE_OPS = (
@@ -87,7 +90,7 @@ def _convert(
 
     model = onnx.load(str(source))
     _unshare(model.graph, set(kept))
-    converted: Any = float16.convert_float_to_float16(
+    converted: onnx.ModelProto = float16.convert_float_to_float16(
         model,
         keep_io_types=True,
         op_block_list=sorted(blocked),
@@ -98,7 +101,7 @@ def _convert(
     onnx_files.save(converted, dest, onnx_files.uses_external_data(source))
 
 
-def _unshare(graph: Any, kept: set[str]) -> None:
+def _unshare(graph: onnx.GraphProto, kept: set[str]) -> None:
     """Gives each kept node weights of its own: an Identity of a weight (onnxsim shares
     equal weights that way) becomes a copy of it, and a weight a kept node shares with
     another node is copied for the kept one. onnxconverter-common converts a shared
@@ -115,14 +118,14 @@ def _unshare(graph: Any, kept: set[str]) -> None:
                 graph.initializer.append(_copy(weights[name], node.input[k]))
 
 
-def _copy(weight: Any, name: str) -> Any:
-    copy = type(weight)()
+def _copy(weight: onnx.TensorProto, name: str) -> onnx.TensorProto:
+    copy = type(weight)()  # the proto's own class: onnx is imported only when the stage runs
     copy.CopyFrom(weight)
     copy.name = name
     return copy
 
 
-def _feed_fp32(converted: Any, kept: set[str]) -> None:
+def _feed_fp32(converted: onnx.ModelProto, kept: set[str]) -> None:
     """onnxconverter-common (1.16) leaves some nodes of node_block_list reading FP16
     tensors (weights it converted, shared ones behind an Identity) and stale FP16 /
     FP32 annotations: the annotations go (ONNX Runtime infers types), and every FP16

@@ -9,7 +9,8 @@ a TorchScript artifact is needed to get references (the torch.export path runs w
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
@@ -18,7 +19,9 @@ from deploy.pipeline.config import LABELS
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 
 if TYPE_CHECKING:
+    from deploy.gates.batch_independence import Arrays
     from deploy.gates.references import Golden
+    from deploy.pipeline.config import DeployConfig
 
 
 class GoldenParams(BaseModel):
@@ -84,11 +87,12 @@ def _output_hint(batching: BatchIndependence) -> str:
     )
 
 
-def _batching(config: Any, cases: Golden, infer: Any) -> BatchIndependence:
+def _batching(config: DeployConfig, cases: Golden, infer: Callable[[Arrays], Arrays]) -> BatchIndependence:
     """Measured on the largest-but-one batch that has two samples or more: opt, else max."""
-    if config.batch_dim is None:
+    batch = config.batch_range()
+    if batch is None:
         return not_measured("the model has no batch dim (batch_dim: null)")
-    case = cases["opt"] if config.batch_range()[1] >= 2 else cases["max"]
+    case = cases["opt"] if batch[1] >= 2 else cases["max"]
     return measure(infer, case.inputs, case.outputs)
 
 

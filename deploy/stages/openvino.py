@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +23,11 @@ from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Section, Sta
 from deploy.pipeline.errors import StageFailed
 from deploy.pipeline.facts import Provides
 from deploy.runtimes.bf16_gate import BF16_GATED
+
+if TYPE_CHECKING:
+    import openvino as ov
+
+    from deploy.runtimes.openvinort import Compute
 
 IR_FILE = "model.xml"  # with model.bin beside it
 
@@ -94,7 +99,9 @@ def _bf16(ctx: StageContext, params: OpenVinoParams) -> list[str]:
 WHAT = {"openvino": "FP32 IR", "openvino_fp16": "FP16-weight IR", "openvino_bf16": "FP32 IR computed in bf16"}
 
 
-def _parity(ctx: StageContext, artifact: str, xml: Path, tolerance: Tolerance, compute: Any = None) -> str:
+def _parity(
+    ctx: StageContext, artifact: str, xml: Path, tolerance: Tolerance, compute: Compute | None = None
+) -> str:
     """The IR against eager on the golden inputs: recorded, reported, gated."""
     from deploy.gates import parity, references
     from deploy.gates.detection_parity import layout_of
@@ -146,7 +153,7 @@ def _not_measured(ctx: StageContext, artifact: str, reason: str) -> None:
     ctx.output(artifact).write_text(json.dumps(report.to_json(), indent=1))
 
 
-def _check_dynamic_axes(ctx: StageContext, model: Any) -> None:
+def _check_dynamic_axes(ctx: StageContext, model: ov.Model) -> None:
     """Every axis the config declares dynamic is dynamic in the IR."""
     shapes = {i.get_any_name(): i.get_partial_shape() for i in model.inputs}
     for spec in ctx.config.inputs:

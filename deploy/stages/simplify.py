@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -11,6 +11,9 @@ from deploy.gates.tolerance import Tolerance
 from deploy.modelio.onnx_files import MODEL_FILE
 from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed
+
+if TYPE_CHECKING:
+    import onnx
 
 
 class OnFailure(StrEnum):
@@ -70,7 +73,7 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
     parity.gate("simplified ONNX vs eager", table, params.tolerance)
 
 
-def _simplify(ctx: StageContext, model: Any, params: SimplifyParams) -> Any:
+def _simplify(ctx: StageContext, model: onnx.ModelProto, params: SimplifyParams) -> onnx.ModelProto | None:
     """The simplified model; None after a passthrough. onnxsim's own random check is
     off (check_n=0): our golden parity check replaces it, with the config's tolerances."""
     import onnxsim
@@ -100,7 +103,7 @@ def _pass_through(ctx: StageContext, reason: str) -> None:
     onnx_files.copy(ctx.input("onnx"), ctx.output("onnx"))
 
 
-def _check_dynamic_dims(ctx: StageContext, model: Any) -> None:
+def _check_dynamic_dims(ctx: StageContext, model: onnx.ModelProto) -> None:
     graph_inputs = {i.name: i.type.tensor_type.shape.dim for i in model.graph.input}
     for spec in ctx.config.inputs:
         dims = graph_inputs.get(spec.name)

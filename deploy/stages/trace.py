@@ -7,7 +7,7 @@ that tracing silently bakes in.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,6 +15,9 @@ from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
 from deploy.pipeline.errors import Issue
+
+if TYPE_CHECKING:
+    import torch
 
 
 class TraceParams(BaseModel):
@@ -82,7 +85,7 @@ def check(params: TraceParams, config: DeployConfig) -> list[Issue]:
     return issues
 
 
-def _trace(model: Any, args: tuple[Any, ...]) -> Any:
+def _trace(model: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> torch.jit.ScriptModule:
     import torch
 
     # The adapter is traced even around a TorchScript source: the saved module then has

@@ -5,7 +5,7 @@ the eager reference; any threshold exceeded fails the run."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -15,7 +15,10 @@ from deploy.pipeline.contract import Artifact, Phase, Section, StageContext, Sta
 
 if TYPE_CHECKING:
     from deploy.gates.parity import ParityReport, Table
-    from deploy.gates.references import Golden  # numpy: imported when the stage runs, not at discovery
+    from deploy.gates.references import (
+        Answers,
+        Golden,
+    )  # numpy: imported when the stage runs, not at discovery
 
 # The runtimes parity is checked on (the others time what these checked).
 Checked = Literal[
@@ -76,14 +79,14 @@ def _report(tables: dict[str, Table], skipped: dict[str, str], params: ValidateP
     )
 
 
-def _onnxruntime(ctx: StageContext, golden: Golden) -> Any:
+def _onnxruntime(ctx: StageContext, golden: Golden) -> Answers:
     from deploy.gates.references import run
     from deploy.runtimes.onnxrt import OnnxRuntime
 
     return run(OnnxRuntime(ctx.input("onnx"), outputs=ctx.config.output_names()), golden)
 
 
-def _torchscript(ctx: StageContext, golden: Golden) -> Any:
+def _torchscript(ctx: StageContext, golden: Golden) -> Answers:
     from deploy.gates.references import run
     from deploy.runtimes.torchrt import TorchModule
 
@@ -95,7 +98,7 @@ def _torchscript(ctx: StageContext, golden: Golden) -> Any:
     )
 
 
-def _openvino(ctx: StageContext, golden: Golden) -> Any:
+def _openvino(ctx: StageContext, golden: Golden) -> Answers:
     from deploy.gates.references import run
     from deploy.runtimes.openvinort import Compute, OpenVino
 
@@ -104,7 +107,7 @@ def _openvino(ctx: StageContext, golden: Golden) -> Any:
     )
 
 
-def _tensorrt(ctx: StageContext, golden: Golden) -> Any:
+def _tensorrt(ctx: StageContext, golden: Golden) -> Answers:
     from deploy.gates.references import run
     from deploy.runtimes.tensorrt import TensorRTEngine
 

@@ -216,9 +216,17 @@ def test_the_tree_of_a_process_that_just_exited_is_empty_not_an_error():
     """descendants() races the processes it walks; a pid gone meanwhile has no children."""
     from deploy.pipeline import lifeline
 
-    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time;"
-                               "c = subprocess.Popen(['sleep', '30']); print(c.pid, flush=True);"
-                               "time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time;"
+            "c = subprocess.Popen(['sleep', '30']); print(c.pid, flush=True);"
+            "time.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         child = int(parent.stdout.readline())
         assert lifeline.descendants(parent.pid) == [child]

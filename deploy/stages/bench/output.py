@@ -10,15 +10,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from deploy.domain.vocabulary import Runtime
-from deploy.pipeline.contract import StageContext
+from deploy.pipeline.contract import Cell, StageContext
 from deploy.pipeline.errors import StageFailed
 from deploy.runtimes.harness import GPU_PHASES, SERVER_PHASES, required_samples
 from deploy.runtimes.record import BenchRow as Row
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 class RegressionGate(BaseModel):
@@ -57,7 +61,7 @@ def speedups(rows: list[Row]) -> list[Row]:
 
 
 # -- tables -----------------------------------------------------------------------------------
-def latency_table(rows: list[Row], percentiles: tuple[float, ...]) -> tuple[list[str], list[list[Any]]]:
+def latency_table(rows: list[Row], percentiles: tuple[float, ...]) -> tuple[list[str], list[list[Cell]]]:
     """One line per cell; `n` is the sample count the statistics rest on, a percentile with
     fewer samples than it needs is marked `*` (see `footnote`)."""
     pcols = [f"p{p:g}" for p in percentiles]
@@ -74,7 +78,7 @@ def latency_table(rows: list[Row], percentiles: tuple[float, ...]) -> tuple[list
         "stable",
         "windows",
     ]
-    body = [
+    body: list[list[Cell]] = [
         [
             r.label,
             r.device,
@@ -109,14 +113,14 @@ def footnote(rows: list[Row]) -> str:
     )
 
 
-def gpu_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
+def gpu_table(rows: list[Row]) -> tuple[list[str], list[list[Cell]]]:
     columns = [
         "runtime",
         "batch",
         "host latency median ms",
         *[f"{name} median ms" for name in GPU_PHASES.values()],
     ]
-    body = [
+    body: list[list[Cell]] = [
         [r.runtime, r.batch, _f(r.median_ms, 3), *[_f(r.gpu[k]["median"], 3) for k in GPU_PHASES]]
         for r in rows
         if r.gpu is not None
@@ -124,7 +128,7 @@ def gpu_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
     return columns, body
 
 
-def server_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
+def server_table(rows: list[Row]) -> tuple[list[str], list[list[Cell]]]:
     columns = [
         "model",
         "batch",
@@ -135,7 +139,7 @@ def server_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
         "avg server batch",
         "late sends",
     ]
-    body = [
+    body: list[list[Cell]] = [
         [
             r.model,
             r.batch,
@@ -184,7 +188,7 @@ def markdown(rows: list[Row], percentiles: tuple[float, ...]) -> str:
     return "\n".join(parts)
 
 
-def _markdown(columns: list[str], body: list[list[Any]]) -> str:
+def _markdown(columns: list[str], body: list[list[Cell]]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in body]
     return "\n".join(lines) + "\n"
@@ -229,7 +233,7 @@ def plot(rows: list[Row], path: Path, image: str = "png") -> None:
     plt.close(fig)
 
 
-def figure(rows: list[Row]) -> Any:
+def figure(rows: list[Row]) -> Figure:
     """Per batch (latency, throughput), per concurrency and per request rate where bench
     measured them. No text is placed on the data: legends sit below their axes, the tail
     latency is a line of its own, and an axis spanning LOG_SPAN or more is logarithmic."""
@@ -251,7 +255,7 @@ def figure(rows: list[Row]) -> Any:
     return fig
 
 
-def _per_batch(lat: Any, thr: Any, rows: list[Row]) -> None:
+def _per_batch(lat: Axes, thr: Axes, rows: list[Row]) -> None:
     for runtime in dict.fromkeys(r.label for r in rows):
         mine = [r for r in rows if r.label == runtime]
         batches = [r.batch for r in mine]
@@ -277,7 +281,7 @@ def _per_batch(lat: Any, thr: Any, rows: list[Row]) -> None:
     _legend(thr)
 
 
-def _per_concurrency(ax: Any, rows: list[Row]) -> None:
+def _per_concurrency(ax: Axes, rows: list[Row]) -> None:
     """Throughput per concurrency, and each model's tail latency as a dashed line on the
     right-hand axis (numbers written beside the points ran into each other)."""
     tail = ax.twinx()
@@ -293,18 +297,16 @@ def _per_concurrency(ax: Any, rows: list[Row]) -> None:
     tail.set_ylabel("tail latency, ms (dashed)")
     _scaled(ax, [r.items_per_s for r in rows])
     _scaled(tail, [r.percentiles_ms[r.tail()] for r in rows])
-    handles = ax.get_legend_handles_labels()
-    more = tail.get_legend_handles_labels()
-    ax.legend(handles[0] + more[0], handles[1] + more[1], **LEGEND_BELOW)
+    _legend(ax, tail)
 
 
-def _per_rate(ax: Any, rows: list[Row]) -> None:
+def _per_rate(ax: Axes, rows: list[Row]) -> None:
     """The open-loop curve: the tail latency as the offered rate approaches capacity."""
     for subject in dict.fromkeys(r.subject for r in rows):
         mine = [r for r in rows if r.subject == subject]
         top = mine[0].tail()
         ax.plot(
-            [r.request_rate for r in mine],
+            [r.request_rate or 0.0 for r in mine],  # paced rows all have one
             [r.percentiles_ms[top] for r in mine],
             marker="o",
             label=f"{mine[0].model} {top}",
@@ -314,21 +316,18 @@ def _per_rate(ax: Any, rows: list[Row]) -> None:
     _legend(ax)
 
 
-LEGEND_BELOW = {
-    "fontsize": 7,
-    "loc": "upper center",
-    "bbox_to_anchor": (0.5, -0.16),
-    "ncol": 2,
-    "frameon": False,
-}
+def _legend(ax: Axes, twin: Axes | None = None) -> None:
+    """Below the axes, never over the data; `twin`: a right-hand axis whose lines join it."""
+    handles, labels = ax.get_legend_handles_labels()
+    if twin is not None:
+        more = twin.get_legend_handles_labels()
+        handles, labels = handles + more[0], labels + more[1]
+    ax.legend(
+        handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False
+    )
 
 
-def _legend(ax: Any) -> None:
-    """Below the axes, never over the data."""
-    ax.legend(**LEGEND_BELOW)
-
-
-def _scaled(ax: Any, values: list[float]) -> None:
+def _scaled(ax: Axes, values: list[float]) -> None:
     positive = [v for v in values if v > 0]
     if positive and max(positive) / min(positive) >= LOG_SPAN:
         ax.set_yscale("log")

@@ -4,13 +4,16 @@ dynamic axes, and torch.export with `dynamic_shapes`. Imports torch inside the f
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from deploy.modelio.onnx_files import ExternalData
 from deploy.pipeline.config import DeployConfig
 from deploy.stages.export.params import Exporter, ExportParams
 
 if TYPE_CHECKING:
+    import onnx_ir as ir
+    from torch import Tensor
+    from torch.export import Dim
     from torch.nn import Module
 
     from deploy.gates.references import Golden
@@ -50,7 +53,7 @@ def dynamic_axes(config: DeployConfig, golden: Golden) -> dict[str, dict[int, st
 
 def _legacy(
     model: Module,
-    args: tuple[Any, ...],
+    args: tuple[Tensor, ...],
     config: DeployConfig,
     dest: Path,
     golden: Golden,
@@ -82,7 +85,7 @@ def _legacy(
 
 
 def _dynamo(
-    model: Module, args: tuple[Any, ...], config: DeployConfig, dest: Path, settings: ExportParams
+    model: Module, args: tuple[Tensor, ...], config: DeployConfig, dest: Path, settings: ExportParams
 ) -> None:
     """torch.export with `dynamic_shapes` built from the shape spec; the tensor names are
     set on the exported graph afterwards, where a clash with an inner value (MiniLM's
@@ -107,7 +110,7 @@ def _dynamo(
     program.save(str(dest), external_data=_external(program.model, settings.external_data))
 
 
-def dynamic_shapes(config: DeployConfig) -> tuple[dict[int, Any], ...]:
+def dynamic_shapes(config: DeployConfig) -> tuple[dict[int, Dim], ...]:
     """One `torch.export.Dim` per dim name (shared by every input that names it), with
     the spec's min / max; a named dim whose min equals its max stays static."""
     import torch
@@ -125,7 +128,7 @@ def dynamic_shapes(config: DeployConfig) -> tuple[dict[int, Any], ...]:
     return tuple(shapes)
 
 
-def rename_io(graph: Any, inputs: list[str], outputs: list[str]) -> None:
+def rename_io(graph: ir.Graph, inputs: list[str], outputs: list[str]) -> None:
     """Names the graph's inputs and outputs as the config does (onnx_ir values: renaming
     one renames every use)."""
     import onnx_ir as ir
@@ -140,7 +143,7 @@ def rename_io(graph: Any, inputs: list[str], outputs: list[str]) -> None:
         value.name = name
 
 
-def _external(model: Any, external_data: ExternalData) -> bool:
+def _external(model: ir.Model, external_data: ExternalData) -> bool:
     """Whether an onnx_ir model's weights go beside it (onnx_ir names the file
     `<model file>.data`, as the other writers do)."""
     from deploy.modelio.onnx_files import MARGIN, PROTOBUF_LIMIT

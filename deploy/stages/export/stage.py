@@ -9,7 +9,7 @@ the summary and the run report. A config can pin either one.
 from __future__ import annotations
 
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from deploy.modelio.onnx_files import MODEL_FILE
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, ArtifactKind, Section, StageContext, StageSpec
@@ -19,6 +19,10 @@ from deploy.stages.export.failures import Attempt
 from deploy.stages.export.params import Exporter, ExportParams
 
 if TYPE_CHECKING:
+    import onnx
+    from torch.nn import Module
+
+    from deploy.gates.parity import Table
     from deploy.gates.references import Golden
 
 
@@ -46,7 +50,9 @@ def run(ctx: StageContext, params: ExportParams) -> None:
     raise StageFailed(failures.message(params.exporter, attempts)) from last
 
 
-def _attempt(exporter: Exporter, model: Any, ctx: StageContext, params: ExportParams, golden: Golden) -> Any:
+def _attempt(
+    exporter: Exporter, model: Module, ctx: StageContext, params: ExportParams, golden: Golden
+) -> Table:
     """One exporter's ONNX, checked by onnx.checker and by ONNX Runtime against eager at
     every golden shape: the parity table."""
     import onnx
@@ -65,7 +71,7 @@ def _attempt(exporter: Exporter, model: Any, ctx: StageContext, params: ExportPa
     return table
 
 
-def _say(ctx: StageContext, params: ExportParams, attempts: list[Attempt], table: Any) -> None:
+def _say(ctx: StageContext, params: ExportParams, attempts: list[Attempt], table: Table | None) -> None:
     """The path taken (and why) in the summary, the report and the headline."""
     from deploy.gates import parity
 
@@ -102,7 +108,7 @@ def _path(asked: Exporter, attempts: list[Attempt]) -> str:
     return f"auto: {used} (torch.export failed: {clip(failed[0].cause or failed[0].error, 120)})"
 
 
-def _record_opset(ctx: StageContext, proto: Any, requested: int) -> None:
+def _record_opset(ctx: StageContext, proto: onnx.ModelProto, requested: int) -> None:
     written = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     ctx.record("opset_requested", requested)
     ctx.record("opset_written", written)

@@ -9,10 +9,13 @@ in float. The top-1 / top-k agreement gates are judged on the result, not steere
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
+from pydantic import JsonValue
 
 from deploy.gates import accuracy
 from deploy.gates.metrics import cosine
@@ -21,7 +24,11 @@ from deploy.pipeline.errors import StageFailed
 from deploy.runtimes.files import runtime_for
 from deploy.stages.openvino_int8.nncf_params import STAGE, NncfParams, ir_path
 
+if TYPE_CHECKING:
+    import openvino as ov
+
 Feed = dict[str, np.ndarray]
+Settings = dict[str, object]  # nncf.quantize's keyword arguments
 
 
 FAKE_QUANTIZE = "FakeQuantize"  # the op NNCF inserts where it quantizes
@@ -29,7 +36,7 @@ FAKE_QUANTIZE = "FakeQuantize"  # the op NNCF inserts where it quantizes
 
 def quantize(
     ctx: StageContext, params: NncfParams, calibration: list[Feed], holdout: list[Feed], dest: Path
-) -> dict[str, Any]:
+) -> dict[str, JsonValue]:
     """Writes the INT8 IR to `dest`; what was done, for the accuracy report."""
     import nncf
     import openvino as ov
@@ -38,7 +45,7 @@ def quantize(
     source = ir_path(ctx.input("openvino"))
     settings = _settings(params, len(calibration))
     plain = _run(lambda nncf: nncf.quantize(_read(source), nncf.Dataset(calibration), **settings))
-    details: dict[str, Any] = {
+    details: dict[str, JsonValue] = {
         "quantizer": "nncf",
         "preset": params.preset,
         "model_type": params.model_type,
@@ -60,10 +67,11 @@ def quantize(
         [[name] for name in kept],
         note=f"max_drop {1 - params.gate.min_cosine:.4g} in cosine to FP32; at most {params.max_float_nodes} reverts",
     )
-    return details | {"fallback": {"kept_float": kept, "max_float_nodes": params.max_float_nodes}}
+    fallback: dict[str, JsonValue] = {"kept_float": list(kept), "max_float_nodes": params.max_float_nodes}
+    return details | {"fallback": fallback}
 
 
-def _settings(params: NncfParams, samples: int) -> dict[str, Any]:
+def _settings(params: NncfParams, samples: int) -> Settings:
     import nncf
 
     return {
@@ -78,7 +86,7 @@ def _settings(params: NncfParams, samples: int) -> dict[str, Any]:
     }
 
 
-def _run(step: Any) -> Any:
+def _run(step: Callable[[ModuleType], ov.Model]) -> ov.Model:
     """NNCF's errors in the config's words: an unknown name in `exclude` is the usual one."""
     import nncf
 
@@ -101,8 +109,8 @@ def _restore(
     source: Path,
     calibration: list[Feed],
     holdout: list[Feed],
-    settings: dict[str, Any],
-) -> Any:
+    settings: Settings,
+) -> ov.Model:
     from nncf.quantization.advanced_parameters import AdvancedAccuracyRestorerParameters
 
     judge = _Cosines(ctx, holdout)
@@ -129,7 +137,7 @@ class _Cosines:
         fp32 = accuracy.onnx_runtime(ctx.input("onnx"), self.names)
         self.references = [fp32.infer(feed) for feed in holdout]
 
-    def __call__(self, compiled: Any, items: Any) -> tuple[float, list[float]]:
+    def __call__(self, compiled: ov.CompiledModel, items: Iterable[int]) -> tuple[float, list[float]]:
         indices = list(items)
         got = [self._infer(compiled, self.holdout[i]) for i in indices]
         refs = [self.references[i] for i in indices]
@@ -137,7 +145,7 @@ class _Cosines:
         overall = min(_cosine([r[n] for r in refs], [g[n] for g in got]) for n in self.names)
         return overall, per_item
 
-    def _infer(self, compiled: Any, feed: Feed) -> dict[str, np.ndarray]:
+    def _infer(self, compiled: ov.CompiledModel, feed: Feed) -> dict[str, np.ndarray]:
         result = compiled(feed)
         return {name: np.asarray(result[compiled.output(name)]) for name in self.names}
 
@@ -149,7 +157,7 @@ def _cosine(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
     return -1.0 if np.isnan(found) else found
 
 
-def _quantized_ops(model: Any) -> set[str]:
+def _quantized_ops(model: ov.Model) -> set[str]:
     """Operations fed by a FakeQuantize: those NNCF quantized (their activations)."""
     return {
         op.get_friendly_name()
@@ -159,7 +167,7 @@ def _quantized_ops(model: Any) -> set[str]:
     }
 
 
-def _read(ir: Path) -> Any:
+def _read(ir: Path) -> ov.Model:
     import openvino as ov
 
     return ov.Core().read_model(str(ir))

@@ -5,13 +5,18 @@ reuses them. Imports onnxruntime and onnx when called."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from deploy.pipeline.errors import StageFailed
+from deploy.runtimes.base import Feeds
+
+if TYPE_CHECKING:
+    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod
+    from onnxruntime.quantization.calibrate import TensorData, TensorsData
 
 
 class Method(StrEnum):
@@ -26,7 +31,7 @@ class Method(StrEnum):
 _METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
 
 
-def ort_method(method: Method) -> Any:
+def ort_method(method: Method) -> CalibrationMethod:
     from onnxruntime.quantization import CalibrationMethod
 
     return getattr(CalibrationMethod, _METHODS[method])
@@ -58,7 +63,12 @@ Step = Callable[[int, int | None, str], None]
 
 
 def calibrate(
-    model: Path, calibration: list[Any], method: Method, work: Path, scope: Scope, step: Step | None = None
+    model: Path,
+    calibration: Sequence[Feeds],
+    method: Method,
+    work: Path,
+    scope: Scope,
+    step: Step | None = None,
 ) -> Path:
     """Calibrates the way quantize_static would, but checks the ranges first: a -inf / inf
     constant (a transformer's attention-mask fill) makes them infinite, which minmax turns
@@ -80,8 +90,13 @@ def calibrate(
 
 
 def _ranges(
-    model: Path, calibration: list[Any], method: Method, work: Path, scope: Scope, step: Step | None = None
-) -> Any:
+    model: Path,
+    calibration: Sequence[Feeds],
+    method: Method,
+    work: Path,
+    scope: Scope,
+    step: Step | None = None,
+) -> TensorsData:
     from onnxruntime.quantization.calibrate import create_calibrator
 
     calibrator = create_calibrator(
@@ -94,7 +109,7 @@ def _ranges(
     return calibrator.compute_data()
 
 
-def _refuse_infinite(ranges: Any, model: Path, scope: Scope) -> None:
+def _refuse_infinite(ranges: TensorsData, model: Path, scope: Scope) -> None:
     import numpy as np
 
     bad = [name for name, r in ranges.data.items() if not np.all(np.isfinite(r.range_value))]
@@ -118,7 +133,7 @@ def _refuse_infinite(ranges: Any, model: Path, scope: Scope) -> None:
     )
 
 
-def _describe(name: str, data: Any, producers: dict[str, str]) -> str:
+def _describe(name: str, data: TensorData, producers: dict[str, str]) -> str:
     import numpy as np
 
     low, high = float(np.min(data.range_value[0])), float(np.max(data.range_value[1]))
@@ -137,7 +152,7 @@ def _producers(model: Path) -> dict[str, str]:
     }
 
 
-def _reader(samples: list[Any], step: Step | None = None) -> Any:
+def _reader(samples: Sequence[Feeds], step: Step | None = None) -> CalibrationDataReader:
     from onnxruntime.quantization import CalibrationDataReader
 
     class Reader(CalibrationDataReader):  # type: ignore[misc]
@@ -145,7 +160,7 @@ def _reader(samples: list[Any], step: Step | None = None) -> Any:
             self.feeds = iter(samples)
             self.read = 0
 
-        def get_next(self) -> Any:
+        def get_next(self) -> Feeds | None:
             if step is not None:
                 step(self.read, len(samples), "calibration samples")
             self.read += 1

@@ -14,18 +14,24 @@ sensitive nodes in FP32 until the gate passes (gates/fallback.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from deploy.gates.tolerance import gate_issues
 from deploy.modelio.onnx_files import MODEL_FILE
 from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from deploy.pipeline.errors import Issue, MissingDependency, StageFailed
-from deploy.stages.quantize.calibration import Method
+from deploy.runtimes.base import Feeds
+from deploy.stages.quantize.calibration import Method, Step
 from deploy.stages.quantize.params import Int8Target, QuantizeParams, Quantizer, Recipe
+
+if TYPE_CHECKING:
+    from onnx import NodeProto
+
+    from deploy.gates.fallback import ConvertedGraph
 
 
 def check(params: QuantizeParams, config: DeployConfig) -> list[Issue]:
@@ -131,18 +137,17 @@ def _supported(params: QuantizeParams) -> frozenset[str]:
     return frozenset(params.op_types or registry)
 
 
-def _eligible(params: QuantizeParams, supported: frozenset[str], node: Any, converted: Any) -> bool:
+def _eligible(
+    params: QuantizeParams, supported: frozenset[str], node: NodeProto, converted: ConvertedGraph
+) -> bool:
     return node.op_type in supported and node.name not in params.exclude and converted.quantized(node)
-
-
-Step = Callable[[int, int | None, str], None]
 
 
 class _Quantizer:
     """Writes the INT8 model for a set of nodes kept in FP32 (on top of `exclude`);
     calibration runs once, on the first call of the static recipe."""
 
-    def __init__(self, model: Path, params: QuantizeParams, calibration: list[Any], work: Path) -> None:
+    def __init__(self, model: Path, params: QuantizeParams, calibration: Sequence[Feeds], work: Path) -> None:
         from deploy.modelio import onnx_files
 
         self.model, self.params, self.calibration, self.work = model, params, calibration, work
@@ -202,7 +207,9 @@ class _Quantizer:
         )
 
 
-def _quantize_modelopt(source: Path, dest: Path, calibration: list[Any], params: QuantizeParams) -> None:
+def _quantize_modelopt(
+    source: Path, dest: Path, calibration: Sequence[Feeds], params: QuantizeParams
+) -> None:
     """ModelOpt's documented API: quantize(onnx_path, quantize_mode, calibration_data,
     calibration_method, calibration_eps, output_path). Unverified: not installable here."""
     import numpy as np

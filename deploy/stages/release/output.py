@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
-from deploy.pipeline.contract import StageContext
+from deploy.pipeline.contract import Cell, StageContext
 from deploy.pipeline.errors import RegressionRefused, StageFailed
 from deploy.pipeline.hashing import digest_file
 from deploy.serving import releases
@@ -124,18 +124,29 @@ def _record(ctx: StageContext, model: ModelRelease, tree: Path, base: ReleaseRec
     )
 
 
-def verified(ctx: StageContext, model: str) -> dict[str, Any]:
+class Verified(TypedDict, total=False):
+    """What the run's own checks said of a model: ReleaseRecord's fields of the same names."""
+
+    server: str
+    accuracy: dict[str, float]
+    latency_ms: float
+    throughput: float
+    target: str
+    selected_for: list[str]
+
+
+def verified(ctx: StageContext, model: str) -> Verified:
     """What the run's own checks said of the model: the server smoke loaded it on and its
     outcome there, a reduced-precision model's worst cosine to FP32, bench's latency and
     throughput through the server, and the target and objectives select chose it for."""
-    return {**_smoke(ctx, model), **_bench(ctx, model), **_selection(ctx, model)}
+    return Verified(**_smoke(ctx, model), **_bench(ctx, model), **_selection(ctx, model))
 
 
-def _smoke(ctx: StageContext, model: str) -> dict[str, Any]:
+def _smoke(ctx: StageContext, model: str) -> Verified:
     from deploy.gates.accuracy_report import AccuracyReport
     from deploy.serving.smoke_report import SmokeReport
 
-    found: dict[str, Any] = {}
+    found = Verified()
     if "smoke" not in ctx.inputs:
         return found
     smoke = SmokeReport.read(ctx.input("smoke"))
@@ -152,28 +163,28 @@ def _smoke(ctx: StageContext, model: str) -> dict[str, Any]:
     return found
 
 
-def _bench(ctx: StageContext, model: str) -> dict[str, Any]:
+def _bench(ctx: StageContext, model: str) -> Verified:
     """bench's rows of the model through the server: the median latency of one stream at
     batch 1, the most items/s any of its rows reached."""
     from deploy.runtimes.record import BenchResults
 
     if "results" not in ctx.inputs:
-        return {}
+        return Verified()
     rows = [r for r in BenchResults.read(ctx.input("results")).rows if r.model == model]
     single = [r for r in rows if r.batch == 1 and r.single_stream]
-    found: dict[str, Any] = {"latency_ms": round(single[0].median_ms, 3)} if single else {}
+    found = Verified(latency_ms=round(single[0].median_ms, 3)) if single else Verified()
     if rows:
         found["throughput"] = round(max(r.items_per_s for r in rows), 2)
     return found
 
 
-def _selection(ctx: StageContext, model: str) -> dict[str, Any]:
+def _selection(ctx: StageContext, model: str) -> Verified:
     from deploy.runtimes.selection_record import Selection
 
     if "selection" not in ctx.inputs:
-        return {}
+        return Verified()
     chosen = Selection.read(ctx.input("selection"))
-    return {"target": chosen.target, "selected_for": chosen.objectives_of(model)}
+    return Verified(target=chosen.target, selected_for=chosen.objectives_of(model))
 
 
 def _refusal(refused: list[ModelRelease]) -> str:
@@ -205,7 +216,7 @@ def headline(decided: list[ModelRelease]) -> str:
     return "; ".join(parts)
 
 
-def _row(m: ModelRelease) -> list[object]:
+def _row(m: ModelRelease) -> list[Cell]:
     c = m.comparison
     cosine = f"{min(a.cosine for a in c.agreement):.6f}" if c and c.agreement else ""
     top1 = [a.top1 for a in c.agreement if a.top1 is not None] if c else []

@@ -17,7 +17,7 @@ from deploy.pipeline.config import DeployConfig, Label
 from deploy.runtimes.arrays import varying_axes
 from deploy.runtimes.dtypes import triton_name
 from deploy.serving.layout import io_name
-from deploy.serving.requests import Feed, infer_inputs
+from deploy.serving.requests import Client, Feed, connect, infer_inputs
 from deploy.serving.tritonserver import Server
 
 PROTOCOLS = {"http": httpclient, "grpc": grpcclient}
@@ -41,12 +41,9 @@ class Tensor:
     shape: list[int]
 
 
-def client(server: Server, protocol: str, timeout_s: float) -> Any:
-    if protocol == vocabulary.Protocol.HTTP:
-        return httpclient.InferenceServerClient(
-            server.http, network_timeout=timeout_s, connection_timeout=timeout_s
-        )
-    return grpcclient.InferenceServerClient(server.grpc)
+def client(server: Server, protocol: str, timeout_s: float) -> Client:
+    http = protocol == vocabulary.Protocol.HTTP
+    return connect(server.http if http else server.grpc, vocabulary.Protocol(protocol), timeout_s)
 
 
 # -- expectations from the shape spec -----------------------------------------------------------
@@ -102,7 +99,7 @@ def batch_problem(server_config: Mapping[str, Any], max_batch: int | None) -> st
 class ModelEndpoint:
     """A model on a server, reached by one client."""
 
-    conn: Any
+    conn: Client
     protocol: str  # http | grpc
     model: str
     max_batch_size: int  # 0: the model takes no batch dim
@@ -150,7 +147,7 @@ def warmup_problems(server: Server, model: str, server_config: Mapping[str, Any]
     ]
 
 
-def cache_hits(conn: Any, model: str) -> int:
+def cache_hits(conn: Client, model: str) -> int:
     """Responses the server's response cache answered for this model (all versions)."""
     stats = conn.get_inference_statistics(model, as_json=True).get("model_stats", [])
     return sum(int(s.get("inference_stats", {}).get("cache_hit", {}).get("count", 0)) for s in stats)

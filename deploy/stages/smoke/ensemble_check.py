@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -35,6 +35,13 @@ from deploy.serving.service_record import (
 from deploy.serving.smoke_report import ModelResult, ModelStatus, ServiceCheck
 from deploy.stages.smoke.model_check import reference_name
 from deploy.stages.smoke.params import SmokeParams
+
+if TYPE_CHECKING:
+    from deploy.serving.launch import Served
+    from deploy.serving.requests import Client
+    from deploy.serving.service_client import Answer
+    from deploy.serving.smoke_report import Traffic
+    from deploy.stages.smoke.traffic import TrafficServer
 
 
 def _local_file(model: Model) -> Path | None:
@@ -164,14 +171,14 @@ class Service:
             self.post, reference(ctx, self.pre, self.pre_dir, items, self.local, self.served.precision)
         )
 
-    def ask(self, conn: Any, protocol: Protocol, items: list[Sample]) -> Any:
+    def ask(self, conn: Client, protocol: Protocol, items: list[Sample]) -> Answer:
         from deploy.serving.service_client import ask
 
         return ask(conn, protocol, self.name, input_name(self.pre), [s.data for s in items])
 
 
 def check(
-    conns: dict[Protocol, Any],
+    conns: dict[Protocol, Client],
     name: str,
     found: dict[str, Model],
     ctx: StageContext,
@@ -195,15 +202,17 @@ def check(
     return result, problems
 
 
-def concurrent(ctx: StageContext, service: Service, gate: Gate, params: SmokeParams, reach: Any) -> Any:
+def concurrent(
+    ctx: StageContext, service: Service, gate: Gate, params: SmokeParams, reach: TrafficServer
+) -> Traffic:
     """Clients at once, each sending its own images / sentences (`reach`: traffic.TrafficServer)."""
     from deploy.stages.smoke import traffic
 
     requests = concurrent_requests(service.pre.kind, params.service.samples)
     expected = [service.expected(ctx, items) for items in requests]
 
-    def ask(conn: Any, protocol: str, request: int) -> Any:
-        return service.ask(conn, protocol, requests[request]).outputs  # type: ignore[arg-type]
+    def ask(conn: Client, protocol: str, request: int) -> Arrays:
+        return service.ask(conn, Protocol(protocol), requests[request]).outputs
 
     def judge(request: int, got: Arrays) -> list[str]:
         scratch = ServiceCheck("", [])
@@ -286,7 +295,7 @@ def _text(value: object) -> str:
 
 
 # -- the smoke stage's view: one ModelResult per ensemble and per pre / post model -------------
-def parts(served: Any, results: dict[str, ModelResult]) -> dict[str, ModelResult]:
+def parts(served: Served, results: dict[str, ModelResult]) -> dict[str, ModelResult]:
     """Pre / post models answer for themselves only through their ensembles."""
     parts = {}
     for name in (
@@ -323,7 +332,7 @@ def concurrent_requests(kind: str, source: Path | None) -> list[list[Sample]]:
     return found
 
 
-def check_ensemble(served: Any, name: str, ctx: StageContext, params: SmokeParams) -> ModelResult:
+def check_ensemble(served: Served, name: str, ctx: StageContext, params: SmokeParams) -> ModelResult:
     """`params`: the smoke stage's (protocols, request timeout, service gates and samples)."""
     from deploy.stages.smoke import checks, traffic
 

@@ -9,15 +9,19 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from deploy.domain.vocabulary import ModelSuffix, Precision, Protocol
-from deploy.pipeline.config import Label
 from deploy.pipeline.contract import StageContext
 from deploy.serving.repository import Model
 from deploy.serving.smoke_report import ModelResult, ModelStatus
 from deploy.stages.smoke.params import SmokeParams
 
 if TYPE_CHECKING:
-    from deploy.gates.references import Case, Golden
+    from deploy.gates.detection_parity import Arrays, DetectionLayout
+    from deploy.gates.parity_table import Table
+    from deploy.gates.references import Answers, Case, Golden
+    from deploy.serving.requests import Client
+    from deploy.serving.smoke_report import Traffic
     from deploy.serving.tritonserver import Server
+    from deploy.stages.smoke.checks import ModelEndpoint, Tensor
 
 
 def check_model(
@@ -60,7 +64,7 @@ def reference_name(model: Model) -> str:
 
 
 def _check_model(
-    server: Any, name: str, model: Model, ctx: StageContext, params: SmokeParams, golden: Golden
+    server: Server, name: str, model: Model, ctx: StageContext, params: SmokeParams, golden: Golden
 ) -> ModelResult:
     from deploy.gates import parity
     from deploy.gates.detection_parity import layout_of
@@ -98,14 +102,14 @@ def _check_model(
 
 
 def _traffic(
-    server: Any,
+    server: Server,
     name: str,
     model: Model,
     ctx: StageContext,
     params: SmokeParams,
-    io: Any,
+    io: tuple[list[Tensor], list[Tensor]],
     config: Mapping[str, Any],
-) -> Any:
+) -> Traffic:
     """Concurrent clients with their own requests (stages/smoke/traffic.py)."""
     from deploy.gates.detection_parity import layout_of
     from deploy.gates.references import load_clients
@@ -114,7 +118,7 @@ def _traffic(
     cases = _reference_cases(model, load_clients(ctx.input("golden")), ctx)
     max_batch = int(config.get("max_batch_size", 0))
 
-    def ask(conn: Any, protocol: str, request: int) -> Any:
+    def ask(conn: Client, protocol: str, request: int) -> Arrays:
         return checks.infer(checks.ModelEndpoint(conn, protocol, name, max_batch), cases[request], *io)
 
     load = traffic.plan(
@@ -125,7 +129,7 @@ def _traffic(
         return traffic.run(clients, ask, judge, load, "dynamic_batching" in config)
 
 
-def _describe(conn: Any, protocol: str, name: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+def _describe(conn: Client, protocol: str, name: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
     """Triton's model metadata and config, as JSON (tritonclient's own shapes)."""
     if protocol == Protocol.GRPC:
         return conn.get_model_metadata(name, as_json=True), conn.get_model_config(name, as_json=True)[
@@ -135,14 +139,19 @@ def _describe(conn: Any, protocol: str, name: str) -> tuple[Mapping[str, Any], M
 
 
 def _golden_parity(
-    target: Any, golden: Golden, inputs: Any, outputs: Any, params: SmokeParams, layout: Any
-) -> Any:
+    target: ModelEndpoint,
+    golden: Golden,
+    inputs: list[Tensor],
+    outputs: list[Tensor],
+    params: SmokeParams,
+    layout: DetectionLayout | None,
+) -> Table:
     from tritonclient.utils import InferenceServerException
 
     from deploy.gates import parity
     from deploy.stages.smoke import checks
 
-    results: dict[Label, Any] = {}
+    results: Answers = {}
     for label, case in golden.items():
         try:
             results[label] = checks.infer(target, case, inputs, outputs)

@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.config import DeployConfig
@@ -31,7 +31,7 @@ from deploy.stages.smoke.params import SmokeParams, Source
 
 if TYPE_CHECKING:
     from deploy.gates.references import Golden
-    from deploy.serving.launch import Served
+    from deploy.serving.launch import Chooser, Served
     from deploy.serving.tritonserver import Server
 
 
@@ -90,21 +90,6 @@ def _refuse_incomplete(remote: str | None, name: str) -> None:
         raise StageFailed(f"{remote} does not hold '{name}' as published: {'; '.join(missing[:8])}")
 
 
-def _service() -> Any:
-    """The ensemble checks (numpy, torch, PIL when they run): imported when used, not at
-    discovery, which every `deploy` command pays."""
-    from deploy.stages.smoke import ensemble_check
-
-    return ensemble_check
-
-
-def _models() -> Any:
-    """The per-model checks (tritonclient, numpy when they run)."""
-    from deploy.stages.smoke import model_check
-
-    return model_check
-
-
 def _server_spec(spec: ServerSpec, repository: Path) -> ServerSpec:
     """At --log-verbose 1 Triton logs each warm-up sample it runs: raised when a model of
     the repository has warm-ups, so the check can see them."""
@@ -112,7 +97,7 @@ def _server_spec(spec: ServerSpec, repository: Path) -> ServerSpec:
     return spec.model_copy(update={"log_verbose": max(spec.log_verbose, 1)}) if warms else spec
 
 
-def _choose(report: smoke_report.SmokeReport) -> Any:
+def _choose(report: smoke_report.SmokeReport) -> Chooser:
     """Loads what the server can; records the rest in the report as skipped."""
     from deploy.serving.launch import loadable_models
 
@@ -143,6 +128,10 @@ def _server_info(server: Server, params: SmokeParams) -> smoke_report.ServerInfo
 def _check_all(
     served: Served, ctx: StageContext, params: SmokeParams, golden: Golden
 ) -> dict[str, ModelResult]:
+    # The checks import numpy, tritonclient (and torch, PIL for services) when they run,
+    # not at discovery, which every `deploy` command pays.
+    from deploy.stages.smoke import ensemble_check, model_check
+
     results = {}
     for index, (name, state) in enumerate(served.states.items()):
         ctx.progress(index, len(served.states), name)
@@ -150,10 +139,10 @@ def _check_all(
         if not state.ready:
             results[name] = _unavailable(state, model, params)
         elif model.role is Role.ENSEMBLE:
-            results[name] = _service().check_ensemble(served, name, ctx, params)
+            results[name] = ensemble_check.check_ensemble(served, name, ctx, params)
         elif model.role is Role.MODEL:
-            results[name] = _models().check_model(served.server, name, model, ctx, params, golden)
-    return results | _service().parts(served, results)
+            results[name] = model_check.check_model(served.server, name, model, ctx, params, golden)
+    return results | ensemble_check.parts(served, results)
 
 
 def _unavailable(state: LoadState, model: Model, params: SmokeParams) -> ModelResult:
@@ -174,8 +163,10 @@ def _finish(
     note = smoke_report.partial(models)
     if note:
         ctx.partial(note)
+    from deploy.stages.smoke import ensemble_check
+
     _report_table(ctx, models, report.server, tol)
-    _service().answers_table(ctx, models)
+    ensemble_check.answers_table(ctx, models)
     if server is not None and server.log_path.exists():
         ctx.log.info("server log:\n%s", server.log_path.read_text(errors="replace"))
         shutil.copyfile(server.log_path, ctx.output("server_log"))
@@ -226,10 +217,11 @@ def _report_table(
 
 def _model_numbers(result: ModelResult, tol: Tolerance) -> str:
     from deploy.gates.parity import headline
+    from deploy.stages.smoke import ensemble_check
 
     if result.service is not None:
         traffic = f", {result.traffic.text()}" if result.traffic else ""
-        return _service().numbers(result.service) + traffic
+        return ensemble_check.numbers(result.service) + traffic
     if not result.protocols and result.reference:
         return result.reference  # a pre / post model: "checked through <ensemble>"
     numbers = [f"{p} {headline(t, tol)}" for p, t in result.protocols.items()] or ["no inference"]

@@ -14,14 +14,18 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from deploy.gates.detection_parity import Arrays, DetectionLayout, aligned
 from deploy.gates.parity import Compared, metrics
+from deploy.gates.parity_table import OutputParity
 from deploy.gates.references import Case
 from deploy.gates.tolerance import Tolerance
-from deploy.serving.requests import SETTLE_S, settled, statistics
+from deploy.serving.requests import SETTLE_S, Client, settled, statistics
 from deploy.serving.smoke_report import Traffic
+
+if TYPE_CHECKING:
+    from deploy.serving.tritonserver import Server
 
 # Bursts sent until the server merges requests of different clients (a fast model on an
 # idle server can answer each before the next arrives).
@@ -40,7 +44,7 @@ class Send:
 
 
 # ask(conn, protocol, request index) -> the answer's outputs by name
-Ask = Callable[[Any, str, int], Arrays]
+Ask = Callable[[Client, str, int], Arrays]
 # judge(request index, answer) -> what is wrong with it ([] when it is right)
 Judge = Callable[[int, Arrays], list[str]]
 
@@ -69,13 +73,13 @@ class TrafficServer:
     """How the clients reach the model: `connect(protocol)` opens one client's connection;
     `stats` is a gRPC connection for the statistics of `counted` (the model that executes)."""
 
-    connect: Callable[[str], Any]
-    stats: Any
+    connect: Callable[[str], Client]
+    stats: Client
     counted: str
 
 
 @contextmanager
-def reach(server: Any, counted: str, timeout_s: float) -> Iterator[TrafficServer]:
+def reach(server: Server, counted: str, timeout_s: float) -> Iterator[TrafficServer]:
     """The clients' way to a live server (serving.tritonserver.Server), with a statistics
     connection closed afterwards."""
     from deploy.stages.smoke import checks
@@ -114,14 +118,14 @@ def run(server: TrafficServer, ask: Ask, judge: Judge, load: TrafficPlan, mergin
 Answer = tuple[Send, Arrays | None, str]
 
 
-def _burst(connect: Callable[[str], Any], ask: Ask, sends: list[list[Send]]) -> list[Answer]:
+def _burst(connect: Callable[[str], Client], ask: Ask, sends: list[list[Send]]) -> list[Answer]:
     """Every client in its own thread with its own connection, released together."""
     start = threading.Barrier(len(sends))
     answers: list[Answer] = []
     lock = threading.Lock()
     conns = [connect(mine[0].protocol) for mine in sends]
 
-    def client(mine: list[Send], conn: Any) -> None:
+    def client(mine: list[Send], conn: Client) -> None:
         start.wait()
         for send in mine:
             try:
@@ -175,13 +179,13 @@ def batch_sizes(cases: list[Case]) -> list[int]:
     return [len(next(iter(c.inputs.values()))) for c in cases]
 
 
-def _identical(compared: Any) -> bool:
+def _identical(compared: OutputParity | None) -> bool:
     """Equal to the last bit: passes even where the cosine is undefined (an all-zero answer,
     e.g. a batch-centred output for one sample, equal to an all-zero reference)."""
     return isinstance(compared, Compared) and compared.max_abs == 0
 
 
-def _difference(compared: Any) -> str:
+def _difference(compared: OutputParity | None) -> str:
     if compared is None:
         return "missing"
     if not isinstance(compared, Compared):

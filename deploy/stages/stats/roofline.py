@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx_tool
@@ -45,7 +44,7 @@ def count(path: Path, feeds: dict[str, np.ndarray]) -> list[NodeCount]:
     return [_node(graph, node) for node in graph.nodemap.values()]
 
 
-def _node(graph: Any, node: Any) -> NodeCount:
+def _node(graph: onnx_tool.Graph, node: onnx_tool.Node) -> NodeCount:
     tensors = [graph.tensormap[name] for name in (*node.input, *node.output) if name in graph.tensormap]
     moved = sum(int(t.get_memsize()) for t in tensors)
     return NodeCount(node.op_type, 2.0 * float(node.macs[0]), int(node.params), moved)  # [1]: backward MACs

@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from deploy.pipeline.contract import Artifact, Phase, Section, StageContext, StageSpec
+from deploy.pipeline.contract import Artifact, Cell, Phase, Section, StageContext, StageSpec
 from deploy.stages.stats.params import StatsParams
 
 if TYPE_CHECKING:  # onnx-tool: imported when the stage runs
@@ -72,7 +72,7 @@ def _headline(totals: Totals, batch: int) -> str:
 
 
 def _report(ctx: StageContext, totals: Totals, shape: str, batch: int) -> None:
-    rows: list[list[object]] = [
+    rows: list[list[Cell]] = [
         ["parameters", f"{totals.params:,}"],
         ["nodes", totals.nodes],
         ["FLOPs per inference", f"{si(totals.flops, 'FLOP')} ({si(totals.flops / batch, 'FLOP')} per item)"],
@@ -93,7 +93,7 @@ def _report(ctx: StageContext, totals: Totals, shape: str, batch: int) -> None:
 def _op_table(ctx: StageContext, ops: list[OpRow], targets: list[str]) -> None:
     columns = ["op type", "count", "params", "FLOPs", "bytes moved", "FLOP/byte"]
     columns += [f"{n}: bound, roofline time" for n in targets]
-    body = [
+    body: list[list[Cell]] = [
         [
             r.op_type,
             r.count,

@@ -4,11 +4,21 @@ scikit-learn answers a label a person would give it."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.helpers import ROOT, run_cli
+from tests.helpers import run_cli
+from tests.matrix.runs import MatrixRun, check_the_run_passed, matrix_run
+
+pytestmark = [pytest.mark.matrix, pytest.mark.slow, pytest.mark.triton]
+
+
+@pytest.fixture(scope="module")
+def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> MatrixRun:
+    return matrix_run("mobilenetv2", request, tmp_path_factory)
+
+
+def test_the_run_passed(run: MatrixRun) -> None:
+    check_the_run_passed(run)
 
 
 def _photos(directory):
@@ -27,22 +37,18 @@ def _top(stdout: str) -> list[str]:
     return [block.split("\n", 1)[0].rsplit(" ", 1)[0] for block in stdout.split("  1. ")[1:]]
 
 
-@pytest.mark.slow
-@pytest.mark.triton
-def test_the_imagenet_service_names_what_the_photo_shows(tmp_path):
+def test_the_imagenet_service_names_what_the_photo_shows(run: MatrixRun, tmp_path) -> None:
     from deploy.serving.launch import serve_repository
     from deploy.serving.spec import ServerSpec
 
-    result = run_cli("run", str(ROOT / "configs" / "mobilenetv2.yaml"), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads((tmp_path / "runs" / "mobilenetv2" / "summary.json").read_text())
+    summary = run.summary()
     smoke = next(s for s in summary["stages"] if s["stage"] == "smoke")["metrics"]["smoke"]["models"]
     service = smoke["mobilenetv2_python_ensemble"]["service"]
     assert service["top1_agreement"] == 1.0 and service["min_cosine"] > 0.999
     assert service["answers"]["grpc"][0].startswith("china.jpeg: palace ")
     china, flower = _photos(tmp_path)
     (tmp_path / "server").mkdir()
-    with serve_repository(ServerSpec(), tmp_path / "model_repository", tmp_path / "server") as served:
+    with serve_repository(ServerSpec(), run.dir / "model_repository", tmp_path / "server") as served:
         printed = {
             protocol: run_cli(
                 "infer", "--url", url, "--protocol", protocol, "--image", str(china), "--image", str(flower)
