@@ -18,6 +18,7 @@ makes, two origins of one artifact that some stage reads, or a cycle is a config
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pydantic import BaseModel
@@ -62,6 +63,16 @@ class Graph:
 
     def node(self, name: str) -> Node:
         return next(node for node in self.nodes if node.name == name)
+
+
+def rewritten(node: Node, artifact: str, among: Iterable[Node]) -> bool:
+    """Whether a stage in `among` is the next link of `artifact`'s chain after `node`: it
+    reads `node`'s output and writes one of the same name (triton_search after
+    triton_config for `repository`)."""
+    ref = ArtifactRef(node.name, artifact)
+    return any(
+        n.bindings.get(artifact) == ref and any(o.name == artifact for o in n.spec.outputs) for n in among
+    )
 
 
 Stage = tuple[StageSpec, BaseModel]

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Protocol
 
 from deploy.pipeline import history, locks, provenance, stopping
+from deploy.pipeline.contract import Artifact
 from deploy.pipeline.errors import DeployError, DiskFull, ExitCode, SelectionError, StageError, disk_full
 from deploy.pipeline.execute import Job, execute
-from deploy.pipeline.graph import Node
+from deploy.pipeline.graph import Node, rewritten
 from deploy.pipeline.hashing import write_with_room
 from deploy.pipeline.isolation import Limits, run_isolated
 from deploy.pipeline.keys import KeyParts
@@ -152,12 +153,7 @@ class Runner:
         """The directories this run writes: the repository only if a stage publishes."""
         config = self.project.config
         places = {"cache_dir": self.store.root, "run_dir": config.run_dir}
-        if any(
-            isinstance(d, Path)
-            for n in nodes
-            for a in n.spec.outputs
-            for d in n.spec.destinations(n.params, config, a)
-        ):
+        if any(isinstance(d, Path) for n in nodes for a in n.spec.outputs for d in self._destinations(n, a)):
             places["repository"] = config.repository
         return places
 
@@ -253,7 +249,7 @@ class Runner:
         self.store.set_head(self.project.config.name, node.name, key, parts)
         try:
             for artifact in node.spec.outputs:
-                for dest in node.spec.destinations(node.params, self.project.config, artifact):
+                for dest in self._destinations(node, artifact):
                     if artifact.name in result.outputs:
                         done = publish(
                             self.store, result.outputs[artifact.name], dest, self.project.config.name
@@ -262,6 +258,14 @@ class Runner:
                         self.published.append((dest, done.models))
         except DeployError as exc:  # the result is cached; publishing it failed (the next run retries)
             result.status, result.message, result.exit_code = Status.FAILED, str(exc), exc.exit_code
+
+    def _destinations(self, node: Node, artifact: Artifact) -> tuple[Path | str, ...]:
+        """Where `artifact` is published: one terminal publish, by the last link of its
+        chain this run executes (triton_search's tuned repository, not triton_config's
+        before it), so a repository is written once per run and never as an earlier link."""
+        if rewritten(node, artifact.name, self._needed_nodes()):
+            return ()
+        return node.spec.destinations(node.params, self.project.config, artifact)
 
     def _repaired(self, result: StageResult, dest: Path | str, repaired: dict[str, list[str]]) -> None:
         """Published files changed behind deploy's back, now restored: said, and kept in

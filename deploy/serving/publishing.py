@@ -1,7 +1,9 @@
 """Where the Triton repository is published, and by which stage: a fact (`PUBLISHING`)
 that triton_config's params state (`publish`, `publish_to`) and that every stage able
 to publish reads through the engine (`read_fact`), never from another stage's YAML.
-`all` publishes the repository as built (and as triton_search tunes it); `selected`
+`all` publishes the repository as the last stage that rewrites it leaves it (triton_search's
+tuned one where configured: the engine publishes each artifact once, from the last link of
+its chain, pipeline/runner.py `_destinations`); `selected`
 only the models serving what the select stage chose; so exactly one tree reaches
 `model_repository/` and, with `publish_to`, object storage."""
 

@@ -87,3 +87,63 @@ def test_an_unimportable_stage_package_is_an_environment_error(write_config) -> 
         "$DEPLOY_STAGE_PACKAGES: cannot import the stage package 'no_such_stage_pkg'"
         in proc.stdout + proc.stderr
     )
+
+
+RETUNE = '''
+"""retune: rewrites the repository, as triton_search does (a transform of `repository`)."""
+
+import shutil
+
+from pydantic import BaseModel, ConfigDict
+
+from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
+from deploy.pipeline.errors import StageFailed
+from deploy.serving.publishing import when_all
+
+
+class RetuneParams(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    fail: bool = False
+
+
+def run(ctx: StageContext, params: RetuneParams) -> None:
+    if params.fail:
+        raise StageFailed("retune failed on purpose")
+    shutil.copytree(ctx.input("repository"), ctx.output("repository"))
+    for config in ctx.output("repository").glob("*/config.pbtxt"):
+        config.write_text(config.read_text() + "# retuned\\n")
+
+
+SPEC = StageSpec(
+    name="retune",
+    version=1,
+    params=RetuneParams,
+    inputs=("repository",),
+    outputs=(Artifact("repository", ArtifactKind.TREE, publish=Publish.REPOSITORY),),
+    run=run,
+    phase=Phase.MEASURE,
+    publishes=when_all,
+    description="rewrites every config.pbtxt",
+)
+'''
+
+
+def test_the_repository_is_published_once_as_its_last_transform_leaves_it(
+    write_config, tmp_path: Path
+) -> None:
+    """triton_config and a stage rewriting its repository both publish with `publish: all`:
+    only the last link does. Its failure leaves nothing published, not the earlier link's
+    tree; its success publishes its own."""
+    env = plugin_env(tmp_path)
+    (tmp_path / "plugins" / "my_stages" / "retune.py").write_text(RETUNE)
+    failing = write_config(override={"stages": {"retune": {"fail": True}}})
+    first = run_cli("run", str(failing), env=env)
+    assert first.returncode == ExitCode.STAGE and "retune failed on purpose" in first.stdout + first.stderr
+    repository = tmp_path / "model_repository"
+    assert not repository.exists() or not any(repository.iterdir())
+    passing = write_config(override={"stages": {"retune": {"fail": False}}})
+    second = run_cli("run", str(passing), env=env)
+    assert second.returncode == ExitCode.OK, second.stdout + second.stderr
+    configs = sorted(repository.glob("*/config.pbtxt"))
+    assert configs and all(c.read_text().endswith("# retuned\n") for c in configs)
