@@ -10,7 +10,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from deploy.pipeline.records import SchemaMismatch, expect_schema
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
+
+from deploy.pipeline.records import expect_schema, typed
 
 # accuracy.json's layout (quantize's and fp16's report, read by select); bumped with
 # those stages' versions (their keys), see pipeline/records.py.
@@ -43,13 +45,14 @@ class OutputAccuracy:
             data[f"top{self.top_k}_agreement"] = data.pop("topk_agreement")
         return data
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> OutputAccuracy:
-        fields = dict(data)
-        k = fields.get("top_k")
-        if k is not None:
-            fields["topk_agreement"] = fields.pop(f"top{k}_agreement")
-        return cls(**fields)
+
+def _topk_back(data: Mapping[str, object]) -> dict[str, object]:
+    """OutputAccuracy.to_json's top-k key (e.g. top5_agreement) back to its field."""
+    fields = dict(data)
+    k = fields.get("top_k")
+    if k is not None:
+        fields["topk_agreement"] = fields.pop(f"top{k}_agreement", None)
+    return fields
 
 
 Accuracy = dict[str, OutputAccuracy]
@@ -122,18 +125,28 @@ class AccuracyReport:
 
     @classmethod
     def read(cls, path: Path) -> AccuracyReport:
+        what = f"{path}: not an accuracy report"
         data = dict(expect_schema(json.loads(path.read_text()), str(path), SCHEMA))
-        try:
-            outputs = {n: OutputAccuracy.from_json(m) for n, m in data.pop("outputs").items()}  # type: ignore[attr-defined]
-            speed = dict(data.pop("speed"))  # type: ignore[call-overload]
-            speed.pop("speedup")
-            evidence = {k: v for k, v in data.pop("evidence").items() if k != "label"}  # type: ignore[attr-defined]
-            fixed = (data.pop("holdout_samples"), data.pop("gate"), data.pop("schema"))
-            return cls(outputs, int(fixed[0]), dict(fixed[1]), Speed(**speed), data, Evidence(**evidence))  # type: ignore[call-overload]
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise SchemaMismatch(f"{path}: not an accuracy report ({type(exc).__name__}: {exc})") from exc
+        known: _AccuracyJson = typed(_AccuracyJson, data, what)
+        details = {k: v for k, v in data.items() if k not in _AccuracyJson.__annotations__ and k != "schema"}
+        outputs = {n: typed(OutputAccuracy, _topk_back(m), what) for n, m in known["outputs"].items()}
+        return cls(
+            outputs, known["holdout_samples"], known["gate"], known["speed"], details, known["evidence"]
+        )
 
     def worst_cosine(self) -> float | None:
         """The lowest output cosine to FP32 (None when no output has a direction)."""
         found = [m.cosine for m in self.outputs.values() if m.cosine is not None]
         return min(found) if found else None
+
+
+class _AccuracyJson(TypedDict):
+    """accuracy.json's fixed keys, checked field by field as it is read; every other key
+    is the converting stage's details (speed's `speedup`, evidence's `label`: derived,
+    ignored)."""
+
+    outputs: dict[str, dict[str, object]]
+    holdout_samples: int
+    gate: dict[str, object]
+    speed: Speed
+    evidence: Evidence

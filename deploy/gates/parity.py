@@ -11,18 +11,19 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, final
 
 import numpy as np
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
 from deploy.gates.detection_parity import DetectionLayout, aligned
 from deploy.gates.metrics import all_zero, cosine
-from deploy.gates.parity_table import Compared, Incomparable, OutputParity, Table, from_json, to_json
+from deploy.gates.parity_table import Compared, Incomparable, OutputParity, Table, to_json
 from deploy.gates.references import Case
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.config import Label
 from deploy.pipeline.errors import StageFailed
-from deploy.pipeline.records import SchemaMismatch, expect_schema
+from deploy.pipeline.records import expect_schema, typed
 
 # parity.json's layout (the validate stage's report); bumped with validate's version.
 SCHEMA = 1
@@ -98,12 +99,6 @@ class RuntimeParity:
             return {"skipped": self.skipped}
         return {"passed": self.passed, "shapes": to_json(self.table)}
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RuntimeParity:
-        if "skipped" in data:
-            return cls(skipped=str(data["skipped"]))
-        return cls(from_json(data["shapes"]), bool(data["passed"]))
-
 
 @dataclass(frozen=True)
 class ParityReport:
@@ -119,13 +114,31 @@ class ParityReport:
 
     @classmethod
     def read(cls, path: Path) -> ParityReport:
+        """Checked field by field: the thresholds, then one line per runtime (its table and
+        verdict as `shapes` and `passed`, or `skipped` and why)."""
+        what = f"{path}: not a parity report"
         data = dict(expect_schema(json.loads(path.read_text()), str(path), SCHEMA))
-        try:
-            thresholds = dict(data.pop("thresholds"))  # type: ignore[call-overload]
-            data.pop("schema")
-            return cls(thresholds, {n: RuntimeParity.from_json(r) for n, r in data.items()})  # type: ignore[arg-type]
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise SchemaMismatch(f"{path}: not a parity report ({type(exc).__name__}: {exc})") from exc
+        data.pop("schema")
+        thresholds: dict[str, object] = typed(dict[str, object], data.pop("thresholds", None), what)
+        lines: dict[str, _Checked | _Skipped] = typed(dict[str, _Checked | _Skipped], data, what)
+        return cls(thresholds, {name: _runtime(line) for name, line in lines.items()})
+
+
+@final  # so that `"skipped" in line` tells the two apart
+class _Checked(TypedDict):
+    shapes: Table
+    passed: bool
+
+
+@final
+class _Skipped(TypedDict):
+    skipped: str
+
+
+def _runtime(line: _Checked | _Skipped) -> RuntimeParity:
+    if "skipped" in line:
+        return RuntimeParity(skipped=line["skipped"])
+    return RuntimeParity(line["shapes"], line["passed"])
 
 
 def failures(table: Table, tol: Tolerance) -> list[str]:
@@ -202,4 +215,4 @@ REPORT_COLUMNS = [
 ]
 
 
-__all__ = ["Compared", "Incomparable", "OutputParity", "Table", "from_json", "to_json"]
+__all__ = ["Compared", "Incomparable", "OutputParity", "Table", "to_json"]

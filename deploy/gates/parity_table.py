@@ -5,9 +5,7 @@ them)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -35,11 +33,3 @@ Table = dict[str, dict[str, OutputParity]]
 
 def to_json(table: Table) -> dict[str, dict[str, dict[str, object]]]:
     return {label: {name: asdict(p) for name, p in outs.items()} for label, outs in table.items()}
-
-
-def from_json(data: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> Table:
-    return {label: {name: _output(p) for name, p in outs.items()} for label, outs in data.items()}
-
-
-def _output(data: Mapping[str, Any]) -> OutputParity:
-    return Incomparable(**data) if "error" in data else Compared(**data)

@@ -5,20 +5,22 @@ required formats)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import (
+    Any,
+    NotRequired,  # pydantic reads typing's only from 3.12
+)
 
-from deploy.pipeline.records import SchemaMismatch, expect_schema
+from typing_extensions import TypedDict
+
+from deploy.gates.parity_table import Table
+from deploy.pipeline.records import expect_schema, typed
 from deploy.serving.layout import skip_reason
 
 # smoke.json's layout; bumped with the smoke stage's version (see pipeline/records.py).
 SCHEMA = 3  # 3: concurrent clients' traffic per model (was: one burst's batching counts)
-
-if TYPE_CHECKING:
-    from deploy.gates.parity_table import Table
 
 
 class ModelStatus(str, Enum):
@@ -141,25 +143,6 @@ class ModelResult:
             data["service"] = asdict(self.service)
         return data
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ModelResult:
-        from deploy.gates.parity_table import from_json
-
-        traffic = {k: v for k, v in data.get("traffic", {}).items() if k != "note"}
-        return cls(
-            ModelStatus(data["status"]),
-            data["format"],
-            data["precision"],
-            data.get("backend", ""),
-            data.get("reason", ""),
-            data.get("reference", ""),
-            problems=list(data.get("problems", [])),
-            protocols={p: from_json(t) for p, t in data.get("protocols", {}).items()},
-            traffic=Traffic(**traffic) if traffic else None,
-            role=str(data.get("role", "model")),
-            service=ServiceCheck(**data["service"]) if "service" in data else None,
-        )
-
 
 @dataclass(frozen=True)
 class ServerInfo:
@@ -188,12 +171,16 @@ class SmokeReport:
     @classmethod
     def read(cls, path: Path) -> SmokeReport:
         data = expect_schema(json.loads(path.read_text()), str(path), SCHEMA)
-        try:
-            models = {n: ModelResult.from_json(m) for n, m in data["models"].items()}  # type: ignore[attr-defined]
-            server = data.get("server")
-            return cls(models, ServerInfo(**server) if server else None)  # type: ignore[arg-type]
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise SchemaMismatch(f"{path}: not a smoke report ({type(exc).__name__}: {exc})") from exc
+        found: _SmokeJson = typed(_SmokeJson, data, f"{path}: not a smoke report")
+        return cls(found["models"], found.get("server"))
+
+
+class _SmokeJson(TypedDict):
+    """smoke.json's layout, checked field by field as it is read (a model's fields as
+    ModelResult.to_json writes them: those that apply; traffic's `note` is derived)."""
+
+    models: dict[str, ModelResult]
+    server: NotRequired[ServerInfo | None]
 
 
 def of(models: dict[str, ModelResult], status: ModelStatus) -> dict[str, ModelResult]:

@@ -76,3 +76,52 @@ def test_a_parity_report_from_another_release_is_refused(tmp_path: Path) -> None
     path.write_text(json.dumps({"thresholds": {}, "onnxruntime": {"passed": True, "shapes": {}}}))
     with pytest.raises(SchemaMismatch, match=r"parity\.json: schema None"):
         parity.ParityReport.read(path)
+
+
+@pytest.mark.parametrize(
+    ("spoil", "says"),
+    [
+        (lambda d: d["speed"].update(calls="twenty"), r"speed\.calls"),
+        (lambda d: d["outputs"]["logits"].pop("max_abs"), r"logits|max_abs"),
+        (lambda d: d["evidence"].pop("synthetic"), r"evidence\.synthetic"),
+    ],
+    ids=["wrong-type", "missing-output-field", "missing-evidence"],
+)
+def test_an_accuracy_report_names_the_field_it_cannot_read(tmp_path: Path, spoil, says: str) -> None:
+    data = accuracy_report().to_json()
+    spoil(data)
+    path = tmp_path / "accuracy.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SchemaMismatch, match=says):
+        AccuracyReport.read(path)
+
+
+def test_a_parity_line_that_is_neither_a_table_nor_a_skip_is_refused(tmp_path: Path) -> None:
+    data = {"schema": parity.SCHEMA, "thresholds": {}, "onnxruntime": {"passed": "perhaps"}}
+    path = tmp_path / "parity.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SchemaMismatch, match=r"parity\.json: not a parity report \(onnxruntime"):
+        parity.ParityReport.read(path)
+
+
+def test_search_results_round_trip_and_a_point_missing_its_rows_is_refused(tmp_path: Path) -> None:
+    from deploy.stages.triton_search.search_record import Point, SearchedPoint, SearchResults
+
+    current, other = Point(1, 16, None), Point(2, 16, 100, (4, 8))
+    results = SearchResults(
+        "m_python",
+        other,
+        42.5,
+        12.0,
+        "throughput",
+        current,
+        [SearchedPoint(current, 30.0, "budget broken", "", []), SearchedPoint(other, 42.5, "", "", [])],
+    )
+    path = tmp_path / "search.json"
+    path.write_text(json.dumps(results.to_json()))
+    assert SearchResults.read(path) == results
+    data = results.to_json()
+    del data["points"][1]["rows"]  # type: ignore[index]
+    path.write_text(json.dumps(data))
+    with pytest.raises(SchemaMismatch, match=r"search\.json: not a search results record \(points\.1\.rows"):
+        SearchResults.read(path)

@@ -10,8 +10,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
+
 from deploy.domain.vocabulary import Metric
-from deploy.pipeline.records import SchemaMismatch, expect_schema, typed
+from deploy.pipeline.records import expect_schema, typed
 from deploy.runtimes.record import BenchRow
 
 # search_results.json's layout; bumped with the triton_search stage's version.
@@ -152,10 +154,8 @@ class SearchedPoint:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SearchedPoint:
-        point = _point_of(data)
-        rows = typed(list[BenchRow], data["rows"], "a search point's rows")
-        return cls(point, data["score"], data["stopped"], data["error"], rows)
+    def from_json(cls, data: _SearchedJson) -> SearchedPoint:
+        return cls(_point_of(data), data["score"], data["stopped"], data["error"], data["rows"])
 
 
 @dataclass(frozen=True)
@@ -186,23 +186,47 @@ class SearchResults:
 
     @classmethod
     def read(cls, path: Path) -> SearchResults:
-        data = expect_schema(json.loads(path.read_text()), str(path), SCHEMA)
-        try:
-            selected = data["selected"]
-            return cls(
-                str(data["model"]),
-                None if selected is None else _point_of(selected),  # type: ignore[arg-type]
-                data["score"],  # type: ignore[arg-type]
-                float(data["wall_s"]),  # type: ignore[arg-type]
-                str(data["goal"]),
-                _point_of(data["current"]),  # type: ignore[arg-type]
-                [SearchedPoint.from_json(p) for p in data["points"]],  # type: ignore[attr-defined]
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SchemaMismatch(
-                f"{path}: not a search results record ({type(exc).__name__}: {exc})"
-            ) from exc
+        what = f"{path}: not a search results record"
+        data: _SearchJson = typed(
+            _SearchJson, expect_schema(json.loads(path.read_text()), str(path), SCHEMA), what
+        )
+        selected = data["selected"]
+        return cls(
+            data["model"],
+            None if selected is None else _point_of(selected),
+            data["score"],
+            data["wall_s"],
+            data["goal"],
+            _point_of(data["current"]),
+            [SearchedPoint.from_json(p) for p in data["points"]],
+        )
 
 
-def _point_of(data: Mapping[str, Any]) -> Point:
+class _PointJson(TypedDict):
+    instances: int
+    max_batch: int
+    delay_us: int | None
+    preferred: list[int]
+
+
+class _SearchedJson(_PointJson):
+    score: float | None
+    stopped: str
+    error: str
+    rows: list[BenchRow]
+
+
+class _SearchJson(TypedDict):
+    """search_results.json's layout, checked field by field as it is read."""
+
+    model: str
+    selected: _PointJson | None
+    score: float | None
+    wall_s: float
+    goal: str
+    current: _PointJson
+    points: list[_SearchedJson]
+
+
+def _point_of(data: _PointJson) -> Point:
     return Point(data["instances"], data["max_batch"], data["delay_us"], tuple(data["preferred"]))
