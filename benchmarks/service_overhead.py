@@ -57,7 +57,7 @@ def _served(repository: Path, model: str) -> tuple[dict[str, object], dict[str, 
 
     from deploy.serving.launch import serve_repository
     from deploy.serving.requests import statistics as server_statistics
-    from deploy.serving.spec import ServerSpec
+    from deploy.serving.server_spec import ServerSpec
 
     ensemble = f"{model}_ensemble"
     with tempfile.TemporaryDirectory() as scratch:

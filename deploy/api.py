@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deploy.pipeline.errors import ConfigError, Issue
+from deploy.domain.issues import Issue
+from deploy.pipeline.errors import ConfigError
 from deploy.pipeline.results import RunStatus, RunSummary, StageResult, StageSummary
 
 if TYPE_CHECKING:

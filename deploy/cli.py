@@ -23,12 +23,12 @@ from deploy.commands.cli_common import ConfigArg
 from deploy.commands.cli_common import console as _console
 from deploy.commands.cli_common import project as _project
 from deploy.console.terminal import make_console, wide_help
+from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Protocol
 from deploy.pipeline.errors import (
     ConfigError,
     DeployError,
     ExitCode,
-    Issue,
     MissingDependency,
     StageFailed,
     disk_full,
@@ -37,9 +37,9 @@ from deploy.pipeline.writable import UMASK
 from deploy.releasing.release_commands import releases, rollback
 
 if TYPE_CHECKING:
-    from deploy.pipeline.config import DeployConfig
     from deploy.pipeline.plan import PlanRow
     from deploy.pipeline.project import Project
+    from deploy.spec.config import DeployConfig
 
 # -h everywhere; subcommands inherit it from the group's context.
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}

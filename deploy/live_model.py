@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deploy.commands.init import InputEntry, SourceEntry, input_entry
-from deploy.pipeline.errors import ConfigError, Issue, StageFailed
+from deploy.domain.issues import Issue
+from deploy.pipeline.errors import ConfigError, StageFailed
 
 if TYPE_CHECKING:
     import torch
@@ -189,7 +190,7 @@ def _answer(model: torch.nn.Module, examples: Mapping[str, Any]) -> list[Any]:
     import torch
 
     from deploy.modelio.adapter import bind, flat
-    from deploy.pipeline.config import InputsBy
+    from deploy.spec.tensors import InputsBy
 
     binding = bind(model, tuple(examples), InputsBy.AUTO, {})
     with torch.no_grad():
@@ -314,7 +315,7 @@ def _config_text(
 ) -> str:
     from deploy.commands.init import detection_inputs, starter
     from deploy.commands.init_model import inspect
-    from deploy.pipeline.config import InputSpec
+    from deploy.spec.tensors import InputSpec
 
     found = inspect(model.eval(), [InputSpec.model_validate(s) for s in specs])
     text = starter(name, source, detection_inputs(specs) if found.detections else specs, found)

@@ -133,8 +133,8 @@ def _one_line(text: str | None) -> str:
 # -- sections and Markdown -----------------------------------------------------------------------
 def sections() -> list[DocSection]:
     """The shared fields, then one section per stage in the registry's (name) order."""
-    from deploy.pipeline.config import DeployConfig
     from deploy.pipeline.registry import stage_specs
+    from deploy.spec.config import DeployConfig
 
     shared = DocSection(
         "Shared keys",

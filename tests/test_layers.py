@@ -7,6 +7,8 @@ package, `deploy`, whose folders are the layers:
     deploy/gates/ datasources/ modelio/ runtimes/ serving/
                          libraries the stages share   import neither stages nor the app
     deploy/pipeline/     the engine                   imports no stage, app or library
+    deploy/spec/         what a config declares       imports the vocabulary only
+                         (the model's source, tensors, detections, paths)
     deploy/domain/       the domain's vocabulary      imports no other deploy package
 
 Below, a module is named by its layer (`pipeline.runner` is `deploy.pipeline.runner`,
@@ -25,8 +27,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARIES = ("gates", "datasources", "modelio", "runtimes", "serving")
-PACKAGES = ("deploy", "pipeline", "stages", "domain", *LIBRARIES)
-LAYERED = ("pipeline", "stages", "domain", *LIBRARIES)  # sub-packages of deploy named by their layer
+PACKAGES = ("deploy", "pipeline", "stages", "spec", "domain", *LIBRARIES)
+LAYERED = ("pipeline", "stages", "spec", "domain", *LIBRARIES)  # sub-packages of deploy named by their layer
 
 
 def logical(name: str) -> str:
@@ -109,6 +111,13 @@ def test_the_engine_imports_no_stage_app_or_library(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(n for n in KNOWN if n.startswith("domain")))
 def test_the_vocabulary_imports_no_other_deploy_package(name: str) -> None:
     bad = sorted(i for i in project_imports(KNOWN[name], KNOWN) if not i.startswith("domain"))
+    assert not bad, f"{name} imports {bad}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in KNOWN if n.startswith("spec")))
+def test_the_spec_imports_only_the_vocabulary(name: str) -> None:
+    """The engine is generic: it validates and hashes the spec but the spec knows no engine."""
+    bad = sorted(i for i in project_imports(KNOWN[name], KNOWN) if i.split(".")[0] not in ("spec", "domain"))
     assert not bad, f"{name} imports {bad}"
 
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import typer
 
+from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Metric, Runtime
-from deploy.pipeline.errors import ConfigError, Issue
+from deploy.pipeline.errors import ConfigError
 
 # `deploy bench MODEL` times one file, with the runtime its suffix implies.
 RUNTIMES = {

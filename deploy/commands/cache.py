@@ -13,7 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from deploy.console.terminal import make_console
-from deploy.pipeline.errors import ConfigError, ExitCode, Issue
+from deploy.domain.issues import Issue
+from deploy.pipeline.errors import ConfigError, ExitCode
 
 if TYPE_CHECKING:
     from deploy.pipeline.remote import RemoteCache

@@ -96,7 +96,7 @@ def _cuda() -> Check:
 
 
 def _tritonserver() -> Check:
-    from deploy.serving.spec import ServerSpec, find_binary
+    from deploy.serving.server_spec import ServerSpec, find_binary
 
     binary = find_binary(ServerSpec())
     if binary is None or not binary.is_file():

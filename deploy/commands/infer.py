@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Protocol
-from deploy.pipeline.errors import ConfigError, EnvError, Issue
+from deploy.pipeline.errors import ConfigError, EnvError
 from deploy.serving.requests import Client
 from deploy.serving.service import IMAGE_INPUT, TEXT_INPUT
 from deploy.serving.service_client import Answer

@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, NotRequired, TypedDict
 import yaml
 
 from deploy.commands.init_model import COUNT, MAX_DETECTIONS, Findings, Found, discover
-from deploy.pipeline.errors import ConfigError, Issue
+from deploy.domain.issues import Issue
+from deploy.pipeline.errors import ConfigError
 
 if TYPE_CHECKING:
-    from deploy.pipeline.config import InputSpec, ModelSource
+    from deploy.spec.config import ModelSource
+    from deploy.spec.tensors import InputSpec
 
 __all__ = ["discover", "initialise", "input_specs", "parse_input", "starter"]
 
@@ -38,7 +40,7 @@ DETECTION_RTOL = 0.01
 
 
 class InputEntry(TypedDict):
-    """One `inputs:` entry of a written config (pipeline.config.InputSpec's YAML form)."""
+    """One `inputs:` entry of a written config (spec.tensors.InputSpec's YAML form)."""
 
     name: str
     dtype: str
@@ -50,7 +52,7 @@ class InputEntry(TypedDict):
 
 
 class SourceEntry(TypedDict, total=False):
-    """The `model:` section of a written config (pipeline.config.ModelSource's YAML form)."""
+    """The `model:` section of a written config (spec.config.ModelSource's YAML form)."""
 
     factory: str
     file: str
@@ -327,7 +329,8 @@ def _validated(
 ) -> tuple[ModelSource, list[InputSpec]]:
     from pydantic import ValidationError
 
-    from deploy.pipeline.config import InputSpec, ModelSource
+    from deploy.spec.config import ModelSource
+    from deploy.spec.tensors import InputSpec
 
     model: ModelSource | None = None
 

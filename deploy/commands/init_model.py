@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from deploy.domain.issues import Issue
 from deploy.gates.batch_independence import BatchIndependence, measure
-from deploy.pipeline.errors import ConfigError, Issue, StageFailed
+from deploy.pipeline.errors import ConfigError, StageFailed
 
 # Rows per image a detection config starts with (torchvision's models keep up to 100-300).
 MAX_DETECTIONS = 100
@@ -74,7 +75,7 @@ def inspect(model: Any, specs: Sequence[Any]) -> Findings:
 
     from deploy.modelio import detections
     from deploy.modelio.adapter import probe, returned_tensors
-    from deploy.pipeline.config import InputsBy
+    from deploy.spec.tensors import InputsBy
 
     names = tuple(s.name for s in specs)
     batched = any(s.min[0] != s.max[0] for s in specs)
@@ -103,7 +104,7 @@ def _sample(specs: Sequence[Any], batch: int, rng: Any) -> dict[str, Any]:
 def _detection_outputs(result: Any) -> list[Found]:
     """One output per key of the per-image dicts, padded, and the per-image count."""
     from deploy.modelio import detections
-    from deploy.pipeline.config import Detections
+    from deploy.spec.tensors import Detections
 
     padded = detections.padded(result, Detections(max_detections=MAX_DETECTIONS, count=COUNT))
     return [Found(k, None, tuple(v.shape), "other") for k, v in padded.items()]
@@ -112,7 +113,7 @@ def _detection_outputs(result: Any) -> list[Found]:
 def _batching(model: Any, specs: Sequence[Any], names: tuple[str, ...], rng: Any) -> BatchIndependence:
     """The same measurement golden makes: a batch of distinct samples against each alone."""
     from deploy.modelio.adapter import flat, probe
-    from deploy.pipeline.config import InputsBy
+    from deploy.spec.tensors import InputsBy
 
     batch = min(max(2, *(s.opt[0] for s in specs)), min(s.max[0] for s in specs))
     sample = _sample(specs, batch, rng)

@@ -77,7 +77,8 @@ def run_pipeline(
 
 def _load(config: Path, cache_dir: Path | None, accept_regression: str | None) -> Project:
     """The project; with --accept-regression, its release stage told the reason."""
-    from deploy.pipeline.errors import ConfigError, Issue
+    from deploy.domain.issues import Issue
+    from deploy.pipeline.errors import ConfigError
     from deploy.pipeline.project import project_from, read_yaml
 
     raw = read_yaml(config)

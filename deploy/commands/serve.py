@@ -20,7 +20,7 @@ from deploy.pipeline.store import Store
 from deploy.serving import tritonserver
 from deploy.serving.launch import Served, loadable_models, serve_repository
 from deploy.serving.repository import Model, models, skip_reason
-from deploy.serving.spec import ServerSpec
+from deploy.serving.server_spec import ServerSpec
 
 Say = Callable[[str], None]
 

@@ -17,14 +17,15 @@ from pydantic import (
 )
 
 from deploy.domain.vocabulary import DataKind, Layout
-from deploy.pipeline.config import resolve_path
 from deploy.pipeline.hashing import digest_file
+from deploy.spec.config import resolve_path
 
 if TYPE_CHECKING:
     import numpy as np
 
     from deploy.gates.accuracy_report import Evidence
-    from deploy.pipeline.config import DeployConfig, InputSpec
+    from deploy.spec.config import DeployConfig
+    from deploy.spec.tensors import InputSpec
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".ppm")
 

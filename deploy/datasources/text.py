@@ -11,7 +11,7 @@ from deploy.pipeline.errors import StageFailed
 if TYPE_CHECKING:
     import numpy as np
 
-    from deploy.pipeline.config import DeployConfig
+    from deploy.spec.config import DeployConfig
 
 # What a tokenizer's encoding gives, by the input names transformer exports use.
 FIELDS = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}

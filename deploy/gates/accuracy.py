@@ -17,9 +17,9 @@ import numpy as np
 from deploy.gates.accuracy_report import Accuracy, AccuracyReport, Evidence, OutputAccuracy, Speed
 from deploy.gates.metrics import all_zero, cosine, max_abs, row_cosines, top1_agreement, topk_agreement
 from deploy.gates.tolerance import AccuracyGate
-from deploy.pipeline.config import OutputKind, OutputSpec
 from deploy.pipeline.errors import StageFailed
 from deploy.runtimes.base import Session
+from deploy.spec.tensors import OutputKind, OutputSpec
 
 if TYPE_CHECKING:
     from deploy.pipeline.contract import StageContext

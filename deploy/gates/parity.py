@@ -21,9 +21,9 @@ from deploy.gates.metrics import all_zero, cosine
 from deploy.gates.parity_table import Compared, Incomparable, OutputParity, Table, to_json
 from deploy.gates.references import Case
 from deploy.gates.tolerance import Tolerance
-from deploy.pipeline.config import Label
 from deploy.pipeline.errors import StageFailed
 from deploy.pipeline.records import expect_schema, typed
+from deploy.spec.tensors import Label
 
 # parity.json's layout (the validate stage's report); bumped with validate's version.
 SCHEMA = 1

@@ -13,12 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
-from deploy.pipeline.config import LABELS, DeployConfig, InputSpec, Label
-from deploy.pipeline.errors import ConfigError, Issue, StageFailed, first_line
+from deploy.domain.issues import Issue
+from deploy.pipeline.errors import ConfigError, StageFailed, first_line
 from deploy.runtimes import arrays
 from deploy.runtimes.arrays import random_input
 from deploy.runtimes.base import Session
 from deploy.runtimes.dtypes import numpy_name
+from deploy.spec.config import DeployConfig
+from deploy.spec.tensors import LABELS, InputSpec, Label
 
 
 @dataclass(frozen=True)

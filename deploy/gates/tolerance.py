@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deploy.pipeline.config import OutputKind, OutputSpec
-from deploy.pipeline.errors import Issue
+from deploy.domain.issues import Issue
+from deploy.spec.tensors import OutputKind, OutputSpec
 
 
 class Tolerance(BaseModel):

@@ -26,9 +26,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from deploy.domain.issues import Issue
 from deploy.modelio import detections
-from deploy.pipeline.config import DeployConfig, Detections, InputsBy, OutputSpec
-from deploy.pipeline.errors import ConfigError, Issue, StageFailed, first_line
+from deploy.pipeline.errors import ConfigError, StageFailed, first_line
+from deploy.spec.config import DeployConfig
+from deploy.spec.tensors import Detections, InputsBy, OutputSpec
 
 Step = str | int
 Path = tuple[Step, ...]

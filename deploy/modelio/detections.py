@@ -15,8 +15,9 @@ from typing import Any
 
 import torch
 
-from deploy.pipeline.config import Detections
-from deploy.pipeline.errors import ConfigError, Issue
+from deploy.domain.issues import Issue
+from deploy.pipeline.errors import ConfigError
+from deploy.spec.tensors import Detections
 
 WHERE = "model.detections"
 

@@ -8,8 +8,8 @@ import ast
 import importlib.util
 from pathlib import Path
 
-from deploy.pipeline.config import ModelSource
 from deploy.pipeline.errors import MissingDependency, StageFailed
+from deploy.spec.config import ModelSource
 
 # Import names whose distribution is called otherwise (the pip install hint).
 DISTRIBUTIONS = {"sklearn": "scikit-learn", "PIL": "pillow", "cv2": "opencv-python", "yaml": "pyyaml"}

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from deploy.modelio.installed import missing as _missing
-from deploy.pipeline.config import DeployConfig, ModelSource
 from deploy.pipeline.errors import StageFailed, first_line
+from deploy.spec.config import DeployConfig, ModelSource
 
 if TYPE_CHECKING:
     from deploy.modelio.adapter import IOAdapter

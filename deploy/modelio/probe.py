@@ -19,9 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from deploy.domain.issues import Issue
 from deploy.modelio.adapter import ForwardRaised, IOAdapter, adapt
-from deploy.pipeline.config import DeployConfig, InputSpec
-from deploy.pipeline.errors import ConfigError, Issue
+from deploy.pipeline.errors import ConfigError
+from deploy.spec.config import DeployConfig
+from deploy.spec.tensors import InputSpec
 
 Specs = Sequence[InputSpec]
 CONVOLUTIONS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from deploy.pipeline.errors import ConfigError, Issue
+from deploy.domain.issues import Issue
+from deploy.pipeline.errors import ConfigError
 
 # The config file's size, bytes.
 MAX_BYTES = 1 << 20

@@ -15,9 +15,9 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deploy.pipeline.config import DeployConfig
-from deploy.pipeline.errors import Issue
+from deploy.domain.issues import Issue
 from deploy.pipeline.facts import Provides
+from deploy.spec.config import DeployConfig
 
 # The artifact every pipeline starts from: the model as the config declares it.
 SOURCE_ARTIFACT = "model"

@@ -7,9 +7,10 @@ Bugs in `deploy` itself are deliberately *not* `DeployError`s, so the CLI can te
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
+
+from deploy.domain.issues import Issue
 
 
 class ExitCode(IntEnum):
@@ -28,17 +29,6 @@ class ExitCode(IntEnum):
 
 class DeployError(Exception):
     exit_code = ExitCode.INTERNAL
-
-
-@dataclass(frozen=True)
-class Issue:
-    """One problem at one place in the config, e.g. `stages.export.opset`."""
-
-    where: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.message}" if self.where else self.message
 
 
 class ConfigError(DeployError):

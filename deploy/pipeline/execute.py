@@ -14,7 +14,6 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import Metrics, StageContext, StageSpec
 from deploy.pipeline.errors import (
     ConfigError,
@@ -30,6 +29,7 @@ from deploy.pipeline.errors import (
 from deploy.pipeline.logs import captured
 from deploy.pipeline.progress import Sink, Throttled
 from deploy.pipeline.results import Status
+from deploy.spec.config import DeployConfig
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from deploy.pipeline.errors import Issue
+from deploy.domain.issues import Issue
 
 T = TypeVar("T")
 P = TypeVar("P", bound=BaseModel)

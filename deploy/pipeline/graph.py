@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from deploy.domain.issues import Issue
 from deploy.pipeline.contract import SOURCE_ARTIFACT, StageSpec
-from deploy.pipeline.errors import ConfigError, Issue
+from deploy.pipeline.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import StageSpec
 from deploy.pipeline.hashing import digest_json
+from deploy.spec.config import DeployConfig
 
 KEY_SCHEMA = 1
 NEVER_RAN = "never ran with this cache"

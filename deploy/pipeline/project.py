@@ -13,13 +13,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from deploy.domain.issues import Issue
 from deploy.pipeline import bounds
-from deploy.pipeline.config import DeployConfig, shape_issues
 from deploy.pipeline.contract import RunSettings, StageSpec, split_section
-from deploy.pipeline.errors import ConfigError, Issue
+from deploy.pipeline.errors import ConfigError
 from deploy.pipeline.facts import duplicate_issues
 from deploy.pipeline.graph import Graph, build_graph
 from deploy.pipeline.registry import stage_names, stage_spec
+from deploy.spec.config import DeployConfig, shape_issues
 
 CACHE_ENV = "DEPLOY_CACHE_DIR"
 REMOTE_ENV = "DEPLOY_CACHE_REMOTE"  # a CI job's shared cache, whatever the config says

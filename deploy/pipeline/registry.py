@@ -18,10 +18,10 @@ from functools import cache
 from types import ModuleType
 from typing import TypeVar
 
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import StageSpec
 from deploy.pipeline.errors import EnvError
 from deploy.pipeline.facts import Fact
+from deploy.spec.config import DeployConfig
 
 T = TypeVar("T")
 

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import ArtifactKind
 from deploy.pipeline.hashing import digest_file
 from deploy.pipeline.store import Entry, Store
+from deploy.spec.config import DeployConfig
 
 # S3 behind a dead endpoint: fail in seconds, not after botocore's default retries.
 S3_CLIENT = {"connect_timeout": 5, "read_timeout": 120, "retries": {"max_attempts": 2}}

@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from deploy.pipeline.config import ModelSource
 from deploy.pipeline.hashing import StatMemo, digest_json
 from deploy.pipeline.keys import dist_version
+from deploy.spec.config import ModelSource
 
 
 def identity(model: ModelSource, memo: StatMemo) -> dict[str, object]:

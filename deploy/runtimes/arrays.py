@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from deploy.pipeline.config import DeployConfig, InputSpec
 from deploy.runtimes.dtypes import numpy_name
+from deploy.spec.config import DeployConfig
+from deploy.spec.tensors import InputSpec
 
 
 def opt_inputs(config: DeployConfig, batch: int) -> dict[str, np.ndarray]:

@@ -4,9 +4,9 @@ that gate runs. Read through the engine (`read_fact`), never from the other stag
 
 from __future__ import annotations
 
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.facts import Fact
 from deploy.pipeline.registry import read_fact
+from deploy.spec.config import DeployConfig
 
 # False where no openvino stage is configured: nothing checks bf16 then.
 BF16_GATED: Fact[bool] = Fact("openvino_bf16_gated", False)

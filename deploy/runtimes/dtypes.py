@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class DType:
-    name: str  # as in the config (pipeline.config.DType)
+    name: str  # as in the config (spec.tensors.DType)
     numpy: str  # numpy has no bfloat16: such data is float32, cast by the runtime
     onnx: str  # onnxruntime's NodeArg.type
     triton: str  # Triton's datatype; config.pbtxt spells it TYPE_<triton>

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, model_validator
 
-from deploy.pipeline.config import Frozen
+from deploy.spec.tensors import Frozen
 
 if TYPE_CHECKING:
     from deploy.runtimes.harness import Settings

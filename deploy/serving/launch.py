@@ -14,7 +14,7 @@ import deploy.serving.repository
 from deploy.serving import tritonserver
 from deploy.serving.model_state import UNKNOWN, LoadState, ModelState
 from deploy.serving.repository import Model
-from deploy.serving.spec import ServerSpec
+from deploy.serving.server_spec import ServerSpec
 
 # (models found, a lazy "which backends does the server have") -> the models to load
 Chooser = Callable[[dict[str, Model], Callable[[], set[str] | None]], list[str]]

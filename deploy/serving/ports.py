@@ -7,7 +7,7 @@ import socket
 from collections.abc import Mapping
 
 from deploy.pipeline.errors import EnvError
-from deploy.serving.spec import ServerSpec
+from deploy.serving.server_spec import ServerSpec
 
 PORT_FIELDS = ("http_port", "grpc_port", "metrics_port")
 

@@ -17,9 +17,9 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel
 
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.facts import Fact
 from deploy.pipeline.registry import read_fact
+from deploy.spec.config import DeployConfig
 
 
 class PublishPolicy(str, Enum):

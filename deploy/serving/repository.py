@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deploy.serving.layout import BY_PLATFORM, FORMAT_PARAMETER, skip_reason
+from deploy.serving.server_spec import ServerSpec
 from deploy.serving.service import ROLE_PARAMETER, Role
-from deploy.serving.spec import ServerSpec
 
 ENSEMBLE = "ensemble"  # Triton's built-in platform: no backend directory
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import tritonclient.grpc
     import tritonclient.http
 
-    from deploy.pipeline.config import DeployConfig
+    from deploy.spec.config import DeployConfig
 
 # A connection to one server over either protocol: tritonclient's two client classes
 # answer the calls made here alike (gRPC's metadata calls take as_json=True).

@@ -17,7 +17,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from deploy.pipeline.config import Frozen, resolve_path
+from deploy.spec.config import resolve_path
+from deploy.spec.tensors import Frozen
 
 # config.pbtxt parameter keys the repository carries for readers of the repository.
 ROLE_PARAMETER = "deploy_role"

@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
-from deploy.pipeline.config import Frozen
 from deploy.serving.service import ROLE_PARAMETER, SERVICE_PARAMETER, Role
+from deploy.spec.tensors import Frozen
 
 # The records' layout; a repository written with another is refused, naming the stage to rerun.
 RECORD_VERSION = 1

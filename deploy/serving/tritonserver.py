@@ -30,7 +30,7 @@ from deploy.pipeline import lifeline
 from deploy.pipeline.errors import EnvError, MissingDependency, StageFailed
 from deploy.serving.model_state import UNKNOWN, LoadState
 from deploy.serving.ports import choose_ports
-from deploy.serving.spec import ServerKind, ServerSpec, find_binary, pytriton_root
+from deploy.serving.server_spec import ServerKind, ServerSpec, find_binary, pytriton_root
 
 PORT_RETRIES = 3
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Precision
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import Artifact, Section, StageContext, StageSpec
-from deploy.pipeline.errors import Issue, StageFailed, StageSkipped
+from deploy.pipeline.errors import StageFailed, StageSkipped
 from deploy.runtimes.devices import gpu_identity, tensorrt_version
 from deploy.runtimes.engine_manifest import EngineManifest, ShapeRange
+from deploy.spec.config import DeployConfig
 
 if TYPE_CHECKING:
     import tensorrt as trt

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from deploy.datasources.datasource import DataSource, fingerprint
+from deploy.domain.issues import Issue
 from deploy.gates.tolerance import AccuracyGate, AutoFallback, gate_issues
 from deploy.modelio.onnx_files import MODEL_FILE
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
-from deploy.pipeline.errors import Issue
+from deploy.spec.config import DeployConfig
 
 if TYPE_CHECKING:
     import onnx

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from deploy.gates.batch_independence import BatchIndependence, measure, not_measured
-from deploy.pipeline.config import LABELS
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
+from deploy.spec.tensors import LABELS
 
 if TYPE_CHECKING:
     from deploy.gates.batch_independence import Arrays
     from deploy.gates.references import Golden
-    from deploy.pipeline.config import DeployConfig
+    from deploy.spec.config import DeployConfig
 
 
 class GoldenParams(BaseModel):

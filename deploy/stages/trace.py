@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from deploy.domain.issues import Issue
 from deploy.gates.tolerance import Tolerance
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
-from deploy.pipeline.errors import Issue
+from deploy.spec.config import DeployConfig
 
 if TYPE_CHECKING:
     import torch

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.triton
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, digits_checkpoint):
     from deploy.serving.launch import serve_repository
-    from deploy.serving.spec import ServerSpec
+    from deploy.serving.server_spec import ServerSpec
 
     work = tmp_path_factory.mktemp("infer")
     config, truth = digits_service(work, digits_checkpoint[0])

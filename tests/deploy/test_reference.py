@@ -16,8 +16,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from deploy import reference
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.registry import stage_specs
+from deploy.spec.config import DeployConfig
 from tests.helpers import ROOT
 
 CONFIG_DOC = ROOT / "docs" / "reference" / "config.md"

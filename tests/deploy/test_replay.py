@@ -34,7 +34,7 @@ print("LOADED=" + ",".join(loaded), file=sys.stderr)
 sys.exit(code)
 """
 WATCHED = (
-    "deploy.pipeline.config",
+    "deploy.spec.config",
     "deploy.pipeline.contract",
     "deploy.pipeline.runner",
     "deploy.pipeline.project",

@@ -10,7 +10,7 @@ import pytest
 from deploy.gates import accuracy, metrics, parity
 from deploy.gates.fallback import _error
 from deploy.gates.tolerance import Tolerance
-from deploy.pipeline.config import OutputKind
+from deploy.spec.tensors import OutputKind
 from deploy.stages.openvino_int8.quantizer import _cosine as nncf_cosine
 from deploy.stages.release.compare import agree
 

@@ -15,8 +15,8 @@ from deploy.gates.accuracy import measure
 from deploy.gates.accuracy_report import AccuracyReport, Evidence, Speed
 from deploy.gates.references import Case
 from deploy.gates.tolerance import Tolerance
-from deploy.pipeline.config import OutputKind
 from deploy.pipeline.records import SchemaMismatch
+from deploy.spec.tensors import OutputKind
 
 RNG = np.random.default_rng(0)
 

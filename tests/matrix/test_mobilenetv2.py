@@ -39,7 +39,7 @@ def _top(stdout: str) -> list[str]:
 
 def test_the_imagenet_service_names_what_the_photo_shows(run: MatrixRun, tmp_path) -> None:
     from deploy.serving.launch import serve_repository
-    from deploy.serving.spec import ServerSpec
+    from deploy.serving.server_spec import ServerSpec
 
     summary = run.summary()
     smoke = next(s for s in summary["stages"] if s["stage"] == "smoke")["metrics"]["smoke"]["models"]

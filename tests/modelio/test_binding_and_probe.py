@@ -17,8 +17,8 @@ from torch import nn
 from deploy.gates.references import probe_sample
 from deploy.modelio.adapter import adapt
 from deploy.modelio.probe import probe
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.errors import ConfigError
+from deploy.spec.config import DeployConfig
 from tests.helpers import run_cli
 
 

@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from deploy.pipeline.config import DeployConfig, InputSpec
 from deploy.runtimes.arrays import opt_inputs, random_array, random_input, varying_axes
 from deploy.runtimes.dtypes import numpy_name
+from deploy.spec.config import DeployConfig
+from deploy.spec.tensors import InputSpec
 
 IMAGE = {"name": "image", "dims": ["batch", 3, "h"], "min": [1, 3, 4], "opt": [2, 3, 6], "max": [8, 3, 8]}
 IDS = {

@@ -9,9 +9,9 @@ from typing import get_args
 import numpy as np
 import pytest
 
-from deploy.pipeline.config import DType
 from deploy.runtimes import dtypes
 from deploy.runtimes.dtypes import BY_ONNX, DTYPES, from_onnx, numpy_name, triton_name
+from deploy.spec.tensors import DType
 
 
 def test_the_table_lists_exactly_the_configs_dtypes_under_their_own_names() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from deploy.serving.launch import serve_repository
 from deploy.serving.model_state import ModelState
-from deploy.serving.spec import ServerSpec
+from deploy.serving.server_spec import ServerSpec
 from tests.helpers import tritonservers
 
 pytestmark = pytest.mark.triton

@@ -8,7 +8,6 @@ from typing import get_args
 
 import pytest
 
-from deploy.pipeline.config import DType
 from deploy.serving.layout import (
     BY_PLATFORM,
     LAYOUTS,
@@ -17,6 +16,7 @@ from deploy.serving.layout import (
     ServingFormat,
     io_name,
 )
+from deploy.spec.tensors import DType
 
 
 def test_one_layout_per_serving_format_and_platforms_map_back() -> None:

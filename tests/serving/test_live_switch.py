@@ -127,7 +127,7 @@ def test_a_server_polling_the_repository_switches_by_itself_with_no_failed_reque
     appears by one rename and the server moves to it by itself; the rollback's
     config.pbtxt (version_policy) moves it back. Every request is answered meanwhile."""
     from deploy.serving import tritonserver
-    from deploy.serving.spec import ServerSpec
+    from deploy.serving.server_spec import ServerSpec
 
     config, data = _released_v1(tmp_path, checkpoints, {}, {})
     http_port, grpc_port, metrics_port = _free_ports(3)

@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from deploy.serving.ports import PortInUse, choose_ports, free_port, port_or_free
-from deploy.serving.spec import ServerSpec
+from deploy.serving.server_spec import ServerSpec
 
 
 def test_a_taken_port_is_an_error_naming_its_origin() -> None:

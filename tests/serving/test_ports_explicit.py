@@ -13,7 +13,7 @@ import pytest
 
 from deploy.pipeline.errors import ExitCode
 from deploy.serving.ports import PortInUse, choose_ports, free_port, port_or_free
-from deploy.serving.spec import ServerSpec
+from deploy.serving.server_spec import ServerSpec
 
 
 def distinct_free_ports(n: int) -> list[int]:

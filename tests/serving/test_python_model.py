@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 import torch
 
-from deploy.pipeline.config import DeployConfig
 from deploy.runtimes.harness import Settings
 from deploy.serving import perf, requests
 from deploy.serving.launch import serve_repository
 from deploy.serving.layout import LAYOUTS, PYTHON_MODEL, TRITON_TYPES
 from deploy.serving.model_state import ModelState
-from deploy.serving.spec import ServerSpec
+from deploy.serving.server_spec import ServerSpec
 from deploy.serving.tritonserver import repository_index
+from deploy.spec.config import DeployConfig
 from deploy.stages.smoke import checks
 from tests.helpers import export_two_heads, tritonservers, two_heads_net
 

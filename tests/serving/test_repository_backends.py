@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from deploy.serving.repository import backends, loadable, models
-from deploy.serving.spec import ServerSpec
+from deploy.serving.server_spec import ServerSpec
 
 
 def test_the_wheels_server_has_the_python_backend_only(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from deploy.pipeline.config import DeployConfig
 from deploy.serving.requests import PHASES, Feed, Statistics, infer_inputs, opt_feeds
+from deploy.spec.config import DeployConfig
 
 
 def config() -> DeployConfig:

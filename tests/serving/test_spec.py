@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from deploy.serving.spec import ServerKind, ServerSpec, find_binary, identity, pytriton_root
+from deploy.serving.server_spec import ServerKind, ServerSpec, find_binary, identity, pytriton_root
 
 
 @pytest.mark.parametrize(

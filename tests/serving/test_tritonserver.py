@@ -19,7 +19,7 @@ import pytest
 
 from deploy.pipeline.errors import EnvError, StageFailed
 from deploy.serving.ports import free_port
-from deploy.serving.spec import ServerSpec, pytriton_root
+from deploy.serving.server_spec import ServerSpec, pytriton_root
 from deploy.serving.tritonserver import Server, StopRequested, locate, serving, stop, stop_requests, wait_live
 
 

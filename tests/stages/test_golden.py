@@ -11,9 +11,9 @@ import pytest
 
 from deploy.gates import accuracy, parity, references
 from deploy.gates.tolerance import Tolerance
-from deploy.pipeline.config import InputSpec, OutputKind, OutputSpec
 from deploy.pipeline.errors import ConfigError, ExitCode, StageError
 from deploy.pipeline.project import load_project
+from deploy.spec.tensors import InputSpec, OutputKind, OutputSpec
 from tests.helpers import run
 
 ZERO_MODEL = '''

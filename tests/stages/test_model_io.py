@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 from deploy.modelio.adapter import adapt
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.errors import ConfigError
+from deploy.spec.config import DeployConfig
 
 
 def config(

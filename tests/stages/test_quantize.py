@@ -183,7 +183,7 @@ def test_image_source_preprocessing(tmp_path):
     from PIL import Image
 
     from deploy.datasources.datasource import DataSource, load
-    from deploy.pipeline.config import DeployConfig
+    from deploy.spec.config import DeployConfig
 
     for i in range(3):
         Image.new("RGB", (320, 240), (255, 0, 128)).save(tmp_path / f"{i}.png")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from deploy.pipeline.config import DeployConfig
+from deploy.spec.config import DeployConfig
 from deploy.stages.smoke.checks import Tensor, batch_problem, expected, metadata_problems
 
 

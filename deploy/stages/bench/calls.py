@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Runtime
 from deploy.pipeline.contract import StageContext
-from deploy.pipeline.errors import ConfigError, Issue
+from deploy.pipeline.errors import ConfigError
 from deploy.runtimes.base import Device, Feeds
 from deploy.runtimes.catalog import artifact_of
 from deploy.runtimes.timing import Timed

@@ -8,10 +8,10 @@ from typing import Literal
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from deploy.domain.vocabulary import Runtime
-from deploy.pipeline.config import Frozen
 from deploy.runtimes.measure import MeasureSettings
 from deploy.runtimes.pacing import Distribution
-from deploy.serving.spec import ServerSpec
+from deploy.serving.server_spec import ServerSpec
+from deploy.spec.tensors import Frozen
 from deploy.stages.bench.output import RegressionGate
 
 

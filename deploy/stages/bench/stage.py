@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Runtime
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
-from deploy.pipeline.errors import Issue, StageFailed
+from deploy.pipeline.errors import StageFailed
 from deploy.runtimes.base import Device
 from deploy.runtimes.catalog import CATALOG, Family, artifact_of
 from deploy.runtimes.devices import host_identity
@@ -28,8 +28,9 @@ from deploy.runtimes.harness import Settings, report_lines
 from deploy.runtimes.pacing import Pace
 from deploy.runtimes.record import BenchResults, BenchRow
 from deploy.serving.repository import Model
+from deploy.serving.server_spec import identity as server_identity
 from deploy.serving.service import Role
-from deploy.serving.spec import identity as server_identity
+from deploy.spec.config import DeployConfig
 from deploy.stages.bench import output
 from deploy.stages.bench.params import BenchParams, TritonBench
 

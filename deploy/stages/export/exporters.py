@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deploy.modelio.onnx_files import ExternalData
-from deploy.pipeline.config import DeployConfig
+from deploy.spec.config import DeployConfig
 from deploy.stages.export.params import Exporter, ExportParams
 
 if TYPE_CHECKING:

@@ -13,10 +13,10 @@ cosine 0.09 and twelve accuracy-control reverts reach only 0.94, the transformer
 
 from __future__ import annotations
 
+from deploy.domain.issues import Issue
 from deploy.gates.tolerance import gate_issues
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
-from deploy.pipeline.errors import Issue
+from deploy.spec.config import DeployConfig
 from deploy.stages.openvino_int8.nncf_params import IR_FILE, STAGE, NncfParams, ir_path
 
 

@@ -19,12 +19,13 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deploy.domain.issues import Issue
 from deploy.gates.tolerance import gate_issues
 from deploy.modelio.onnx_files import MODEL_FILE
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
-from deploy.pipeline.errors import Issue, MissingDependency, StageFailed
+from deploy.pipeline.errors import MissingDependency, StageFailed
 from deploy.runtimes.base import Feeds
+from deploy.spec.config import DeployConfig
 from deploy.stages.quantize.calibration import Method, Step
 from deploy.stages.quantize.params import Int8Target, QuantizeParams, Quantizer, Recipe
 

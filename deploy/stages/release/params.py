@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import Field, StringConstraints
 
 from deploy.datasources.datasource import DataSource
-from deploy.pipeline.config import Frozen
+from deploy.spec.tensors import Frozen
 
 
 class ReleaseGate(Frozen):

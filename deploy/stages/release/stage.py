@@ -17,13 +17,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import DataKind
-from deploy.pipeline.config import LABELS, DeployConfig
 from deploy.pipeline.contract import Artifact, Phase, StageContext, StageSpec
-from deploy.pipeline.errors import Issue
 from deploy.pipeline.hashing import digest_file, digest_json
 from deploy.runtimes.interleaved import Interval, Judgement, judge
 from deploy.serving.publishing import PublishPolicy, publishing
+from deploy.spec.config import DeployConfig
+from deploy.spec.tensors import LABELS
 from deploy.stages.release.params import ReleaseGate, ReleaseParams
 
 if TYPE_CHECKING:

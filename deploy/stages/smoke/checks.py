@@ -13,12 +13,13 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from deploy.domain import vocabulary
-from deploy.pipeline.config import DeployConfig, Label
 from deploy.runtimes.arrays import varying_axes
 from deploy.runtimes.dtypes import triton_name
 from deploy.serving.layout import io_name
 from deploy.serving.requests import Client, Feed, connect, infer_inputs
 from deploy.serving.tritonserver import Server
+from deploy.spec.config import DeployConfig
+from deploy.spec.tensors import Label
 
 PROTOCOLS = {"http": httpclient, "grpc": grpcclient}
 

@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from deploy.domain.vocabulary import Protocol, ServingFormat
 from deploy.gates.tolerance import Tolerance
-from deploy.pipeline.config import resolve_path
-from deploy.serving.spec import ServerSpec
+from deploy.serving.server_spec import ServerSpec
+from deploy.spec.config import resolve_path
 
 
 class ServiceGate(BaseModel):

@@ -16,17 +16,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deploy.domain.issues import Issue
 from deploy.gates.tolerance import Tolerance
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
-from deploy.pipeline.errors import Issue, StageFailed
+from deploy.pipeline.errors import StageFailed
 from deploy.serving import smoke_report
 from deploy.serving.model_state import LoadState
 from deploy.serving.publishing import PublishPolicy, published_url, publishing
 from deploy.serving.repository import Model
+from deploy.serving.server_spec import ServerKind, ServerSpec, identity
 from deploy.serving.service import Role
 from deploy.serving.smoke_report import ModelResult, ModelStatus
-from deploy.serving.spec import ServerKind, ServerSpec, identity
+from deploy.spec.config import DeployConfig
 from deploy.stages.smoke.params import SmokeParams, Source
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from deploy.pipeline.config import Frozen, Label
+from deploy.spec.tensors import Frozen, Label
 
 
 class Hardware(Frozen):

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Precision
 from deploy.gates.batch_independence import BatchIndependence, measure, not_measured
-from deploy.pipeline.errors import ConfigError, Issue
+from deploy.pipeline.errors import ConfigError
 
 if TYPE_CHECKING:
     from deploy.gates.references import Golden

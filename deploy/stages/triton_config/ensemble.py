@@ -12,9 +12,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Layout
-from deploy.pipeline.config import DeployConfig, InputSpec
-from deploy.pipeline.errors import Issue, StageFailed
+from deploy.pipeline.errors import StageFailed
 from deploy.serving import service
 from deploy.serving.service import Classify, Embedding, ImagePre, Role, TextPre
 from deploy.serving.service_record import (
@@ -29,6 +29,8 @@ from deploy.serving.service_record import (
     service_name,
     write_record,
 )
+from deploy.spec.config import DeployConfig
+from deploy.spec.tensors import InputSpec
 
 if TYPE_CHECKING:
     from tritonclient.grpc.model_config_pb2 import ModelConfig

@@ -9,9 +9,9 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from deploy.domain.vocabulary import ServingFormat
-from deploy.pipeline.config import Frozen
 from deploy.serving.publishing import PublishPolicy
 from deploy.serving.service import Postprocess, Preprocess
+from deploy.spec.tensors import Frozen
 from deploy.stages.triton_config import production
 
 

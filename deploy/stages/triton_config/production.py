@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from deploy.domain.vocabulary import Precision
-from deploy.pipeline.config import Frozen, Label
+from deploy.spec.tensors import Frozen, Label
 
 if TYPE_CHECKING:
     from tritonclient.grpc.model_config_pb2 import ModelConfig

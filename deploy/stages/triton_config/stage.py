@@ -16,10 +16,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from deploy.domain.issues import Issue
 from deploy.domain.naming import model_name
 from deploy.domain.vocabulary import ModelSuffix, Precision, ServingFormat
 from deploy.gates.batch_independence import BatchIndependence
-from deploy.pipeline.config import DeployConfig
 from deploy.pipeline.contract import (
     Artifact,
     ArtifactKind,
@@ -29,7 +29,7 @@ from deploy.pipeline.contract import (
     StageContext,
     StageSpec,
 )
-from deploy.pipeline.errors import Issue, StageFailed
+from deploy.pipeline.errors import StageFailed
 from deploy.pipeline.facts import Provides
 from deploy.runtimes.bf16_gate import bf16_gated
 from deploy.runtimes.catalog import CATALOG, serving
@@ -38,6 +38,7 @@ from deploy.serving.layout import FORMAT_PARAMETER, LAYOUTS, PYTHON_MODEL, io_na
 from deploy.serving.publishing import PUBLISHING, Publishing, PublishPolicy, when_all
 from deploy.serving.service import Role
 from deploy.serving.service_record import service_name
+from deploy.spec.config import DeployConfig
 from deploy.stages.triton_config import batching, ensemble, production
 from deploy.stages.triton_config.params import DynamicBatching, InstanceKind, TritonParams
 

@@ -8,9 +8,9 @@ from typing import Annotated
 from pydantic import Field, NonNegativeInt, PositiveInt
 
 from deploy.domain.vocabulary import Metric
-from deploy.pipeline.config import Frozen
 from deploy.runtimes.measure import MeasureSettings
-from deploy.serving.spec import ServerSpec
+from deploy.serving.server_spec import ServerSpec
+from deploy.spec.tensors import Frozen
 
 
 class SearchSpace(Frozen):

@@ -23,12 +23,12 @@ from deploy.gates.batch_independence import BatchIndependence
 from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, Section, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed
 from deploy.serving.publishing import when_all
-from deploy.serving.spec import identity as server_identity
+from deploy.serving.server_spec import identity as server_identity
 from deploy.stages.triton_search.params import SearchParams
 
 
 def check(params: SearchParams, config: Any) -> list[Any]:
-    from deploy.pipeline.errors import Issue
+    from deploy.domain.issues import Issue
 
     where = "stages.triton_search"
     issues = []

@@ -1,0 +1,1 @@
+"""The spec: what a config declares about the model and the pipeline (config.py, tensors.py)."""

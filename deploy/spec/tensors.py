@@ -1,0 +1,149 @@
+"""The model's tensors as a config declares them: each input's dims and min / opt / max
+shapes (the single source of ONNX dynamic axes, TensorRT profiles and Triton dims), each
+output's name, path and kind, and how detections are padded. Part of the spec, the
+domain's model of what is being deployed: no engine, no stage, no library.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    model_validator,
+)
+
+DType = Literal["float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool"]
+Label = Literal["min", "opt", "max"]
+LABELS: tuple[Label, ...] = ("min", "opt", "max")
+TensorName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+DimName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+class InputSpec(Frozen):
+    """One model input: dims name the dynamic axes; min/opt/max are full shapes."""
+
+    name: TensorName = Field(description="Input name in ONNX, TensorRT and Triton: `[A-Za-z_][A-Za-z0-9_]*`.")
+    dtype: DType = Field("float32", description="Element type.")
+    dims: tuple[int | DimName, ...] = Field(
+        min_length=1,
+        description="One entry per axis: an int is a static size, a name a dynamic dim (axis 0: the batch dim).",
+    )
+    min: tuple[Annotated[int, Field(ge=1)], ...] = Field(
+        description="Smallest full shape (TensorRT profile min); static dims repeat their size."
+    )
+    opt: tuple[Annotated[int, Field(ge=1)], ...] = Field(
+        description="The shape to optimise for (TensorRT profile opt; golden inputs and stats use it)."
+    )
+    max: tuple[Annotated[int, Field(ge=1)], ...] = Field(
+        description="Largest full shape (TensorRT profile max; its batch is Triton's default max_batch_size)."
+    )
+    # Range of the golden random values; integer inputs (token ids) need one.
+    value_range: tuple[float, float] | None = Field(
+        None,
+        description="Range of the random golden values: integers are drawn from low..high *inclusive* "
+        "(`[0, 1]` gives 0s and 1s), floats uniformly from [low, high). Required for integer inputs (e.g. token ids).",
+    )
+
+    @model_validator(mode="after")
+    def _check_shapes(self) -> InputSpec:
+        problems = [p for label in LABELS for p in self._label_problems(label)]
+        problems += self._order_problems()
+        problems += self._range_problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def _range_problems(self) -> list[str]:
+        if self.value_range is None:
+            integer = self.dtype.startswith(("int", "uint"))
+            return ["value_range is required for integer inputs"] if integer else []
+        low, high = self.value_range
+        if low >= high:
+            # Equal bounds make every golden value the same: parity on constants proves nothing.
+            return [
+                f"value_range needs low < high (got [{low:g}, {high:g}]): equal bounds give a constant input"
+            ]
+        return []
+
+    def _label_problems(self, label: Label) -> list[str]:
+        shape = getattr(self, label)
+        if len(shape) != len(self.dims):
+            return [f"{label} has {len(shape)} dims, dims has {len(self.dims)}"]
+        return [
+            f"{label}[{axis}] is {got}, but dim {axis} is static {want}"
+            for axis, (want, got) in enumerate(zip(self.dims, shape))
+            if isinstance(want, int) and want != got
+        ]
+
+    def _order_problems(self) -> list[str]:
+        if not len(self.min) == len(self.opt) == len(self.max) == len(self.dims):
+            return []
+        return [
+            f"dim {axis} ('{dim}'): need min <= opt <= max, got {lo} / {mid} / {hi}"
+            for axis, (dim, lo, mid, hi) in enumerate(zip(self.dims, self.min, self.opt, self.max))
+            if not lo <= mid <= hi
+        ]
+
+    def shape(self, label: Label) -> tuple[int, ...]:
+        return tuple(getattr(self, label))
+
+    def dynamic_axes(self) -> dict[int, str]:
+        return {axis: dim for axis, dim in enumerate(self.dims) if isinstance(dim, str)}
+
+
+class OutputKind(str, Enum):
+    """What an output holds, which decides the metrics that make sense for it."""
+
+    LOGITS = "logits"  # class scores: top-1 / top-k agreement apply
+    EMBEDDING = "embedding"  # a vector compared by direction (cosine)
+    OTHER = "other"
+
+
+class OutputSpec(Frozen):
+    name: TensorName = Field(
+        description="Output name in ONNX, TensorRT and Triton: `[A-Za-z_][A-Za-z0-9_]*`."
+    )
+    path: Annotated[str, Field(pattern=r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$")] | None = Field(
+        None,
+        description="Where this output is in what the model returns: a dict key or `ModelOutput` field "
+        "(`last_hidden_state`), a position (`0`), or a dotted path into nested results (`hidden_states.3`). "
+        "Default: the output's name for a dict result, else its position among the returned tensors.",
+    )
+    kind: OutputKind = Field(
+        OutputKind.OTHER,
+        description="logits (class scores, shaped [batch, classes]: top-1 / top-k agreement gates apply), "
+        "embedding or other (cosine and absolute / relative error only).",
+    )
+
+
+class InputsBy(str, Enum):
+    """How the declared inputs are passed to the model's forward."""
+
+    AUTO = "auto"  # by keyword where every input name is a parameter of forward, else by position
+    POSITION = "position"
+    KEYWORD = "keyword"  # e.g. Hugging Face `input_ids=`, or a `forward(**kwargs)`
+
+
+class Detections(Frozen):
+    """A model that answers one dict per image with a varying number of rows (torchvision's
+    detection models: boxes [n, 4], scores [n], labels [n]): each tensor is padded (or cut)
+    to `max_detections` rows and stacked over the batch, beside a per-image count, the layout
+    of TensorRT's EfficientNMS plugin and of Triton clients."""
+
+    max_detections: int = Field(
+        ge=1,
+        description="Rows per image in each padded output: the first max_detections of the model's (it orders them "
+        "by score), zeros after them.",
+    )
+    count: TensorName = Field(
+        "num_detections",
+        description="The output holding each image's number of valid rows (int64 [batch]); declare it under outputs.",
+    )
