@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import RUN_MARK, cuda_available, merge, tiny_dict, train_tiny_digits, tritonservers
+from tests.helpers import RUN_MARK, cuda_available, merge, shared_digits, tiny_dict, tritonservers
 
 # Every process the suite starts inherits this: the orphan check stops only those.
 os.environ[RUN_MARK] = uuid.uuid4().hex
@@ -52,15 +52,15 @@ def write_config(tmp_path: Path) -> Callable[..., Path]:
 # 2026-11-27): pytest-xdist hands whole files to its two workers in collection order, so
 # starting these first keeps one long file from running alone at the end.
 HEAVIEST = (
-    "pipeline/test_bad_inputs.py",  # 362
-    "deploy/test_init.py",  # 354
-    "stages/test_release.py",  # 321
-    "stages/test_smoke.py",  # 174
-    "serving/test_live_switch.py",  # 160
-    "test_large_model.py",  # 158
-    "deploy/test_optimize.py",  # 133
-    "pipeline/test_remote.py",  # 132
-    "stages/test_transformer_int8.py",  # 87
+    "matrix/test_resnet50.py",  # 633 (with -m matrix: the configs' checks)
+    "pipeline/test_bad_inputs.py",  # 403
+    "deploy/test_init.py",  # 258
+    "stages/test_release.py",  # 248
+    "stages/test_smoke.py",  # 241
+    "serving/test_live_switch.py",  # 171
+    "pipeline/test_remote.py",  # 124
+    "test_large_model.py",  # 118
+    "deploy/test_optimize.py",  # 99
 )
 
 
@@ -82,8 +82,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def digits_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
     """TinyCNN trained on sklearn's 8x8 digits; returns (state_dict path, test accuracy)."""
-    path = tmp_path_factory.mktemp("digits") / "tiny_digits.pt"
-    return path, train_tiny_digits(path, epochs=30)
+    return shared_digits(tmp_path_factory, epochs=30)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,6 +5,7 @@ import from here, never from each other or from conftest."""
 from __future__ import annotations
 
 import copy
+import json
 import os
 import signal
 import subprocess
@@ -366,6 +367,24 @@ def train_tiny_digits(path: Path, epochs: int) -> float:
     np.save(path.parent / "test.npy", x[test].numpy())
     np.save(path.parent / "test_labels.npy", y[test].numpy())
     return accuracy
+
+
+def shared_digits(tmp: pytest.TempPathFactory, epochs: int) -> tuple[Path, float]:
+    """train_tiny_digits' checkpoint for `epochs`, trained once per test session: xdist's
+    workers share it through a lock (the training is seeded: every copy would hold the
+    same weights). Read-only for the tests: (state_dict path, held-out accuracy)."""
+    import fcntl
+
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # one id for all workers of a session
+    base = tmp.getbasetemp()
+    folder = (base.parent / f"shared-{run}" if run else base / "shared") / f"digits{epochs}"
+    folder.mkdir(parents=True, exist_ok=True)
+    done = folder / "accuracy.json"
+    with open(folder.parent / f"digits{epochs}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            done.write_text(json.dumps(train_tiny_digits(folder / "tiny_digits.pt", epochs)))
+    return folder / "tiny_digits.pt", float(json.loads(done.read_text()))
 
 
 def digits_service(workdir: Path, checkpoint: Path, count: int = 10) -> tuple[Path, dict[str, int]]:

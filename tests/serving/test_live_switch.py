@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from deploy.serving import releases
-from tests.helpers import S3Server, run_cli, tiny_dict, train_tiny_digits
+from tests.helpers import S3Server, run_cli, shared_digits, tiny_dict
 
 pytestmark = pytest.mark.triton
 
@@ -80,8 +80,8 @@ class Client(threading.Thread):
 def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     found = {}
     for epochs in (8, 30):
-        found[epochs] = tmp_path_factory.mktemp(f"e{epochs}") / "tiny_digits.pt"
-        assert train_tiny_digits(found[epochs], epochs) > 0.88
+        found[epochs], accuracy = shared_digits(tmp_path_factory, epochs)
+        assert accuracy > 0.88
     return found
 
 

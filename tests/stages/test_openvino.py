@@ -14,13 +14,13 @@ import pytest
 import yaml
 
 from deploy.pipeline.errors import ExitCode
-from tests.helpers import ROOT, run_cli, tiny_dict, train_tiny_digits
+from tests.helpers import ROOT, run_cli, shared_digits, tiny_dict
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("digits") / "tiny_digits.pt"
-    assert train_tiny_digits(path, 8) > 0.88
+    path, accuracy = shared_digits(tmp_path_factory, 8)
+    assert accuracy > 0.88
     return path
 
 

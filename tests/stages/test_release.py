@@ -17,7 +17,7 @@ import yaml
 
 from deploy.pipeline.errors import ExitCode
 from deploy.serving import release_journal, releases
-from tests.helpers import ROOT, living_in_session, run_cli, tiny_dict, train_tiny_digits
+from tests.helpers import ROOT, living_in_session, run_cli, shared_digits, tiny_dict
 
 SLOW_MODEL = '''
 import sys
@@ -48,10 +48,8 @@ def slow_tiny_cnn(width: int = 8) -> torch.nn.Module:
 def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     found = {}
     for epochs in (8, 30):
-        path = tmp_path_factory.mktemp(f"digits{epochs}") / "tiny_digits.pt"
-        accuracy = train_tiny_digits(path, epochs)
+        found[epochs], accuracy = shared_digits(tmp_path_factory, epochs)
         assert accuracy > 0.88, (epochs, accuracy)  # both accurate (0.91, 0.97)
-        found[epochs] = path
     return found
 
 
