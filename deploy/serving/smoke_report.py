@@ -8,12 +8,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import (
-    Any,
-    NotRequired,  # pydantic reads typing's only from 3.12
-)
+from typing import Any, NotRequired
 
-from typing_extensions import TypedDict
+from typing_extensions import TypedDict  # pydantic reads typing's TypedDict only from Python 3.12
 
 from deploy.gates.parity_table import Table
 from deploy.pipeline.records import expect_schema, typed

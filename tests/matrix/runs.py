@@ -48,11 +48,26 @@ class MatrixRun:
 def matrix_run(name: str, request: pytest.FixtureRequest, tmp: pytest.TempPathFactory) -> MatrixRun:
     given = request.config.getoption(OPTION)
     if given:
-        return MatrixRun(name, Path(given).resolve())
+        run = MatrixRun(name, Path(given).resolve())
+        if not (run.dir / "runs" / name / "summary.json").is_file():
+            pytest.fail(
+                f"{OPTION} {given}: no runs/{name}/summary.json there (deploy run {run.config} first)"
+            )
+        return run
     run = MatrixRun(name, tmp.mktemp(name))
     reports = (f"reports/deploy-{name}.xml", f"reports/deploy-{name}.json")
     done = run_cli("run", str(run.config), "--junit", reports[0], "--json", reports[1], cwd=run.dir)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return run
+
+
+def matrix_fixture(name: str) -> Any:
+    """The `run` fixture of a config's module: its run, made once per module."""
+
+    @pytest.fixture(scope="module")
+    def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> MatrixRun:
+        return matrix_run(name, request, tmp_path_factory)
+
     return run
 
 

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.matrix.runs import MatrixRun, check_the_run_passed, matrix_run
+from tests.matrix.runs import MatrixRun, check_the_run_passed, matrix_fixture
 
 pytestmark = [pytest.mark.matrix]
 
 
-@pytest.fixture(scope="module")
-def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> MatrixRun:
-    return matrix_run("tiny", request, tmp_path_factory)
+run = matrix_fixture("tiny")
 
 
 def test_the_run_passed(run: MatrixRun) -> None:
