@@ -38,7 +38,10 @@ def test_below_capacity_the_offered_rate_is_served_at_the_service_time(service, 
     assert qps == pytest.approx(50.0, rel=0.25 if distribution is pacing.Distribution.POISSON else 0.1)
     median = sorted(timing.latencies_ms)[len(timing.latencies_ms) // 2]
     assert 1000 * SERVICE_S <= median < 3 * 1000 * SERVICE_S
-    assert offered.sent >= len(timing.latencies_ms) and offered.late_share < 0.1
+    # Below capacity a send is late only when the dispatcher woke more than 1 ms after its
+    # time: a minority, however busy the machine (13 % seen with both test workers loaded,
+    # against > 50 % held back by the limit above capacity, the next test).
+    assert offered.sent >= len(timing.latencies_ms) and offered.late_share < 0.3
 
 
 def test_above_capacity_the_queue_shows_in_latency_and_late_sends(service) -> None:
