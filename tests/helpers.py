@@ -89,11 +89,13 @@ def run_cli(
     )
 
 
-def ctrl_c_reaches_python() -> None:
+def signals_as_a_terminal_sends_them() -> None:
     """A Popen preexec_fn: a shell's background job (`cmd &` without job control) starts
-    with SIGINT ignored, and Python then installs no KeyboardInterrupt handler: the
-    child would shrug off the test's Ctrl-C. Reset, as a terminal's foreground job has it."""
+    with SIGINT ignored, a suite started under `nohup` with SIGHUP ignored, and deploy
+    keeps an ignored signal ignored: the child would shrug off the test's Ctrl-C or
+    hang-up. Reset both, as a terminal's foreground job has them."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def living_in_session(sid: int) -> set[int]:

@@ -24,7 +24,7 @@ def slow(**kwargs):
 
 
 def test_sigint_during_a_stage_leaves_the_cache_clean(write_config, tmp_path):
-    from tests.helpers import ROOT, ctrl_c_reaches_python
+    from tests.helpers import ROOT, signals_as_a_terminal_sends_them
 
     model = tmp_path / "slow.py"
     model.write_text(SLOW_FACTORY.format(models=str(ROOT / "configs" / "models")))
@@ -34,7 +34,7 @@ def test_sigint_during_a_stage_leaves_the_cache_clean(write_config, tmp_path):
         [sys.executable, "-m", "deploy", "run", str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        preexec_fn=ctrl_c_reaches_python,
+        preexec_fn=signals_as_a_terminal_sends_them,
     )
     deadline = time.monotonic() + 60
     while not log.exists() and time.monotonic() < deadline:

@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from deploy.pipeline.errors import ExitCode
+from tests.helpers import signals_as_a_terminal_sends_them
 
 HANGING_MODEL = """
 import os, subprocess, sys, time
@@ -78,6 +79,7 @@ def _start(tmp: Path, config: Path, *args: str) -> subprocess.Popen[bytes]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # the test's kill reaches deploy alone, not its group
+        preexec_fn=signals_as_a_terminal_sends_them,
     )
 
 
@@ -185,6 +187,7 @@ def test_nohup_keeps_sighup_ignored(tmp_path, reaper):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=signals_as_a_terminal_sends_them,  # nohup, not the suite, ignores SIGHUP
     )
     reaper.add(_daemon(tmp_path, proc))
     proc.send_signal(signal.SIGHUP)

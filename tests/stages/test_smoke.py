@@ -21,7 +21,7 @@ from deploy.pipeline.errors import ExitCode, StageFailed
 from deploy.pipeline.project import load_project
 from deploy.pipeline.store import Store
 from deploy.stages.smoke import stage as smoke
-from tests.helpers import ctrl_c_reaches_python, output_path, run, run_cli, tritonservers
+from tests.helpers import output_path, run, run_cli, signals_as_a_terminal_sends_them, tritonservers
 
 pytestmark = pytest.mark.triton
 
@@ -221,7 +221,7 @@ def test_server_dies_with_an_interrupted_or_killed_pipeline(built, write_config,
         [sys.executable, "-m", "deploy", "run", str(path)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        preexec_fn=ctrl_c_reaches_python,
+        preexec_fn=signals_as_a_terminal_sends_them,
     )
     started = wait_for_server(before)
     time.sleep(1.0)
