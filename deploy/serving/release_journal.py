@@ -36,6 +36,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from deploy.pipeline.hashing import atomic_write_text
+from deploy.pipeline.records import SchemaMismatch, expect_schema, typed
 from deploy.serving import releases
 from deploy.serving.releases import ReleaseRecord
 
@@ -75,11 +76,10 @@ class Journal:
 
     @classmethod
     def from_json(cls, text: str) -> Journal:
-        data = json.loads(text)
-        if data.get("schema") != SCHEMA:
-            raise ValueError(f"release journal schema {data.get('schema')!r}, expected {SCHEMA}")
-        entries = [JournalEntry(**e) for e in data.pop("entries")]
-        return cls(**{**data, "entries": entries, "step": Step(data["step"])})
+        """The journal, checked field by field: recovery acts on nothing it had to guess."""
+        data = expect_schema(json.loads(text), "release journal", SCHEMA)
+        journal: Journal = typed(cls, data, "not a release journal")
+        return journal
 
 
 def path(repository: Path, pipeline: str) -> Path:
@@ -189,7 +189,7 @@ def _recover(repository: Path, found: Path) -> str:
 
     try:
         journal = Journal.from_json(found.read_text())
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, SchemaMismatch) as exc:
         raise EnvError(
             f"{found}: an interrupted release's journal that cannot be read ({exc}); "
             "look at the repository, then remove the journal"

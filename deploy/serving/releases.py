@@ -24,6 +24,7 @@ from typing import Any
 
 from deploy.pipeline.errors import EnvError
 from deploy.pipeline.hashing import atomic_write_text, digest_file
+from deploy.pipeline.records import SchemaMismatch, typed
 
 RECORD_FILE = "deploy-release.json"
 RECORD_SCHEMA = 2  # 2: per-item time ratio (new / deployed), one direction for every ratio
@@ -97,20 +98,24 @@ class ReleaseRecord:
 
     @classmethod
     def from_json(cls, text: str) -> ReleaseRecord:
+        """The record, checked field by field: a wrong or missing field is StaleRelease
+        naming it (the listing shows the version as unreadable, never guesses)."""
         data = json.loads(text)
         schema = data.get("schema") if isinstance(data, dict) else None
         if schema not in (1, RECORD_SCHEMA):
             raise StaleRelease(f"release record schema {schema!r}")
-        comparison = data.get("comparison")
-        if comparison is not None:
-            agreement = [Agreement(**a) for a in comparison["agreement"]]
-            data["comparison"] = Comparison(**{**_per_item(comparison), "agreement": agreement})
-        return cls(**{**data, "schema": RECORD_SCHEMA})
+        if isinstance(data.get("comparison"), dict):
+            _per_item(data["comparison"])
+        try:
+            record: ReleaseRecord = typed(cls, {**data, "schema": RECORD_SCHEMA}, "not a release record")
+        except SchemaMismatch as exc:
+            raise StaleRelease(str(exc)) from None
+        return record
 
 
 def _per_item(comparison: dict[str, Any]) -> dict[str, Any]:
     """Schema 1 kept throughput new / old: its inverse is the time per item, and so are
-    its interval's ends, swapped."""
+    its interval's ends, swapped (in place)."""
     ratio, ci = comparison.pop("throughput_ratio", None), comparison.pop("throughput_ci", None)
     if ratio:
         comparison["per_item_ratio"] = round(1 / ratio, 4)

@@ -133,3 +133,24 @@ def test_a_first_release_killed_leaves_no_model_behind(tmp_path: Path) -> None:
     assert killed.returncode == -9
     (said,) = recover(tmp_path / "repo")
     assert said.startswith("reverted") and sorted(p.name for p in (tmp_path / "repo").iterdir()) == []
+
+
+def test_a_journal_with_a_wrong_field_stops_recovery_naming_it(released_v1: Path, tmp_path: Path) -> None:
+    """Recovery reverts or completes what the journal says: a journal whose step is not
+    one it knows is not guessed at; the command stops, naming the file and the field."""
+    from deploy.pipeline.errors import EnvError
+
+    root = tmp_path / "run"
+    shutil.copytree(released_v1, root)
+    repository = root / "repo"
+    journal = release_journal.path(repository, "relt")
+    entries = [
+        {"model": d.name, "version": 2, "source": str(c), "config": "", "before": None, "record": r.to_json()}
+        for d, c, r in _candidates(root, "new", 2)
+    ]
+    journal.write_text(
+        json.dumps({"schema": 1, "pipeline": "relt", "keep": 3, "entries": entries, "step": "halfway"})
+    )
+    with pytest.raises(EnvError, match=r"cannot be read \(.*not a release journal \(step:"):
+        recover(repository)
+    assert journal.is_file() and _served_checkpoints(repository) == {"old"}  # nothing touched

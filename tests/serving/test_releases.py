@@ -105,6 +105,29 @@ def test_versions_without_a_readable_record_say_why(tmp_path: Path) -> None:
     assert newer.record is None and newer.problem is not None and "schema 99" in newer.problem
 
 
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"version": "two"}, "version"),
+        ({"files": None}, "files"),
+        ({"comparison": {"against": 1}}, "comparison.inputs"),
+    ],
+)
+def test_a_record_with_a_wrong_field_is_unreadable_naming_the_field(
+    tmp_path: Path, change: dict[str, object], named: str
+) -> None:
+    """Read field by field: a record of the right schema whose field is wrong or missing is
+    listed as unreadable with that field's name, not taken in (a rollback would trust it)."""
+    model = tmp_path / "tiny_onnx"
+    source = _version_source(tmp_path, b"w1")
+    releases.place(model, source, _record(source, 1))
+    record_path = model / "1" / releases.RECORD_FILE
+    record_path.write_text(json.dumps({**json.loads(record_path.read_text()), **change}))
+    (found,) = releases.releases(model)
+    assert found.record is None and found.problem is not None, found
+    assert f"not a release record ({named}:" in found.problem, found.problem
+
+
 def test_sweep_removes_what_a_killed_release_left(tmp_path: Path) -> None:
     model = tmp_path / "tiny_onnx"
     (model / f"{releases.STAGING_PREFIX}dead" / "sub").mkdir(parents=True)
