@@ -117,7 +117,7 @@ def test_a_record_with_a_wrong_field_is_unreadable_naming_the_field(
     tmp_path: Path, change: dict[str, object], named: str
 ) -> None:
     """Read field by field: a record of the right schema whose field is wrong or missing is
-    listed as unreadable with that field's name, not taken in (a rollback would trust it)."""
+    listed as unreadable with that field's name, its values not taken in."""
     model = tmp_path / "tiny_onnx"
     source = _version_source(tmp_path, b"w1")
     releases.place(model, source, _record(source, 1))
