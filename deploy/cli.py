@@ -152,6 +152,7 @@ def plan(
     """Show, per stage, whether it is cached, skipped or will run, and why."""
     from deploy.api import Pipeline
     from deploy.pipeline.plan import will_run
+    from deploy.pipeline.project import host_issues
 
     project = _project(config, cache_dir)
     err = make_console(stderr=True)
@@ -160,6 +161,8 @@ def plan(
         err.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
 
     rows = Pipeline(project).plan(warn)
+    for issue in host_issues(project):  # what this machine cannot do: the run will skip it
+        warn(str(issue))
     _print_plan(rows, as_json)
     if detailed_exitcode and will_run(rows):
         raise typer.Exit(ExitCode.WILL_RUN)
@@ -195,6 +198,7 @@ def validate(
     """Check a config file (schema, shapes, stage graph) and that the model's package is
     installed, without importing or building it; --probe also builds and calls it."""
     from deploy.modelio.installed import check_installed
+    from deploy.pipeline.project import host_issues
 
     project = _project(config, None)
     check_installed(project.config.model)
@@ -202,7 +206,10 @@ def validate(
         _probe(project.config)
     stages = " -> ".join(project.graph.names())
     probed = " (probed at the min shape)" if probe else ""
-    _console().print(f"[green]ok[/] {config}: {project.config.name}: {stages}{probed}")
+    console = _console()
+    console.print(f"[green]ok[/] {config}: {project.config.name}: {stages}{probed}")
+    for issue in host_issues(project):  # valid, but this machine cannot do it: the run skips it
+        console.print(f"note: {issue}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _probe(config: DeployConfig) -> None:
@@ -437,18 +444,26 @@ def bench(
 
 @app.command()
 def doctor(
+    config: Annotated[
+        Path | None,
+        typer.Argument(
+            help="A config: also says which of its runtimes cannot run on its declared device here.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
-    """Report packages, TensorRT, GPU, CUDA, tritonserver and docker, with what to install."""
+    """Report packages, TensorRT, GPU, CUDA, tritonserver and docker, with what to install;
+    with a config, what of it this machine cannot run."""
     import json
     from dataclasses import asdict
 
     from rich.markup import escape
     from rich.table import Table
 
-    from deploy.commands.doctor import checks
+    from deploy.commands.doctor import checks, config_checks
 
-    results = checks()
+    results = checks() + (config_checks(_project(config, None)) if config is not None else [])
     if as_json:
         print(json.dumps([asdict(c) for c in results], indent=1))
         return

@@ -5,8 +5,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from deploy.pipeline.keys import dist_version
+
+if TYPE_CHECKING:
+    from deploy.pipeline.project import Project
 
 PACKAGES = {
     "torch": "trace, export",
@@ -32,6 +36,15 @@ class Check:
 def checks() -> list[Check]:
     found = [_package(name, used) for name, used in PACKAGES.items()]
     return [*found, _tensorrt(), _gpu(), _cuda(), _tritonserver(), _docker()]
+
+
+def config_checks(project: Project) -> list[Check]:
+    """One failed check per part of the config this machine's install cannot run (the
+    run skips it); one passed check when there is none."""
+    from deploy.pipeline.project import host_issues
+
+    found = [Check(issue.where, False, issue.message) for issue in host_issues(project)]  # says its fix
+    return found or [Check(str(project.path), True, "every configured runtime can run on its device here")]
 
 
 def _package(name: str, used: str) -> Check:

@@ -287,6 +287,10 @@ class StageSpec(Generic[P]):
     observes: Callable[[P, DeployConfig], Mapping[str, object]] | None = None
     # Cross-stage checks against the shared config, run before anything executes.
     check: Callable[[P, DeployConfig], list[Issue]] | None = None
+    # What this machine's install cannot do of these params (a runtime on a device it
+    # lacks), answered cheaply: validate, plan and doctor say it before a run, and the
+    # stage skips that part with the same reason. Not errors: the rest still runs.
+    host: Callable[[P, DeployConfig], list[Issue]] | None = None
     # The inputs this stage reads with these params, when that depends on them (e.g.
     # triton_config reads onnx_int8 only when asked to serve INT8); default: `inputs`.
     select_inputs: Callable[[P], tuple[str, ...]] | None = None

@@ -86,6 +86,12 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+def host_issues(project: Project) -> list[Issue]:
+    """What this machine's install cannot do of the configured stages (StageSpec.host)."""
+    nodes = project.graph.nodes
+    return [i for n in nodes if n.spec.host is not None for i in n.spec.host(n.params, project.config)]
+
+
 def load_project(path: Path, cache_dir: Path | None = None) -> Project:
     return project_from(read_yaml(path), path, cache_dir)
 

@@ -159,6 +159,25 @@ def identity(params: BuildParams) -> Mapping[str, object]:
     return {"tensorrt": version, "gpu": gpu_identity()}
 
 
+def host(params: BuildParams, config: DeployConfig) -> list[Issue]:
+    """Said by validate and plan: no engine can be built here, and what the run does then."""
+    del config
+    from deploy.runtimes.host import cuda_gpus
+
+    if tensorrt_version() is None:
+        why = "TensorRT is not installed (pip install tensorrt where NVIDIA's index is reachable)"
+    elif not cuda_gpus():
+        why = "no NVIDIA GPU on this machine"
+    else:
+        return []
+    then = (
+        "the run fails (build.required)"
+        if params.required
+        else "the stage is skipped, and so is every TensorRT row"
+    )
+    return [Issue("stages.build", f"{why}; {then}")]
+
+
 # -- the build ---------------------------------------------------------------------------------
 def _tensorrt(params: BuildParams) -> Any:
     try:
@@ -309,6 +328,7 @@ SPEC = StageSpec(
     env=("onnx",),
     identity=identity,
     check=check,
+    host=host,
     select_inputs=lambda p: (source_artifact(p),),
     description="TensorRT engine with optimization profiles from the shape spec (skipped without TensorRT / GPU)",
     timeout_s=7200,

@@ -50,9 +50,12 @@ def _reads_well(pipeline: deploy.Pipeline, result: deploy.RunResult) -> None:
     """Short reprs; HTML with every stage and the decision; one-file artifacts as files."""
     text = repr(result)
     assert len(repr(pipeline)) < 300 and "golden → export → validate → bench → select" in repr(pipeline)
-    assert len(text) < 300 and "'tiny': ok" in text and "5 ran" in text and "deploy " in text, text
+    # The decision, or first the warning that the timings under it did not settle (a busy
+    # machine): the repr is cut to its first line, the page has all of it.
+    decided = "deploy " in text or "UNSTABLE TIMINGS" in text
+    assert len(text) < 300 and "'tiny': ok" in text and "5 ran" in text and decided, text
     page = result._repr_html_()
-    assert page.count("<tr>") == 6 and "<b>Decision:</b> deploy " in page, page
+    assert page.count("<tr>") == 6 and "<b>Decision:</b> " in page and "deploy " in page, page
     assert all(f"<td>{s}</td>" in page for s in pipeline.stages)
     onnx = result.artifact("export", "onnx")
     assert onnx.is_file() and onnx.name == "model.onnx", onnx

@@ -11,7 +11,8 @@ import pytest
 from deploy.pipeline import keys
 from deploy.pipeline.errors import StageError
 from deploy.pipeline.project import load_project
-from tests.helpers import output_path, run
+from deploy.runtimes import host
+from tests.helpers import output_path, run, run_cli
 
 FAST = {"warmup_ms": 10, "duration_s": 0.05, "iterations": 5}
 
@@ -165,6 +166,39 @@ def test_triton_models_must_exist_in_the_repository(write_config):
     path = triton_config(write_config, {"runtimes": ["triton"], "triton": {"models": ["nope"]}})
     with pytest.raises(StageError, match=r"bench.triton.models: \['nope'\] not in the repository"):
         run(path)
+
+
+@pytest.mark.triton
+def test_a_runtime_that_fails_keeps_the_rows_measured_before_and_after_it(write_config):
+    """Triton fails between two in-process runtimes (no server answers at the URL): its
+    rows are skipped with the reason, the others kept, and the stage is partial, not failed."""
+    server = {"kind": "url", "url": "127.0.0.1:9", "grpc_url": "127.0.0.1:9"}
+    bench = {"runtimes": ["onnxruntime", "triton", "eager"], "batches": [1], "triton": {"server": server}}
+    path = triton_config(write_config, bench)
+    results = run(path)
+    data = json.loads(output_path(path, results, "bench", "results").read_text())
+    assert {r["runtime"] for r in data["results"]} == {"onnxruntime", "eager"}
+    assert data["skipped"]["triton"].startswith("failed: ") and "127.0.0.1:9" in data["skipped"]["triton"]
+    assert results["bench"].partial is not None and "triton failed" in results["bench"].partial
+
+
+@pytest.mark.skipif(host.cuda_gpus() > 0, reason="this machine has an NVIDIA GPU")
+def test_device_cuda_without_a_gpu_is_said_by_validate_and_skipped_by_bench(write_config, tmp_path):
+    """The install answers before the run: validate and plan name each runtime that cannot
+    run on cuda here; bench then measures the rest (OpenVINO, on the CPU it runs on)."""
+    stages = {"export": {}, "openvino": {}, "bench": {**FAST, "device": "cuda", "batches": [1]}}
+    stages["bench"]["runtimes"] = ["eager", "onnxruntime", "openvino"]
+    path = write_config(replace={"stages": stages})
+    said = run_cli("validate", str(path))
+    assert said.returncode == 0, said.stdout + said.stderr
+    notes = [line for line in said.stdout.splitlines() if line.startswith("note: stages.bench.runtimes:")]
+    assert [n.split(": ")[2] for n in notes] == ["eager", "onnxruntime"], said.stdout
+    assert all("no NVIDIA GPU" in n for n in notes)
+    results = run(path)
+    data = json.loads(output_path(path, results, "bench", "results").read_text())
+    assert {(r["runtime"], r["device"]) for r in data["results"]} == {("openvino", "cpu")}  # and its hint row
+    assert set(data["skipped"]) == {"eager", "onnxruntime"} and "no NVIDIA GPU" in data["skipped"]["eager"]
+    assert results["bench"].partial is None  # known up front: skipped, not failed
 
 
 def test_server_identity_enters_the_key_only_with_triton(write_config):

@@ -80,8 +80,13 @@ def throughput(
     return [model.call_per_thread(feeds)] * int(settings["requests"]), settings
 
 
-def unavailable(runtime: str) -> str | None:
-    """Why this host cannot run `runtime` (bench skips it, saying so); None when it can."""
+def unavailable(runtime: str, device: Device) -> str | None:
+    """Why this host cannot run `runtime` on `device` (bench skips it, saying so, as
+    validate and plan said before the run); None when it can."""
+    from deploy.runtimes.host import cannot_run
+
+    if reason := cannot_run(Runtime(runtime), device):
+        return reason
     if runtime != Runtime.OPENVINO_BF16:
         return None
     from deploy.runtimes.openvinort import Compute, lacks

@@ -20,7 +20,7 @@ from typing import Any
 from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Runtime
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
-from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.errors import EnvError, StageFailed, first_line
 from deploy.runtimes.base import Device
 from deploy.runtimes.catalog import CATALOG, Family, artifact_of
 from deploy.runtimes.devices import host_identity
@@ -36,6 +36,8 @@ from deploy.stages.bench.params import BenchParams, TritonBench
 
 # Above this share of late sends a request-rate row is flagged (log, table).
 LATE_WARNING = 0.05
+# How a runtime that failed while measured is listed among the skipped (beside "no engine: …").
+FAILED = "failed: "
 
 
 def identity(params: BenchParams) -> Mapping[str, object]:
@@ -71,6 +73,19 @@ def check(params: BenchParams, config: DeployConfig) -> list[Issue]:
     ]
 
 
+def host(params: BenchParams, config: DeployConfig) -> list[Issue]:
+    """The runtimes this install cannot run on bench.device: bench skips them, saying why."""
+    del config
+    from deploy.runtimes.host import cannot_run
+
+    device = Device(params.device)
+    return [
+        Issue("stages.bench.runtimes", f"{runtime}: {reason}; bench skips it")
+        for runtime in params.runtimes
+        if (reason := cannot_run(Runtime(runtime), device))
+    ]
+
+
 def _gate_key_problem(key: str, runtimes: tuple[str, ...], batches: list[int]) -> str | None:
     runtime, _, cell = key.partition("@")
     if runtime.startswith(
@@ -100,14 +115,12 @@ def run(ctx: StageContext, params: BenchParams) -> None:
         artifact = artifact_of(runtime)
         if artifact != SOURCE_ARTIFACT and artifact not in ctx.inputs:
             skipped[runtime] = f"no {artifact}: its stage was skipped or is not configured"
-        elif reason := calls.unavailable(runtime):
+        elif reason := calls.unavailable(runtime, Device(params.device)):
             skipped[runtime] = reason
-        elif runtime == Runtime.TRITON:
-            rows += _triton_rows(ctx, params, settings)
         else:
-            rows += [_in_process(ctx, params, settings, runtime, batch) for batch in batches]
-            rows += [_hinted(ctx, params, settings, runtime, b) for b in batches if _hints(params, runtime)]
+            rows += _measured(ctx, params, settings, runtime, batches, skipped)
     ctx.progress(len(params.runtimes), len(params.runtimes), "done")
+    _failures(ctx, rows, skipped)
     rows = output.speedups(rows)
     result = BenchResults(rows, skipped, host_identity(), params.model_dump(mode="json", exclude={"gate"}))
     ctx.output("results").write_text(json.dumps(result.to_json(), indent=1))
@@ -117,6 +130,40 @@ def run(ctx: StageContext, params: BenchParams) -> None:
     ctx.headline(output.headline(rows, skipped))
     output.report(ctx, rows, skipped, params.percentiles)
     output.gate(rows, params.gate)
+
+
+def _failures(ctx: StageContext, rows: list[BenchRow], skipped: dict[str, str]) -> None:
+    """Runtimes that failed make the stage partial beside measured rows, which are kept
+    (select weighs them); with nothing measured at all, the stage fails with their reasons."""
+    failed = {r: why.removeprefix(FAILED) for r, why in skipped.items() if why.startswith(FAILED)}
+    if failed and not rows:
+        raise StageFailed("; ".join(f"{runtime}: {why}" for runtime, why in failed.items()))
+    if failed:
+        ctx.partial(f"{', '.join(failed)} failed (the stage log has why); every other row is kept")
+
+
+def _measured(
+    ctx: StageContext,
+    params: BenchParams,
+    settings: Settings,
+    runtime: str,
+    batches: list[int],
+    skipped: dict[str, str],
+) -> list[BenchRow]:
+    """The runtime's rows; a runtime that fails to load or run is skipped with its error
+    (in `skipped`, and the stage is partial), and the rows of every other one are kept."""
+    try:
+        if runtime == Runtime.TRITON:
+            return _triton_rows(ctx, params, settings)
+        rows = [_in_process(ctx, params, settings, runtime, batch) for batch in batches]
+        return rows + [_hinted(ctx, params, settings, runtime, b) for b in batches if _hints(params, runtime)]
+    except (StageFailed, EnvError) as exc:  # the runtime's own words: a missing provider, no server
+        ctx.log.error("%s failed: %s", runtime, exc)
+        skipped[runtime] = f"{FAILED}{first_line(exc)}"
+    except Exception as exc:  # a library's error while loading or running: its traceback to the log
+        ctx.log.exception("%s failed", runtime)
+        skipped[runtime] = f"{FAILED}{type(exc).__name__}: {first_line(exc)}"
+    return []
 
 
 def _in_process(
@@ -129,12 +176,18 @@ def _in_process(
     feeds = opt_inputs(ctx.config, batch)
     timed = calls.make(runtime, ctx, feeds, Device(params.device), params.threads)
     timing = harness.measure(timed.call, settings)
-    device = "cuda" if runtime == Runtime.TENSORRT else params.device
+    device = _device_of(runtime, params)
     row = BenchRow.of(harness.summarize(timing, batch, settings), runtime, device)
     if timed.phases is not None:
         row = replace(row, gpu=harness.phase_summary(timed.phases[-len(timing.latencies_ms) :], settings))
     ctx.log.info("\n".join(report_lines(runtime, row, settings)))
     return row
+
+
+def _device_of(runtime: str, params: BenchParams) -> str:
+    """Where the row was measured: bench.device moves PyTorch and ONNX Runtime only."""
+    family = CATALOG[Runtime(runtime)].family
+    return {Family.TENSORRT: Device.CUDA.value, Family.OPENVINO: Device.CPU.value}.get(family, params.device)
 
 
 def _hints(params: BenchParams, runtime: str) -> bool:
@@ -150,7 +203,7 @@ def _hinted(ctx: StageContext, params: BenchParams, settings: Settings, runtime:
     loads, chosen = calls.throughput(runtime, ctx, opt_inputs(ctx.config, batch), params.threads)
     ctx.record(f"{runtime}_throughput_settings", chosen)
     timing, _ = streams.measure(loads, settings)
-    row = BenchRow.of(harness.summarize(timing, batch, settings), runtime, params.device, len(loads))
+    row = BenchRow.of(harness.summarize(timing, batch, settings), runtime, Device.CPU.value, len(loads))
     row = replace(row, hint="throughput")
     ctx.log.info("\n".join(report_lines(f"{runtime}, throughput hint {chosen}", row, settings)))
     return row
@@ -246,7 +299,7 @@ def inputs_for(params: BenchParams) -> tuple[str, ...]:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="bench",
-    version=10,  # 10: served rows name their model in a field (bench.json schema 2); 9: speed-up vs eager on in-process rows only; 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
+    version=11,  # 11: a runtime that fails is skipped with its error (the rest kept, the stage partial), runtimes this install cannot run on bench.device skipped up front, OpenVINO rows say cpu; 10: served rows name their model in a field (bench.json schema 2); 9: speed-up vs eager on in-process rows only; 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
     params=BenchParams,
     inputs=tuple(dict.fromkeys(d.artifact for d in CATALOG.values())),
     outputs=(
@@ -271,6 +324,7 @@ SPEC = StageSpec(
     ),
     identity=identity,
     check=check,
+    host=host,
     select_inputs=inputs_for,
     # Formats whose stage may be skipped here (no TensorRT, no GPU): reported, not failed.
     optional_inputs=frozenset({"engine"}),
