@@ -9,6 +9,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ from deploy.gates.accuracy_report import Accuracy, AccuracyReport, Evidence, Out
 from deploy.gates.metrics import all_zero, cosine, max_abs, row_cosines, top1_agreement, topk_agreement
 from deploy.gates.tolerance import AccuracyGate
 from deploy.pipeline.errors import StageFailed
-from deploy.runtimes.base import Session
+from deploy.runtimes.base import Device, Session
 from deploy.spec.tensors import OutputKind, OutputSpec
 
 if TYPE_CHECKING:
@@ -171,6 +172,7 @@ def conclude(
     evidence: Evidence,
     load: Load = onnx_runtime,
     baseline: Path | None = None,
+    target: Device = Device.CPU,
 ) -> None:
     """The reduced-precision stages' ending: gate `candidate` against the FP32 model,
     time both (is it faster at all?), record and write the report (accuracy.json,
@@ -178,10 +180,11 @@ def conclude(
     the stage adds to the report; `artifact`: the report's artifact name; `evidence`:
     what the held-out inputs were (random ones are said to be, everywhere); `load`: how
     the candidate runs; `baseline`: the FP32 model in the candidate's format, for the speed
-    comparison (default: the FP32 ONNX)."""
+    comparison (default: the FP32 ONNX); `target`: where the precision is meant to run
+    (the speed line says when it was timed elsewhere)."""
     fp32 = ctx.input("onnx")
     metrics, bad = gate_against_fp32(fp32, candidate, feeds, ctx.config.outputs, gate, load)
-    speed = measure_speed(baseline or fp32, candidate, feeds[0], load)
+    speed = replace(measure_speed(baseline or fp32, candidate, feeds[0], load), target=target.value)
     report = AccuracyReport(metrics, len(feeds), gate.model_dump(mode="json"), speed, details, evidence)
     ctx.record("accuracy", report.to_json())
     ctx.headline(f"{headline(label, metrics, evidence)}; {speed.text()}")

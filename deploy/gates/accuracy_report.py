@@ -62,14 +62,21 @@ def to_json(metrics: Accuracy) -> dict[str, dict[str, Any]]:
     return {name: m.to_json() for name, m in metrics.items()}
 
 
+DEVICE_NAMES = {"cpu": "CPU", "cuda": "GPU"}
+
+
 @dataclass(frozen=True)
 class Speed:
-    """Median ONNX Runtime CPU latency of one held-out sample, FP32 and candidate timed
-    in alternation (a first look at whether the conversion pays; `bench` measures it)."""
+    """Median latency of one held-out sample, FP32 and candidate timed in alternation on
+    `device` (a first look at whether the conversion pays; `bench` measures it). `target`
+    is where the precision is deployed: FP16 is a GPU's precision, and a CPU timing of it
+    is said to be one, never its verdict."""
 
     fp32_ms: float
     candidate_ms: float
     calls: int
+    device: str = "cpu"  # where both were timed (a Device value)
+    target: str = "cpu"  # where the precision is meant to run
 
     @property
     def speedup(self) -> float:
@@ -77,9 +84,15 @@ class Speed:
 
     def text(self) -> str:
         numbers = f"{self.candidate_ms:.3g} ms vs {self.fp32_ms:.3g} ms"
-        if self.speedup < 1:
-            return f"SLOWER than FP32 on this CPU ({numbers})"
-        return f"{self.speedup:.2f}x FP32 speed ({numbers})"
+        on, meant = (DEVICE_NAMES.get(d, d) for d in (self.device, self.target))
+        said = (
+            f"SLOWER than FP32 on the {on}"
+            if self.speedup < 1
+            else f"{self.speedup:.2f}x FP32 speed on the {on}"
+        )
+        if meant != on:
+            return f"{said} ({numbers}; a {on} timing of a {meant} precision, not its verdict: bench on {self.target} is)"
+        return f"{said} ({numbers})"
 
 
 @dataclass(frozen=True)

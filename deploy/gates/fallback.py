@@ -26,7 +26,7 @@ from deploy.gates.metrics import cosine
 from deploy.gates.tolerance import AccuracyGate, AutoFallback
 from deploy.modelio import onnx_files
 from deploy.modelio.onnx_files import MODEL_FILE
-from deploy.runtimes.base import Feeds
+from deploy.runtimes.base import Device, Feeds
 
 if TYPE_CHECKING:
     import onnx
@@ -275,6 +275,7 @@ class Conversion:
     build: Build
     reference: Path
     eligible: Eligible
+    target: Device = Device.CPU  # where the precision is meant to run (FP16: a GPU)
 
 
 def conclude(
@@ -294,7 +295,17 @@ def conclude(
     dest = ctx.output(conversion.output)
     if not auto.auto:
         conversion.build((), dest)
-        accuracy.conclude(ctx, conversion.label, dest, holdout, gate, details, conversion.report, evidence)
+        accuracy.conclude(
+            ctx,
+            conversion.label,
+            dest,
+            holdout,
+            gate,
+            details,
+            conversion.report,
+            evidence,
+            target=conversion.target,
+        )
         return
     outcome = search(
         conversion.build,
@@ -311,7 +322,9 @@ def conclude(
         else conversion.label
     )
     details = {**details, "fallback": to_json(outcome, auto)}
-    accuracy.conclude(ctx, label, dest, holdout, gate, details, conversion.report, evidence)
+    accuracy.conclude(
+        ctx, label, dest, holdout, gate, details, conversion.report, evidence, target=conversion.target
+    )
 
 
 def to_json(outcome: FallbackResult, auto: AutoFallback) -> dict[str, JsonValue]:

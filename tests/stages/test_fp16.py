@@ -37,6 +37,11 @@ def test_fp16_inside_the_gate_with_fp32_io(write_config, digits_checkpoint):
     assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT  # I/O kept FP32
     weights = [i for i in model.graph.initializer if i.data_type == onnx.TensorProto.FLOAT16]
     assert weights, "no FP16 weights: nothing was converted"
+    # Timed on this CPU, FP16's speed is said to be a CPU timing, never the GPU precision's verdict.
+    assert (report["speed"]["device"], report["speed"]["target"]) == ("cpu", "cuda")
+    headline = results["fp16"].metrics["headline"]
+    assert "FP32 speed on the CPU" in headline or "SLOWER than FP32 on the CPU" in headline, headline
+    assert "a CPU timing of a GPU precision, not its verdict: bench on cuda is" in headline, headline
 
 
 def test_a_damaging_conversion_is_caught(write_config, digits_checkpoint):
