@@ -150,20 +150,24 @@ def _measured(
     batches: list[int],
     skipped: dict[str, str],
 ) -> list[BenchRow]:
-    """The runtime's rows; a runtime that fails to load or run is skipped with its error
-    (in `skipped`, and the stage is partial), and the rows of every other one are kept."""
+    """The runtime's rows; when it fails to load or run, the error goes to `skipped` (the
+    stage is then partial) and the rows it measured before, like every other runtime's,
+    are kept."""
+    rows: list[BenchRow] = []
     try:
         if runtime == Runtime.TRITON:
             return _triton_rows(ctx, params, settings)
-        rows = [_in_process(ctx, params, settings, runtime, batch) for batch in batches]
-        return rows + [_hinted(ctx, params, settings, runtime, b) for b in batches if _hints(params, runtime)]
+        for batch in batches:
+            rows.append(_in_process(ctx, params, settings, runtime, batch))
+        for batch in batches if _hints(params, runtime) else ():
+            rows.append(_hinted(ctx, params, settings, runtime, batch))
     except (StageFailed, EnvError) as exc:  # the runtime's own words: a missing provider, no server
         ctx.log.error("%s failed: %s", runtime, exc)
         skipped[runtime] = f"{FAILED}{first_line(exc)}"
     except Exception as exc:  # a library's error while loading or running: its traceback to the log
         ctx.log.exception("%s failed", runtime)
         skipped[runtime] = f"{FAILED}{type(exc).__name__}: {first_line(exc)}"
-    return []
+    return rows
 
 
 def _in_process(
