@@ -6,10 +6,10 @@ from their installed distributions' metadata. Stdlib only."""
 
 from __future__ import annotations
 
-from importlib import metadata
 from pathlib import Path
 
 from deploy.domain.vocabulary import Runtime
+from deploy.pipeline.keys import dist_version
 from deploy.runtimes.base import Device
 from deploy.runtimes.catalog import CATALOG, Family
 
@@ -25,13 +25,6 @@ def cuda_gpus() -> int:
     return sum(1 for _ in DRIVER_GPUS.iterdir()) if DRIVER_GPUS.is_dir() else 0
 
 
-def version_of(distribution: str) -> str | None:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def cannot_run(runtime: Runtime, device: Device) -> str | None:
     """Why `runtime` cannot run on `device` with this install (None: it can, as far as
     the install tells before loading anything). Only bench.device decides these: OpenVINO
@@ -43,16 +36,16 @@ def cannot_run(runtime: Runtime, device: Device) -> str | None:
         return f"device cuda: no NVIDIA GPU on this machine (no driver entry {DRIVER_GPUS})"
     if family is Family.ONNX:
         return _ort_cuda()
-    torch = version_of("torch") or ""
+    torch = dist_version("torch") or ""
     if torch.endswith("+cpu"):
         return f"device cuda: torch {torch} is a CPU-only build (install a CUDA build of torch)"
     return None
 
 
 def _ort_cuda() -> str | None:
-    if any(version_of(build) for build in ORT_CUDA_BUILDS):
+    if any(dist_version(build) for build in ORT_CUDA_BUILDS):
         return None
     return (
-        f"device cuda: onnxruntime {version_of('onnxruntime') or '(absent)'} is the CPU build, "
+        f"device cuda: onnxruntime {dist_version('onnxruntime') or '(absent)'} is the CPU build, "
         "without CUDAExecutionProvider (pip install onnxruntime-gpu in its place)"
     )
