@@ -1,8 +1,9 @@
-"""Shared fixtures: tiny configs written into tmp dirs, the CLI in a subprocess, and a
+"""Shared fixtures: tiny configs written into tmp dirs, the CLI in this process or a subprocess, and a
 small CNN trained on scikit-learn's digits (real weights for the numeric gates)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import uuid
@@ -13,7 +14,16 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import RUN_MARK, cuda_available, merge, shared_digits, tiny_dict, tritonservers
+from tests.helpers import (
+    RUN_MARK,
+    Cli,
+    cli_here,
+    cuda_available,
+    merge,
+    shared_digits,
+    tiny_dict,
+    tritonservers,
+)
 
 # Every process the suite starts inherits this: the orphan check stops only those.
 os.environ[RUN_MARK] = uuid.uuid4().hex
@@ -46,6 +56,13 @@ def write_config(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture
+def cli(capfd: pytest.CaptureFixture[str]) -> Cli:
+    """cli(*args, cwd=..., env=...): the CLI run in this process (tests.helpers.cli_here),
+    answering as run_cli does; for tests about what the CLI says, not its process."""
+    return functools.partial(cli_here, capfd)
 
 
 # The heaviest test files, heaviest first (seconds on two workers, 2-core machine,

@@ -4,13 +4,14 @@ import from here, never from each other or from conftest."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,55 @@ def run_cli(
         text=True,
         timeout=1800,
     )
+
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]  # the `cli` fixture: run_cli's signature, in process
+
+
+def cli_here(
+    capfd: pytest.CaptureFixture[str], *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """run_cli's answer without a new interpreter: deploy's `main()` in this process, as a
+    fresh `python -m deploy` would run it (its arguments, environment, working directory,
+    umask and signal handlers, all put back afterwards), its console read at the file
+    descriptors. An interpreter importing deploy costs ~0.8 s of CPU, and a run's fork
+    server importing torch ~3 s more, where this worker's fork server is already up: for a
+    test about what the CLI says and returns, not about the process around it."""
+    from deploy.cli import main
+
+    inherited = {k: v for k, v in os.environ.items() if k != "DEPLOY_CACHE_DIR"}
+    capfd.readouterr()
+    with _as_a_process(["deploy", *args], cwd, {**inherited, "COLUMNS": "200", **(env or {})}):
+        try:
+            main()
+            code: int = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(["deploy", *args], code, out, err)
+
+
+@contextlib.contextmanager
+def _as_a_process(argv: list[str], cwd: Path | None, env: dict[str, str]) -> Iterator[None]:
+    saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
+    saved_umask = os.umask(0o022)
+    os.umask(saved_umask)
+    saved_signals = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd or saved_cwd)
+    sys.argv = argv
+    try:
+        yield
+    finally:
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.umask(saved_umask)
+        for sig, handler in saved_signals.items():
+            if handler is not None:  # None: set outside Python, left as it is
+                signal.signal(sig, handler)
 
 
 def signals_as_a_terminal_sends_them() -> None:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from deploy.modelio.onnx_files import PROTOBUF_LIMIT, data_files
-from tests.helpers import run_cli
+from tests.helpers import Cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.triton]
 
@@ -83,13 +83,13 @@ def workdir(tmp_path: Path) -> Iterator[Path]:
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
-def test_a_model_over_2_gb_runs_end_to_end_and_travels_through_the_remote(workdir: Path):
+def test_a_model_over_2_gb_runs_end_to_end_and_travels_through_the_remote(workdir: Path, cli: Cli):
     tmp_path = workdir
     model = tmp_path / "big.py"
     model.write_text(MODEL)
     remote = tmp_path / "remote"
     first = agent(tmp_path / "a", model, remote)
-    done = run_cli("run", str(first))
+    done = cli("run", str(first))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     stages = stages_of(first)
     assert {s["status"] for s in stages.values()} == {"ran"}
@@ -103,7 +103,7 @@ def test_a_model_over_2_gb_runs_end_to_end_and_travels_through_the_remote(workdi
     shutil.rmtree(first.parent)  # the second agent is another machine: only the remote is shared
 
     second = agent(tmp_path / "b", model, remote)
-    again = run_cli("run", str(second))
+    again = cli("run", str(second))
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     from_remote = {name for name, s in stages_of(second).items() if s.get("remote")}
     assert {"export", "simplify", "triton_config"} <= from_remote, stages_of(second)

@@ -9,7 +9,7 @@ import pytest
 
 from deploy.pipeline.errors import ExitCode
 from deploy.runtimes import harness
-from tests.helpers import output_path, run, run_cli
+from tests.helpers import Cli, output_path, run
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +25,9 @@ def models(tmp_path_factory):
     return output_path(path, results, "export", "onnx"), output_path(path, results, "trace", "torchscript")
 
 
-def test_onnx_bench_prints_trtexec_summary_and_exports_times(models, tmp_path):
+def test_onnx_bench_prints_trtexec_summary_and_exports_times(models, tmp_path, cli: Cli):
     times = tmp_path / "times.json"
-    proc = run_cli(
+    proc = cli(
         "bench",
         str(models[0]),
         "--runtime",
@@ -57,8 +57,8 @@ def test_onnx_bench_prints_trtexec_summary_and_exports_times(models, tmp_path):
     assert rows == sorted(rows, key=lambda r: r["startMs"])
 
 
-def test_torchscript_bench(models):
-    proc = run_cli(
+def test_torchscript_bench(models, cli: Cli):
+    proc = cli(
         "bench", str(models[1]), "--runtime", "torchscript", "--shapes", "x:2x1x8x8", "--duration", "0.2"
     )
     assert proc.returncode == 0, proc.stderr
@@ -74,8 +74,8 @@ def test_torchscript_bench(models):
         (["--shapes", "image:1x1x8x8", "--percentile", "0"], "not a list of percentiles"),
     ],
 )
-def test_bad_arguments_are_usage_errors(models, args, fragment):
-    proc = run_cli("bench", str(models[0]), "--runtime", "onnxruntime", "--duration", "0.1", *args)
+def test_bad_arguments_are_usage_errors(models, args, fragment, cli: Cli):
+    proc = cli("bench", str(models[0]), "--runtime", "onnxruntime", "--duration", "0.1", *args)
     assert proc.returncode == ExitCode.USAGE, proc.stdout + proc.stderr
     assert fragment in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
 
@@ -96,9 +96,9 @@ def test_measure_honours_duration_and_iterations():
     assert harness.percentile([float(i) for i in range(1, 1001)], 99.9) == 999.0
 
 
-def test_streams_overlap_their_calls(models, tmp_path):
+def test_streams_overlap_their_calls(models, tmp_path, cli: Cli):
     times = tmp_path / "times.json"
-    proc = run_cli(
+    proc = cli(
         "bench",
         str(models[0]),
         "--runtime",
@@ -241,8 +241,8 @@ def test_p99_of_twenty_samples_is_computed_but_marked_unsupported():
     )
 
 
-def test_stability_settings_reach_the_measurement(models):
-    proc = run_cli(
+def test_stability_settings_reach_the_measurement(models, cli: Cli):
+    proc = cli(
         "bench",
         str(models[0]),
         "--runtime",
@@ -272,8 +272,8 @@ def test_stability_settings_reach_the_measurement(models):
     assert "percentile(50%) = " in proc.stdout and "percentile(50%) = n/a" not in proc.stdout
 
 
-def test_streams_take_the_stability_settings(models):
-    proc = run_cli(
+def test_streams_take_the_stability_settings(models, cli: Cli):
+    proc = cli(
         "bench",
         str(models[0]),
         "--runtime",
@@ -309,8 +309,8 @@ def test_streams_take_the_stability_settings(models):
         (["--stability-percentage", "100"], "not in (0, 100)"),
     ],
 )
-def test_bad_stability_settings_are_usage_errors(models, args, fragment):
-    proc = run_cli(
+def test_bad_stability_settings_are_usage_errors(models, args, fragment, cli: Cli):
+    proc = cli(
         "bench",
         str(models[0]),
         "--runtime",

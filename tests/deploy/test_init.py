@@ -13,7 +13,7 @@ import yaml
 
 from deploy.commands.init import discover, input_specs, parse_input
 from deploy.pipeline.errors import ConfigError
-from tests.helpers import ROOT, run_cli
+from tests.helpers import ROOT, Cli
 
 MODELS = """
 import torch
@@ -73,15 +73,15 @@ CASES = {
 
 @pytest.mark.triton
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_init_then_run_passes_as_written(tmp_path: Path, case: str) -> None:
+def test_init_then_run_passes_as_written(tmp_path: Path, case: str, cli: Cli) -> None:
     source, inputs, outputs = CASES[case]
     (tmp_path / "models.py").write_text(MODELS)
     args = [a for i in inputs for a in ("--input", i)]
-    made = run_cli("init", *source, *args, cwd=tmp_path)
+    made = cli("init", *source, *args, cwd=tmp_path)
     assert made.returncode == 0, made.stdout + made.stderr
     written = yaml.safe_load((tmp_path / f"{case}.yaml").read_text())
     assert written["outputs"] == outputs
-    done = run_cli("run", f"{case}.yaml", cwd=tmp_path)
+    done = cli("run", f"{case}.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "smoke" in done.stdout and "passed" in done.stdout
 
@@ -133,17 +133,19 @@ def test_outputs_are_named_by_key_position_or_as_the_lone_tensor() -> None:
         (["--callable", "segmenter", "--input", "image:float33:1x3x8x8/1x3x8x8/2x3x8x8"], "--input image"),
     ],
 )
-def test_bad_input_says_which_and_writes_nothing(tmp_path: Path, args: list[str], says: str) -> None:
+def test_bad_input_says_which_and_writes_nothing(
+    tmp_path: Path, args: list[str], says: str, cli: Cli
+) -> None:
     (tmp_path / "models.py").write_text(MODELS)
-    done = run_cli("init", "--file", "models.py", "--name", "m", *args, cwd=tmp_path)
+    done = cli("init", "--file", "models.py", "--name", "m", *args, cwd=tmp_path)
     assert done.returncode == 3, done.stdout + done.stderr
     assert says in " ".join((done.stdout + done.stderr).split()) and "Traceback" not in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["models.py"]
 
 
-def test_an_existing_file_is_kept_unless_overwrite(tmp_path: Path) -> None:
+def test_an_existing_file_is_kept_unless_overwrite(tmp_path: Path, cli: Cli) -> None:
     (tmp_path / "m.yaml").write_text("mine")
-    done = run_cli("init", "--factory", "x:y", "--name", "m", "--input", "a:float32:1/1/1", cwd=tmp_path)
+    done = cli("init", "--factory", "x:y", "--name", "m", "--input", "a:float32:1/1/1", cwd=tmp_path)
     assert done.returncode == 3 and "--overwrite" in done.stdout + done.stderr
     assert (tmp_path / "m.yaml").read_text() == "mine"
     with pytest.raises(ConfigError, match="is not NAME:DTYPE"):
@@ -179,13 +181,13 @@ CLIP_INPUTS = [
 
 
 @pytest.mark.triton
-def test_clip_is_written_with_max_batch_size_0_and_is_served_as_sent(tmp_path: Path) -> None:
+def test_clip_is_written_with_max_batch_size_0_and_is_served_as_sent(tmp_path: Path, cli: Cli) -> None:
     """logits_per_image compares every image with every text of the batch: init measures that
     it depends on the batch and writes max_batch_size 0; as written it passes smoke with
     concurrent clients. Dynamic batching instead is a config error naming the output."""
     (tmp_path / "clip_model.py").write_text(CLIP)
     args = [a for i in CLIP_INPUTS for a in ("--input", i)]
-    made = run_cli(
+    made = cli(
         "init", "--file", "clip_model.py", "--callable", "small_clip", "--name", "clip", *args, cwd=tmp_path
     )
     assert made.returncode == 0, made.stdout + made.stderr
@@ -199,12 +201,12 @@ def test_clip_is_written_with_max_batch_size_0_and_is_served_as_sent(tmp_path: P
         ["batch", "sequence"],
     ]
     assert written["inputs"][2]["value_range"] == [0, 1]  # a mask
-    done = run_cli("run", "clip.yaml", cwd=tmp_path)
+    done = cli("run", "clip.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "all answers match their own reference" in done.stdout
     merged = text.replace("    max_batch_size: 0\n", "    dynamic_batching: {max_queue_delay_us: 1000}\n")
     (tmp_path / "merged.yaml").write_text(merged.replace("name: clip", "name: merged"))
-    refused = run_cli("run", "merged.yaml", cwd=tmp_path)
+    refused = cli("run", "merged.yaml", cwd=tmp_path)
     console = " ".join((refused.stdout + refused.stderr).split())
     assert refused.returncode == 3, console
     assert (
@@ -213,10 +215,10 @@ def test_clip_is_written_with_max_batch_size_0_and_is_served_as_sent(tmp_path: P
     )
 
 
-def test_a_fixed_shape_model_gets_no_batch_dim_instead_of_an_error(tmp_path: Path) -> None:
+def test_a_fixed_shape_model_gets_no_batch_dim_instead_of_an_error(tmp_path: Path, cli: Cli) -> None:
     """It used to fail with an error about a hidden temp file and a key nobody wrote."""
     (tmp_path / "clip_model.py").write_text(CLIP)
-    made = run_cli(
+    made = cli(
         "init",
         "--file",
         "clip_model.py",
@@ -230,19 +232,19 @@ def test_a_fixed_shape_model_gets_no_batch_dim_instead_of_an_error(tmp_path: Pat
     text = (tmp_path / "fixed.yaml").read_text()
     written = yaml.safe_load(text)
     assert written["batch_dim"] is None and written["stages"]["triton_config"]["max_batch_size"] == 0
-    checked = run_cli("validate", "fixed.yaml", cwd=tmp_path)
+    checked = cli("validate", "fixed.yaml", cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert not list(tmp_path.glob(".*.init"))
 
 
 @pytest.mark.slow
 @pytest.mark.triton
-def test_a_detection_model_is_written_with_padded_outputs_and_passes_smoke(tmp_path: Path) -> None:
+def test_a_detection_model_is_written_with_padded_outputs_and_passes_smoke(tmp_path: Path, cli: Cli) -> None:
     """torchvision's SSDlite answers a list of per-image dicts of varying length: init probes
     it at batch 1, writes model.detections with the outputs and the count, and the config
     runs through a real tritonserver (random weights spread so that scores differ:
     mechanics only, these weights detect nothing)."""
-    made = run_cli(
+    made = cli(
         "init",
         "--file",
         str(ROOT / "benchmarks" / "zoo_models.py"),
@@ -259,9 +261,9 @@ def test_a_detection_model_is_written_with_padded_outputs_and_passes_smoke(tmp_p
     assert written["model"]["detections"] == {"max_detections": 100}
     assert [o["name"] for o in written["outputs"]] == ["boxes", "scores", "labels", "num_detections"]
     assert written["inputs"][0]["dims"] == [1, 3, 320, 320] and written["batch_dim"] is None
-    written["stages"]["smoke"]["batching_requests"] = 8  # ~0.3 s a request on 2 cores
+    written["stages"]["smoke"].update(clients=2, batching_requests=4)  # ~0.3 s a request on 2 cores
     (tmp_path / "ssd.yaml").write_text(yaml.safe_dump(written, sort_keys=False))
-    done = run_cli("run", "ssd.yaml", cwd=tmp_path)
+    done = cli("run", "ssd.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((tmp_path / "runs" / "ssd" / "summary.json").read_text())
     stages = {s["stage"]: s for s in summary["stages"]}

@@ -1124,15 +1124,31 @@ def params(cases: list[Case]) -> list[Any]:
 
 
 @pytest.mark.parametrize("case", params(CASES))
-def test_bad_input(case: Case, tmp_path: Path) -> None:
+def test_bad_input(case: Case, tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """Through `main()` in this process (tests.helpers.cli_here); the next test shows a
+    real `python -m deploy` answering the same, one case per exit code."""
+    check_case(case, tmp_path, cli)
+
+
+def _one_per_exit_code() -> list[Case]:
+    firsts = {c.expect: c for c in reversed(CASES) if not c.bug and not c.prepare}
+    return list(firsts.values())
+
+
+@pytest.mark.parametrize("case", _one_per_exit_code(), ids=lambda c: c.id)
+def test_a_real_process_answers_as_in_process(case: Case, tmp_path: Path) -> None:
+    check_case(case, tmp_path, run_cli)
+
+
+def check_case(case: Case, tmp_path: Path, cli: Callable[..., Any]) -> None:
     config = write_case(case, tmp_path)
     if case.prepare:
-        assert run_cli("run", str(config), *case.prepare, cwd=tmp_path).returncode == 0
+        assert cli("run", str(config), *case.prepare, cwd=tmp_path).returncode == 0
     if case.damage is not None:
         case.damage(tmp_path)
     before = cache_listing(tmp_path)
     args = [a.format(config=config, tmp=tmp_path) for a in case.args]
-    proc = run_cli(*args, cwd=tmp_path, env={k: v.format(tmp=tmp_path) for k, v in case.env.items()})
+    proc = cli(*args, cwd=tmp_path, env={k: v.format(tmp=tmp_path) for k, v in case.env.items()})
     console = proc.stdout + proc.stderr
     assert proc.returncode == case.expect, console
     assert case.says in console, console

@@ -21,7 +21,7 @@ from deploy.pipeline.hashing import digest_file
 from deploy.pipeline.project import load_project
 from deploy.pipeline.publish import complete, publish
 from deploy.pipeline.store import Output, Store
-from tests.helpers import Recorder, run, run_cli, tiny_dict
+from tests.helpers import Cli, Recorder, run, run_cli, tiny_dict
 
 # Weights of 2 MB: above the size under which the cache rehashes every file anyway.
 WIDE = """
@@ -190,9 +190,9 @@ def test_an_altered_published_file_is_found_by_digest_and_repaired_from_the_cach
 
 
 @pytest.mark.triton
-def test_deploy_serve_refuses_a_repository_missing_a_file(tmp_path: Path, write_config) -> None:
+def test_deploy_serve_refuses_a_repository_missing_a_file(tmp_path: Path, write_config, cli: Cli) -> None:
     path = write_config()
-    assert run_cli("run", str(path), "--to", "triton_config", cwd=tmp_path).returncode == 0
+    assert cli("run", str(path), "--to", "triton_config", cwd=tmp_path).returncode == 0
     (tmp_path / "model_repository" / "tiny_python" / "1" / "model.onnx").unlink()
     served = run_cli("serve", str(path), cwd=tmp_path)
     console = " ".join((served.stdout + served.stderr).split())
@@ -204,11 +204,13 @@ def test_deploy_serve_refuses_a_repository_missing_a_file(tmp_path: Path, write_
     assert "HTTP" not in served.stdout  # no server was started
 
 
-def test_deploy_serve_refuses_an_altered_file_and_repair_puts_it_back(tmp_path: Path, write_config) -> None:
+def test_deploy_serve_refuses_an_altered_file_and_repair_puts_it_back(
+    tmp_path: Path, write_config, cli: Cli
+) -> None:
     from deploy.commands.serve import PublishedCheck, _verify
 
     path = write_config()
-    assert run_cli("run", str(path), "--to", "triton_config", cwd=tmp_path).returncode == 0
+    assert cli("run", str(path), "--to", "triton_config", cwd=tmp_path).returncode == 0
     target = tmp_path / "model_repository" / "tiny_python" / "1" / "model.onnx"
     published = target.read_bytes()
     _alter_in_place(target)
@@ -271,7 +273,7 @@ def test_nothing_deploy_writes_is_world_writable_under_umask_000(tmp_path: Path,
 
 
 def test_temp_dirs_of_a_run_that_died_are_removed_by_the_next_run_and_by_gc(
-    tmp_path: Path, write_config
+    tmp_path: Path, write_config, cli: Cli
 ) -> None:
     path = write_config()
     run(path, stop="golden")
@@ -288,6 +290,6 @@ def test_temp_dirs_of_a_run_that_died_are_removed_by_the_next_run_and_by_gc(
     run(path, stop="golden")
     assert not dead.exists() and live.exists()
     dead.mkdir()
-    gc = run_cli("cache", "gc", "--cache-dir", str(tmp_path / "cache"), cwd=tmp_path)
+    gc = cli("cache", "gc", "--cache-dir", str(tmp_path / "cache"), cwd=tmp_path)
     assert gc.returncode == 0, gc.stderr
     assert not dead.exists() and live.exists()

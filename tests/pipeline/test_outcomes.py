@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from deploy.pipeline.errors import ExitCode
-from tests.helpers import run_cli
+from tests.helpers import Cli, run_cli
 
 
 @pytest.fixture
@@ -26,11 +26,11 @@ def run_dir(config: Path) -> Path:
     return config.parent / "runs" / "tiny"
 
 
-def test_a_rejected_selection_writes_an_error_and_keeps_the_last_report(finished, tmp_path):
+def test_a_rejected_selection_writes_an_error_and_keeps_the_last_report(finished, tmp_path, cli: Cli):
     before = {name: (run_dir(finished) / name).read_bytes() for name in ("summary.json", "report.html")}
     history = sorted((run_dir(finished) / "history").iterdir())
     out_json, out_xml = tmp_path / "s.json", tmp_path / "s.xml"
-    proc = run_cli(
+    proc = cli(
         "run",
         str(finished),
         "--only",
@@ -53,14 +53,16 @@ def test_a_rejected_selection_writes_an_error_and_keeps_the_last_report(finished
     assert not (tmp_path / "empty" / "actions").exists()  # nothing ran, nothing cached
 
 
-def test_an_environment_error_inside_a_stage_fails_that_stage_with_its_exit_code(write_config, tmp_path):
+def test_an_environment_error_inside_a_stage_fails_that_stage_with_its_exit_code(
+    write_config, tmp_path, cli: Cli
+):
     """A missing tritonserver (MissingDependency, exit 4) is raised from smoke's code."""
     missing = tmp_path / "nowhere" / "tritonserver"
     config = write_config(
         {"stages": {"smoke": {"server": {"kind": "binary", "path": str(missing)}}}}, smoke=True
     )
     out_json, out_xml = tmp_path / "s.json", tmp_path / "s.xml"
-    proc = run_cli("run", str(config), "--json", str(out_json), "--junit", str(out_xml))
+    proc = cli("run", str(config), "--json", str(out_json), "--junit", str(out_xml))
     assert proc.returncode == ExitCode.ENVIRONMENT and "Traceback" not in proc.stderr
     assert "stage 'smoke' failed: tritonserver is not available" in proc.stderr and "smoke.log" in proc.stderr
     summary = json.loads(out_json.read_text())
@@ -74,12 +76,14 @@ def test_an_environment_error_inside_a_stage_fails_that_stage_with_its_exit_code
     assert "<h2 class='failed'>smoke failed</h2>" in report and "<pre class='failure'>" in report
 
 
-def test_each_run_keeps_its_report_and_a_failure_does_not_erase_the_last_good_one(finished, write_config):
+def test_each_run_keeps_its_report_and_a_failure_does_not_erase_the_last_good_one(
+    finished, write_config, cli: Cli
+):
     good = run_dir(finished) / "latest"
     good_report = (good / "report.html").read_text()
     assert "<span class='ok'>ok</span>" in good_report
     strict = write_config({"stages": {"validate": {"atol": 0.0, "rtol": 0.0, "min_cosine": 1.0}}})
-    assert run_cli("run", str(strict)).returncode == ExitCode.STAGE
+    assert cli("run", str(strict)).returncode == ExitCode.STAGE
     runs = sorted((run_dir(finished) / "history").iterdir())
     assert len(runs) == 2 and (runs[0] / "report.html").read_text() == good_report
     assert (run_dir(finished) / "latest").resolve() == runs[1].resolve()
@@ -87,8 +91,8 @@ def test_each_run_keeps_its_report_and_a_failure_does_not_erase_the_last_good_on
     assert latest == (runs[1] / "report.html").read_text() and "<span class='failed'>failed</span>" in latest
 
 
-def test_the_report_names_host_versions_commit_and_cached_times(finished):
-    assert run_cli("run", str(finished)).returncode == 0  # every stage cached now
+def test_the_report_names_host_versions_commit_and_cached_times(finished, cli: Cli):
+    assert cli("run", str(finished)).returncode == 0  # every stage cached now
     summary = json.loads((run_dir(finished) / "summary.json").read_text())
     trace = next(s for s in summary["stages"] if s["stage"] == "trace")
     assert trace["status"] == "cached" and trace["seconds"] > 0 and trace["created"]

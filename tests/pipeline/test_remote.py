@@ -22,7 +22,7 @@ from deploy.pipeline.contract import ArtifactKind
 from deploy.pipeline.hashing import digest_file
 from deploy.pipeline.keys import KeyParts
 from deploy.pipeline.store import Entry, Store
-from tests.helpers import S3_ENV, S3Server, run, run_cli, tiny_dict
+from tests.helpers import S3_ENV, Cli, S3Server, run, run_cli, tiny_dict
 
 BUCKET, PREFIX = "deploy-ci", "cache"
 STAGES = ("golden", "trace", "export", "simplify", "validate", "triton_config")
@@ -68,14 +68,14 @@ def published(config: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): digest_file(p) for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_a_second_agent_downloads_instead_of_rebuilding(s3, tmp_path) -> None:
+def test_a_second_agent_downloads_instead_of_rebuilding(s3, tmp_path, cli: Cli) -> None:
     remote = f"s3://{BUCKET}/{PREFIX}"
     first, second = agent(tmp_path / "a", remote), agent(tmp_path / "b", remote)
     done, summary, cold = deploy_run(first, s3.env)
     assert set(statuses(summary).values()) == {"ran"}
     assert f"remote cache: pushed {len(STAGES)} entries" in done.stdout
     assert len([k for k in s3.keys(BUCKET, f"{PREFIX}/actions/")]) == len(STAGES)
-    plan = run_cli("plan", str(second), "--detailed-exitcode", env=s3.env)
+    plan = cli("plan", str(second), "--detailed-exitcode", env=s3.env)
     assert plan.returncode == 0, plan.stdout + plan.stderr  # nothing will run: all downloadable
     assert plan.stdout.count("from the remote cache") == len(STAGES), plan.stdout
     done, summary, warm = deploy_run(second, s3.env)
@@ -143,7 +143,7 @@ def big_entries(store: Store, count: int, size: int) -> list[Entry]:
     return entries
 
 
-def test_a_push_killed_with_sigkill_leaves_no_visible_entry(s3, tmp_path) -> None:
+def test_a_push_killed_with_sigkill_leaves_no_visible_entry(s3, tmp_path, cli: Cli) -> None:
     store = Store(tmp_path / "cache")
     entries = big_entries(store, count=3, size=120 << 20)  # multipart uploads, seconds each
     command = [sys.executable, "-m", "deploy", "cache", "push", "--cache-dir", str(store.root)]
@@ -161,14 +161,14 @@ def test_a_push_killed_with_sigkill_leaves_no_visible_entry(s3, tmp_path) -> Non
     assert push.returncode == -signal.SIGKILL
     assert s3.keys(BUCKET, f"{PREFIX}/actions/") == []
     # A complete push afterwards: every visible entry has every object, intact.
-    done = run_cli(*command[3:], env=s3.env)
+    done = cli(*command[3:], env=s3.env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "pushed 3 entries" in done.stdout
     for entry in entries:
         blob = entry.outputs["blob"].digest
         body = s3.client().get_object(Bucket=BUCKET, Key=f"{PREFIX}/objects/{blob[:2]}/{blob}")["Body"].read()
         assert len(body) == entry.outputs["blob"].size
-    listed = run_cli("cache", "ls", "--remote", f"s3://{BUCKET}/{PREFIX}", env=s3.env)
+    listed = cli("cache", "ls", "--remote", f"s3://{BUCKET}/{PREFIX}", env=s3.env)
     assert listed.stdout.count("big") == 3, listed.stdout
 
 
@@ -243,12 +243,12 @@ def test_a_remote_object_that_expired_is_a_miss_not_a_failure(tmp_path) -> None:
     ].digest != traced
 
 
-def test_publishing_to_a_missing_bucket_fails_that_stage_with_exit_4(s3, tmp_path) -> None:
+def test_publishing_to_a_missing_bucket_fails_that_stage_with_exit_4(s3, tmp_path, cli: Cli) -> None:
     config = agent(tmp_path / "a", f"s3://{BUCKET}/{PREFIX}")
     data = yaml.safe_load(config.read_text())
     data["stages"]["triton_config"]["publish_to"] = "s3://no-such-bucket/repo"
     config.write_text(yaml.safe_dump(data, sort_keys=False))
-    done = run_cli("run", str(config), env=s3.env)
+    done = cli("run", str(config), env=s3.env)
     assert done.returncode == 4, done.stdout + done.stderr
     assert (
         "stage 'triton_config' failed: publishing the repository to s3://no-such-bucket/repo failed"

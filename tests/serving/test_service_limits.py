@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from deploy.serving.service import MAX_IMAGE_PIXELS, MAX_TEXT_BYTES
-from tests.helpers import DIGIT_NAMES, digits_service, run_cli
+from tests.helpers import DIGIT_NAMES, Cli, digits_service, run_cli
 
 pytestmark = pytest.mark.triton
 
@@ -103,11 +103,11 @@ def _digit_is_answered(work: Path, truth: dict[str, int], url: str) -> None:
     assert result.stdout.split("1. ")[1].split(" ")[0] == DIGIT_NAMES[digit], result.stdout
 
 
-def test_a_169_megapixel_png_is_refused_before_decoding_and_the_server_serves_on(served):
+def test_a_169_megapixel_png_is_refused_before_decoding_and_the_server_serves_on(served, cli: Cli):
     work, truth, server = served
     _huge_png(work / "huge.png")
     assert (work / "huge.png").stat().st_size < 1 << 20
-    result = run_cli("infer", "--url", server.http, "--image", str(work / "huge.png"), cwd=work)
+    result = cli("infer", "--url", server.http, "--image", str(work / "huge.png"), cwd=work)
     assert result.returncode == 3 and "Traceback" not in result.stderr, result.stderr
     says = f"image of 13000 x 13000 pixels refused before decoding: at most {MAX_IMAGE_PIXELS} pixels"
     assert says in result.stderr and "huge.png" in result.stderr, result.stderr
@@ -148,15 +148,13 @@ def _head(stdout: str) -> np.ndarray:
     ],
     ids=["oversized", "not-utf8"],
 )
-def test_a_hostile_sentence_is_refused_and_the_server_serves_on(served, text, says):
+def test_a_hostile_sentence_is_refused_and_the_server_serves_on(served, text, says, cli: Cli):
     work, _, server = served
-    result = run_cli(
-        "infer", "--url", server.http, "--model", "words_python_ensemble", "--text", text, cwd=work
-    )
+    result = cli("infer", "--url", server.http, "--model", "words_python_ensemble", "--text", text, cwd=work)
     assert result.returncode == 3 and "Traceback" not in result.stderr, result.stderr
     assert says in result.stderr and "--text" in result.stderr, result.stderr
     sentence = "Deploying models needs care."
-    answer = run_cli("infer", "--url", server.http, "--model", "words_python_ensemble", "--text", sentence)
+    answer = cli("infer", "--url", server.http, "--model", "words_python_ensemble", "--text", sentence)
     assert answer.returncode == 0, answer.stderr
     head, reference = _head(answer.stdout), _reference(sentence)
     assert len(head) == 6 and np.allclose(head, reference[:6], atol=1e-4), (answer.stdout, reference)

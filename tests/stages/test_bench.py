@@ -172,7 +172,7 @@ def test_triton_models_must_exist_in_the_repository(write_config):
 def test_a_runtime_that_fails_keeps_the_rows_measured_before_and_after_it(write_config):
     """Triton fails between two in-process runtimes (no server answers at the URL): its
     rows are skipped with the reason, the others kept, and the stage is partial, not failed."""
-    server = {"kind": "url", "url": "127.0.0.1:9", "grpc_url": "127.0.0.1:9"}
+    server = {"kind": "url", "url": "127.0.0.1:9", "grpc_url": "127.0.0.1:9", "startup_timeout_s": 3}
     bench = {"runtimes": ["onnxruntime", "triton", "eager"], "batches": [1], "triton": {"server": server}}
     path = triton_config(write_config, bench)
     results = run(path)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from deploy.pipeline.errors import ExitCode
-from tests.helpers import ROOT, run_cli, shared_digits, tiny_dict
+from tests.helpers import ROOT, Cli, shared_digits, tiny_dict
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +68,12 @@ def _has_bf16() -> bool:
     return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
-def test_the_irs_answer_real_digits_like_eager_and_bench_times_them(tmp_path: Path, checkpoint: Path) -> None:
+def test_the_irs_answer_real_digits_like_eager_and_bench_times_them(
+    tmp_path: Path, checkpoint: Path, cli: Cli
+) -> None:
     config = _config(tmp_path, checkpoint)
     summary_path = tmp_path / "summary.json"
-    done = run_cli("run", str(config), "--json", str(summary_path))
+    done = cli("run", str(config), "--json", str(summary_path))
     assert done.returncode == 0, done.stdout + done.stderr
     stages = {s["stage"]: s for s in json.loads(summary_path.read_text())["stages"]}
     fp32 = Path(stages["openvino"]["outputs"]["openvino"]["path"])  # the tree: model.xml, model.bin
@@ -136,14 +138,14 @@ def test_the_irs_answer_real_digits_like_eager_and_bench_times_them(tmp_path: Pa
     assert "no accuracy measured" not in verdicts["openvino_fp16"]["reason"]
 
     # `deploy bench` times the IR file itself, from two streams (a request each).
-    timed = run_cli(
+    timed = cli(
         "bench", str(fp32 / "model.xml"), "--shapes", "image:4x1x8x8", "--duration", "0.2", "--streams", "2"
     )
     assert timed.returncode == 0, timed.stdout + timed.stderr
     assert "=== Performance summary (openvino, batch 4) ===" in timed.stdout
     assert "[I] Settings: hint LATENCY, compute f32, streams 1" in timed.stdout
     # The throughput hint: as many streams as the requests the plugin asks for, said.
-    hinted = run_cli(
+    hinted = cli(
         "bench",
         str(fp32 / "model.xml"),
         "--shapes",
@@ -158,23 +160,23 @@ def test_the_irs_answer_real_digits_like_eager_and_bench_times_them(tmp_path: Pa
     requests = int(settings.rsplit("requests ", 1)[1])
     assert "hint THROUGHPUT" in settings and f"streams: {requests}" in hinted.stdout
     onnx = Path(stages["simplify"]["outputs"]["onnx"]["path"]) / "model.onnx"
-    refused = run_cli("bench", str(onnx), "--hint", "throughput")
+    refused = cli("bench", str(onnx), "--hint", "throughput")
     assert refused.returncode == 2 and "a performance hint is OpenVINO's" in " ".join(refused.stderr.split())
     lone = tmp_path / "lone"  # an IR without its model.bin: one line with OpenVINO's reason
     lone.mkdir()
     (lone / "model.xml").write_bytes((fp32 / "model.xml").read_bytes())
-    broken = run_cli("bench", str(lone / "model.xml"), "--shapes", "image:1x1x8x8")
+    broken = cli("bench", str(lone / "model.xml"), "--shapes", "image:1x1x8x8")
     said = broken.stdout + broken.stderr
     assert broken.returncode == ExitCode.STAGE and "Traceback" not in said
     assert "OpenVINO cannot load" in said and "bin file cannot be found" in said
 
 
 def test_an_ir_outside_its_tolerance_fails_the_stage_with_the_numbers(
-    tmp_path: Path, checkpoint: Path
+    tmp_path: Path, checkpoint: Path, cli: Cli
 ) -> None:
     """No tolerance at all: OpenVINO's kernels differ from PyTorch's in the last bits."""
     config = _config(tmp_path, checkpoint, tolerance={"atol": 0.0, "rtol": 0.0, "min_cosine": 1.0})
-    done = run_cli("run", str(config))
+    done = cli("run", str(config))
     assert done.returncode == ExitCode.STAGE, done.stdout + done.stderr
     said = " ".join((done.stdout + done.stderr).split())
     assert "FP32 IR (OpenVINO) vs eager parity failed" in said and "logits" in said

@@ -17,7 +17,7 @@ import yaml
 
 from deploy.pipeline.errors import ExitCode
 from deploy.serving import release_journal, releases
-from tests.helpers import ROOT, living_in_session, run_cli, shared_digits, tiny_dict
+from tests.helpers import ROOT, Cli, living_in_session, shared_digits, tiny_dict
 
 SLOW_MODEL = '''
 import sys
@@ -85,38 +85,38 @@ def _versions(tmp_path: Path, model: str = "tiny_onnx") -> list[int]:
 
 
 def test_first_release_then_unchanged_then_a_changed_checkpoint_is_gated(
-    tmp_path: Path, checkpoints: dict[int, Path]
+    tmp_path: Path, checkpoints: dict[int, Path], cli: Cli
 ) -> None:
     held_out = {"kind": "arrays", "path": str(checkpoints[8].parent / "test.npy"), "count": 64}  # real digits
     config = _config(tmp_path, checkpoints[8], holdout=held_out)
-    first = run_cli("run", str(config))
+    first = cli("run", str(config))
     assert first.returncode == 0, first.stdout + first.stderr
     assert _versions(tmp_path) == [1] and _versions(tmp_path, "tiny_python") == [1]
     record = releases.releases(tmp_path / "model_repository" / "tiny_onnx")[0].record
     assert record is not None and record.version == 1 and record.comparison is None
     assert len(record.checkpoint_sha256) == 64 and record.inputs.startswith("golden min / opt / max")
 
-    again = run_cli("run", str(config), "--force", "release")
+    again = cli("run", str(config), "--force", "release")
     assert again.returncode == 0 and "unchanged: tiny_onnx v1" in again.stdout
     assert _versions(tmp_path) == [1]
 
     _switch(config, checkpoint=str(checkpoints[30]))
-    refused = run_cli("run", str(config))
+    refused = cli("run", str(config))
     assert refused.returncode == ExitCode.REGRESSION, refused.stdout + refused.stderr
     said = " ".join((refused.stdout + refused.stderr).split())
     assert "nothing was published" in said and "cosine" in said and "--accept-regression" in said
     assert "(random inputs) + 64 held-out samples: arrays from" in said  # what the numbers rest on
     assert _versions(tmp_path) == [1]  # nothing published
-    table = json.loads(run_cli("releases", str(config), "--json").stdout)
+    table = json.loads(cli("releases", str(config), "--json").stdout)
     assert {(r["model"], r["version"]) for r in table} >= {("tiny_onnx", 1)}
 
-    accepted = run_cli("run", str(config), "--accept-regression", "retrained for 30 epochs")
+    accepted = cli("run", str(config), "--accept-regression", "retrained for 30 epochs")
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
     assert _versions(tmp_path) == [1, 2]
     newest = releases.releases(tmp_path / "model_repository" / "tiny_onnx")[-1].record
     assert newest is not None and newest.accepted_regression == "retrained for 30 epochs"
     assert newest.checkpoint_sha256 != record.checkpoint_sha256  # another checkpoint, another identity
-    listed = json.loads(run_cli("releases", str(config), "--json").stdout)
+    listed = json.loads(cli("releases", str(config), "--json").stdout)
     row = next(r for r in listed if r["model"] == "tiny_onnx" and r["version"] == 2)
     assert row["accepted"] == "retrained for 30 epochs" and row["compared"].startswith("vs v1: cosine")
     assert "latency" in row["compared"] and "per item" in row["compared"] and row["rolled back"] == ""
@@ -128,14 +128,14 @@ def test_first_release_then_unchanged_then_a_changed_checkpoint_is_gated(
 
 
 def test_a_slower_model_with_the_same_answers_is_refused(
-    tmp_path: Path, checkpoints: dict[int, Path]
+    tmp_path: Path, checkpoints: dict[int, Path], cli: Cli
 ) -> None:
     config = _config(tmp_path, checkpoints[30])
-    assert run_cli("run", str(config)).returncode == 0
+    assert cli("run", str(config)).returncode == 0
     module = tmp_path / "slow_model.py"
     module.write_text(SLOW_MODEL.format(models=str(ROOT / "configs" / "models")))
     _switch(config, file=str(module), callable="slow_tiny_cnn")
-    refused = run_cli("run", str(config))
+    refused = cli("run", str(config))
     assert refused.returncode == ExitCode.REGRESSION, refused.stdout + refused.stderr
     said = " ".join((refused.stdout + refused.stderr).split())
     assert "latency" in said and "nothing was published" in said
@@ -143,37 +143,37 @@ def test_a_slower_model_with_the_same_answers_is_refused(
     assert _versions(tmp_path) == [1]
 
 
-def test_keep_prunes_old_versions(tmp_path: Path, checkpoints: dict[int, Path]) -> None:
+def test_keep_prunes_old_versions(tmp_path: Path, checkpoints: dict[int, Path], cli: Cli) -> None:
     config = _config(tmp_path, checkpoints[8], accept_regression="test: every retrain is released")
-    assert run_cli("run", str(config)).returncode == 0
+    assert cli("run", str(config)).returncode == 0
     for checkpoint in (checkpoints[30], checkpoints[8]):
         _switch(config, checkpoint=str(checkpoint))
-        done = run_cli("run", str(config))
+        done = cli("run", str(config))
         assert done.returncode == 0, done.stdout + done.stderr
     assert _versions(tmp_path) == [2, 3]  # keep: 2
 
 
-def test_release_needs_publish_released(tmp_path: Path, checkpoints: dict[int, Path]) -> None:
+def test_release_needs_publish_released(tmp_path: Path, checkpoints: dict[int, Path], cli: Cli) -> None:
     config = _config(tmp_path, checkpoints[8])
     data = yaml.safe_load(config.read_text())
     data["stages"]["triton_config"].pop("publish")
     config.write_text(yaml.safe_dump(data, sort_keys=False))
-    done = run_cli("validate", str(config))
+    done = cli("validate", str(config))
     assert done.returncode == ExitCode.CONFIG and "publish: released" in done.stdout + done.stderr
 
 
 def test_rollback_serves_the_earlier_version_and_a_release_does_not_bring_it_back(
-    tmp_path: Path, checkpoints: dict[int, Path]
+    tmp_path: Path, checkpoints: dict[int, Path], cli: Cli
 ) -> None:
     config = _config(tmp_path, checkpoints[8])
-    assert run_cli("run", str(config)).returncode == 0
+    assert cli("run", str(config)).returncode == 0
     _switch(config, checkpoint=str(checkpoints[30]))
     build = {
         "DEPLOY_ACCEPT_REGRESSION": "retrained",
         "BUILD_URL": "https://ci.example/job/d/7/",
         "WORKSPACE": str(tmp_path),
     }
-    assert run_cli("run", str(config), env=build).returncode == 0  # as the Jenkinsfile passes it
+    assert cli("run", str(config), env=build).returncode == 0  # as the Jenkinsfile passes it
     model_dir = tmp_path / "model_repository" / "tiny_onnx"
     assert releases.served(model_dir) == {2}
     record = releases.releases(model_dir)[-1].record
@@ -181,30 +181,30 @@ def test_rollback_serves_the_earlier_version_and_a_release_does_not_bring_it_bac
     assert record.build_url == build["BUILD_URL"]
     assert record.report == "https://ci.example/job/d/7/artifact/runs/tiny/report.html"
 
-    rolled = run_cli("rollback", str(config))
+    rolled = cli("rollback", str(config))
     assert rolled.returncode == 0, rolled.stdout + rolled.stderr
     assert "tiny_onnx: v2 -> v1" in rolled.stdout and "tiny_python: v2 -> v1" in rolled.stdout
     assert releases.served(model_dir) == {1}
     newest = releases.releases(model_dir)[-1].record
     assert newest is not None and newest.rolled_back is not None and newest.rolled_back.endswith("to v1")
-    listed = json.loads(run_cli("releases", str(config), "--json").stdout)
+    listed = json.loads(cli("releases", str(config), "--json").stdout)
     assert [(r["version"], r["served"]) for r in listed if r["model"] == "tiny_onnx"] == [
         (1, True),
         (2, False),
     ]
 
-    again = run_cli("run", str(config))  # the checkpoint that was rolled back
+    again = cli("run", str(config))  # the checkpoint that was rolled back
     assert again.returncode == ExitCode.REGRESSION, again.stdout + again.stderr
     assert "rolled back" in again.stdout + again.stderr and releases.served(model_dir) == {1}
 
-    forward = run_cli("rollback", str(config), "--to", "2")
+    forward = cli("rollback", str(config), "--to", "2")
     assert forward.returncode == 0 and releases.served(model_dir) == {2}
-    missing = run_cli("rollback", str(config), "--to", "9")
+    missing = cli("rollback", str(config), "--to", "9")
     assert missing.returncode == ExitCode.STAGE and "no v9" in missing.stdout + missing.stderr
 
 
 def test_a_deleted_repository_is_released_again_and_a_settled_one_is_a_cache_hit(
-    tmp_path: Path, checkpoints: dict[int, Path]
+    tmp_path: Path, checkpoints: dict[int, Path], cli: Cli
 ) -> None:
     """The stage's entry is kept under the repository state it left: the next run finds
     it, and a run after the repository was deleted publishes v1 again, never reports a
@@ -212,11 +212,11 @@ def test_a_deleted_repository_is_released_again_and_a_settled_one_is_a_cache_hit
     import shutil
 
     config = _config(tmp_path, checkpoints[8])
-    assert run_cli("run", str(config)).returncode == 0
-    settled = run_cli("run", str(config), "-v")
+    assert cli("run", str(config)).returncode == 0
+    settled = cli("run", str(config), "-v")
     assert settled.returncode == 0 and _status(settled.stdout, "release") == "cached", settled.stdout
     shutil.rmtree(tmp_path / "model_repository")
-    again = run_cli("run", str(config))
+    again = cli("run", str(config))
     assert again.returncode == 0 and _status(again.stdout, "release") == "ran", again.stdout
     assert _versions(tmp_path) == [1] and _versions(tmp_path, "tiny_python") == [1]
     assert "first release: tiny_onnx v1" in again.stdout
@@ -229,7 +229,7 @@ def _status(stdout: str, stage: str) -> str:
 
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGHUP])
 def test_a_release_killed_as_its_version_appears_is_finished_by_the_next_run(
-    tmp_path: Path, checkpoints: dict[int, Path], signum: int
+    tmp_path: Path, checkpoints: dict[int, Path], signum: int, cli: Cli
 ) -> None:
     """The signal lands right after the first model's new version is renamed into place,
     before its config, pruning, stamp, the other model and the manifest: every version
@@ -238,7 +238,7 @@ def test_a_release_killed_as_its_version_appears_is_finished_by_the_next_run(
     from deploy.pipeline.publish import complete
 
     config = _config(tmp_path, checkpoints[8])
-    assert run_cli("run", str(config)).returncode == 0
+    assert cli("run", str(config)).returncode == 0
     _switch(config, checkpoint=str(checkpoints[30]))
     accept = ("--accept-regression", "retrained")
     run = subprocess.Popen(
@@ -263,7 +263,7 @@ def test_a_release_killed_as_its_version_appears_is_finished_by_the_next_run(
             )
 
     interrupted = release_journal.path(tmp_path / "model_repository", "tiny").is_file()
-    again = run_cli("run", str(config), *accept)
+    again = cli("run", str(config), *accept)
     assert again.returncode == 0, again.stdout + again.stderr
     said = " ".join(again.stdout.split())
     if interrupted:  # the signal landed inside the transaction: reverted or completed, and said
@@ -281,7 +281,7 @@ def test_a_release_killed_as_its_version_appears_is_finished_by_the_next_run(
 
 @pytest.mark.triton
 def test_the_record_holds_the_server_the_int8_accuracy_bench_and_select(
-    tmp_path: Path, checkpoints: dict[int, Path]
+    tmp_path: Path, checkpoints: dict[int, Path], cli: Cli
 ) -> None:
     config = _config(tmp_path, checkpoints[30])
     data = yaml.safe_load(config.read_text())
@@ -296,7 +296,7 @@ def test_the_record_holds_the_server_the_int8_accuracy_bench_and_select(
     data["stages"]["bench"] = {**fast, "runtimes": ["onnxruntime", "onnxruntime_int8", "triton"]}
     data["stages"]["select"] = {"objectives": [{"name": "latency", "metric": "latency"}]}
     config.write_text(yaml.safe_dump(data, sort_keys=False))
-    done = run_cli("run", str(config))
+    done = cli("run", str(config))
     assert done.returncode == 0, done.stdout + done.stderr
     int8 = releases.releases(tmp_path / "model_repository" / "tiny_python_int8")[0].record
     fp32 = releases.releases(tmp_path / "model_repository" / "tiny_python")[0].record

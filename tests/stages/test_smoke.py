@@ -21,7 +21,7 @@ from deploy.pipeline.errors import ExitCode, StageFailed
 from deploy.pipeline.project import load_project
 from deploy.pipeline.store import Store
 from deploy.stages.smoke import stage as smoke
-from tests.helpers import output_path, run, run_cli, signals_as_a_terminal_sends_them, tritonservers
+from tests.helpers import Cli, output_path, run, run_cli, signals_as_a_terminal_sends_them, tritonservers
 
 pytestmark = pytest.mark.triton
 
@@ -182,9 +182,9 @@ def test_a_configured_port_that_is_taken_is_an_error_naming_it(built, tmp_path):
     assert info.value.exit_code == ExitCode.ENVIRONMENT
 
 
-def test_full_pipeline_cli_then_cached_without_server(tmp_path, write_config):
+def test_full_pipeline_cli_then_cached_without_server(tmp_path, write_config, cli: Cli):
     path = write_config(smoke=True)
-    first = run_cli("run", str(path))
+    first = cli("run", str(path))
     assert first.returncode == 0, first.stderr[-3000:]
     summary = json.loads((tmp_path / "runs" / "tiny" / "summary.json").read_text())
     smoke_row = next(s for s in summary["stages"] if s["stage"] == "smoke")
@@ -192,7 +192,7 @@ def test_full_pipeline_cli_then_cached_without_server(tmp_path, write_config):
     assert smoke_row["metrics"]["smoke"]["models"]["tiny_python"]["protocols"]["grpc"]["opt"]["logits"][
         "passed"
     ]
-    again = run_cli("run", str(path))
+    again = cli("run", str(path))
     summary = json.loads((tmp_path / "runs" / "tiny" / "summary.json").read_text())
     assert again.returncode == 0 and {s["status"] for s in summary["stages"]} == {"cached"}
 
@@ -233,9 +233,9 @@ def test_server_dies_with_an_interrupted_or_killed_pipeline(built, write_config,
         assert not list((path.parent / "cache").glob("tmp/*"))
 
 
-def test_deploy_serve_answers_and_stops_on_ctrl_c(built):
+def test_deploy_serve_answers_and_stops_on_ctrl_c(built, cli: Cli):
     path = built[0]
-    assert run_cli("run", str(path), "--to", "triton_config").returncode == 0
+    assert cli("run", str(path), "--to", "triton_config").returncode == 0
     before = tritonservers()
     proc = subprocess.Popen(
         [sys.executable, "-m", "deploy", "serve", str(path)],
@@ -289,12 +289,12 @@ def test_existing_server_by_url_gets_models_loaded_and_unloaded(built, tmp_path)
         )  # unloaded again
 
 
-def test_default_formats_pass_on_the_default_server_and_say_partial(tmp_path, write_config):
+def test_default_formats_pass_on_the_default_server_and_say_partial(tmp_path, write_config, cli: Cli):
     """`triton_config: {}` and `smoke: {}` on the wheel's server (python backend only):
     the python model passes; onnx and torchscript are skipped, which every output shows."""
     path = write_config(replace={"stages": {"trace": {}, "export": {}, "triton_config": {}, "smoke": {}}})
     junit = tmp_path / "junit.xml"
-    proc = run_cli("run", str(path), "--junit", str(junit))
+    proc = cli("run", str(path), "--junit", str(junit))
     assert proc.returncode == 0, proc.stderr[-3000:]
     note = "passed 1, skipped 2 (no onnxruntime, pytorch backend)"
     smoke_line = next(line for line in proc.stdout.splitlines() if line.startswith("smoke "))
@@ -305,28 +305,28 @@ def test_default_formats_pass_on_the_default_server_and_say_partial(tmp_path, wr
     assert case.find("system-out").text.startswith(f"PARTIAL: {note}")
     report = (tmp_path / "runs" / "tiny" / "report.html").read_text()
     assert "· partial" in report and note in report
-    again = run_cli("run", str(path))  # cached: still partial
+    again = cli("run", str(path))  # cached: still partial
     assert "cached (partial)" in next(line for line in again.stdout.splitlines() if line.startswith("smoke "))
 
 
-def test_no_testable_model_names_the_missing_backend_and_the_fix(tmp_path, write_config):
+def test_no_testable_model_names_the_missing_backend_and_the_fix(tmp_path, write_config, cli: Cli):
     path = write_config(
         replace={"stages": {"trace": {}, "export": {}, "triton_config": {"formats": ["onnx"]}, "smoke": {}}}
     )
-    proc = run_cli("run", str(path))
+    proc = cli("run", str(path))
     assert proc.returncode == ExitCode.STAGE and "Traceback" not in proc.stderr
     assert "the server has no 'onnxruntime' backend (for tiny_onnx)" in proc.stderr
     assert "add `python` to stages.triton_config.formats" in proc.stderr
 
 
-def test_a_required_format_that_was_skipped_fails(tmp_path, write_config):
+def test_a_required_format_that_was_skipped_fails(tmp_path, write_config, cli: Cli):
     stages = {
         "trace": {},
         "export": {},
         "triton_config": {"formats": ["onnx", "python"]},
         "smoke": {"require": ["python", "onnx"]},
     }
-    proc = run_cli("run", str(write_config(replace={"stages": stages})))
+    proc = cli("run", str(write_config(replace={"stages": stages})))
     assert proc.returncode == ExitCode.STAGE
     assert (
         "tiny_onnx: required format 'onnx' was skipped: the server has no 'onnxruntime' backend"

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.helpers import run_cli
+from tests.helpers import Cli
 
 SETTINGS = {
     "warmup": {"cases": ["opt", "max"], "count": 2},
@@ -41,9 +41,9 @@ def _parse(path):
     return text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
 
 
-def test_every_setting_reaches_config_pbtxt_as_triton_reads_it(write_config, tmp_path):
+def test_every_setting_reaches_config_pbtxt_as_triton_reads_it(write_config, tmp_path, cli: Cli):
     config = write_config({"stages": {"triton_config": SETTINGS}})
-    result = run_cli("run", str(config), "--to", "triton_config", cwd=tmp_path)
+    result = cli("run", str(config), "--to", "triton_config", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     onnx = _parse(tmp_path / "model_repository" / "tiny_onnx" / "config.pbtxt")
     assert [w.name for w in onnx.model_warmup] == ["golden_opt", "golden_max"]
@@ -71,9 +71,9 @@ def test_every_setting_reaches_config_pbtxt_as_triton_reads_it(write_config, tmp
     )
 
 
-def test_warmup_files_hold_the_first_golden_item(write_config, tmp_path):
+def test_warmup_files_hold_the_first_golden_item(write_config, tmp_path, cli: Cli):
     config = write_config({"stages": {"triton_config": {"warmup": {"cases": ["max"]}}}})
-    assert run_cli("run", str(config), "--to", "triton_config", cwd=tmp_path).returncode == 0
+    assert cli("run", str(config), "--to", "triton_config", cwd=tmp_path).returncode == 0
     from tests.helpers import output_path, run
 
     golden = np.load(output_path(config, run(config, stop="golden"), "golden", "golden"))
@@ -95,9 +95,9 @@ def test_warmup_files_hold_the_first_golden_item(write_config, tmp_path):
         ({"warmup": {"cases": ["mid"]}}, "stages.triton_config.warmup.cases[0]: Input should be"),
     ],
 )
-def test_a_setting_that_cannot_apply_is_a_config_error(write_config, tmp_path, settings, says):
+def test_a_setting_that_cannot_apply_is_a_config_error(write_config, tmp_path, settings, says, cli: Cli):
     config = write_config({"stages": {"triton_config": settings}})
-    result = run_cli("validate", str(config), cwd=tmp_path)
+    result = cli("validate", str(config), cwd=tmp_path)
     assert result.returncode == 3 and says in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
 
@@ -122,7 +122,7 @@ def test_warmup_problems_read_the_servers_own_lines(tmp_path):
 
 @pytest.mark.triton
 @pytest.mark.parametrize("cache_mib", [32, 0])
-def test_smoke_sees_the_warmup_run_and_the_cache_answer(write_config, tmp_path, cache_mib):
+def test_smoke_sees_the_warmup_run_and_the_cache_answer(write_config, tmp_path, cache_mib, cli: Cli):
     settings = {
         "formats": ["python"],
         "warmup": {"cases": ["opt"]},
@@ -134,7 +134,7 @@ def test_smoke_sees_the_warmup_run_and_the_cache_answer(write_config, tmp_path, 
     }
     server = {"kind": "auto", "startup_timeout_s": 120, "cache_mib": cache_mib}
     config = write_config({"stages": {"triton_config": settings, "smoke": {"server": server}}}, smoke=True)
-    result = run_cli("run", str(config), cwd=tmp_path)
+    result = cli("run", str(config), cwd=tmp_path)
     summary = json.loads((tmp_path / "runs" / "tiny" / "summary.json").read_text())
     smoke = next(s for s in summary["stages"] if s["stage"] == "smoke")
     if cache_mib:
