@@ -31,6 +31,7 @@ class ServingFormat(StrEnum):
     OPENVINO = "openvino"
     PYTHON_OPENVINO = "python_openvino"  # OpenVINO inside Triton's python backend
     PLAN = "plan"  # a TensorRT engine
+    PYTHON_INDUCTOR = "python_inductor"  # an AOTInductor package inside Triton's python backend
 
 
 class Runtime(StrEnum):
@@ -46,6 +47,7 @@ class Runtime(StrEnum):
     OPENVINO_BF16 = "openvino_bf16"
     OPENVINO_INT8 = "openvino_int8"
     TENSORRT = "tensorrt"
+    INDUCTOR = "inductor"  # an AOTInductor package (torch.export, compiled by TorchInductor)
     TRITON = "triton"  # a served model, end to end (the row names the model)
 
 
@@ -81,3 +83,4 @@ class ModelSuffix(StrEnum):
     ONNX = ".onnx"
     IR = ".xml"  # an OpenVINO IR: its weights in the .bin beside it
     TORCHSCRIPT = ".pt"
+    PT2 = ".pt2"  # an AOTInductor package

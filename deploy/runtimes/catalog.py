@@ -19,6 +19,7 @@ class Family(StrEnum):
     ONNX = "onnx"
     OPENVINO = "openvino"
     TENSORRT = "tensorrt"
+    INDUCTOR = "inductor"  # an AOTInductor package
     TRITON = "triton"
 
 
@@ -60,6 +61,8 @@ CATALOG: dict[Runtime, Deploys] = {
         "openvino_fp16", Family.OPENVINO, Precision.FP16, accuracy="accuracy_openvino_fp16"
     ),
     Runtime.TENSORRT: Deploys("engine", Family.TENSORRT, Precision.MIXED, (ServingFormat.PLAN,)),
+    # The compiled PyTorch path: served by the AOTInductor package inside the python backend.
+    Runtime.INDUCTOR: Deploys("inductor", Family.INDUCTOR, Precision.FP32, (ServingFormat.PYTHON_INDUCTOR,)),
     Runtime.TRITON: Deploys("repository", Family.TRITON, None),
 }
 

@@ -17,7 +17,7 @@ from deploy.runtimes.catalog import CATALOG, Family
 DRIVER_GPUS = Path("/proc/driver/nvidia/gpus")
 # ONNX Runtime's builds that hold the CUDA execution provider.
 ORT_CUDA_BUILDS = ("onnxruntime-gpu", "onnxruntime-training")
-CUDA_FAMILIES = (Family.PYTORCH, Family.TORCHSCRIPT, Family.ONNX)
+CUDA_FAMILIES = (Family.PYTORCH, Family.TORCHSCRIPT, Family.INDUCTOR, Family.ONNX)
 
 
 def cuda_gpus() -> int:

@@ -11,7 +11,7 @@ from deploy.domain.vocabulary import ServingFormat
 from deploy.runtimes.dtypes import DTYPES
 
 # The python backend's model.py, copied next to the model file (model.onnx: ONNX Runtime;
-# model.xml: OpenVINO).
+# model.xml: OpenVINO; model.pt2: AOTInductor).
 PYTHON_MODEL = Path(__file__).with_name("python_model.py")
 
 
@@ -44,12 +44,18 @@ LAYOUTS: dict[ServingFormat, FormatLayout] = {
             ServingFormat.PYTHON_OPENVINO, "python", "python", "model.xml", "openvino", PYTHON_MODEL
         ),
         FormatLayout(ServingFormat.PLAN, "tensorrt_plan", "tensorrt", "model.plan", "engine"),
+        # An AOTInductor package run by torch inside the python backend (any tritonserver).
+        FormatLayout(
+            ServingFormat.PYTHON_INDUCTOR, "python", "python", "model.pt2", "inductor", PYTHON_MODEL
+        ),
     )
 }
 # config.pbtxt's platform / backend -> its format; the python backend's formats are told
 # apart by FORMAT_PARAMETER.
 BY_PLATFORM = {
-    layout.platform: layout for layout in LAYOUTS.values() if layout.fmt != ServingFormat.PYTHON_OPENVINO
+    layout.platform: layout
+    for layout in LAYOUTS.values()
+    if layout.fmt not in (ServingFormat.PYTHON_OPENVINO, ServingFormat.PYTHON_INDUCTOR)
 }
 # The config.pbtxt parameter naming the format a model was written as (the typed record
 # of it that travels inside the config: read back by `repository.models`).

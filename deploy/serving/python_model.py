@@ -1,10 +1,13 @@
-"""Triton python-backend model that serves a model file on the CPU: `model.onnx` with
-ONNX Runtime, or an OpenVINO IR (`model.xml` + `model.bin`) with OpenVINO.
+"""Triton python-backend model that serves a model file: `model.onnx` with ONNX Runtime,
+an OpenVINO IR (`model.xml` + `model.bin`) with OpenVINO (both on the CPU), or an
+AOTInductor package (`model.pt2`) with torch, on the device it was compiled for (its
+`package.json` says which).
 
 `triton_config` copies this file verbatim as `<version>/model.py` next to the model file
-for the `python` and `python_openvino` serving formats: they run on any tritonserver that
+for the `python`, `python_openvino` and `python_inductor` serving formats: they run on any tritonserver that
 has the python backend (such as the one shipped in the nvidia-pytriton wheel), which makes
-the repository smoke-testable without the onnxruntime / openvino / tensorrt backends.
+the repository smoke-testable without the onnxruntime / openvino / pytorch / tensorrt
+backends.
 Requests that the dynamic batcher groups are concatenated into one call.
 
 OpenVINO computes in the precision the config's `deploy_precision` names, asked for
@@ -28,7 +31,9 @@ class TritonPythonModel:
         self.outputs = [spec["name"] for spec in config["output"]]
         self.batched = int(config.get("max_batch_size", 0)) > 0
         ir = os.path.join(folder, "model.xml")
-        if os.path.exists(ir):
+        if os.path.exists(os.path.join(folder, "model.pt2")):
+            self.run = _inductor(folder, self.inputs)
+        elif os.path.exists(ir):
             precision = config.get("parameters", {}).get("deploy_precision", {}).get("string_value", "fp32")
             self.run = _openvino(ir, self.outputs, "bf16" if precision == "bf16" else "f32")
         else:
@@ -86,5 +91,23 @@ def _openvino(path, outputs, compute):
     def run(feeds):
         result = request.infer(feeds)
         return [np.array(result[port]) for port in ports]
+
+    return run
+
+
+def _inductor(folder, inputs):
+    import torch
+    import torch._inductor
+
+    with open(os.path.join(folder, "package.json")) as fh:
+        device = json.load(fh)["device"]
+    runner = torch._inductor.aoti_load_package(os.path.join(folder, "model.pt2"))
+
+    def run(feeds):
+        args = [torch.from_numpy(np.ascontiguousarray(feeds[name])).to(device) for name in inputs]
+        with torch.inference_mode():
+            result = runner(*args)
+        flat = result if isinstance(result, (list, tuple)) else [result]
+        return [t.detach().cpu().numpy() for t in flat]
 
     return run

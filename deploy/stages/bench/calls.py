@@ -56,6 +56,10 @@ def make(runtime: str, ctx: StageContext, feeds: Feeds, device: Device, threads:
 
     if runtime == Runtime.TORCHSCRIPT:
         return TorchModule.torchscript(ctx.input("torchscript"), *names, device, threads).timed(feeds)
+    if runtime == Runtime.INDUCTOR:
+        from deploy.runtimes import inductorrt
+
+        return inductorrt.load(ctx.input("inductor"), *names, device, threads).timed(feeds)
     from deploy.modelio.loading import load_adapted
 
     return TorchModule(load_adapted(ctx.config, feeds), *names, device, threads).timed(feeds)

@@ -13,7 +13,6 @@ from deploy.stages.export.params import Exporter, ExportParams
 if TYPE_CHECKING:
     import onnx_ir as ir
     from torch import Tensor
-    from torch.export import Dim
     from torch.nn import Module
 
     from deploy.gates.references import Golden
@@ -92,9 +91,10 @@ def _dynamo(
     `embedding` op output) is renamed away instead of breaking SSA form."""
     import torch
 
+    from deploy.modelio import export_shapes
     from deploy.modelio.adapter import IOAdapter
 
-    shapes = dynamic_shapes(config)
+    shapes = export_shapes.dynamic_shapes(config)
     program = torch.onnx.export(
         model,
         args,
@@ -108,24 +108,6 @@ def _dynamo(
     assert program is not None  # with no file given, the exporter returns the program
     rename_io(program.model.graph, config.input_names(), config.output_names())
     program.save(str(dest), external_data=_external(program.model, settings.external_data))
-
-
-def dynamic_shapes(config: DeployConfig) -> tuple[dict[int, Dim], ...]:
-    """One `torch.export.Dim` per dim name (shared by every input that names it), with
-    the spec's min / max; a named dim whose min equals its max stays static."""
-    import torch
-
-    dims: dict[str, torch.export.Dim] = {}
-    shapes = []
-    for spec in config.inputs:
-        axes = {}
-        for axis, name in spec.dynamic_axes().items():
-            if spec.min[axis] < spec.max[axis]:
-                axes[axis] = dims.setdefault(
-                    name, torch.export.Dim(name, min=spec.min[axis], max=spec.max[axis])
-                )
-        shapes.append(axes)
-    return tuple(shapes)
 
 
 def rename_io(graph: ir.Graph, inputs: list[str], outputs: list[str]) -> None:

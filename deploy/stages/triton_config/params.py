@@ -74,7 +74,8 @@ class TritonParams(Frozen):
         min_length=1,
         description="One Triton model `<name>_<format>` per format; python serves the ONNX file with ONNX Runtime "
         "(Triton's python backend); openvino: the OpenVINO IR on Triton's openvino backend (a server with that "
-        "backend); python_openvino: the IR with OpenVINO in the python backend (any server); plan needs the "
+        "backend); python_openvino: the IR with OpenVINO in the python backend (any server); python_inductor: the "
+        "inductor stage's AOTInductor package run by torch in the python backend (any server); plan needs the "
         "build stage's engine.",
     )
     # Default: the shape spec's max batch (0 when the model has no batch dim).

@@ -395,6 +395,11 @@ def _write_model(model_dir: Path, version: int, text: str, source: Path, filenam
     if source.suffix == ModelSuffix.IR:  # an OpenVINO IR: its weights beside it, written first
         shutil.copyfile(source.with_suffix(".bin"), dest.with_suffix(".bin"))
         shutil.copyfile(source, dest)
+    elif source.suffix == ModelSuffix.PT2:  # an AOTInductor package: its record (device) beside it
+        from deploy.runtimes.inductorrt import RECORD_FILE
+
+        shutil.copyfile(source.with_name(RECORD_FILE), dest.with_name(RECORD_FILE))
+        shutil.copyfile(source, dest)
     elif source.suffix == ModelSuffix.ONNX:
         from deploy.modelio import onnx_files
 
@@ -406,7 +411,7 @@ def _write_model(model_dir: Path, version: int, text: str, source: Path, filenam
 SPEC = StageSpec(
     phase=Phase.PACKAGE,
     name="triton_config",
-    version=7,  # 7: OpenVINO formats, deploy_format in every config; 6: dynamic batching refused for batch-dependent outputs of any served precision
+    version=8,  # 8: python_inductor (an AOTInductor package in the python backend; model.py loads it); 7: OpenVINO formats, deploy_format in every config; 6: dynamic batching refused for batch-dependent outputs of any served precision
     params=TritonParams,
     inputs=(
         "golden",
@@ -417,6 +422,7 @@ SPEC = StageSpec(
         "openvino",
         "openvino_int8",
         "torchscript",
+        "inductor",
         "engine",
         "manifest",
     ),
@@ -427,9 +433,9 @@ SPEC = StageSpec(
     check=check,
     identity=lambda p: {**ensemble.files(p.preprocess, p.postprocess), **_bf16_host(p)},
     select_inputs=inputs_for,
-    optional_inputs=frozenset({"engine", "manifest"}),
+    optional_inputs=frozenset({"engine", "manifest", "inductor"}),
     # No trace stage (the torch.export path): the torchscript format is not written, and says so.
-    if_configured=frozenset({"torchscript"}),
+    if_configured=frozenset({"torchscript", "inductor"}),
     publishes=when_all,
     provides=(Provides(PUBLISHING, lambda p: Publishing(p.publish, p.publish_to)),),
     description="Triton model repository: config.pbtxt (validated as ModelConfig) + model files",
