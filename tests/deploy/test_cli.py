@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from deploy.pipeline.errors import ExitCode
-from tests.helpers import HEAVY, run_cli
+from tests.helpers import HEAVY, Cli, run_cli
 
 PROBE = """
 import sys
@@ -91,8 +91,8 @@ def test_first_run_writes_summary_and_parseable_repository(cached_config):
     assert (repo / "tiny_onnx" / "1" / "model.onnx").stat().st_size > 1000
 
 
-def test_second_run_reports_every_stage_cached(cached_config):
-    proc = run_cli("run", str(cached_config))
+def test_second_run_reports_every_stage_cached(cached_config, cli: Cli):
+    proc = cli("run", str(cached_config))
     assert proc.returncode == 0
     summary = json.loads((cached_config.parent / "runs" / "tiny" / "summary.json").read_text())
     states = {s["stage"]: s["status"] for s in summary["stages"]}
@@ -100,14 +100,14 @@ def test_second_run_reports_every_stage_cached(cached_config):
     assert "cached" in proc.stdout
 
 
-def test_plan_names_the_changed_param(cached_config):
+def test_plan_names_the_changed_param(cached_config, cli: Cli):
     import yaml
 
     data = yaml.safe_load(cached_config.read_text())
     data["stages"]["validate"]["min_cosine"] = 0.99
     edited = cached_config.with_name("edited.yaml")
     edited.write_text(yaml.safe_dump(data, sort_keys=False))
-    proc = run_cli("plan", str(edited))
+    proc = cli("plan", str(edited))
     assert proc.returncode == 0
     lines = {
         line.split()[0]: line for line in proc.stdout.splitlines() if line.strip()
@@ -116,7 +116,7 @@ def test_plan_names_the_changed_param(cached_config):
     assert all("cached" in lines[s] for s in ("trace", "export", "simplify", "triton_config"))
 
 
-def test_plan_warns_about_a_summary_of_another_release_and_goes_on(cached_config):
+def test_plan_warns_about_a_summary_of_another_release_and_goes_on(cached_config, cli: Cli):
     """A summary.json without this release's schema means no last-run info: a warning,
     not a crash."""
     import yaml
@@ -131,7 +131,7 @@ def test_plan_warns_about_a_summary_of_another_release_and_goes_on(cached_config
         json.dumps({"pipeline": "tiny", "status": "failed", "stages": [{"stage": "validate"}]})
     )
     try:
-        proc = run_cli("plan", str(edited))
+        proc = cli("plan", str(edited))
     finally:
         summary.write_text(kept)
     assert proc.returncode == 0, proc.stderr
@@ -139,53 +139,53 @@ def test_plan_warns_about_a_summary_of_another_release_and_goes_on(cached_config
     assert "will run" in next(ln for ln in proc.stdout.splitlines() if ln.startswith("validate"))
 
 
-def test_repository_is_restored_from_cache_when_deleted_or_edited(cached_config):
+def test_repository_is_restored_from_cache_when_deleted_or_edited(cached_config, cli: Cli):
     import shutil
 
     repo = cached_config.parent / "model_repository"
     original = (repo / "tiny_torchscript" / "config.pbtxt").read_text()
     shutil.rmtree(repo / "tiny_onnx")
     (repo / "tiny_torchscript" / "config.pbtxt").write_text("max_batch_size: 1\n")
-    assert run_cli("run", str(cached_config)).returncode == 0
+    assert cli("run", str(cached_config)).returncode == 0
     assert (repo / "tiny_onnx" / "config.pbtxt").is_file()
     assert (repo / "tiny_torchscript" / "config.pbtxt").read_text() == original
 
 
-def test_stage_failure_exit_code_names_log_and_resume(cached_config):
+def test_stage_failure_exit_code_names_log_and_resume(cached_config, cli: Cli):
     import yaml
 
     data = yaml.safe_load(cached_config.read_text())
     data["stages"]["validate"].update({"atol": 0.0, "rtol": 0.0, "min_cosine": 1.0})
     strict = cached_config.with_name("strict.yaml")
     strict.write_text(yaml.safe_dump(data, sort_keys=False))
-    proc = run_cli("run", str(strict))
+    proc = cli("run", str(strict))
     assert proc.returncode == ExitCode.STAGE
     assert "stage 'validate' failed: onnxruntime vs eager parity failed" in proc.stderr
     assert "validate.log" in proc.stderr and f"deploy run {strict} --from validate" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_unknown_force_stage_is_a_usage_error(cached_config):
-    proc = run_cli("run", str(cached_config), "--force", "nope")
+def test_unknown_force_stage_is_a_usage_error(cached_config, cli: Cli):
+    proc = cli("run", str(cached_config), "--force", "nope")
     assert proc.returncode == ExitCode.USAGE and "nope" in proc.stderr + proc.stdout
 
 
-def test_cache_ls_verify_gc(cached_config):
+def test_cache_ls_verify_gc(cached_config, cli: Cli):
     cache = cached_config.parent / "cache"
-    listing = run_cli("cache", "ls", "--cache-dir", str(cache))
+    listing = cli("cache", "ls", "--cache-dir", str(cache))
     assert listing.returncode == 0 and "triton_config" in listing.stdout and "tiny" in listing.stdout
-    assert run_cli("cache", "verify", "--cache-dir", str(cache)).returncode == 0
+    assert cli("cache", "verify", "--cache-dir", str(cache)).returncode == 0
     stray = cache / "objects" / "ff" / ("f" * 64)
     stray.parent.mkdir(parents=True, exist_ok=True)
     stray.write_bytes(b"orphan")
-    gc = run_cli("cache", "gc", "--cache-dir", str(cache))
+    gc = cli("cache", "gc", "--cache-dir", str(cache))
     assert gc.returncode == 0 and not stray.exists()
-    assert run_cli("run", str(cached_config)).returncode == 0  # nothing live was collected
-    again = run_cli("run", str(cached_config))
+    assert cli("run", str(cached_config)).returncode == 0  # nothing live was collected
+    again = cli("run", str(cached_config))
     assert again.returncode == 0 and "7 stages: 7 cached" in again.stdout, again.stdout
 
 
-def test_cache_verify_finds_and_drops_damaged_entries(cached_config):
+def test_cache_verify_finds_and_drops_damaged_entries(cached_config, cli: Cli):
     import os
 
     from deploy.pipeline.store import Store
@@ -195,9 +195,9 @@ def test_cache_verify_finds_and_drops_damaged_entries(cached_config):
     golden = store.object_path(entry.outputs["golden"].digest)
     os.chmod(golden, 0o644)
     golden.write_bytes(b"garbage")
-    proc = run_cli("cache", "verify", "--cache-dir", str(store.root))
+    proc = cli("cache", "verify", "--cache-dir", str(store.root))
     assert proc.returncode == ExitCode.STAGE and "golden.golden" in proc.stdout
-    rerun = run_cli("run", str(cached_config))
+    rerun = cli("run", str(cached_config))
     assert rerun.returncode == 0 and "ran" in rerun.stdout
 
 

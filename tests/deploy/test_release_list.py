@@ -8,17 +8,17 @@ from pathlib import Path
 
 from deploy.serving import releases
 from deploy.serving.releases import ReleaseRecord
-from tests.helpers import run_cli
+from tests.helpers import Cli
 
 
 def test_releases_lists_every_version_with_its_record(
-    write_config: Callable[..., Path], tmp_path: Path
+    write_config: Callable[..., Path], tmp_path: Path, cli: Cli
 ) -> None:
     config = write_config()
-    never = run_cli("releases", str(config))
+    never = cli("releases", str(config))
     assert never.returncode == 0 and "no releases: nothing of this pipeline is published" in never.stdout
-    assert run_cli("run", str(config)).returncode == 0
-    listed = json.loads(run_cli("releases", str(config), "--json").stdout)
+    assert cli("run", str(config)).returncode == 0
+    listed = json.loads(cli("releases", str(config), "--json").stdout)
     models = {row["model"] for row in listed}
     assert "tiny_onnx" in models and all(row["version"] == 1 and row["served"] for row in listed)
     assert all("published before releases" in row["note"] for row in listed)
@@ -35,12 +35,10 @@ def test_releases_lists_every_version_with_its_record(
         build_url="https://ci.example/job/tiny/7/",
     )
     releases.place(model_dir, model_dir / "1", record)
-    rows = [
-        r for r in json.loads(run_cli("releases", str(config), "--json").stdout) if r["model"] == "tiny_onnx"
-    ]
+    rows = [r for r in json.loads(cli("releases", str(config), "--json").stdout) if r["model"] == "tiny_onnx"]
     assert [(r["version"], r["served"]) for r in rows] == [(1, False), (2, True)]
     assert rows[1]["checkpoint"] == "ab" * 8 and rows[1]["build"] == "https://ci.example/job/tiny/7/"
     assert rows[1]["rolled back"] == "" and rows[1]["accepted"] == "" and rows[1]["compared"] == ""
     assert rows[1]["accuracy"] == "cosine to FP32 0.99991"
-    plain = run_cli("releases", str(config)).stdout
+    plain = cli("releases", str(config)).stdout
     assert "tiny_onnx | 2 | yes | 2026-11-25T21:00:00+00:00 | abababababababab" in plain

@@ -9,7 +9,7 @@ import yaml
 
 from deploy.pipeline.errors import ConfigError, ExitCode
 from deploy.pipeline.project import load_project
-from tests.helpers import run_cli, tiny_dict
+from tests.helpers import Cli, tiny_dict
 
 
 def issues_of(path: Path) -> list[str]:
@@ -171,19 +171,19 @@ def test_duplicate_yaml_key_and_syntax_errors(tmp_path):
     assert issues_of(broken)[0].startswith("yaml:")
 
 
-def test_cli_reports_config_errors_without_traceback(write_config):
+def test_cli_reports_config_errors_without_traceback(write_config, cli: Cli):
     path = write_config({"stages": {"export": {"opset": 5}}})
-    proc = run_cli("run", str(path))
+    proc = cli("run", str(path))
     assert proc.returncode == ExitCode.CONFIG
     assert "stages.export.opset" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert not (path.parent / "cache").exists()  # nothing ran, nothing written
-    verbose = run_cli("run", str(path), "-v")
+    verbose = cli("run", str(path), "-v")
     assert verbose.returncode == ExitCode.CONFIG and "Traceback" in verbose.stderr
 
 
-def test_cli_validate_command(write_config):
-    ok = run_cli("validate", str(write_config()))
+def test_cli_validate_command(write_config, cli: Cli):
+    ok = cli("validate", str(write_config()))
     assert ok.returncode == 0 and "golden -> export -> simplify -> trace" in ok.stdout
-    missing = run_cli("validate", "/nonexistent.yaml")
+    missing = cli("validate", "/nonexistent.yaml")
     assert missing.returncode == ExitCode.CONFIG and "config file not found" in missing.stderr

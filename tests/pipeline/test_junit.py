@@ -6,7 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 
 from deploy.pipeline.errors import ExitCode
-from tests.helpers import run_cli
+from tests.helpers import Cli
 
 STRICT = {"atol": 0.0, "rtol": 0.0, "min_cosine": 1.0}  # ONNX Runtime differs from eager by ~1e-8
 
@@ -26,10 +26,10 @@ def cases(path):
     return suite, {c.get("name"): c for c in suite.iter("testcase")}
 
 
-def test_one_testcase_per_stage_with_its_status(write_config, tmp_path):
+def test_one_testcase_per_stage_with_its_status(write_config, tmp_path, cli: Cli):
     junit, summary = tmp_path / "junit.xml", tmp_path / "summary.json"
     config = write_config(replace={"stages": stages(STRICT)})
-    failed = run_cli("run", str(config), "--junit", str(junit), "--json", str(summary))
+    failed = cli("run", str(config), "--junit", str(junit), "--json", str(summary))
     assert failed.returncode == ExitCode.STAGE
     suite, by_name = cases(junit)
     assert list(by_name) == ["golden", "export", "build", "trace", "validate", "triton_config"]
@@ -52,7 +52,7 @@ def test_one_testcase_per_stage_with_its_status(write_config, tmp_path):
     )
 
     fixed = write_config(replace={"stages": stages({})})
-    assert run_cli("run", str(fixed), "--junit", str(junit), "--json", str(summary)).returncode == 0
+    assert cli("run", str(fixed), "--junit", str(junit), "--json", str(summary)).returncode == 0
     suite, by_name = cases(junit)
     assert (suite.get("failures"), suite.get("skipped")) == ("0", "1")
     assert (
@@ -70,10 +70,10 @@ def test_one_testcase_per_stage_with_its_status(write_config, tmp_path):
     ]
 
 
-def test_a_config_that_does_not_load_is_one_failed_testcase(write_config, tmp_path):
+def test_a_config_that_does_not_load_is_one_failed_testcase(write_config, tmp_path, cli: Cli):
     junit, summary = tmp_path / "junit.xml", tmp_path / "summary.json"
     config = write_config({"stages": {"export": {"opset": 5}}})
-    proc = run_cli("run", str(config), "--junit", str(junit), "--json", str(summary))
+    proc = cli("run", str(config), "--junit", str(junit), "--json", str(summary))
     assert proc.returncode == ExitCode.CONFIG and "Traceback" not in proc.stderr
     _, by_name = cases(junit)
     assert list(by_name) == ["config"] and "stages.export.opset" in by_name["config"].find("failure").text

@@ -13,7 +13,7 @@ from deploy.pipeline.errors import ExitCode
 from deploy.pipeline.plan import Action, make_plan
 from deploy.pipeline.project import load_project
 from deploy.pipeline.store import Store
-from tests.helpers import run, run_cli, statuses
+from tests.helpers import Cli, run, statuses
 
 # What each prediction allows the run to do.
 ALLOWED = {
@@ -100,14 +100,14 @@ def test_a_stage_whose_own_params_changed_behind_a_rerunning_upstream_certainly_
     assert plan["validate"] is Action.RUN and actual["validate"] == "ran"
 
 
-def test_plan_json_and_detailed_exit_code(config, write_config):
-    fresh = run_cli("plan", str(config), "--json", "--detailed-exitcode")
+def test_plan_json_and_detailed_exit_code(config, write_config, cli: Cli):
+    fresh = cli("plan", str(config), "--json", "--detailed-exitcode")
     assert fresh.returncode == ExitCode.WILL_RUN
     rows = json.loads(fresh.stdout)
     assert [r["stage"] for r in rows] == load_project(config).graph.names() and {
         r["action"] for r in rows
     } == {"run"}
-    assert run_cli("run", str(config)).returncode == 0
-    done = run_cli("plan", str(config), "--json", "--detailed-exitcode")
+    assert cli("run", str(config)).returncode == 0
+    done = cli("plan", str(config), "--json", "--detailed-exitcode")
     assert done.returncode == 0 and {r["action"] for r in json.loads(done.stdout)} == {"cached", "skip"}
-    assert run_cli("plan", str(config)).returncode == 0  # without the flag, changes are not an error
+    assert cli("plan", str(config)).returncode == 0  # without the flag, changes are not an error

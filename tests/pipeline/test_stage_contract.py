@@ -44,7 +44,15 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "validate": [{"runtimes": ["onnxruntime", "torchscript", "openvino", "tensorrt"]}],
     "triton_config": [
         {
-            "formats": ["onnx", "torchscript", "python", "openvino", "python_openvino", "plan"],
+            "formats": [
+                "onnx",
+                "torchscript",
+                "python",
+                "openvino",
+                "python_openvino",
+                "python_inductor",
+                "plan",
+            ],
             "precisions": ["fp32", "int8", "fp16"],
         }
     ],
@@ -61,6 +69,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
                 "openvino_bf16",
                 "openvino_int8",
                 "tensorrt",
+                "inductor",
                 "triton",
             ]
         }

@@ -20,16 +20,17 @@ from deploy.spec.tensors import DType
 
 
 def test_one_layout_per_serving_format_and_platforms_map_back() -> None:
-    """Every platform maps back to its format, except the python backend's second format
-    (python_openvino), which the config's deploy_format parameter names."""
+    """Every platform maps back to its format, except the python backend's other formats
+    (python_openvino, python_inductor), which the config's deploy_format parameter names."""
     assert set(LAYOUTS) == set(ServingFormat)
     assert all(layout.fmt == fmt for fmt, layout in LAYOUTS.items())
-    first = {fmt: layout for fmt, layout in LAYOUTS.items() if fmt != "python_openvino"}
+    others = ("python_openvino", "python_inductor")
+    first = {fmt: layout for fmt, layout in LAYOUTS.items() if fmt not in others}
     assert {p: layout.fmt for p, layout in BY_PLATFORM.items()} == {
         layout.platform: fmt for fmt, layout in first.items()
     }
-    assert len(BY_PLATFORM) == len(LAYOUTS) - 1 and BY_PLATFORM["python"].fmt == "python"
-    assert LAYOUTS["python_openvino"].platform == "python"
+    assert len(BY_PLATFORM) == len(LAYOUTS) - 2 and BY_PLATFORM["python"].fmt == "python"
+    assert LAYOUTS["python_openvino"].platform == LAYOUTS["python_inductor"].platform == "python"
 
 
 def test_type_names_are_triton_model_config_types_for_every_config_dtype() -> None:

@@ -51,6 +51,7 @@ def test_each_layout_names_its_backend_file_and_artifact() -> None:
         "openvino": ("openvino", "model.xml", "openvino"),
         "python_openvino": ("python", "model.xml", "openvino"),
         "plan": ("tensorrt", "model.plan", "engine"),
+        "python_inductor": ("python", "model.pt2", "inductor"),
     }
     assert io_name("torchscript", "image", 0) == "image__0" and io_name("onnx", "image", 0) == "image"
 

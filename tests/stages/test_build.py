@@ -188,9 +188,10 @@ def test_mypy_with_the_stubs_catches_trt_8_api_misuse(tmp_path):
     copy = tmp_path / "stages_copy" / "build_wrong.py"
     copy.parent.mkdir()
     copy.write_text(wrong)
-    proc = subprocess.run(
-        [sys.executable, "-m", "mypy", str(copy)], cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+    # follow-imports=skip: the TensorRT stubs are followed whatever it says (stubs always are);
+    # deploy's own modules are not checked again (3 s instead of 30 s on a cold cache).
+    command = [sys.executable, "-m", "mypy", "--follow-imports=skip", "--cache-dir", str(tmp_path / "cache")]
+    proc = subprocess.run([*command, str(copy)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert '"Builder" has no attribute "build_engine"' in proc.stdout
     assert '"IBuilderConfig" has no attribute "max_workspace_size"' in proc.stdout
     assert 'expected "Dims"' in proc.stdout

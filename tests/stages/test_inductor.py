@@ -38,8 +38,8 @@ def _config(tmp_path: Path, checkpoint: Path) -> Path:
         "export": stages["export"],
         "inductor": {},
         "triton_config": {**stages["triton_config"], "formats": ["python_inductor"]},
-        "smoke": {**stages["smoke"], "clients": 4, "batching_requests": 16},
-        "bench": {**FAST, "runtimes": ["onnxruntime", "inductor", "triton"]},
+        "smoke": {**stages["smoke"], "clients": 3, "batching_requests": 6},
+        "bench": {**FAST, "runtimes": ["onnxruntime", "inductor", "triton"], "triton": {"concurrency": [1]}},
         "select": {"objectives": [{"name": "t", "metric": "throughput"}]},
     }
     path = tmp_path / "digits.yaml"
