@@ -66,18 +66,21 @@ def cli(capfd: pytest.CaptureFixture[str]) -> Cli:
 
 
 # The heaviest test files, heaviest first (seconds on two workers, 2-core machine,
-# 2026-11-27): pytest-xdist hands whole files to its two workers in collection order, so
-# starting these first keeps one long file from running alone at the end.
+# 2026-11-27, after the CLI tests moved in process): pytest-xdist hands whole files to its
+# two workers in collection order, so starting these first keeps one long file from
+# running alone at the end.
 HEAVIEST = (
     "matrix/test_resnet50.py",  # 633 (with -m matrix: the configs' checks)
-    "pipeline/test_bad_inputs.py",  # 403
-    "deploy/test_init.py",  # 258
-    "stages/test_release.py",  # 248
-    "stages/test_smoke.py",  # 241
-    "serving/test_live_switch.py",  # 171
-    "pipeline/test_remote.py",  # 124
-    "test_large_model.py",  # 118
-    "deploy/test_optimize.py",  # 99
+    "deploy/test_init.py",  # 221
+    "stages/test_release.py",  # 161
+    "serving/test_live_switch.py",  # 160
+    "stages/test_smoke.py",  # 159
+    "test_large_model.py",  # 104
+    "stages/test_bench.py",  # 94
+    "deploy/test_optimize.py",  # 94
+    "pipeline/test_remote.py",  # 93
+    "stages/test_inductor.py",  # 75
+    "pipeline/test_bad_inputs.py",  # 66
 )
 
 
