@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from deploy.pipeline import footprint
-from tests.helpers import ROOT, Cli, run_cli, tiny_dict
+from tests.helpers import ROOT, run_cli, tiny_dict
 
 NOTE = "nothing changed since the run that finished"
 
@@ -96,9 +96,9 @@ def test_a_warm_noop_run_prints_the_same_without_loading_the_pipeline(warm: Path
     assert loaded == "LOADED="
 
 
-def test_a_replay_writes_nothing(warm: Path, tmp_path: Path, cli: Cli) -> None:
+def test_a_replay_writes_nothing(warm: Path, tmp_path: Path) -> None:
     before = _listing(tmp_path)
-    again = cli("run", str(warm))
+    again = run_cli("run", str(warm))
     assert again.returncode == 0 and again.stdout.startswith(NOTE)
     assert _listing(tmp_path) == before
 
@@ -148,10 +148,10 @@ CHANGES = {
 
 
 @pytest.mark.parametrize("change", list(CHANGES))
-def test_a_change_takes_the_full_path(warm: Path, change: str, cli: Cli) -> None:
+def test_a_change_takes_the_full_path(warm: Path, change: str) -> None:
     mutate, expected = CHANGES[change]
     mutate(warm)
-    proc = cli("run", str(warm))
+    proc = run_cli("run", str(warm))
     assert proc.returncode == 0, proc.stderr
     assert NOTE not in proc.stdout and expected in proc.stdout
     assert (warm.parent / "runs" / "tiny" / "report.html").is_file()
@@ -162,7 +162,7 @@ def test_a_change_takes_the_full_path(warm: Path, change: str, cli: Cli) -> None
         )
 
 
-def test_another_invocation_takes_the_full_path(warm: Path, tmp_path: Path, cli: Cli) -> None:
+def test_another_invocation_takes_the_full_path(warm: Path, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     for args, env, cwd in (
@@ -170,42 +170,42 @@ def test_another_invocation_takes_the_full_path(warm: Path, tmp_path: Path, cli:
         (["run", str(warm)], {"DEPLOY_SOMETHING": "1"}, None),
         (["run", str(warm)], None, elsewhere),
     ):
-        proc = cli(*args, env=env, cwd=cwd)
+        proc = run_cli(*args, env=env, cwd=cwd)
         assert proc.returncode == 0, proc.stderr
         assert NOTE not in proc.stdout and "triton_config   cached" in proc.stdout
     assert "<testsuite" in (tmp_path / "junit.xml").read_text()
 
 
-def test_a_run_that_ran_a_stage_keeps_no_footprint(warm: Path, cli: Cli) -> None:
+def test_a_run_that_ran_a_stage_keeps_no_footprint(warm: Path) -> None:
     kept = warm.parent / "runs" / "tiny" / footprint.FILE
-    forced = cli("run", str(warm), "--force", "stats")
+    forced = run_cli("run", str(warm), "--force", "stats")
     assert forced.returncode == 0 and "stats           ran" in forced.stdout
     assert not kept.exists()
-    plain = cli("run", str(warm))  # a no-op again, checked in full: kept again
+    plain = run_cli("run", str(warm))  # a no-op again, checked in full: kept again
     assert plain.returncode == 0 and NOTE not in plain.stdout and kept.is_file()
 
 
-def test_a_failed_run_keeps_no_footprint(warm: Path, cli: Cli) -> None:
+def test_a_failed_run_keeps_no_footprint(warm: Path) -> None:
     kept = warm.parent / "runs" / "tiny" / footprint.FILE
     data = yaml.safe_load(warm.read_text())
     data["stages"]["validate"]["min_cosine"] = 1.5  # not a cosine: a config error
     warm.write_text(yaml.safe_dump(data, sort_keys=False))
-    proc = cli("run", str(warm))
+    proc = run_cli("run", str(warm))
     assert proc.returncode == 3 and NOTE not in proc.stdout
     assert kept.is_file()  # rejected before anything ran: the pipeline's state is unchanged
     source = warm.parent / "tiny_cnn.py"
     source.write_text("raise RuntimeError('broken model')\n")
     data["stages"]["validate"]["min_cosine"] = 0.9999
     warm.write_text(yaml.safe_dump(data, sort_keys=False))
-    failed = cli("run", str(warm))
+    failed = run_cli("run", str(warm))
     assert failed.returncode == 1 and NOTE not in failed.stdout
     assert not kept.exists()
 
 
-def test_a_damaged_footprint_costs_only_the_full_path(warm: Path, cli: Cli) -> None:
+def test_a_damaged_footprint_costs_only_the_full_path(warm: Path) -> None:
     kept = warm.parent / "runs" / "tiny" / footprint.FILE
     kept.write_text('{"schema": 1, "files": ')
-    proc = cli("run", str(warm))
+    proc = run_cli("run", str(warm))
     assert proc.returncode == 0 and NOTE not in proc.stdout and "Traceback" not in proc.stderr
     assert json.loads(kept.read_text())["schema"] == footprint.SCHEMA  # kept again, whole
 

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from deploy.serving import releases
-from tests.helpers import S3Server, run_cli, shared_digits, tiny_dict
+from tests.helpers import Cli, S3Server, shared_digits, tiny_dict
 
 pytestmark = pytest.mark.triton
 
@@ -93,20 +93,20 @@ def s3() -> Iterator[S3Server]:
 
 
 def test_a_release_and_a_rollback_reach_a_live_server_with_no_failed_request(
-    tmp_path: Path, checkpoints: dict[int, Path]
+    tmp_path: Path, checkpoints: dict[int, Path], cli: Cli
 ) -> None:
-    client, switched = _release_and_roll_back(tmp_path, checkpoints, {}, {})
+    client, switched = _release_and_roll_back(tmp_path, checkpoints, {}, {}, cli)
     _check(client, switched, tmp_path / "model_repository" / "tiny_python")
 
 
 def test_a_server_reading_s3_switches_with_no_failed_request(
-    tmp_path: Path, checkpoints: dict[int, Path], s3: S3Server
+    tmp_path: Path, checkpoints: dict[int, Path], s3: S3Server, cli: Cli
 ) -> None:
     """The same, the server reading the bucket the release publishes to (moto's S3, real
     HTTP): the versions, records and config reach the bucket before the server is told."""
     s3.client().create_bucket(Bucket="models")
     client, switched = _release_and_roll_back(
-        tmp_path, checkpoints, s3.env, {"publish_to": "s3://models/repo"}
+        tmp_path, checkpoints, s3.env, {"publish_to": "s3://models/repo"}, cli
     )
     local = tmp_path / "model_repository"
     _check(client, switched, local / "tiny_python")
@@ -121,7 +121,7 @@ def test_a_server_reading_s3_switches_with_no_failed_request(
 
 
 def test_a_server_polling_the_repository_switches_by_itself_with_no_failed_request(
-    tmp_path: Path, checkpoints: dict[int, Path]
+    tmp_path: Path, checkpoints: dict[int, Path], cli: Cli
 ) -> None:
     """A tritonserver in poll mode (no `servers` to tell): the release's new version dir
     appears by one rename and the server moves to it by itself; the rollback's
@@ -129,7 +129,7 @@ def test_a_server_polling_the_repository_switches_by_itself_with_no_failed_reque
     from deploy.serving import tritonserver
     from deploy.serving.server_spec import ServerSpec
 
-    config, data = _released_v1(tmp_path, checkpoints, {}, {})
+    config, data = _released_v1(tmp_path, checkpoints, {}, {}, cli)
     http_port, grpc_port, metrics_port = _free_ports(3)
     url = f"127.0.0.1:{http_port}"
     launch = tritonserver.locate(ServerSpec(), tmp_path)
@@ -157,11 +157,11 @@ def test_a_server_polling_the_repository_switches_by_itself_with_no_failed_reque
         data["model"]["checkpoint"] = str(checkpoints[30])
         data["stages"]["release"] |= {"accept_regression": "retrained for 30 epochs"}
         config.write_text(yaml.safe_dump(data, sort_keys=False))
-        released = run_cli("run", str(config))
+        released = cli("run", str(config))
         assert released.returncode == 0, released.stdout + released.stderr
         _wait_answers(client, _reference(model_dir / "2" / "model.onnx", x))
         switched = len(client.answers)
-        rolled = run_cli("rollback", str(config))
+        rolled = cli("rollback", str(config))
         assert rolled.returncode == 0, rolled.stdout + rolled.stderr
         _wait_answers(client, _reference(model_dir / "1" / "model.onnx", x))
     finally:
@@ -191,7 +191,7 @@ def _wait_answers(client: Client, expected: np.ndarray) -> None:
 
 
 def _released_v1(
-    tmp_path: Path, checkpoints: dict[int, Path], env: dict[str, str], triton: dict[str, str]
+    tmp_path: Path, checkpoints: dict[int, Path], env: dict[str, str], triton: dict[str, str], cli: Cli
 ) -> tuple[Path, dict[str, Any]]:
     """The 8-epoch checkpoint released as v1."""
     data = tiny_dict(tmp_path)
@@ -206,16 +206,17 @@ def _released_v1(
     }
     config = tmp_path / "digits.yaml"
     config.write_text(yaml.safe_dump(data, sort_keys=False))
-    first = run_cli("run", str(config), env=env)
+    first = cli("run", str(config), env=env)
     assert first.returncode == 0, first.stdout + first.stderr
     return config, data
 
 
 def _release_and_roll_back(
-    tmp_path: Path, checkpoints: dict[int, Path], env: dict[str, str], triton: dict[str, str]
+    tmp_path: Path, checkpoints: dict[int, Path], env: dict[str, str], triton: dict[str, str], cli: Cli
 ) -> tuple[Client, int]:
-    """v1 served, a client sending, v2 released to the live server, then rolled back."""
-    config, data = _released_v1(tmp_path, checkpoints, env, triton)
+    """v1 served, a client sending, v2 released to the live server, then rolled back. The
+    runs and the rollback go through deploy's CLI in this process; the server is its own."""
+    config, data = _released_v1(tmp_path, checkpoints, env, triton, cli)
 
     http_port, grpc_port, metrics_port = _free_ports(3)
     url = f"127.0.0.1:{http_port}"
@@ -246,11 +247,11 @@ def _release_and_roll_back(
             "accept_regression": "retrained for 30 epochs",
         }
         config.write_text(yaml.safe_dump(data, sort_keys=False))
-        released = run_cli("run", str(config), env=env)
+        released = cli("run", str(config), env=env)
         assert released.returncode == 0, released.stdout + released.stderr
         time.sleep(1.0)
         switched = len(client.answers)
-        rolled = run_cli("rollback", str(config), env=env)  # the config's servers are switched
+        rolled = cli("rollback", str(config), env=env)  # the config's servers are switched
         assert rolled.returncode == 0, rolled.stdout + rolled.stderr
         time.sleep(1.0)
     finally:
