@@ -31,7 +31,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from openvino_vs_ort import _cosine, _median_ms  # noqa: E402 - the same timing as the OpenVINO comparison
+from openvino_vs_ort import _cosine, _rounds  # noqa: E402 - the same timing as the OpenVINO comparison
 
 THREADS = 2
 STABLE_SPREAD = 0.10  # per-round ratios within ±10 % of their median: a stable ratio
@@ -112,14 +112,8 @@ def _torch_call(module: Any, x: np.ndarray) -> np.ndarray:
 
 
 def _batch(runtimes: dict[str, Callable[[np.ndarray], Any]], batch: int, rounds: int, seconds: float) -> dict:
-    x = np.random.default_rng(0).standard_normal((batch, 3, 224, 224)).astype(np.float32)
-    answers = {name: np.asarray(call(x)) for name, call in runtimes.items()}  # also a warm-up
+    medians, answers = _rounds(runtimes, batch, rounds, seconds)
     reference = answers["onnxruntime"]
-    medians: dict[str, list[float]] = {name: [] for name in runtimes}
-    names = list(runtimes)
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            medians[name].append(_median_ms(runtimes[name], x, seconds / len(names)))
     return {name: _row(m, medians["onnxruntime"], answers[name], reference) for name, m in medians.items()}
 
 

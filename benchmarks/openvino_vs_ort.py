@@ -86,15 +86,23 @@ def _runtimes(tmp: Path, given: Path | None) -> dict[str, Callable[[np.ndarray],
     return found
 
 
-def _batch(runtimes: dict[str, Callable[[np.ndarray], Any]], batch: int, rounds: int, seconds: float) -> dict:
+def _rounds(
+    runtimes: dict[str, Callable[[np.ndarray], Any]], batch: int, rounds: int, seconds: float
+) -> tuple[dict[str, list[float]], dict[str, np.ndarray]]:
+    """Each runtime's median per round (the order rotating every round) and its answers."""
     x = np.random.default_rng(0).standard_normal((batch, 3, 224, 224)).astype(np.float32)
     answers = {name: np.asarray(call(x)) for name, call in runtimes.items()}  # also a warm-up
-    reference = answers["onnxruntime"]
     medians: dict[str, list[float]] = {name: [] for name in runtimes}
     names = list(runtimes)
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             medians[name].append(_median_ms(runtimes[name], x, seconds / len(names)))
+    return medians, answers
+
+
+def _batch(runtimes: dict[str, Callable[[np.ndarray], Any]], batch: int, rounds: int, seconds: float) -> dict:
+    medians, answers = _rounds(runtimes, batch, rounds, seconds)
+    reference = answers["onnxruntime"]
     base = statistics.median(medians["onnxruntime"])
     return {
         name: {

@@ -421,6 +421,21 @@ def train_tiny_digits(path: Path, epochs: int) -> float:
     return accuracy
 
 
+def digits_eager(checkpoint: Path, x: Any) -> Any:
+    """The trained digits checkpoint's eager answers to `x` (numpy in, numpy out): the
+    reference the converted formats are compared with."""
+    import numpy as np
+    import torch
+
+    sys.path.insert(0, str(ROOT / "configs" / "models"))
+    from tiny_cnn import tiny_cnn
+
+    model = tiny_cnn(width=8)
+    model.load_state_dict(torch.load(checkpoint))
+    with torch.no_grad():
+        return np.asarray(model.eval()(torch.from_numpy(x)).numpy())
+
+
 def shared_digits(tmp: pytest.TempPathFactory, epochs: int) -> tuple[Path, float]:
     """train_tiny_digits' checkpoint for `epochs`, trained once per test session: xdist's
     workers share it through a lock (the training is seeded: every copy would hold the

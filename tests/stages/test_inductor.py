@@ -6,7 +6,6 @@ is timed in process and served, and is weighed by select."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ from deploy.pipeline.errors import StageFailed
 from deploy.pipeline.results import Status
 from deploy.runtimes import host, inductorrt
 from deploy.runtimes.base import Device
-from tests.helpers import ROOT, Cli, output_path, run, shared_digits, tiny_dict
+from tests.helpers import Cli, digits_eager, output_path, run, shared_digits, tiny_dict
 
 FAST = {"warmup_ms": 10, "duration_s": 0.05, "iterations": 5, "batches": [1]}
 
@@ -47,18 +46,6 @@ def _config(tmp_path: Path, checkpoint: Path) -> Path:
     return path
 
 
-def _eager(checkpoint: Path, x: np.ndarray) -> np.ndarray:
-    import torch
-
-    sys.path.insert(0, str(ROOT / "configs" / "models"))
-    from tiny_cnn import tiny_cnn
-
-    model = tiny_cnn(width=8)
-    model.load_state_dict(torch.load(checkpoint))
-    with torch.no_grad():
-        return np.asarray(model.eval()(torch.from_numpy(x)).numpy())
-
-
 @pytest.mark.triton
 def test_the_package_answers_real_digits_like_eager_is_served_benched_and_weighed(
     tmp_path: Path, checkpoint: Path
@@ -74,7 +61,7 @@ def test_the_package_answers_real_digits_like_eager_is_served_benched_and_weighe
     model = inductorrt.load(package, ["image"], ["logits"], Device.CPU)
     for size in (1, 5, 16):  # the batch range it was compiled for, not only the traced batch
         x = held_out[:size]
-        got, want = model.infer({"image": x})["logits"], _eager(checkpoint, x)
+        got, want = model.infer({"image": x})["logits"], digits_eager(checkpoint, x)
         assert np.abs(got - want).max() < 1e-4 and (got.argmax(1) == want.argmax(1)).all()
 
     smoke = results["smoke"].metrics["smoke"]["models"]["tiny_python_inductor"]

@@ -5,7 +5,6 @@ the same predictions), keep the batch axis dynamic, and bench times them."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 import yaml
 
 from deploy.pipeline.errors import ExitCode
-from tests.helpers import ROOT, Cli, shared_digits, tiny_dict
+from tests.helpers import Cli, digits_eager, shared_digits, tiny_dict
 
 
 @pytest.fixture(scope="module")
@@ -39,18 +38,6 @@ def _config(tmp_path: Path, checkpoint: Path, **openvino: Any) -> Path:
     path = tmp_path / "digits.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
-
-
-def _eager(checkpoint: Path, x: np.ndarray) -> np.ndarray:
-    import torch
-
-    sys.path.insert(0, str(ROOT / "configs" / "models"))
-    from tiny_cnn import tiny_cnn
-
-    model = tiny_cnn(width=8)
-    model.load_state_dict(torch.load(checkpoint))
-    with torch.no_grad():
-        return np.asarray(model.eval()(torch.from_numpy(x)).numpy())
 
 
 def _openvino(folder: Path, x: np.ndarray, compute: str = "f32") -> np.ndarray:
@@ -84,9 +71,9 @@ def test_the_irs_answer_real_digits_like_eager_and_bench_times_them(
     model = ov.Core().read_model(str(fp32 / "model.xml"))
     assert model.inputs[0].get_partial_shape()[0].is_dynamic  # the batch axis stays dynamic
     x = np.load(checkpoint.parent / "test.npy")  # 397 real held-out digits, in batches of 16 and 1
-    reference = _eager(checkpoint, x)
+    reference = digits_eager(checkpoint, x)
     for batch in (x[:16], x[16:17], x[100:116]):
-        want = _eager(checkpoint, batch)
+        want = digits_eager(checkpoint, batch)
         assert np.allclose(_openvino(fp32, batch), want, atol=1e-5, rtol=1e-4)
     compressed = np.concatenate([_openvino(fp16, x[i : i + 16]) for i in range(0, len(x), 16)])
     assert not np.array_equal(compressed, reference)  # FP16 weights: other digits...
