@@ -48,6 +48,8 @@ class Runtime(StrEnum):
     OPENVINO_INT8 = "openvino_int8"
     TENSORRT = "tensorrt"
     INDUCTOR = "inductor"  # an AOTInductor package (torch.export, compiled by TorchInductor)
+    INDUCTOR_FP16 = "inductor_fp16"
+    INDUCTOR_BF16 = "inductor_bf16"
     TRITON = "triton"  # a served model, end to end (the row names the model)
 
 

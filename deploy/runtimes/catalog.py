@@ -34,6 +34,7 @@ class Deploys:
 
 ONNX_FORMATS = (ServingFormat.ONNX, ServingFormat.PYTHON)
 OPENVINO_FORMATS = (ServingFormat.OPENVINO, ServingFormat.PYTHON_OPENVINO)
+INDUCTOR_FORMATS = (ServingFormat.PYTHON_INDUCTOR,)
 
 CATALOG: dict[Runtime, Deploys] = {
     Runtime.EAGER: Deploys(SOURCE_ARTIFACT, Family.PYTORCH, Precision.FP32),
@@ -62,7 +63,13 @@ CATALOG: dict[Runtime, Deploys] = {
     ),
     Runtime.TENSORRT: Deploys("engine", Family.TENSORRT, Precision.MIXED, (ServingFormat.PLAN,)),
     # The compiled PyTorch path: served by the AOTInductor package inside the python backend.
-    Runtime.INDUCTOR: Deploys("inductor", Family.INDUCTOR, Precision.FP32, (ServingFormat.PYTHON_INDUCTOR,)),
+    Runtime.INDUCTOR: Deploys("inductor", Family.INDUCTOR, Precision.FP32, INDUCTOR_FORMATS),
+    Runtime.INDUCTOR_FP16: Deploys(
+        "inductor_fp16", Family.INDUCTOR, Precision.FP16, INDUCTOR_FORMATS, "accuracy_inductor_fp16"
+    ),
+    Runtime.INDUCTOR_BF16: Deploys(
+        "inductor_bf16", Family.INDUCTOR, Precision.BF16, INDUCTOR_FORMATS, "accuracy_inductor_bf16"
+    ),
     Runtime.TRITON: Deploys("repository", Family.TRITON, None),
 }
 

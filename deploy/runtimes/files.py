@@ -1,5 +1,6 @@
-"""A model file run here, by the runtime its suffix names: ONNX Runtime for `.onnx`, and
-OpenVINO for an IR's `.xml`, computing in f32 (or bf16, for an IR served as bf16). Used where a served file is checked
+"""A model file run here, by the runtime its suffix names: ONNX Runtime for `.onnx`,
+OpenVINO for an IR's `.xml`, computing in f32 (or bf16, for an IR served as bf16), and
+torch for an AOTInductor package's `.pt2`. Used where a served file is checked
 against its own local answers (smoke's reduced-precision references)."""
 
 from __future__ import annotations
@@ -10,11 +11,16 @@ from typing import Any
 
 from deploy.domain.vocabulary import ModelSuffix, Precision
 
-SUFFIXES = {ModelSuffix.ONNX: "ONNX Runtime", ModelSuffix.IR: "OpenVINO"}
+SUFFIXES = {ModelSuffix.ONNX: "ONNX Runtime", ModelSuffix.IR: "OpenVINO", ModelSuffix.PT2: "AOTInductor"}
 
 
 def runtime_for(path: Path, outputs: Sequence[str] | None = None, precision: str = "fp32") -> Any:
-    """`precision`: what the file is served as; an IR served as bf16 is computed in bf16."""
+    """`precision`: what the file is served as; an IR served as bf16 is computed in bf16
+    (an AOTInductor package computes in the precision it was compiled in)."""
+    if path.suffix == ModelSuffix.PT2:
+        from deploy.runtimes import inductorrt
+
+        return inductorrt.load_file(path, outputs)
     if path.suffix == ModelSuffix.IR:
         from deploy.runtimes.openvinort import Compute, OpenVino
 

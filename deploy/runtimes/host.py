@@ -6,9 +6,10 @@ from their installed distributions' metadata. Stdlib only."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from deploy.domain.vocabulary import Runtime
+from deploy.domain.vocabulary import Precision, Runtime
 from deploy.pipeline.keys import dist_version
 from deploy.runtimes.base import Device
 from deploy.runtimes.catalog import CATALOG, Family
@@ -49,3 +50,40 @@ def _ort_cuda() -> str | None:
         f"device cuda: onnxruntime {dist_version('onnxruntime') or '(absent)'} is the CPU build, "
         "without CUDAExecutionProvider (pip install onnxruntime-gpu in its place)"
     )
+
+
+# The CPU flags of native reduced-precision arithmetic (/proc/cpuinfo); without one, torch
+# emulates the precision in FP32 instructions: correct, and slower than FP32.
+NATIVE_CPU = {Precision.BF16: ("avx512_bf16", "amx_bf16"), Precision.FP16: ("avx512_fp16", "amx_fp16")}
+BF16_SM = (8, 0)  # CUDA GPUs compute bf16 from Ampere (sm 8.0) on
+SM = re.compile(r"\(sm (\d+)\.(\d+)\)")
+
+
+def lacks_native(precision: Precision, device: Device) -> str | None:
+    """Why `device` has no native `precision` arithmetic (None: it has, or it is FP32)."""
+    if device is Device.CUDA:
+        return _gpu_lacks(precision)
+    wanted = NATIVE_CPU.get(precision)
+    if wanted is None or set(wanted) & _cpu_flags():
+        return None
+    return f"this CPU has no {precision} arithmetic (none of {', '.join(wanted)} in /proc/cpuinfo): torch emulates it, slower than FP32"
+
+
+def _gpu_lacks(precision: Precision) -> str | None:
+    from deploy.runtimes.devices import gpu_identity
+
+    gpu = gpu_identity() or ""
+    found = SM.search(gpu)
+    if precision is Precision.BF16 and found and (int(found[1]), int(found[2])) < BF16_SM:
+        return f"{gpu} has no bf16 arithmetic (sm 8.0 and later have)"
+    return None
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    return {
+        f for line in text.splitlines() if line.startswith("flags") for f in line.split(":", 1)[1].split()
+    }

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from deploy.domain.vocabulary import Precision
 from deploy.pipeline.errors import StageFailed, first_line
+from deploy.pipeline.facts import Fact
 from deploy.pipeline.records import read_record, record_json
 from deploy.runtimes.base import Device
 
@@ -20,7 +21,11 @@ if TYPE_CHECKING:
 
 PACKAGE_FILE = "model.pt2"
 RECORD_FILE = "package.json"
-SCHEMA = 1
+SCHEMA = 2  # 2: the input names (a served package is run locally without the config)
+
+# The device the inductor stage compiles for (`stages.inductor.device`): the reduced-precision
+# packages (gates/inductor_precision) are compiled for the same one, and timed beside it.
+INDUCTOR_DEVICE: Fact[Device] = Fact("inductor_device", Device.CPU)
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class PackageRecord:
     compile_s: float
     torch: str
     batch: tuple[int, int] | None  # the batch range compiled (min, max); None: fixed shapes
+    inputs: tuple[str, ...]  # the declared inputs, in the order the package takes them
 
     def write(self, folder: Path) -> None:
         (folder / RECORD_FILE).write_text(json.dumps(record_json(self, SCHEMA), indent=2) + "\n")
@@ -82,3 +88,9 @@ def load(
             f"(stages.inductor.device: {device.value} builds one for it)"
         )
     return TorchModule(Package(folder / PACKAGE_FILE, device), inputs, outputs, device, threads)
+
+
+def load_file(path: Path, outputs: Sequence[str] | None = None) -> TorchModule:
+    """A package on its own (a served model file): its inputs and device from its record."""
+    record = PackageRecord.read(path if path.is_dir() else path.parent)
+    return load(path, record.inputs, outputs or (), record.device)

@@ -14,13 +14,12 @@ package compiles, loads and answers at batch 1, 3 and 64. On torch 2.11 + CUDA 1
 one segfaulted (issue 39): the stage loads the package in its own process and checks it,
 so such a crash fails this stage alone.
 
-FP32 only for now: reduced precisions need their own artifacts and accuracy gates
-against FP32, as the ONNX and OpenVINO ones have."""
+FP32: the FP16 and bf16 packages are the stages inductor_fp16 and inductor_bf16 (built
+for this stage's device, accuracy-gated against FP32 like every reduced precision)."""
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,13 +35,11 @@ from deploy.pipeline.contract import (
     StageContext,
     StageSpec,
 )
-from deploy.pipeline.errors import StageFailed, StageSkipped, clip
+from deploy.pipeline.errors import StageSkipped
+from deploy.pipeline.facts import Provides
 from deploy.runtimes.base import Device
-from deploy.runtimes.inductorrt import PACKAGE_FILE
+from deploy.runtimes.inductorrt import INDUCTOR_DEVICE, PACKAGE_FILE
 from deploy.spec.config import DeployConfig
-
-if TYPE_CHECKING:
-    import torch
 
 
 class InductorParams(BaseModel):
@@ -62,6 +59,7 @@ def run(ctx: StageContext, params: InductorParams) -> None:
     import torch
 
     from deploy.gates import references
+    from deploy.modelio import aoti
     from deploy.modelio.loading import load_adapted
     from deploy.runtimes.inductorrt import PackageRecord
 
@@ -71,56 +69,20 @@ def run(ctx: StageContext, params: InductorParams) -> None:
     model = load_adapted(ctx.config, golden["opt"].inputs).to(params.device.value).eval()
     device = torch.device(params.device.value)
     args = tuple(torch.from_numpy(golden["opt"].inputs[n]).to(device) for n in ctx.config.input_names())
-    program = _export(model, args, ctx.config)
     package = ctx.output("inductor")
-    package.parent.mkdir(parents=True, exist_ok=True)
-    began = time.perf_counter()
-    _compile(program, package)
+    compile_s = aoti.build(model, args, ctx.config, package)
     record = PackageRecord(
         params.device,
         Precision.FP32,
-        round(time.perf_counter() - began, 2),
+        compile_s,
         torch.__version__,
-        _batch(ctx.config),
+        aoti.batch_range(ctx.config),
+        tuple(ctx.config.input_names()),
     )
     record.write(package.parent)
     ctx.record("compile_s", record.compile_s)
     ctx.record("device", params.device.value)
     _check(ctx, params, record)
-
-
-def _export(model: Any, args: tuple[torch.Tensor, ...], config: DeployConfig) -> Any:
-    import torch
-
-    from deploy.modelio import export_shapes
-
-    try:
-        with torch.no_grad():  # the adapter takes *args: one dynamic_shapes entry for all of them
-            return torch.export.export(model, args, dynamic_shapes=(export_shapes.dynamic_shapes(config),))
-    except Exception as exc:
-        raise StageFailed(
-            f"torch.export cannot trace the model, so TorchInductor cannot compile it ahead of time: "
-            f"{type(exc).__name__}: {clip(str(exc), 300)} (remove stages.inductor; the ONNX path does not need it)"
-        ) from exc
-
-
-def _compile(program: Any, package: Any) -> None:
-    import torch._inductor
-
-    try:
-        torch._inductor.aoti_compile_and_package(program, package_path=str(package))
-    except Exception as exc:  # no C++ compiler, an op Inductor lowers wrongly, ...
-        raise StageFailed(
-            f"AOTInductor failed to compile: {type(exc).__name__}: {clip(str(exc), 300)}"
-        ) from exc
-
-
-def _batch(config: DeployConfig) -> tuple[int, int] | None:
-    if config.batch_dim is None:
-        return None
-    first = config.inputs[0]
-    axis = next((a for a, name in first.dynamic_axes().items() if name == config.batch_dim), None)
-    return None if axis is None else (first.min[axis], first.max[axis])
 
 
 def _check(ctx: StageContext, params: InductorParams, record: Any) -> None:
@@ -163,7 +125,7 @@ def host(params: InductorParams, config: DeployConfig) -> list[Issue]:
 SPEC = StageSpec(
     phase=Phase.CONVERT,
     name="inductor",
-    version=1,
+    version=2,  # 2: package.json schema 2 (input names); the FP16 / bf16 packages are their own stages
     params=InductorParams,
     inputs=(SOURCE_ARTIFACT, "golden"),
     outputs=(Artifact("inductor", ArtifactKind.TREE, entry=PACKAGE_FILE),),
@@ -173,6 +135,7 @@ SPEC = StageSpec(
     # The package is machine code for this host: its CPU's instruction set, or its GPU.
     identity=lambda p: _target(p.device),
     host=host,
+    provides=(Provides(INDUCTOR_DEVICE, lambda p: p.device),),
     description="AOTInductor package (torch.export + TorchInductor, dynamic batch) for cpu or cuda; "
     "parity vs eager at min / opt / max, compile time recorded",
     timeout_s=1800,

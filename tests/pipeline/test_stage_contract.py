@@ -53,7 +53,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
                 "python_inductor",
                 "plan",
             ],
-            "precisions": ["fp32", "int8", "fp16"],
+            "precisions": ["fp32", "int8", "fp16", "bf16"],
         }
     ],
     "bench": [
@@ -70,6 +70,8 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
                 "openvino_int8",
                 "tensorrt",
                 "inductor",
+                "inductor_fp16",
+                "inductor_bf16",
                 "triton",
             ]
         }

@@ -15,7 +15,7 @@ from deploy.domain.vocabulary import Runtime
 from deploy.pipeline.contract import StageContext
 from deploy.pipeline.errors import ConfigError
 from deploy.runtimes.base import Device, Feeds
-from deploy.runtimes.catalog import artifact_of
+from deploy.runtimes.catalog import CATALOG, Family, artifact_of
 from deploy.runtimes.timing import Timed
 
 SHAPE = re.compile(r"^([A-Za-z_][\w.:/-]*):(\d+(?:x\d+)*)$")
@@ -56,10 +56,10 @@ def make(runtime: str, ctx: StageContext, feeds: Feeds, device: Device, threads:
 
     if runtime == Runtime.TORCHSCRIPT:
         return TorchModule.torchscript(ctx.input("torchscript"), *names, device, threads).timed(feeds)
-    if runtime == Runtime.INDUCTOR:
+    if CATALOG[Runtime(runtime)].family is Family.INDUCTOR:
         from deploy.runtimes import inductorrt
 
-        return inductorrt.load(ctx.input("inductor"), *names, device, threads).timed(feeds)
+        return inductorrt.load(ctx.input(artifact_of(runtime)), *names, device, threads).timed(feeds)
     from deploy.modelio.loading import load_adapted
 
     return TorchModule(load_adapted(ctx.config, feeds), *names, device, threads).timed(feeds)

@@ -331,7 +331,7 @@ SPEC = StageSpec(
     host=host,
     select_inputs=inputs_for,
     # Formats whose stage may be skipped here (no TensorRT, no GPU): reported, not failed.
-    optional_inputs=frozenset({"engine", "inductor"}),
+    optional_inputs=frozenset({"engine", "inductor", "inductor_fp16", "inductor_bf16"}),
     if_configured=frozenset({"torchscript"}),  # the torch.export path has no trace stage
     description="trtexec-style latency / throughput of every runtime per batch, Triton concurrency sweep; JSON, Markdown, PNG",
 )

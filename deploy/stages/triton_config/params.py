@@ -93,13 +93,15 @@ class TritonParams(Frozen):
     )
     # fp32: the exported model; int8 / fp16: the quantize / fp16 stages' ONNX, served in
     # the ONNX-based formats as <name>_<format>_<precision>; in the OpenVINO formats int8
-    # is the openvino_int8 stage's IR and bf16 the FP32 IR computed in bf16.
+    # is the openvino_int8 stage's IR and bf16 the FP32 IR computed in bf16; in python_inductor
+    # fp16 and bf16 are the inductor_fp16 / inductor_bf16 stages' packages.
     precisions: tuple[Literal["fp32", "int8", "fp16", "bf16"], ...] = Field(
         ("fp32",),
         min_length=1,
         description="fp32: the exported model; int8 / fp16: the quantize / fp16 stages' ONNX, served in the "
         "ONNX-based formats as `<name>_<format>_<precision>`; in the OpenVINO formats int8 is the openvino_int8 "
-        "stage's IR and bf16 the FP32 IR computed in bf16 (the openvino stage's bf16 gate; CPUs with bf16 only).",
+        "stage's IR and bf16 the FP32 IR computed in bf16 (the openvino stage's bf16 gate; CPUs with bf16 only); "
+        "in python_inductor fp16 and bf16 are the inductor_fp16 / inductor_bf16 stages' packages.",
     )
     plan: PlanOptions = Field(PlanOptions(), description="Settings of the plan (TensorRT) format only.")
     publish: PublishPolicy = Field(

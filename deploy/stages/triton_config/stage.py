@@ -32,7 +32,7 @@ from deploy.pipeline.contract import (
 from deploy.pipeline.errors import StageFailed
 from deploy.pipeline.facts import Provides
 from deploy.runtimes.bf16_gate import bf16_gated
-from deploy.runtimes.catalog import CATALOG, serving
+from deploy.runtimes.catalog import CATALOG, OPENVINO_FORMATS, serving
 from deploy.runtimes.engine_manifest import EngineManifest
 from deploy.serving.layout import FORMAT_PARAMETER, LAYOUTS, PYTHON_MODEL, io_name
 from deploy.serving.publishing import PUBLISHING, Publishing, PublishPolicy, when_all
@@ -87,11 +87,12 @@ def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
         )
     if len(set(params.formats)) != len(params.formats):
         issues.append(Issue(f"{where}.formats", "lists a format twice"))
-    if "bf16" in params.precisions and not bf16_gated(config):
+    if "bf16" in params.precisions and _openvino_formats(params) and not bf16_gated(config):
         issues.append(
             Issue(
                 f"{where}.precisions",
-                "bf16 is served only as checked: it needs the openvino stage with its bf16 gate (stages.openvino.bf16: true)",
+                "bf16 in the OpenVINO formats is served only as checked: it needs the openvino stage with its bf16 "
+                "gate (stages.openvino.bf16: true)",
             )
         )
     if params.publish is PublishPolicy.SELECTED and "select" not in config.stages:
@@ -201,20 +202,26 @@ def _bf16_host(params: TritonParams) -> dict[str, object]:
     return {"host_cpu": host_identity()["host_cpu"]} if "bf16" in params.precisions else {}
 
 
+def _openvino_formats(params: TritonParams) -> bool:
+    return any(f in OPENVINO_FORMATS for f in params.formats)
+
+
 def _where_computable(ctx: StageContext, models: list[ServedModel]) -> list[ServedModel]:
-    """bf16 only where this CPU computes it: elsewhere the openvino stage skipped its bf16
-    gate, and the served model would refuse to load (python_model.py)."""
-    if not any(m.precision == Precision.BF16 for m in models):
+    """OpenVINO's bf16 only where this CPU computes it: elsewhere the openvino stage skipped
+    its bf16 gate, and the served model would refuse to load (python_model.py). A bf16
+    AOTInductor package is served wherever its stage built it (emulated where asked)."""
+    ov_bf16 = [m for m in models if m.precision == Precision.BF16 and m.fmt in OPENVINO_FORMATS]
+    if not ov_bf16:
         return models
     from deploy.runtimes.openvinort import Compute, lacks
 
     reason = lacks(Compute.BF16)
     if reason is None:
         return models
-    for model in [m for m in models if m.precision == Precision.BF16]:
+    for model in ov_bf16:
         ctx.log.warning("%s not written: %s", model.model, reason)
         ctx.record(f"not_written.{model.model}", reason)
-    return [m for m in models if m.precision != Precision.BF16]
+    return [m for m in models if m not in ov_bf16]
 
 
 def _refuse_merging(
@@ -408,10 +415,13 @@ def _write_model(model_dir: Path, version: int, text: str, source: Path, filenam
         shutil.copyfile(source, dest)
 
 
+# The AOTInductor packages: served where their stage is configured and ran.
+INDUCTOR_ARTIFACTS = ("inductor", "inductor_fp16", "inductor_bf16")
+
 SPEC = StageSpec(
     phase=Phase.PACKAGE,
     name="triton_config",
-    version=8,  # 8: python_inductor (an AOTInductor package in the python backend; model.py loads it); 7: OpenVINO formats, deploy_format in every config; 6: dynamic batching refused for batch-dependent outputs of any served precision
+    version=9,  # 9: python_inductor at fp16 and bf16 (the inductor_fp16 / inductor_bf16 packages); 8: python_inductor (an AOTInductor package in the python backend; model.py loads it); 7: OpenVINO formats, deploy_format in every config; 6: dynamic batching refused for batch-dependent outputs of any served precision
     params=TritonParams,
     inputs=(
         "golden",
@@ -423,6 +433,8 @@ SPEC = StageSpec(
         "openvino_int8",
         "torchscript",
         "inductor",
+        "inductor_fp16",
+        "inductor_bf16",
         "engine",
         "manifest",
     ),
@@ -433,9 +445,9 @@ SPEC = StageSpec(
     check=check,
     identity=lambda p: {**ensemble.files(p.preprocess, p.postprocess), **_bf16_host(p)},
     select_inputs=inputs_for,
-    optional_inputs=frozenset({"engine", "manifest", "inductor"}),
+    optional_inputs=frozenset({"engine", "manifest", *INDUCTOR_ARTIFACTS}),
     # No trace stage (the torch.export path): the torchscript format is not written, and says so.
-    if_configured=frozenset({"torchscript", "inductor"}),
+    if_configured=frozenset({"torchscript", *INDUCTOR_ARTIFACTS}),
     publishes=when_all,
     provides=(Provides(PUBLISHING, lambda p: Publishing(p.publish, p.publish_to)),),
     description="Triton model repository: config.pbtxt (validated as ModelConfig) + model files",
