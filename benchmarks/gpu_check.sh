@@ -7,7 +7,7 @@
 # There it installs the packages torch does not bring from benchmarks/gpu_wheels/ (into
 # .gpu-site/, next to the machine's own torch: nothing of the host's is replaced), then
 #   1. runs configs/resnet50.yaml as a GPU host would: bench on cuda with eager,
-#      TorchScript, ONNX Runtime, the inductor stage's AOTInductor package compiled for
+#      TorchScript, ONNX Runtime, the inductor stages' AOTInductor packages (FP32, and on cuda FP16 and bf16) compiled for
 #      cuda, and TensorRT where it is installed (skipped with the reason where not);
 #      no OpenVINO stages and no smoke (a GPU host here has no tritonserver);
 #   2. runs the gpu-marked tests;
@@ -66,12 +66,15 @@ stages = config["stages"]
 for name in ("openvino", "openvino_int8", "smoke", "triton_search", "release", "quantize", "stats"):
     stages.pop(name, None)
 stages["inductor"] = {"device": device}
+reduced = ["inductor_fp16", "inductor_bf16"] if device == "cuda" else []  # a GPU's precisions
+for name in reduced:
+    stages[name] = {}
 stages["validate"]["runtimes"] = ["onnxruntime", "torchscript"]
 stages["triton_config"]["formats"] = ["onnx", "torchscript", "python_inductor", "plan"]
 stages["triton_config"]["precisions"] = ["fp32"]
 stages["triton_config"]["instance_group"] = {"kind": "gpu" if device == "cuda" else "cpu", "count": 1}
 stages["bench"] = {"device": device, "batches": [1, 32] if device == "cuda" else [1, 8],
-                   "runtimes": ["eager", "torchscript", "onnxruntime", "inductor", "tensorrt"]}
+                   "runtimes": ["eager", "torchscript", "onnxruntime", "inductor", *reduced, "tensorrt"]}
 stages.pop("select", None)
 for key in ("cache_dir", "repository", "run_dir"):
     config[key] = str(work / key)

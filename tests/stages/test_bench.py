@@ -154,6 +154,7 @@ def test_gate_names_the_triton_cell(write_config):
         write_config,
         {
             "runtimes": ["triton"],
+            "iterations": 120,  # p99 needs 100 samples: a busy machine must not get fewer in 0.3 s
             "triton": {"concurrency": [2]},
             "gate": {"max_latency_ms": {"triton:tiny_python@1/c2": 1e-6}},
         },
