@@ -775,7 +775,13 @@ CASES = [
         "bf16-served-without-its-gate",
         CONFIG,
         "stages.triton_config.precisions: bf16 is served only as checked",
-        _set("stages.triton_config.precisions", ["fp32", "bf16"]),
+        _set("stages.triton_config", {"formats": ["python_openvino"], "precisions": ["fp32", "bf16"]}),
+    ),
+    Case(
+        "precision-no-format-serves",
+        CONFIG,
+        "stages.triton_config.precisions: int8: none of formats ['torchscript'] serves it",
+        _set("stages.triton_config", {"formats": ["torchscript"], "precisions": ["fp32", "int8"]}),
     ),
     Case(
         "openvino-int8-exclude-unknown",

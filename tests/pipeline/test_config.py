@@ -59,9 +59,20 @@ def test_tiny_config_is_valid(write_config):
             "needs the openvino stage with its bf16 gate",
         ),
         (
-            {"stages": {"openvino": {"bf16": False}, "triton_config": {"precisions": ["fp32", "bf16"]}}},
+            {
+                "stages": {
+                    "openvino": {"bf16": False},
+                    "triton_config": {"formats": ["python", "openvino"], "precisions": ["fp32", "bf16"]},
+                }
+            },
             "stages.triton_config.precisions",
             "(stages.openvino.bf16: true)",
+        ),
+        (
+            {"stages": {"triton_config": {"formats": ["onnx", "python"], "precisions": ["fp32", "bf16"]}}},
+            "stages.triton_config.precisions",
+            "bf16: none of formats ['onnx', 'python'] serves it (formats that do: openvino, python_openvino, "
+            "python_inductor)",
         ),
         ({"stages": {"openvino_int8": {}}}, "stages.openvino_int8", "needs artifact 'openvino'"),
         ({"stages": {"bogus": {}}}, "stages.bogus", "unknown stage"),

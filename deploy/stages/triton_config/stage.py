@@ -87,12 +87,13 @@ def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
         )
     if len(set(params.formats)) != len(params.formats):
         issues.append(Issue(f"{where}.formats", "lists a format twice"))
+    issues += _unserved(params)
     if "bf16" in params.precisions and _openvino_formats(params) and not bf16_gated(config):
         issues.append(
             Issue(
                 f"{where}.precisions",
-                "bf16 in the OpenVINO formats is served only as checked: it needs the openvino stage with its bf16 "
-                "gate (stages.openvino.bf16: true)",
+                "bf16 is served only as checked: in the OpenVINO formats it needs the openvino stage with its "
+                "bf16 gate (stages.openvino.bf16: true)",
             )
         )
     if params.publish is PublishPolicy.SELECTED and "select" not in config.stages:
@@ -200,6 +201,19 @@ def _bf16_host(params: TritonParams) -> dict[str, object]:
     from deploy.runtimes.devices import host_identity
 
     return {"host_cpu": host_identity()["host_cpu"]} if "bf16" in params.precisions else {}
+
+
+def _unserved(params: TritonParams) -> list[Issue]:
+    """A precision no listed format serves would be left out without a word."""
+    return [
+        Issue(
+            "stages.triton_config.precisions",
+            f"{precision}: none of formats {[str(f) for f in params.formats]} serves it (formats that do: "
+            f"{', '.join(f for d in CATALOG.values() if d.precision == precision for f in d.served_as)})",
+        )
+        for precision in params.precisions
+        if not any(serving(fmt, precision) for fmt in params.formats)
+    ]
 
 
 def _openvino_formats(params: TritonParams) -> bool:
