@@ -249,14 +249,50 @@ def init(
         Path | None, typer.Option("--output", "-o", help="Where to write (default: NAME.yaml).")
     ] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing file.")] = False,
+    value_range: Annotated[
+        list[str],
+        typer.Option(
+            "--value-range", help="NAME=LOW,HIGH: an input's values, inclusive for integers (repeatable)."
+        ),
+    ] = [],  # noqa: B006
+    values: Annotated[
+        list[str],
+        typer.Option(
+            "--values",
+            help="NAME=KIND[:DIM]: what an integer input holds: mask, lengths:DIM, indices:DIM, offsets:DIM "
+            "(DIM: the named dim whose size bounds them; repeatable).",
+        ),
+    ] = [],  # noqa: B006
+    batch_dim: Annotated[
+        str | None,
+        typer.Option(
+            "--batch-dim",
+            help="The batch dim's name, or `none` for a model without one. Default: axis 0 where it varies "
+            "alike in every input, else none.",
+        ),
+    ] = None,
 ) -> None:
-    """Write a starter config for a model: it is built and called once at the opt shapes,
-    and its outputs (tensor, tuple, dict, ModelOutput) become the declared outputs."""
+    """Write a starter config for a model: it is built and called with the declared shapes
+    (twice: a forward that draws noise is named), and its outputs (tensor, tuple, dict,
+    NamedTuple, ModelOutput, a cache) become the declared outputs."""
     from deploy.commands.init import InitRequest, initialise
 
-    request = InitRequest(factory, file, callable_, torchscript, kwarg, inputs, name, output, overwrite)
-    dest = initialise(request)
-    _console().print(f"[green]wrote[/] {dest}: check the guesses, then `deploy run {dest}`")
+    request = InitRequest(
+        factory,
+        file,
+        callable_,
+        torchscript,
+        kwarg,
+        inputs,
+        name,
+        output,
+        overwrite,
+        value_range,
+        values,
+        batch_dim,
+    )
+    dest, called = initialise(request)
+    _console().print(f"{called}\n[green]wrote[/] {dest}: check the guesses, then `deploy run {dest}`")
 
 
 _PORT_HELP = "port. Default: the config's {0}, else Triton's 8000 / 8001 / 8002 when all are free (what `deploy infer` tries), else free ones. Taken: exit 4."

@@ -25,9 +25,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deploy.commands.init import InputEntry, SourceEntry, input_entry
 from deploy.domain.issues import Issue
 from deploy.pipeline.errors import ConfigError, StageFailed
+from deploy.starter.entries import Guide, InputEntry, SourceEntry, input_entry, with_values
 
 if TYPE_CHECKING:
     import torch
@@ -95,13 +95,32 @@ def _config_for(
     dynamic: Mapping[str, Mapping[int, DimRange]] | None,
     work: Path,
 ) -> str:
+    seen = _seen(examples)
     if dynamic is not None:
-        return _config_text(model, name, source, _specs(examples, dynamic), work)
+        return _config_text(model, name, source, _specs(examples, dynamic), work, seen)
     try:
-        return _config_text(model, name, source, _specs(examples, _batch_axes(examples)), work)
+        return _config_text(model, name, source, _specs(examples, _batch_axes(examples)), work, seen)
     except (ConfigError, StageFailed) as exc:  # it can't take another batch: served at the example's shapes
         log.warning("%s: served at the example's shapes, without a batch dim: %s", name, exc)
-        return _config_text(model, name, source, _specs(examples, {}), work)
+        return _config_text(model, name, source, _specs(examples, {}), work, seen)
+
+
+def _seen(examples: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
+    """The range each integer example spans (where it spans one): its values' range, where
+    the input's name says nothing of them."""
+    found = {}
+    for input_name, tensor in examples.items():
+        if not tensor.is_floating_point() and tensor.numel() and tensor.dtype != torch_bool():
+            low, high = float(tensor.min()), float(tensor.max())
+            if high > low:
+                found[input_name] = (low, high)
+    return found
+
+
+def torch_bool() -> Any:
+    import torch
+
+    return torch.bool
 
 
 def _batch_axes(examples: Mapping[str, Any]) -> dict[str, dict[int, DimRange]]:
@@ -312,13 +331,18 @@ def _config_text(
     source: SourceEntry,
     specs: list[InputEntry],
     work: Path,
+    seen: Mapping[str, tuple[float, float]],
 ) -> str:
-    from deploy.commands.init import detection_inputs, starter
-    from deploy.commands.init_model import inspect
     from deploy.spec.tensors import InputSpec
+    from deploy.starter.config_text import OPTIMIZE, starter
+    from deploy.starter.entries import detection_inputs
+    from deploy.starter.inspection import inspect, vocabulary
 
-    found = inspect(model.eval(), [InputSpec.model_validate(s) for s in specs])
-    text = starter(name, source, detection_inputs(specs) if found.detections else specs, found)
+    on = bool(specs) and all(s["dims"] and s["dims"][0] == "batch" for s in specs)
+    specs = with_values(specs, Guide(vocabulary(model), on, seen=seen))
+    found = inspect(model.eval(), [InputSpec.model_validate(s) for s in specs], on)
+    written = detection_inputs(specs) if found.detections else specs
+    text = starter(name, source, written, found, "batch" if on else None, OPTIMIZE)
     paths = (
         f"cache_dir: {work / 'cache'}\nrepository: {work / 'model_repository'}\nrun_dir: {work / 'runs'}\n"
     )

@@ -42,6 +42,11 @@ HEAVY = (
 )
 
 
+# The golden cases of a config with golden's defaults and dynamic dims: the shape spec's
+# three points, two sampled shapes, the two value edges (deploy/gates/cases.py).
+CASES = ("min", "opt", "max", "sample1", "sample2", "low", "high")
+
+
 def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for key, value in override.items():

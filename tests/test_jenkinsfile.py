@@ -89,11 +89,11 @@ def test_recorded_commands_are_the_ones_the_readme_documents(steps):
 @needs_groovy
 def test_results_are_published_and_archived_and_servers_cleaned_up(steps):
     junit = [s["args"][0]["testResults"] for s in steps if s["step"] == "junit"]
-    assert junit == ["reports/pytest.xml", *[f"reports/deploy-{n}.xml" for n in CONFIGS]]
+    assert junit == ["reports/pytest.xml", "reports/kinds.xml", *[f"reports/deploy-{n}.xml" for n in CONFIGS]]
     archived = [s["args"][0]["artifacts"] for s in steps if s["step"] == "archiveArtifacts"]
     assert all(f"model_repository/{n}_*/**" in a and f"runs/{n}/**" in a for n, a in zip(CONFIGS, archived))
     cleanups = [s["path"] for s in steps if s["step"] == "sh" and s["args"][0] == "scripts/ci_cleanup.sh"]
-    assert len(cleanups) == 1 + len(CONFIGS) and all(p[-2:] == ["post", "always"] for p in cleanups)
+    assert len(cleanups) == 2 + len(CONFIGS) and all(p[-2:] == ["post", "always"] for p in cleanups)
 
 
 @needs_groovy
@@ -196,4 +196,5 @@ def test_every_config_has_its_matrix_checks_and_the_test_command_leaves_them_out
         timeout=120,
     )
     modules = {line.split("::")[0] for line in chosen.stdout.splitlines() if "::" in line}
-    assert modules == {f"tests/matrix/test_{name}.py" for name in CONFIGS}, chosen.stdout
+    kinds = {f"tests/matrix/test_model_kinds_{half}.py" for half in ("inputs", "outputs")}
+    assert modules == {f"tests/matrix/test_{name}.py" for name in CONFIGS} | kinds, chosen.stdout

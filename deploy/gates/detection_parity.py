@@ -53,17 +53,45 @@ def _with_image(batch: np.ndarray, image: int, rows: np.ndarray) -> np.ndarray:
     return out
 
 
+# The output holding each row's box (x1, y1, x2, y2): rows are matched by its overlap.
+BOXES = "boxes"
+MIN_IOU = 0.5
+
+
 def _matching(reference: Arrays, candidate: Arrays, layout: DetectionLayout, image: int) -> np.ndarray:
     """For each of the reference's valid rows (while the candidate has rows left), the
-    candidate's nearest unmatched valid row; the rest in their own order."""
+    candidate's matching unmatched valid row: the one whose box overlaps it most (IoU at
+    least MIN_IOU, like a detection benchmark) where there are boxes, else the nearest over
+    every padded output; the rest in their own order. Masks, scores and labels are then
+    compared on matched pairs."""
     n_ref = int(reference[layout.count][image])
     n_got = int(candidate[layout.count][image])
-    distance = _distances(reference, candidate, layout, image, n_ref, n_got)
+    if BOXES in layout.padded and reference[BOXES].shape[-1:] == (4,):
+        distance = 1.0 - _iou(reference[BOXES][image][:n_ref], candidate[BOXES][image][:n_got])
+        # Below MIN_IOU no overlap counts: the nearest over every output decides, after them.
+        nearest = 2.0 + _distances(reference, candidate, layout, image, n_ref, n_got)
+        distance = np.where(distance <= 1.0 - MIN_IOU, distance, nearest)
+    else:
+        distance = _distances(reference, candidate, layout, image, n_ref, n_got)
     taken: list[int] = []
     for row in range(min(n_ref, n_got)):
         free = [j for j in range(n_got) if j not in taken]
         taken.append(min(free, key=lambda j: (distance[row, j], j)))
     return np.array(taken + [j for j in range(n_got) if j not in taken], dtype=np.int64)
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[len(a), len(b)] intersection over union of (x1, y1, x2, y2) boxes."""
+    a, b = a.astype(np.float64)[:, None, :], b.astype(np.float64)[None, :, :]
+    width = np.clip(np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0]), 0, None)
+    height = np.clip(np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1]), 0, None)
+    inter = width * height
+    union = _area(a) + _area(b) - inter
+    return np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)
+
+
+def _area(box: np.ndarray) -> np.ndarray:
+    return np.clip(box[..., 2] - box[..., 0], 0, None) * np.clip(box[..., 3] - box[..., 1], 0, None)
 
 
 def _distances(

@@ -23,7 +23,6 @@ from deploy.gates.references import Case
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.errors import StageFailed
 from deploy.pipeline.records import expect_schema, typed
-from deploy.spec.tensors import Label
 
 # parity.json's layout (the validate stage's report); bumped with validate's version.
 SCHEMA = 1
@@ -64,8 +63,8 @@ def _scaled(max_abs: float, scale: float) -> float:
 
 
 def compare(
-    results: dict[Label, dict[str, np.ndarray]],
-    golden: dict[Label, Case],
+    results: dict[str, dict[str, np.ndarray]],
+    golden: dict[str, Case],
     tol: Tolerance,
     layout: DetectionLayout | None = None,
 ) -> Table:
@@ -81,7 +80,7 @@ def compare(
     return table
 
 
-def unanswered(golden: dict[Label, Case], outputs: list[str], error: str) -> Table:
+def unanswered(golden: dict[str, Case], outputs: list[str], error: str) -> Table:
     """The table of a runtime that could not answer at all (e.g. a failed request)."""
     return {label: {name: Incomparable(error) for name in outputs} for label in golden}
 
@@ -166,10 +165,17 @@ def _numbers(m: Compared, tol: Tolerance) -> str:
     return "; ".join(broken)
 
 
-def gate(what: str, table: Table, tol: Tolerance) -> None:
+def gate(what: str, table: Table, tol: Tolerance, cause: str = "") -> None:
+    """StageFailed naming every failed case and output, led by the cause where one was
+    measured (gates/diagnosis.py)."""
     bad = failures(table, tol)
     if bad:
-        raise StageFailed(f"{what} parity failed: " + "; ".join(bad))
+        lead = f": {cause}. The numbers" if cause else ""
+        raise StageFailed(f"{what} parity failed{lead}: " + "; ".join(bad[:12]) + _more(len(bad)))
+
+
+def _more(count: int) -> str:
+    return f"; and {count - 12} more" if count > 12 else ""
 
 
 def headline(table: Table, tol: Tolerance) -> str:

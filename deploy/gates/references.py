@@ -14,13 +14,14 @@ from pathlib import Path
 import numpy as np
 
 from deploy.domain.issues import Issue
+from deploy.gates import cases
 from deploy.pipeline.errors import ConfigError, StageFailed, first_line
 from deploy.runtimes import arrays
-from deploy.runtimes.arrays import random_input
+from deploy.runtimes.arrays import dim_sizes, inputs_at, random_input
 from deploy.runtimes.base import Session
 from deploy.runtimes.dtypes import numpy_name
 from deploy.spec.config import DeployConfig
-from deploy.spec.tensors import LABELS, InputSpec, Label
+from deploy.spec.tensors import LABELS, InputSpec, Label, ValueKind
 
 
 @dataclass(frozen=True)
@@ -29,13 +30,25 @@ class Case:
     outputs: dict[str, np.ndarray]
 
 
-# The golden record: each shape's inputs and eager outputs (what `trace` writes, every
+# A golden case's name: min / opt / max (the shape spec's), sample1.. (shapes drawn inside
+# [min, max]), low / high (the opt inputs at the edges of their values: gates/cases.py).
+CaseName = str
+# The golden record: each case's inputs and eager outputs (what `golden` writes, every
 # later stage reads).
-Golden = dict[Label, Case]
+Golden = dict[CaseName, Case]
 # A runtime's answers to every golden case (the compared side of a parity table).
-Answers = dict[Label, dict[str, np.ndarray]]
+Answers = dict[CaseName, dict[str, np.ndarray]]
+Inputs = dict[CaseName, dict[str, np.ndarray]]
 
 FIELD = "model.golden_inputs"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which cases golden makes beyond min / opt / max (the golden stage's params)."""
+
+    sampled_shapes: int = 0
+    edges: bool = False
 
 
 def probe_sample(config: DeployConfig) -> dict[str, np.ndarray]:
@@ -44,19 +57,40 @@ def probe_sample(config: DeployConfig) -> dict[str, np.ndarray]:
 
 
 def make_inputs(config: DeployConfig, label: Label, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    return {spec.name: random_input(spec, spec.shape(label), rng) for spec in config.inputs}
+    return inputs_at(config.inputs, {spec.name: spec.shape(label) for spec in config.inputs}, rng)
 
 
-def golden_inputs(config: DeployConfig, rng: np.random.Generator) -> dict[Label, dict[str, np.ndarray]]:
-    """The inputs at min / opt / max: from `model.golden_inputs` where it has them, else
-    random; refused when any is constant (parity on a constant input proves nothing)."""
+def golden_inputs(config: DeployConfig, rng: np.random.Generator, plan: Plan = Plan()) -> Inputs:
+    """The inputs at min / opt / max, at the sampled shapes, then at the edges of their
+    values: from `model.golden_inputs` where it has them, else drawn; refused when one the
+    shape spec names is constant (parity on a constant input proves nothing)."""
     given = _load_given(config.model.golden_inputs)
     _refuse_unknown_keys(given, config)
-    cases = {
-        label: {spec.name: _one_input(spec, label, rng, given) for spec in config.inputs} for label in LABELS
+    shapes: dict[str, dict[str, tuple[int, ...]]] = {
+        label: {spec.name: spec.shape(label) for spec in config.inputs} for label in LABELS
     }
-    refuse_constant("golden input", cases, _input_hint(config))
-    return cases
+    shapes |= cases.sampled_shapes(config.inputs, plan.sampled_shapes, config.model.seed)
+    found = {name: _case_inputs(config, name, shape, rng, given) for name, shape in shapes.items()}
+    refuse_constant("golden input", {lb: _drawn(config, found[lb]) for lb in LABELS}, _input_hint(config))
+    if plan.edges:
+        found |= {e.value: cases.at_edge(config.inputs, found["opt"], e, rng) for e in cases.Edge}
+    return found
+
+
+def _drawn(config: DeployConfig, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The inputs drawn at random: a mask or lengths may be constant by meaning."""
+    return {s.name: inputs[s.name] for s in config.inputs if s.values is ValueKind.RANDOM}
+
+
+def _case_inputs(
+    config: DeployConfig,
+    name: CaseName,
+    shapes: dict[str, tuple[int, ...]],
+    rng: np.random.Generator,
+    given: dict[str, np.ndarray],
+) -> dict[str, np.ndarray]:
+    sizes = dim_sizes(config.inputs, shapes)
+    return {spec.name: _one_input(spec, name, shapes[spec.name], rng, given, sizes) for spec in config.inputs}
 
 
 def _load_given(path: Path | None) -> dict[str, np.ndarray]:
@@ -89,32 +123,34 @@ def _refuse_unknown_keys(given: dict[str, np.ndarray], config: DeployConfig) -> 
 
 
 def _one_input(
-    spec: InputSpec, label: Label, rng: np.random.Generator, given: dict[str, np.ndarray]
+    spec: InputSpec,
+    case: CaseName,
+    want: tuple[int, ...],
+    rng: np.random.Generator,
+    given: dict[str, np.ndarray],
+    sizes: dict[str, int],
 ) -> np.ndarray:
-    want = spec.shape(label)
-    exact, shared = given.get(f"{label}.{spec.name}"), given.get(spec.name)
+    exact, shared = given.get(f"{case}.{spec.name}"), given.get(spec.name)
     if exact is not None:
-        _check_shape(spec, label, exact, exact.shape == want)
+        _check_shape(spec, case, want, exact, exact.shape == want)
         return _cast(spec, exact)
     if shared is not None:
         fits = shared.ndim == len(want) and all(have >= need for have, need in zip(shared.shape, want))
-        _check_shape(spec, label, shared, fits)
-        # The leading block: a batch's first rows, a token sequence's first tokens.
-        return _cast(spec, shared[tuple(slice(0, n) for n in want)])
-    return random_input(spec, want, rng)
+        _check_shape(spec, case, want, shared, fits or case not in LABELS)
+        if fits:  # The leading block: a batch's first rows, a token sequence's first tokens.
+            return _cast(spec, shared[tuple(slice(0, n) for n in want)])
+    return random_input(spec, want, rng, sizes)
 
 
-def _check_shape(spec: InputSpec, label: Label, array: np.ndarray, fits: bool) -> None:
+def _check_shape(
+    spec: InputSpec, case: CaseName, want: tuple[int, ...], array: np.ndarray, fits: bool
+) -> None:
+    """A given array too small for a shape the spec names is refused; at a sampled
+    shape it is left for a drawn one (it was never promised that size)."""
     if not fits:
         where = f"{FIELD}[{spec.name}]"
         raise ConfigError(
-            where,
-            [
-                Issue(
-                    where,
-                    f"shape {list(array.shape)} cannot give the {label} shape {list(spec.shape(label))}",
-                )
-            ],
+            where, [Issue(where, f"shape {list(array.shape)} cannot give the {case} shape {list(want)}")]
         )
 
 
@@ -123,15 +159,15 @@ def _cast(spec: InputSpec, array: np.ndarray) -> np.ndarray:
     if not np.can_cast(array.dtype, dtype, casting="same_kind"):
         where = f"{FIELD}[{spec.name}]"
         raise ConfigError(where, [Issue(where, f"dtype {array.dtype} cannot be cast to the input's {dtype}")])
-    return np.ascontiguousarray(array.astype(dtype))
+    return np.require(array.astype(dtype), requirements="C")
 
 
-def refuse_constant(what: str, cases: dict[Label, dict[str, np.ndarray]], hint: str) -> None:
+def refuse_constant(what: str, found: Inputs, hint: str) -> None:
     """Raises StageFailed naming every tensor that is not finite, or constant, at some shape."""
     bad = sorted(
         {
             f"{name} at {label} ({why})"
-            for label, arrays in cases.items()
+            for label, arrays in found.items()
             for name, a in arrays.items()
             if (why := _degenerate(a))
         }
@@ -163,10 +199,10 @@ def _input_hint(config: DeployConfig) -> str:
     return "Widen the input's value_range, or give real inputs in model.golden_inputs (.npz keyed by input name)."
 
 
-def save(path: Path, cases: dict[Label, Case], clients: Sequence[Case] = ()) -> None:
-    """golden.npz: the cases by label, and the client requests as `client<i>`."""
+def save(path: Path, found: Golden, clients: Sequence[Case] = ()) -> None:
+    """golden.npz: the cases by name, and the client requests as `client<i>`."""
     arrays = {}
-    named = [*cases.items(), *((f"{CLIENT}{i}", case) for i, case in enumerate(clients))]
+    named = [*found.items(), *((f"{CLIENT}{i}", case) for i, case in enumerate(clients))]
     for label, case in named:
         arrays.update({f"{label}.in.{k}": v for k, v in case.inputs.items()})
         arrays.update({f"{label}.out.{k}": v for k, v in case.outputs.items()})
@@ -174,9 +210,17 @@ def save(path: Path, cases: dict[Label, Case], clients: Sequence[Case] = ()) -> 
         np.savez(fh, **arrays)
 
 
-def load(path: Path) -> dict[Label, Case]:
+def load(path: Path) -> Golden:
+    """Every golden case (min / opt / max first, then the sampled shapes and the edges, in
+    the order golden made them), without the clients' requests."""
     arrays = _arrays(path)
-    return {label: _case(arrays, label) for label in LABELS}
+    names = [k.split(".", 1)[0] for k in arrays]
+    return {n: _case(arrays, n) for n in dict.fromkeys(names) if not n.startswith(CLIENT)}
+
+
+def spec_cases(golden: Golden) -> Golden:
+    """min / opt / max only: the shape spec's own points."""
+    return {label: golden[label] for label in LABELS}
 
 
 def load_clients(path: Path) -> list[Case]:
@@ -204,11 +248,11 @@ CLIENT_BATCHES = (1, 2, 3)
 CLIENTS = 8
 
 
-def client_inputs(cases: dict[Label, dict[str, np.ndarray]], batched: bool) -> list[dict[str, np.ndarray]]:
+def client_inputs(found: Inputs, batched: bool) -> list[dict[str, np.ndarray]]:
     """Distinct requests of varied batch sizes cut from the `max` inputs (rows a model was
     already checked on); without a batch dim, or too few rows for three requests, the
     min / opt / max inputs themselves."""
-    biggest = cases["max"]
+    biggest = found["max"]
     rows = len(next(iter(biggest.values()))) if batched else 0
     cuts: list[slice] = []
     start = 0
@@ -218,20 +262,20 @@ def client_inputs(cases: dict[Label, dict[str, np.ndarray]], batched: bool) -> l
         cuts.append(slice(start, start + size))
         start += size
     if len(cuts) < 3:
-        return [cases[label] for label in LABELS]
-    return [{k: np.ascontiguousarray(v[cut]) for k, v in biggest.items()} for cut in cuts]
+        return [found[label] for label in LABELS]
+    return [{k: np.require(v[cut], requirements="C") for k, v in biggest.items()} for cut in cuts]
 
 
-def varying_axes(cases: dict[Label, Case], output: str) -> set[int]:
+def varying_axes(golden: Golden, output: str) -> set[int]:
     """Axes of an output whose length differs across the recorded shapes: dynamic."""
-    return arrays.varying_axes([case.outputs[output].shape for case in cases.values()])
+    return arrays.varying_axes([case.outputs[output].shape for case in golden.values()])
 
 
-def run(runtime: Session, cases: Golden) -> Answers:
+def run(runtime: Session, golden: Golden) -> Answers:
     """The runtime's outputs on every recorded case's inputs; a case the runtime cannot
     run at all fails naming the case and its shapes (typically a shape the export froze:
     the graph runs at the opt shape it was traced with and nowhere else)."""
-    return {label: infer_case(runtime, label, case) for label, case in cases.items()}
+    return {label: infer_case(runtime, label, case) for label, case in golden.items()}
 
 
 # ONNX Runtime's words for a graph input nobody feeds: "Required inputs (['x']) are missing".

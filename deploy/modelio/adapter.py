@@ -95,7 +95,7 @@ class IOAdapter(torch.nn.Module):
     def _take(self, result: Any, path: Path, args: tuple[torch.Tensor, ...]) -> torch.Tensor:
         try:
             return _take(result, path)
-        except (KeyError, IndexError, TypeError) as exc:
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
             shapes = ", ".join(f"{n} {list(a.shape)}" for n, a in zip(self.names, args))
             raise OutputMatchingFailed(
                 f"deploy's output matching (not the model): '{_dotted(path)}' is not in what the model returned for "
@@ -135,7 +135,7 @@ def probe(
     """Calls the model once on `sample`, its inputs bound as the pipeline binds them:
     (what it returned, the binding)."""
     binding = bind(model, names, inputs_by, fixed or {})
-    args = tuple(torch.from_numpy(np.ascontiguousarray(sample[n])) for n in names)
+    args = tuple(torch.from_numpy(np.require(sample[n], requirements="C")) for n in names)
     try:
         with torch.no_grad():
             result = binding.call(model, args)
@@ -318,7 +318,7 @@ def find_outputs(result: Any, specs: Sequence[OutputSpec]) -> list[Path]:
     """One path into `result` per declared output: its `path`, else its name for a
     mapping result, else its position among the returned tensors."""
     leaves = list(_leaves(result, ()))
-    by_name = isinstance(result, Mapping)
+    by_name = bool(_names(result))
     issues, paths = [], []
     for index, spec in enumerate(specs):
         path, problem = _locate(result, spec, index, leaves, by_name)
@@ -338,8 +338,8 @@ def _locate(
     if spec.path is not None:
         return _follow(result, spec.path)
     if by_name:
-        if spec.name not in result:
-            hint = _did_you_mean(spec.name, [str(k) for k in result])
+        if spec.name not in _names(result):
+            hint = _did_you_mean(spec.name, _names(result))
             return (
                 (),
                 f"no key '{spec.name}'{hint} in the model's {type(result).__name__} (set outputs[{index}].path)",
@@ -350,6 +350,13 @@ def _locate(
     return leaves[index], None
 
 
+def _names(result: Any) -> list[str]:
+    """What outputs are found by in a result: a dict's keys, a NamedTuple's fields."""
+    if isinstance(result, Mapping):
+        return [str(k) for k in result]
+    return list(result._fields) if isinstance(result, tuple) and hasattr(result, "_fields") else []
+
+
 def _follow(result: Any, dotted: str) -> tuple[Path, str | None]:
     """'hidden_states.3' -> ('hidden_states', 3), checked against the probed result."""
     path: list[Step] = []
@@ -357,9 +364,9 @@ def _follow(result: Any, dotted: str) -> tuple[Path, str | None]:
     for part in dotted.split("."):
         step: Step = int(part) if part.isdigit() and not isinstance(node, Mapping) else part
         try:
-            node = node[step]
-        except (KeyError, IndexError, TypeError):
-            return (), f"path '{dotted}' has no '{part}'"
+            node = _step(node, step)
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return (), f"path '{dotted}' has no '{part}'{_fields_hint(node)}"
         path.append(step)
     if not isinstance(node, torch.Tensor):
         return (), f"path '{dotted}' leads to a {type(node).__name__}, not a tensor"
@@ -371,9 +378,39 @@ def _leaves(result: Any, prefix: Path) -> list[Path]:
         return [prefix]
     if isinstance(result, Mapping):
         return [p for k, v in result.items() for p in _leaves(v, (*prefix, k))]
+    if isinstance(result, tuple) and hasattr(result, "_fields"):  # a NamedTuple: its fields by name
+        return [p for k, v in zip(result._fields, result) for p in _leaves(v, (*prefix, k))]
     if isinstance(result, (list, tuple)):
         return [p for i, v in enumerate(result) for p in _leaves(v, (*prefix, i))]
+    if _is_cache(result):  # transformers' Cache: layers[i].keys / .values
+        return [(*prefix, "layers", i, part) for i, layer in enumerate(result.layers) for part in _kv(layer)]
     return []  # None (an unset ModelOutput field), ints, strings: not outputs
+
+
+def _is_cache(node: Any) -> bool:
+    """A transformers Cache (DynamicCache and its kin): a list of layers with keys / values."""
+    layers = getattr(node, "layers", None)
+    return isinstance(layers, list) and all(hasattr(layer, "keys") for layer in layers)
+
+
+def _kv(layer: Any) -> list[str]:
+    return [part for part in ("keys", "values") if isinstance(getattr(layer, part, None), torch.Tensor)]
+
+
+def _step(node: Any, step: Step) -> Any:
+    """One step into a result: a key, a position, or a field / attribute (a NamedTuple's,
+    a cache's `layers`, a layer's `keys`)."""
+    if isinstance(step, str) and not isinstance(node, Mapping):
+        return getattr(node, step)
+    return node[step]
+
+
+def _fields_hint(node: Any) -> str:
+    if isinstance(node, tuple) and hasattr(node, "_fields"):
+        return f" (its fields: {', '.join(node._fields)})"
+    if _is_cache(node):
+        return f" (a {type(node).__name__}: layers.N.keys / layers.N.values, N < {len(node.layers)})"
+    return ""
 
 
 def describe(result: Any) -> str:
@@ -393,5 +430,5 @@ def _dotted(path: Path) -> str:
 
 def _take(result: Any, path: Path) -> Any:
     for step in path:
-        result = result[step]
+        result = _step(result, step)
     return result

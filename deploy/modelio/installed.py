@@ -21,16 +21,21 @@ def check_installed(source: ModelSource) -> None:
     for a top-level name. Running the imports is the probe's job."""
     if source.factory is not None:
         module = str(source.factory).partition(":")[0]
-        _found(module.split(".")[0], f"model.factory: '{module}'")
+        if source.factory_here() is None:  # a module in the working directory imports as `python -m` finds it
+            _found(
+                module.split(".")[0],
+                f"model.factory: '{module}'",
+                f"searched the working directory {Path.cwd()} and sys.path",
+            )
     elif source.file is not None:
         for top in _imported(source.file):
             if not _sibling(source.file.parent, top):
                 _found(top, f"model.file: {source.file}")
 
 
-def _found(top: str, where: str) -> None:
+def _found(top: str, where: str, searched: str = "") -> None:
     if importlib.util.find_spec(top) is None:
-        raise missing(where, ModuleNotFoundError(name=top))
+        raise missing(where, ModuleNotFoundError(name=top), searched)
 
 
 def _imported(path: Path) -> list[str]:
@@ -56,12 +61,14 @@ def _sibling(folder: Path, top: str) -> bool:
     return (folder / f"{top}.py").is_file() or (folder / top).is_dir()
 
 
-def missing(where: str, exc: ModuleNotFoundError) -> MissingDependency | StageFailed:
+def missing(where: str, exc: ModuleNotFoundError, searched: str = "") -> MissingDependency | StageFailed:
     top = (exc.name or "").split(".")[0]
     if top and importlib.util.find_spec(top) is not None:  # installed: a module of it is missing
         return StageFailed(f"{where}: cannot import: {exc}")
     if not top:
         return MissingDependency(f"a package {where} imports ({exc})", "pip install <the package>")
+    looked = f"; {searched}" if searched else ""
     return MissingDependency(
-        f"the package '{top}' ({where} imports it)", f"pip install {DISTRIBUTIONS.get(top, top)}"
+        f"the package '{top}' ({where} imports it{looked})",
+        f"pip install {DISTRIBUTIONS.get(top, top)}, or run from the folder that holds {top}.py",
     )

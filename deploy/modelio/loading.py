@@ -56,9 +56,9 @@ def _factory(source: ModelSource) -> Any:
     else:
         module_name, _, name = str(source.factory).partition(":")
         try:
-            module = importlib.import_module(module_name)
+            module = _import_factory(module_name, source.factory_here())
         except ModuleNotFoundError as exc:
-            raise _missing(f"model.factory: '{module_name}'", exc) from exc
+            raise _missing(f"model.factory: '{module_name}'", exc, searched()) from exc
         except ImportError as exc:
             raise StageFailed(f"model.factory: cannot import '{module_name}': {exc}") from exc
     if not hasattr(module, name):
@@ -69,6 +69,26 @@ def _factory(source: ModelSource) -> Any:
         )
         raise StageFailed(f"{where} has no attribute '{name}'")
     return getattr(module, name)
+
+
+def _import_factory(module_name: str, here: Path | None) -> Any:
+    """The factory's module as `python -m` would find it: the working directory first
+    (only while it is imported: nothing else of deploy's is shadowed by a file there)."""
+    if here is None:
+        return importlib.import_module(module_name)
+    folder = str(Path.cwd())
+    sys.path.insert(0, folder)
+    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        sys.dont_write_bytecode = writes_bytecode
+        sys.path.remove(folder)
+
+
+def searched() -> str:
+    """Where a factory module was looked for, for the message that it was not found."""
+    return f"searched the working directory {Path.cwd()} and sys.path"
 
 
 def _module_from_file(path: Path) -> Any:

@@ -123,3 +123,20 @@ def check(path: Path) -> None:
     import onnx
 
     onnx.checker.check_model(str(path))
+
+
+def fixed_dims(proto: Any, specs: Any) -> list[str]:
+    """The declared dynamic dims the graph's inputs hold as fixed sizes (or lost), e.g.
+    "image dim 0 ('batch') is 2": an exporter that fixed what the shape spec says varies
+    (torch.export applies its own "suggested fixes" when it cannot prove a dim dynamic)."""
+    graph = {i.name: i.type.tensor_type.shape.dim for i in proto.graph.input}
+    found = []
+    for spec in specs:
+        dims = graph.get(spec.name)
+        if dims is None:
+            found.append(f"input '{spec.name}' is not in the graph")
+            continue
+        for axis, name in spec.dynamic_axes().items():
+            if axis < len(dims) and not dims[axis].dim_param:
+                found.append(f"{spec.name} dim {axis} ('{name}') is {dims[axis].dim_value}")
+    return found

@@ -28,7 +28,9 @@ def identity(model: ModelSource, memo: StatMemo) -> dict[str, object]:
         if path is not None:
             ident[f"{name}_sha256"] = memo.digest(path)
     if model.factory is not None:
-        ident["package"] = _package_identity(model.factory.split(":")[0].split(".")[0], memo)
+        here = model.factory_here()  # the working directory's module wins, as it does on import
+        top = model.factory.split(":")[0].split(".")[0]
+        ident["package"] = f"{top}@sha256:{memo.digest(here)}" if here else _package_identity(top, memo)
     return ident
 
 

@@ -44,7 +44,7 @@ def timed(h2d: Callable[[], None], compute: Callable[[], None], d2h: Callable[[]
 
 def pinned(arrays: list[np.ndarray]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Pinned host copies of the arrays, and device buffers of the same shape."""
-    host = [torch.from_numpy(np.ascontiguousarray(a)).pin_memory() for a in arrays]
+    host = [torch.from_numpy(np.require(a, requirements="C")).pin_memory() for a in arrays]
     return host, [torch.empty_like(h, device="cuda") for h in host]
 
 

@@ -36,7 +36,7 @@ class TensorRTEngine:
         return self._outputs
 
     def infer(self, feeds: Feeds) -> dict[str, np.ndarray]:
-        device = [torch.from_numpy(np.ascontiguousarray(feeds[name])).cuda() for name in self.inputs]
+        device = [torch.from_numpy(np.require(feeds[name], requirements="C")).cuda() for name in self.inputs]
         results = self._bind(device)
         stream = torch.cuda.current_stream()
         self._execute(stream)

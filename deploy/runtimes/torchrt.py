@@ -55,7 +55,8 @@ class TorchModule:
 
     def args(self, feeds: Feeds) -> tuple[torch.Tensor, ...]:
         return tuple(
-            torch.from_numpy(np.ascontiguousarray(feeds[name])).to(self.device.value) for name in self.inputs
+            torch.from_numpy(np.require(feeds[name], requirements="C")).to(self.device.value)
+            for name in self.inputs
         )
 
     def infer(self, feeds: Feeds) -> dict[str, np.ndarray]:

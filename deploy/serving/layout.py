@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deploy.domain.vocabulary import ServingFormat
 from deploy.runtimes.dtypes import DTYPES
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # The python backend's model.py, copied next to the model file (model.onnx: ONNX Runtime;
 # model.xml: OpenVINO; model.pt2: AOTInductor).
@@ -63,6 +67,32 @@ FORMAT_PARAMETER = "deploy_format"
 
 # config.pbtxt's data_type for each of our dtypes (runtimes.dtypes is the one table).
 TRITON_TYPES = {name: f"TYPE_{d.triton}" for name, d in DTYPES.items()}
+
+
+# The config.pbtxt parameter listing the tensors that are 0-d for the model in a model
+# without a batch dim: Triton has no 0-d tensors, so they travel as [1] and the python
+# backend's model.py gives the model its scalar (and returns a 0-d output as [1]).
+SCALARS_PARAMETER = "deploy_scalars"
+
+
+def wire_dims(dims: list[int], batched: bool) -> tuple[list[int], bool]:
+    """A tensor's dims in config.pbtxt (batch dim left out) and whether Triton reshapes
+    them for the model. Triton refuses empty dims: a per-sample scalar of a batched model
+    is `dims: [1]` with `reshape: { shape: [] }` (the model gets [batch], clients send
+    [batch, 1]); a 0-d tensor of a model without batching travels as [1]."""
+    if dims:
+        return dims, False
+    return [1], batched
+
+
+def to_wire(array: np.ndarray, scalar: bool) -> np.ndarray:
+    """What a client sends for a tensor that is 0-d per sample: one more axis of 1."""
+    return array.reshape(*array.shape, 1) if scalar else array
+
+
+def from_wire(array: np.ndarray, scalar: bool) -> np.ndarray:
+    """What a client makes of an answer that is 0-d per sample: the trailing 1 dropped."""
+    return array.reshape(array.shape[:-1]) if scalar and array.ndim and array.shape[-1] == 1 else array
 
 
 def io_name(fmt: str, name: str, index: int) -> str:

@@ -30,6 +30,9 @@ class TritonPythonModel:
         self.inputs = [spec["name"] for spec in config["input"]]
         self.outputs = [spec["name"] for spec in config["output"]]
         self.batched = int(config.get("max_batch_size", 0)) > 0
+        # 0-d tensors of a model without batching travel as [1] (Triton has no scalars).
+        scalars = config.get("parameters", {}).get("deploy_scalars", {}).get("string_value", "")
+        self.scalars = set(filter(None, scalars.split(",")))
         ir = os.path.join(folder, "model.xml")
         if os.path.exists(os.path.join(folder, "model.pt2")):
             self.run = _inductor(folder, self.inputs)
@@ -49,7 +52,8 @@ class TritonPythonModel:
             return [pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))) for _ in requests]
 
     def _feeds(self, request):
-        return {name: pb_utils.get_input_tensor_by_name(request, name).as_numpy() for name in self.inputs}
+        feeds = {name: pb_utils.get_input_tensor_by_name(request, name).as_numpy() for name in self.inputs}
+        return {name: value.reshape(()) if name in self.scalars else value for name, value in feeds.items()}
 
     def _run_batched(self, feeds):
         sizes = [len(feed[self.inputs[0]]) for feed in feeds]
@@ -61,8 +65,10 @@ class TritonPythonModel:
         ]
 
     def _response(self, results):
+        shaped = [v.reshape(1) if n in self.scalars else v for n, v in zip(self.outputs, results)]
         tensors = [
-            pb_utils.Tensor(name, np.ascontiguousarray(value)) for name, value in zip(self.outputs, results)
+            pb_utils.Tensor(name, np.require(value, requirements="C"))
+            for name, value in zip(self.outputs, shaped)
         ]
         return pb_utils.InferenceResponse(output_tensors=tensors)
 
@@ -104,7 +110,7 @@ def _inductor(folder, inputs):
     runner = torch._inductor.aoti_load_package(os.path.join(folder, "model.pt2"))
 
     def run(feeds):
-        args = [torch.from_numpy(np.ascontiguousarray(feeds[name])).to(device) for name in inputs]
+        args = [torch.from_numpy(np.require(feeds[name], requirements="C")).to(device) for name in inputs]
         with torch.inference_mode():
             result = runner(*args)
         flat = result if isinstance(result, (list, tuple)) else [result]

@@ -54,11 +54,12 @@ def opt_feeds(config: DeployConfig, fmt: str, batch: int) -> list[Feed]:
     model names them (a DeployConfig; torchscript: <name>__<i>)."""
     from deploy.runtimes.arrays import opt_inputs
     from deploy.runtimes.dtypes import triton_name
-    from deploy.serving.layout import io_name
+    from deploy.serving.layout import io_name, to_wire
 
     arrays = opt_inputs(config, batch)
+    rank = 1 if config.batch_dim is not None else 0  # a per-sample scalar travels as [.., 1]
     return [
-        Feed(io_name(fmt, s.name, i), arrays[s.name], triton_name(s.dtype))
+        Feed(io_name(fmt, s.name, i), to_wire(arrays[s.name], len(s.dims) == rank), triton_name(s.dtype))
         for i, s in enumerate(config.inputs)
     ]
 
@@ -67,7 +68,7 @@ def infer_inputs(client_module: ModuleType, feeds: list[Feed]) -> list[Any]:
     """InferInput objects of `client_module` (tritonclient.http or .grpc) holding the feeds."""
     items = []
     for feed in feeds:
-        array = np.ascontiguousarray(feed.array)
+        array = np.require(feed.array, requirements="C")
         item = client_module.InferInput(feed.name, list(array.shape), feed.datatype)
         item.set_data_from_numpy(array)
         items.append(item)

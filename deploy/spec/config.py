@@ -123,6 +123,18 @@ class ModelSource(Frozen):
             raise ValueError("a torchscript source takes no kwargs or checkpoint")
         return self
 
+    def factory_here(self) -> Path | None:
+        """The factory's top-level module as `python -m` finds it first: a `<name>.py` or a
+        package `<name>/` in the working directory (the `deploy` script's own path does not
+        hold it); None where there is none."""
+        if self.factory is None:
+            return None
+        top = self.factory.split(":")[0].split(".")[0]
+        for found in (Path.cwd() / f"{top}.py", Path.cwd() / top / "__init__.py"):
+            if found.is_file():
+                return found
+        return None
+
     @property
     def kind(self) -> Literal["factory", "file", "torchscript"]:
         if self.factory is not None:
@@ -215,7 +227,7 @@ class DeployConfig(Frozen):
 def shape_issues(config: DeployConfig) -> list[Issue]:
     """Checks across inputs that one InputSpec alone cannot make."""
     issues = _name_issues(config) + _shared_dim_issues(config.inputs) + _batch_issues(config)
-    return issues + _model_io_issues(config)
+    return issues + _bound_issues(config) + _model_io_issues(config)
 
 
 def _model_io_issues(config: DeployConfig) -> list[Issue]:
@@ -265,11 +277,31 @@ def _batch_issues(config: DeployConfig) -> list[Issue]:
     if config.batch_dim is None:
         return []
     return [
+        Issue(f"inputs[{index}].dims", _not_batched(spec.dims, config.batch_dim))
+        for index, spec in enumerate(config.inputs)
+        if not spec.dims or spec.dims[0] != config.batch_dim
+    ]
+
+
+def _not_batched(dims: tuple[int | str, ...], batch: str) -> str:
+    if not dims:  # Triton gives every input of a batched model its batch dim
+        return (
+            f"a 0-d input cannot travel in a model batched over '{batch}': declare it dims: [{batch}] (one value "
+            "per sample) if the model takes that, or set batch_dim: null for a model without batching"
+        )
+    return (
+        f"axis 0 must be the batch dim '{batch}' (got {dims[0]!r}); "
+        "or set batch_dim: null for a model without batching"
+    )
+
+
+def _bound_issues(config: DeployConfig) -> list[Issue]:
+    """lengths / indices / offsets name the dim whose size bounds them: a dim some input has."""
+    dims = {dim for spec in config.inputs for dim in spec.dynamic_axes().values()}
+    return [
         Issue(
-            f"inputs[{index}].dims",
-            f"axis 0 must be the batch dim '{config.batch_dim}' (got {spec.dims[0]!r}); "
-            "or set batch_dim: null for a model without batching",
+            f"inputs[{index}].of", f"'{spec.of}' is no dynamic dim of the inputs (they have {sorted(dims)})"
         )
         for index, spec in enumerate(config.inputs)
-        if spec.dims[0] != config.batch_dim
+        if spec.of is not None and spec.of not in dims
     ]

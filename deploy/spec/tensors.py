@@ -27,14 +27,35 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
+class ValueKind(str, Enum):
+    """What an input's values mean, so golden data means something: a mask of ones with
+    padding, lengths within a sequence, indices below the size they index, offsets into a
+    flat input. `random` draws from value_range (or a standard normal for floats)."""
+
+    RANDOM = "random"
+    MASK = "mask"  # ones, then zeros (padding) along the last axis; at least one 1 per row
+    LENGTHS = "lengths"  # in 1..size of `of` (sorted longest first, the longest = the size)
+    INDICES = "indices"  # in 0..size of `of` - 1 (or value_range)
+    OFFSETS = "offsets"  # ascending from 0, below the size of `of` (EmbeddingBag's offsets)
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the values are bounded by a dim's size (`of`)."""
+        return self in (ValueKind.LENGTHS, ValueKind.INDICES, ValueKind.OFFSETS)
+
+
+INTEGER_KINDS = (ValueKind.LENGTHS, ValueKind.INDICES, ValueKind.OFFSETS)
+
+
 class InputSpec(Frozen):
-    """One model input: dims name the dynamic axes; min/opt/max are full shapes."""
+    """One model input: dims name the dynamic axes; min/opt/max are full shapes (all
+    empty for a 0-d scalar)."""
 
     name: TensorName = Field(description="Input name in ONNX, TensorRT and Triton: `[A-Za-z_][A-Za-z0-9_]*`.")
     dtype: DType = Field("float32", description="Element type.")
     dims: tuple[int | DimName, ...] = Field(
-        min_length=1,
-        description="One entry per axis: an int is a static size, a name a dynamic dim (axis 0: the batch dim).",
+        description="One entry per axis: an int is a static size, a name a dynamic dim (axis 0: the batch dim); "
+        "`[]` for a 0-d scalar (a model without a batch dim only: Triton batches every input).",
     )
     min: tuple[Annotated[int, Field(ge=1)], ...] = Field(
         description="Smallest full shape (TensorRT profile min); static dims repeat their size."
@@ -52,19 +73,52 @@ class InputSpec(Frozen):
         "(`[0, 1]` gives 0s and 1s), floats uniformly from [low, high). Required for integer inputs (e.g. token ids).",
     )
 
+    values: ValueKind = Field(
+        ValueKind.RANDOM,
+        description="What the values mean, for golden data that means something: random (value_range), mask (ones "
+        "then zero padding along the last axis), lengths (1..the size of dim `of`, longest first), indices "
+        "(0..the size of `of` - 1), offsets (ascending from 0, below the size of `of`: EmbeddingBag's).",
+    )
+    of: DimName | None = Field(
+        None,
+        description="The named dim whose size bounds lengths, indices and offsets (e.g. `sequence`, `nodes`).",
+    )
+
     @model_validator(mode="after")
     def _check_shapes(self) -> InputSpec:
         problems = [p for label in LABELS for p in self._label_problems(label)]
         problems += self._order_problems()
-        problems += self._range_problems()
+        problems += self._range_problems() + self._values_problems()
         if problems:
             raise ValueError("; ".join(problems))
         return self
 
+    @property
+    def integer(self) -> bool:
+        return self.dtype.startswith(("int", "uint"))
+
+    def _values_problems(self) -> list[str]:
+        kind = self.values
+        if kind in INTEGER_KINDS and not self.integer:
+            return [f"values: {kind.value} needs an integer dtype (got {self.dtype})"]
+        if kind in (ValueKind.LENGTHS, ValueKind.OFFSETS) and self.of is None:
+            return [f"values: {kind.value} needs `of`: the named dim whose size bounds them"]
+        if kind is ValueKind.INDICES and self.of is None and self.value_range is None:
+            return ["values: indices needs `of` (the dim they index) or a value_range"]
+        if kind is ValueKind.MASK and not self.dims:
+            return ["values: mask needs at least one axis (the padded one is the last)"]
+        if self.of is not None and not kind.bounded:
+            return [f"`of` applies to lengths, indices and offsets, not to values: {kind.value}"]
+        return []
+
     def _range_problems(self) -> list[str]:
         if self.value_range is None:
-            integer = self.dtype.startswith(("int", "uint"))
-            return ["value_range is required for integer inputs"] if integer else []
+            needed = self.integer and self.values is ValueKind.RANDOM
+            return (
+                ["value_range is required for integer inputs (or values: mask / lengths / indices)"]
+                if needed
+                else []
+            )
         low, high = self.value_range
         if low >= high:
             # Equal bounds make every golden value the same: parity on constants proves nothing.

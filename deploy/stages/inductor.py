@@ -87,7 +87,7 @@ def run(ctx: StageContext, params: InductorParams) -> None:
 
 def _check(ctx: StageContext, params: InductorParams, record: Any) -> None:
     """The package, loaded as bench and the server load it, against eager at every golden shape."""
-    from deploy.gates import parity, references
+    from deploy.gates import diagnosis, parity, references
     from deploy.gates.detection_parity import layout_of
     from deploy.runtimes import inductorrt
 
@@ -98,7 +98,7 @@ def _check(ctx: StageContext, params: InductorParams, record: Any) -> None:
     ctx.record("parity", parity.to_json(table))
     what = f"AOTInductor package ({params.device.value})"
     ctx.report_table(f"{what} vs eager", parity.REPORT_COLUMNS, parity.report_rows(what, table))
-    parity.gate(f"{what} vs eager", table, params.tolerance)
+    diagnosis.judge(f"{what} vs eager", table, params.tolerance, golden, ctx.input("eager"), runtime.infer)
     size = ctx.output("inductor").stat().st_size
     ctx.headline(
         f"package {size / 1e6:.1f} MB for {params.device.value}, compiled in {record.compile_s:.1f} s; "
@@ -125,9 +125,9 @@ def host(params: InductorParams, config: DeployConfig) -> list[Issue]:
 SPEC = StageSpec(
     phase=Phase.CONVERT,
     name="inductor",
-    version=2,  # 2: package.json schema 2 (input names); the FP16 / bf16 packages are their own stages
+    version=3,  # 3: every golden case, failures diagnosed; 2: package.json schema 2 (input names); the FP16 / bf16 packages are their own stages
     params=InductorParams,
-    inputs=(SOURCE_ARTIFACT, "golden"),
+    inputs=(SOURCE_ARTIFACT, "golden", "eager"),
     outputs=(Artifact("inductor", ArtifactKind.TREE, entry=PACKAGE_FILE),),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),

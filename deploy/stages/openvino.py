@@ -103,7 +103,7 @@ def _parity(
     ctx: StageContext, artifact: str, xml: Path, tolerance: Tolerance, compute: Compute | None = None
 ) -> str:
     """The IR against eager on the golden inputs: recorded, reported, gated."""
-    from deploy.gates import parity, references
+    from deploy.gates import diagnosis, parity, references
     from deploy.gates.detection_parity import layout_of
     from deploy.runtimes.openvinort import Compute, OpenVino
 
@@ -115,7 +115,9 @@ def _parity(
     ctx.report_table(
         f"{what} (OpenVINO, CPU) vs eager", parity.REPORT_COLUMNS, parity.report_rows(what, table)
     )
-    parity.gate(f"{what} (OpenVINO) vs eager", table, tolerance)
+    diagnosis.judge(
+        f"{what} (OpenVINO) vs eager", table, tolerance, golden, ctx.input("eager"), runtime.infer
+    )
     return f"{what} vs eager: {parity.headline(table, tolerance)}"
 
 
@@ -174,9 +176,9 @@ def _size(folder: Path) -> int:
 SPEC = StageSpec(
     phase=Phase.CONVERT,
     name="openvino",
-    version=2,  # 2: accuracy reports against FP32 for the FP16-weight IR and bf16 compute
+    version=3,  # 3: every golden case, failures diagnosed; 2: accuracy reports against FP32 for the FP16-weight IR and bf16 compute
     params=OpenVinoParams,
-    inputs=("onnx", "golden"),
+    inputs=("onnx", "golden", "eager"),
     outputs=(
         Artifact("openvino", ArtifactKind.TREE, entry=IR_FILE),
         Artifact("openvino_fp16", ArtifactKind.TREE, entry=IR_FILE),

@@ -44,7 +44,7 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
         return
     import onnx
 
-    from deploy.gates import parity, references
+    from deploy.gates import diagnosis, parity, references
     from deploy.gates.detection_parity import layout_of
     from deploy.runtimes.onnxrt import OnnxRuntime
 
@@ -60,17 +60,15 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
     nodes = (len(original.graph.node), len(simplified.graph.node))
     onnx_files.save(simplified, ctx.output("onnx"), external)
     golden = references.load(ctx.input("golden"))
-    table = parity.compare(
-        references.run(OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names()), golden),
-        golden,
-        params.tolerance,
-        layout_of(ctx.config),
-    )
+    runtime = OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names())
+    table = parity.compare(references.run(runtime, golden), golden, params.tolerance, layout_of(ctx.config))
     ctx.record("nodes_before", nodes[0])
     ctx.record("nodes_after", nodes[1])
     ctx.record("parity", parity.to_json(table))
     ctx.headline(f"nodes {nodes[0]} -> {nodes[1]}, ORT vs eager: {parity.headline(table, params.tolerance)}")
-    parity.gate("simplified ONNX vs eager", table, params.tolerance)
+    diagnosis.judge(
+        "simplified ONNX vs eager", table, params.tolerance, golden, ctx.input("eager"), runtime.infer
+    )
 
 
 def _simplify(ctx: StageContext, model: onnx.ModelProto, params: SimplifyParams) -> onnx.ModelProto | None:
@@ -104,21 +102,18 @@ def _pass_through(ctx: StageContext, reason: str) -> None:
 
 
 def _check_dynamic_dims(ctx: StageContext, model: onnx.ModelProto) -> None:
-    graph_inputs = {i.name: i.type.tensor_type.shape.dim for i in model.graph.input}
-    for spec in ctx.config.inputs:
-        dims = graph_inputs.get(spec.name)
-        if dims is None:
-            raise RuntimeError(f"input '{spec.name}' disappeared from the graph")
-        fixed = [a for a in spec.dynamic_axes() if a < len(dims) and not dims[a].dim_param]
-        if fixed:
-            raise RuntimeError(f"input '{spec.name}': dynamic axes {fixed} became static")
+    from deploy.modelio.onnx_files import fixed_dims
+
+    fixed = fixed_dims(model, ctx.config.inputs)
+    if fixed:
+        raise RuntimeError(f"dynamic dims became static: {'; '.join(fixed)}")
 
 
 SPEC = StageSpec(
     name="simplify",
-    version=2,
+    version=3,  # 3: parity at every golden case, failures diagnosed (eager.json)
     params=SimplifyParams,
-    inputs=("onnx", "golden"),
+    inputs=("onnx", "golden", "eager"),
     outputs=(Artifact("onnx", ArtifactKind.TREE, entry=MODEL_FILE),),
     run=run,
     uses=frozenset({Section.SHAPES}),

@@ -1,8 +1,9 @@
 """trace: TorchScript via torch.jit.trace of the model behind its I/O adapter.
 
-The traced module is checked against eager PyTorch at every recorded shape (min /
-opt / max), which catches shape specialisation and data-dependent control flow
-that tracing silently bakes in.
+The traced module is checked against eager PyTorch at every golden case (min / opt /
+max, sampled shapes, value edges), which catches shape specialisation and data-dependent
+control flow that tracing silently bakes in; a TracerWarning in the user's own code is an
+error naming the line (modelio/frozen.py).
 """
 
 from __future__ import annotations
@@ -28,13 +29,19 @@ class TraceParams(BaseModel):
         Tolerance(atol=1e-5, rtol=1e-4, min_cosine=0.99999),
         description="TorchScript vs eager outputs on the golden inputs (tighter than elsewhere: tracing should be almost exact).",
     )
+    accept_frozen: tuple[str, ...] = Field(
+        (),
+        description="Lines of your own code where the trace may freeze a value of the data (its TracerWarning), as "
+        "`file.py:LINE` or `file.py`; anywhere else in your code that is an error naming the line.",
+    )
 
 
 def run(ctx: StageContext, params: TraceParams) -> None:
     import torch
 
-    from deploy.gates import parity, references
+    from deploy.gates import diagnosis, parity, references
     from deploy.gates.detection_parity import layout_of
+    from deploy.modelio import frozen
     from deploy.modelio.loading import load_adapted
     from deploy.runtimes.torchrt import TorchModule
 
@@ -42,16 +49,17 @@ def run(ctx: StageContext, params: TraceParams) -> None:
     cases = references.load(ctx.input("golden"))
     model = load_adapted(config, cases["opt"].inputs)
     eager = TorchModule(model, config.input_names(), config.output_names())
-    traced = _trace(model, eager.args(cases["opt"].inputs))
-    table = parity.compare(
-        references.run(TorchModule(traced, config.input_names(), config.output_names()), cases),
-        cases,
-        params.tolerance,
-        layout_of(config),
-    )
+    with frozen.recording() as found:
+        traced = _trace(model, eager.args(cases["opt"].inputs))
+    libraries = [f.text() for f in frozen.unique(found) if f.in_library]
+    if libraries:
+        ctx.record("frozen_in_libraries", libraries[:20])
+    frozen.refuse(found, params.accept_frozen, "torch.jit.trace", "stages.trace.accept_frozen")
+    runtime = TorchModule(traced, config.input_names(), config.output_names())
+    table = parity.compare(references.run(runtime, cases), cases, params.tolerance, layout_of(config))
     ctx.record("parity", parity.to_json(table))
     ctx.headline("torchscript vs eager: " + parity.headline(table, params.tolerance))
-    parity.gate("TorchScript vs eager", table, params.tolerance)
+    diagnosis.judge("TorchScript vs eager", table, params.tolerance, cases, ctx.input("eager"), runtime.infer)
     torch.jit.save(traced, str(ctx.output("torchscript")))
 
 
@@ -96,9 +104,9 @@ def _trace(model: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> torch.jit.
 
 SPEC = StageSpec(
     name="trace",
-    version=3,
+    version=4,  # 4: frozen values refused, parity at every golden case, failures diagnosed
     params=TraceParams,
-    inputs=(SOURCE_ARTIFACT, "golden"),
+    inputs=(SOURCE_ARTIFACT, "golden", "eager"),
     outputs=(Artifact("torchscript", filename="model.pt"),),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),

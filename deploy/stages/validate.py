@@ -15,10 +15,7 @@ from deploy.pipeline.contract import Artifact, Phase, Section, StageContext, Sta
 
 if TYPE_CHECKING:
     from deploy.gates.parity import ParityReport, Table
-    from deploy.gates.references import (
-        Answers,
-        Golden,
-    )  # numpy: imported when the stage runs, not at discovery
+    from deploy.runtimes.base import Session
 
 # The runtimes parity is checked on (the others time what these checked).
 Checked = Literal[
@@ -36,11 +33,12 @@ class ValidateParams(Tolerance):
 
 
 def run(ctx: StageContext, params: ValidateParams) -> None:
-    from deploy.gates import parity, references
+    from deploy.gates import diagnosis, parity, references
     from deploy.gates.detection_parity import layout_of
 
     golden = references.load(ctx.input("golden"))
     tables: dict[str, parity.Table] = {}
+    sessions: dict[str, Session] = {}
     skipped: dict[str, str] = {}
     for runtime in params.runtimes:
         if runtime == Runtime.TENSORRT and "engine" not in ctx.inputs:
@@ -50,9 +48,9 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
         elif runtime == Runtime.OPENVINO and "openvino" not in ctx.inputs:
             skipped[runtime] = "no OpenVINO IR: this config has no openvino stage"
         else:
-            tables[runtime] = parity.compare(
-                _RUNNERS[runtime](ctx, golden), golden, params, layout_of(ctx.config)
-            )
+            sessions[runtime] = _RUNNERS[runtime](ctx)
+            answers = references.run(sessions[runtime], golden)
+            tables[runtime] = parity.compare(answers, golden, params, layout_of(ctx.config))
     report = _report(tables, skipped, params).to_json()
     ctx.record("parity", report)
     ctx.headline(
@@ -66,7 +64,7 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
     ctx.report_table("Parity vs the eager reference", parity.REPORT_COLUMNS, rows, note=note)
     ctx.output("report").write_text(json.dumps(report, indent=1))
     for name, table in tables.items():
-        parity.gate(f"{name} vs eager", table, params)
+        diagnosis.judge(f"{name} vs eager", table, params, golden, ctx.input("eager"), sessions[name].infer)
 
 
 def _report(tables: dict[str, Table], skipped: dict[str, str], params: ValidateParams) -> ParityReport:
@@ -79,47 +77,36 @@ def _report(tables: dict[str, Table], skipped: dict[str, str], params: ValidateP
     )
 
 
-def _onnxruntime(ctx: StageContext, golden: Golden) -> Answers:
-    from deploy.gates.references import run
+def _onnxruntime(ctx: StageContext) -> Session:
     from deploy.runtimes.onnxrt import OnnxRuntime
 
-    return run(OnnxRuntime(ctx.input("onnx"), outputs=ctx.config.output_names()), golden)
+    return OnnxRuntime(ctx.input("onnx"), outputs=ctx.config.output_names())
 
 
-def _torchscript(ctx: StageContext, golden: Golden) -> Answers:
-    from deploy.gates.references import run
+def _torchscript(ctx: StageContext) -> Session:
     from deploy.runtimes.torchrt import TorchModule
 
-    return run(
-        TorchModule.torchscript(
-            ctx.input("torchscript"), ctx.config.input_names(), ctx.config.output_names()
-        ),
-        golden,
+    return TorchModule.torchscript(
+        ctx.input("torchscript"), ctx.config.input_names(), ctx.config.output_names()
     )
 
 
-def _openvino(ctx: StageContext, golden: Golden) -> Answers:
-    from deploy.gates.references import run
+def _openvino(ctx: StageContext) -> Session:
     from deploy.runtimes.openvinort import Compute, OpenVino
 
-    return run(
-        OpenVino(ctx.input("openvino"), outputs=ctx.config.output_names(), compute=Compute.F32), golden
-    )
+    return OpenVino(ctx.input("openvino"), outputs=ctx.config.output_names(), compute=Compute.F32)
 
 
-def _tensorrt(ctx: StageContext, golden: Golden) -> Answers:
-    from deploy.gates.references import run
+def _tensorrt(ctx: StageContext) -> Session:
     from deploy.runtimes.tensorrt import TensorRTEngine
 
-    return run(
-        TensorRTEngine(ctx.input("engine"), ctx.config.input_names(), ctx.config.output_names()), golden
-    )
+    return TensorRTEngine(ctx.input("engine"), ctx.config.input_names(), ctx.config.output_names())
 
 
 def inputs_for(params: ValidateParams) -> tuple[str, ...]:
     runtimes = set(params.runtimes)
     return (
-        ("onnx", "golden")
+        ("onnx", "golden", "eager")
         + (("torchscript",) if "torchscript" in runtimes else ())
         + (("openvino",) if "openvino" in runtimes else ())
         + (("engine",) if "tensorrt" in runtimes else ())
@@ -136,9 +123,9 @@ _RUNNERS = {
 SPEC = StageSpec(
     phase=Phase.VERIFY,
     name="validate",
-    version=4,  # 4: openvino among the runtimes; 3: parity.json a versioned record (gates/parity.py ParityReport)
+    version=5,  # 5: every golden case, failures diagnosed (eager.json); 4: openvino among the runtimes; 3: parity.json a versioned record (gates/parity.py ParityReport)
     params=ValidateParams,
-    inputs=("onnx", "torchscript", "openvino", "golden", "engine"),
+    inputs=("onnx", "torchscript", "openvino", "golden", "eager", "engine"),
     outputs=(Artifact("report", filename="parity.json"),),
     run=run,
     uses=frozenset({Section.SHAPES}),

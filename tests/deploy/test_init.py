@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploy.commands.init import discover, input_specs, parse_input
+from deploy.commands.init import parse_input
 from deploy.pipeline.errors import ConfigError
+from deploy.starter.entries import input_specs
+from deploy.starter.inspection import discover
 from tests.helpers import ROOT, Cli
 
 MODELS = """
@@ -92,12 +94,17 @@ def test_dims_get_readable_names_shared_where_inputs_share_them() -> None:
             parse_input("input_ids:int64:1x8/2x16/4x32"),
             parse_input("attention_mask:int64:1x8/2x16/4x32"),
             parse_input("token_type_ids:int64:1x8/2x16/4x32"),
-            parse_input("labels:int64:1x4/2x8/4x16"),  # another length: its own name
+            parse_input("label_ids:int64:1x4/2x8/4x16"),  # another length: its own name
         ]
     )
     assert [s["dims"] for s in specs] == [["batch", "sequence"]] * 3 + [["batch", "sequence2"]]
-    # Token ids below any vocabulary's size; masks and segment ids are zeros and ones.
-    assert [s["value_range"] for s in specs] == [[0, 99], [0, 1], [0, 1], [0, 99]]
+    # Token ids below any vocabulary's size; a mask of ones with padding; segment ids 0 / 1.
+    assert [(s.get("values"), s.get("value_range")) for s in specs] == [
+        (None, [0, 99]),
+        ("mask", None),
+        (None, [0, 1]),
+        (None, [0, 99]),
+    ]
     image = input_specs([parse_input("image:float32:1x3x224x224/2x3x256x320/4x3x512x512")])
     assert image[0]["dims"] == ["batch", 3, "height", "width"]  # never one name: that would force H == W
     static = input_specs([parse_input("x:float32:1x3/1x3/1x3")])
@@ -200,7 +207,7 @@ def test_clip_is_written_with_max_batch_size_0_and_is_served_as_sent(tmp_path: P
         ["batch", 3, 32, 32],
         ["batch", "sequence"],
     ]
-    assert written["inputs"][2]["value_range"] == [0, 1]  # a mask
+    assert written["inputs"][2]["values"] == "mask"  # ones, then zero padding
     done = cli("run", "clip.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "all answers match their own reference" in done.stdout
@@ -258,7 +265,8 @@ def test_a_detection_model_is_written_with_padded_outputs_and_passes_smoke(tmp_p
     )
     assert made.returncode == 0, made.stdout + made.stderr
     written = yaml.safe_load((tmp_path / "ssd.yaml").read_text())
-    assert written["model"]["detections"] == {"max_detections": 100}
+    # As many rows as eager returned (SSDlite keeps up to 300): nothing cut.
+    assert written["model"]["detections"]["max_detections"] >= 100
     assert [o["name"] for o in written["outputs"]] == ["boxes", "scores", "labels", "num_detections"]
     assert written["inputs"][0]["dims"] == [1, 3, 320, 320] and written["batch_dim"] is None
     written["stages"]["smoke"].update(clients=2, batching_requests=4)  # ~0.3 s a request on 2 cores
@@ -271,5 +279,170 @@ def test_a_detection_model_is_written_with_padded_outputs_and_passes_smoke(tmp_p
     summary = json.loads((tmp_path / "runs" / "ssd" / "summary.json").read_text())
     stages = {s["stage"]: s for s in summary["stages"]}
     assert stages["export"]["metrics"]["exporter"]["used"] == "torchscript"
+    assert "detections_cut" not in stages["golden"]["metrics"]
     smoke = stages["smoke"]["metrics"]["smoke"]["models"]["ssd_python"]
     assert smoke["status"] == "passed" and smoke["traffic"]["mismatch_count"] == 0
+
+
+KINDS = """
+import torch
+from torch import nn
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(50, 8)
+        self.lstm = nn.LSTM(8, 8, batch_first=True)
+
+    def forward(self, tokens, lengths):
+        packed = nn.utils.rnn.pack_padded_sequence(self.embed(tokens), lengths, batch_first=True)
+        out, _ = self.lstm(packed)
+        return nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=tokens.shape[1])[0]
+
+
+def tagger():
+    torch.manual_seed(0)
+    return Tagger()
+
+
+class Step(nn.Module):
+    def forward(self, sample, timestep):
+        return sample * torch.sin(timestep.float())
+
+
+def step():
+    return Step()
+
+
+class Codes(nn.Module):
+    def forward(self, x, codes):
+        return x * codes.float()
+
+
+def codes():
+    return Codes()
+"""
+
+
+def test_init_calls_the_model_with_the_declared_shapes_and_meaningful_values(
+    tmp_path: Path, cli: Cli
+) -> None:
+    """lengths within the sequence (pack_padded_sequence refuses a length past it), a 0-d
+    timestep, no batch dim where axis 0 is not one; the call's shapes are said."""
+    (tmp_path / "kinds.py").write_text(KINDS)
+    made = cli(
+        "init",
+        "--file",
+        "kinds.py",
+        "--callable",
+        "tagger",
+        "--input",
+        "tokens:int64:1x4/2x8/4x16",
+        "--input",
+        "lengths:int64:1/2/4",
+        cwd=tmp_path,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "The model was called with: tokens [1, 8] int64, lengths [1] int64" in made.stdout
+    inputs = yaml.safe_load((tmp_path / "tagger.yaml").read_text())["inputs"]
+    assert inputs[1] | {"min": 0} == {
+        "name": "lengths",
+        "dtype": "int64",
+        "dims": ["batch"],
+        "min": 0,
+        "opt": [2],
+        "max": [4],
+        "values": "lengths",
+        "of": "sequence",
+    }
+    assert inputs[0]["value_range"] == [0, 49]  # below the embedding's 50 rows
+    made = cli(
+        "init",
+        "--file",
+        "kinds.py",
+        "--callable",
+        "step",
+        "--input",
+        "sample:float32:1x4/2x4/8x4",
+        "--input",
+        "timestep:int64://",
+        cwd=tmp_path,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    written = yaml.safe_load((tmp_path / "step.yaml").read_text())
+    assert written["batch_dim"] is None and written["inputs"][1]["dims"] == []
+    assert written["inputs"][0]["dims"] == ["rows", 4] and written["inputs"][1]["value_range"] == [0, 999]
+    assert "timestep [] int64" in made.stdout
+
+
+def test_an_integer_input_nothing_names_is_asked_for_by_name(tmp_path: Path, cli: Cli) -> None:
+    (tmp_path / "kinds.py").write_text(KINDS)
+    args = ["init", "--file", "kinds.py", "--callable", "codes", "--input", "x:float32:1x4/2x4/4x4"]
+    asked = cli(*args, "--input", "codes:int64:1x4/2x4/4x4", cwd=tmp_path)
+    said = " ".join((asked.stdout + asked.stderr).split())
+    assert asked.returncode == 3, said
+    assert "--input codes: an integer input whose values deploy cannot tell" in said
+    assert "--value-range codes=LOW,HIGH" in said and not (tmp_path / "codes.yaml").exists()
+    given = cli(*args, "--input", "codes:int64:1x4/2x4/4x4", "--value-range", "codes=2,5", cwd=tmp_path)
+    assert given.returncode == 0, given.stdout + given.stderr
+    assert yaml.safe_load((tmp_path / "codes.yaml").read_text())["inputs"][1]["value_range"] == [2, 5]
+
+
+def test_a_factory_module_in_the_working_directory_imports_as_python_m_finds_it(tmp_path: Path) -> None:
+    """`--factory kinds:codes` with kinds.py right there: found (the `deploy` script's own
+    folder is what the interpreter puts on its path), and the run imports it too."""
+    from tests.helpers import run_cli
+
+    (tmp_path / "kinds.py").write_text(KINDS)
+    made = run_cli(
+        "init",
+        "--factory",
+        "kinds:tagger",
+        "--input",
+        "tokens:int64:1x4/2x8/4x16",
+        "--input",
+        "lengths:int64:1/2/4",
+        cwd=tmp_path,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    checked = run_cli("validate", "tagger.yaml", "--probe", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    elsewhere = run_cli("validate", str(tmp_path / "tagger.yaml"), cwd=tmp_path.parent)
+    said = " ".join((elsewhere.stdout + elsewhere.stderr).split())
+    assert elsewhere.returncode != 0 and f"searched the working directory {tmp_path.parent}" in said
+
+
+def test_init_written_text_config_passes_its_own_golden_and_export_for_several_seeds(
+    tmp_path: Path, cli: Cli
+) -> None:
+    """Two int64 inputs (token ids and an attention mask): the mask is ones with padding,
+    never all zeros, whatever the seed."""
+    from tests.helpers import run
+
+    (tmp_path / "models.py").write_text(MODELS)
+    made = cli(
+        "init",
+        "--file",
+        "models.py",
+        "--callable",
+        "small_bert",
+        "--input",
+        "input_ids:int64:1x8/2x16/4x32",
+        "--input",
+        "attention_mask:int64:1x8/2x16/4x32",
+        cwd=tmp_path,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    written = yaml.safe_load((tmp_path / "small_bert.yaml").read_text())
+    written["stages"]["export"] = {
+        "exporter": "torchscript"
+    }  # 1 s, not torch.export's 8: the seeds are the point
+    written |= {"cache_dir": str(tmp_path / "cache"), "run_dir": str(tmp_path / "runs")}
+    for seed in range(3):
+        written["model"]["seed"] = seed
+        written["name"] = f"bert{seed}"
+        path = tmp_path / f"bert{seed}.yaml"
+        path.write_text(yaml.safe_dump(written, sort_keys=False))
+        results = run(path, stop="export")
+        assert {n: r.status.value for n, r in results.items()} == {"golden": "ran", "export": "ran"}, seed

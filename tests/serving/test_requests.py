@@ -57,7 +57,9 @@ def test_opt_feeds_are_named_typed_and_shaped_for_the_format(fmt: str, names: li
     feeds = opt_feeds(config(), fmt, 5)
     assert [f.name for f in feeds] == names
     assert [f.datatype for f in feeds] == ["FP32", "INT64", "BOOL"]
-    assert [f.array.shape for f in feeds] == [(5, 3, 4), (5, 7), (5,)]
+    # `keep` is one value per sample: [batch] to the model, [batch, 1] on the wire
+    # (config.pbtxt dims [1] with reshape to []: Triton refuses empty dims).
+    assert [f.array.shape for f in feeds] == [(5, 3, 4), (5, 7), (5, 1)]
     assert [f.array.dtype for f in feeds] == [np.float32, np.int64, np.bool_]
     assert 0 <= feeds[1].array.min() and feeds[1].array.max() <= 99
 

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 import pytest
 
-from deploy.pipeline.errors import ExitCode, key_lines, plain, root_cause
+from deploy.pipeline.errors import ExitCode, StageError, key_lines, plain, root_cause
 from tests.helpers import output_path, run, run_cli
 
 DATA_DEPENDENT = '''
@@ -82,7 +82,8 @@ def test_a_pinned_exporter_that_fails_names_the_cause_and_suggests_the_other(wri
 
 
 def test_auto_falls_back_to_the_legacy_exporter_and_says_why(write_config, tmp_path) -> None:
-    path = branchy_config(write_config, tmp_path, {"exporter": "auto"})
+    # The branch never fires on real inputs: the config accepts the line the trace freezes.
+    path = branchy_config(write_config, tmp_path, {"exporter": "auto", "accept_frozen": ["branchy.py:9"]})
     results = run(path, stop="export")
     export = results["export"].metrics
     assert export["exporter"]["asked"] == "auto" and export["exporter"]["used"] == "torchscript"
@@ -94,6 +95,18 @@ def test_auto_falls_back_to_the_legacy_exporter_and_says_why(write_config, tmp_p
     )
     table = next(t for t in export["report"] if t["title"] == "Export: the path taken")
     assert [row[:2] for row in table["rows"]] == [["dynamo", "failed"], ["torchscript", "used"]]
+
+
+def test_a_branch_the_legacy_exporter_freezes_is_refused_naming_its_line(write_config, tmp_path) -> None:
+    path = branchy_config(write_config, tmp_path, {"exporter": "torchscript"})
+    with pytest.raises(StageError) as failed:
+        run(path, stop="export")
+    said = str(failed.value)
+    assert (
+        "froze a value of the data into the graph at" in said
+        and "branchy.py:9: `if image.sum() > 1e9:" in said
+    )
+    assert "stages.export.accept_frozen: ['branchy.py:9']" in said
 
 
 def test_the_default_is_auto_and_a_model_torch_export_takes_goes_that_way(write_config) -> None:

@@ -189,6 +189,102 @@ def test_nan_reference_outputs_are_refused(write_config, tmp_path: Path) -> None
     path = write_config({"model": {"file": str(tmp_path / "nan.py"), "callable": "dead"}})
     with pytest.raises(
         StageError,
-        match=r"reference outputs are constant or not finite.*logits at min \(64 of 64 values NaN or infinite\)",
+        match=r"eager's answers are not finite.*logits at min is NaN in 64 of 64 values \(sample 0 of the batch\); "
+        r"the inputs there: image \[1, 1, 8, 8\] float32",
     ):
         run(path, only=["golden"])
+
+
+NOISY = """
+import torch
+
+
+class Noisy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = x.flatten(1)
+        keep = torch.rand(x.shape[0], 64) > 0.5  # ViT-MAE-style masking, drawn on every call
+        return self.fc(x * keep)
+
+
+def noisy(width: int = 8):
+    return Noisy()
+"""
+
+
+def test_a_forward_that_draws_noise_is_named_before_anything_is_exported(
+    write_config, tmp_path: Path
+) -> None:
+    (tmp_path / "noisy.py").write_text(NOISY)
+    path = write_config({"model": {"file": str(tmp_path / "noisy.py"), "callable": "noisy"}})
+    with pytest.raises(StageError) as failed:
+        run(path)
+    said = " ".join(str(failed.value).split())
+    assert said.startswith(
+        "stage 'golden' failed: the model's forward is not deterministic: two calls on the same"
+    )
+    assert f"it ran rand ({tmp_path / 'noisy.py'}:12: keep = torch.rand(x.shape[0], 64) > 0.5" in said
+    assert "pass the noise as an input" in said and "depends on the rest" not in said
+    assert not (tmp_path / "cache" / "tmp").exists() or not any((tmp_path / "cache" / "tmp").iterdir())
+
+
+def test_golden_checks_between_the_three_points_and_records_the_cases(write_config) -> None:
+    metrics = run(write_config(), only=["golden"])["golden"].metrics
+    cases = metrics["cases"]
+    assert list(cases) == ["min", "opt", "max", "sample1", "sample2", "low", "high"]
+    sampled = [cases[c]["image"][0] for c in ("sample1", "sample2")]
+    assert all(1 <= b <= 16 for b in sampled) and sampled != [1, 16] and sampled != [4, 4]
+    assert metrics["headline"].startswith("outputs logits [4, 10] at opt, 7 cases")
+
+
+DETECTOR = '''
+import torch
+
+
+class Many(torch.nn.Module):
+    """One dict per image with 12 rows: more than the config keeps."""
+
+    def forward(self, images: list[torch.Tensor]):
+        found = []
+        for image in images:
+            rows = image.flatten()[:48].reshape(12, 4)
+            found.append({"boxes": rows, "scores": rows.sum(1)})
+        return found
+
+
+def many(width: int = 8):
+    return Many()
+'''
+
+
+def test_detections_a_fixed_layout_cuts_are_recorded_and_said(write_config, tmp_path: Path) -> None:
+    (tmp_path / "many.py").write_text(DETECTOR)
+    path = write_config(
+        {
+            "model": {
+                "file": str(tmp_path / "many.py"),
+                "callable": "many",
+                "detections": {"max_detections": 5},
+            }
+        },
+        replace={
+            "inputs": [
+                {
+                    "name": "images",
+                    "dims": [1, 1, 8, 8],
+                    "min": [1, 1, 8, 8],
+                    "opt": [1, 1, 8, 8],
+                    "max": [1, 1, 8, 8],
+                }
+            ],
+            "outputs": [{"name": "boxes"}, {"name": "scores"}, {"name": "num_detections"}],
+            "batch_dim": None,
+            "stages": {"export": {"exporter": "torchscript"}},
+        },
+    )
+    metrics = run(path, only=["golden"])["golden"].metrics
+    assert metrics["detections_cut"][0] == "min: 12 found, 5 kept"
+    assert "detections cut to max_detections (min: 12 found, 5 kept" in metrics["headline"]

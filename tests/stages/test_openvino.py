@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from deploy.pipeline.errors import ExitCode
-from tests.helpers import Cli, digits_eager, shared_digits, tiny_dict
+from tests.helpers import CASES, Cli, digits_eager, shared_digits, tiny_dict
 
 
 @pytest.fixture(scope="module")
@@ -84,9 +84,9 @@ def test_the_irs_answer_real_digits_like_eager_and_bench_times_them(
     parity = stages["validate"]["metrics"]["parity"]
     assert parity["openvino"]["passed"] and parity["onnxruntime"]["passed"]
     metrics = stages["openvino"]["metrics"]
-    assert set(metrics["openvino_parity"]) == set(metrics["openvino_fp16_parity"]) == {"min", "opt", "max"}
+    assert set(metrics["openvino_parity"]) == set(metrics["openvino_fp16_parity"]) == set(CASES)
     if _has_bf16():  # the FP32 IR computed in bf16: other digits, the same predictions
-        assert set(metrics["openvino_bf16_parity"]) == {"min", "opt", "max"}
+        assert set(metrics["openvino_bf16_parity"]) == set(CASES)
         bf16 = np.concatenate([_openvino(fp32, x[i : i + 16], "bf16") for i in range(0, len(x), 16)])
         assert not np.allclose(bf16, reference, atol=1e-4)
         assert (bf16.argmax(1) == reference.argmax(1)).mean() > 0.99

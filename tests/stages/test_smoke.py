@@ -21,7 +21,15 @@ from deploy.pipeline.errors import ExitCode, StageFailed
 from deploy.pipeline.project import load_project
 from deploy.pipeline.store import Store
 from deploy.stages.smoke import stage as smoke
-from tests.helpers import Cli, output_path, run, run_cli, signals_as_a_terminal_sends_them, tritonservers
+from tests.helpers import (
+    CASES,
+    Cli,
+    output_path,
+    run,
+    run_cli,
+    signals_as_a_terminal_sends_them,
+    tritonservers,
+)
 
 pytestmark = pytest.mark.triton
 
@@ -81,7 +89,7 @@ def test_full_smoke_passes_over_http_and_grpc_with_batching(built, tmp_path):
     python = report["models"]["tiny_python"]
     assert python["status"] == "passed" and set(python["protocols"]) == {"http", "grpc"}
     for protocol in ("http", "grpc"):
-        assert {label for label in python["protocols"][protocol]} == {"min", "opt", "max"}
+        assert {label for label in python["protocols"][protocol]} == set(CASES)
         assert python["protocols"][protocol]["max"]["logits"]["max_abs"] < 1e-5
     traffic = python["traffic"]
     # 8 clients at once, each its own rows of golden's inputs (batch 1, 2, 3), all answered

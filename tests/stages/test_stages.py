@@ -17,13 +17,17 @@ def test_trace_records_golden_data_at_min_opt_max(write_config):
     path = write_config()
     results = run(path, stop="trace")
     cases = references.load(output_path(path, results, "golden", "golden"))
-    assert {label: case.inputs["image"].shape for label, case in cases.items()} == {
+    shapes = {label: case.inputs["image"].shape for label, case in cases.items()}
+    assert {k: shapes[k] for k in ("min", "opt", "max", "low", "high")} == {
         "min": (1, 1, 8, 8),
         "opt": (4, 1, 8, 8),
         "max": (16, 1, 8, 8),
+        "low": (4, 1, 8, 8),
+        "high": (4, 1, 8, 8),
     }
+    assert all(1 <= shapes[s][0] <= 16 and shapes[s][1:] == (1, 8, 8) for s in ("sample1", "sample2"))
     assert cases["max"].outputs["logits"].shape == (16, 10)
-    assert results["trace"].metrics["parity"]["max"]["logits"]["passed"]
+    assert all(results["trace"].metrics["parity"][c]["logits"]["passed"] for c in cases)
 
 
 def test_export_keeps_batch_dynamic_and_records_opset(write_config):

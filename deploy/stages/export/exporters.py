@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from torch.nn import Module
 
     from deploy.gates.references import Golden
+    from deploy.modelio.frozen import FrozenValue
 
 
 def export(
@@ -25,15 +26,20 @@ def export(
     dest: Path,
     golden: Golden,
     settings: ExportParams,
-) -> None:
-    """Writes the model to `dest` (model.onnx, weights beside it where asked or past 2 GB)."""
+) -> list[FrozenValue]:
+    """Writes the model to `dest` (model.onnx, weights beside it where asked or past 2 GB);
+    the values of the data a trace froze (the legacy exporter's TracerWarnings)."""
     import torch
+
+    from deploy.modelio import frozen
 
     args = tuple(torch.from_numpy(golden["opt"].inputs[name]) for name in config.input_names())
     if exporter is Exporter.DYNAMO:
         _dynamo(model, args, config, dest, settings)
-    else:
+        return []
+    with frozen.recording() as found:
         _legacy(model, args, config, dest, golden, settings)
+    return frozen.unique(found)
 
 
 def dynamic_axes(config: DeployConfig, golden: Golden) -> dict[str, dict[int, str]]:
@@ -74,7 +80,7 @@ def _legacy(
             input_names=config.input_names(),
             output_names=config.output_names(),
             dynamic_axes=dynamic_axes(config, golden),
-            opset_version=settings.opset,
+            opset_version=settings.opset_for(Exporter.TORCHSCRIPT),
             do_constant_folding=settings.constant_folding,
             dynamo=False,
         )
@@ -102,7 +108,7 @@ def _dynamo(
         dynamo=True,
         # The adapter takes *args (one entry for all of them); a plain model one per input.
         dynamic_shapes=(shapes,) if isinstance(model, IOAdapter) else shapes,
-        opset_version=settings.opset,
+        opset_version=settings.opset_for(Exporter.DYNAMO),
         optimize=True,
     )
     assert program is not None  # with no file given, the exporter returns the program

@@ -33,6 +33,15 @@ CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
         "an operator the exporter cannot write at this opset: raise stages.export.opset",
     ),
+    (
+        re.compile(
+            r"Unrecognized attribute: \w+ for operator|num_outputs for operator Split|noop_with_empty_axes",
+            re.I,
+        ),
+        "torch.export's converter writes opset 18 and converting its graph down left an opset-18 attribute in an "
+        "older op (Split's num_outputs, ReduceMean's noop_with_empty_axes): export at opset 18 or above (or leave "
+        "stages.export.opset unset)",
+    ),
 )
 
 
@@ -78,15 +87,22 @@ def message(asked: Exporter, attempts: list[Attempt]) -> str:
         )
     elif any(PARITY in a.error for a in attempts):
         lines.append(
-            "next: an export ran but ONNX Runtime's answers differ from eager's by more than "
-            "stages.export.tolerance; where that is float noise (e.g. box coordinates decoded through exp()), "
-            "loosen rtol there and in the later stages' tolerance"
+            "next: an export ran but ONNX Runtime's answers differ from eager's; the cause measured is said above "
+            "(a tolerance is the fix only where it says float rounding)"
         )
     elif len(tried) > 1:
-        lines.append(
-            "next: both exporters failed; where the model fixes a shape, make that dim static in the shape spec"
-        )
+        lines.append(f"next: both exporters failed; {_next_step(attempts)}")
     return "; ".join(lines) + " (full messages in the stage log)"
+
+
+def _next_step(attempts: list[Attempt]) -> str:
+    """The one next step the causes point at; none invented where they are unknown."""
+    causes = " ".join(a.cause for a in attempts)
+    if "froze a value" in " ".join(a.error for a in attempts):
+        return "the legacy exporter's failure names the line of your code to change"
+    if "fixes a dim" in causes or "view / reshape" in causes:
+        return "where the model fixes a shape, make that dim static in the shape spec"
+    return "the causes above are each exporter's own; the full messages are in the stage log"
 
 
 def _title(exporter: Exporter) -> str:

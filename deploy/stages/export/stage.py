@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from deploy.gates.parity import Table
     from deploy.gates.references import Golden
+    from deploy.modelio.frozen import FrozenValue
 
 
 def run(ctx: StageContext, params: ExportParams) -> None:
@@ -57,18 +58,40 @@ def _attempt(
     every golden shape: the parity table."""
     import onnx
 
-    from deploy.gates import parity, references
+    from deploy.gates import diagnosis, parity, references
     from deploy.gates.detection_parity import layout_of
     from deploy.modelio import onnx_files
     from deploy.runtimes.onnxrt import OnnxRuntime
 
-    exporters.export(exporter, model, ctx.config, ctx.output("onnx"), golden, params)
+    found = exporters.export(exporter, model, ctx.config, ctx.output("onnx"), golden, params)
+    _frozen(ctx, found, params)
     onnx_files.check(ctx.output("onnx"))
-    _record_opset(ctx, onnx.load(str(ctx.output("onnx")), load_external_data=False), params.opset)
+    header = onnx.load(str(ctx.output("onnx")), load_external_data=False)
+    _record_opset(ctx, header, params.opset_for(exporter))
+    fixed = onnx_files.fixed_dims(header, ctx.config.inputs)
+    if fixed:
+        raise StageFailed(
+            f"the {exporter.value} export fixed dims the shape spec declares dynamic ({'; '.join(fixed)}): the model "
+            "computes something that holds only at that size (torch.export's guard, a loop unrolled to the example's "
+            "length); make the dim static in the shape spec if it is, else change the model"
+        )
     runtime = OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names())
     table = parity.compare(references.run(runtime, golden), golden, params.tolerance, layout_of(ctx.config))
-    parity.gate(f"ONNX Runtime ({exporter.value} export) vs eager", table, params.tolerance)
+    what = f"ONNX Runtime ({exporter.value} export) vs eager"
+    diagnosis.judge(what, table, params.tolerance, golden, ctx.input("eager"), runtime.infer)
     return table
+
+
+def _frozen(ctx: StageContext, found: list[FrozenValue], params: ExportParams) -> None:
+    """The user's own frozen lines fail this export; a library's are recorded and logged."""
+    from deploy.modelio import frozen
+
+    libraries = [f.text() for f in found if f.in_library]
+    for line in libraries:
+        ctx.log.warning("the trace froze a value in library code: %s", line)
+    if libraries:
+        ctx.record("frozen_in_libraries", libraries[:20])
+    frozen.refuse(found, params.accept_frozen, "the legacy exporter", "stages.export.accept_frozen")
 
 
 def _say(ctx: StageContext, params: ExportParams, attempts: list[Attempt], table: Table | None) -> None:
@@ -119,9 +142,9 @@ def _record_opset(ctx: StageContext, proto: onnx.ModelProto, requested: int) -> 
 
 SPEC = StageSpec(
     name="export",
-    version=4,  # 4: exporter auto (torch.export, then the legacy exporter), forward's other arguments bound
+    version=5,  # 5: parity at sampled shapes and value edges, frozen values refused, causes diagnosed; 4: exporter auto (torch.export, then the legacy exporter), forward's other arguments bound
     params=ExportParams,
-    inputs=(SOURCE_ARTIFACT, "golden"),
+    inputs=(SOURCE_ARTIFACT, "golden", "eager"),
     outputs=(Artifact("onnx", ArtifactKind.TREE, entry=MODEL_FILE),),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),

@@ -15,11 +15,10 @@ import tritonclient.http as httpclient
 from deploy.domain import vocabulary
 from deploy.runtimes.arrays import varying_axes
 from deploy.runtimes.dtypes import triton_name
-from deploy.serving.layout import io_name
+from deploy.serving.layout import from_wire, io_name, to_wire
 from deploy.serving.requests import Client, Feed, connect, infer_inputs
 from deploy.serving.tritonserver import Server
 from deploy.spec.config import DeployConfig
-from deploy.spec.tensors import Label
 
 PROTOCOLS = {"http": httpclient, "grpc": grpcclient}
 
@@ -39,7 +38,8 @@ class Tensor:
     name: str  # the name the server uses (torchscript: <name>__<i>)
     spec_name: str  # the name in the shape spec / golden data
     datatype: str
-    shape: list[int]
+    shape: list[int]  # as the server's metadata gives it (a per-sample scalar: [.., 1])
+    scalar: bool = False  # 0-d per sample: travels with one more axis of 1 (layout.wire_dims)
 
 
 def client(server: Server, protocol: str, timeout_s: float) -> Client:
@@ -49,14 +49,16 @@ def client(server: Server, protocol: str, timeout_s: float) -> Client:
 
 # -- expectations from the shape spec -----------------------------------------------------------
 def expected(
-    config: DeployConfig, fmt: str, golden: Mapping[Label, Example]
+    config: DeployConfig, fmt: str, golden: Mapping[str, Example]
 ) -> tuple[list[Tensor], list[Tensor]]:
+    batched = config.batch_dim is not None
     inputs = [
-        Tensor(
+        _tensor(
             io_name(fmt, s.name, i),
             s.name,
             triton_name(s.dtype),
             [-1 if isinstance(d, str) else d for d in s.dims],
+            batched,
         )
         for i, s in enumerate(config.inputs)
     ]
@@ -66,8 +68,13 @@ def expected(
         varying = varying_axes(shapes)
         shape = [-1 if a in varying else n for a, n in enumerate(shapes[0])]
         dtype = triton_name(str(golden["opt"].outputs[s.name].dtype))
-        outputs.append(Tensor(io_name(fmt, s.name, i), s.name, dtype, shape))
+        outputs.append(_tensor(io_name(fmt, s.name, i), s.name, dtype, shape, batched))
     return inputs, outputs
+
+
+def _tensor(name: str, spec_name: str, datatype: str, shape: list[int], batched: bool) -> Tensor:
+    scalar = len(shape) == (1 if batched else 0)
+    return Tensor(name, spec_name, datatype, [*shape, 1] if scalar else shape, scalar)
 
 
 def metadata_problems(meta: Mapping[str, Any], inputs: list[Tensor], outputs: list[Tensor]) -> list[str]:
@@ -109,9 +116,12 @@ class ModelEndpoint:
 def infer(
     target: ModelEndpoint, case: Example, inputs: list[Tensor], outputs: list[Tensor]
 ) -> dict[str, np.ndarray]:
-    """Runs a golden case, split into chunks of at most the model's max_batch_size."""
+    """Runs a golden case, split into chunks of at most the model's max_batch_size; a
+    model without a batch dim gets each input whole (their lengths are their own)."""
+    if not target.max_batch_size:
+        return _infer_chunk(target, case, inputs, outputs, slice(None))
     total = len(case.inputs[inputs[0].spec_name])
-    step = target.max_batch_size or total
+    step = target.max_batch_size
     parts = [
         _infer_chunk(target, case, inputs, outputs, slice(lo, lo + step)) for lo in range(0, total, step)
     ]
@@ -125,11 +135,16 @@ def _infer_chunk(
 ) -> dict[str, np.ndarray]:
     module = PROTOCOLS[target.protocol]
     requests = infer_inputs(
-        module, [Feed(t.name, case.inputs[t.spec_name][rows], t.datatype) for t in inputs]
+        module,
+        [Feed(t.name, to_wire(_rows(case.inputs[t.spec_name], rows), t.scalar), t.datatype) for t in inputs],
     )
     wanted = [module.InferRequestedOutput(t.name) for t in outputs]
     result = target.conn.infer(target.model, requests, outputs=wanted)
-    return {t.spec_name: result.as_numpy(t.name) for t in outputs}
+    return {t.spec_name: from_wire(result.as_numpy(t.name), t.scalar) for t in outputs}
+
+
+def _rows(array: np.ndarray, rows: slice) -> np.ndarray:
+    return array if rows == slice(None) else array[rows]
 
 
 # -- production settings the server must be seen to honour ---------------------------------------

@@ -86,7 +86,8 @@ def _check_model(
         target = checks.ModelEndpoint(conn, protocol, name, max_batch)
         table = _golden_parity(target, golden, inputs, outputs, params, layout_of(ctx.config))
         result.protocols[protocol] = table
-        result.problems += [f"{protocol} {p}" for p in parity.failures(table, params.tolerance)]
+        result.problems += [f"{protocol} {p}" for p in parity.failures(table, params.tolerance)[:12]]
+        result.problems += _cause(table, params, ctx)
     result.problems += checks.warmup_problems(server, name, config)
     cached = bool(config.get("response_cache", {}).get("enable"))
     # The golden inputs went over every protocol: the repeats must have been cache hits.
@@ -99,6 +100,17 @@ def _check_model(
         result.problems += result.traffic.problems()
     result.status = ModelStatus.FAILED if result.problems else ModelStatus.PASSED
     return result
+
+
+def _cause(table: Table, params: SmokeParams, ctx: StageContext) -> list[str]:
+    """The measured cause of a failed golden parity (gates/diagnosis.py), as one problem."""
+    from deploy.gates import diagnosis
+    from deploy.gates.eager_record import EagerRecord
+
+    if not diagnosis.failing(table):
+        return []
+    record = EagerRecord.read(ctx.input("eager")) if "eager" in ctx.inputs else None
+    return [f"cause: {diagnosis.explain(table, params.tolerance, record).text()}"]
 
 
 def _traffic(

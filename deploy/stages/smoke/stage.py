@@ -234,9 +234,9 @@ def _model_numbers(result: ModelResult, tol: Tolerance) -> str:
 SPEC = StageSpec(
     phase=Phase.SERVE,
     name="smoke",
-    version=6,  # 6: concurrent clients with their own requests (smoke.json schema 3)
+    version=7,  # 7: every golden case (sampled shapes, value edges), per-sample scalars, causes; 6: concurrent clients with their own requests (smoke.json schema 3)
     params=SmokeParams,
-    inputs=("repository", "golden", SOURCE_ARTIFACT),
+    inputs=("repository", "golden", "eager", SOURCE_ARTIFACT),
     outputs=(Artifact("smoke", filename="smoke.json"), Artifact("server_log", filename="server.log")),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),

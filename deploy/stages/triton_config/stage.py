@@ -34,7 +34,14 @@ from deploy.pipeline.facts import Provides
 from deploy.runtimes.bf16_gate import bf16_gated
 from deploy.runtimes.catalog import CATALOG, OPENVINO_FORMATS, serving
 from deploy.runtimes.engine_manifest import EngineManifest
-from deploy.serving.layout import FORMAT_PARAMETER, LAYOUTS, PYTHON_MODEL, io_name
+from deploy.serving.layout import (
+    FORMAT_PARAMETER,
+    LAYOUTS,
+    PYTHON_MODEL,
+    SCALARS_PARAMETER,
+    io_name,
+    wire_dims,
+)
 from deploy.serving.publishing import PUBLISHING, Publishing, PublishPolicy, when_all
 from deploy.serving.service import Role
 from deploy.serving.service_record import service_name
@@ -87,6 +94,7 @@ def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
         )
     if len(set(params.formats)) != len(params.formats):
         issues.append(Issue(f"{where}.formats", "lists a format twice"))
+    issues += _scalar_issues(params, config, size)
     issues += _unserved(params)
     if "bf16" in params.precisions and _openvino_formats(params) and not bf16_gated(config):
         issues.append(
@@ -101,6 +109,23 @@ def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
     if params.publish is PublishPolicy.RELEASED and "release" not in config.stages:
         issues.append(Issue(f"{where}.publish", "'released' needs a release stage in this config"))
     return issues + _production_issues(params) + ensemble.check(params.preprocess, params.postprocess, config)
+
+
+def _scalar_issues(params: TritonParams, config: DeployConfig, size: int) -> list[Issue]:
+    """Triton has no 0-d tensors: without a batch dim a scalar travels as [1], which only
+    the python backend's model.py turns back into the scalar the model takes."""
+    scalars = [s.name for s in config.inputs if not s.dims] if size == 0 else []
+    other = [f for f in params.formats if LAYOUTS[f].python_model is None]
+    if not scalars or not other:
+        return []
+    return [
+        Issue(
+            "stages.triton_config.formats",
+            f"{[str(f) for f in other]} cannot take the 0-d input(s) {scalars}: Triton has no 0-d tensors in a model "
+            "without a batch dim, and only the python formats (python, python_openvino, python_inductor) reshape "
+            "the [1] a client sends; serve those, or give the model a batch dim (dims: [batch])",
+        )
+    ]
 
 
 def _production_issues(params: TritonParams) -> list[Issue]:
@@ -326,15 +351,17 @@ def model_config(
         proto.backend = layout.backend
     else:
         proto.platform = layout.platform
+    scalars = []
     for i, spec in enumerate(config.inputs):
         dims = [-1 if isinstance(d, str) else d for d in spec.dims][1 if size else 0 :]
-        proto.input.add(
-            name=io_name(fmt, spec.name, i), data_type=ensemble.data_type(pb, spec.dtype), dims=dims
-        )
+        entry = proto.input.add(name=io_name(fmt, spec.name, i), data_type=ensemble.data_type(pb, spec.dtype))
+        scalars += _dims(entry, dims, size > 0, spec.name)
     for i, out in enumerate(config.outputs):
         dtype = str(golden["opt"].outputs[out.name].dtype)
-        dims = _output_dims(golden, out.name, size)
-        proto.output.add(name=io_name(fmt, out.name, i), data_type=ensemble.data_type(pb, dtype), dims=dims)
+        entry = proto.output.add(name=io_name(fmt, out.name, i), data_type=ensemble.data_type(pb, dtype))
+        scalars += _dims(entry, _output_dims(golden, out.name, size), size > 0, out.name)
+    if scalars:  # 0-d in a model without batching: the python backend's model.py reshapes them
+        proto.parameters[SCALARS_PARAMETER].string_value = ",".join(scalars)
     merging = dynamic_batching(params, config)
     if merging is not None:
         proto.dynamic_batching.max_queue_delay_microseconds = merging.max_queue_delay_us
@@ -356,6 +383,16 @@ def model_config(
     proto.parameters["deploy_precision"].string_value = precision
     proto.parameters[FORMAT_PARAMETER].string_value = fmt
     return proto
+
+
+def _dims(entry: Any, dims: list[int], batched: bool, name: str) -> list[str]:
+    """Sets a tensor's dims as Triton takes them (serving/layout.wire_dims); the name
+    where the model's tensor is 0-d and travels as [1] unreshaped."""
+    wire, reshaped = wire_dims(dims, batched)
+    entry.dims.extend(wire)
+    if reshaped:
+        entry.reshape.SetInParent()  # an empty shape: the model sees [batch]
+    return [name] if wire != dims and not batched else []
 
 
 def _production(

@@ -1,0 +1,98 @@
+"""Whether the model's forward is a function of its inputs. A forward that draws noise
+(ViT-MAE's random masking, dropout forced on, a sampler) answers the same inputs
+differently on every call: no export can match it, and a batch-independence or parity
+measurement on it measures the noise. Golden calls eager twice on the same inputs before
+anything is exported; where the answers differ, the random ops the forward ran are found
+(ATen tags them `nondeterministic_seeded`) with the source lines that called them.
+
+Imported only from inside stage run functions: it imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from deploy.pipeline.errors import StageFailed
+
+# Two calls of a deterministic CPU forward are bitwise equal; allow float noise of a
+# kernel that splits work by thread (well below any parity tolerance).
+SAME = 1e-6
+_OWN = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
+
+
+class NotDeterministic(StageFailed):
+    """The model's forward answers the same inputs differently."""
+
+
+def repeat_spread(first: Mapping[str, np.ndarray], second: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """Per output, the largest difference between two calls (NaN where they differ only
+    in NaN placement: inf)."""
+    return {name: _max_abs(first[name], second[name]) for name in first}
+
+
+def _max_abs(a: np.ndarray, b: np.ndarray) -> float:
+    if a.shape != b.shape:
+        return float("inf")
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    if not np.array_equal(np.isnan(x), np.isnan(y)):
+        return float("inf")
+    return float(np.nan_to_num(np.abs(x - y), nan=0.0).max(initial=0.0))
+
+
+def refuse_noise(
+    spread: Mapping[str, float], first: Mapping[str, np.ndarray], call: Callable[[], object]
+) -> None:
+    """NotDeterministic naming the outputs, the random ops and the ways out, where two
+    calls differed by more than float noise."""
+    moved = {n: d for n, d in spread.items() if d > SAME * max(_scale(first[n]), 1.0)}
+    if not moved:
+        return
+    ops = random_ops(call)
+    found = f"; it ran {', '.join(ops[:6])}" if ops else ""
+    raise NotDeterministic(
+        "the model's forward is not deterministic: two calls on the same inputs differ in "
+        + ", ".join(f"{n} (max |Δ| {d:.3g})" for n, d in moved.items())
+        + f"{found}. No export can match a forward that draws noise, and parity or batch independence measured "
+        "on it measures the noise. Ways out: pass the noise as an input (e.g. ViT-MAE's `noise=`: declare it under "
+        "inputs), seed it inside forward with a fixed torch.Generator, or call model.eval() in the factory where "
+        "it is dropout"
+    )
+
+
+def _scale(array: np.ndarray) -> float:
+    finite = array[np.isfinite(array)] if array.dtype.kind == "f" else array
+    return float(np.abs(finite.astype(np.float64)).max(initial=0.0))
+
+
+def random_ops(call: Callable[[], object]) -> list[str]:
+    """The random ops `call` runs, each with the source line outside torch and deploy
+    that called it, in the order first seen."""
+    found: dict[str, None] = {}
+
+    class Spy(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            if torch.Tag.nondeterministic_seeded in func.tags:
+                found[f"{func.overloadpacket.__name__} ({_caller()})"] = None
+            return func(*args, **(kwargs or {}))
+
+    try:
+        with Spy(), torch.no_grad():
+            call()
+    except Exception:  # the first two calls ran: whatever this one did, say what was seen
+        pass
+    return list(found)
+
+
+def _caller() -> str:
+    frames = [f for f in traceback.extract_stack() if not f.filename.startswith(_OWN)]
+    if not frames:
+        return "inside torch"
+    last = frames[-1]
+    return f"{last.filename}:{last.lineno}: {(last.line or '').strip()}"

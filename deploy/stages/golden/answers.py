@@ -1,0 +1,124 @@
+"""What golden refuses in eager's answers, or leaves out, before anything is compared with
+them: an answer that is NaN or infinite is named as such, with the inputs that produced it
+(never as a dependence on the batch, which a NaN row also shows); an edge case whose
+answers compare nothing is left out, saying why; and where a fixed detection layout cut
+rows eager returned, that is recorded and said. Numpy; torch only for the detections.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from deploy.gates.cases import SAMPLE
+from deploy.gates.eager_record import Truncated
+from deploy.gates.references import Case, Golden
+from deploy.pipeline.errors import StageFailed
+from deploy.spec.tensors import LABELS
+
+if TYPE_CHECKING:
+    from deploy.modelio.adapter import IOAdapter
+
+Arrays = Mapping[str, np.ndarray]
+
+
+def primary(golden: Golden) -> Golden:
+    """The cases every parity check must pass: min / opt / max and the sampled shapes."""
+    return {name: case for name, case in golden.items() if name in LABELS or name.startswith(SAMPLE)}
+
+
+def refuse_non_finite(golden: Golden, batched: bool) -> None:
+    """StageFailed naming each output that is NaN or infinite, where, and the inputs
+    that produced it."""
+    bad = [
+        _non_finite(name, case, output, batched)
+        for name, case in primary(golden).items()
+        for output in case.outputs
+    ]
+    found = [line for line in bad if line]
+    if found:
+        raise StageFailed(
+            "eager's answers are not finite, so nothing can be compared with them: "
+            + "; ".join(found[:6])
+            + ". The model is not defined on these inputs (a length of 0 divided by, a log of a negative value): "
+            "give each input the values it is defined on (its value_range, or values: mask / lengths / indices), "
+            "or real inputs in model.golden_inputs"
+        )
+
+
+def _non_finite(case_name: str, case: Case, output: str, batched: bool) -> str:
+    array = case.outputs[output]
+    if array.dtype.kind not in "fc" or np.all(np.isfinite(array)):
+        return ""
+    bad = ~np.isfinite(array)
+    what = "NaN" if np.all(np.isnan(array[bad])) else "NaN or infinite"
+    rows = _rows(bad, batched)
+    return (
+        f"{output} at {case_name} is {what} in {int(bad.sum())} of {array.size} values{rows}; "
+        f"the inputs there: {describe(case.inputs, _row_index(bad, batched))}"
+    )
+
+
+def _rows(bad: np.ndarray, batched: bool) -> str:
+    if not batched or bad.ndim == 0:
+        return ""
+    rows = sorted({int(i) for i in np.argwhere(bad)[:, 0]})
+    return f" (sample{'s' if len(rows) > 1 else ''} {', '.join(map(str, rows[:8]))} of the batch)"
+
+
+def _row_index(bad: np.ndarray, batched: bool) -> int | None:
+    return int(np.argwhere(bad)[0, 0]) if batched and bad.ndim else None
+
+
+def describe(inputs: Arrays, row: int | None = None) -> str:
+    """Each input in a few words: its shape and dtype, and its values where they are few
+    (that row's, for a batch)."""
+    return ", ".join(_one(name, array, row) for name, array in inputs.items())
+
+
+def _one(name: str, array: np.ndarray, row: int | None) -> str:
+    head = f"{name} {list(array.shape)} {array.dtype}"
+    if row is not None and array.ndim and row < len(array):
+        head, array = f"{head}, sample {row}:", array[row]
+    if array.size <= 8:
+        return f"{head} = {array.tolist()}"
+    return f"{head} in {array.min().item():.4g}..{array.max().item():.4g}"
+
+
+def usable_edges(golden: Golden, edges: list[str]) -> tuple[Golden, dict[str, str]]:
+    """The golden cases without the edge cases whose answers compare nothing (NaN,
+    constant: a ReLU on all-negative inputs), and why each was left out."""
+    dropped = {name: why for name in edges if (why := _degenerate(golden[name].outputs))}
+    return {n: c for n, c in golden.items() if n not in dropped}, dropped
+
+
+def _degenerate(outputs: Arrays) -> str:
+    for name, array in outputs.items():
+        if array.dtype.kind in "fc" and not np.all(np.isfinite(array)):
+            return f"{name} is not finite there"
+        flat = array.reshape(-1)
+        if flat.size > 1 and np.all(flat == flat[0]):
+            return f"{name} is constant there ({flat[0].item()!r}): it would compare nothing"
+    return ""
+
+
+def truncated(adapter: IOAdapter, golden: Golden) -> list[Truncated]:
+    """Per case, where eager returned more detections for an image than the layout keeps."""
+    import torch
+
+    from deploy.modelio import detections
+
+    padding = adapter.padding
+    if padding is None:
+        return []
+    found = []
+    for name, case in golden.items():
+        args = tuple(torch.from_numpy(np.require(case.inputs[n], requirements="C")) for n in adapter.names)
+        with torch.no_grad():
+            images = detections.per_image(adapter.binding.call(adapter.model, args))
+        counts = [len(next(iter(image.values()))) for image in images]
+        if max(counts, default=0) > padding.max_detections:
+            found.append(Truncated(name, counts, padding.max_detections))
+    return found

@@ -1,0 +1,119 @@
+"""A starter config's text, commented for the person who will edit it: the model's source,
+its inputs and outputs, the shapes it was called with, and the stages that take it to a
+smoke-tested Triton model (max_batch_size: 0 where an output depends on the rest of its
+batch, or where there is no batch dim). Stdlib and PyYAML."""
+
+from __future__ import annotations
+
+import yaml
+
+from deploy.starter.entries import InputEntry, SourceEntry
+from deploy.starter.inspection import COUNT, Findings, Found
+
+DETECTION_RTOL = 0.01
+# Who wrote the file: its first line says so.
+INIT = "`deploy init`"
+OPTIMIZE = "`deploy.optimize`"
+
+
+def starter(
+    name: str,
+    source: SourceEntry,
+    inputs: list[InputEntry],
+    found: Findings,
+    batch_dim: str | None,
+    writer: str = INIT,
+) -> str:
+    """The config's text; `batch_dim` None for a model without one."""
+    model = SourceEntry(**source)
+    if found.detections:
+        model["detections"] = {"max_detections": found.detections}
+    body: dict[str, object] = {
+        "name": name,
+        "model": model,
+        "inputs": inputs,
+        "outputs": [_output(o) for o in found.outputs],
+    }
+    fixed = batch_dim is None or bool(found.detections)
+    if fixed or batch_dim != "batch":
+        body["batch_dim"] = None if fixed else batch_dim
+    lines = [
+        f"# Written by {writer} for '{name}'; check the guesses, then `deploy run` this file.",
+        "# Every key is in the config reference; `deploy validate FILE` checks the file.",
+        *_notes(found, fixed),
+        yaml.safe_dump(body, sort_keys=False, default_flow_style=None).rstrip(),
+        *_called(found),
+        *[
+            f"# outputs: {o.name} {list(o.shape)} at that call (kind '{o.kind}' is a guess)"
+            for o in found.outputs
+        ],
+        "",
+        "stages:",
+        *_stage_lines(found, fixed),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _called(found: Findings) -> list[str]:
+    shown = ", ".join(f"{n} {shape} {dtype}" for n, (shape, dtype) in found.called_with.items())
+    return [f"# The model was called with: {shown}"] if shown else []
+
+
+def _stage_lines(found: Findings, fixed: bool) -> list[str]:
+    # Detections decode box coordinates through exp(): float noise grows with their scale.
+    tolerance = f" {{tolerance: {{rtol: {DETECTION_RTOL}}}}}" if found.detections else " {}"
+    return [
+        f"  export:{tolerance}          # ONNX; exporter auto: torch.export, the legacy exporter where it fails",
+        f"  simplify:{tolerance}        # onnxsim, with a parity check against the eager model",
+        "  validate:           # ONNX Runtime against the eager model at every golden case",
+        "    runtimes: [onnxruntime]",
+        *([f"    rtol: {DETECTION_RTOL}"] if found.detections else []),
+        "  triton_config:      # a Triton repository; `python` (ONNX Runtime) loads on any tritonserver",
+        "    formats: [python]",
+        *(
+            ["    max_batch_size: 0  # no batch dim: each request is one call of the model, as sent"]
+            if fixed
+            else []
+        ),
+        *_batch_lines(found),
+        f"  smoke:{tolerance}           # a real tritonserver: metadata, HTTP + gRPC parity, concurrent clients",
+        "  # quantize: {}      # INT8 with an accuracy gate (give calibration data: docs/how-to)",
+        "  # bench: {}         # trtexec-style timing of every runtime",
+    ]
+
+
+def _notes(found: Findings, fixed: bool) -> list[str]:
+    if found.detections:
+        return [
+            "# The model answers one dict of detections per image: each tensor is padded to max_detections",
+            f"# rows, with {COUNT} valid ones. It takes its batch as a list of images, which the export",
+            "# unrolls: the batch is fixed at 1.",
+        ]
+    if fixed:
+        return ["# Not every input has a batch dim alike: batch_dim: null, Triton's max_batch_size is 0."]
+    return []
+
+
+def _batch_lines(found: Findings) -> list[str]:
+    """max_batch_size: 0 where an output depends on the rest of its batch (measured)."""
+    record = found.batching
+    if record is None or not record.dependent() or found.detections:
+        return []
+    names = {m.name: o.name for m, o in zip(record.outputs, found.outputs)}
+    said = [
+        f"    # {names.get(o.name, o.name)} depends on the rest of its batch: {o.difference()}"
+        for o in record.dependent()
+    ]
+    return [
+        *said,
+        "    # Triton must not merge clients' requests (dynamic batching): each request runs as sent.",
+        "    max_batch_size: 0",
+    ]
+
+
+def _output(found: Found) -> dict[str, str]:
+    entry = {"name": found.name}
+    if found.path is not None:
+        entry["path"] = found.path
+    return entry | {"kind": found.kind}
