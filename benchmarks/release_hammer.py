@@ -9,8 +9,13 @@ come from different checkpoints is an answer from a mixed pipeline.
 
     .venv/bin/python benchmarks/release_hammer.py [--threads 4] [--out benchmarks/results/release_hammer.json]
 
+Run twice in one invocation: on the machine as it is (load ~1), then beside a CPU hog the
+script starts itself (2 x cores busy processes, stopped by the script when the phases
+end; each also stops itself after 15 minutes), so the mixed window is known quiet and
+under load. The load average is recorded per phase.
+
 Real trained weights (scikit-learn's digits, 8, 30 and 15 epochs), a real server, real
-kills (the release's fault-injection points, deploy.serving.release_journal)."""
+kills (the release's fault-injection points, deploy.pipeline.faults)."""
 
 from __future__ import annotations
 
@@ -33,8 +38,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from deploy.pipeline.faults import FAULT_ENV  # noqa: E402
 from deploy.serving import releases  # noqa: E402
-from deploy.serving.release_journal import FAULT_ENV  # noqa: E402
 from tests.helpers import tiny_dict, train_tiny_digits  # noqa: E402
 
 MODELS = ("tiny_python", "tiny_python_fp16")
@@ -164,11 +169,42 @@ def tally(
     return rows
 
 
+HOG = "import time\nend = time.monotonic() + 900\nwhile time.monotonic() < end:\n    pass\n"
+
+
+def hog(count: int) -> list[subprocess.Popen[bytes]]:
+    """`count` busy processes (each ends itself after 15 minutes if this script dies)."""
+    return [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(count)]
+
+
+def load_average() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "release_hammer.json")
     args = parser.parse_args()
+    runs = []
+    for busy in (0, 2 * (os.cpu_count() or 2)):
+        hogs = hog(busy)
+        try:
+            if busy:
+                time.sleep(20)  # the load average catches up
+            runs.append({"hog_processes": busy, **hammer(args.threads)})
+        finally:
+            for process in hogs:  # ours only: the processes this script started
+                process.kill()
+                process.wait()
+    result = {"machine": f"{os.cpu_count()} cores", "threads": args.threads, "runs": runs}
+    args.out.write_text(json.dumps(result, indent=1))
+    print(json.dumps(result, indent=1))
+
+
+def hammer(threads: int) -> dict[str, Any]:
+    """The phases on a fresh server and repository: per phase, the requests, failures and
+    the mixed window; the load average at each phase's end."""
     work = Path(tempfile.mkdtemp(prefix="release-hammer-"))
     checkpoints = {}
     for epochs in (8, 30, 15):
@@ -190,7 +226,7 @@ def main() -> None:
     refs: dict[str, dict[str, np.ndarray]] = {}
     try:
         wait_ready(url)
-        hammers = [Hammer(url, x, stop) for _ in range(args.threads)]
+        hammers = [Hammer(url, x, stop) for _ in range(threads)]
         for h in hammers:
             h.start()
         steps = [
@@ -211,6 +247,7 @@ def main() -> None:
                     listed = cli("releases", str(path))
                     said[phase]["recovery"] = listed.stderr.strip()
             time.sleep(3.0)
+            said.setdefault(phase, {})["load_average"] = load_average()
             for model, found in identify(work / "model_repository", x).items():  # before pruning
                 refs.setdefault(model, {}).update(found)
         stop.set()
@@ -225,9 +262,7 @@ def main() -> None:
         row.update(said.get(row["phase"], {}))
     total = {k: sum(r[k] for r in rows) for k in ("requests", "failed", "unidentified", "mixed_pairs")}
     total["longest_mixed_span_s"] = max(r["mixed_span_s"] for r in rows)
-    result = {"threads": args.threads, "phases": rows, "total": total, "machine": f"{os.cpu_count()} cores"}
-    args.out.write_text(json.dumps(result, indent=1))
-    print(json.dumps(result, indent=1))
+    return {"phases": rows, "total": total}
 
 
 if __name__ == "__main__":

@@ -134,6 +134,7 @@ def finish_run(
     closing = (
         f"run {summary.status.value}   summary: {project.run_dir / 'summary.json'}   "
         f"report: {project.run_dir / REPORT_FILE}   repository: {project.config.repository}"
+        f"{_published(summary)}"
     )
     screen = make_screen(runner.results, project.graph.names(), closing)
     with contextlib.suppress(OSError):  # a closed terminal (EIO) or pipe: the files hold it all
@@ -145,6 +146,19 @@ def finish_run(
                 Text.assemble(("error", "bold red"), f": could not write a --junit / --json file: {failure}")
             )
     return screen if failure is None else None
+
+
+def _published(summary: RunSummary) -> str:
+    """The local repository's fate in a few words: verified, unverified, or not replaced."""
+    from deploy.pipeline.results import PublishState
+
+    states = {n.state for n in summary.publishing}
+    if PublishState.WITHHELD in states:
+        return " (NOT replaced: see the warning above)"
+    if PublishState.UNVERIFIED in states:
+        return " (UNVERIFIED: no server check)"
+    by = sorted({v for n in summary.publishing for v in n.verified_by})
+    return f" (verified by {', '.join(by)})" if by else ""
 
 
 def ci_files_for_rejection(

@@ -55,10 +55,13 @@ def serve(
     returns normally (a requested stop is a success). `origins`: where explicit ports
     came from (e.g. {"http_port": "--http-port"}), for the error when one is taken.
     `remote`: the server reads this published copy (`publish_to`, as written) instead."""
+    from deploy.pipeline.leftovers import sweep_cache
     from deploy.serving.release_journal import recover
 
     for line in recover(repository):  # a release killed half way: settled before serving
         say(line)
+    if check.store is not None:
+        sweep_cache(check.store.root)
     if not any(m.startswith(f"{name}_") for m in models(repository)):
         raise StageFailed(f"no models of '{name}' in {repository}; run `deploy run` first")
     _verify(name, remote or repository, check, say)
@@ -80,6 +83,8 @@ def _verify(name: str, where: Path | str, check: PublishedCheck, say: Say) -> No
             f"{where} does not hold '{name}' whole, so it is not served: "
             f"{'; '.join(missing[:8])}; run `deploy run` to publish it again"
         )
+    if isinstance(where, Path):
+        _foreign(where, name, check, say)
     found = altered(where, name, check.store if isinstance(where, Path) else None)
     if found and check.repair and check.store is not None:
         for line in repair(where, found, check.store):
@@ -91,6 +96,17 @@ def _verify(name: str, where: Path | str, check: PublishedCheck, say: Say) -> No
         )
     if check.store is not None:
         check.store.memo.save()
+
+
+def _foreign(repository: Path, name: str, check: PublishedCheck, say: Say) -> None:
+    """What no publish or release placed: refused, or with `repair` moved aside (never deleted)."""
+    from deploy.serving.foreign import foreign, move_aside, refuse_foreign
+
+    found = foreign(repository, name)
+    if found and check.repair:
+        for line in move_aside(repository, found):
+            say(line)
+    refuse_foreign(repository, name)
 
 
 def _serve_until_stopped(

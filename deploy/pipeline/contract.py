@@ -314,6 +314,10 @@ class StageSpec(Generic[P]):
     timeout_s: float = 3600.0
     # Facts its params state for other stages (pipeline/facts.py), e.g. the publish policy.
     provides: tuple[Provides[P, Any], ...] = ()
+    # Artifacts this stage verifies (smoke: the repository, on a real server): one marked
+    # for publishing is published only once every configured verifier passed on it
+    # (pipeline/verification.py).
+    verifies: frozenset[str] = frozenset()
 
     def params_from(self, section: object, base_dir: Path | None) -> P:
         """Its params from its YAML section (run settings left out), validated."""

@@ -90,15 +90,22 @@ class StatMemo:
             self._dirty = False
 
 
+# Every temp file deploy writes beside its target: `.<name>.<owner pid>.tmp`. The next
+# command removes those whose owner is dead (pipeline/leftovers.py).
+TMP_SUFFIX = ".tmp"
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write to a temp file beside `path`, then rename: readers see old or new, never half.
     A write that fails leaves no temp file; one that finds no room is a DiskFull naming `path`."""
+    from deploy.pipeline import faults
     from deploy.pipeline.errors import disk_full
 
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(text)
+        faults.point(f"write:{path.name}", "write")  # the worst moment: written, not yet in place
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

@@ -39,7 +39,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from deploy.pipeline import locks
 from deploy.pipeline.errors import EnvError
 from deploy.pipeline.hashing import atomic_write_text, digest_file
 from deploy.pipeline.once import Once, linkable
@@ -95,18 +94,30 @@ class Published:
     models: list[str] = field(default_factory=list)  # every model dir of the tree
 
 
-def publish(store: Store, output: Output, dest: Path | str, pipeline: str) -> Published:
-    """Makes `dest/<model>` match the tree."""
+@dataclass(frozen=True)
+class Verification:
+    """What the manifest says of a publish: the stages that verified it ([]: none) and the
+    tree's digest (what a failed smoke names as kept; no time: two agents publishing one
+    tree write the same bytes)."""
+
+    by: tuple[str, ...] = ()
+    tree: str = ""
+
+
+def publish(
+    store: Store, output: Output, dest: Path | str, pipeline: str, verified: Verification = Verification()
+) -> Published:
+    """Makes `dest/<model>` match the tree; the manifest says which stages verified it."""
     models = models_of(store, output)
     try:
         if isinstance(dest, Path):
-            return _publish_here(store, dest, models, pipeline)
+            return _publish_here(store, dest, models, pipeline, verified)
         where = destination(dest)
         done = Published(
             [m for m, files in models.items() if _sync(where, m, files, store, pipeline)], models=list(models)
         )
         _remove_stale(where, pipeline, keep=set(models))
-        write_manifest(where, pipeline, models)
+        write_manifest(where, pipeline, models, verified)
         return done
     except EnvError:
         raise
@@ -146,7 +157,12 @@ def in_order(files: Mapping[str, object]) -> list[str]:
 
 
 # -- a local repository: pathlib for the warm check, fsspec's calls for the writes ----------------
-def _publish_here(store: Store, dest: Path, models: dict[str, Files], pipeline: str) -> Published:
+def _publish_here(
+    store: Store, dest: Path, models: dict[str, Files], pipeline: str, verified: Verification
+) -> Published:
+    from deploy.pipeline.leftovers import sweep
+
+    sweep(dest)  # a killed command's temp files and staging: gone before any stamp is read
     done = Published(models=list(models))
     for model, files in models.items():
         altered = _altered(store, dest / model, Stamp(pipeline, files))
@@ -156,13 +172,16 @@ def _publish_here(store: Store, dest: Path, models: dict[str, Files], pipeline: 
         if altered:
             done.repaired[model] = altered
     stale = _stale_here(dest, pipeline, set(models))
-    if not done.written and not stale and _manifest_here(dest, pipeline) == sorted(models):
+    if (
+        not done.written
+        and not stale
+        and _manifest_record(dest, pipeline) == (sorted(models), sorted(verified.by))
+    ):
         return done  # the common warm run: stats only, no fsspec import
     where = destination(dest)
-    _sweep_staging(dest)
     _stage_and_swap(where, dest, {m: models[m] for m in done.written}, store, pipeline)
     _remove_stale(where, pipeline, keep=set(models))
-    write_manifest(where, pipeline, models)
+    write_manifest(where, pipeline, models, verified)
     store.memo.save()
     return done
 
@@ -241,12 +260,6 @@ def _swap(where: Destination, staged: Path, target: Path, retired: Path) -> None
         where.fs.rm(str(retired), recursive=True)
 
 
-def _sweep_staging(dest: Path) -> None:
-    """Staging dirs of publishes whose run died (a kill mid-publish)."""
-    if dest.parent.is_dir():
-        locks.sweep_dead(dest.parent, prefix=f".{dest.name}.staging-")
-
-
 def _read_stamp_here(path: Path) -> Stamp | None:
     try:
         return Stamp.from_json(path.read_bytes())
@@ -268,23 +281,86 @@ def manifest_name(pipeline: str) -> str:
     return f".deploy-{pipeline}.json"
 
 
-def write_manifest(where: Destination, pipeline: str, models: Iterable[str]) -> None:
-    """Written last, and only when it changes (a warm run writes nothing)."""
-    text = json.dumps({"schema": SCHEMA, "pipeline": pipeline, "models": sorted(models)}, indent=1).encode()
+def write_manifest(
+    where: Destination, pipeline: str, models: Iterable[str], verified: Verification = Verification()
+) -> None:
+    """Written last, and only when it changes (a warm run writes nothing): the models, the
+    stages that verified them before they were published ([]: unverified), and when."""
     path = f"{where.root}/{manifest_name(pipeline)}"
+    record = {
+        "schema": SCHEMA,
+        "pipeline": pipeline,
+        "models": sorted(models),
+        "verified_by": sorted(verified.by),
+        "tree": verified.tree,
+    }
     try:
-        if where.fs.cat_file(path) == text:
+        found = json.loads(where.fs.cat_file(path))
+        if {k: found.get(k) for k in record} == record:
             return
-    except OSError:
+    except (OSError, ValueError, AttributeError):
         pass
-    where.fs.pipe_file(path, text)
+    text = json.dumps(record, indent=1)
+    if where.local:  # a kill mid-write must leave the old manifest or the new one, whole
+        atomic_write_text(Path(path), text)
+    else:
+        where.fs.pipe_file(path, text.encode())
 
 
-def write_manifest_here(dest: Path, pipeline: str, models: list[str]) -> None:
-    """The pipeline's model list in a local repository, for a stage that publishes its
-    own way (release: versions beside the deployed ones)."""
-    text = json.dumps({"schema": SCHEMA, "pipeline": pipeline, "models": sorted(models)}, indent=1)
-    atomic_write_text(dest / manifest_name(pipeline), text)
+def holds(store: Store, output: Output, dest: Path, pipeline: str) -> list[str] | None:
+    """The verifiers of the publish a local repository holds when it holds exactly this
+    tree (every model stamped with these files, the manifest listing them), else None."""
+    models = models_of(store, output)
+    found = _manifest_record(dest, pipeline)
+    if found is None or found[0] != sorted(models) or not found[1]:
+        return None
+    same = all(_read_stamp_here(dest / m / STAMP) == Stamp(pipeline, files) for m, files in models.items())
+    return found[1] if same else None
+
+
+def last_publish(dest: Path, pipeline: str) -> str:
+    """What a local repository holds of the pipeline, in words: its last publish (its tree,
+    verified by what), or that there is none."""
+    try:
+        found = json.loads((dest / manifest_name(pipeline)).read_text())
+    except (OSError, ValueError):
+        return f"{dest} holds nothing of '{pipeline}'"
+    verified = found.get("verified_by") or []
+    how = f"verified by {', '.join(verified)}" if verified else "unverified"
+    tree = f"tree {str(found['tree'])[:12]}, " if found.get("tree") else ""
+    return f"{dest} keeps the last publish ({tree}{how}: {', '.join(found.get('models', []))})"
+
+
+def write_manifest_here(
+    dest: Path, pipeline: str, models: list[str], verified: Verification = Verification()
+) -> None:
+    """The pipeline's manifest in a local repository, for a stage that publishes its own
+    way (release: versions beside the deployed ones); written as write_manifest writes it."""
+    write_manifest(destination(dest), pipeline, models, verified)
+
+
+def models_here(tree: Path) -> list[str]:
+    """The model dirs of a repository tree (a cache artifact laid out)."""
+    return sorted(p.name for p in tree.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def copy_tree(tree: Path, dest: str, pipeline: str) -> list[str]:
+    """A laid-out repository tree copied to object storage as a publish writes it (each
+    model's files, versions before its root files, its stamp, then the manifest): a
+    candidate for a server to read before it is verified. Returns the models."""
+    where = destination(dest)
+    models = models_here(tree)
+    for model in models:
+        files = {
+            str(p.relative_to(tree / model)): (digest_file(p), p.stat().st_size)
+            for p in sorted((tree / model).rglob("*"))
+            if p.is_file()
+        }
+        for rel in in_order(files):
+            where.fs.put_file(str(tree / model / rel), f"{where.root}/{model}/{rel}")
+        where.fs.pipe_file(f"{where.root}/{model}/{STAMP}", Stamp(pipeline, files).to_json().encode())
+    write_manifest(where, pipeline, models)
+    return models
 
 
 def published_models(dest: Path, pipeline: str) -> list[str] | None:
@@ -296,6 +372,15 @@ def published_models(dest: Path, pipeline: str) -> list[str] | None:
 def _manifest_here(dest: Path, pipeline: str) -> list[str] | None:
     try:
         return list(json.loads((dest / manifest_name(pipeline)).read_text())["models"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _manifest_record(dest: Path, pipeline: str) -> tuple[list[str], list[str]] | None:
+    """(models, verified_by) as the local manifest lists them."""
+    try:
+        found = json.loads((dest / manifest_name(pipeline)).read_text())
+        return list(found["models"]), list(found.get("verified_by") or [])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from deploy.pipeline.contract import CONCLUSION_FACTS_KEY, HEADLINE_KEY, Conclusion, report_tables
 from deploy.pipeline.provenance import Provenance
-from deploy.pipeline.results import RunSummary, StageSummary, Status
+from deploy.pipeline.results import PublishNote, PublishState, RunSummary, StageSummary, Status
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#1d1d1f;padding:0 16px}
@@ -49,6 +49,7 @@ def render(summary: RunSummary, images: dict[str, list[Path]]) -> str:
         f"<style>{STYLE}</style></head><body>",
         f"<h1>deploy run: {_e(summary.pipeline)} — <span class='{_e(status)}'>{_e(status)}</span></h1>",
         *_failures(summary.failed()),
+        *_publishing(summary.publishing),
         *(_conclusion_box(found) if found else []),
         *[f"<img class='chart' alt='{_e(p.name)}' src='data:image/png;base64,{_png(p)}'>" for p in chart],
         f"<p class='meta'>{_e(when(summary))} · config {_e(summary.config)} · cache {_e(summary.cache)}</p>",
@@ -97,6 +98,13 @@ def _conclusion_box(found: Conclusion) -> list[str]:
         f"<table class='facts'>{facts}</table>",
         "</section>",
     ]
+
+
+def _publishing(notes: Sequence[PublishNote]) -> list[str]:
+    """What reached the repository, verified or not, and what was withheld: first, since a
+    server polling it serves what this says."""
+    css = {PublishState.VERIFIED: "ran", PublishState.UNVERIFIED: "skipped", PublishState.WITHHELD: "failed"}
+    return [f"<p id='publishing' class='{css[n.state]}'>{_e(n.text())}</p>" for n in notes]
 
 
 def _provenance(found: Provenance | None) -> list[str]:

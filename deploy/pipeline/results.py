@@ -82,7 +82,36 @@ class StageResult:
         )
 
 
-SUMMARY_SCHEMA = 1
+class PublishState(str, Enum):
+    """What became of an artifact marked for publishing (the repository), per destination."""
+
+    VERIFIED = "verified"  # published after the stages that verify it passed
+    UNVERIFIED = "unverified"  # published, but no stage of the config verifies it: said plainly
+    WITHHELD = "withheld"  # not published: a verifier failed or did not run; the last one stays
+
+
+@dataclass(frozen=True)
+class PublishNote:
+    """summary.json's record of one publish (or of one withheld), for the report and CI."""
+
+    artifact: str
+    destination: str
+    state: PublishState
+    verified_by: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    note: str = ""  # why withheld, and what the destination keeps
+
+    def text(self) -> str:
+        if self.state is PublishState.VERIFIED:
+            return f"published {self.destination} (verified by {', '.join(self.verified_by)})"
+        if self.state is PublishState.UNVERIFIED:
+            return f"UNVERIFIED: published {self.destination} without a server check ({self.note})"
+        return f"NOT PUBLISHED to {self.destination}: {self.note}"
+
+
+# 2: `publishing` (what was published, verified or not, and what was withheld)
+SUMMARY_SCHEMA = 2
+READS = (1, SUMMARY_SCHEMA)  # schema 1 had no `publishing`: read as none
 
 
 class SummarySchemaError(ValueError):
@@ -143,6 +172,7 @@ class RunSummary:
     cache: str = ""
     message: str = ""  # why an invocation was rejected before anything ran
     provenance: Provenance | None = None
+    publishing: list[PublishNote] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         """The layout summary.json always had, plus `schema`: the run's fields first, the
@@ -157,6 +187,7 @@ class RunSummary:
             "wall_s": self.wall_s,
             "cache": self.cache,
             "provenance": asdict(self.provenance) if self.provenance is not None else None,
+            "publishing": [asdict(n) | {"state": n.state.value} for n in self.publishing],
             "stages": [s.to_json() for s in self.stages],
         }
 
@@ -165,14 +196,24 @@ class RunSummary:
         """The record from its JSON; SummarySchemaError when `data` has another `schema`
         (a file from another deploy release), ValueError when it is not a run summary.
         `source` (the file) starts every message."""
-        if not isinstance(data, Mapping) or data.get("schema") != SUMMARY_SCHEMA:
+        if not isinstance(data, Mapping) or data.get("schema") not in READS:
             raise SummarySchemaError(source, data.get("schema") if isinstance(data, Mapping) else None)
         try:
             stages = [StageSummary.from_json(s) for s in data["stages"]]
-            fields = {k: v for k, v in data.items() if k not in ("schema", "stages", "status", "provenance")}
+            skip = ("schema", "stages", "status", "provenance", "publishing")
+            fields = {k: v for k, v in data.items() if k not in skip}
             found = data.get("provenance")
             provenance = Provenance(**found) if found else None
-            return cls(stages=stages, status=RunStatus(data["status"]), provenance=provenance, **fields)
+            notes = [
+                PublishNote(**{**n, "state": PublishState(n["state"])}) for n in data.get("publishing", [])
+            ]
+            return cls(
+                stages=stages,
+                status=RunStatus(data["status"]),
+                provenance=provenance,
+                publishing=notes,
+                **fields,
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{source}: not a run summary ({type(exc).__name__}: {exc})") from exc
 

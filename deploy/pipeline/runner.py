@@ -31,7 +31,7 @@ from deploy.pipeline.keys import KeyParts
 from deploy.pipeline.plan import Action, make_plan, source_outputs, stage_parts, why
 from deploy.pipeline.progress import Progress, Throttled
 from deploy.pipeline.project import Project
-from deploy.pipeline.publish import publish
+from deploy.pipeline.publish import Verification, holds, publish
 from deploy.pipeline.registry import stage_module
 from deploy.pipeline.remote import RemoteCache
 from deploy.pipeline.results import RunStatus as RunStatus
@@ -39,6 +39,7 @@ from deploy.pipeline.results import RunSummary, StageSummary
 from deploy.pipeline.results import StageResult as StageResult
 from deploy.pipeline.results import Status as Status
 from deploy.pipeline.store import Entry, Output, Store
+from deploy.pipeline.verification import PublishGate
 from deploy.pipeline.writable import UMASK, require_writable
 
 REPORT_FILE = history.REPORT_FILE
@@ -86,6 +87,15 @@ class Runner:
         self.results: list[StageResult] = []
         self.summary: RunSummary | None = None  # the run summary, once written
         self.published: list[tuple[Path | str, list[str]]] = []  # destination, its model dirs
+        # Verify, then publish: outputs held until the stages that verify them pass.
+        self.gate = PublishGate(
+            project.graph,
+            project.config.name,
+            self._publish,
+            lambda output, dest: holds(self.store, output, dest, project.config.name),
+            (reporter.warn, reporter.note),
+        )
+        self._publishing: StageResult | None = None  # whose result a publish failure fails
 
     def run(self) -> list[StageResult]:
         """Runs the needed stages; the summary and report are written only once the
@@ -108,6 +118,7 @@ class Runner:
             for node in self._needed_nodes():
                 result = self._interruptible(node)
                 results.append(result)
+                self._verified(node, result)
                 if result.status is Status.FAILED:
                     break
             outcome = RunStatus.FAILED if _failed(results) else RunStatus.OK
@@ -118,6 +129,7 @@ class Runner:
             stopping.restore(previous)
             if self.remote is not None and self.remote.spec.push and outcome is not RunStatus.INTERRUPTED:
                 self._push()
+            self.gate.close()
             self._write_summary(results, time.perf_counter() - started, outcome)
             self.store.memo.save()  # digests rehashed this run (a no-op when none was)
         failed = _failed(results)
@@ -247,17 +259,33 @@ class Runner:
     def _accept(self, node: Node, key: str, parts: KeyParts, result: StageResult) -> None:
         self.resolved.update({f"{node.name}.{n}": o for n, o in result.outputs.items()})
         self.store.set_head(self.project.config.name, node.name, key, parts)
+        passed = {r.name for r in self.results if r.status in (Status.RAN, Status.CACHED)}
+        self._publishing = result
         try:
             for artifact in node.spec.outputs:
-                for dest in self._destinations(node, artifact):
-                    if artifact.name in result.outputs:
-                        done = publish(
-                            self.store, result.outputs[artifact.name], dest, self.project.config.name
-                        )
-                        self._repaired(result, dest, done.repaired)
-                        self.published.append((dest, done.models))
+                if artifact.name in result.outputs:
+                    output = result.outputs[artifact.name]
+                    self.gate.accepted(node, artifact, output, self._destinations(node, artifact), passed)
         except DeployError as exc:  # the result is cached; publishing it failed (the next run retries)
             result.status, result.message, result.exit_code = Status.FAILED, str(exc), exc.exit_code
+
+    def _verified(self, node: Node, result: StageResult) -> None:
+        """A verifier's result releases (or withholds) what waits for it; a publish that
+        fails then fails this stage's result (the next run retries)."""
+        self._publishing = result
+        try:
+            self.gate.finished(node, result)
+        except DeployError as exc:
+            result.status, result.message, result.exit_code = Status.FAILED, str(exc), exc.exit_code
+
+    def _publish(
+        self, node: Node, output: Output, dest: Path | str, verified: Verification
+    ) -> tuple[list[str], bool]:
+        done = publish(self.store, output, dest, self.project.config.name, verified)
+        if self._publishing is not None:
+            self._repaired(self._publishing, dest, done.repaired)
+        self.published.append((dest, done.models))
+        return done.models, bool(done.written)
 
     def _destinations(self, node: Node, artifact: Artifact) -> tuple[Path | str, ...]:
         """Where `artifact` is published: one terminal publish, by the last link of its
@@ -390,6 +418,7 @@ class Runner:
             wall_s=round(seconds, 3),
             cache=str(self.store.root),
             provenance=provenance.collect(self.project.path),
+            publishing=list(self.gate.notes),
         )
         self.summary = summary
         try:

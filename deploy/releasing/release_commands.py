@@ -16,12 +16,14 @@ def releases(
     """List the versions published for the pipeline's models, with their release records."""
     import sys
 
+    from deploy.pipeline.leftovers import sweep_cache
     from deploy.releasing.release_list import release_rows, show
     from deploy.serving.release_journal import recover
 
     found = project(config, None)
     for line in recover(found.config.repository):  # a killed release first: the list says what is
         print(line, file=sys.stderr)
+    sweep_cache(found.cache_dir)
     show(release_rows(found), console(), as_json, str(found.config.repository))
 
 
@@ -40,8 +42,11 @@ def rollback(
     ] = [],  # noqa: B006
 ) -> None:
     """Serve an earlier released version of the pipeline's models, and switch live servers to it."""
+    from deploy.pipeline.leftovers import sweep_cache
     from deploy.releasing.rollback import roll_back
 
     out = console()
-    for line in roll_back(project(config, None), to, server):
+    found = project(config, None)
+    sweep_cache(found.cache_dir)
+    for line in roll_back(found, to, server):
         out.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -41,15 +41,29 @@ def release_rows(project: Project) -> list[dict[str, Any]]:
     """One row per version of every model the pipeline published; [] if it never did."""
     from deploy.pipeline.publish import published_models
     from deploy.serving import releases
+    from deploy.serving.foreign import foreign
 
     repository, rows = project.config.repository, []
+    strange = {f.path: f for f in foreign(repository, project.config.name)}
     for model in published_models(repository, project.config.name) or []:
         model_dir = repository / model
         served = releases.served(model_dir) if (model_dir / "config.pbtxt").is_file() else set()
         for release in releases.releases(model_dir):
             row = {"model": model, **summary(release), "served": release.version in served}
+            if f"{model}/{release.version}" in strange:  # never served as the pipeline's: refused
+                row |= {"served": "FOREIGN", "note": FOREIGN_NOTE}
             rows.append(row)
+    rows += [
+        {"model": f.path, "served": "FOREIGN", "note": FOREIGN_NOTE}
+        for f in strange.values()
+        if f.kind == "model dir"
+    ]
     return rows
+
+
+FOREIGN_NOTE = (
+    "no publish or release placed it: deploy serve refuses it; `deploy serve --repair` moves it aside"
+)
 
 
 def summary(release: Release) -> dict[str, Any]:

@@ -1,12 +1,17 @@
 """`deploy rollback CONFIG [--to N] [--server URL]`: serve an earlier version of each of
 the pipeline's models — the newest good (never rolled back) one before the version served
-now, or any kept version N — by
-pointing its `version_policy` at it (config.pbtxt replaced whole, the model's stamp
-renewed), and keep in the rolled-back version's record that it was rolled back, so a
-release does not bring the same files back without `--accept-regression`. Each live
-server named is told to load the model again and checked to serve the version rolled
-back to (Triton loads it before it unloads the other): the servers the config's stages
-list (`servers`, as release switches them) and those `--server` adds."""
+now, or any kept version N — by pointing its `version_policy` at it (config.pbtxt
+replaced whole), as one journaled transaction (serving/release_journal.rolling_back): a
+kill at any write is completed by the next command, which says so.
+
+The records keep the history a line: the version a rollback leaves is marked rolled back
+when it goes to an older one (a release then does not bring the same files back without
+`--accept-regression`); `--to` a newer version rolls nothing back, and a version served
+again is good again. Each live server named is told to load the model again and checked
+to serve the version rolled to (Triton loads it before it unloads the other): the servers
+the config's stages list (`servers`, as release switches them) and those `--server` adds.
+A repository holding what deploy never placed (a version dir copied in by hand) is
+refused first, naming it."""
 
 from __future__ import annotations
 
@@ -25,56 +30,82 @@ class Rollback:
     to: int
 
 
-def plan(project: Project, to: int | None) -> tuple[list[Rollback], list[str]]:
+def plan(repository: Path, name: str, to: int | None) -> tuple[list[Rollback], list[str]]:
     """What would move, and why the other models stay as they are."""
     from deploy.pipeline.publish import published_models
-    from deploy.serving import releases
 
-    repository, name = project.config.repository, project.config.name
     models = published_models(repository, name)
     if not models:
         raise StageFailed(f"nothing of '{name}' is published in {repository}: nothing to roll back")
     moves, stays = [], []
     for model in models:
-        found = releases.versions(repository / model)
-        if not found:
-            stays.append(f"{model}: no versions")
-            continue
-        served = max(releases.served(repository / model) or {found[-1]})
-        target = to if to is not None else releases.before(repository / model, served)
-        if target is None or target not in found:
-            stays.append(
-                f"{model}: {f'no v{to}; has {found}' if to else f'no good version before v{served}'}"
-            )
-        elif target == served:
-            stays.append(f"{model}: serves v{served} already")
-        else:
-            moves.append(Rollback(model, served, target))
+        move, stay = _one(repository / model, to)
+        moves += [move] if move else []
+        stays += [f"{model}: {stay}"] if stay else []
     return moves, stays
 
 
-def roll_back(project: Project, to: int | None, extra: list[str]) -> list[str]:
-    """Rolls back and tells the servers (the config's and `extra`); returns what it did,
-    one line each, first what recovering an interrupted release did."""
+def _one(model_dir: Path, to: int | None) -> tuple[Rollback | None, str]:
     from deploy.serving import releases
-    from deploy.serving.release_journal import recover
 
-    recovered = recover(project.config.repository)
+    found = releases.versions(model_dir)
+    if not found:
+        return None, "no versions"
+    served = max(releases.served(model_dir) or {found[-1]})
+    target = to if to is not None else releases.before(model_dir, served)
+    if target is None or target not in found:
+        return None, f"no v{to}; has {found}" if to else f"no good version before v{served}"
+    if target == served:
+        return None, f"serves v{served} already"
+    return Rollback(model_dir.name, served, target), ""
+
+
+def roll_back(project: Project, to: int | None, extra: list[str]) -> list[str]:
+    """The config's pipeline rolled back, its live servers told (the config's and `extra`)."""
+    from deploy.serving.publishing import publishing
+
     servers = list(dict.fromkeys([*configured_servers(project), *extra]))
-    moves, stays = plan(project, to)
+    config = project.config
+    return roll_back_in(config.repository, config.name, to, servers, publishing(config).remote)
+
+
+def roll_back_in(
+    repository: Path, name: str, to: int | None, servers: list[str], remote: str | None = None
+) -> list[str]:
+    """Rolls back every model of the pipeline that can move, as one transaction; returns
+    what it did, one line each, first what recovering an interrupted transaction did."""
+    from deploy.serving import releases
+    from deploy.serving.foreign import refuse_foreign
+    from deploy.serving.release_journal import recover, rolling_back
+
+    recovered = recover(repository)
+    refuse_foreign(repository, name)
+    moves, stays = plan(repository, name, to)
     if not moves:
-        raise StageFailed(f"no model of '{project.config.name}' can roll back: {'; '.join(stays)}")
-    repository, when = project.config.repository, datetime.now(UTC).isoformat(timespec="seconds")
-    for move in moves:
-        model_dir = repository / move.model
-        releases.serve_only(model_dir, move.to)
-        releases.mark_rolled_back(model_dir, move.served, f"{when} to v{move.to}")
-        releases.stamp(model_dir, project.config.name)
+        raise StageFailed(f"no model of '{name}' can roll back: {'; '.join(stays)}")
+    when = datetime.now(UTC).isoformat(timespec="seconds")
+    planned = [
+        (m.model, m.to, releases.serving_only(repository / m.model, m.to), marks(m, when)) for m in moves
+    ]
+    problems = rolling_back(repository, name, planned, servers, remote)  # mirrored, then the servers told
+    if problems:
+        raise StageFailed(
+            f"rolled back in {repository}, but not every server switched: {'; '.join(problems)}"
+        )
     said = recovered + [f"{m.model}: v{m.served} -> v{m.to}" for m in moves]
     said += [f"{s} (left as it is)" for s in stays]
-    said += _mirror(project)
-    _switch(servers, moves, repository)
+    said += [f"{remote}: mirrored"] if remote else []
     return said + [f"{url}: switched" for url in servers]
+
+
+def marks(move: Rollback, when: str) -> dict[str, str | None]:
+    """The records a move changes, and nothing else: the version it leaves is rolled back
+    when it goes to an older one (a move to a newer one rolls nothing back), and the
+    version it serves again is good again."""
+    found: dict[str, str | None] = {str(move.to): None}
+    if move.to < move.served:
+        found[str(move.served)] = f"{when} to v{move.to}"
+    return found
 
 
 def configured_servers(project: Project) -> list[str]:
@@ -86,28 +117,3 @@ def configured_servers(project: Project) -> list[str]:
         if isinstance(listed, tuple | list):
             found += [str(url) for url in listed]
     return found
-
-
-def _mirror(project: Project) -> list[str]:
-    """With `publish_to`, the remote copy follows (before any server is told)."""
-    from deploy.pipeline.publish import published_models
-    from deploy.serving.publishing import publishing
-    from deploy.serving.release_mirror import mirror
-
-    remote, config = publishing(project.config).remote, project.config
-    if not remote:
-        return []
-    changed = mirror(
-        config.repository, remote, config.name, published_models(config.repository, config.name) or []
-    )
-    return [f"{remote}: {', '.join(changed) or 'nothing'} updated"]
-
-
-def _switch(servers: list[str], moves: list[Rollback], repository: Path) -> None:
-    from deploy.serving.switch import switch_all
-
-    problems = switch_all(servers, {m.model: m.to for m in moves})
-    if problems:
-        raise StageFailed(
-            f"rolled back in {repository}, but not every server switched: {'; '.join(problems)}"
-        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Mapping
+from enum import Enum
 
 from deploy.pipeline.errors import EnvError
 from deploy.serving.server_spec import ServerSpec
@@ -75,3 +76,39 @@ def choose_ports(spec: ServerSpec, origins: Mapping[str, str]) -> list[int]:
             port = free_port(spec.host)
         ports.append(port)
     return ports
+
+
+class Probe(str, Enum):
+    """What a port answered a health request with."""
+
+    UP = "up"  # HTTP 200
+    DOWN = "down"  # nothing listens yet, or an HTTP answer other than 200
+    TAKEN = "taken"  # not our server: a connection to itself, a reset, a reply that is not HTTP
+
+
+def probe(host_port: str, path: str, timeout_s: float = 2.0) -> Probe:
+    """One health request over a plain socket, so that every way a port can answer is
+    seen: a client socket whose ephemeral port equals the port it dials connects to itself
+    on Linux (TCP simultaneous open) and reads back its own request, which an HTTP
+    library takes for a bad status line; that port is no server's."""
+    host, _, port = host_port.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as sock:
+            return classify(sock, path, host_port)
+    except (ConnectionRefusedError, TimeoutError):
+        return Probe.DOWN
+    except OSError:  # reset, unreachable: the port is not a server's that is starting
+        return Probe.TAKEN
+
+
+def classify(sock: socket.socket, path: str, host_port: str) -> Probe:
+    """A connected socket's answer to `GET path`."""
+    if sock.getsockname() == sock.getpeername():
+        return Probe.TAKEN
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host_port}\r\nConnection: close\r\n\r\n".encode())
+    head = sock.recv(64)
+    if not head:
+        return Probe.DOWN  # closed before answering: a server still starting
+    if not head.startswith(b"HTTP/"):
+        return Probe.TAKEN
+    return Probe.UP if head.split(b" ", 2)[1:2] == [b"200"] else Probe.DOWN

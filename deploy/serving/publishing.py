@@ -55,6 +55,12 @@ def when_selected(_params: BaseModel, config: DeployConfig) -> tuple[Path | str,
     return destinations(config) if publishing(config).policy is PublishPolicy.SELECTED else ()
 
 
+def candidate_url(remote: str) -> str:
+    """Where a candidate is copied on object storage for a server to read before it is
+    verified: beside `publish_to`, never in it (a server polling publish_to sees nothing)."""
+    return f"{remote.rstrip('/')}.candidate"
+
+
 def published_url(config: DeployConfig) -> str | None:
     """`publish_to` as tritonserver reads it (`triton_url`); None without one."""
     remote = publishing(config).remote

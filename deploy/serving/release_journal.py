@@ -26,29 +26,31 @@ it is told to load model after model (step 5).
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
+from deploy.pipeline import faults
 from deploy.pipeline.hashing import atomic_write_text
 from deploy.pipeline.records import SchemaMismatch, expect_schema, typed
 from deploy.serving import releases
 from deploy.serving.releases import ReleaseRecord
 
-SCHEMA = 1
+SCHEMA = 2  # 2: `kind` (a release or a rollback) and a rollback's `marks`; 1 read as a release
 SUFFIX = ".release-journal"
 CONFIG_FILE = "config.pbtxt"
-FAULT_ENV = "DEPLOY_FAULT"  # a fault-injection point's name: the process kills itself there (tests)
 
 
 class Step(StrEnum):
     PLACING = "placing"  # reverted after a kill
     SWITCHING = "switching"  # completed after a kill
+
+
+class Kind(StrEnum):
+    RELEASE = "release"  # new versions placed, then every config switched
+    ROLLBACK = "rollback"  # every config pointed at a kept version, its records marked
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,9 @@ class JournalEntry:
     source: str  # the verified candidate version dir (in the cache)
     config: str  # the candidate's config.pbtxt
     before: str | None  # the config the model dir had (None: a first release)
-    record: str  # the release record (JSON), written into the version
+    record: str  # the release record (JSON), written into the version ("" for a rollback)
+    # A rollback's marks: version -> its record's rolled_back note (None: good again).
+    marks: dict[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class Journal:
     servers: list[str] = field(default_factory=list)
     remote: str | None = None  # publish_to: mirrored before any server is told (it may read the copy)
     step: Step = Step.PLACING
+    kind: Kind = Kind.RELEASE
     schema: int = SCHEMA
 
     def to_json(self) -> str:
@@ -77,9 +82,16 @@ class Journal:
     @classmethod
     def from_json(cls, text: str) -> Journal:
         """The journal, checked field by field: recovery acts on nothing it had to guess."""
-        data = expect_schema(json.loads(text), "release journal", SCHEMA)
-        journal: Journal = typed(cls, data, "not a release journal")
+        data = json.loads(text)
+        if isinstance(data, dict) and data.get("schema") == 1:  # before rollbacks were journaled
+            data = {**data, "schema": SCHEMA}
+        journal: Journal = typed(cls, expect_schema(data, "release journal", SCHEMA), "not a release journal")
         return journal
+
+    def said(self) -> str:
+        """The models and versions, for recovery's line."""
+        to = " to" if self.kind is Kind.ROLLBACK else ""
+        return ", ".join(f"{e.model}{to} v{e.version}" for e in self.entries)
 
 
 def path(repository: Path, pipeline: str) -> Path:
@@ -87,9 +99,9 @@ def path(repository: Path, pipeline: str) -> Path:
 
 
 def fault(point: str) -> None:
-    """A fault-injection point: with DEPLOY_FAULT=<point> the process dies here by SIGKILL."""
-    if os.environ.get(FAULT_ENV) == point:
-        os.kill(os.getpid(), signal.SIGKILL)
+    """A fault-injection point (pipeline/faults.py): with DEPLOY_FAULT=<point> the process
+    dies here by SIGKILL."""
+    faults.point(point)
 
 
 def entry(model_dir: Path, candidate: Path, record: ReleaseRecord) -> JournalEntry:
@@ -132,9 +144,15 @@ def _complete(repository: Path, journal: Journal) -> list[str]:
         atomic_write_text(repository / e.model / CONFIG_FILE, e.config)
         fault(f"switched:{e.model}")
     for e in journal.entries:
-        releases.sweep(repository / e.model)
-        releases.prune(repository / e.model, journal.keep, releases.served(repository / e.model))
-        releases.stamp(repository / e.model, journal.pipeline)
+        model_dir = repository / e.model
+        releases.sweep(model_dir)
+        for version, note in e.marks.items():  # a rollback's: idempotent, so a replay is harmless
+            releases.mark_rolled_back(model_dir, int(version), note)
+        if journal.kind is Kind.RELEASE:
+            releases.prune(model_dir, journal.keep, releases.served(model_dir))
+        releases.stamp(
+            model_dir, journal.pipeline, placed=[e.version] if journal.kind is Kind.RELEASE else []
+        )
     fault("settled")
     if journal.remote:
         _mirror(repository, journal)
@@ -170,14 +188,18 @@ def _revert(repository: Path, journal: Journal) -> None:
 
 def _remove(target: Path) -> None:
     """Out of the namespace a server reads by one rename, then deleted."""
-    aside = target.parent / f"{releases.STAGING_PREFIX}{uuid.uuid4().hex}"
-    os.rename(target, aside)
+    aside = releases.staging(target.parent)
+    faults.rename(target, aside)
     shutil.rmtree(aside, ignore_errors=True)
 
 
 def recover(repository: Path) -> list[str]:
-    """Reverts or completes every release journal left in `repository` by a killed
-    release; returns what it did, one line each ([] when there was none)."""
+    """Removes what killed commands left (temp files, staging: pipeline/leftovers.py),
+    then reverts or completes every journal a killed release or rollback left in
+    `repository`; returns what it did about journals, one line each ([] when none)."""
+    from deploy.pipeline.leftovers import sweep
+
+    sweep(repository)
     said = []
     for found in sorted(repository.glob(f".deploy-*{SUFFIX}")) if repository.is_dir() else []:
         said.append(_recover(repository, found))
@@ -194,13 +216,13 @@ def _recover(repository: Path, found: Path) -> str:
             f"{found}: an interrupted release's journal that cannot be read ({exc}); "
             "look at the repository, then remove the journal"
         ) from exc
-    versions = ", ".join(f"{e.model} v{e.version}" for e in journal.entries)
+    what = f"{journal.kind.value} of '{journal.pipeline}' ({journal.said()})"
     if journal.step is Step.PLACING:
         _revert(repository, journal)
-        return f"reverted the interrupted release of '{journal.pipeline}' ({versions}): it serves what it did"
+        return f"reverted the interrupted {what}: it serves what it did"
     problems = _complete(repository, journal)
     told = f"; servers that did not switch: {'; '.join(problems)}" if problems else ""
-    return f"completed the interrupted release of '{journal.pipeline}' ({versions}){told}"
+    return f"completed the interrupted {what}{told}"
 
 
 def releasing(
@@ -216,3 +238,29 @@ def releasing(
     switch."""
     entries = [entry(model_dir, candidate, record) for model_dir, candidate, record in placed]
     return commit(repository, Journal(pipeline, keep, entries, list(servers), remote)) if entries else []
+
+
+def rolling_back(
+    repository: Path,
+    pipeline: str,
+    moves: Sequence[tuple[str, int, str, dict[str, str | None]]],
+    servers: Sequence[str],
+    remote: str | None = None,
+) -> list[str]:
+    """Points each model (model, version, its new config, the marks of its records) at a
+    kept version as one transaction: the journal is written first, whole, then each
+    config is replaced and each record marked; a kill anywhere is completed by the next
+    command. Returns the servers that did not switch."""
+    entries = [
+        JournalEntry(model, version, "", config, _config_of(repository / model), "", marks)
+        for model, version, config, marks in moves
+    ]
+    journal = Journal(pipeline, 0, entries, list(servers), remote, Step.SWITCHING, Kind.ROLLBACK)
+    atomic_write_text(path(repository, pipeline), journal.to_json())
+    fault("journal")
+    return _complete(repository, journal)
+
+
+def _config_of(model_dir: Path) -> str | None:
+    config = model_dir / CONFIG_FILE
+    return config.read_text() if config.is_file() else None

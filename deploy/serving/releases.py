@@ -17,16 +17,18 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from deploy.pipeline import faults
 from deploy.pipeline.errors import EnvError
 from deploy.pipeline.hashing import atomic_write_text, digest_file
 from deploy.pipeline.records import SchemaMismatch, typed
 
 RECORD_FILE = "deploy-release.json"
+CONFIG_FILE = "config.pbtxt"
 RECORD_SCHEMA = 2  # 2: per-item time ratio (new / deployed), one direction for every ratio
 STAGING_PREFIX = ".staging-release-"
 BYTECODE = "__pycache__"
@@ -178,33 +180,68 @@ def unchanged(model_dir: Path, files: Mapping[str, str], model_config_sha256: st
     return None if found is None else found.version
 
 
-def stamp(model_dir: Path, pipeline: str) -> None:
-    """The model dir's publish stamp, listing every file it now holds (each kept version's):
-    what `deploy serve` and smoke check a repository against before a server starts."""
+def stamp(model_dir: Path, pipeline: str, placed: Iterable[int] = ()) -> None:
+    """The model dir's publish stamp: the files the transactions placed, never whatever
+    else lies there (a stray temp file, a copied version): config.pbtxt, each version the
+    last stamp listed or this transaction `placed` (its record's files and the record),
+    and the last stamp's other files that remain. What `deploy serve` and smoke check a
+    repository against, and what the foreign check reads (serving/foreign.py)."""
     from deploy.pipeline.publish import STAMP, Stamp
 
+    listed = [rel for rel in _stamped(model_dir) if not _in_version(rel)]
+    kept = {int(rel.split("/")[0]) for rel in _stamped(model_dir) if _in_version(rel)}
+    for version in sorted((kept | set(placed)) & set(versions(model_dir))):
+        listed += [f"{version}/{rel}" for rel in _version_files(model_dir, version)]
     files = {
-        str(p.relative_to(model_dir)): (digest_file(p), p.stat().st_size)
-        for p in sorted(model_dir.rglob("*"))
-        if p.is_file()
-        and p.name != STAMP
-        and not p.relative_to(model_dir).parts[0].startswith(STAGING_PREFIX)
-        and BYTECODE not in p.parts  # the python backend's, written beside model.py as it loads
+        rel: (digest_file(model_dir / rel), (model_dir / rel).stat().st_size)
+        for rel in _present(model_dir, listed)
     }
     atomic_write_text(model_dir / STAMP, Stamp(pipeline, files).to_json())
 
 
+def _stamped(model_dir: Path) -> list[str]:
+    from deploy.pipeline.publish import STAMP, Stamp
+
+    try:
+        found = Stamp.from_json((model_dir / STAMP).read_bytes())
+    except OSError:
+        found = None
+    return [*(found.files if found is not None else ()), CONFIG_FILE]
+
+
+def _in_version(rel: str) -> bool:
+    top = rel.split("/")[0]
+    return "/" in rel and top.isdigit() and int(top) > 0
+
+
+def _version_files(model_dir: Path, version: int) -> list[str]:
+    """A released version's files as its record lists them (and the record); an older
+    publish's (no record) as the last stamp did."""
+    record = _release(model_dir / str(version), version).record
+    if record is not None and record.version == version:
+        return [*sorted(record.files), RECORD_FILE]
+    return [rel.split("/", 1)[1] for rel in _stamped(model_dir) if rel.startswith(f"{version}/")]
+
+
+def _present(model_dir: Path, listed: Iterable[str]) -> list[str]:
+    return sorted({rel for rel in listed if (model_dir / rel).is_file()})
+
+
 def serve_only(model_dir: Path, version: int) -> None:
     """Points the model's version_policy at `version` alone (config.pbtxt, replaced whole)."""
+    atomic_write_text(model_dir / CONFIG_FILE, serving_only(model_dir, version))
+
+
+def serving_only(model_dir: Path, version: int) -> str:
+    """The model's config.pbtxt with its version_policy pointed at `version` alone."""
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2 as pb
 
     config = pb.ModelConfig()
-    path = model_dir / "config.pbtxt"
-    text_format.Parse(path.read_text(), config)
+    text_format.Parse((model_dir / CONFIG_FILE).read_text(), config)
     config.version_policy.Clear()
     config.version_policy.specific.versions.append(version)
-    atomic_write_text(path, text_format.MessageToString(config))
+    return str(text_format.MessageToString(config))
 
 
 def with_policy_of(current: Path, text: str) -> str:
@@ -226,11 +263,11 @@ def with_policy_of(current: Path, text: str) -> str:
     return text_format.MessageToString(wanted)
 
 
-def mark_rolled_back(model_dir: Path, version: int, note: str) -> None:
+def mark_rolled_back(model_dir: Path, version: int, note: str | None) -> None:
     """Keeps in the version's record that it was rolled back (a release refuses to bring
-    the same files back unless accepted)."""
+    the same files back unless accepted); None: good again (served again by a rollback)."""
     found = _release(model_dir / str(version), version).record
-    if found is not None:
+    if found is not None and found.rolled_back != note:
         atomic_write_text(model_dir / str(version) / RECORD_FILE, replace(found, rolled_back=note).to_json())
 
 
@@ -243,6 +280,12 @@ def file_digests(version_dir: Path) -> dict[str, str]:
     }
 
 
+def staging(model_dir: Path) -> Path:
+    """A staging or set-aside dir beside the versions, named with this process's pid: the
+    next command removes it if this process dies first (pipeline/leftovers.py)."""
+    return model_dir / f"{STAGING_PREFIX}{os.getpid()}-{uuid.uuid4().hex}"
+
+
 def place(model_dir: Path, source: Path, record: ReleaseRecord) -> Path:
     """Copies the version directory `source` in as `model_dir/<record.version>`, its
     record inside: staged beside it and verified against the record's digests, then
@@ -251,7 +294,7 @@ def place(model_dir: Path, source: Path, record: ReleaseRecord) -> Path:
     if target.exists():
         raise EnvError(f"{target} exists already: another release placed version {record.version}")
     model_dir.mkdir(parents=True, exist_ok=True)
-    staged = model_dir / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
+    staged = staging(model_dir)
     try:
         shutil.copytree(source, staged, ignore=shutil.ignore_patterns(RECORD_FILE))
         found = file_digests(staged)
@@ -260,7 +303,7 @@ def place(model_dir: Path, source: Path, record: ReleaseRecord) -> Path:
                 f"release {record.version} of {model_dir.name}: the copied files differ from the record's"
             )
         atomic_write_text(staged / RECORD_FILE, record.to_json())
-        os.rename(staged, target)  # fails, rather than merges, if the target appeared meanwhile
+        faults.rename(staged, target)  # fails, rather than merges, if the target appeared meanwhile
     finally:
         shutil.rmtree(staged, ignore_errors=True)
     return target
@@ -278,16 +321,17 @@ def before(model_dir: Path, version: int) -> int | None:
 
 
 def prune(model_dir: Path, keep: int, served: set[int] | None = None) -> list[int]:
-    """Removes every version but the newest `keep` good ones, those in `served` and the
-    newest good one before the newest served; returns those removed. Each goes by a rename
-    out of the numeric namespace first, so a server never sees a half-deleted version."""
-    found, kept_good = versions(model_dir), good(model_dir)
-    kept = set(served or ()) | set(kept_good[-keep:])
+    """Removes every version but the newest `keep` (rolled back or not: `rollback --to`
+    may still name any of them), those in `served`, and the newest good one before the
+    newest served (where a plain rollback goes); returns those removed. Each goes by a
+    rename out of the numeric namespace first, so a server never sees a half-deleted one."""
+    found = versions(model_dir)
+    kept = set(served or ()) | set(found[-keep:])
     fallback = before(model_dir, max(served or found[-1:] or [0]))
     removed = []
     for version in (v for v in found if v not in kept and v != fallback):
-        aside = model_dir / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
-        os.rename(model_dir / str(version), aside)
+        aside = staging(model_dir)
+        faults.rename(model_dir / str(version), aside)
         shutil.rmtree(aside, ignore_errors=True)
         removed.append(version)
     return removed
@@ -314,7 +358,12 @@ def served(model_dir: Path) -> set[int]:
 
 
 def sweep(model_dir: Path) -> None:
-    """Staging left behind by a release that was killed."""
+    """Staging left behind by a release or rollback whose process died (a live one's stays)."""
+    from deploy.pipeline.leftovers import owner
+    from deploy.pipeline.locks import alive
+
     if model_dir.is_dir():
         for leftover in model_dir.glob(f"{STAGING_PREFIX}*"):
-            shutil.rmtree(leftover, ignore_errors=True)
+            pid = owner(leftover.name)
+            if pid is None or not alive(pid):
+                shutil.rmtree(leftover, ignore_errors=True)

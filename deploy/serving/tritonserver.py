@@ -29,7 +29,7 @@ from types import FrameType
 from deploy.pipeline import lifeline
 from deploy.pipeline.errors import EnvError, MissingDependency, StageFailed
 from deploy.serving.model_state import UNKNOWN, LoadState
-from deploy.serving.ports import choose_ports
+from deploy.serving.ports import Probe, choose_ports, probe
 from deploy.serving.server_spec import ServerKind, ServerSpec, find_binary, pytriton_root
 
 PORT_RETRIES = 3
@@ -284,12 +284,22 @@ def _network_flags(host: str, ports: list[int]) -> list[str]:
 
 
 def _lost_port_race(server: Server) -> bool:
-    """True when the server exited because a port we picked was taken meanwhile."""
+    """True when a port we picked was taken meanwhile: the server exited saying so, or
+    the port answered as no tritonserver would (a connection to itself, a reset, a non-HTTP
+    reply: ports.probe). Such a server is stopped; the caller picks free ports again."""
     deadline = time.monotonic() + 5
+    seen = Probe.DOWN
     while time.monotonic() < deadline and server.process and server.process.poll() is None:
-        if "already in use" in server.log_tail(20) or _answers(server.http, "/v2/health/live"):
+        seen = probe(server.http, "/v2/health/live")
+        if "already in use" in server.log_tail(20) or seen is not Probe.DOWN:
             break
         time.sleep(0.1)
+    if seen is Probe.TAKEN and server.process and server.process.poll() is None:
+        server.notes.append(
+            f"{server.http} answered as no tritonserver would (taken, or connected to itself)"
+        )
+        stop(server, grace_s=5)
+        return True
     return bool(
         server.process and server.process.poll() is not None and "already in use" in server.log_tail(40)
     )
@@ -406,11 +416,8 @@ def wait_live(server: Server, deadline: float) -> None:
 
 
 def _answers(host_port: str, path: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://{host_port}{path}", timeout=2) as reply:
-            return bool(reply.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
+    """Whether a server there answers `path` with 200 (never raises: anything else is no)."""
+    return probe(host_port, path) is Probe.UP
 
 
 def repository_index(server: Server) -> dict[str, LoadState]:

@@ -35,6 +35,7 @@ def test_releases_lists_every_version_with_its_record(
         build_url="https://ci.example/job/tiny/7/",
     )
     releases.place(model_dir, model_dir / "1", record)
+    releases.stamp(model_dir, "tiny", placed=[2])  # as a release's transaction does
     rows = [r for r in json.loads(cli("releases", str(config), "--json").stdout) if r["model"] == "tiny_onnx"]
     assert [(r["version"], r["served"]) for r in rows] == [(1, False), (2, True)]
     assert rows[1]["checkpoint"] == "ab" * 8 and rows[1]["build"] == "https://ci.example/job/tiny/7/"
@@ -42,3 +43,19 @@ def test_releases_lists_every_version_with_its_record(
     assert rows[1]["accuracy"] == "cosine to FP32 0.99991"
     plain = cli("releases", str(config)).stdout
     assert "tiny_onnx | 2 | yes | 2026-11-25T21:00:00+00:00 | abababababababab" in plain
+
+
+def test_a_version_nobody_released_is_listed_as_foreign_not_served(
+    write_config: Callable[..., Path], tmp_path: Path, cli: Cli
+) -> None:
+    """`cp -a tiny_onnx/1 tiny_onnx/9`: Triton would serve v9 (the newest); deploy never
+    placed it, so the listing says so instead of calling it served."""
+    import shutil
+
+    config = write_config()
+    assert cli("run", str(config)).returncode == 0
+    model_dir = tmp_path / "model_repository" / "tiny_onnx"
+    shutil.copytree(model_dir / "1", model_dir / "9")
+    rows = [r for r in json.loads(cli("releases", str(config), "--json").stdout) if r["model"] == "tiny_onnx"]
+    assert [(r["version"], r["served"]) for r in rows] == [(1, False), (9, "FOREIGN")]
+    assert "no publish or release placed it" in rows[1]["note"]

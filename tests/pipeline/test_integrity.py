@@ -230,6 +230,44 @@ def test_deploy_serve_refuses_an_altered_file_and_repair_puts_it_back(
     assert (tmp_path / "model_repository" / "tiny_onnx" / "1" / "model.onnx").read_bytes() == published
 
 
+def test_deploy_serve_serves_only_what_was_released(tmp_path: Path, write_config, cli: Cli) -> None:
+    """A version dir copied in by hand (a server reading the newest would serve it), a model
+    dir named like the pipeline's, a stray file: refused, naming each; --repair moves them
+    aside beside the repository, never deletes them, and says where."""
+    import shutil
+
+    from deploy.commands.serve import PublishedCheck, _verify
+
+    path = write_config()
+    assert cli("run", str(path), "--to", "triton_config", cwd=tmp_path).returncode == 0
+    repository = tmp_path / "model_repository"
+    shutil.copytree(repository / "tiny_python" / "1", repository / "tiny_python" / "9")
+    shutil.copytree(repository / "tiny_python", repository / "tiny_python2")
+    (repository / "tiny_onnx" / "notes.txt").write_text("mine")
+    served = run_cli("serve", str(path), cwd=tmp_path)
+    console = " ".join((served.stdout + served.stderr).split())
+    assert served.returncode == 1 and "HTTP" not in served.stdout, console
+    for said in (
+        "tiny_python2 (model dir that no publish or release placed)",
+        "tiny_onnx/notes.txt (file that no publish or release placed)",
+        "tiny_python/9 (version dir that no publish or release placed)",
+        "`deploy serve CONFIG --repair` moves it aside (nothing is deleted)",
+    ):
+        assert said in console, console
+    lines: list[str] = []
+    store = Store(load_project(path).cache_dir)
+    _verify("tiny", repository, PublishedCheck(store, repair=True), lines.append)
+    moved = [line for line in lines if line.startswith("moved ")]
+    assert len(moved) == 3 and all(" aside to " in line for line in moved), lines
+    aside = next((tmp_path / "model_repository.foreign").iterdir())
+    assert (aside / "tiny_python" / "9" / "model.onnx").is_file() and (aside / "tiny_python2").is_dir()
+    assert (aside / "tiny_onnx" / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in (repository / "tiny_python").iterdir() if not p.name.startswith(".")) == [
+        "1",
+        "config.pbtxt",
+    ]
+
+
 def test_concurrent_runs_of_one_config_build_each_stage_once(tmp_path: Path, write_config) -> None:
     path = write_config()
     env = {**os.environ, "COLUMNS": "200"}

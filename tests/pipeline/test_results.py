@@ -109,6 +109,7 @@ def test_the_summary_layout_is_pinned() -> None:
         "wall_s",
         "cache",
         "provenance",
+        "publishing",
         "stages",
     ]
     assert data["schema"] == SUMMARY_SCHEMA and data["status"] == "failed"

@@ -31,3 +31,42 @@ def test_free_ports_differ_from_the_asked_for_one() -> None:
     spec = ServerSpec(http_port=wanted)
     ports = choose_ports(spec, {})
     assert ports[0] == wanted and len(set(ports)) == len(ports) == 3
+
+
+def test_a_socket_connected_to_itself_is_a_taken_port_not_a_crash() -> None:
+    """The port race `deploy serve` lost with a traceback (BadStatusLine): before the server
+    listens, a loopback client whose ephemeral port equals the port it dials connects to
+    itself (TCP simultaneous open) and reads back its own request. Reproduced here for
+    real: a socket bound to a port, then connected to that same port."""
+    from deploy.serving.ports import Probe, classify
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.connect(("127.0.0.1", port))
+        assert sock.getsockname() == sock.getpeername()  # it really is connected to itself
+        assert classify(sock, "/v2/health/live", f"127.0.0.1:{port}") is Probe.TAKEN
+
+
+def test_a_port_that_answers_something_else_than_http_is_taken() -> None:
+    import threading
+
+    from deploy.serving.ports import Probe, probe
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+
+        def answer() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(1024)
+                conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+
+        thread = threading.Thread(target=answer)
+        thread.start()
+        assert probe(f"127.0.0.1:{port}", "/v2/health/live") is Probe.TAKEN
+        thread.join(5)
+    assert probe(f"127.0.0.1:{free_port('127.0.0.1')}", "/v2/health/live") is Probe.DOWN  # nothing listens

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from deploy.pipeline.faults import FAULT_ENV
 from deploy.pipeline.publish import STAMP, Stamp
 from deploy.serving import release_journal, releases
-from deploy.serving.release_journal import FAULT_ENV, recover, releasing
+from deploy.serving.release_journal import recover, releasing
 from deploy.serving.releases import ReleaseRecord
 
 MODELS = ("relt_onnx", "relt_python", "relt_torchscript")
@@ -154,3 +155,115 @@ def test_a_journal_with_a_wrong_field_stops_recovery_naming_it(released_v1: Path
     with pytest.raises(EnvError, match=r"cannot be read \(.*not a release journal \(step:"):
         recover(repository)
     assert journal.is_file() and _served_checkpoints(repository) == {"old"}  # nothing touched
+
+
+ROLLBACK = """
+import json, sys
+from pathlib import Path
+from deploy.releasing.rollback import roll_back_in
+args = json.loads(sys.argv[1])
+roll_back_in(Path(args["repository"]), "relt", args["to"], [])
+"""
+
+
+def _released_twice(root: Path) -> Path:
+    """v1 ("old") and v2 ("new") released, the pipeline's manifest written as publishes do."""
+    from deploy.pipeline.publish import write_manifest_here
+
+    repository = root / "repo"
+    assert releasing(repository, "relt", 3, _candidates(root, "old", 1), []) == []
+    assert releasing(repository, "relt", 3, _candidates(root, "new", 2), []) == []
+    write_manifest_here(repository, "relt", list(MODELS))
+    return repository
+
+
+def _killed_at_every(script: str, args: dict[str, object], kind: str, repository: Path) -> list[str]:
+    """The script run once per `kind` point (write#1, write#2, ...) on a fresh copy of the
+    repository, killed there, then recovered; stops at the first run no point killed.
+    Returns what each recovery said; asserts the repository whole after each."""
+    pristine = repository.parent / "pristine"
+    shutil.copytree(repository, pristine)
+    said = []
+    for turn in range(1, 60):
+        shutil.rmtree(repository)
+        shutil.copytree(pristine, repository)
+        done = subprocess.run(
+            [sys.executable, "-c", script, json.dumps(args)],
+            env={**_env(), FAULT_ENV: f"{kind}#{turn}"},
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode == 0:
+            return said  # no point left: every one was killed at once
+        assert done.returncode == -9, done.stderr
+        said += recover(repository)
+        _no_leftovers(repository)
+        _whole(repository)
+        assert len(_served_checkpoints(repository)) == 1, (kind, turn)
+    raise AssertionError(f"more than 60 {kind} points")
+
+
+def _no_leftovers(repository: Path) -> None:
+    """No temp file, no staging dir, anywhere (each named with its dead owner's pid)."""
+    stray = [p for p in repository.rglob("*") if p.name.endswith(".tmp") or ".staging-" in p.name]
+    assert not stray, stray
+
+
+@pytest.mark.parametrize("kind", ["write", "rename"])
+def test_a_release_killed_at_any_write_or_rename_leaves_one_checkpoint_and_no_temp_file(
+    released_v1: Path, tmp_path: Path, kind: str
+) -> None:
+    root = tmp_path / "run"
+    shutil.copytree(released_v1, root)
+    repository = root / "repo"
+    placed = [(str(d), str(c), r.to_json()) for d, c, r in _candidates(root, "new", 2)]
+    said = _killed_at_every(RELEASE, {"repository": str(repository), "placed": placed}, kind, repository)
+    assert said and all(line.startswith(("reverted", "completed")) for line in said), said
+
+
+@pytest.mark.parametrize("kind", ["write", "rename"])
+def test_a_rollback_killed_at_any_write_is_completed_by_the_next_command(tmp_path: Path, kind: str) -> None:
+    repository = _released_twice(tmp_path)
+    said = _killed_at_every(ROLLBACK, {"repository": str(repository), "to": None}, kind, repository)
+    if kind == "write":  # a rollback renames nothing but its temp files into place
+        assert said and all(line.startswith("completed the interrupted rollback of 'relt'") for line in said)
+
+
+def _rolled_back(repository: Path, model: str) -> dict[int, str | None]:
+    return {r.version: r.record.rolled_back for r in releases.releases(repository / model) if r.record}
+
+
+def test_rollback_history_stays_a_line(tmp_path: Path) -> None:
+    """--to 1 marks v2 (the version left); --to 2 rolls forward: v2 is good again and v1
+    is not marked; a plain rollback then goes to v1 again; a release keeps both."""
+    from deploy.releasing.rollback import roll_back_in
+
+    repository = _released_twice(tmp_path)
+    roll_back_in(repository, "relt", 1, [])
+    assert _served_checkpoints(repository) == {"old"}
+    marked = _rolled_back(repository, MODELS[0])
+    assert marked[1] is None and marked[2] is not None and marked[2].endswith("to v1")
+    roll_back_in(repository, "relt", 2, [])
+    assert _served_checkpoints(repository) == {"new"} and _rolled_back(repository, MODELS[0]) == {
+        1: None,
+        2: None,
+    }
+    said = roll_back_in(repository, "relt", None, [])  # plain: the newest good one before v2
+    assert said[0] == f"{MODELS[0]}: v2 -> v1" and _served_checkpoints(repository) == {"old"}
+    assert releasing(repository, "relt", 3, _candidates(tmp_path, "newer", 3), []) == []
+    assert [releases.versions(repository / m) for m in MODELS] == [[1, 2, 3]] * 3
+    _whole(repository)
+
+
+def test_rollback_refuses_a_version_nobody_released(tmp_path: Path) -> None:
+    from deploy.pipeline.errors import StageFailed
+    from deploy.releasing.rollback import roll_back_in
+
+    repository = _released_twice(tmp_path)
+    shutil.copytree(repository / MODELS[0] / "1", repository / MODELS[0] / "9")
+    configs = [(repository / m / "config.pbtxt").read_text() for m in MODELS]
+    with pytest.raises(
+        StageFailed, match=rf"{MODELS[0]}/9 \(version dir that no publish or release placed\)"
+    ):
+        roll_back_in(repository, "relt", 1, [])
+    assert [(repository / m / "config.pbtxt").read_text() for m in MODELS] == configs  # nothing touched

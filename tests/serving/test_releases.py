@@ -169,11 +169,13 @@ def test_a_rollback_goes_to_the_newest_version_never_rolled_back(tmp_path: Path)
     assert releases.before(model, 1) is None
 
 
-def test_pruning_keeps_good_versions_and_the_one_to_roll_back_to(tmp_path: Path) -> None:
-    """The issue's history: v1 good, v2..v4 the same retrain rolled back, v5 released."""
+def test_pruning_keeps_the_newest_versions_and_the_one_to_roll_back_to(tmp_path: Path) -> None:
+    """v1 good, v2..v4 the same retrain rolled back, v5 released: keep 3 keeps the newest
+    three, rolled back or not (`rollback --to` may name any of them), and v1, where a
+    plain rollback from v5 goes."""
     model = _history(tmp_path, rolled_back={2, 3, 4})
-    assert releases.prune(model, keep=3, served={5}) == [2, 3, 4]  # keep counts good versions
-    assert releases.versions(model) == [1, 5]
+    assert releases.prune(model, keep=3, served={5}) == [2]
+    assert releases.versions(model) == [1, 3, 4, 5]
 
 
 def test_pruning_never_removes_the_served_version_or_the_good_one_before_it(tmp_path: Path) -> None:

@@ -87,7 +87,7 @@ def _publish(
 ) -> list[str]:
     """Every new version in one transaction (serving.release_journal); unchanged models
     settled. Returns the live servers that did not switch."""
-    from deploy.pipeline.publish import write_manifest_here
+    from deploy.pipeline.publish import Verification, write_manifest_here
     from deploy.serving.publishing import publishing
     from deploy.serving.release_journal import releasing
     from deploy.serving.release_mirror import mirror
@@ -103,7 +103,8 @@ def _publish(
             versions.settle(
                 repository / model.model, tree / model.model / "config.pbtxt", params.keep, base.pipeline
             )
-    write_manifest_here(repository, ctx.config.name, [m.model for m in decided])
+    verified = Verification(("smoke",) if "smoke" in ctx.inputs else ())  # the release ran after it passed
+    write_manifest_here(repository, ctx.config.name, [m.model for m in decided], verified)
     remote = publishing(ctx.config).remote
     problems = releasing(repository, base.pipeline, params.keep, placed, params.servers, remote)
     if remote:  # mirrored by the transaction when it placed versions; unchanged models too

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 def run(ctx: StageContext, params: ReleaseParams) -> None:
     from deploy.gates import references
+    from deploy.serving.foreign import refuse_foreign
     from deploy.serving.release_journal import recover
     from deploy.stages.release import output
 
@@ -44,6 +45,7 @@ def run(ctx: StageContext, params: ReleaseParams) -> None:
         ctx.log.warning(line)
     if recovered:
         ctx.record("recovered", recovered)
+    refuse_foreign(ctx.config.repository, ctx.config.name)  # the gate compares with what was released
     golden = references.load(ctx.input("golden"))
     cases = [golden[label].inputs for label in LABELS] + _held_out(ctx, params)
     tree, repository = ctx.input("repository"), ctx.config.repository

@@ -49,7 +49,9 @@ class Source(StrEnum):
     """What the server reads."""
 
     CACHE = "cache"  # the repository artifact
-    PUBLISHED = "published"  # the copy triton_config.publish_to put on object storage
+    # A copy on triton_config.publish_to's object storage (`<publish_to>.candidate`): the
+    # server reads s3:// itself; publish_to itself is replaced only once smoke passed.
+    PUBLISHED = "published"
 
 
 class SmokeParams(BaseModel):
@@ -77,8 +79,9 @@ class SmokeParams(BaseModel):
     request_timeout_s: float = Field(120, gt=0, description="Timeout of each request to the server, seconds.")
     source: Source = Field(
         Source.CACHE,
-        description="What the server reads: cache, the repository artifact; published, the copy "
-        "triton_config.publish_to put on object storage (the server reads s3:// itself), as production would.",
+        description="What the server reads: cache, the repository artifact; published, a copy of it on "
+        "triton_config.publish_to's object storage, beside it (`<publish_to>.candidate`, removed after), which the "
+        "server reads itself as production would. publish_to itself is replaced only once smoke passed.",
     )
     service: ServiceParams = Field(
         ServiceParams(),

@@ -22,7 +22,7 @@ from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, 
 from deploy.pipeline.errors import StageFailed
 from deploy.serving import smoke_report
 from deploy.serving.model_state import LoadState
-from deploy.serving.publishing import PublishPolicy, published_url, publishing
+from deploy.serving.publishing import PublishPolicy, candidate_url, published_url, publishing, triton_url
 from deploy.serving.repository import Model
 from deploy.serving.server_spec import ServerKind, ServerSpec, identity
 from deploy.serving.service import Role
@@ -59,22 +59,47 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
     scratch.mkdir()
     report = smoke_report.SmokeReport()
     server = None
+    candidate = _candidate(ctx) if params.source == Source.PUBLISHED else None
     try:
-        remote = published_url(ctx.config) if params.source == Source.PUBLISHED else None
-        _refuse_incomplete(publishing(ctx.config).remote if remote else None, ctx.config.name)
+        _refuse_incomplete(candidate, ctx.config.name)
         with serve_repository(
             _server_spec(params.server, ctx.input("repository")),
             ctx.input("repository"),
             scratch,
             _choose(report),
-            remote=remote,
+            remote=triton_url(candidate) if candidate else None,
         ) as served:
             server = served.server
             report.server = _server_info(server, params)
             report.models.update(_check_all(served, ctx, params, golden))
     finally:
         _finish(ctx, report, server, params.tolerance)
+        if candidate:
+            _remove(candidate)
     _verdict(report, server, params.require)
+
+
+def _candidate(ctx: StageContext) -> str:
+    """The candidate copied beside publish_to on its object storage, for the server to read
+    as production will (serving/publishing.candidate_url); publish_to is left alone."""
+    from deploy.pipeline.errors import EnvError
+    from deploy.pipeline.publish import copy_tree
+
+    remote = candidate_url(str(publishing(ctx.config).remote))
+    try:
+        copy_tree(ctx.input("repository"), remote, ctx.config.name)
+    except Exception as exc:  # every storage backend has its own errors; all mean the same here
+        raise EnvError(f"copying the candidate to {remote} failed: {type(exc).__name__}: {exc}") from exc
+    ctx.log.info("the candidate copied to %s for the server to read", remote)
+    return remote
+
+
+def _remove(remote: str) -> None:
+    from deploy.pipeline.publish import destination
+
+    where = destination(remote)
+    if where.fs.exists(where.root):
+        where.fs.rm(where.root, recursive=True)
 
 
 def _refuse_incomplete(remote: str | None, name: str) -> None:
@@ -255,6 +280,7 @@ SPEC = StageSpec(
     ),
     identity=lambda params: identity(params.server),
     check=check,
-    description="real tritonserver: metadata, HTTP + gRPC parity at min/opt/max, concurrent clients' own answers",
+    verifies=frozenset({"repository"}),  # published only after smoke passed on it
+    description="real tritonserver: metadata, HTTP + gRPC parity at every golden case, concurrent clients' own answers",
     timeout_s=1800,
 )
