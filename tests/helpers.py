@@ -459,11 +459,14 @@ def shared_digits(tmp: pytest.TempPathFactory, epochs: int) -> tuple[Path, float
     return folder / "tiny_digits.pt", float(json.loads(done.read_text()))
 
 
-def digits_service(workdir: Path, checkpoint: Path, count: int = 10) -> tuple[Path, dict[str, int]]:
+def digits_service(
+    workdir: Path, checkpoint: Path, count: int = 10, smoke: bool = True
+) -> tuple[Path, dict[str, int]]:
     """The tiny CNN trained on sklearn's digits (`checkpoint`) published as a service:
     PNG bytes in (grayscale, 8x8, pixel / 255 as it was trained on digits / 16), the top-3
     digit names out. Writes the config, labels.txt and `count` held-out digits as PNGs;
-    returns (config path, {png name: true digit})."""
+    returns (config path, {png name: true digit}). Without `smoke` the repository is
+    published unverified (for the tests of what serves it, not of smoke)."""
     import numpy as np
     from PIL import Image
 
@@ -486,6 +489,8 @@ def digits_service(workdir: Path, checkpoint: Path, count: int = 10) -> tuple[Pa
         Image.fromarray(np.round(held_out[index, 0] * 255).astype(np.uint8)).save(samples / name)
         truth[name] = int(labels[index])
     data["stages"]["smoke"]["service"] = {"samples": str(samples)}
+    if not smoke:
+        data["stages"].pop("smoke")
     path = workdir / "digits.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path, truth

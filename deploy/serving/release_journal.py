@@ -1,5 +1,5 @@
-"""A pipeline's release as one transaction: every model switches to the new checkpoint,
-or none does.
+"""A pipeline's release, or rollback, as one transaction: every model switches to the new
+checkpoint (or back), or none does.
 
 The journal (`.deploy-<pipeline>.release-journal` at the repository's root) is written
 before the first model is touched, and names each model's new version, the candidate's
@@ -16,9 +16,13 @@ config and the config it had. Then:
      servers to load;
   6. the journal is removed.
 
+A rollback's journal (kind `rollback`) is written `switching` at once: it places nothing,
+only replaces configs and marks records, so recovery always completes it.
+
 After a kill anywhere, `recover()` (run first by every command that touches the
-repository) reverts a journal still `placing` (new versions removed, the configs as they
-were) and completes one `switching`. A poll-mode server sees a mix only between two
+repository) removes what dead processes left (temp files, staging), reverts a journal
+still `placing` (new versions removed, the configs as they were) and completes one
+`switching`. A poll-mode server sees a mix only between two
 config replaces of step 4 (plus its poll interval); an explicit-mode server only while
 it is told to load model after model (step 5).
 """

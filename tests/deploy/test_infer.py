@@ -16,7 +16,7 @@ def served(tmp_path_factory, digits_checkpoint):
     from deploy.serving.server_spec import ServerSpec
 
     work = tmp_path_factory.mktemp("infer")
-    config, truth = digits_service(work, digits_checkpoint[0])
+    config, truth = digits_service(work, digits_checkpoint[0], smoke=False)  # infer is tested, not smoke
     built = run_cli("run", str(config), "--to", "triton_config", cwd=work)
     assert built.returncode == 0, built.stderr[-2000:]
     scratch = work / "server"

@@ -210,7 +210,9 @@ def test_the_repository_is_published_to_s3_and_smoke_serves_it_from_there(s3, tm
     report = json.loads(Path(smoke["outputs"]["smoke"]["path"]).read_text())
     assert report["models"]["tiny_python"]["status"] == "passed", report
     server_log = Path(smoke["outputs"]["server_log"]["path"]).read_text()
-    assert f"s3://http://127.0.0.1:{s3.port}/models/repo" in server_log
+    # The server read the candidate beside publish_to, removed once smoke passed.
+    assert f"s3://http://127.0.0.1:{s3.port}/models/repo.candidate" in server_log
+    assert not s3.keys("models", "repo.candidate/")
     # A model the pipeline no longer produces leaves the bucket too.
     data["stages"]["triton_config"]["formats"] = ["python"]
     config.write_text(yaml.safe_dump(data, sort_keys=False))

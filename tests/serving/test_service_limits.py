@@ -59,7 +59,7 @@ def _text_service(config: Path) -> None:
     data["stages"]["triton_config"].update(
         preprocess={"kind": "text", "tokenizer": TOKENIZER}, postprocess={"kind": "embedding"}
     )
-    data["stages"].pop("smoke")
+    data["stages"].pop("smoke", None)
     (config.parent / "words.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
 
 
@@ -70,7 +70,7 @@ def served(tmp_path_factory, digits_checkpoint):
     from deploy.serving.server_spec import ServerSpec
 
     work = tmp_path_factory.mktemp("limits")
-    config, truth = digits_service(work, digits_checkpoint[0], count=1)
+    config, truth = digits_service(work, digits_checkpoint[0], count=1, smoke=False)
     _text_service(config)
     for name in (config, work / "words.yaml"):
         built = run_cli("run", str(name), "--to", "triton_config", cwd=work)

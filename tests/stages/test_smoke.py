@@ -243,7 +243,7 @@ def test_server_dies_with_an_interrupted_or_killed_pipeline(built, write_config,
 
 def test_deploy_serve_answers_and_stops_on_ctrl_c(built, cli: Cli):
     path = built[0]
-    assert cli("run", str(path), "--to", "triton_config").returncode == 0
+    assert cli("run", str(path), "--to", "smoke").returncode == 0  # published once smoke passed
     before = tritonservers()
     proc = subprocess.Popen(
         [sys.executable, "-m", "deploy", "serve", str(path)],
@@ -370,7 +370,7 @@ def serve_env(tmpdir: Path) -> dict[str, str]:
 def published(built, tmp_path):
     """(config, published repository, an empty TMPDIR for `deploy serve`)."""
     path = built[0]
-    assert run_cli("run", str(path), "--to", "triton_config").returncode == 0
+    assert run_cli("run", str(path), "--to", "smoke").returncode == 0  # published once smoke passed
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     return path, load_project(path).config.repository.absolute(), tmpdir
