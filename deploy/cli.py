@@ -117,11 +117,26 @@ def run(
             help="Publish what the release gate refuses; REASON goes into the release record (empty: none).",
         ),
     ] = None,
+    wait_quiet: Annotated[
+        float | None,
+        typer.Option(
+            "--wait-quiet",
+            metavar="SECONDS",
+            min=0,
+            envvar="DEPLOY_WAIT_QUIET",
+            help="Before bench times anything, wait up to SECONDS for the machine to be quiet (other processes "
+            "under 25 % of the cores for 5 s); still busy: bench fails saying so (exit 8) instead of timing it.",
+        ),
+    ] = None,
     verbose: Verbose = False,
 ) -> None:
     """Run the pipeline; stages whose inputs are unchanged come from the cache."""
+    import os
+
     from deploy.commands.replay import replayed
 
+    if wait_quiet:  # read by the bench stage's process (stages/bench/machine.py); in no key
+        os.environ["DEPLOY_WAIT_QUIET"] = f"{wait_quiet:g}"
     accept_regression = accept_regression or None  # an empty $DEPLOY_ACCEPT_REGRESSION: none
     console = _console()
     whole = not (force or start or stop or only or accept_regression)  # as deploy.commands.runs.Choice.whole

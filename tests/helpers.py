@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -193,6 +194,43 @@ def tritonservers(mark: str | None = None) -> set[int]:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return found
+
+
+_HOG = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end: pass"
+_LAUNCH = (  # the hog writes nowhere: it must not hold the launcher's pipes open
+    "import subprocess, sys\n"
+    "print(subprocess.Popen([sys.executable, '-c', sys.argv[1]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"
+)
+
+
+@contextlib.contextmanager
+def cpu_hogs(n: int, seconds: float = 120) -> Iterator[list[int]]:
+    """`n` busy loops that are not this process's children (a launcher starts each and
+    exits), so contention counts them as another job's work, as on a shared agent; each
+    ends by itself after `seconds` and is killed (by pid, only these) on the way out."""
+    pids = []
+    for _ in range(n):
+        out = subprocess.run(
+            [sys.executable, "-c", _LAUNCH, _HOG.format(s=seconds)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        pids.append(int(out.stdout))
+    try:
+        time.sleep(0.3)  # running
+        yield pids
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def comparable(row: dict[str, Any]) -> bool:
+    """Whether select may rest a verdict on a bench.json row: settled, not contended (on a
+    loaded agent, or beside the other test workers, most rows are), not implausible."""
+    contended = bool((row.get("environment") or {}).get("contended"))
+    return bool(row["stable"]) and not contended and not row.get("implausible")
 
 
 def output_path(path: Path, results: dict[str, StageResult], stage: str, artifact: str) -> Path:

@@ -55,7 +55,9 @@ def steps() -> list[dict[str, Any]]:
 
 
 def shell(steps: list[dict[str, Any]], where: str = "") -> list[str]:
-    return [s["args"][0] for s in steps if s["step"] == "sh" and where in "/".join(s["path"])]
+    """The shell lines, `sh 'x'` or `sh(script: 'x', returnStatus: true)`."""
+    found = [s["args"][0] for s in steps if s["step"] == "sh" and where in "/".join(s["path"])]
+    return [a["script"] if isinstance(a, dict) else a for a in found]
 
 
 def readme_block(title: str) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +42,14 @@ class BenchRequest:
 
 
 def bench_file(model: Path, request: BenchRequest) -> None:
-    from deploy.runtimes import harness
+    from deploy.runtimes import contention, harness
 
     chosen = _runtime(model, request.runtime)
     settings = _settings(request)
     hint = _hint(request.hint, chosen)
+    fit = contention.fitted(request.threads)  # bench's threads policy: --threads, else the free cores
     try:
-        made = _make(chosen, model, request, hint)
+        made = _make(chosen, model, replace(request, threads=fit.threads), hint)
     except ConfigError as exc:  # a --shapes problem is a command-line problem
         raise typer.BadParameter("; ".join(i.message for i in exc.issues), param_hint="--shapes") from None
     count = request.streams or int(made.settings.get("requests", 1) if hint == Metric.THROUGHPUT else 1)
@@ -57,7 +58,7 @@ def bench_file(model: Path, request: BenchRequest) -> None:
     )
     if made.settings:
         typer.echo("[I] Settings: " + ", ".join(f"{k} {v}" for k, v in made.settings.items()))
-    timing = _timing(made.call, settings, count)
+    timing = _timing(made.call, settings, count, fit)
     for line in harness.report_lines(chosen, harness.summarize(timing, made.batch, settings), settings):
         typer.echo(line)
     if request.export is not None:
@@ -111,12 +112,12 @@ def _settings(request: BenchRequest) -> Any:
     )
 
 
-def _timing(call: Any, settings: Any, count: int) -> Any:
+def _timing(call: Any, settings: Any, count: int, fit: Any) -> Any:
     from deploy.runtimes import harness, streams
 
     if count == 1:
-        return harness.measure(call, settings)
-    return streams.measure([call] * count, settings)[0]  # one session, called from every stream
+        return harness.measure(call, settings, fit)
+    return streams.measure([call] * count, settings, fit=fit)[0]  # one session, called from every stream
 
 
 def _runtime(model: Path, runtime: str) -> str:

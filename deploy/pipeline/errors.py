@@ -22,6 +22,7 @@ class ExitCode(IntEnum):
     CRASHED = 5  # a stage's process died: a signal (segfault, abort, the OOM killer) or exit without a result
     LIMIT = 6  # a stage exceeded its timeout_s or memory_mb and was stopped
     REGRESSION = 7  # the release gate refused a model: it disagrees with, or is slower than, what is deployed
+    CONTENDED = 8  # a timing a verdict needed was taken on a busy machine: no verdict, rerun quiet
     WILL_RUN = 10  # `deploy plan --detailed-exitcode`: some stage will (or may) run
     INTERNAL = 70  # a bug in deploy (EX_SOFTWARE)
     INTERRUPTED = 130
@@ -80,6 +81,14 @@ class RegressionRefused(DeployError):
     """The release gate refused: nothing was published (`--accept-regression REASON` overrides)."""
 
     exit_code = ExitCode.REGRESSION
+
+
+class Contended(DeployError):
+    """A verdict (a regression gate, the release comparison) would rest on a timing taken
+    while other processes held the cores, or the machine never became quiet: none is
+    given. Not a failure of the model: the same run on a quiet machine decides."""
+
+    exit_code = ExitCode.CONTENDED
 
 
 class StageError(DeployError):

@@ -100,7 +100,11 @@ def _end(helper: object, fd_name: str, pid_name: str) -> None:
     setattr(helper, fd_name, None)
     deadline = time.monotonic() + GRACE_S
     with contextlib.suppress(ChildProcessError):
-        while os.waitpid(pid, os.WNOHANG) == (0, 0) and time.monotonic() < deadline:
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:  # a copy of its pipe lives on somewhere: ours to end
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return
             time.sleep(0.01)
 
 

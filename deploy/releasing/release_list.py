@@ -98,6 +98,8 @@ def compared(c: Comparison | None) -> str:
     ):
         if ratio is not None:
             said.append(f"{what} {ratio:.3f}x" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""))
+    if c.machine:
+        said.append(f"{c.threads} threads, {c.machine}")
     return ", ".join(said)
 
 

@@ -59,6 +59,34 @@ class Environment:
         return f"{'CONTENDED' if self.contended else 'quiet'}: {what}{steal}"
 
 
+@dataclass(frozen=True)
+class Fit:
+    """The threads a runtime was given and the cores free when timing began."""
+
+    threads: int | None = None
+    cores_free: float | None = None
+
+    def environment(self, start: Usage | None, end: Usage | None) -> Environment | None:
+        free = self.cores_free if self.cores_free is not None else float(cores())
+        return between(start, end, self.threads, free)
+
+
+def fitted(asked: int | None = None) -> Fit:
+    """The threads policy's choice, with the free cores it rests on."""
+    free = cores_free()
+    return Fit(fitted_threads(asked, free), round(free, 2))
+
+
+def physical_cores() -> int:
+    """Cores, hyper-threads counted once (what ONNX Runtime's default intra-op threads
+    follow), from sysfs; the logical count where sysfs does not say."""
+    siblings = {
+        p.read_text().strip()
+        for p in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/topology/thread_siblings_list")
+    }
+    return len(siblings) or cores()
+
+
 def cores() -> int:
     found = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     return len(found) if found else (os.cpu_count() or 1)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deploy.runtimes.contention import Environment, Fit, usage
 from deploy.runtimes.record import BenchRow, Measured, WindowSummary
 
 
@@ -78,6 +79,8 @@ class Timing:
     warmup_calls: int
     notes: list[str] = field(default_factory=list)
     windows: list[Window] = field(default_factory=list)
+    completed: int = 0  # every call that completed, warm-up and dropped windows included
+    environment: Environment | None = None  # the machine during the kept windows
 
 
 @dataclass
@@ -93,14 +96,21 @@ class _Raw:
         return [(e - b) / 1e6 for b, e in zip(self.starts, self.ends)]
 
 
-def measure(call: Callable[[], Any], settings: Settings) -> Timing:
+def measure(call: Callable[[], Any], settings: Settings, fit: Fit | None = None) -> Timing:
+    """`fit`: the threads the runtime was given and the cores free then (recorded with the
+    machine's usage over the kept windows: runtimes/contention.py)."""
     warmups = _warm_up(call, settings.warmup_ms)
     raws: list[_Raw] = []
     windows: list[Window] = []
+    marks = []  # the machine's usage at each window's start
     while not finished(windows, settings):
+        marks.append(usage())
         raws.append(_window(call, settings))
         windows.append(window_of(raws[-1].latencies_ms(), raws[-1].end_ns - raws[-1].begin_ns))
-    return _timing(raws[-settings.stability_windows :], warmups, windows)
+    timing = _timing(raws[-settings.stability_windows :], warmups, windows)
+    timing.completed = warmups + sum(len(r.ends) for r in raws)
+    timing.environment = (fit or Fit()).environment(marks[-settings.stability_windows], usage())
+    return timing
 
 
 def _warm_up(call: Callable[[], Any], warmup_ms: float) -> int:
@@ -204,6 +214,7 @@ def summarize(timing: Timing, batch: int, settings: Settings) -> Measured:
         windows_used=len(timing.windows),
         measured_s=sum(w.wall_s for w in timing.windows),
         windows=[WindowSummary(w.calls, w.qps, w.median_ms) for w in timing.windows],
+        environment=timing.environment,
     )
 
 
@@ -219,7 +230,23 @@ def report_lines(name: str, s: Measured, settings: Settings) -> list[str]:
     ]
     if isinstance(s, BenchRow):
         lines += _row_lines(s)
-    return lines + _stability_lines(s, settings)
+    return lines + _machine_lines(s) + _stability_lines(s, settings)
+
+
+def _machine_lines(s: Measured) -> list[str]:
+    """The machine while the kept windows ran, and the threads the runtime had."""
+    env = s.environment
+    if env is None:
+        return ["[I] Machine: not measured (no /proc)"]
+    threads = (
+        f"; {env.threads} intra-op threads, {env.cores_free:g} cores free at the start" if env.threads else ""
+    )
+    if not env.contended:
+        return [f"[I] Machine: {env.text()}{threads}"]
+    return [
+        f"[W] * {env.text()}{threads}: other processes' work was timed with this one; "
+        "no verdict should rest on it (rerun on a quiet machine)"
+    ]
 
 
 def _row_lines(row: BenchRow) -> list[str]:

@@ -115,6 +115,7 @@ def measure(
     load = _Paced([[]], submit=submit, pace=pace)
     timing, edges = streams.run(load, settings, snapshot)
     _drain(load)
+    timing.completed = sum(len(rows) for rows in load.records)  # the drained ones too
     return timing, edges, Offered(load.sent, load.late)
 
 

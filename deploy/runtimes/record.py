@@ -13,10 +13,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from deploy.pipeline.records import read_record
+from deploy.runtimes.contention import Environment
 
 # bench.json's layout; bumped with the bench stage's version (its key), see pipeline/records.py.
 # 2: a served row is runtime `triton` with its `model` (1 spelled it `triton:MODEL`).
-SCHEMA = 2
+# 3: each row's environment (contention) and plausibility.
+SCHEMA = 3
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,11 @@ class Measured:
     windows_used: int
     measured_s: float
     windows: list[WindowSummary]
+    environment: Environment | None = None  # the machine while it was timed (runtimes/contention.py)
+
+    @property
+    def contended(self) -> bool:
+        return self.environment is not None and self.environment.contended
 
     def supported(self, key: str) -> bool:
         return self.percentiles_supported.get(key, False)
@@ -83,6 +90,20 @@ class BenchRow(Measured):
     # streams, `concurrency` requests in flight).
     hint: str | None = None
     model: str | None = None  # runtime triton: the served model timed
+    # Why its numbers cannot be right (a batch of 1 slower than a larger one, threads
+    # parked): shown, never compared (runtimes/plausibility.py). None: plausible.
+    implausible: str | None = None
+    one_thread_ms: float | None = None  # the same call's median with one intra-op thread (the check's)
+    served_threads: str | None = None  # runtime triton: what its instance settings imply (serving.repository)
+
+    @property
+    def flagged(self) -> str | None:
+        """Why no verdict may rest on this row: contended, implausible; None when one may."""
+        if self.implausible:
+            return f"implausible: {self.implausible}"
+        if self.contended and self.environment is not None:
+            return self.environment.text()
+        return None
 
     @property
     def subject(self) -> str:

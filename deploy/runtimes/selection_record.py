@@ -13,7 +13,8 @@ from pathlib import Path
 from deploy.pipeline.records import read_record
 
 # selection.json's layout; bumped with the select stage's version (see pipeline/records.py).
-SCHEMA = 2  # 2: the target, each decision's basis, served models and unverified candidates
+# 3: contended and implausible verdicts; `withheld` (why timings decided nothing) for `stable`.
+SCHEMA = 3  # 2: the target, each decision's basis, served models and unverified candidates
 
 
 class Verdict(str, Enum):
@@ -22,7 +23,10 @@ class Verdict(str, Enum):
     REJECTED = "rejected"  # measured, but breaks a constraint
     UNVERIFIED = "unverified"  # the target never loaded / checked it: not a choice for it
     SKIPPED = "skipped"  # not measured at all
-    UNSTABLE = "unstable"  # measured, but its timing did not settle: not compared while stable rows exist
+    # Measured, but no verdict may rest on the row: never compared (bench's flags).
+    UNSTABLE = "unstable"  # its timing did not settle
+    CONTENDED = "contended"  # other processes held the cores while it was timed
+    IMPLAUSIBLE = "implausible"  # its numbers contradict the runtime's other rows (parked threads)
 
 
 class Basis(str, Enum):
@@ -57,7 +61,9 @@ class Chosen:
     candidates: list[Judged]
     basis: str = Basis.IN_PROCESS.value
     model: str | None = None
-    stable: bool = True  # False: the pick rests on timings that did not settle (said wherever it is shown)
+    # Why the timings decided nothing ("every contender's timing is contended"): the pick
+    # is then the FP32 reference, not a speed verdict. "": the timings decided.
+    withheld: str = ""
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from itertools import pairwise
 from typing import Any
 
 from deploy.pipeline.errors import StageFailed
+from deploy.runtimes.contention import Fit, usage
 from deploy.runtimes.harness import Settings, Timing, Window, finished, window_of
 
 POLL_S = 0.01
@@ -97,20 +98,28 @@ def _edge(take: Callable[[], Any]) -> _Edge:
 
 
 def measure(
-    calls: Sequence[Callable[[], Any]], settings: Settings, snapshot: Callable[[], Any] | None = None
+    calls: Sequence[Callable[[], Any]],
+    settings: Settings,
+    snapshot: Callable[[], Any] | None = None,
+    fit: Fit | None = None,
 ) -> tuple[Timing, tuple[Any, Any]]:
     """Runs one closed-loop stream per call; returns the kept windows' timing and
     (snapshot at their start, snapshot at their end)."""
-    return run(_Streams([[] for _ in calls], calls=calls), settings, snapshot)
+    return run(_Streams([[] for _ in calls], calls=calls), settings, snapshot, fit)
 
 
 def run(
-    load: Load, settings: Settings, snapshot: Callable[[], Any] | None = None
+    load: Load, settings: Settings, snapshot: Callable[[], Any] | None = None, fit: Fit | None = None
 ) -> tuple[Timing, tuple[Any, Any]]:
-    """Warm-up, then windows until stable; the kept windows' timing and the snapshots at
-    their edges."""
+    """Warm-up, then windows until stable; the kept windows' timing (with the machine's
+    usage over them: runtimes/contention.py) and the snapshots at their edges."""
     threads = load.threads()
-    take = snapshot or (lambda: None)
+    marks = [usage()]
+
+    def take() -> Any:  # the caller's counters, and the machine's usage, at each edge
+        marks.append(usage())
+        return snapshot() if snapshot is not None else None
+
     try:
         for thread in threads:
             thread.start()
@@ -127,7 +136,13 @@ def run(
     windows = [window_of(load.latencies(a.ns, b.ns), b.ns - a.ns) for a, b in pairwise(edges)]
     first, last = edges[-settings.stability_windows - 1], edges[-1]
     warmups = sum(1 for rows in load.records for _, e in rows if e < edges[0].ns)
-    return _timing(load, first.ns, last.ns, windows, warmups), (first.before, last.after)
+    timing = _timing(load, first.ns, last.ns, windows, warmups)
+    timing.completed = sum(len(rows) for rows in load.records)
+    # Each edge took the usage twice (before and after its counters): the kept windows'
+    # first edge is mark 2k+1 after the one taken at the start.
+    kept = 1 + 2 * (len(edges) - settings.stability_windows - 1)
+    timing.environment = (fit or Fit()).environment(marks[kept], marks[-1])
+    return timing, (first.before, last.after)
 
 
 def _windows(streams: Load, settings: Settings, take: Callable[[], Any]) -> list[_Edge]:

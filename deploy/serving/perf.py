@@ -2,10 +2,11 @@
 
 For each concurrency N, N closed-loop gRPC clients (runtimes/streams.py): client
 latency percentiles and throughput over the kept windows (windows are added until the last
-K agree, perf_analyzer's stability rule), and from Triton's statistics API, read at the
-kept windows' edges, the server's share per request: queue,
-compute input / infer / output, and the average batch the dynamic batcher formed. What
-remains of the client latency is the client + network overhead.
+K agree, perf_analyzer's stability rule), and from Triton's statistics API, read before
+the first request and once the last one is counted and the counters stopped moving (never
+with a request in flight), the server's share per request over the whole measurement:
+queue, compute input / infer / output, and the average batch the dynamic batcher formed.
+What remains of the client latency is the client + network overhead.
 
 `rate_sweep` is the open-loop mode (perf_analyzer's --request-rate-range,
 runtimes/pacing.py): asynchronous gRPC requests on a schedule, whatever the answers.
@@ -67,11 +68,9 @@ def _paced_window(
     client, stats = grpcclient.InferenceServerClient(url), grpcclient.InferenceServerClient(url)
     request = infer_inputs(grpcclient, feeds)
     try:
-        timing, (before, _), offered = pacing.measure(
-            lambda done: client.async_infer(model, request, callback=done),
-            pace,
-            settings,
-            lambda: statistics(stats, model).as_totals(),
+        before = statistics(stats, model).as_totals()  # nothing of this point in flight yet
+        timing, _, offered = pacing.measure(
+            lambda done: client.async_infer(model, request, callback=done), pace, settings
         )
         after = _counted(stats, model, timing, before)
     except StageFailed as exc:
@@ -90,9 +89,8 @@ def _window(
     stats = grpcclient.InferenceServerClient(url)
     calls = [partial(conn.infer, model, request) for conn, request in zip(clients, requests)]
     try:
-        timing, (before, after) = streams.measure(
-            calls, settings, lambda: statistics(stats, model).as_totals()
-        )
+        before = statistics(stats, model).as_totals()  # nothing of this level in flight yet
+        timing, _ = streams.measure(calls, settings)
         after = _counted(stats, model, timing, before)
     except StageFailed as exc:
         raise StageFailed(f"Triton benchmark of {model} at concurrency {level}: {exc}") from None
@@ -103,8 +101,11 @@ def _window(
 
 
 def _counted(stats: Any, model: str, timing: Timing, before: dict[str, int]) -> dict[str, int]:
-    """The server's counters once every request the client timed is in them (they lag)."""
-    served = len(timing.latencies_ms) + before["requests"]
+    """The server's counters once every request of the measurement (warm-up included) is in
+    them and they stopped moving: read with nothing in flight, so `inferences` is exactly
+    `batch` times `requests` (a read while a request was between its count and its
+    execution once gave 1032 requests against 4 x 1031 executions)."""
+    served = timing.completed + before["requests"]
     return settled(lambda: statistics(stats, model).as_totals(), lambda t: t["requests"], served, SETTLE_S)
 
 

@@ -62,6 +62,11 @@ class Comparison:
     latency_ci: list[float] | None = None  # latency_ratio's 95 % confidence interval [low, high]
     per_item_ci: list[float] | None = None  # per_item_ratio's
     rounds: int = 0  # interleaved timing rounds behind the ratios (the more the machine's noise needed)
+    # The machine while both were timed (runtimes.contention): intra-op threads given to both
+    # sides (the one threads policy) and e.g. "CONTENDED: load 6.1 on 2 cores, others 58 % of
+    # the cores". Interleaving keeps the ratio fair under load; the interval says what it cost.
+    threads: int | None = None
+    machine: str = ""
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ class Model:
     directory: Path
     role: Role = Role.MODEL
     steps: tuple[str, ...] = ()  # an ensemble's composing models, in order
+    instances: int = 1  # instance_group counts, summed (Triton's default: one)
 
 
 def private_copy(tree: Path, dest: Path) -> Path:
@@ -60,8 +61,26 @@ def models(repo: Path) -> dict[str, Model]:
             else Role.MODEL
         )
         steps = tuple(step.model_name for step in config.ensemble_scheduling.step)
-        found[path.parent.name] = Model(fmt, backend, precision, path.parent, role, steps)
+        instances = sum(g.count or 1 for g in config.instance_group) or 1
+        found[path.parent.name] = Model(fmt, backend, precision, path.parent, role, steps, instances)
     return found
+
+
+def threads_implied(found: dict[str, Model], name: str) -> str:
+    """What the served model's instance settings imply for threads: each instance runs its
+    runtime with that runtime's default intra-op threads (the python backend's ONNX Runtime:
+    one per physical core; OpenVINO and torch: every core), so a served row may use more
+    threads than the cores, which in-process rows never do."""
+    from deploy.runtimes.contention import cores as logical
+    from deploy.runtimes.contention import physical_cores
+
+    cores, physical = logical(), physical_cores()
+    parts = [found[s] for s in found[name].steps if s in found] or [found[name]]
+    said = []
+    for m in parts:
+        each = physical if m.fmt == "onnx" else cores
+        said.append(f"{m.directory.name}: {m.instances} instance(s) x {each} = {m.instances * each} threads")
+    return f"{'; '.join(said)} on {cores} cores (each instance its runtime's default intra-op threads)"
 
 
 def backends(spec: ServerSpec, workdir: Path) -> set[str] | None:

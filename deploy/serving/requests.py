@@ -110,12 +110,16 @@ def statistics(conn: Client, model: str) -> Statistics:
 def settled(
     read: Callable[[], T], count: Callable[[T], int], target: int, timeout_s: float, interval_s: float = 0.02
 ) -> T:
-    """`read()` once `count` of it reaches `target`. Triton updates its statistics after
-    it sends the responses, so a read right after the last answer can miss the last
-    requests; the last read is returned when the deadline passes."""
+    """`read()` once `count` of it reaches `target` and a second read `interval_s` later
+    is the same. Triton updates its statistics after it sends the responses, and its
+    counters (requests, inferences, executions) one after another, so a read right after
+    the last answer can miss some; the last read is returned when the deadline passes."""
     deadline = time.monotonic() + timeout_s
     value = read()
-    while count(value) < target and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
         time.sleep(interval_s)
-        value = read()
+        again = read()
+        if count(again) >= target and again == value:
+            return again
+        value = again
     return value

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -299,6 +300,12 @@ def test_streams_take_the_stability_settings(models, cli: Cli):
     assert (
         "[I] Windows: 1 in" in proc.stdout and "Stable: the last 1 windows agree within ±5 %" in proc.stdout
     )
+    # The machine beside the timing, the threads the policy gave (no --threads: the free cores).
+    said = re.search(
+        r"\[(I\] Machine: quiet|W\] \* CONTENDED): load [0-9.]+ on (\d+) cores.*; (\d+) intra-op threads",
+        proc.stdout,
+    )
+    assert said and 1 <= int(said.group(3)) <= int(said.group(2)), proc.stdout
 
 
 @pytest.mark.parametrize(

@@ -118,7 +118,13 @@ def test_openvino_is_served_smoked_benched_and_weighed(tmp_path: Path, digits_ch
 
     selection = json.loads(Path(stages["select"]["outputs"]["selection"]["path"]).read_text())
     judged = {e["model"]: e for e in selection["objectives"][0]["candidates"] if e.get("model")}
-    assert judged["tiny_python_openvino_int8"]["verdict"] in ("selected", "slower", "unstable")
+    assert judged["tiny_python_openvino_int8"]["verdict"] in (
+        "selected",
+        "slower",
+        "unstable",
+        "contended",
+        "implausible",
+    )
     assert judged["tiny_openvino"]["verdict"] == "unverified"
     assert selection["accuracy"]["openvino_int8"] >= 0.99
 

@@ -88,7 +88,7 @@ def test_the_package_answers_real_digits_like_eager_is_served_benched_and_weighe
     chosen = json.loads(output_path(path, results, "select", "selection").read_text())
     verdicts = {c["runtime"]: c["verdict"] for c in chosen["objectives"][0]["candidates"]}
     for weighed in (Runtime.INDUCTOR, Runtime.INDUCTOR_BF16):  # weighed, not skipped
-        assert verdicts[weighed] in ("selected", "slower", "unstable"), verdicts
+        assert verdicts[weighed] in ("selected", "slower", "unstable", "contended", "implausible"), verdicts
     _bf16_is_reduced_gated_and_served(path, results, checkpoint)
 
 

@@ -121,6 +121,10 @@ def test_first_release_then_unchanged_then_a_changed_checkpoint_is_gated(
     assert row["accepted"] == "retrained for 30 epochs" and row["compared"].startswith("vs v1: cosine")
     assert "latency" in row["compared"] and "per item" in row["compared"] and row["rolled back"] == ""
     assert newest.comparison is not None and newest.comparison.against == 1
+    # Both sides timed with the one threads policy, the machine during the rounds recorded.
+    assert newest.comparison.threads is not None and 1 <= newest.comparison.threads <= (os.cpu_count() or 1)
+    assert newest.comparison.machine.startswith(("quiet: load ", "CONTENDED: load "))
+    assert newest.comparison.machine in row["compared"]
     assert "64 held-out samples: arrays from" in newest.comparison.inputs
     (logits,) = newest.comparison.agreement
     assert logits.cosine < 0.999 and logits.top1 is not None and 0.5 < logits.top1 <= 1.0

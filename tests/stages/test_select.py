@@ -9,13 +9,14 @@ import json
 import pytest
 import yaml
 
-from deploy.pipeline.errors import ConfigError, StageError
+from deploy.pipeline.errors import ConfigError, ExitCode, StageError
+from deploy.runtimes.contention import Environment
 from deploy.runtimes.record import BenchResults, BenchRow
 from deploy.runtimes.selection_record import Basis, Selection, Verdict
 from deploy.serving.smoke_report import ModelResult, ModelStatus, ServerInfo, SmokeReport
 from deploy.stages.select import candidates, output, selection
 from deploy.stages.select.params import Objective
-from tests.helpers import HOST, bench_row, output_path, real_tensorrt, run
+from tests.helpers import HOST, bench_row, comparable, output_path, real_tensorrt, run
 
 row = bench_row
 
@@ -96,10 +97,10 @@ def test_select_stage_agrees_with_what_bench_measured(write_config) -> None:
     for objective, pick in (("latency", min), ("throughput", max)):
         decided = next(o for o in chosen["objectives"] if o["name"] == objective)
         rows = [r for r in bench if r["batch"] == decided["batch"]]
-        steady = [r for r in rows if r["stable"]]  # no verdict on noise: stable rows decide where any are
-        assert decided["stable"] == bool(steady)
+        steady = [r for r in rows if comparable(r)]  # no verdict on noise: comparable rows decide
+        assert bool(decided["withheld"]) == (not steady), decided
         key = "median_ms" if objective == "latency" else "items_per_s"
-        best = pick(steady or rows, key=lambda r: r[key])
+        best = pick(steady, key=lambda r: r[key]) if steady else {"runtime": "onnxruntime"}  # else FP32
         assert (
             decided["selected"]
             == f"onnx {'int8' if best['runtime'].endswith('int8') else 'fp32'} ({best['runtime']})"
@@ -111,8 +112,8 @@ def test_select_stage_agrees_with_what_bench_measured(write_config) -> None:
     tables = [t["title"] for t in results["select"].metrics["report"]]
     # No smoke in this config: the decision says it holds for in-process runtimes.
     # (unless no row of an objective settled on this busy machine: then the headline says so first)
-    noisy = not all(o["stable"] for o in chosen["objectives"])
-    assert tables[0].startswith("UNSTABLE TIMINGS for " if noisy else "deploy onnx "), tables[0]
+    noisy = any(o["withheld"] for o in chosen["objectives"])
+    assert tables[0].startswith("NO SPEED VERDICT for " if noisy else "deploy onnx "), tables[0]
     assert "target: in-process runtimes on " in tables[0]
     assert tables[1] == "Status per format and precision"
 
@@ -121,10 +122,33 @@ def test_select_fails_when_no_candidate_meets_the_constraints(write_config) -> N
     path = select_config(
         write_config, {"objectives": [{"name": "tight", "metric": "latency", "max_latency_ms": 1e-6}]}
     )
-    with pytest.raises(
-        StageError, match=r"no candidate meets the constraints of 'tight'; every verdict is in the run report"
-    ):
+    with pytest.raises(StageError) as failed:
         run(path)
+    said = str(failed.value)
+    if failed.value.exit_code is ExitCode.CONTENDED:  # a row was timed beside other workers: no verdict
+        assert "no candidate is known to meet the constraints of 'tight'" in said and "not judged" in said, (
+            said
+        )
+    else:
+        assert "no candidate meets the constraints of 'tight'; every verdict is in the run report" in said, (
+            said
+        )
+
+
+def test_a_constraint_broken_on_a_flagged_row_is_not_judged() -> None:
+    """p99 over the limit on a contended row is no rejection: the row is set aside, its
+    reason says the limit was not judged, and a comparable row that meets it is picked."""
+    rows = [contended(row("onnxruntime", 1, 2.0)), row("onnxruntime_int8", 1, 2.2)]
+    tight = Objective(name="tight", metric="latency", max_latency_ms=2.5, min_cosine=None)
+    decision = selection.decide(gather(rows, {}, {"accuracy_int8": 0.999}), tight)
+    assert decision.winner is not None and decision.winner.candidate.runtime == "onnxruntime_int8"
+    rows = [contended(row("onnxruntime", 1, 2.0, p99_ms=9.0)), row("onnxruntime_int8", 1, 3.0)]
+    decision = selection.decide(gather(rows, {}, {"accuracy_int8": 0.999}), tight)
+    fp32 = next(e for e in decision.entries if e.candidate.runtime == "onnxruntime")
+    assert fp32.verdict is Verdict.CONTENDED and fp32.reason.startswith(
+        "p99 9.000 ms > 2.5 ms, but CONTENDED"
+    )
+    assert [e.candidate.runtime for e in decision.set_aside] == ["onnxruntime"]
 
 
 def test_objective_names_must_differ(write_config) -> None:
@@ -143,7 +167,7 @@ def test_the_status_table_is_printed_after_the_run(write_config, tmp_path) -> No
     # The first line of select's output names what to deploy and the target it holds for (after
     # a warning, first, where no row settled on this busy machine).
     first = next(
-        i for i, line in enumerate(lines) if line.startswith(("select: deploy ", "select: UNSTABLE"))
+        i for i, line in enumerate(lines) if line.startswith(("select: deploy ", "select: NO SPEED VERDICT"))
     )
     assert "deploy onnx " in lines[first] and "target: in-process runtimes" in lines[first]
     assert lines[first + 1] == "objective | deploy | value | compared on"
@@ -422,29 +446,49 @@ def unstable(r: BenchRow) -> BenchRow:
     return dataclasses.replace(r, stable=False, cv=0.9)
 
 
-def test_no_verdict_on_noise_stable_rows_decide_and_a_noisy_pick_says_so() -> None:
-    """A faster row whose timing never settled is not compared with stable ones; where no
-    row settled, the pick is made but the headline, the record and the verdict say so."""
+def contended(r: BenchRow) -> BenchRow:
+    busy = Environment(2, 2, 0.4, 3.8, 0.6, 0.0, contended=True)
+    return dataclasses.replace(r, environment=busy)
+
+
+def implausible(r: BenchRow) -> BenchRow:
+    return dataclasses.replace(r, implausible="batch 1 took 28 ms, more than batch 4's 0.12 ms")
+
+
+@pytest.mark.parametrize(
+    ("flag", "verdict", "said"),
+    [
+        (unstable, Verdict.UNSTABLE, "did not settle"),
+        (contended, Verdict.CONTENDED, "CONTENDED: load 3.8 on 2 cores, others 60 %"),
+        (implausible, Verdict.IMPLAUSIBLE, "implausible: batch 1 took 28 ms"),
+    ],
+)
+def test_no_verdict_on_a_flagged_row_and_none_at_all_when_every_row_is(flag, verdict, said) -> None:
+    """A faster row that did not settle, was timed beside other processes' work, or
+    contradicts its runtime's other rows is shown, not compared, and called possibly
+    faster; where every contender is flagged, speed decides nothing: the FP32 reference
+    is kept and the headline, the record and the conclusion say so."""
     from deploy.stages.select.conclusion import conclusion
     from deploy.stages.select.output import headline
 
-    rows = [row("onnxruntime", 1, 2.0), unstable(row("onnxruntime_int8", 1, 0.5)), row("eager", 1, 4.0)]
+    rows = [row("onnxruntime", 1, 2.0), flag(row("onnxruntime_int8", 1, 0.5)), row("eager", 1, 4.0)]
     found = gather(rows, {}, {"accuracy_int8": 0.999})
     decision = selection.decide(found, Objective(name="latency", metric="latency"))
-    assert decision.stable and decision.winner.candidate.runtime == "onnxruntime"
+    assert not decision.withheld and decision.winner.candidate.runtime == "onnxruntime"
     int8 = next(e for e in decision.entries if e.candidate.runtime == "onnxruntime_int8")
-    assert int8.verdict is Verdict.UNSTABLE and "did not settle" in int8.reason and int8.value == 0.5
-    noisy = [unstable(r) for r in rows]
+    assert int8.verdict is verdict and said in int8.reason and int8.value == 0.5, int8
+    assert "possibly faster than the pick (onnx fp32 (onnxruntime)): rerun quiet" in int8.reason
+    noisy = [flag(r) for r in rows]
     found = gather(noisy, {}, {"accuracy_int8": 0.999})
     decision = selection.decide(found, Objective(name="latency", metric="latency"))
-    assert not decision.stable and decision.winner.candidate.runtime == "onnxruntime_int8"
+    assert decision.withheld == f"every contender's timing is {verdict.value}"
+    assert decision.winner.candidate.runtime == "eager"  # the first FP32 contender, not the fastest
     target = candidates.target_of(BenchResults(noisy, {}, HOST), None)
-    assert headline([decision], target, None).startswith("UNSTABLE TIMINGS for 'latency'")
-    said = conclusion([decision], target, None)
-    assert (
-        said.decision.startswith("UNSTABLE TIMINGS") and "not a verdict" in dict(said.facts)["speed vs FP32"]
-    )
-    assert selection.record([decision], found).objectives[0].stable is False
+    assert headline([decision], target, None).startswith("NO SPEED VERDICT for 'latency'")
+    said_then = conclusion([decision], target, None)
+    assert said_then.decision.startswith("NO SPEED VERDICT")
+    assert "not a verdict" in dict(said_then.facts)["latency (batch 1)"]
+    assert selection.record([decision], found).objectives[0].withheld == decision.withheld
 
 
 def test_the_chart_keeps_every_label_on_its_own_line() -> None:

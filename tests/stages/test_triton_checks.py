@@ -22,3 +22,11 @@ def test_settled_returns_the_last_read_at_the_deadline() -> None:
     start = time.monotonic()
     assert settled(read, lambda c: c[0], 64, timeout_s=0.1) == (10, 2)
     assert 0.1 <= time.monotonic() - start < 1.0 and len(calls) > 2
+
+
+def test_settled_waits_for_the_counters_to_stop_moving_not_only_for_the_count() -> None:
+    """Triton counts a request before its execution lands in the other counters: a read at
+    the target with the executions still moving is not the answer (1032 requests against
+    4 x 1031 executions once)."""
+    reads = iter([(1031, 1030), (1032, 1031), (1032, 1032), (1032, 1032)])
+    assert settled(lambda: next(reads), lambda c: c[0], 1032, timeout_s=2.0) == (1032, 1032)

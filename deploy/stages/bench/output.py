@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from deploy.domain.vocabulary import Runtime
 from deploy.pipeline.contract import Cell, StageContext
-from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.errors import Contended, StageFailed
 from deploy.runtimes.harness import GPU_PHASES, SERVER_PHASES, required_samples
 from deploy.runtimes.record import BenchRow as Row
 
@@ -50,11 +50,16 @@ class RegressionGate(BaseModel):
 def speedups(rows: list[Row]) -> list[Row]:
     """Median latency of eager PyTorch over the row's, at the same batch; single-stream
     in-process rows only (at concurrency > 1 latency includes queueing, and a served row
-    includes the server and the network: eager runs in process only, so neither compares)."""
-    eager = {r.batch: r.median_ms for r in rows if r.runtime == Runtime.EAGER}
+    includes the server and the network: eager runs in process only, so neither compares).
+    None where either side is contended or implausible: no speed-up rests on those."""
+    eager = {r.batch: r for r in rows if r.runtime == Runtime.EAGER}
     return [
-        replace(r, speedup_vs_eager=eager[r.batch] / r.median_ms)
-        if r.batch in eager and r.concurrency == 1 and r.server is None
+        replace(r, speedup_vs_eager=eager[r.batch].median_ms / r.median_ms)
+        if r.batch in eager
+        and r.concurrency == 1
+        and r.server is None
+        and r.flagged is None
+        and eager[r.batch].flagged is None
         else r
         for r in rows
     ]
@@ -76,6 +81,8 @@ def latency_table(rows: list[Row], percentiles: tuple[float, ...]) -> tuple[list
         "items/s",
         "× eager",
         "stable",
+        "machine",
+        "plausible",
         "windows",
     ]
     body: list[list[Cell]] = [
@@ -90,11 +97,22 @@ def latency_table(rows: list[Row], percentiles: tuple[float, ...]) -> tuple[list
             _f(r.items_per_s, 1),
             "" if r.speedup_vs_eager is None else _f(r.speedup_vs_eager, 2),
             "yes" if r.stable else "no",
+            _machine(r),
+            "yes" if not r.implausible else f"NO: {r.implausible.split(':')[0]}",
             r.windows_used,
         ]
         for r in rows
     ]
     return columns, body
+
+
+def _machine(row: Row) -> str:
+    """The machine during the row: quiet or CONTENDED, other processes' share, threads."""
+    env = row.environment
+    if env is None:
+        return "not measured"
+    threads = f", {env.threads} thr" if env.threads else ""
+    return f"{'CONTENDED' if env.contended else 'quiet'} ({100 * env.others_share:.0f} % others{threads})"
 
 
 def _percentile_cell(row: Row, key: str) -> str:
@@ -138,6 +156,7 @@ def server_table(rows: list[Row]) -> tuple[list[str], list[list[Cell]]]:
         "client + network us",
         "avg server batch",
         "late sends",
+        "server threads",
     ]
     body: list[list[Cell]] = [
         [
@@ -149,6 +168,7 @@ def server_table(rows: list[Row]) -> tuple[list[str], list[list[Cell]]]:
             overhead(r.server.client_overhead_us),
             _f(r.server.avg_server_batch, 2),
             "" if r.late_share is None else f"{100 * r.late_share:.0f} %",
+            r.served_threads or "",
         ]
         for r in rows
         if r.server is not None
@@ -212,10 +232,16 @@ def headline(rows: list[Row], skipped: dict[str, str]) -> str:
     best: dict[str, Row] = {}
     for r in rows:
         best.setdefault(r.subject, r)
-    parts = [
-        f"{k} b{v.batch} {v.median_ms:.2f} ms{'' if v.stable else ' (unstable)'}" for k, v in best.items()
-    ]
+    parts = [f"{k} b{v.batch} {v.median_ms:.2f} ms{_marks(v)}" for k, v in best.items()]
     return ", ".join(parts + [f"{k}: skipped" for k in skipped])
+
+
+def _marks(row: Row) -> str:
+    """What a headline figure carries: unstable, contended, implausible."""
+    said = [] if row.stable else ["unstable"]
+    said += ["contended"] if row.contended else []
+    said += ["implausible"] if row.implausible else []
+    return f" ({', '.join(said)})" if said else ""
 
 
 # -- plot ---------------------------------------------------------------------------------------
@@ -335,10 +361,34 @@ def _scaled(ax: Axes, values: list[float]) -> None:
 
 # -- gate ---------------------------------------------------------------------------------------
 def gate(rows: list[Row], limits: RegressionGate) -> None:
-    bad = [problem for r in rows for problem in _cell_problems(r, limits)]
-    bad += _unmatched(rows, limits)
+    """Fails the stage with every broken limit. A limit a flagged row (contended,
+    implausible) meets holds (other processes only slow a call down); one it breaks is no
+    verdict: the stage then stops as Contended (exit 8), naming the cells, unless a
+    plausible, quiet row broke a limit too (a regression, exit 1)."""
+    eager = {r.batch: r for r in rows if r.runtime == Runtime.EAGER}
+    bad, unjudged = _unmatched(rows, limits), []
+    for r in rows:
+        problems, flag = _cell_problems(r, limits), _flag(r, eager.get(r.batch), limits)
+        if problems and flag:
+            unjudged.append(f"{r.cell_key} ({flag})")
+        else:
+            bad += problems
     if bad:
         raise StageFailed("benchmark regression gate failed: " + "; ".join(bad))
+    if unjudged:
+        raise Contended(
+            f"the regression gate could not judge {'; '.join(unjudged)}: no verdict on such a timing; "
+            "rerun on a quiet machine (`deploy run --wait-quiet SECONDS`)"
+        )
+
+
+def _flag(r: Row, eager: Row | None, limits: RegressionGate) -> str | None:
+    """Why the row's gate cells carry no verdict: its own flag, or eager's where its
+    speed-up is gated."""
+    if r.flagged:
+        return r.flagged
+    gated = limits.min_speedup_vs_eager.get(r.runtime) is not None
+    return eager.flagged if gated and eager is not None and eager.flagged else None
 
 
 def _unmatched(rows: list[Row], limits: RegressionGate) -> list[str]:

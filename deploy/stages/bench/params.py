@@ -57,7 +57,18 @@ class BenchParams(MeasureSettings):
         description="Batch sizes of the in-process runtimes; null: the shape spec's min / opt / max batch.",
     )
     threads: int | None = Field(
-        None, ge=1, description="Intra-op threads for ONNX Runtime / PyTorch; null: their defaults."
+        None,
+        ge=1,
+        description="Intra-op threads for every in-process runtime (PyTorch, ONNX Runtime, OpenVINO); null: the cores "
+        "free when bench starts (never more than the cores), one policy for all so no row pays an oversubscription "
+        "the others do not. The threads used and the free cores are recorded.",
+    )
+    wait_quiet_s: float = Field(
+        0.0,
+        ge=0,
+        description="Before timing, wait up to this long for a 5 s stretch in which other processes use under 25 % "
+        "of the cores; still busy then: the stage fails saying so (exit 8) instead of timing a contended machine. "
+        "`deploy run --wait-quiet SECONDS` sets it for a run. 0: time at once (rows then say whether contended).",
     )
     openvino_throughput: bool = Field(
         True,

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from deploy.domain.issues import Issue
@@ -23,6 +24,7 @@ from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, 
 from deploy.pipeline.errors import EnvError, StageFailed, first_line
 from deploy.runtimes.base import Device
 from deploy.runtimes.catalog import CATALOG, Family, artifact_of
+from deploy.runtimes.contention import Fit
 from deploy.runtimes.devices import host_identity
 from deploy.runtimes.harness import Settings, report_lines
 from deploy.runtimes.pacing import Pace
@@ -31,7 +33,7 @@ from deploy.serving.repository import Model
 from deploy.serving.server_spec import identity as server_identity
 from deploy.serving.service import Role
 from deploy.spec.config import DeployConfig
-from deploy.stages.bench import output
+from deploy.stages.bench import machine, output
 from deploy.stages.bench.params import BenchParams, TritonBench
 
 # Above this share of late sends a request-rate row is flagged (log, table).
@@ -104,8 +106,11 @@ def _gate_key_problem(key: str, runtimes: tuple[str, ...], batches: list[int]) -
 
 
 def run(ctx: StageContext, params: BenchParams) -> None:
+    from deploy.runtimes import plausibility
     from deploy.stages.bench import calls
 
+    machine.settle(ctx, params.wait_quiet_s)
+    fit = machine.fit(ctx, params.threads)
     settings = params.settings()
     rows: list[BenchRow] = []
     skipped: dict[str, str] = {}
@@ -118,37 +123,46 @@ def run(ctx: StageContext, params: BenchParams) -> None:
         elif reason := calls.unavailable(runtime, Device(params.device)):
             skipped[runtime] = reason
         else:
-            rows += _measured(ctx, params, settings, runtime, batches, skipped)
+            rows += _measured(ctx, params, Cells(settings, fit, batches), runtime, skipped)
     ctx.progress(len(params.runtimes), len(params.runtimes), "done")
-    _failures(ctx, rows, skipped)
-    rows = output.speedups(rows)
+    failed = _failures(rows, skipped)
+    rows = output.speedups(plausibility.checked(rows))
     result = BenchResults(rows, skipped, host_identity(), params.model_dump(mode="json", exclude={"gate"}))
     ctx.output("results").write_text(json.dumps(result.to_json(), indent=1))
     ctx.output("table").write_text(output.markdown(rows, params.percentiles))
     output.plot(rows, ctx.output("plot"))
     ctx.record("bench", [r.to_json() for r in rows])
-    ctx.headline(output.headline(rows, skipped))
+    ctx.headline(plausibility.verdict_lead(rows) + output.headline(rows, skipped))
     output.report(ctx, rows, skipped, params.percentiles)
     output.gate(rows, params.gate)
+    flagged = sum(1 for r in rows if r.flagged)
+    shaky = (
+        f"{flagged} rows contended or implausible: shown, no verdict on them (rerun quiet)" if flagged else ""
+    )
+    if partly := "; ".join(n for n in (failed, shaky) if n):
+        ctx.partial(partly)
 
 
-def _failures(ctx: StageContext, rows: list[BenchRow], skipped: dict[str, str]) -> None:
+def _failures(rows: list[BenchRow], skipped: dict[str, str]) -> str:
     """Runtimes that failed make the stage partial beside measured rows, which are kept
     (select weighs them); with nothing measured at all, the stage fails with their reasons."""
     failed = {r: why.removeprefix(FAILED) for r, why in skipped.items() if why.startswith(FAILED)}
     if failed and not rows:
         raise StageFailed("; ".join(f"{runtime}: {why}" for runtime, why in failed.items()))
-    if failed:
-        ctx.partial(f"{', '.join(failed)} failed (the stage log has why); every other row is kept")
+    return f"{', '.join(failed)} failed (the stage log has why); every other row is kept" if failed else ""
+
+
+@dataclass(frozen=True)
+class Cells:
+    """How every cell is timed: the harness's settings, the threads policy, the batches."""
+
+    settings: Settings
+    fit: Fit
+    batches: list[int]
 
 
 def _measured(
-    ctx: StageContext,
-    params: BenchParams,
-    settings: Settings,
-    runtime: str,
-    batches: list[int],
-    skipped: dict[str, str],
+    ctx: StageContext, params: BenchParams, timing: Cells, runtime: str, skipped: dict[str, str]
 ) -> list[BenchRow]:
     """The runtime's rows; when it fails to load or run, the error goes to `skipped` (the
     stage is then partial) and the rows it measured before, like every other runtime's,
@@ -156,11 +170,11 @@ def _measured(
     rows: list[BenchRow] = []
     try:
         if runtime == Runtime.TRITON:
-            return _triton_rows(ctx, params, settings)
-        for batch in batches:
-            rows.append(_in_process(ctx, params, settings, runtime, batch))
-        for batch in batches if _hints(params, runtime) else ():
-            rows.append(_hinted(ctx, params, settings, runtime, batch))
+            return _triton_rows(ctx, params, timing.settings)
+        for batch in timing.batches:
+            rows.append(_in_process(ctx, params, timing, runtime, batch))
+        for batch in timing.batches if _hints(params, runtime) else ():
+            rows.append(_hinted(ctx, params, timing, runtime, batch))
     except (StageFailed, EnvError) as exc:  # the runtime's own words: a missing provider, no server
         ctx.log.error("%s failed: %s", runtime, exc)
         skipped[runtime] = f"{FAILED}{first_line(exc)}"
@@ -170,20 +184,19 @@ def _measured(
     return rows
 
 
-def _in_process(
-    ctx: StageContext, params: BenchParams, settings: Settings, runtime: str, batch: int
-) -> BenchRow:
+def _in_process(ctx: StageContext, params: BenchParams, timing: Cells, runtime: str, batch: int) -> BenchRow:
     from deploy.runtimes import harness
     from deploy.runtimes.arrays import opt_inputs
     from deploy.stages.bench import calls
 
-    feeds = opt_inputs(ctx.config, batch)
-    timed = calls.make(runtime, ctx, feeds, Device(params.device), params.threads)
-    timing = harness.measure(timed.call, settings)
-    device = _device_of(runtime, params)
-    row = BenchRow.of(harness.summarize(timing, batch, settings), runtime, device)
+    settings, feeds = timing.settings, opt_inputs(ctx.config, batch)
+    timed = calls.make(runtime, ctx, feeds, Device(params.device), timing.fit.threads)
+    measured = harness.measure(timed.call, settings, timing.fit)
+    row = BenchRow.of(harness.summarize(measured, batch, settings), runtime, _device_of(runtime, params))
     if timed.phases is not None:
-        row = replace(row, gpu=harness.phase_summary(timed.phases[-len(timing.latencies_ms) :], settings))
+        row = replace(row, gpu=harness.phase_summary(timed.phases[-len(measured.latencies_ms) :], settings))
+    probe = partial(calls.make, runtime, ctx, feeds, Device(params.device))  # the call with n threads
+    row = replace(row, one_thread_ms=machine.one_thread(probe, batch == min(timing.batches), timing.fit))
     ctx.log.info("\n".join(report_lines(runtime, row, settings)))
     return row
 
@@ -198,16 +211,17 @@ def _hints(params: BenchParams, runtime: str) -> bool:
     return params.openvino_throughput and CATALOG[Runtime(runtime)].family is Family.OPENVINO
 
 
-def _hinted(ctx: StageContext, params: BenchParams, settings: Settings, runtime: str, batch: int) -> BenchRow:
+def _hinted(ctx: StageContext, params: BenchParams, timing: Cells, runtime: str, batch: int) -> BenchRow:
     """OpenVINO under its THROUGHPUT hint (calls.throughput)."""
     from deploy.runtimes import harness, streams
     from deploy.runtimes.arrays import opt_inputs
     from deploy.stages.bench import calls
 
-    loads, chosen = calls.throughput(runtime, ctx, opt_inputs(ctx.config, batch), params.threads)
+    settings = timing.settings
+    loads, chosen = calls.throughput(runtime, ctx, opt_inputs(ctx.config, batch), timing.fit.threads)
     ctx.record(f"{runtime}_throughput_settings", chosen)
-    timing, _ = streams.measure(loads, settings)
-    row = BenchRow.of(harness.summarize(timing, batch, settings), runtime, Device.CPU.value, len(loads))
+    measured, _ = streams.measure(loads, settings, fit=timing.fit)
+    row = BenchRow.of(harness.summarize(measured, batch, settings), runtime, Device.CPU.value, len(loads))
     row = replace(row, hint="throughput")
     ctx.log.info("\n".join(report_lines(f"{runtime}, throughput hint {chosen}", row, settings)))
     return row
@@ -215,6 +229,7 @@ def _hinted(ctx: StageContext, params: BenchParams, settings: Settings, runtime:
 
 def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> list[BenchRow]:
     from deploy.serving.launch import serve_repository
+    from deploy.serving.repository import threads_implied
 
     scratch = ctx.workdir / "server"
     scratch.mkdir()
@@ -230,7 +245,9 @@ def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> 
             if served.found[name].role in (Role.PRE, Role.POST):
                 continue  # timed inside their ensembles
             feeds = _feeds(ctx, served.found, name, params.triton.batch)
+            threads = threads_implied(served.found, name)
             for row in _served_rows(served.server.grpc, name, feeds, params.triton, settings):
+                row = replace(row, served_threads=threads)
                 rows.append(row)
                 ctx.log.info("\n".join(report_lines(f"triton:{name}, load {row.load}", row, settings)))
                 _warn_late(ctx, row)
@@ -303,7 +320,7 @@ def inputs_for(params: BenchParams) -> tuple[str, ...]:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="bench",
-    version=11,  # 11: a runtime that fails is skipped with its error (the rest kept, the stage partial), runtimes this install cannot run on bench.device skipped up front, OpenVINO rows say cpu; 10: served rows name their model in a field (bench.json schema 2); 9: speed-up vs eager on in-process rows only; 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
+    version=12,  # 12: the machine measured with every row (contended), threads fitted to the free cores, implausible rows flagged, no verdict on either; 11: a runtime that fails is skipped with its error (the rest kept, the stage partial), runtimes this install cannot run on bench.device skipped up front, OpenVINO rows say cpu; 10: served rows name their model in a field (bench.json schema 2); 9: speed-up vs eager on in-process rows only; 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
     params=BenchParams,
     inputs=tuple(dict.fromkeys(d.artifact for d in CATALOG.values())),
     outputs=(

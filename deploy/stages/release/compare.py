@@ -36,13 +36,18 @@ def compare(
     """`cases`: the inputs both versions answer; latency is timed on the first case, one
     sample of it where the model batches, throughput on the largest case, each interleaved
     until its interval is within `budget.precision` (runtimes.interleaved)."""
+    from deploy.runtimes import contention
     from deploy.runtimes.onnxrt import OnnxRuntime
 
-    before, after = OnnxRuntime(old, outputs=outputs), OnnxRuntime(new, outputs=outputs)
+    fit = contention.fitted()  # both sides alike: the threads policy bench times with
+    before = OnnxRuntime(old, threads=fit.threads, outputs=outputs)
+    after = OnnxRuntime(new, threads=fit.threads, outputs=outputs)
     agreement = agree([before.infer(c) for c in cases], [after.infer(c) for c in cases], outputs)
     single, batch = cases[0], max(cases, key=_batch)
+    start = contention.usage()
     latency = measure(lambda: before.infer(single), lambda: after.infer(single), budget)
     per_item = measure(lambda: before.infer(batch), lambda: after.infer(batch), budget)
+    machine = fit.environment(start, contention.usage())
     return Comparison(
         against,
         inputs,
@@ -52,6 +57,8 @@ def compare(
         [round(latency.low, 4), round(latency.high, 4)],
         [round(per_item.low, 4), round(per_item.high, 4)],
         max(latency.rounds, per_item.rounds),
+        fit.threads,
+        machine.text() if machine else "",
     )
 
 

@@ -230,8 +230,15 @@ def _row(m: ModelRelease) -> list[Cell]:
         f"{min(top1):.4f}" if top1 else "",
         _ratio(c.latency_ratio, c.latency_ci) if c and c.latency_ratio else "",
         _ratio(c.per_item_ratio, c.per_item_ci) if c and c.per_item_ratio else "",
-        "; ".join(m.problems) or m.note,
+        "; ".join(s for s in [*(m.problems or [m.note]), _machine(c)] if s),
     ]
+
+
+def _machine(c: releases.Comparison | None) -> str:
+    """The threads both sides had and the machine while they were timed."""
+    if c is None or not c.machine:
+        return ""
+    return f"timed with {c.threads} threads each, {c.machine}"
 
 
 def _ratio(value: float, ci: list[float] | None) -> str:

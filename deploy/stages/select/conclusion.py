@@ -8,6 +8,7 @@ from pathlib import Path
 
 from deploy.domain.vocabulary import Metric
 from deploy.pipeline.contract import Conclusion
+from deploy.runtimes.plausibility import comparable
 from deploy.runtimes.record import BenchRow
 from deploy.runtimes.selection_record import Basis
 from deploy.stages.select.candidates import Target
@@ -35,7 +36,7 @@ def _value(d: Decision, e: Standing) -> str:
     where = f", {e.basis.value}" if e.basis is not d.basis else ""
     if e.value is None:
         return "not measured"
-    return f"{e.value:.4g} {d.unit()}{where}{_noise(e.stable)}"
+    return f"{e.value:.4g} {d.unit()}{where}{_noise(e.flag is None and not d.withheld)}"
 
 
 def _eager(d: Decision) -> str:
@@ -50,7 +51,7 @@ def _eager(d: Decision) -> str:
         return f"not measured in process at batch {d.batch} for both"
     gain = _gain(d, _metric(d, mine), _metric(d, theirs))
     numbers = f"{_metric(d, mine):.4g} vs {_metric(d, theirs):.4g} {d.unit()}"
-    return f"{gain:.2f}x (both in process, batch {d.batch}: {numbers}){_noise(mine.stable, theirs.stable)}"
+    return f"{gain:.2f}x (both in process, batch {d.batch}: {numbers}){_noise(comparable(mine), comparable(theirs))}"
 
 
 def _against_fp32(d: Decision) -> str:
@@ -63,7 +64,7 @@ def _against_fp32(d: Decision) -> str:
         return f"no FP32 candidate measured {_where(d)}"
     numbers = f"{win.value:.4g} vs {best.value:.4g} {d.unit()} for {best.candidate.label}"
     gain = _gain(d, win.value, best.value)
-    return f"{gain:.2f}x ({_where(d)}: {numbers}){_noise(win.stable, best.stable)}"
+    return f"{gain:.2f}x ({_where(d)}: {numbers}){_noise(win.flag is None, best.flag is None)}"
 
 
 def _best_fp32(d: Decision) -> Standing | None:
@@ -95,8 +96,8 @@ def _where(d: Decision) -> str:
     return f"both in process, batch {d.batch}"
 
 
-def _noise(*stable: bool) -> str:
-    return "" if all(stable) else "; UNSTABLE timing on a side: not a verdict"
+def _noise(*comparable: bool) -> str:
+    return "" if all(comparable) else "; a side's timing is unstable, contended or implausible: not a verdict"
 
 
 def _accuracy(win: Standing) -> str:

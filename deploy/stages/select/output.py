@@ -34,17 +34,18 @@ def headline(decisions: list[Decision], target: Target, repository: Path | None)
     unmet = [d.objective.name for d in decisions if d.winner is None]
     parts = [f"deploy {where} for {quoted(names)}" for where, names in chosen.items()]
     parts += [f"none meets the constraints of {quoted(unmet)}"] if unmet else []
-    return f"{unstable_warning(decisions)}{'; '.join(parts)}; target: {target.text}"
+    return f"{withheld_warning(decisions)}{'; '.join(parts)}; target: {target.text}"
 
 
-def unstable_warning(decisions: list[Decision]) -> str:
-    """The decision's first words where it rests on timings that did not settle."""
-    noisy = [d.objective.name for d in decisions if d.winner is not None and not d.stable]
-    if not noisy:
+def withheld_warning(decisions: list[Decision]) -> str:
+    """The decision's first words where the timings decided nothing (all flagged)."""
+    withheld = {d.objective.name: d.withheld for d in decisions if d.winner is not None and d.withheld}
+    if not withheld:
         return ""
+    why = "; ".join(dict.fromkeys(withheld.values()))
     return (
-        f"UNSTABLE TIMINGS for {quoted(noisy)} (no contender's timing settled: the pick may be noise; "
-        "rerun bench on a quieter machine or with a longer duration_s): "
+        f"NO SPEED VERDICT for {quoted(list(withheld))} ({why}: the FP32 reference is kept; rerun on a "
+        "quiet machine, `deploy run --wait-quiet SECONDS`): "
     )
 
 
@@ -84,10 +85,19 @@ def _decision_row(d: Decision, repository: Path) -> list[Any]:
 
 
 def _basis(d: Decision) -> str:
+    batch = _batch(d)
     if d.basis is Basis.SERVED:
         load = "concurrency 1" if d.objective.metric == Metric.LATENCY else "the best concurrency"
-        return f"served end to end through Triton (gRPC, batch {d.batch}, {load})"
-    return f"in-process runtimes (batch {d.batch})"
+        return f"served end to end through Triton (gRPC, {batch}, {load})"
+    return f"in-process runtimes ({batch})"
+
+
+def _batch(d: Decision) -> str:
+    """The batch decided at, and whether the user chose it."""
+    if d.objective.batch is not None:
+        return f"batch {d.batch}, the objective's"
+    extreme = "smallest" if d.objective.metric == Metric.LATENCY else "largest"
+    return f"batch {d.batch}, the {extreme} measured: set the objective's batch to decide at another"
 
 
 def _column(d: Decision | None, metric: str, unit: str) -> str:

@@ -14,6 +14,8 @@ from deploy.runtimes.catalog import Family
 from deploy.runtimes.record import BenchRow
 from deploy.runtimes.selection_record import Basis, Chosen, Judged, Selection, Verdict
 
+FLAGGED = (Verdict.UNSTABLE, Verdict.CONTENDED, Verdict.IMPLAUSIBLE)
+
 
 class Goal(Protocol):
     @property
@@ -59,7 +61,13 @@ class Standing:
     reason: str = ""
     load: str = ""  # the row the value comes from: "1", "c4" (served rows at a concurrency)
     basis: Basis = Basis.IN_PROCESS  # where that row was measured
-    stable: bool = True  # that row's timing settled (bench's stability rule)
+    # Why no verdict may rest on that row (UNSTABLE / CONTENDED / IMPLAUSIBLE, with the
+    # reason); None: it may (runtimes/plausibility.py).
+    flag: tuple[Verdict, str] | None = None
+
+    @property
+    def comparable(self) -> bool:
+        return self.flag is None
 
 
 @dataclass(frozen=True)
@@ -68,11 +76,18 @@ class Decision:
     batch: int | None
     entries: list[Standing]
     basis: Basis = Basis.IN_PROCESS
-    stable: bool = True  # False: no contender's timing settled, so the pick rests on noise (and says so)
+    # Why the timings decided nothing (every contender's row unstable, contended or
+    # implausible): the pick is then the FP32 reference, said wherever it is shown.
+    withheld: str = ""
 
     @property
     def winner(self) -> Standing | None:
         return next((e for e in self.entries if e.verdict is Verdict.SELECTED), None)
+
+    @property
+    def set_aside(self) -> list[Standing]:
+        """The entries no verdict was given on (unstable, contended, implausible rows)."""
+        return [e for e in self.entries if e.verdict in FLAGGED]
 
     def winner_label(self) -> str | None:
         return None if self.winner is None else self.winner.candidate.label
@@ -88,26 +103,41 @@ def decide(found: list[Candidate], objective: Goal, min_gain: float = 0.0, serve
     every verified candidate through the server."""
     basis = _basis(found, objective, server)
     batch = objective.batch or _default_batch(found, objective.metric, basis)
-    entries, stable = _steady([_judge(c, objective, batch, basis, server) for c in found])
+    judged = [_judge(c, objective, batch, basis, server) for c in found]
+    contenders = [e for e in judged if e.verdict is Verdict.SLOWER]
+    if contenders and not any(e.comparable for e in contenders):
+        return _reference(Decision(objective, batch, judged, basis), contenders)
+    entries = [_set_aside(e) for e in judged]
     ranked = sorted((e for e in entries if e.verdict is Verdict.SLOWER), key=lambda e: _order(e, objective))
     if not ranked:
-        return Decision(objective, batch, entries, basis, stable)
+        return Decision(objective, batch, entries, basis)
     best = _worth_it(ranked, objective, min_gain)
-    return Decision(objective, batch, [_against(e, best, objective) for e in entries], basis, stable)
+    return Decision(objective, batch, [_against(e, best, objective) for e in entries], basis)
 
 
-def _steady(entries: list[Standing]) -> tuple[list[Standing], bool]:
-    """No verdict on noise: where some contenders' timings settled, only those compete
-    (the others are UNSTABLE, with their numbers shown); where none did, all compete and
-    the decision says it rests on unstable timings."""
-    contenders = [e for e in entries if e.verdict is Verdict.SLOWER]
-    if all(e.stable for e in contenders) or not any(e.stable for e in contenders):
-        return entries, all(e.stable for e in contenders)
-    reason = "its timing did not settle (bench's stability rule): not compared with the stable rows"
-    return [
-        replace(e, verdict=Verdict.UNSTABLE, reason=reason) if e in contenders and not e.stable else e
-        for e in entries
-    ], True
+def _set_aside(e: Standing) -> Standing:
+    """No verdict on a row that cannot carry one: shown with its flag, never compared."""
+    if e.verdict is not Verdict.SLOWER or e.flag is None:
+        return e
+    verdict, why = e.flag
+    return replace(e, verdict=verdict, reason=f"{why}: not compared")
+
+
+def _reference(d: Decision, contenders: list[Standing]) -> Decision:
+    """Every contender's timing is flagged: speed decides nothing. The pick is the first
+    FP32 contender (the accuracy reference: reduced precision must earn its place with a
+    speed-up this run could not measure), else the first contender, and says so."""
+    pick = next((e for e in contenders if e.candidate.precision == Precision.FP32), contenders[0])
+    flags = sorted({e.flag[0].value for e in contenders if e.flag})
+    withheld = f"every contender's timing is {' / '.join(flags)}"
+    why = f"no speed verdict ({withheld}): the reference kept until a quiet rerun decides"
+    entries = [
+        replace(e, verdict=Verdict.SELECTED, reason=why)
+        if e is pick
+        else (replace(e, reason=f"{e.flag[1]}: not compared") if e in contenders and e.flag else e)
+        for e in d.entries
+    ]
+    return replace(d, entries=entries, withheld=withheld)
 
 
 def _basis(found: list[Candidate], objective: Goal, server: bool) -> Basis:
@@ -155,9 +185,24 @@ def _judge(c: Candidate, objective: Goal, batch: int | None, basis: Basis, serve
     if row is None:
         where = "through the server" if basis is Basis.SERVED else "in process"
         return Standing(c, Verdict.SKIPPED, None, f"not measured {where} at batch {batch}")
-    broken = _broken(c, row, objective)
+    broken, flag = _broken(c, row, objective), _flag(row)
+    if broken and flag is not None:  # a constraint broken on a row that cannot judge it: no verdict
+        return Standing(
+            c, flag[0], value, f"{'; '.join(broken)}, but {flag[1]}: not judged", load, measured, flag
+        )
     verdict = Verdict.REJECTED if broken else Verdict.SLOWER
-    return Standing(c, verdict, value, "; ".join(broken), load, measured, row.stable)
+    return Standing(c, verdict, value, "; ".join(broken), load, measured, flag)
+
+
+def _flag(row: BenchRow) -> tuple[Verdict, str] | None:
+    """Why no verdict may rest on the row, the strongest reason first."""
+    if row.implausible:
+        return Verdict.IMPLAUSIBLE, f"implausible: {row.implausible}"
+    if row.contended and row.environment is not None:
+        return Verdict.CONTENDED, f"{row.environment.text()} while it was timed"
+    if not row.stable:
+        return Verdict.UNSTABLE, "its timing did not settle (bench's stability rule)"
+    return None
 
 
 def _row(c: Candidate, objective: Goal, batch: int | None, basis: Basis) -> tuple[BenchRow | None, Basis]:
@@ -200,6 +245,8 @@ def _order(e: Standing, objective: Goal) -> float:
 def _against(e: Standing, best: Standing, objective: Goal) -> Standing:
     if e is best:
         return replace(e, verdict=Verdict.SELECTED, reason="")
+    if e.flag is not None and e.value is not None and best.value is not None:
+        return _maybe_faster(e, best, objective)
     if e.verdict is not Verdict.SLOWER or e.value is None or best.value is None:
         return e
     unit = "ms" if objective.metric == Metric.LATENCY else "items/s"
@@ -210,6 +257,16 @@ def _against(e: Standing, best: Standing, objective: Goal) -> Standing:
     else:
         reason = f"{numbers} ({1 / gain:.2f}x worse than {best.candidate.label})"
     return replace(e, reason=reason)
+
+
+def _maybe_faster(e: Standing, best: Standing, objective: Goal) -> Standing:
+    """A flagged row that looks faster than the pick is a question, not an answer."""
+    assert e.value is not None and best.value is not None
+    if _gain(e, best, objective) <= 1:
+        return e
+    return replace(
+        e, reason=f"{e.reason}; possibly faster than the pick ({best.candidate.label}): rerun quiet"
+    )
 
 
 def served_pick(decision: Decision, serves: Callable[[Candidate], list[str]]) -> Standing | None:
@@ -235,7 +292,7 @@ def record(decisions: list[Decision], found: list[Candidate], target: str = "") 
             [_judged(e) for e in d.entries],
             d.basis.value,
             d.winner.candidate.model or None if d.winner else None,
-            d.stable,
+            d.withheld,
         )
         for d in decisions
     ]

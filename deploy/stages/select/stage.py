@@ -23,7 +23,7 @@ from deploy.domain.naming import model_name
 from deploy.domain.vocabulary import Runtime
 from deploy.gates.accuracy_report import AccuracyReport
 from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
-from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.errors import Contended, StageFailed
 from deploy.runtimes.catalog import ACCURACY_REPORTS, CATALOG
 from deploy.runtimes.record import BenchResults
 from deploy.runtimes.selection_record import Verdict
@@ -51,7 +51,9 @@ def run(ctx: StageContext, params: SelectParams) -> None:
     chosen = selection.record(decisions, found, target.text)
     ctx.record("selection", {d.objective.name: d.winner_label() for d in decisions})
     ctx.record("target", target.text)
-    ctx.record("timings", "unstable" if output.unstable_warning(decisions) else "stable")
+    ctx.record("timings", {d.objective.name: d.withheld or "decided" for d in decisions})
+    if withheld := output.withheld_warning(decisions):
+        ctx.partial(withheld.rstrip(": "))
     ctx.headline(output.headline(decisions, target, ctx.config.repository))
     output.report(ctx, decisions, found, target)
     ctx.conclusion(conclusion(decisions, target, ctx.config.repository))
@@ -62,7 +64,20 @@ def run(ctx: StageContext, params: SelectParams) -> None:
         chosen = replace(chosen, served=_deployment(ctx, decisions))
     ctx.output("selection").write_text(json.dumps(chosen.to_json(), indent=1))
     if unmet:
-        raise StageFailed(_unmet_message(unmet, decisions, target))
+        _refuse(unmet, decisions, target)
+
+
+def _refuse(unmet: list[str], decisions: list[selection.Decision], target: Any) -> None:
+    """No pick: a verdict (exit 1) where the rows could judge, none (Contended, exit 8)
+    where a candidate was set aside for its timing."""
+    aside = [e for d in decisions if d.objective.name in unmet for e in d.set_aside]
+    if aside:
+        raise Contended(
+            f"select: no candidate is known to meet the constraints of {output.quoted(unmet)}; "
+            f"{', '.join(e.candidate.label for e in aside)} could not be judged ({aside[0].reason}); "
+            "rerun on a quiet machine (`deploy run --wait-quiet SECONDS`)"
+        )
+    raise StageFailed(_unmet_message(unmet, decisions, target))
 
 
 def _unmet_message(unmet: list[str], decisions: list[selection.Decision], target: Any) -> str:
@@ -141,7 +156,7 @@ def _link(src: str, dst: str) -> None:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="select",
-    version=7,  # 7: no verdict on noise (unstable rows), like-with-like ratios; 6: OpenVINO INT8 judged by its own accuracy report; 5: the verdict the report opens with; 4: decides for the server smoke verified (selection.json schema 2)
+    version=8,  # 8: contended and implausible rows set aside like unstable ones; all flagged: no speed verdict, the FP32 reference kept (selection.json schema 3); 7: no verdict on noise (unstable rows), like-with-like ratios; 6: OpenVINO INT8 judged by its own accuracy report; 5: the verdict the report opens with; 4: decides for the server smoke verified (selection.json schema 2)
     params=SelectParams,
     inputs=("results", *ACCURACY_REPORTS, "repository", "smoke"),
     outputs=(
