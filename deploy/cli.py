@@ -229,12 +229,14 @@ def validate(
 
 def _probe(config: DeployConfig) -> None:
     """The model built and called at the min shape, in this process (it only reads)."""
+    from deploy.pipeline.extras import install_hint
+
     try:
         from deploy.gates.references import probe_sample
         from deploy.modelio.probe import probe
     except ModuleNotFoundError as exc:
         raise MissingDependency(
-            f"the package '{exc.name}' (--probe builds the model)", "pip install 'deploy[torch]'"
+            f"the package '{exc.name}' (--probe builds the model)", install_hint(exc.name or "torch")
         ) from None
     probe(config, probe_sample(config))
 

@@ -54,6 +54,34 @@ def test_a_command_needing_an_extra_names_it_and_exits_4(
     assert done.returncode == ExitCode.ENVIRONMENT, said
     assert "Traceback" not in said and "internal error" not in said, said
     assert "not available; install it with:" in said and ("setup.sh" in said or "deploy[" in said), said
+    if args[0] == "validate":  # the model file imports torch: deploy's extra, not a bare `pip install torch`
+        assert "[torch]" in said and "pip install torch" not in said, said
+
+
+def test_a_factory_that_fails_when_called_names_the_real_cause(tmp_path: Path) -> None:
+    """A weights package the factory imports when called is missing: exit 4 naming it; a
+    weights file it reads is missing: exit 3 naming model.callable and the path."""
+    (tmp_path / "m.py").write_text(
+        "import torch\n"
+        "def needs_package():\n    import absent_weights_pkg  # noqa\n\n"
+        "def needs_file():\n    return torch.load('/nonexistent/weights.pt')\n"
+        "def says_how():\n    raise ImportError('the weights wheel: pip install --no-deps w==1')\n"
+    )
+    said = {}
+    for name in ("needs_package", "needs_file", "says_how"):
+        config = {**tiny_dict(tmp_path), "name": name, "model": {"file": "m.py", "callable": name}}
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(config))
+        said[name] = run_cli("validate", str(tmp_path / f"{name}.yaml"), "--probe", cwd=tmp_path)
+    assert said["needs_package"].returncode == ExitCode.ENVIRONMENT, said["needs_package"].stderr
+    assert "the package 'absent_weights_pkg'" in said["needs_package"].stderr
+    assert said["needs_file"].returncode == ExitCode.CONFIG, said["needs_file"].stderr
+    assert (
+        "model.callable" in said["needs_file"].stderr
+        and "/nonexistent/weights.pt" in said["needs_file"].stderr
+    )
+    assert said["says_how"].returncode == ExitCode.ENVIRONMENT, said["says_how"].stderr
+    assert "pip install --no-deps w==1" in said["says_how"].stderr
+    assert all("Traceback" not in s.stderr for s in said.values())
 
 
 def test_the_install_hint_fits_the_way_deploy_was_installed(monkeypatch: pytest.MonkeyPatch) -> None:

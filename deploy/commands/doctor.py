@@ -22,6 +22,11 @@ PACKAGES = {
     "tritonclient": "triton_config, smoke",
     "nvidia-pytriton": "smoke's default tritonserver",
     "pillow": "quantize from image folders",
+    "openvino": "the openvino stages and runtimes (the CPU target)",
+    "nncf": "openvino_int8",
+    "matplotlib": "the run report's charts, bench's plot",
+    "fsspec": "the remote cache, publish_to",
+    "s3fs": "s3:// remotes",
 }
 
 

@@ -84,11 +84,32 @@ def _only_service(conn: Client, request: InferRequest, kind: str) -> str:
                 services.append(name)
         except ValueError:
             continue
-    if len(services) != 1:
-        found = ", ".join(services) or "none"
+    if not services:  # tensor endpoints only: nothing takes bytes or sentences
+        step = (
+            "preprocess: {kind: image, …}"
+            if kind == IMAGE_INPUT
+            else "preprocess: {kind: text, tokenizer: …}"
+        )
         raise ConfigError(
             "deploy infer",
-            [Issue("--model", f"name the service: {kind} services ready at {request.url}: {found}")],
+            [
+                Issue(
+                    "--model",
+                    f"no {kind} service is ready at {request.url} (models: {', '.join(sorted(ready)) or 'none'}): "
+                    f"a model takes {kind} only with pre-processing: set triton_config.{step} (and postprocess) "
+                    "in its config and run it again (docs/how-to/services.md)",
+                )
+            ],
+        )
+    if len(services) != 1:
+        raise ConfigError(
+            "deploy infer",
+            [
+                Issue(
+                    "--model",
+                    f"name the service: {kind} services ready at {request.url}: {', '.join(services)}",
+                )
+            ],
         )
     return services[0]
 

@@ -67,8 +67,12 @@ def missing(where: str, exc: ModuleNotFoundError, searched: str = "") -> Missing
         return StageFailed(f"{where}: cannot import: {exc}")
     if not top:
         return MissingDependency(f"a package {where} imports ({exc})", "pip install <the package>")
+    from deploy.pipeline.extras import EXTRA_OF, install_hint
+
     looked = f"; {searched}" if searched else ""
-    return MissingDependency(
-        f"the package '{top}' ({where} imports it{looked})",
-        f"pip install {DISTRIBUTIONS.get(top, top)}, or run from the folder that holds {top}.py",
+    hint = (  # torch, onnx, …: deploy's own extra, as deploy was installed
+        install_hint(top)
+        if top in EXTRA_OF
+        else f"pip install {DISTRIBUTIONS.get(top, top)}, or run from the folder that holds {top}.py"
     )
+    return MissingDependency(f"the package '{top}' ({where} imports it{looked})", hint)

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from deploy.domain.issues import Issue
 from deploy.modelio.installed import missing as _missing
-from deploy.pipeline.errors import StageFailed, first_line
+from deploy.pipeline.errors import ConfigError, EnvError, StageFailed, first_line
 from deploy.spec.config import DeployConfig, ModelSource
 
 if TYPE_CHECKING:
@@ -30,6 +31,14 @@ def load_model(source: ModelSource) -> torch.nn.Module:
     factory = _factory(source)
     try:
         model = factory(**source.kwargs)
+    except ModuleNotFoundError as exc:  # e.g. a weights package the factory imports when called
+        raise _missing("the model factory, when called,", exc) from exc
+    except ImportError as exc:  # the factory's own words on what to install
+        raise EnvError(f"calling the model factory: {exc}") from exc
+    except FileNotFoundError as exc:  # weights or a vocabulary the factory reads: the config's to fix
+        raise ConfigError(
+            _where(source), [Issue(_where(source), f"the factory reads a file that is not there: {exc}")]
+        ) from exc
     except Exception as exc:
         raise StageFailed(f"calling the model factory failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(model, torch.nn.Module):
@@ -37,6 +46,10 @@ def load_model(source: ModelSource) -> torch.nn.Module:
     if source.checkpoint is not None:
         _load_checkpoint(model, source.checkpoint)
     return model.eval()
+
+
+def _where(source: ModelSource) -> str:
+    return f"model.callable ({source.file})" if source.file is not None else "model.factory"
 
 
 def _load_torchscript(path: Path) -> torch.nn.Module:

@@ -20,6 +20,11 @@ def test_doctor_json_matches_the_machine():
     assert checks["gpu"]["ok"] == (shutil.which("nvidia-smi") is not None and checks["gpu"]["detail"] != "")
     if not checks["tensorrt"]["ok"]:
         assert "pip install tensorrt" in checks["tensorrt"]["fix"]
+    # Every extra's packages have a row, with the version installed here.
+    from importlib.metadata import version
+
+    for name in ("openvino", "nncf", "matplotlib", "fsspec", "s3fs"):
+        assert checks[name]["ok"] and checks[name]["detail"].startswith(version(name)), checks[name]
 
 
 @pytest.mark.skipif(host.cuda_gpus() > 0, reason="this machine has an NVIDIA GPU")

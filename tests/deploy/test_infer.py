@@ -73,7 +73,9 @@ def test_an_unreadable_image_is_named_with_the_services_reason(served):
     ("args", "says"),
     [
         (["--model", "tiny_python", "--text", "seven"], "'tiny_python' is not a published service"),
-        (["--text", "seven"], "name the service: text services ready at"),
+        # Only an image service here: a text needs a model with text pre-processing, said so.
+        (["--text", "seven"], "no text service is ready at"),
+        (["--text", "seven"], "set triton_config.preprocess: {kind: text, tokenizer: …}"),
         (
             ["--model", "tiny_python_ensemble", "--text", "seven"],
             "'tiny_python_ensemble' takes image: use --image",

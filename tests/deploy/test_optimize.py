@@ -85,8 +85,11 @@ def test_a_model_that_takes_no_other_batch_is_served_at_the_examples_shapes(tmp_
     model = FixedBatch()
     source = _source(model, tmp_path, "fixed", None, None, {"x": torch.ones(2, 3)})
     assert source["factory"] == f"{__name__}:FixedBatch"  # builds with no arguments: its class
-    config = yaml.safe_load(_config_for(model, "fixed", source, {"x": torch.ones(2, 3)}, None, tmp_path))
+    text = _config_for(model, "fixed", source, {"x": torch.ones(2, 3)}, None, tmp_path)
+    config = yaml.safe_load(text)
     assert config["inputs"][0]["dims"] == [2, 3], config["inputs"]
+    # Its header names what wrote it: this API, not `deploy init`.
+    assert text.startswith("# Written by `deploy.optimize` for 'fixed'"), text[:120]
 
 
 def test_a_class_that_needs_arguments_is_pickled_and_rebuilt_equal(tmp_path: Path) -> None:
