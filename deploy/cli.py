@@ -433,7 +433,9 @@ def infer(
 def bench(
     model: Annotated[
         Path,
-        typer.Argument(help="An .onnx (ONNX Runtime), .xml (OpenVINO IR) or .pt/.ts (TorchScript) file."),
+        typer.Argument(
+            help="A model file: .onnx (ONNX Runtime), .xml (OpenVINO IR), .pt/.ts (TorchScript), … ."
+        ),
     ],
     shapes: Annotated[str | None, typer.Option("--shapes", help="NAME:DxDxD,... (as trtexec).")] = None,
     warmup: Annotated[float, typer.Option("--warmUp", min=0, help="Warm-up time, ms.")] = 200.0,
@@ -446,7 +448,11 @@ def bench(
         Path | None, typer.Option("--exportTimes", help="Write per-call times (JSON).")
     ] = None,
     runtime: Annotated[
-        str, typer.Option("--runtime", help="auto | onnxruntime | torchscript | openvino.")
+        str,
+        typer.Option(
+            "--runtime",
+            help="auto (by the file's suffix), or a runtime that runs model files (`deploy doctor` lists them).",
+        ),
     ] = "auto",
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="Intra-op threads.")] = None,
     streams: Annotated[

@@ -18,7 +18,9 @@ import yaml
 from deploy.modelio.onnx_files import PROTOBUF_LIMIT, data_files
 from tests.helpers import Cli
 
-pytestmark = [pytest.mark.slow, pytest.mark.triton]
+# A whole-model end-to-end check, like the configs': the Jenkins 'Model kinds' stage and
+# `.ci/run`'s `pytest -m matrix` run it, not the README's test command.
+pytestmark = [pytest.mark.matrix, pytest.mark.slow, pytest.mark.triton]
 
 # Peak disk use measured at 10.2 GB (2026-11-24, df sampled every 2 s during this test):
 # one agent holds the weights in its cache objects, each laid-out tree (export,

@@ -84,11 +84,13 @@ def _takes_attribute(package: str, names: set[str], known: dict[str, Path]) -> b
 
 
 def is_stage(name: str, known: dict[str, Path]) -> bool:
-    """A stage is a module of `stages` (or a package under it) that defines SPEC."""
+    """A stage is a module of `stages` (or a package under it) that defines SPEC, or
+    SPECS: one definition making a stage per parameter (a precision)."""
     parts = name.split(".")
     if parts[0] != "stages" or len(parts) < 2 or parts[1].startswith("_"):
         return False
-    return "SPEC = StageSpec(" in known[name].read_text() or (f"{name}.stage" in known)
+    text = known[name].read_text()
+    return "SPEC = StageSpec(" in text or "\nSPECS = " in text or (f"{name}.stage" in known)
 
 
 def stage_of(name: str, known: dict[str, Path]) -> str | None:

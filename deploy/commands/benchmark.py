@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -9,16 +10,14 @@ from typing import Any
 import typer
 
 from deploy.domain.issues import Issue
-from deploy.domain.vocabulary import Metric, Runtime
-from deploy.pipeline.errors import ConfigError
+from deploy.domain.vocabulary import Metric
+from deploy.pipeline.errors import ConfigError, EnvError
+from deploy.runtimes.base import Device
+from deploy.runtimes.catalog import PLUGINS, for_suffix, get, names
 
-# `deploy bench MODEL` times one file, with the runtime its suffix implies.
-RUNTIMES = {
-    ".onnx": Runtime.ONNXRUNTIME,
-    ".pt": Runtime.TORCHSCRIPT,
-    ".ts": Runtime.TORCHSCRIPT,
-    ".xml": Runtime.OPENVINO,  # an OpenVINO IR, model.bin beside it
-}
+# `deploy bench MODEL` times one file, with the runtime its suffix implies or --runtime names.
+FILE_RUNTIMES = tuple(p.name for p in PLUGINS if p.open_file is not None)
+SHAPE = re.compile(r"^([A-Za-z_][\w.:/-]*):(\d+(?:x\d+)*)$")
 
 
 @dataclass(frozen=True)
@@ -67,20 +66,28 @@ def bench_file(model: Path, request: BenchRequest) -> None:
 
 
 def _make(chosen: str, model: Path, request: BenchRequest, hint: str) -> Any:
-    from deploy.stages.bench import calls
+    opened = get(chosen).open_file
+    assert opened is not None, f"{chosen} runs no model file"
+    return opened(model, parse_shapes(request.shapes), request.threads, hint)
 
-    shapes = calls.parse_shapes(request.shapes)
-    if chosen == Runtime.OPENVINO:
-        return calls.openvino(model, shapes, request.threads, hint)
-    if chosen == Runtime.ONNXRUNTIME:
-        return calls.onnxruntime(model, shapes, request.threads)
-    return calls.torchscript(model, shapes, request.threads)
+
+def parse_shapes(text: str | None) -> dict[str, tuple[int, ...]]:
+    """trtexec's --shapes: `input:8x3x224x224,mask:8x128`."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in filter(None, (text or "").split(",")):
+        match = SHAPE.match(item.strip())
+        if match is None:
+            raise ConfigError(
+                "--shapes", [Issue("--shapes", f"'{item}' is not NAME:DxDxD (e.g. input:1x3x224x224)")]
+            )
+        shapes[match.group(1)] = tuple(int(d) for d in match.group(2).split("x"))
+    return shapes
 
 
 def _hint(hint: str, runtime: str) -> str:
     if hint not in HINTS:
         raise typer.BadParameter(f"'{hint}' is not one of {', '.join(HINTS)}", param_hint="--hint")
-    if hint != Metric.LATENCY and runtime != Runtime.OPENVINO:
+    if hint != Metric.LATENCY and get(runtime).throughput is None:
         raise typer.BadParameter(f"a performance hint is OpenVINO's; {runtime} has none", param_hint="--hint")
     return hint
 
@@ -124,12 +131,16 @@ def _runtime(model: Path, runtime: str) -> str:
     if not model.is_file():
         raise ConfigError(str(model), [Issue("MODEL_FILE", "file not found")])
     if runtime == AUTO:
-        runtime = RUNTIMES.get(model.suffix, "")
-    if runtime not in set(RUNTIMES.values()):
+        found = for_suffix(model.suffix)
+        runtime = found.name if found is not None and found.open_file is not None else ""
+    if runtime not in FILE_RUNTIMES:
         raise typer.BadParameter(
-            f"cannot tell the runtime of '{model.name}'; pass onnxruntime, torchscript or openvino",
+            f"cannot tell the runtime of '{model.name}'; pass one of {names(FILE_RUNTIMES)}",
             param_hint="--runtime",
         )
+    plugin = get(runtime)
+    if reason := plugin.unavailable(plugin.on(Device.CPU)):  # e.g. a CUDA provider on a machine without a GPU
+        raise EnvError(f"--runtime {runtime}: {reason}")
     return runtime
 
 

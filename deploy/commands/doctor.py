@@ -40,7 +40,23 @@ class Check:
 
 def checks() -> list[Check]:
     found = [_package(name, used) for name, used in PACKAGES.items()]
-    return [*found, _tensorrt(), _gpu(), _cuda(), _tritonserver(), _docker()]
+    return [*found, _tensorrt(), _gpu(), _cuda(), _tritonserver(), _docker(), *_runtimes()]
+
+
+def _runtimes() -> list[Check]:
+    """Every registered runtime (runtimes/catalog.py) on the device it runs on (a CUDA one
+    on the GPU, the rest on the CPU): whether this install can run it, and why not."""
+    from deploy.runtimes.base import Device
+    from deploy.runtimes.catalog import PLUGINS
+
+    found = []
+    for p in PLUGINS:
+        device = p.on(Device.CPU)
+        reason = p.unavailable(device)
+        files = f"; runs {', '.join(p.suffixes)} files (deploy bench)" if p.open_file else ""
+        detail = f"{p.family} {p.precision or 'as served'} on {device.value}{files}"
+        found.append(Check(f"runtime {p.name}", reason is None, detail if reason is None else reason))
+    return found
 
 
 def config_checks(project: Project) -> list[Check]:

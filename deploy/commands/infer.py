@@ -4,7 +4,7 @@ embedding's first values back, with the latency of each request."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,22 +85,7 @@ def _only_service(conn: Client, request: InferRequest, kind: str) -> str:
         except ValueError:
             continue
     if not services:  # tensor endpoints only: nothing takes bytes or sentences
-        step = (
-            "preprocess: {kind: image, …}"
-            if kind == IMAGE_INPUT
-            else "preprocess: {kind: text, tokenizer: …}"
-        )
-        raise ConfigError(
-            "deploy infer",
-            [
-                Issue(
-                    "--model",
-                    f"no {kind} service is ready at {request.url} (models: {', '.join(sorted(ready)) or 'none'}): "
-                    f"a model takes {kind} only with pre-processing: set triton_config.{step} (and postprocess) "
-                    "in its config and run it again (docs/how-to/services.md)",
-                )
-            ],
-        )
+        raise _no_service(kind, ready, request.url)
     if len(services) != 1:
         raise ConfigError(
             "deploy infer",
@@ -112,6 +97,17 @@ def _only_service(conn: Client, request: InferRequest, kind: str) -> str:
             ],
         )
     return services[0]
+
+
+def _no_service(kind: str, ready: Iterable[str], url: str) -> ConfigError:
+    """Only tensor endpoints: what the model's config lacks to take `kind`."""
+    step = "preprocess: {kind: image, …}" if kind == IMAGE_INPUT else "preprocess: {kind: text, tokenizer: …}"
+    said = (
+        f"no {kind} service is ready at {url} (models: {', '.join(sorted(ready)) or 'none'}): a model takes "
+        f"{kind} only with pre-processing: set triton_config.{step} (and postprocess) in its config and run "
+        "it again (docs/how-to/services.md)"
+    )
+    return ConfigError("deploy infer", [Issue("--model", said)])
 
 
 def _json(request: InferRequest) -> dict[str, bool]:

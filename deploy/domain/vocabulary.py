@@ -34,25 +34,6 @@ class ServingFormat(StrEnum):
     PYTHON_INDUCTOR = "python_inductor"  # an AOTInductor package inside Triton's python backend
 
 
-class Runtime(StrEnum):
-    """What the bench stage times; runtimes/catalog.py says what each deploys."""
-
-    EAGER = "eager"
-    TORCHSCRIPT = "torchscript"
-    ONNXRUNTIME = "onnxruntime"
-    ONNXRUNTIME_INT8 = "onnxruntime_int8"
-    ONNXRUNTIME_FP16 = "onnxruntime_fp16"
-    OPENVINO = "openvino"
-    OPENVINO_FP16 = "openvino_fp16"
-    OPENVINO_BF16 = "openvino_bf16"
-    OPENVINO_INT8 = "openvino_int8"
-    TENSORRT = "tensorrt"
-    INDUCTOR = "inductor"  # an AOTInductor package (torch.export, compiled by TorchInductor)
-    INDUCTOR_FP16 = "inductor_fp16"
-    INDUCTOR_BF16 = "inductor_bf16"
-    TRITON = "triton"  # a served model, end to end (the row names the model)
-
-
 class Metric(StrEnum):
     """What select and the Triton config search optimise."""
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deploy.domain.issues import Issue
-from deploy.domain.vocabulary import Precision, Runtime
+from deploy.domain.vocabulary import Precision
 from deploy.gates.accuracy_report import Evidence
 from deploy.gates.tolerance import AccuracyGate
 from deploy.pipeline.errors import StageSkipped
@@ -41,10 +41,10 @@ def device(config: DeployConfig) -> Device:
 def host(precision: Precision, emulated: bool, config: DeployConfig) -> list[Issue]:
     """What this install cannot build of `precision`, said before the run; `emulated`: build
     it where the device only emulates it."""
-    from deploy.runtimes.host import cannot_run, lacks_native
+    from deploy.runtimes.host import lacks_native, torch_cannot
 
     target = device(config)
-    reason = cannot_run(Runtime.INDUCTOR, target)
+    reason = torch_cannot(target)
     if reason is None and not emulated:
         if lacking := lacks_native(precision, target):
             reason = f"{lacking} (stages.inductor_{precision}.emulated: true builds and gates it anyway)"

@@ -46,8 +46,10 @@ class Job:
     persistent: Path | None
 
     def spec(self) -> StageSpec:
-        spec = importlib.import_module(self.module).SPEC
-        assert isinstance(spec, StageSpec) and spec.name == self.stage
+        from deploy.pipeline.registry import specs_in
+
+        spec = specs_in(importlib.import_module(self.module)).get(self.stage)
+        assert isinstance(spec, StageSpec), f"{self.module} defines no stage '{self.stage}'"
         return spec
 
 

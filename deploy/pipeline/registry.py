@@ -36,13 +36,38 @@ def packages() -> tuple[str, ...]:
 
 @cache
 def _modules() -> dict[str, str]:
-    """stage name -> module import path; the first package that has a name wins."""
+    """module name -> import path, of every stage module; the first package that has a
+    name wins. A module defines the stage of its name (SPEC), or a family of stages from one
+    definition (SPECS: one per parameter, e.g. a precision), named as it names them."""
     found: dict[str, str] = {}
     for package in packages():
         for info in pkgutil.iter_modules(_import(package).__path__):
             if not info.name.startswith("_"):
                 found.setdefault(info.name, f"{package}.{info.name}")
     return found
+
+
+def specs_in(module: ModuleType) -> dict[str, StageSpec]:
+    """The stages a module defines: its SPEC, or each of its SPECS."""
+    declared = getattr(module, "SPECS", None) or (getattr(module, "SPEC", None),)
+    return {s.name: s for s in declared if isinstance(s, StageSpec)}
+
+
+@cache
+def _families() -> dict[str, str]:
+    """stage name -> import path, for the stages of modules that define SPECS (each
+    stage module imported: only where a name is not a module's own)."""
+    found: dict[str, str] = {}
+    for path in _modules().values():
+        module = importlib.import_module(path)
+        if hasattr(module, "SPECS"):
+            found.update(dict.fromkeys(specs_in(module), path))
+    return found
+
+
+def _module_of(name: str) -> str | None:
+    path = _modules().get(name)
+    return path if path is not None else _families().get(name)
 
 
 def _import(package: str) -> ModuleType:
@@ -53,23 +78,27 @@ def _import(package: str) -> ModuleType:
 
 
 def stage_names() -> tuple[str, ...]:
-    return tuple(sorted(_modules()))
+    families = set(_families().values())
+    return tuple(sorted({n for n, path in _modules().items() if path not in families} | set(_families())))
 
 
 def stage_module(name: str) -> str:
     """The import path of the module that defines stage `name` (a child process imports
     it by this path to run the stage)."""
-    return _modules()[name]
+    path = _module_of(name)
+    if path is None:
+        raise KeyError(name)
+    return path
 
 
 @cache
 def stage_spec(name: str) -> StageSpec | None:
-    module = _modules().get(name)
+    module = _module_of(name)
     if module is None:
         return None
-    spec = getattr(importlib.import_module(module), "SPEC", None)
-    if not isinstance(spec, StageSpec) or spec.name != name:
-        raise TypeError(f"{module} must define SPEC = StageSpec(name='{name}', ...)")
+    spec = specs_in(importlib.import_module(module)).get(name)
+    if spec is None:
+        raise TypeError(f"{module} must define SPEC = StageSpec(name='{name}', ...) or SPECS holding it")
     return spec
 
 

@@ -1,96 +1,81 @@
-"""The runtimes the bench stage times, one registry: each name, the artifact it loads and
-what it deploys (format, precision, the Triton model formats serving it). Read by the
-bench stage, the select stage and `deploy bench`; nothing else spells these names."""
+"""The runtimes, registered: every plugin (runtimes/plugins/, the contract in runtimes/plugin.py)
+by name, in the order select lists candidates and `serving` prefers them. A new runtime is
+its plugin module and one line below; bench, validate, select, `deploy bench`, the host
+checks and runtimes/files find it here and nowhere else.
+
+Light: plugin modules import their libraries inside their hooks."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
+from deploy.domain.vocabulary import Precision, ServingFormat
+from deploy.runtimes.plugin import Family, RuntimePlugin
+from deploy.runtimes.plugins import (
+    onnx_plugins,
+    onnxruntime_cuda,
+    openvino_plugins,
+    tensorrt_plugin,
+    torch_plugins,
+    triton_plugin,
+)
 
-from deploy.domain.vocabulary import Precision, Runtime, ServingFormat
-from deploy.pipeline.contract import SOURCE_ARTIFACT
-
-
-class Family(StrEnum):
-    """What a deployment of a runtime is, whatever its precision."""
-
-    PYTORCH = "pytorch"
-    TORCHSCRIPT = "torchscript"
-    ONNX = "onnx"
-    OPENVINO = "openvino"
-    TENSORRT = "tensorrt"
-    INDUCTOR = "inductor"  # an AOTInductor package
-    TRITON = "triton"
-
-
-@dataclass(frozen=True)
-class Deploys:
-    artifact: str  # the pipeline artifact the runtime loads
-    family: Family
-    precision: Precision | None  # None: the served model's own (a Triton row)
-    served_as: tuple[ServingFormat, ...] = ()  # Triton model formats (serving/layout.py) that serve it
-    accuracy: str | None = None  # the artifact of its accuracy report against FP32, if any
-
-
-ONNX_FORMATS = (ServingFormat.ONNX, ServingFormat.PYTHON)
-OPENVINO_FORMATS = (ServingFormat.OPENVINO, ServingFormat.PYTHON_OPENVINO)
-INDUCTOR_FORMATS = (ServingFormat.PYTHON_INDUCTOR,)
-
-CATALOG: dict[Runtime, Deploys] = {
-    Runtime.EAGER: Deploys(SOURCE_ARTIFACT, Family.PYTORCH, Precision.FP32),
-    Runtime.TORCHSCRIPT: Deploys(
-        "torchscript", Family.TORCHSCRIPT, Precision.FP32, (ServingFormat.TORCHSCRIPT,)
-    ),
-    Runtime.ONNXRUNTIME: Deploys("onnx", Family.ONNX, Precision.FP32, ONNX_FORMATS),
-    Runtime.ONNXRUNTIME_INT8: Deploys(
-        "onnx_int8", Family.ONNX, Precision.INT8, ONNX_FORMATS, "accuracy_int8"
-    ),
-    Runtime.ONNXRUNTIME_FP16: Deploys(
-        "onnx_fp16", Family.ONNX, Precision.FP16, ONNX_FORMATS, "accuracy_fp16"
-    ),
-    # Served by Triton's openvino backend, or by OpenVINO in the python backend.
-    Runtime.OPENVINO: Deploys("openvino", Family.OPENVINO, Precision.FP32, OPENVINO_FORMATS),
-    Runtime.OPENVINO_INT8: Deploys(
-        "openvino_int8", Family.OPENVINO, Precision.INT8, OPENVINO_FORMATS, "accuracy_openvino_int8"
-    ),
-    # The FP32 IR computed in bf16 (the CPU plugin's default where the CPU has bf16).
-    Runtime.OPENVINO_BF16: Deploys(
-        "openvino", Family.OPENVINO, Precision.BF16, OPENVINO_FORMATS, "accuracy_openvino_bf16"
-    ),
-    # In process only: the IR with FP16 weights (computed in FP32 on a CPU).
-    Runtime.OPENVINO_FP16: Deploys(
-        "openvino_fp16", Family.OPENVINO, Precision.FP16, accuracy="accuracy_openvino_fp16"
-    ),
-    Runtime.TENSORRT: Deploys("engine", Family.TENSORRT, Precision.MIXED, (ServingFormat.PLAN,)),
-    # The compiled PyTorch path: served by the AOTInductor package inside the python backend.
-    Runtime.INDUCTOR: Deploys("inductor", Family.INDUCTOR, Precision.FP32, INDUCTOR_FORMATS),
-    Runtime.INDUCTOR_FP16: Deploys(
-        "inductor_fp16", Family.INDUCTOR, Precision.FP16, INDUCTOR_FORMATS, "accuracy_inductor_fp16"
-    ),
-    Runtime.INDUCTOR_BF16: Deploys(
-        "inductor_bf16", Family.INDUCTOR, Precision.BF16, INDUCTOR_FORMATS, "accuracy_inductor_bf16"
-    ),
-    Runtime.TRITON: Deploys("repository", Family.TRITON, None),
-}
+_EAGER, _TORCHSCRIPT, *_INDUCTOR = torch_plugins.ALL
+_OPENVINO, _OPENVINO_INT8, _OPENVINO_BF16, _OPENVINO_FP16 = openvino_plugins.ALL
+PLUGINS: tuple[RuntimePlugin, ...] = (
+    _EAGER,
+    _TORCHSCRIPT,
+    *onnx_plugins.ALL,
+    _OPENVINO,
+    _OPENVINO_FP16,
+    _OPENVINO_BF16,
+    _OPENVINO_INT8,
+    tensorrt_plugin.PLUGIN,
+    *_INDUCTOR,
+    triton_plugin.PLUGIN,
+    onnxruntime_cuda.PLUGIN,
+)
+CATALOG: dict[str, RuntimePlugin] = {p.name: p for p in PLUGINS}
+assert len(CATALOG) == len(PLUGINS), "two plugins share a name"
 
 # The runtimes that run in the bench stage's own process (the candidates `select` weighs).
-IN_PROCESS = tuple(r for r in Runtime if r is not Runtime.TRITON)
+IN_PROCESS = tuple(p.name for p in PLUGINS if p.in_process)
+BASELINE = next(p.name for p in PLUGINS if p.baseline)  # the row speed-ups are against
+SERVED = next(p.name for p in PLUGINS if not p.in_process)  # bench's rows timed through a server
+ONNX_FORMATS = onnx_plugins.FORMATS
+OPENVINO_FORMATS = openvino_plugins.FORMATS
+# The accuracy reports select reads: one per reduced precision a stage gates.
+ACCURACY_REPORTS = tuple(dict.fromkeys(p.accuracy for p in PLUGINS if p.accuracy))
+PARITY = tuple(p.name for p in PLUGINS if p.parity is not None)  # what validate can check
+
+
+def get(name: str) -> RuntimePlugin:
+    return CATALOG[name]
 
 
 def artifact_of(runtime: str) -> str:
-    return CATALOG[Runtime(runtime)].artifact
+    return CATALOG[runtime].artifact
 
 
-def serving(fmt: str, precision: str) -> Runtime | None:
+def names(where: tuple[str, ...] = ()) -> str:
+    """`eager | torchscript | …`, for help texts and messages."""
+    return " | ".join(where or tuple(CATALOG))
+
+
+def serving(fmt: str, precision: str) -> RuntimePlugin | None:
     """The runtime whose artifact a Triton model of `fmt` at `precision` serves (None: deploy
-    serves no such model). The one table: triton_config writes models by it, select maps
-    served models back to in-process rows by it."""
-    found = [r for r, d in CATALOG.items() if fmt in d.served_as]
-    exact = next((r for r in found if CATALOG[r].precision == precision), None)
-    if exact is None and precision == Precision.FP32 and len(found) == 1:
+    serves no such model); the first registered where several run the same file (ONNX
+    Runtime on the CPU before its CUDA provider). The one table: triton_config writes
+    models by it, select maps served models back to in-process rows by it."""
+    found = [p for p in PLUGINS if fmt in p.served_as]
+    exact = next((p for p in found if p.precision == precision), None)
+    if exact is None and precision == Precision.FP32 and len({p.artifact for p in found}) == 1:
         return found[0]  # a TensorRT engine: one file, named as FP32 whatever its layers run in
     return exact
 
 
-# The accuracy reports select reads: one per reduced precision a stage gates.
-ACCURACY_REPORTS = tuple(dict.fromkeys(d.accuracy for d in CATALOG.values() if d.accuracy))
+def for_suffix(suffix: str) -> RuntimePlugin | None:
+    """The runtime that runs a model file with this suffix (`deploy bench FILE`, smoke)."""
+    return next((p for p in PLUGINS if suffix in p.suffixes and p.by_suffix), None)
+
+
+def formats_of(family: Family) -> tuple[ServingFormat, ...]:
+    return tuple(dict.fromkeys(f for p in PLUGINS if p.family is family for f in p.served_as))

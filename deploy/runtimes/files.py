@@ -1,7 +1,7 @@
-"""A model file run here, by the runtime its suffix names: ONNX Runtime for `.onnx`,
-OpenVINO for an IR's `.xml`, computing in f32 (or bf16, for an IR served as bf16), and
-torch for an AOTInductor package's `.pt2`. Used where a served file is checked
-against its own local answers (smoke's reduced-precision references)."""
+"""A model file run here, by the runtime its suffix names (runtimes/catalog.py's
+`for_suffix`: ONNX Runtime for `.onnx`, OpenVINO for an IR's `.xml`, computing in f32 or in
+bf16 for an IR served as bf16, torch for an AOTInductor package's `.pt2`). Used where a
+served file is checked against its own local answers (smoke's reduced-precision references)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from deploy.domain.vocabulary import ModelSuffix, Precision
+from deploy.domain.vocabulary import ModelSuffix
 
 SUFFIXES = {ModelSuffix.ONNX: "ONNX Runtime", ModelSuffix.IR: "OpenVINO", ModelSuffix.PT2: "AOTInductor"}
 
@@ -17,18 +17,12 @@ SUFFIXES = {ModelSuffix.ONNX: "ONNX Runtime", ModelSuffix.IR: "OpenVINO", ModelS
 def runtime_for(path: Path, outputs: Sequence[str] | None = None, precision: str = "fp32") -> Any:
     """`precision`: what the file is served as; an IR served as bf16 is computed in bf16
     (an AOTInductor package computes in the precision it was compiled in)."""
-    if path.suffix == ModelSuffix.PT2:
-        from deploy.runtimes import inductorrt
+    from deploy.runtimes.catalog import for_suffix
 
-        return inductorrt.load_file(path, outputs)
-    if path.suffix == ModelSuffix.IR:
-        from deploy.runtimes.openvinort import Compute, OpenVino
-
-        compute = Compute.BF16 if precision == Precision.BF16 else Compute.F32
-        return OpenVino(path, outputs=outputs, compute=compute)
-    from deploy.runtimes.onnxrt import OnnxRuntime
-
-    return OnnxRuntime(path, outputs=outputs)
+    plugin = for_suffix(path.suffix)
+    if plugin is None or plugin.load_file is None:
+        raise ValueError(f"{path.name}: no runtime runs a '{path.suffix}' file")
+    return plugin.load_file(path, outputs, precision)
 
 
 def newest_model_file(model_dir: Path) -> Path | None:

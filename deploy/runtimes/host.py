@@ -9,16 +9,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from deploy.domain.vocabulary import Precision, Runtime
+from deploy.domain.vocabulary import Precision
 from deploy.pipeline.keys import dist_version
 from deploy.runtimes.base import Device
-from deploy.runtimes.catalog import CATALOG, Family
 
 # One directory per GPU the NVIDIA driver sees (the driver creates it; containers see it too).
 DRIVER_GPUS = Path("/proc/driver/nvidia/gpus")
 # ONNX Runtime's builds that hold the CUDA execution provider.
 ORT_CUDA_BUILDS = ("onnxruntime-gpu", "onnxruntime-training")
-CUDA_FAMILIES = (Family.PYTORCH, Family.TORCHSCRIPT, Family.INDUCTOR, Family.ONNX)
 
 
 def cuda_gpus() -> int:
@@ -26,24 +24,34 @@ def cuda_gpus() -> int:
     return sum(1 for _ in DRIVER_GPUS.iterdir()) if DRIVER_GPUS.is_dir() else 0
 
 
-def cannot_run(runtime: Runtime, device: Device) -> str | None:
-    """Why `runtime` cannot run on `device` with this install (None: it can, as far as
-    the install tells before loading anything). Only bench.device decides these: OpenVINO
-    rows run on the CPU, a TensorRT row on the GPU, whatever it says."""
-    family = CATALOG[runtime].family
-    if device is Device.CPU or family not in CUDA_FAMILIES:
+# Why a runtime cannot run on a device with this install (None: it can, as far as the
+# install tells before loading anything): the plugins' `unavailable` hooks.
+
+
+def no_gpu(device: Device) -> str | None:
+    if device is Device.CPU or cuda_gpus():
         return None
-    if not cuda_gpus():
-        return f"device cuda: no NVIDIA GPU on this machine (no driver entry {DRIVER_GPUS})"
-    if family is Family.ONNX:
-        return _ort_cuda()
+    return f"device cuda: no NVIDIA GPU on this machine (no driver entry {DRIVER_GPUS})"
+
+
+def torch_cannot(device: Device) -> str | None:
+    """PyTorch, TorchScript, AOTInductor: a GPU, and a CUDA build of torch."""
+    if device is Device.CPU:
+        return None
     torch = dist_version("torch") or ""
+    if reason := no_gpu(device):
+        return reason
     if torch.endswith("+cpu"):
         return f"device cuda: torch {torch} is a CPU-only build (install a CUDA build of torch)"
     return None
 
 
-def _ort_cuda() -> str | None:
+def ort_cannot(device: Device) -> str | None:
+    """ONNX Runtime: a GPU, and a build with the CUDA execution provider."""
+    if device is Device.CPU:
+        return None
+    if reason := no_gpu(device):
+        return reason
     if any(dist_version(build) for build in ORT_CUDA_BUILDS):
         return None
     return (

@@ -23,9 +23,9 @@ from typing import Any
 
 import tritonclient.grpc as grpcclient
 
-from deploy.domain.vocabulary import Runtime
 from deploy.pipeline.errors import StageFailed
 from deploy.runtimes import pacing, streams
+from deploy.runtimes.catalog import SERVED
 from deploy.runtimes.harness import Settings, Timing, summarize
 from deploy.runtimes.record import BenchRow, ServerShare
 from deploy.serving.requests import PHASES, SETTLE_S, Feed, infer_inputs, settled, statistics
@@ -40,7 +40,7 @@ def sweep(
     for level in concurrency:
         timing, (before, after) = _window(url, model, feeds, level, settings)
         measured = summarize(timing, batch, settings)
-        row = BenchRow.of(measured, Runtime.TRITON, "server", level, model=model)
+        row = BenchRow.of(measured, SERVED, "server", level, model=model)
         rows.append(replace(row, server=_server_share(before, after, measured.mean_ms)))
     return rows
 
@@ -56,7 +56,7 @@ def rate_sweep(
             url, model, feeds, replace(pace, rate=rate), settings
         )
         measured = summarize(timing, batch, settings)
-        row = BenchRow.of(measured, Runtime.TRITON, "server", 0, model=model)
+        row = BenchRow.of(measured, SERVED, "server", 0, model=model)
         share = _server_share(before, after, measured.mean_ms)
         rows.append(replace(row, server=share, request_rate=rate, late_share=offered.late_share))
     return rows

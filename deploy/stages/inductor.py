@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from deploy.domain.issues import Issue
-from deploy.domain.vocabulary import Precision, Runtime
+from deploy.domain.vocabulary import Precision
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.contract import (
     SOURCE_ARTIFACT,
@@ -110,9 +110,9 @@ def host(params: InductorParams, config: DeployConfig) -> list[Issue]:
     """What this install cannot build, said before the run."""
     import shutil
 
-    from deploy.runtimes.host import cannot_run
+    from deploy.runtimes.host import torch_cannot
 
-    reason = cannot_run(Runtime.INDUCTOR, params.device)
+    reason = torch_cannot(params.device)
     if reason is None and params.device is Device.CPU and not (shutil.which("c++") or shutil.which("g++")):
         reason = "no C++ compiler on PATH: AOTInductor builds a CPU package with one (install g++)"
     return (

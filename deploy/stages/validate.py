@@ -5,31 +5,36 @@ the eager reference; any threshold exceeded fails the run."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from deploy.domain.vocabulary import Runtime
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.contract import Artifact, Phase, Section, StageContext, StageSpec
+from deploy.runtimes.base import Device
+from deploy.runtimes.catalog import CATALOG, PARITY, get, names
 
 if TYPE_CHECKING:
     from deploy.gates.parity import ParityReport, Table
     from deploy.runtimes.base import Session
 
-# The runtimes parity is checked on (the others time what these checked).
-Checked = Literal[
-    "onnxruntime", "torchscript", "openvino", "tensorrt"
-]  # Runtime members, as YAML spells them
-
 
 class ValidateParams(Tolerance):
-    runtimes: tuple[Checked, ...] = Field(
+    runtimes: tuple[str, ...] = Field(
         ("onnxruntime", "torchscript"),
         min_length=1,
-        description="Runtimes compared with the eager reference on the golden inputs (openvino: the openvino "
-        "stage's FP32 IR, computed in f32; tensorrt: the built engine).",
+        description=f"Runtimes compared with the eager reference on the golden inputs, of: {names(PARITY)} "
+        "(openvino: the openvino stage's FP32 IR, computed in f32; tensorrt: the built engine; a CUDA one "
+        "where this machine has a GPU, else skipped with the reason).",
     )
+
+    @field_validator("runtimes")
+    @classmethod
+    def _checkable(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [r for r in value if r not in PARITY]
+        if unknown:
+            raise ValueError(f"{unknown} cannot be checked for parity: one of {names(PARITY)}")
+        return value
 
 
 def run(ctx: StageContext, params: ValidateParams) -> None:
@@ -41,14 +46,10 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
     sessions: dict[str, Session] = {}
     skipped: dict[str, str] = {}
     for runtime in params.runtimes:
-        if runtime == Runtime.TENSORRT and "engine" not in ctx.inputs:
-            skipped[runtime] = "no engine: the build stage was skipped (no TensorRT or GPU)"
-        elif runtime == Runtime.TORCHSCRIPT and "torchscript" not in ctx.inputs:
-            skipped[runtime] = "no TorchScript: this config has no trace stage"
-        elif runtime == Runtime.OPENVINO and "openvino" not in ctx.inputs:
-            skipped[runtime] = "no OpenVINO IR: this config has no openvino stage"
+        if why := _cannot(runtime, ctx):
+            skipped[runtime] = why
         else:
-            sessions[runtime] = _RUNNERS[runtime](ctx)
+            sessions[runtime] = _session(runtime, ctx)
             answers = references.run(sessions[runtime], golden)
             tables[runtime] = parity.compare(answers, golden, params, layout_of(ctx.config))
     report = _report(tables, skipped, params).to_json()
@@ -77,55 +78,36 @@ def _report(tables: dict[str, Table], skipped: dict[str, str], params: ValidateP
     )
 
 
-def _onnxruntime(ctx: StageContext) -> Session:
-    from deploy.runtimes.onnxrt import OnnxRuntime
-
-    return OnnxRuntime(ctx.input("onnx"), outputs=ctx.config.output_names())
-
-
-def _torchscript(ctx: StageContext) -> Session:
-    from deploy.runtimes.torchrt import TorchModule
-
-    return TorchModule.torchscript(
-        ctx.input("torchscript"), ctx.config.input_names(), ctx.config.output_names()
-    )
+def _cannot(runtime: str, ctx: StageContext) -> str | None:
+    """Why the runtime is not checked here: its artifact was not made, or this machine
+    cannot run it (a CUDA one without a GPU)."""
+    plugin = get(runtime)
+    if plugin.artifact not in ctx.inputs:
+        return plugin.absent or f"no {plugin.artifact}: its stage was skipped or is not configured"
+    return plugin.unavailable(plugin.on(Device.CPU))
 
 
-def _openvino(ctx: StageContext) -> Session:
-    from deploy.runtimes.openvinort import Compute, OpenVino
-
-    return OpenVino(ctx.input("openvino"), outputs=ctx.config.output_names(), compute=Compute.F32)
-
-
-def _tensorrt(ctx: StageContext) -> Session:
-    from deploy.runtimes.tensorrt import TensorRTEngine
-
-    return TensorRTEngine(ctx.input("engine"), ctx.config.input_names(), ctx.config.output_names())
+def _session(runtime: str, ctx: StageContext) -> Session:
+    hook = get(runtime).parity
+    assert hook is not None, f"{runtime} has no parity hook"
+    return hook(ctx)
 
 
 def inputs_for(params: ValidateParams) -> tuple[str, ...]:
-    runtimes = set(params.runtimes)
-    return (
-        ("onnx", "golden", "eager")
-        + (("torchscript",) if "torchscript" in runtimes else ())
-        + (("openvino",) if "openvino" in runtimes else ())
-        + (("engine",) if "tensorrt" in runtimes else ())
-    )
+    wanted = {get(r).artifact for r in params.runtimes} - set(ALWAYS)
+    return (*ALWAYS, *(a for a in ARTIFACTS if a in wanted))
 
 
-_RUNNERS = {
-    "onnxruntime": _onnxruntime,
-    "torchscript": _torchscript,
-    "openvino": _openvino,
-    "tensorrt": _tensorrt,
-}
+# What the checked runtimes load; the reference and the ONNX file (simplify's) always.
+ARTIFACTS = tuple(dict.fromkeys(CATALOG[r].artifact for r in PARITY))
+ALWAYS = ("onnx", "golden", "eager")
 
 SPEC = StageSpec(
     phase=Phase.VERIFY,
     name="validate",
     version=5,  # 5: every golden case, failures diagnosed (eager.json); 4: openvino among the runtimes; 3: parity.json a versioned record (gates/parity.py ParityReport)
     params=ValidateParams,
-    inputs=("onnx", "torchscript", "openvino", "golden", "eager", "engine"),
+    inputs=(*ARTIFACTS, "golden", "eager"),
     outputs=(Artifact("report", filename="parity.json"),),
     run=run,
     uses=frozenset({Section.SHAPES}),

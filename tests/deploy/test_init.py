@@ -187,6 +187,7 @@ CLIP_INPUTS = [
 ]
 
 
+@pytest.mark.matrix  # a public model end to end: the Jenkins 'Model kinds' stage and `pytest -m matrix`
 @pytest.mark.triton
 def test_clip_is_written_with_max_batch_size_0_and_is_served_as_sent(tmp_path: Path, cli: Cli) -> None:
     """logits_per_image compares every image with every text of the batch: init measures that
@@ -244,6 +245,7 @@ def test_a_fixed_shape_model_gets_no_batch_dim_instead_of_an_error(tmp_path: Pat
     assert not list(tmp_path.glob(".*.init"))
 
 
+@pytest.mark.matrix  # a public model end to end: the Jenkins 'Model kinds' stage and `pytest -m matrix`
 @pytest.mark.slow
 @pytest.mark.triton
 def test_a_detection_model_is_written_with_padded_outputs_and_passes_smoke(tmp_path: Path, cli: Cli) -> None:

@@ -147,3 +147,61 @@ def test_the_repository_is_published_once_as_its_last_transform_leaves_it(
     assert second.returncode == ExitCode.OK, second.stdout + second.stderr
     configs = sorted(repository.glob("*/config.pbtxt"))
     assert configs and all(c.read_text().endswith("# retuned\n") for c in configs)
+
+
+FAMILY = '''
+"""checksum_sha256 and checksum_md5: one definition, the algorithm its parameter (SPECS)."""
+
+import hashlib
+
+from pydantic import BaseModel, ConfigDict
+
+from deploy.pipeline.contract import Artifact, Phase, StageContext, StageSpec
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _run(algorithm):
+    def run(ctx: StageContext, params: Params) -> None:
+        digest = hashlib.new(algorithm, ctx.input("onnx").read_bytes()).hexdigest()
+        ctx.output(f"checksum_{algorithm}").write_text(digest)
+
+    return run
+
+
+def spec(algorithm):
+    return StageSpec(
+        name=f"checksum_{algorithm}",
+        version=1,
+        params=Params,
+        inputs=("onnx",),
+        outputs=(Artifact(f"checksum_{algorithm}", filename="checksum.txt"),),
+        run=_run(algorithm),
+        phase=Phase.PACKAGE,
+        description=f"{algorithm} of the ONNX file",
+    )
+
+
+SPECS = tuple(spec(a) for a in ("sha256", "md5"))
+'''
+
+
+def test_one_definition_makes_a_stage_per_parameter(write_config, tmp_path: Path) -> None:
+    """A module with SPECS: each stage is found by its own name, runs in its own process
+    from that module, and writes what its parameter says (as inductor_fp16 / _bf16 do)."""
+    import hashlib
+
+    env = plugin_env(tmp_path)
+    (tmp_path / "plugins" / "my_stages" / "checksums.py").write_text(FAMILY)
+    stages = {"trace": {}, "export": {}, "checksum_sha256": {}, "checksum_md5": {}}
+    path = write_config(replace={"stages": stages})
+    done = run_cli("run", str(path), "--json", str(tmp_path / "run.json"), env=env)
+    assert done.returncode == ExitCode.OK, done.stdout + done.stderr
+    found = {s["stage"]: s for s in json.loads((tmp_path / "run.json").read_text())["stages"]}
+    tree = Path(found["export"]["outputs"]["onnx"]["path"])  # a tree: the model and its weights
+    onnx = next(tree.glob("*.onnx")).read_bytes()
+    for algorithm in ("sha256", "md5"):
+        written = Path(found[f"checksum_{algorithm}"]["outputs"][f"checksum_{algorithm}"]["path"])
+        assert written.read_text() == hashlib.new(algorithm, onnx).hexdigest(), algorithm

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deploy.domain.vocabulary import Runtime
 from deploy.pipeline.contract import Cell, StageContext
 from deploy.pipeline.errors import Contended, StageFailed
+from deploy.runtimes.catalog import BASELINE
 from deploy.runtimes.harness import GPU_PHASES, SERVER_PHASES, required_samples
 from deploy.runtimes.record import BenchRow as Row
 
@@ -52,7 +52,7 @@ def speedups(rows: list[Row]) -> list[Row]:
     in-process rows only (at concurrency > 1 latency includes queueing, and a served row
     includes the server and the network: eager runs in process only, so neither compares).
     None where either side is contended or implausible: no speed-up rests on those."""
-    eager = {r.batch: r for r in rows if r.runtime == Runtime.EAGER}
+    eager = {r.batch: r for r in rows if r.runtime == BASELINE}
     return [
         replace(r, speedup_vs_eager=eager[r.batch].median_ms / r.median_ms)
         if r.batch in eager
@@ -365,7 +365,7 @@ def gate(rows: list[Row], limits: RegressionGate) -> None:
     implausible) meets holds (other processes only slow a call down); one it breaks is no
     verdict: the stage then stops as Contended (exit 8), naming the cells, unless a
     plausible, quiet row broke a limit too (a regression, exit 1)."""
-    eager = {r.batch: r for r in rows if r.runtime == Runtime.EAGER}
+    eager = {r.batch: r for r in rows if r.runtime == BASELINE}
     bad, unjudged = _unmatched(rows, limits), []
     for r in rows:
         problems, flag = _cell_problems(r, limits), _flag(r, eager.get(r.batch), limits)

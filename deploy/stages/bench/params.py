@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
-from deploy.domain.vocabulary import Runtime
+from deploy.runtimes.catalog import BASELINE, CATALOG, names
 from deploy.runtimes.measure import MeasureSettings
 from deploy.runtimes.pacing import Distribution
 from deploy.serving.server_spec import ServerSpec
@@ -45,12 +45,22 @@ class TritonBench(Frozen):
 
 
 class BenchParams(MeasureSettings):
-    runtimes: tuple[Runtime, ...] = Field(
-        (Runtime.EAGER, Runtime.TORCHSCRIPT, Runtime.ONNXRUNTIME),
+    runtimes: tuple[str, ...] = Field(
+        (BASELINE, "torchscript", "onnxruntime"),
         min_length=1,
-        description="What to time; a runtime whose artifact's stage was skipped (e.g. tensorrt without an engine) "
-        "is reported skipped. eager is the baseline of the speed-ups.",
+        description=f"What to time, of: {names()} (runtimes/catalog.py); a runtime whose artifact's stage was "
+        "skipped (e.g. tensorrt without an engine), or that cannot run here (a CUDA one without a GPU), is "
+        f"reported skipped. {BASELINE} is the baseline of the speed-ups.",
     )
+
+    @field_validator("runtimes")
+    @classmethod
+    def _registered(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [r for r in value if r not in CATALOG]
+        if unknown:
+            raise ValueError(f"{unknown} not among the runtimes: {names()}")
+        return value
+
     batches: tuple[PositiveInt, ...] | None = Field(
         None,
         min_length=1,

@@ -19,11 +19,10 @@ from functools import partial
 from typing import Any
 
 from deploy.domain.issues import Issue
-from deploy.domain.vocabulary import Runtime
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from deploy.pipeline.errors import EnvError, StageFailed, first_line
 from deploy.runtimes.base import Device
-from deploy.runtimes.catalog import CATALOG, Family, artifact_of
+from deploy.runtimes.catalog import CATALOG, SERVED, artifact_of, get
 from deploy.runtimes.contention import Fit
 from deploy.runtimes.devices import host_identity
 from deploy.runtimes.harness import Settings, report_lines
@@ -43,7 +42,7 @@ FAILED = "failed: "
 
 
 def identity(params: BenchParams) -> Mapping[str, object]:
-    served = server_identity(params.triton.server) if Runtime.TRITON in params.runtimes else {}
+    served = server_identity(params.triton.server) if SERVED in params.runtimes else {}
     return {**host_identity(), **served}
 
 
@@ -78,25 +77,26 @@ def check(params: BenchParams, config: DeployConfig) -> list[Issue]:
 def host(params: BenchParams, config: DeployConfig) -> list[Issue]:
     """The runtimes this install cannot run on bench.device: bench skips them, saying why."""
     del config
-    from deploy.runtimes.host import cannot_run
-
-    device = Device(params.device)
     return [
         Issue("stages.bench.runtimes", f"{runtime}: {reason}; bench skips it")
         for runtime in params.runtimes
-        if (reason := cannot_run(Runtime(runtime), device))
+        if (reason := _unavailable(runtime, params))
     ]
+
+
+def _unavailable(runtime: str, params: BenchParams) -> str | None:
+    plugin = get(runtime)
+    return plugin.unavailable(plugin.on(Device(params.device)))
 
 
 def _gate_key_problem(key: str, runtimes: tuple[str, ...], batches: list[int]) -> str | None:
     runtime, _, cell = key.partition("@")
-    if runtime.startswith(
-        "triton:"
-    ):  # triton:MODEL@batch/cN: its models are known only once the repository is
+    served, colon, _ = runtime.partition(":")
+    if colon and served == SERVED:  # triton:MODEL@batch/cN: its models are known only once the repository is
         return (
             None
-            if Runtime.TRITON in runtimes
-            else f"key '{key}': 'triton' is not in stages.bench.runtimes {list(runtimes)}"
+            if SERVED in runtimes
+            else f"key '{key}': '{SERVED}' is not in stages.bench.runtimes {list(runtimes)}"
         )
     if runtime not in runtimes:
         return f"key '{key}': runtime '{runtime}' is not in stages.bench.runtimes {list(runtimes)}"
@@ -107,7 +107,6 @@ def _gate_key_problem(key: str, runtimes: tuple[str, ...], batches: list[int]) -
 
 def run(ctx: StageContext, params: BenchParams) -> None:
     from deploy.runtimes import plausibility
-    from deploy.stages.bench import calls
 
     machine.settle(ctx, params.wait_quiet_s)
     fit = machine.fit(ctx, params.threads)
@@ -120,7 +119,7 @@ def run(ctx: StageContext, params: BenchParams) -> None:
         artifact = artifact_of(runtime)
         if artifact != SOURCE_ARTIFACT and artifact not in ctx.inputs:
             skipped[runtime] = f"no {artifact}: its stage was skipped or is not configured"
-        elif reason := calls.unavailable(runtime, Device(params.device)):
+        elif reason := _unavailable(runtime, params):
             skipped[runtime] = reason
         else:
             rows += _measured(ctx, params, Cells(settings, fit, batches), runtime, skipped)
@@ -169,7 +168,7 @@ def _measured(
     are kept."""
     rows: list[BenchRow] = []
     try:
-        if runtime == Runtime.TRITON:
+        if not get(runtime).in_process:
             return _triton_rows(ctx, params, timing.settings)
         for batch in timing.batches:
             rows.append(_in_process(ctx, params, timing, runtime, batch))
@@ -187,41 +186,38 @@ def _measured(
 def _in_process(ctx: StageContext, params: BenchParams, timing: Cells, runtime: str, batch: int) -> BenchRow:
     from deploy.runtimes import harness
     from deploy.runtimes.arrays import opt_inputs
-    from deploy.stages.bench import calls
 
     settings, feeds = timing.settings, opt_inputs(ctx.config, batch)
-    timed = calls.make(runtime, ctx, feeds, Device(params.device), timing.fit.threads)
+    plugin = get(runtime)
+    assert plugin.bench is not None, f"{runtime} has no bench hook"
+    device = plugin.on(Device(params.device))
+    timed = plugin.bench(ctx, feeds, device, timing.fit.threads)
     measured = harness.measure(timed.call, settings, timing.fit)
-    row = BenchRow.of(harness.summarize(measured, batch, settings), runtime, _device_of(runtime, params))
+    row = BenchRow.of(harness.summarize(measured, batch, settings), runtime, device.value)
     if timed.phases is not None:
         row = replace(row, gpu=harness.phase_summary(timed.phases[-len(measured.latencies_ms) :], settings))
-    probe = partial(calls.make, runtime, ctx, feeds, Device(params.device))  # the call with n threads
+    probe = partial(plugin.bench, ctx, feeds, device)  # the call with n threads
     row = replace(row, one_thread_ms=machine.one_thread(probe, batch == min(timing.batches), timing.fit))
     ctx.log.info("\n".join(report_lines(runtime, row, settings)))
     return row
 
 
-def _device_of(runtime: str, params: BenchParams) -> str:
-    """Where the row was measured: bench.device moves PyTorch and ONNX Runtime only."""
-    family = CATALOG[Runtime(runtime)].family
-    return {Family.TENSORRT: Device.CUDA.value, Family.OPENVINO: Device.CPU.value}.get(family, params.device)
-
-
 def _hints(params: BenchParams, runtime: str) -> bool:
-    return params.openvino_throughput and CATALOG[Runtime(runtime)].family is Family.OPENVINO
+    return params.openvino_throughput and get(runtime).throughput is not None
 
 
 def _hinted(ctx: StageContext, params: BenchParams, timing: Cells, runtime: str, batch: int) -> BenchRow:
-    """OpenVINO under its THROUGHPUT hint (calls.throughput)."""
+    """OpenVINO under its THROUGHPUT hint (the plugin's throughput hook)."""
     from deploy.runtimes import harness, streams
     from deploy.runtimes.arrays import opt_inputs
-    from deploy.stages.bench import calls
 
-    settings = timing.settings
-    loads, chosen = calls.throughput(runtime, ctx, opt_inputs(ctx.config, batch), timing.fit.threads)
+    settings, hook = timing.settings, get(runtime).throughput
+    assert hook is not None, f"{runtime} has no throughput hook"
+    loads, chosen = hook(ctx, opt_inputs(ctx.config, batch), timing.fit.threads)
     ctx.record(f"{runtime}_throughput_settings", chosen)
     measured, _ = streams.measure(loads, settings, fit=timing.fit)
-    row = BenchRow.of(harness.summarize(measured, batch, settings), runtime, Device.CPU.value, len(loads))
+    device = get(runtime).on(Device(params.device)).value
+    row = BenchRow.of(harness.summarize(measured, batch, settings), runtime, device, len(loads))
     row = replace(row, hint="throughput")
     ctx.log.info("\n".join(report_lines(f"{runtime}, throughput hint {chosen}", row, settings)))
     return row
@@ -322,7 +318,7 @@ SPEC = StageSpec(
     name="bench",
     version=12,  # 12: the machine measured with every row (contended), threads fitted to the free cores, implausible rows flagged, no verdict on either; 11: a runtime that fails is skipped with its error (the rest kept, the stage partial), runtimes this install cannot run on bench.device skipped up front, OpenVINO rows say cpu; 10: served rows name their model in a field (bench.json schema 2); 9: speed-up vs eager on in-process rows only; 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
     params=BenchParams,
-    inputs=tuple(dict.fromkeys(d.artifact for d in CATALOG.values())),
+    inputs=tuple(dict.fromkeys(p.artifact for p in CATALOG.values())),
     outputs=(
         Artifact("results", filename="bench.json"),
         Artifact("table", filename="bench.md"),

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from deploy.domain.vocabulary import Precision, Runtime
-from deploy.runtimes.catalog import CATALOG, IN_PROCESS, Deploys, serving
+from deploy.domain.vocabulary import Precision
+from deploy.runtimes.catalog import CATALOG, IN_PROCESS, serving
+from deploy.runtimes.plugin import RuntimePlugin
 from deploy.runtimes.record import BenchResults, BenchRow
 from deploy.serving.smoke_report import ModelResult, ModelStatus, SmokeReport
 from deploy.stages.select.selection import Candidate
@@ -68,7 +69,7 @@ def _in_process(bench: BenchResults, cosines: Mapping[str, float | None]) -> lis
     found = []
     for runtime in IN_PROCESS:
         deploys = CATALOG[runtime]
-        rows = _rows_of(bench.rows, runtime.value)
+        rows = _rows_of(bench.rows, runtime)
         if rows or runtime in bench.skipped:
             cosine = cosines.get(_report(runtime))
             reason = bench.skipped.get(runtime, "")
@@ -76,14 +77,14 @@ def _in_process(bench: BenchResults, cosines: Mapping[str, float | None]) -> lis
     return found
 
 
-def _precision(deploys: Deploys) -> Precision:
+def _precision(deploys: RuntimePlugin) -> Precision:
     if deploys.precision is None:  # only Triton's rows: they take the served model's
         raise ValueError(f"{deploys.artifact}: an in-process runtime has its own precision")
     return deploys.precision
 
 
 def _report(runtime: str) -> str:
-    return CATALOG[Runtime(runtime)].accuracy or ""
+    return CATALOG[runtime].accuracy or ""
 
 
 def _rows_of(rows: list[BenchRow], runtime: str) -> dict[int, BenchRow]:
@@ -94,10 +95,10 @@ def _served(
     name: str, bench: BenchResults, cosines: Mapping[str, float | None], smoke: SmokeReport
 ) -> Candidate:
     result = smoke.models[name]
-    runtime = serving(result.format, result.precision)
-    if runtime is None:
+    deploys = serving(result.format, result.precision)
+    if deploys is None:
         raise ValueError(f"{name}: no runtime runs what a {result.format} {result.precision} model serves")
-    deploys = CATALOG[runtime]
+    runtime = deploys.name
     server_rows = tuple(r for r in bench.rows if r.model == name and r.request_rate is None)
     verdict = "" if result.status is ModelStatus.PASSED else _why_unverified(result)
     return Candidate(
@@ -105,7 +106,7 @@ def _served(
         deploys.family,
         _precision(deploys),
         cosines.get(_report(runtime)),
-        _rows_of(bench.rows, runtime.value),
+        _rows_of(bench.rows, runtime),
         bench.skipped.get(runtime, ""),
         model=name,
         served=server_rows,
@@ -120,9 +121,9 @@ def _why_unverified(result: ModelResult) -> str:
 
 
 def _unserved(c: Candidate) -> Candidate:
-    if c.runtime == Runtime.EAGER:
+    if CATALOG[c.runtime].baseline:
         why = "eager PyTorch is not a Triton model format"
-    elif not CATALOG[Runtime(c.runtime)].served_as:
+    elif not CATALOG[c.runtime].served_as:
         why = (
             f"no Triton model format of deploy serves {c.format} {c.precision} yet: measured in process only"
         )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from deploy.domain.vocabulary import Metric
 from deploy.pipeline.contract import Conclusion
+from deploy.runtimes.catalog import BASELINE as EAGER  # the speed-ups' baseline
 from deploy.runtimes.plausibility import comparable
 from deploy.runtimes.record import BenchRow
 from deploy.runtimes.selection_record import Basis
@@ -15,7 +16,6 @@ from deploy.stages.select.candidates import Target
 from deploy.stages.select.output import headline
 from deploy.stages.select.selection import Decision, Standing
 
-EAGER = "eager"
 FP32 = "fp32"
 
 

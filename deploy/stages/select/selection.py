@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from deploy.domain.vocabulary import Metric, Precision, Runtime
-from deploy.runtimes.catalog import Family
+from deploy.domain.vocabulary import Metric, Precision
+from deploy.runtimes.plugin import Family
 from deploy.runtimes.record import BenchRow
 from deploy.runtimes.selection_record import Basis, Chosen, Judged, Selection, Verdict
 
@@ -34,7 +34,7 @@ class Goal(Protocol):
 
 @dataclass(frozen=True)
 class Candidate:
-    runtime: Runtime  # the in-process runtime that runs the same file
+    runtime: str  # the in-process runtime that runs the same file (a catalog name)
     format: Family
     precision: Precision
     cosine: float | None  # to FP32 on held-out data; None for FP32 itself

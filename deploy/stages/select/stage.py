@@ -20,7 +20,6 @@ from functools import partial
 from typing import Any
 
 from deploy.domain.naming import model_name
-from deploy.domain.vocabulary import Runtime
 from deploy.gates.accuracy_report import AccuracyReport
 from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
 from deploy.pipeline.errors import Contended, StageFailed
@@ -118,7 +117,7 @@ def _served(name: str, present: set[str], c: selection.Candidate) -> list[str]:
     if c.model:
         models = [c.model] if c.model in present else []
     else:
-        formats = CATALOG[Runtime(c.runtime)].served_as
+        formats = CATALOG[c.runtime].served_as
         models = [m for m in (model_name(name, fmt, c.precision) for fmt in formats) if m in present]
     services = [e for m in models if (e := service_name(m, Role.ENSEMBLE)) in present]
     parts = [p for r in (Role.PRE, Role.POST) if services and (p := service_name(name, r)) in present]

@@ -162,8 +162,9 @@ def served(params: TritonParams, name: str) -> list[ServedModel]:
         for precision in params.precisions:
             runtime = serving(fmt, precision)  # the file it serves: runtimes/catalog.py's table
             if runtime is not None:
-                artifact = CATALOG[runtime].artifact
-                out.append(ServedModel(model_name(name, fmt, precision), fmt, Precision(precision), artifact))
+                out.append(
+                    ServedModel(model_name(name, fmt, precision), fmt, Precision(precision), runtime.artifact)
+                )
     return out
 
 
@@ -234,7 +235,7 @@ def _unserved(params: TritonParams) -> list[Issue]:
         Issue(
             "stages.triton_config.precisions",
             f"{precision}: none of formats {[str(f) for f in params.formats]} serves it (formats that do: "
-            f"{', '.join(f for d in CATALOG.values() if d.precision == precision for f in d.served_as)})",
+            f"{', '.join(dict.fromkeys(f for d in CATALOG.values() if d.precision == precision for f in d.served_as))})",
         )
         for precision in params.precisions
         if not any(serving(fmt, precision) for fmt in params.formats)
