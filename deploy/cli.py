@@ -347,43 +347,27 @@ def serve(
     and exit 0; exit 1 if the server dies on its own, 4 if a port asked for is taken. Every
     published file is checked against its digest first: an altered one is refused (exit 1),
     or with --repair put back from the cache."""
+    from deploy.commands.serve import PublishedCheck, server_setting
     from deploy.commands.serve import serve as serve_repository
-    from deploy.commands.serve import server_setting
-    from deploy.serving.ports import conventional_ports
+    from deploy.pipeline.store import Store
+    from deploy.serving.ports import serve_ports
 
     project = _project(config, None)
     spec, where = server_setting(project)
     given = {"http_port": http_port, "grpc_port": grpc_port, "metrics_port": metrics_port}
-    ports = {name: port for name, port in given.items() if port is not None}
-    # A taken port is named as the user gave it: the option, else the config's key.
-    origins = {
-        name: "--" + name.replace("_", "-") if name in ports else f"{where}.{name} in {config}"
-        for name in given
-    }
+    chosen = serve_ports(spec, given, where, str(config))
     console = _console()
 
     def say(line: str) -> None:  # model names and server reasons are text, never markup
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
-    if not ports and all(getattr(spec, name) is None for name in given):
-        ports = conventional_ports(spec.host)  # where `deploy infer` looks without --url
-        if not ports:
-            say(
-                "ports 8000-8002 are taken: serving on free ones; give `deploy infer` the --url printed below"
-            )
-    from deploy.commands.serve import PublishedCheck
-    from deploy.pipeline.store import Store
-
+    if chosen.note:
+        say(chosen.note)
     remote = _published(project, config) if published else None
     check = PublishedCheck(Store(project.cache_dir), repair)
+    update = spec.model_copy(update=chosen.ports)
     serve_repository(
-        project.config.name,
-        spec.model_copy(update=ports),
-        project.config.repository,
-        say,
-        origins,
-        remote,
-        check,
+        project.config.name, update, project.config.repository, say, chosen.origins, remote, check
     )
 
 
@@ -484,19 +468,19 @@ def bench(
 
     check_writable("--exportTimes", export_times)  # before timing, not after it
     request = BenchRequest(
-        shapes,
-        warmup,
-        duration,
-        iterations,
-        percentile,
-        export_times,
-        runtime,
-        threads,
-        streams,
-        stability_windows,
-        stability_percentage,
-        max_trials,
-        hint,
+        shapes=shapes,
+        warmup_ms=warmup,
+        duration_s=duration,
+        iterations=iterations,
+        percentiles=percentile,
+        export=export_times,
+        runtime=runtime,
+        threads=threads,
+        streams=streams,
+        stability_windows=stability_windows,
+        stability_percentage=stability_percentage,
+        max_trials=max_trials,
+        hint=hint,
     )
     bench_file(model, request)
 

@@ -20,7 +20,7 @@ FILE_RUNTIMES = tuple(p.name for p in PLUGINS if p.open_file is not None)
 SHAPE = re.compile(r"^([A-Za-z_][\w.:/-]*):(\d+(?:x\d+)*)$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BenchRequest:
     """`deploy bench`'s options, as trtexec names them where the concept is the same."""
 

@@ -20,7 +20,7 @@ from deploy.pipeline.results import RunStatus, RunSummary, StageSummary, Status
 if TYPE_CHECKING:
     from deploy.console.screen import Screen
     from deploy.pipeline.project import Project
-    from deploy.pipeline.runner import Runner
+    from deploy.pipeline.runner import Reporter, Runner
 
 
 @dataclass(frozen=True)
@@ -53,12 +53,15 @@ def run_pipeline(
 
     for option, path in (("--junit", junit), ("--json", summary_json)):
         check_writable(option, path)
+    from deploy.console.ui import ConsoleReporter
+
     runner: Runner | None = None
     screen, written = None, True
+    reporter = ConsoleReporter(console, verbose)
     try:
-        runner = make_runner(_load(config, cache_dir, choice.accept_regression), choice, console, verbose)
+        runner = make_runner(_load(config, cache_dir, choice.accept_regression), choice, reporter)
         forget(runner)
-        with runner.reporter:  # type: ignore[attr-defined]
+        with reporter:
             runner.run()
     except DeployError as exc:
         if runner is None or runner.summary is None:  # rejected: no summary or report was written
@@ -72,7 +75,7 @@ def run_pipeline(
         raise typer.Exit(ExitCode.CONFIG)
     if choice.whole and runner is not None and screen is not None:
         with contextlib.suppress(OSError):  # no footprint only costs the next run its full path
-            remember(runner, config, cache_dir, screen, runner.reporter.warned)  # type: ignore[attr-defined]
+            remember(runner, config, cache_dir, screen, reporter.warned)
 
 
 def _load(config: Path, cache_dir: Path | None, accept_regression: str | None) -> Project:
@@ -92,16 +95,14 @@ def _load(config: Path, cache_dir: Path | None, accept_regression: str | None) -
     return project_from(raw, config, cache_dir)
 
 
-def make_runner(project: Project, choice: Choice, console: Console, verbose: bool) -> Runner:
-    """The API's runner (deploy/api.py), reporting to the console."""
+def make_runner(project: Project, choice: Choice, reporter: Reporter) -> Runner:
+    """The API's runner (deploy/api.py), reporting to `reporter` (the console's)."""
     from deploy.api import Pipeline
-    from deploy.console.ui import ConsoleReporter
     from deploy.pipeline.runner import ALL_STAGES
 
     unknown = [f for f in choice.force if f != ALL_STAGES and f not in project.graph.names()]
     if unknown:  # a command-line usage error (exit 2), as typer reports its own
         raise typer.BadParameter(f"unknown stage(s) {unknown}", param_hint="--force")
-    reporter = ConsoleReporter(console, verbose)
     return Pipeline(project).runner(reporter, choice.force, choice.only, choice.start, choice.stop)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import Enum
 
 from deploy.pipeline.errors import EnvError
@@ -37,6 +38,36 @@ def conventional_ports(host: str) -> dict[str, int]:
         except PortInUse:
             return {}
     return dict(CONVENTIONAL)
+
+
+@dataclass(frozen=True)
+class PortChoice:
+    """`deploy serve`'s ports: what to set on the server, who asked for each (named in a
+    'port taken' error), and what to say first."""
+
+    ports: dict[str, int]
+    origins: dict[str, str]
+    note: str = ""
+
+
+def serve_ports(spec: ServerSpec, given: Mapping[str, int | None], key: str, config: str) -> PortChoice:
+    """The options given win; else the config's; with neither, Triton's 8000-8002 where
+    all three are free (where `deploy infer` looks without --url), else free ones, said.
+    A taken port is named as the user gave it: the option, else the config's key."""
+    ports = {name: port for name, port in given.items() if port is not None}
+    origins = {
+        name: "--" + name.replace("_", "-") if name in ports else f"{key}.{name} in {config}"
+        for name in given
+    }
+    if ports or any(getattr(spec, name) is not None for name in given):
+        return PortChoice(ports, origins)
+    ports = conventional_ports(spec.host)
+    taken = (
+        ""
+        if ports
+        else "ports 8000-8002 are taken: serving on free ones; give `deploy infer` the --url printed below"
+    )
+    return PortChoice(ports, origins, taken)
 
 
 def free_port(host: str) -> int:
