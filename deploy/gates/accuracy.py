@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from deploy.domain.artifacts import ONNX
 from deploy.gates.accuracy_report import Accuracy, AccuracyReport, Evidence, OutputAccuracy, Speed
 from deploy.gates.metrics import all_zero, cosine, max_abs, row_cosines, top1_agreement, topk_agreement
 from deploy.gates.tolerance import AccuracyGate
@@ -182,7 +183,7 @@ def conclude(
     the candidate runs; `baseline`: the FP32 model in the candidate's format, for the speed
     comparison (default: the FP32 ONNX); `target`: where the precision is meant to run
     (the speed line says when it was timed elsewhere)."""
-    fp32 = ctx.input("onnx")
+    fp32 = ctx.input(ONNX)
     metrics, bad = gate_against_fp32(fp32, candidate, feeds, ctx.config.outputs, gate, load)
     speed = replace(measure_speed(baseline or fp32, candidate, feeds[0], load), target=target.value)
     report = AccuracyReport(metrics, len(feeds), gate.model_dump(mode="json"), speed, details, evidence)

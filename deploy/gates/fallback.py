@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import JsonValue
 
+from deploy.domain.artifacts import ONNX
 from deploy.gates.accuracy_report import Accuracy, Evidence
 from deploy.gates.metrics import cosine
 from deploy.gates.tolerance import AccuracyGate, AutoFallback
@@ -309,7 +310,7 @@ def conclude(
         return
     outcome = search(
         conversion.build,
-        lambda path: accuracy.gate_against_fp32(ctx.input("onnx"), path, holdout, ctx.config.outputs, gate),
+        lambda path: accuracy.gate_against_fp32(ctx.input(ONNX), path, holdout, ctx.config.outputs, gate),
         lambda first: rank(conversion.reference, first, calibration, conversion.eligible, ctx.workdir),
         auto.max_float_nodes,
         ctx.workdir,

@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deploy.domain.artifacts import GOLDEN, INDUCTOR
 from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Precision
 from deploy.gates.accuracy_report import Evidence
@@ -68,7 +69,7 @@ def run(
 
     if cannot := host(precision, emulated, ctx.config):  # said by validate and plan before the run
         raise StageSkipped(cannot[0].message)
-    fp32 = PackageRecord.read(ctx.input("inductor").parent)
+    fp32 = PackageRecord.read(ctx.input(INDUCTOR).parent)
     artifact = f"inductor_{precision}"
     record = _build(ctx, precision, fp32.device, ctx.output(artifact))
     ctx.record("compile_s", record.compile_s)
@@ -79,7 +80,7 @@ def run(
     load = partial(session, ctx.config.input_names(), record.device)
     accuracy.conclude(
         ctx, label, ctx.output(artifact), holdout, gate, details, f"accuracy_{artifact}", evidence,
-        load, baseline=ctx.input("inductor"), target=record.device,
+        load, baseline=ctx.input(INDUCTOR), target=record.device,
     )  # fmt: skip
     if lacking:  # asked for with emulated: true; its speed here is not the precision's verdict
         ctx.headline(f"{ctx.metrics['headline']}; EMULATED: {lacking}")
@@ -93,7 +94,7 @@ def _build(ctx: StageContext, precision: Precision, target: Device, package: Pat
     from deploy.modelio.loading import load_adapted
     from deploy.runtimes.inductorrt import PackageRecord
 
-    golden = references.load(ctx.input("golden"))["opt"].inputs
+    golden = references.load(ctx.input(GOLDEN))["opt"].inputs
     model = aoti.Reduced(load_adapted(ctx.config, golden), aoti.DTYPES[precision]).to(target.value).eval()
     args = tuple(torch.from_numpy(golden[n]).to(target.value) for n in ctx.config.input_names())
     compile_s = aoti.build(model, args, ctx.config, package)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from deploy.domain.artifacts import ENGINE, LAYERS, MANIFEST, TIMING_CACHE
 from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Precision
 from deploy.pipeline.contract import Artifact, Section, StageContext, StageSpec
@@ -218,9 +219,9 @@ def run(ctx: StageContext, params: BuildParams) -> None:
     plan = builder.build_serialized_network(network, config)
     if plan is None:
         raise StageFailed("TensorRT could not build the engine (see the stage log)")
-    ctx.output("engine").write_bytes(bytes(plan))  # raw engine bytes only: Triton reads them as is
+    ctx.output(ENGINE).write_bytes(bytes(plan))  # raw engine bytes only: Triton reads them as is
     timing = bytes(config.get_timing_cache().serialize())
-    ctx.output("timing_cache").write_bytes(timing)
+    ctx.output(TIMING_CACHE).write_bytes(timing)
     if slot is not None:
         _save_slot(slot, timing)
     _describe(ctx, trt_module, logger, bytes(plan), params, major)
@@ -286,7 +287,7 @@ def _describe(
     runtime: trt.Runtime = trt_module.Runtime(logger)
     engine = runtime.deserialize_cuda_engine(plan)
     inspector = engine.create_engine_inspector()
-    ctx.output("layers").write_text(inspector.get_engine_information(trt_module.LayerInformationFormat.JSON))
+    ctx.output(LAYERS).write_text(inspector.get_engine_information(trt_module.LayerInformationFormat.JSON))
     manifest = EngineManifest(
         tensorrt=trt_module.__version__,
         gpu=gpu_identity(),
@@ -298,7 +299,7 @@ def _describe(
         hardware_compatibility=params.hardware_compatibility,
         profiles={p.name: _ranges(profile_shapes(ctx.config, p)) for p in params.profiles},
     )
-    ctx.output("manifest").write_text(json.dumps(manifest.to_json(), indent=1))
+    ctx.output(MANIFEST).write_text(json.dumps(manifest.to_json(), indent=1))
     ctx.headline(f"TensorRT {trt_module.__version__} on {manifest.gpu}: {len(params.profiles)} profile(s)")
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from deploy.datasources.datasource import DataSource, fingerprint
+from deploy.domain.artifacts import ONNX
 from deploy.domain.issues import Issue
 from deploy.gates.tolerance import AccuracyGate, AutoFallback, gate_issues
 from deploy.modelio.onnx_files import MODEL_FILE
@@ -65,8 +66,8 @@ def run(ctx: StageContext, params: Fp16Params) -> None:
         "FP16",
         "onnx_fp16",
         "accuracy_fp16",
-        lambda kept, dest: _convert(ctx.input("onnx"), dest, blocked, kept, params.max_finite),
-        ctx.input("onnx"),
+        lambda kept, dest: _convert(ctx.input(ONNX), dest, blocked, kept, params.max_finite),
+        ctx.input(ONNX),
         lambda node, _converted: node.op_type not in blocked,
         target=Device.CUDA,  # FP16 pays on a GPU; ONNX Runtime's CPU runs it through casts
     )

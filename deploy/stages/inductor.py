@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from deploy.domain.artifacts import EAGER, GOLDEN, INDUCTOR
 from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Precision
 from deploy.gates.tolerance import Tolerance
@@ -65,11 +66,11 @@ def run(ctx: StageContext, params: InductorParams) -> None:
 
     if cannot := host(params, ctx.config):  # said by validate and plan before the run
         raise StageSkipped(cannot[0].message)
-    golden = references.load(ctx.input("golden"))
+    golden = references.load(ctx.input(GOLDEN))
     model = load_adapted(ctx.config, golden["opt"].inputs).to(params.device.value).eval()
     device = torch.device(params.device.value)
     args = tuple(torch.from_numpy(golden["opt"].inputs[n]).to(device) for n in ctx.config.input_names())
-    package = ctx.output("inductor")
+    package = ctx.output(INDUCTOR)
     compile_s = aoti.build(model, args, ctx.config, package)
     record = PackageRecord(
         params.device,
@@ -91,15 +92,15 @@ def _check(ctx: StageContext, params: InductorParams, record: Any) -> None:
     from deploy.gates.detection_parity import layout_of
     from deploy.runtimes import inductorrt
 
-    golden = references.load(ctx.input("golden"))
+    golden = references.load(ctx.input(GOLDEN))
     names = (ctx.config.input_names(), ctx.config.output_names())
-    runtime = inductorrt.load(ctx.output("inductor"), *names, params.device)
+    runtime = inductorrt.load(ctx.output(INDUCTOR), *names, params.device)
     table = parity.compare(references.run(runtime, golden), golden, params.tolerance, layout_of(ctx.config))
     ctx.record("parity", parity.to_json(table))
     what = f"AOTInductor package ({params.device.value})"
     ctx.report_table(f"{what} vs eager", parity.REPORT_COLUMNS, parity.report_rows(what, table))
-    diagnosis.judge(f"{what} vs eager", table, params.tolerance, golden, ctx.input("eager"), runtime.infer)
-    size = ctx.output("inductor").stat().st_size
+    diagnosis.judge(f"{what} vs eager", table, params.tolerance, golden, ctx.input(EAGER), runtime.infer)
+    size = ctx.output(INDUCTOR).stat().st_size
     ctx.headline(
         f"package {size / 1e6:.1f} MB for {params.device.value}, compiled in {record.compile_s:.1f} s; "
         f"vs eager: {parity.headline(table, params.tolerance)}"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from deploy.domain.artifacts import EAGER, GOLDEN, ONNX, OPENVINO, OPENVINO_FP16
 from deploy.gates.tolerance import Tolerance
 from deploy.modelio.onnx_files import MODEL_FILE
 from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Section, StageContext, StageSpec
@@ -56,7 +57,7 @@ class OpenVinoParams(BaseModel):
 def run(ctx: StageContext, params: OpenVinoParams) -> None:
     import openvino as ov
 
-    model = ov.convert_model(str(_onnx_file(ctx.input("onnx"))))
+    model = ov.convert_model(str(_onnx_file(ctx.input(ONNX))))
     _check_dynamic_axes(ctx, model)
     checked = []
     for artifact, fp16, tolerance in (
@@ -67,7 +68,7 @@ def run(ctx: StageContext, params: OpenVinoParams) -> None:
         xml.parent.mkdir(parents=True, exist_ok=True)
         ov.save_model(model, str(xml), compress_to_fp16=fp16)
         checked.append(_parity(ctx, artifact, xml, tolerance))
-    _against_fp32(ctx, "openvino_fp16", ctx.output("openvino_fp16"), "fp16 weights", params.fp16_tolerance)
+    _against_fp32(ctx, "openvino_fp16", ctx.output(OPENVINO_FP16), "fp16 weights", params.fp16_tolerance)
     checked += _bf16(ctx, params)
     sizes = [_size(ctx.output(a).parent) for a in ("openvino", "openvino_fp16")]
     ctx.headline(f"IR {sizes[0] / 1e6:.1f} MB, FP16 weights {sizes[1] / 1e6:.1f} MB; " + "; ".join(checked))
@@ -86,8 +87,8 @@ def _bf16(ctx: StageContext, params: OpenVinoParams) -> list[str]:
         _not_measured(ctx, "accuracy_openvino_bf16", reason)
         return []
     try:
-        said = _parity(ctx, "openvino_bf16", ctx.output("openvino"), params.bf16_tolerance, Compute.BF16)
-        _against_fp32(ctx, "openvino_bf16", ctx.output("openvino"), "bf16", params.bf16_tolerance)
+        said = _parity(ctx, "openvino_bf16", ctx.output(OPENVINO), params.bf16_tolerance, Compute.BF16)
+        _against_fp32(ctx, "openvino_bf16", ctx.output(OPENVINO), "bf16", params.bf16_tolerance)
         return [said]
     except StageFailed as exc:
         raise StageFailed(
@@ -107,7 +108,7 @@ def _parity(
     from deploy.gates.detection_parity import layout_of
     from deploy.runtimes.openvinort import Compute, OpenVino
 
-    golden = references.load(ctx.input("golden"))
+    golden = references.load(ctx.input(GOLDEN))
     runtime = OpenVino(xml, outputs=ctx.config.output_names(), compute=compute or Compute.F32)
     table = parity.compare(references.run(runtime, golden), golden, tolerance, layout_of(ctx.config))
     ctx.record(f"{artifact}_parity", parity.to_json(table))
@@ -115,9 +116,7 @@ def _parity(
     ctx.report_table(
         f"{what} (OpenVINO, CPU) vs eager", parity.REPORT_COLUMNS, parity.report_rows(what, table)
     )
-    diagnosis.judge(
-        f"{what} (OpenVINO) vs eager", table, tolerance, golden, ctx.input("eager"), runtime.infer
-    )
+    diagnosis.judge(f"{what} (OpenVINO) vs eager", table, tolerance, golden, ctx.input(EAGER), runtime.infer)
     return f"{what} vs eager: {parity.headline(table, tolerance)}"
 
 
@@ -132,12 +131,12 @@ def _against_fp32(ctx: StageContext, runtime: str, xml: Path, precision: str, to
     from deploy.gates.tolerance import AccuracyGate
     from deploy.runtimes.files import runtime_for
 
-    feeds = [references.load(ctx.input("golden"))["opt"].inputs]
+    feeds = [references.load(ctx.input(GOLDEN))["opt"].inputs]
     gate = AccuracyGate(min_cosine=tolerance.min_cosine)
     load = partial(runtime_for, precision=precision)
-    onnx = _onnx_file(ctx.input("onnx"))
+    onnx = _onnx_file(ctx.input(ONNX))
     metrics, _ = accuracy.gate_against_fp32(onnx, xml, feeds, ctx.config.outputs, gate, load)
-    speed = accuracy.measure_speed(ctx.output("openvino"), xml, feeds[0], load, baseline_load=runtime_for)
+    speed = accuracy.measure_speed(ctx.output(OPENVINO), xml, feeds[0], load, baseline_load=runtime_for)
     given = ctx.config.model.golden_inputs is not None
     source = "the golden inputs at opt" + ("" if given else " (random)")
     evidence = Evidence(not given, source, "model.golden_inputs")

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from deploy.domain.artifacts import EAGER, GOLDEN, ONNX
 from deploy.gates.tolerance import Tolerance
 from deploy.modelio.onnx_files import MODEL_FILE
 from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
@@ -39,7 +40,7 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
     from deploy.modelio import onnx_files
 
     if not params.enabled:
-        onnx_files.copy(ctx.input("onnx"), ctx.output("onnx"))
+        onnx_files.copy(ctx.input(ONNX), ctx.output(ONNX))
         ctx.headline("disabled: model passed through")
         return
     import onnx
@@ -48,26 +49,26 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
     from deploy.gates.detection_parity import layout_of
     from deploy.runtimes.onnxrt import OnnxRuntime
 
-    header = onnx.load(str(ctx.input("onnx")), load_external_data=False)  # sizes, not weights
+    header = onnx.load(str(ctx.input(ONNX)), load_external_data=False)  # sizes, not weights
     if onnx_files.too_big(header):
         _pass_through(ctx, "the model is over 2 GB: onnxsim works on one in-memory protobuf, capped at 2 GB")
         return
     external = onnx_files.has_external(header)
-    original = onnx.load(str(ctx.input("onnx")))
+    original = onnx.load(str(ctx.input(ONNX)))
     simplified = _simplify(ctx, original, params)
     if simplified is None:
         return
     nodes = (len(original.graph.node), len(simplified.graph.node))
-    onnx_files.save(simplified, ctx.output("onnx"), external)
-    golden = references.load(ctx.input("golden"))
-    runtime = OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names())
+    onnx_files.save(simplified, ctx.output(ONNX), external)
+    golden = references.load(ctx.input(GOLDEN))
+    runtime = OnnxRuntime(ctx.output(ONNX), outputs=ctx.config.output_names())
     table = parity.compare(references.run(runtime, golden), golden, params.tolerance, layout_of(ctx.config))
     ctx.record("nodes_before", nodes[0])
     ctx.record("nodes_after", nodes[1])
     ctx.record("parity", parity.to_json(table))
     ctx.headline(f"nodes {nodes[0]} -> {nodes[1]}, ORT vs eager: {parity.headline(table, params.tolerance)}")
     diagnosis.judge(
-        "simplified ONNX vs eager", table, params.tolerance, golden, ctx.input("eager"), runtime.infer
+        "simplified ONNX vs eager", table, params.tolerance, golden, ctx.input(EAGER), runtime.infer
     )
 
 
@@ -98,7 +99,7 @@ def _pass_through(ctx: StageContext, reason: str) -> None:
     ctx.log.warning("%s; passing the model through unsimplified", reason)
     ctx.record("skipped_because", reason)
     ctx.headline(f"not simplified: {reason}")
-    onnx_files.copy(ctx.input("onnx"), ctx.output("onnx"))
+    onnx_files.copy(ctx.input(ONNX), ctx.output(ONNX))
 
 
 def _check_dynamic_dims(ctx: StageContext, model: onnx.ModelProto) -> None:

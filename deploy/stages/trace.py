@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from deploy.domain.artifacts import EAGER, GOLDEN, TORCHSCRIPT
 from deploy.domain.issues import Issue
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
@@ -46,7 +47,7 @@ def run(ctx: StageContext, params: TraceParams) -> None:
     from deploy.runtimes.torchrt import TorchModule
 
     config = ctx.config
-    cases = references.load(ctx.input("golden"))
+    cases = references.load(ctx.input(GOLDEN))
     model = load_adapted(config, cases["opt"].inputs)
     eager = TorchModule(model, config.input_names(), config.output_names())
     with frozen.recording() as found:
@@ -59,8 +60,8 @@ def run(ctx: StageContext, params: TraceParams) -> None:
     table = parity.compare(references.run(runtime, cases), cases, params.tolerance, layout_of(config))
     ctx.record("parity", parity.to_json(table))
     ctx.headline("torchscript vs eager: " + parity.headline(table, params.tolerance))
-    diagnosis.judge("TorchScript vs eager", table, params.tolerance, cases, ctx.input("eager"), runtime.infer)
-    torch.jit.save(traced, str(ctx.output("torchscript")))
+    diagnosis.judge("TorchScript vs eager", table, params.tolerance, cases, ctx.input(EAGER), runtime.infer)
+    torch.jit.save(traced, str(ctx.output(TORCHSCRIPT)))
 
 
 def check(params: TraceParams, config: DeployConfig) -> list[Issue]:

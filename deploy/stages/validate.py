@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, field_validator
 
+from deploy.domain.artifacts import EAGER, GOLDEN, REPORT
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.contract import Artifact, Phase, Section, StageContext, StageSpec
 from deploy.runtimes.base import Device
@@ -41,7 +42,7 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
     from deploy.gates import diagnosis, parity, references
     from deploy.gates.detection_parity import layout_of
 
-    golden = references.load(ctx.input("golden"))
+    golden = references.load(ctx.input(GOLDEN))
     tables: dict[str, parity.Table] = {}
     sessions: dict[str, Session] = {}
     skipped: dict[str, str] = {}
@@ -63,9 +64,9 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
     rows = [row for r, t in tables.items() for row in parity.report_rows(r, t)]
     note = "; ".join(f"{r}: {why}" for r, why in skipped.items())
     ctx.report_table("Parity vs the eager reference", parity.REPORT_COLUMNS, rows, note=note)
-    ctx.output("report").write_text(json.dumps(report, indent=1))
+    ctx.output(REPORT).write_text(json.dumps(report, indent=1))
     for name, table in tables.items():
-        diagnosis.judge(f"{name} vs eager", table, params, golden, ctx.input("eager"), sessions[name].infer)
+        diagnosis.judge(f"{name} vs eager", table, params, golden, ctx.input(EAGER), sessions[name].infer)
 
 
 def _report(tables: dict[str, Table], skipped: dict[str, str], params: ValidateParams) -> ParityReport:

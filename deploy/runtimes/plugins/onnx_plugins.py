@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deploy.domain.artifacts import ONNX
 from deploy.domain.vocabulary import ModelSuffix, Precision, ServingFormat
 from deploy.runtimes.base import Device, Feeds
 from deploy.runtimes.host import ort_cannot
@@ -46,7 +47,7 @@ def parity_on(device: Device) -> ParityHook:
     def parity(ctx: StageContext) -> Session:
         from deploy.runtimes.onnxrt import OnnxRuntime
 
-        return OnnxRuntime(ctx.input("onnx"), device, outputs=ctx.config.output_names())
+        return OnnxRuntime(ctx.input(ONNX), device, outputs=ctx.config.output_names())
 
     return parity
 

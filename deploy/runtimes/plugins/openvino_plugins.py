@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deploy.domain.artifacts import OPENVINO
 from deploy.domain.vocabulary import ModelSuffix, Precision, ServingFormat
 from deploy.runtimes.base import Device, Feeds
 from deploy.runtimes.plugin import (
@@ -64,7 +65,7 @@ def _throughput(artifact: str, bf16: bool) -> ThroughputHook:
 def _parity(ctx: StageContext) -> Session:
     from deploy.runtimes.openvinort import Compute, OpenVino
 
-    return OpenVino(ctx.input("openvino"), outputs=ctx.config.output_names(), compute=Compute.F32)
+    return OpenVino(ctx.input(OPENVINO), outputs=ctx.config.output_names(), compute=Compute.F32)
 
 
 def _file(path: Path, shapes: Shapes, threads: int | None, hint: str) -> Made:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from deploy.domain.artifacts import ENGINE
 from deploy.domain.vocabulary import Precision, ServingFormat
 from deploy.runtimes.base import Device, Feeds
 from deploy.runtimes.plugin import Family, RuntimePlugin
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 def _engine(ctx: StageContext) -> Session:
     from deploy.runtimes.tensorrt import TensorRTEngine
 
-    return TensorRTEngine(ctx.input("engine"), ctx.config.input_names(), ctx.config.output_names())
+    return TensorRTEngine(ctx.input(ENGINE), ctx.config.input_names(), ctx.config.output_names())
 
 
 def _bench(ctx: StageContext, feeds: Feeds, device: Device, threads: int | None) -> Timed:

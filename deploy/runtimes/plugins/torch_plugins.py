@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from deploy.domain.artifacts import TORCHSCRIPT
 from deploy.domain.vocabulary import ModelSuffix, Precision, ServingFormat
 from deploy.pipeline.contract import SOURCE_ARTIFACT
 from deploy.runtimes.base import Device, Feeds
@@ -32,14 +33,14 @@ def _torchscript(ctx: StageContext, feeds: Feeds, device: Device, threads: int |
     from deploy.runtimes.torchrt import TorchModule
 
     names = (ctx.config.input_names(), ctx.config.output_names())
-    return TorchModule.torchscript(ctx.input("torchscript"), *names, device, threads).timed(feeds)
+    return TorchModule.torchscript(ctx.input(TORCHSCRIPT), *names, device, threads).timed(feeds)
 
 
 def _torchscript_parity(ctx: StageContext) -> Session:
     from deploy.runtimes.torchrt import TorchModule
 
     return TorchModule.torchscript(
-        ctx.input("torchscript"), ctx.config.input_names(), ctx.config.output_names()
+        ctx.input(TORCHSCRIPT), ctx.config.input_names(), ctx.config.output_names()
     )
 
 
@@ -94,7 +95,7 @@ def inductor(precision: Precision, suffix: str = "") -> RuntimePlugin:
     )
 
 
-EAGER = RuntimePlugin(
+EAGER_RUNTIME = RuntimePlugin(
     "eager",
     SOURCE_ARTIFACT,
     Family.PYTORCH,
@@ -103,7 +104,7 @@ EAGER = RuntimePlugin(
     unavailable=torch_cannot,
     bench=_eager,
 )
-TORCHSCRIPT = RuntimePlugin(
+TORCHSCRIPT_RUNTIME = RuntimePlugin(
     "torchscript",
     "torchscript",
     Family.TORCHSCRIPT,
@@ -117,8 +118,8 @@ TORCHSCRIPT = RuntimePlugin(
     suffixes=(".pt", ".ts"),
 )
 ALL = (
-    EAGER,
-    TORCHSCRIPT,
+    EAGER_RUNTIME,
+    TORCHSCRIPT_RUNTIME,
     inductor(Precision.FP32),
     inductor(Precision.FP16, "_fp16"),
     inductor(Precision.BF16, "_bf16"),

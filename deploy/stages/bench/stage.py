@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from deploy.domain.artifacts import PLOT, REPOSITORY, RESULTS, TABLE
 from deploy.domain.issues import Issue
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from deploy.pipeline.errors import EnvError, StageFailed, first_line
@@ -127,9 +128,9 @@ def run(ctx: StageContext, params: BenchParams) -> None:
     failed = _failures(rows, skipped)
     rows = output.speedups(plausibility.checked(rows))
     result = BenchResults(rows, skipped, host_identity(), params.model_dump(mode="json", exclude={"gate"}))
-    ctx.output("results").write_text(json.dumps(result.to_json(), indent=1))
-    ctx.output("table").write_text(output.markdown(rows, params.percentiles))
-    output.plot(rows, ctx.output("plot"))
+    ctx.output(RESULTS).write_text(json.dumps(result.to_json(), indent=1))
+    ctx.output(TABLE).write_text(output.markdown(rows, params.percentiles))
+    output.plot(rows, ctx.output(PLOT))
     ctx.record("bench", [r.to_json() for r in rows])
     ctx.headline(plausibility.verdict_lead(rows) + output.headline(rows, skipped))
     output.report(ctx, rows, skipped, params.percentiles)
@@ -231,7 +232,7 @@ def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> 
     scratch.mkdir()
     rows = []
     with serve_repository(
-        params.triton.server, ctx.input("repository"), scratch, _chooser(params.triton)
+        params.triton.server, ctx.input(REPOSITORY), scratch, _chooser(params.triton)
     ) as served:
         for name, state in served.states.items():
             if not state.ready:

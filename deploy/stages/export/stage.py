@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING
 
+from deploy.domain.artifacts import EAGER, GOLDEN, ONNX
 from deploy.modelio.onnx_files import MODEL_FILE
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, ArtifactKind, Section, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed, clip
@@ -31,7 +32,7 @@ def run(ctx: StageContext, params: ExportParams) -> None:
     from deploy.gates import references
     from deploy.modelio.loading import load_adapted
 
-    golden = references.load(ctx.input("golden"))
+    golden = references.load(ctx.input(GOLDEN))
     model = load_adapted(ctx.config, golden["opt"].inputs).exportable()
     attempts: list[Attempt] = []
     last: Exception | None = None
@@ -41,7 +42,7 @@ def run(ctx: StageContext, params: ExportParams) -> None:
         except Exception as exc:
             ctx.log.error("%s failed", exporter.value, exc_info=exc)
             attempts.append(failures.attempt_failed(exporter, exc))
-            shutil.rmtree(ctx.output("onnx").parent)
+            shutil.rmtree(ctx.output(ONNX).parent)
             last = exc
             continue
         attempts.append(Attempt(exporter))
@@ -63,10 +64,10 @@ def _attempt(
     from deploy.modelio import onnx_files
     from deploy.runtimes.onnxrt import OnnxRuntime
 
-    found = exporters.export(exporter, model, ctx.config, ctx.output("onnx"), golden, params)
+    found = exporters.export(exporter, model, ctx.config, ctx.output(ONNX), golden, params)
     _frozen(ctx, found, params)
-    onnx_files.check(ctx.output("onnx"))
-    header = onnx.load(str(ctx.output("onnx")), load_external_data=False)
+    onnx_files.check(ctx.output(ONNX))
+    header = onnx.load(str(ctx.output(ONNX)), load_external_data=False)
     _record_opset(ctx, header, params.opset_for(exporter))
     fixed = onnx_files.fixed_dims(header, ctx.config.inputs)
     if fixed:
@@ -75,10 +76,10 @@ def _attempt(
             "computes something that holds only at that size (torch.export's guard, a loop unrolled to the example's "
             "length); make the dim static in the shape spec if it is, else change the model"
         )
-    runtime = OnnxRuntime(ctx.output("onnx"), outputs=ctx.config.output_names())
+    runtime = OnnxRuntime(ctx.output(ONNX), outputs=ctx.config.output_names())
     table = parity.compare(references.run(runtime, golden), golden, params.tolerance, layout_of(ctx.config))
     what = f"ONNX Runtime ({exporter.value} export) vs eager"
-    diagnosis.judge(what, table, params.tolerance, golden, ctx.input("eager"), runtime.infer)
+    diagnosis.judge(what, table, params.tolerance, golden, ctx.input(EAGER), runtime.infer)
     return table
 
 

@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from deploy.domain.artifacts import BATCHING, EAGER, GOLDEN
 from deploy.gates.batch_independence import BatchIndependence, measure, not_measured
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from deploy.stages.golden.params import GoldenParams
@@ -61,15 +62,15 @@ def run(ctx: StageContext, params: GoldenParams) -> None:
     golden, dropped = answers.usable_edges(golden, [n for n in inputs if n not in answers.primary(golden)])
     ctx.log.info("reference outputs: %s", _shapes(golden))
     batching = _batching(config, golden, eager.infer)
-    ctx.output("batching").write_text(json.dumps(batching.to_json(), indent=1))
+    ctx.output(BATCHING).write_text(json.dumps(batching.to_json(), indent=1))
     references.refuse_constant(
         "reference output", {lb: golden[lb].outputs for lb in ("min", "opt", "max")}, _output_hint(batching)
     )
     # Each concurrent client's request gets the eager answer for exactly its own rows.
     clients = references.client_inputs(inputs, config.batch_dim is not None)
-    references.save(ctx.output("golden"), golden, [references.Case(c, eager.infer(c)) for c in clients])
+    references.save(ctx.output(GOLDEN), golden, [references.Case(c, eager.infer(c)) for c in clients])
     record = _record(ctx, adapter, golden, spread, dropped)
-    ctx.output("eager").write_text(json.dumps(record.to_json(), indent=1))
+    ctx.output(EAGER).write_text(json.dumps(record.to_json(), indent=1))
     _say(ctx, golden, batching, record)
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import JsonValue
 
+from deploy.domain.artifacts import ONNX, OPENVINO
 from deploy.gates import accuracy
 from deploy.gates.metrics import cosine
 from deploy.pipeline.contract import StageContext
@@ -42,7 +43,7 @@ def quantize(
     import openvino as ov
 
     nncf.set_log_level(logging.WARNING)  # its per-step INFO lines and progress bars: the log keeps ours
-    source = ir_path(ctx.input("openvino"))
+    source = ir_path(ctx.input(OPENVINO))
     settings = _settings(params, len(calibration))
     plain = _run(lambda nncf: nncf.quantize(_read(source), nncf.Dataset(calibration), **settings))
     details: dict[str, JsonValue] = {
@@ -98,7 +99,7 @@ def _run(step: Callable[[ModuleType], ov.Model]) -> ov.Model:
 
 def _fails(ctx: StageContext, params: NncfParams, candidate: Path, holdout: list[Feed]) -> bool:
     _metrics, bad = accuracy.gate_against_fp32(
-        ctx.input("onnx"), candidate, holdout, ctx.config.outputs, params.gate, runtime_for
+        ctx.input(ONNX), candidate, holdout, ctx.config.outputs, params.gate, runtime_for
     )
     return bool(bad)
 
@@ -134,7 +135,7 @@ class _Cosines:
 
     def __init__(self, ctx: StageContext, holdout: list[Feed]) -> None:
         self.holdout, self.names = holdout, ctx.config.output_names()
-        fp32 = accuracy.onnx_runtime(ctx.input("onnx"), self.names)
+        fp32 = accuracy.onnx_runtime(ctx.input(ONNX), self.names)
         self.references = [fp32.infer(feed) for feed in holdout]
 
     def __call__(self, compiled: ov.CompiledModel, items: Iterable[int]) -> tuple[float, list[float]]:

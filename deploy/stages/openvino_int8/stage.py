@@ -13,6 +13,7 @@ cosine 0.09 and twelve accuracy-control reverts reach only 0.94, the transformer
 
 from __future__ import annotations
 
+from deploy.domain.artifacts import OPENVINO
 from deploy.domain.issues import Issue
 from deploy.gates.tolerance import gate_issues
 from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
@@ -46,7 +47,7 @@ def run(ctx: StageContext, params: NncfParams) -> None:
         "accuracy_openvino_int8",
         evidence,
         load=runtime_for,  # OpenVINO computing in f32: the gate judges INT8's error, not bf16's
-        baseline=ir_path(ctx.input("openvino")),
+        baseline=ir_path(ctx.input(OPENVINO)),
     )
 
 

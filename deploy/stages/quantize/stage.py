@@ -19,6 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deploy.domain.artifacts import ONNX, ONNX_INT8
 from deploy.domain.issues import Issue
 from deploy.gates.tolerance import gate_issues
 from deploy.modelio.onnx_files import MODEL_FILE
@@ -75,12 +76,12 @@ def run(ctx: StageContext, params: QuantizeParams) -> None:
         "calibration_samples": len(calibration),
     }
     if params.quantizer == Quantizer.MODELOPT:
-        _quantize_modelopt(ctx.input("onnx"), ctx.output("onnx_int8"), calibration, params)
+        _quantize_modelopt(ctx.input(ONNX), ctx.output(ONNX_INT8), calibration, params)
         accuracy.conclude(
-            ctx, "INT8", ctx.output("onnx_int8"), holdout, params.gate, details, "accuracy_int8", evidence
+            ctx, "INT8", ctx.output(ONNX_INT8), holdout, params.gate, details, "accuracy_int8", evidence
         )
         return
-    model = _prepared(ctx.input("onnx"), params, ctx.workdir)
+    model = _prepared(ctx.input(ONNX), params, ctx.workdir)
     _check_names(model, params.exclude)
     quantize = _Quantizer(model, params, calibration, ctx.workdir)
     quantize.step = ctx.progress

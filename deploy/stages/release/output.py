@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
+from deploy.domain.artifacts import RELEASE, RESULTS, SELECTION, SMOKE
 from deploy.pipeline.contract import Cell, StageContext
 from deploy.pipeline.errors import RegressionRefused, StageFailed
 from deploy.pipeline.hashing import digest_file
@@ -42,7 +43,7 @@ def finish(
     """`recovered`: what finishing an interrupted release did first (the headline says it)."""
     decided = _whole(decided)
     report = ReleaseReport(decided, params.gate.model_dump(mode="json"), params.accept_regression)
-    ctx.output("release").write_text(report.to_json())
+    ctx.output(RELEASE).write_text(report.to_json())
     ctx.report_table(
         "Release against what is deployed", COLUMNS, [_row(m) for m in decided], note=_note(params)
     )
@@ -150,7 +151,7 @@ def _smoke(ctx: StageContext, model: str) -> Verified:
     found = Verified()
     if "smoke" not in ctx.inputs:
         return found
-    smoke = SmokeReport.read(ctx.input("smoke"))
+    smoke = SmokeReport.read(ctx.input(SMOKE))
     result = smoke.models.get(model)
     if smoke.server is not None and result is not None:
         server = smoke.server
@@ -171,7 +172,7 @@ def _bench(ctx: StageContext, model: str) -> Verified:
 
     if "results" not in ctx.inputs:
         return Verified()
-    rows = [r for r in BenchResults.read(ctx.input("results")).rows if r.model == model]
+    rows = [r for r in BenchResults.read(ctx.input(RESULTS)).rows if r.model == model]
     single = [r for r in rows if r.batch == 1 and r.single_stream]
     found = Verified(latency_ms=round(single[0].median_ms, 3)) if single else Verified()
     if rows:
@@ -184,7 +185,7 @@ def _selection(ctx: StageContext, model: str) -> Verified:
 
     if "selection" not in ctx.inputs:
         return Verified()
-    chosen = Selection.read(ctx.input("selection"))
+    chosen = Selection.read(ctx.input(SELECTION))
     return Verified(target=chosen.target, selected_for=chosen.objectives_of(model))
 
 

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deploy.domain.artifacts import GOLDEN, REPOSITORY
 from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import DataKind
 from deploy.pipeline.contract import Artifact, Phase, StageContext, StageSpec
@@ -46,9 +47,9 @@ def run(ctx: StageContext, params: ReleaseParams) -> None:
     if recovered:
         ctx.record("recovered", recovered)
     refuse_foreign(ctx.config.repository, ctx.config.name)  # the gate compares with what was released
-    golden = references.load(ctx.input("golden"))
+    golden = references.load(ctx.input(GOLDEN))
     cases = [golden[label].inputs for label in LABELS] + _held_out(ctx, params)
-    tree, repository = ctx.input("repository"), ctx.config.repository
+    tree, repository = ctx.input(REPOSITORY), ctx.config.repository
     measured: dict[tuple[str, str], Comparison] = {}  # the onnx and python formats serve one file
     decided = [_decide(ctx, params, tree / m, repository / m, cases, measured) for m in _models(tree)]
     output.finish(ctx, params, decided, tree, _base(ctx, params, _answers(golden)), recovered)

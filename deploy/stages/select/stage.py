@@ -19,6 +19,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from deploy.domain.artifacts import CHART, DEPLOYMENT, REPOSITORY, RESULTS, SELECTION, SMOKE
 from deploy.domain.naming import model_name
 from deploy.gates.accuracy_report import AccuracyReport
 from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
@@ -37,11 +38,11 @@ from deploy.stages.select.params import SelectParams
 
 
 def run(ctx: StageContext, params: SelectParams) -> None:
-    bench = BenchResults.read(ctx.input("results"))
+    bench = BenchResults.read(ctx.input(RESULTS))
     reports = {a: AccuracyReport.read(ctx.input(a)) for a in ACCURACY_REPORTS if a in ctx.inputs}
     cosines = {p: r.worst_cosine() for p, r in reports.items()}
     evidence = {p: r.evidence.short() for p, r in reports.items()}
-    smoke = SmokeReport.read(ctx.input("smoke")) if "smoke" in ctx.inputs else None
+    smoke = SmokeReport.read(ctx.input(SMOKE)) if "smoke" in ctx.inputs else None
     target = candidates.target_of(bench, smoke)
     found = candidates.gather(bench, cosines, smoke, evidence)
     if not any(c.rows or c.served for c in found):
@@ -56,12 +57,12 @@ def run(ctx: StageContext, params: SelectParams) -> None:
     ctx.headline(output.headline(decisions, target, ctx.config.repository))
     output.report(ctx, decisions, found, target)
     ctx.conclusion(conclusion(decisions, target, ctx.config.repository))
-    chart(decisions, ctx.output("chart"))
+    chart(decisions, ctx.output(CHART))
     unmet = [d.objective.name for d in decisions if d.winner is None]
-    ctx.output("deployment").mkdir()  # empty without a repository: nothing to serve
+    ctx.output(DEPLOYMENT).mkdir()  # empty without a repository: nothing to serve
     if not unmet and "repository" in ctx.inputs:
         chosen = replace(chosen, served=_deployment(ctx, decisions))
-    ctx.output("selection").write_text(json.dumps(chosen.to_json(), indent=1))
+    ctx.output(SELECTION).write_text(json.dumps(chosen.to_json(), indent=1))
     if unmet:
         _refuse(unmet, decisions, target)
 
@@ -91,11 +92,11 @@ def _unmet_message(unmet: list[str], decisions: list[selection.Decision], target
 def _deployment(ctx: StageContext, decisions: list[selection.Decision]) -> dict[str, list[str]]:
     """Writes `deployment`: the repository's models serving each objective's pick, as
     they are (same files, so smoke's and bench's verdicts on them hold)."""
-    source = ctx.input("repository")
+    source = ctx.input(REPOSITORY)
     present = {p.name for p in source.iterdir() if p.is_dir()}
     serves = partial(_served, ctx.config.name, present)
     picks = {d.objective.name: _serving_pick(d, serves, sorted(present)) for d in decisions}
-    target = ctx.output("deployment")
+    target = ctx.output(DEPLOYMENT)
     for model in dict.fromkeys(m for pick in picks.values() for m in serves(pick.candidate)):
         shutil.copytree(source / model, target / model, copy_function=_link)
     rows = [

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from deploy.domain.artifacts import EAGER, GOLDEN
 from deploy.domain.vocabulary import ModelSuffix, Precision, Protocol
 from deploy.pipeline.contract import StageContext
 from deploy.serving.repository import Model
@@ -109,7 +110,7 @@ def _cause(table: Table, params: SmokeParams, ctx: StageContext) -> list[str]:
 
     if not diagnosis.failing(table):
         return []
-    record = EagerRecord.read(ctx.input("eager")) if "eager" in ctx.inputs else None
+    record = EagerRecord.read(ctx.input(EAGER)) if "eager" in ctx.inputs else None
     return [f"cause: {diagnosis.explain(table, params.tolerance, record).text()}"]
 
 
@@ -127,7 +128,7 @@ def _traffic(
     from deploy.gates.references import load_clients
     from deploy.stages.smoke import checks, traffic
 
-    cases = _reference_cases(model, load_clients(ctx.input("golden")), ctx)
+    cases = _reference_cases(model, load_clients(ctx.input(GOLDEN)), ctx)
     max_batch = int(config.get("max_batch_size", 0))
 
     def ask(conn: Client, protocol: str, request: int) -> Arrays:

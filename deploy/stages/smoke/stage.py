@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deploy.domain.artifacts import GOLDEN, REPOSITORY, SERVER_LOG, SMOKE
 from deploy.domain.issues import Issue
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
@@ -54,7 +55,7 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
     from deploy.gates import references
     from deploy.serving.launch import serve_repository
 
-    golden = references.load(ctx.input("golden"))
+    golden = references.load(ctx.input(GOLDEN))
     scratch = ctx.workdir / "server"  # backends dir, server log: not outputs
     scratch.mkdir()
     report = smoke_report.SmokeReport()
@@ -63,8 +64,8 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
     try:
         _refuse_incomplete(candidate, ctx.config.name)
         with serve_repository(
-            _server_spec(params.server, ctx.input("repository")),
-            ctx.input("repository"),
+            _server_spec(params.server, ctx.input(REPOSITORY)),
+            ctx.input(REPOSITORY),
             scratch,
             _choose(report),
             remote=triton_url(candidate) if candidate else None,
@@ -87,7 +88,7 @@ def _candidate(ctx: StageContext) -> str:
 
     remote = candidate_url(str(publishing(ctx.config).remote))
     try:
-        copy_tree(ctx.input("repository"), remote, ctx.config.name)
+        copy_tree(ctx.input(REPOSITORY), remote, ctx.config.name)
     except Exception as exc:  # every storage backend has its own errors; all mean the same here
         raise EnvError(f"copying the candidate to {remote} failed: {type(exc).__name__}: {exc}") from exc
     ctx.log.info("the candidate copied to %s for the server to read", remote)
@@ -195,8 +196,8 @@ def _finish(
     ensemble_check.answers_table(ctx, models)
     if server is not None and server.log_path.exists():
         ctx.log.info("server log:\n%s", server.log_path.read_text(errors="replace"))
-        shutil.copyfile(server.log_path, ctx.output("server_log"))
-    ctx.output("smoke").write_text(json.dumps(data, indent=1))
+        shutil.copyfile(server.log_path, ctx.output(SERVER_LOG))
+    ctx.output(SMOKE).write_text(json.dumps(data, indent=1))
 
 
 def _verdict(report: smoke_report.SmokeReport, server: Server | None, require: tuple[str, ...]) -> None:

@@ -13,6 +13,7 @@ import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
+from deploy.domain.artifacts import ONNX, STATS
 from deploy.pipeline.contract import Artifact, Cell, Phase, Section, StageContext, StageSpec
 from deploy.stages.stats.params import StatsParams
 
@@ -28,7 +29,7 @@ def run(ctx: StageContext, params: StatsParams) -> None:
 
     rng = np.random.default_rng(0)
     feeds = references.make_inputs(ctx.config, params.shape, rng)
-    nodes = roofline.count(ctx.input("onnx"), feeds)
+    nodes = roofline.count(ctx.input(ONNX), feeds)
     targets = [roofline.Roof(t.name, t.peak_tflops * 1e12, t.bandwidth_gbps * 1e9) for t in params.targets]
     batch = _batch(ctx, params)
     totals, ops = roofline.totals(nodes, targets), roofline.by_op_type(nodes, targets)
@@ -39,7 +40,7 @@ def run(ctx: StageContext, params: StatsParams) -> None:
         "op_types": [asdict(row) for row in ops],
         "targets": [t.model_dump() for t in params.targets],
     }
-    ctx.output("stats").write_text(json.dumps(stats, indent=1))
+    ctx.output(STATS).write_text(json.dumps(stats, indent=1))
     ctx.record("stats", asdict(totals))
     ctx.headline(_headline(totals, batch))
     _report(ctx, totals, params.shape, batch)

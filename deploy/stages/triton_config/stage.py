@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from deploy.domain.artifacts import BATCHING, GOLDEN, MANIFEST, REPOSITORY
 from deploy.domain.issues import Issue
 from deploy.domain.naming import model_name
 from deploy.domain.vocabulary import ModelSuffix, Precision, ServingFormat
@@ -184,8 +185,8 @@ def check_engine_batch(manifest: EngineManifest, params: TritonParams, size: int
 def run(ctx: StageContext, params: TritonParams) -> None:
     from deploy.gates import references
 
-    golden = references.load(ctx.input("golden"))
-    root = ctx.output("repository")
+    golden = references.load(ctx.input(GOLDEN))
+    root = ctx.output(REPOSITORY)
     models = [m for m in served(params, ctx.config.name) if m.artifact in ctx.inputs]
     models = _where_computable(ctx, models)
     _refuse_merging(ctx, params, golden, models)
@@ -197,7 +198,7 @@ def run(ctx: StageContext, params: TritonParams) -> None:
         )
         ctx.record(f"not_written.{missing.model}", f"no {missing.artifact} (stage skipped or not configured)")
     if any(m.fmt == ServingFormat.PLAN for m in models) and "manifest" in ctx.inputs:
-        manifest = EngineManifest.read(ctx.input("manifest"))
+        manifest = EngineManifest.read(ctx.input(MANIFEST))
         check_engine_batch(manifest, params, max_batch(params, ctx.config))
     protos = []
     for entry in models:
@@ -279,7 +280,7 @@ def _refuse_merging(
         for m in models
         if m.precision != Precision.FP32 and m.artifact.startswith("onnx")
     }
-    fp32 = BatchIndependence.read(ctx.input("batching"))
+    fp32 = BatchIndependence.read(ctx.input(BATCHING))
     found = batching.records(fp32, files, golden, ctx.config.output_names())
     ctx.record("batching", {p: r.text() for p, r in found.items()})
     if dynamic_batching(params, ctx.config) is not None:
@@ -310,7 +311,7 @@ def _write_service(ctx: StageContext, params: TritonParams, golden: Golden, prot
     pre, post, config = params.preprocess, params.postprocess, ctx.config
     if (pre is None and post is None) or not protos:
         return []
-    size, count, root = max_batch(params, config), params.instance_group.count, ctx.output("repository")
+    size, count, root = max_batch(params, config), params.instance_group.count, ctx.output(REPOSITORY)
     parts = {}
     if pre is not None:
         parts[Role.PRE] = ensemble.pre_proto(

@@ -19,6 +19,7 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
+from deploy.domain.artifacts import BATCHING, REPOSITORY, SEARCH_CSV, SEARCH_PLOT, SEARCH_RESULTS
 from deploy.gates.batch_independence import BatchIndependence
 from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, Section, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed
@@ -50,12 +51,12 @@ def check(params: SearchParams, config: Any) -> list[Any]:
 def run(ctx: StageContext, params: SearchParams) -> None:
     from deploy.stages.triton_search import output, search
 
-    tree = ctx.output("repository")
-    shutil.copytree(ctx.input("repository"), tree, symlinks=True)
+    tree = ctx.output(REPOSITORY)
+    shutil.copytree(ctx.input(REPOSITORY), tree, symlinks=True)
     result = search.search(ctx, _without_merging(ctx, params), tree)
-    ctx.output("search_results").write_text(json.dumps(result.record().to_json(), indent=1))
-    ctx.output("search_csv").write_text(output.csv(result))
-    output.plot(result, params.goal, ctx.output("search_plot"))
+    ctx.output(SEARCH_RESULTS).write_text(json.dumps(result.record().to_json(), indent=1))
+    ctx.output(SEARCH_CSV).write_text(output.csv(result))
+    output.plot(result, params.goal, ctx.output(SEARCH_PLOT))
     search.write_winner(result, tree)
     ctx.record("search", result.summary())
     ctx.headline(result.headline())
@@ -69,7 +70,7 @@ def run(ctx: StageContext, params: SearchParams) -> None:
 def _without_merging(ctx: StageContext, params: SearchParams) -> SearchParams:
     """A model with an output that depends on its batch must never have requests merged:
     dynamic batching leaves the search space (golden's batching.json says which)."""
-    record = BatchIndependence.read(ctx.input("batching"))
+    record = BatchIndependence.read(ctx.input(BATCHING))
     if not record.dependent():
         return params
     ctx.log.warning("dynamic batching left out of the search: %s", record.text())
