@@ -122,7 +122,7 @@ def test_every_stage_and_shared_key_is_listed():
 
 
 def test_known_defaults_render_from_the_model():
-    from deploy.stages.triton_config.stage import TritonParams
+    from deploy.stages.triton_config.params import TritonParams
     from deploy.stages.validate import ValidateParams
 
     atol = ValidateParams.model_fields["atol"].default

@@ -26,7 +26,7 @@ from deploy.serving.server_spec import ServerSpec
 from deploy.spec.config import DeployConfig
 from deploy.stages.smoke import checks
 from deploy.stages.triton_config.params import TritonParams
-from deploy.stages.triton_config.stage import model_config, render
+from deploy.stages.triton_config.proto import model_config, render
 
 pytestmark = pytest.mark.triton
 
