@@ -18,15 +18,16 @@ import typer
 from rich.text import Text
 
 import deploy.commands.startup  # noqa: F401  (first: before any module imports pydantic)
+from deploy.commands.bench_cli import bench
 from deploy.commands.cache import cache_app
 from deploy.commands.cli_common import ConfigArg
 from deploy.commands.cli_common import console as _console
 from deploy.commands.cli_common import project as _project
+from deploy.commands.init_cli import init
+from deploy.commands.serve_cli import serve
 from deploy.console.terminal import make_console, wide_help
-from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Protocol
 from deploy.pipeline.errors import (
-    ConfigError,
     DeployError,
     ExitCode,
     MissingDependency,
@@ -38,7 +39,6 @@ from deploy.releasing.release_commands import releases, rollback
 
 if TYPE_CHECKING:
     from deploy.pipeline.plan import PlanRow
-    from deploy.pipeline.project import Project
     from deploy.spec.config import DeployConfig
 
 # -h everywhere; subcommands inherit it from the group's context.
@@ -241,144 +241,8 @@ def _probe(config: DeployConfig) -> None:
     probe(config, probe_sample(config))
 
 
-@app.command()
-def init(
-    inputs: Annotated[
-        list[str],
-        typer.Option(
-            "--input",
-            help="NAME:DTYPE:MIN/OPT/MAX (repeatable), e.g. image:float32:1x3x224x224/4x3x224x224/8x3x224x224.",
-        ),
-    ],
-    factory: Annotated[
-        str | None, typer.Option(help="The model: `module:callable` returning the nn.Module.")
-    ] = None,
-    file: Annotated[Path | None, typer.Option(help="The model: a Python file (with --callable).")] = None,
-    callable_: Annotated[str | None, typer.Option("--callable", help="The function in --file.")] = None,
-    torchscript: Annotated[Path | None, typer.Option(help="The model: a TorchScript file.")] = None,
-    kwarg: Annotated[
-        list[str], typer.Option("--kwarg", help="KEY=VALUE for the factory (repeatable; VALUE read as YAML).")
-    ] = [],  # noqa: B006
-    name: Annotated[
-        str | None, typer.Option(help="Pipeline name (default: from the model's source).")
-    ] = None,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Where to write (default: NAME.yaml).")
-    ] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing file.")] = False,
-    value_range: Annotated[
-        list[str],
-        typer.Option(
-            "--value-range", help="NAME=LOW,HIGH: an input's values, inclusive for integers (repeatable)."
-        ),
-    ] = [],  # noqa: B006
-    values: Annotated[
-        list[str],
-        typer.Option(
-            "--values",
-            help="NAME=KIND[:DIM]: what an integer input holds: mask, lengths:DIM, indices:DIM, offsets:DIM "
-            "(DIM: the named dim whose size bounds them; repeatable).",
-        ),
-    ] = [],  # noqa: B006
-    batch_dim: Annotated[
-        str | None,
-        typer.Option(
-            "--batch-dim",
-            help="The batch dim's name, or `none` for a model without one. Default: axis 0 where it varies "
-            "alike in every input, else none.",
-        ),
-    ] = None,
-) -> None:
-    """Write a starter config for a model: it is built and called with the declared shapes
-    (twice: a forward that draws noise is named), and its outputs (tensor, tuple, dict,
-    NamedTuple, ModelOutput, a cache) become the declared outputs."""
-    from deploy.commands.init import InitRequest, initialise
-
-    request = InitRequest(
-        factory,
-        file,
-        callable_,
-        torchscript,
-        kwarg,
-        inputs,
-        name,
-        output,
-        overwrite,
-        value_range,
-        values,
-        batch_dim,
-    )
-    dest, called = initialise(request)
-    _console().print(f"{called}\n[green]wrote[/] {dest}: check the guesses, then `deploy run {dest}`")
-
-
-_PORT_HELP = "port. Default: the config's {0}, else Triton's 8000 / 8001 / 8002 when all are free (what `deploy infer` tries), else free ones. Taken: exit 4."
-
-
-@app.command()
-def serve(
-    config: ConfigArg,
-    http_port: Annotated[
-        int | None, typer.Option(min=1, max=65535, help="HTTP " + _PORT_HELP.format("http_port"))
-    ] = None,
-    grpc_port: Annotated[
-        int | None, typer.Option(min=1, max=65535, help="gRPC " + _PORT_HELP.format("grpc_port"))
-    ] = None,
-    metrics_port: Annotated[
-        int | None, typer.Option(min=1, max=65535, help="Metrics " + _PORT_HELP.format("metrics_port"))
-    ] = None,
-    published: Annotated[
-        bool,
-        typer.Option(
-            "--published",
-            help="Serve the copy at triton_config.publish_to (e.g. s3://): the server reads it itself.",
-        ),
-    ] = False,
-    repair: Annotated[
-        bool,
-        typer.Option(
-            "--repair",
-            help="Put back from the cache any published file found altered (default: refuse to serve).",
-        ),
-    ] = False,
-) -> None:
-    """Serve the generated model repository on a local tritonserver; prints its HTTP, gRPC
-    and metrics addresses. Ctrl-C, SIGTERM or SIGHUP stop it (server and temp dir gone)
-    and exit 0; exit 1 if the server dies on its own, 4 if a port asked for is taken. Every
-    published file is checked against its digest first: an altered one is refused (exit 1),
-    or with --repair put back from the cache."""
-    from deploy.commands.serve import PublishedCheck, server_setting
-    from deploy.commands.serve import serve as serve_repository
-    from deploy.pipeline.store import Store
-    from deploy.serving.ports import serve_ports
-
-    project = _project(config, None)
-    spec, where = server_setting(project)
-    given = {"http_port": http_port, "grpc_port": grpc_port, "metrics_port": metrics_port}
-    chosen = serve_ports(spec, given, where, str(config))
-    console = _console()
-
-    def say(line: str) -> None:  # model names and server reasons are text, never markup
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-
-    if chosen.note:
-        say(chosen.note)
-    remote = _published(project, config) if published else None
-    check = PublishedCheck(Store(project.cache_dir), repair)
-    update = spec.model_copy(update=chosen.ports)
-    serve_repository(
-        project.config.name, update, project.config.repository, say, chosen.origins, remote, check
-    )
-
-
-def _published(project: Project, config: Path) -> str:
-    from deploy.serving.publishing import publishing
-
-    remote = publishing(project.config).remote
-    if remote is None:
-        issue = Issue("stages.triton_config.publish_to", "not set: --published serves the copy it names")
-        raise ConfigError(str(config), [issue])
-    return remote
+app.command()(init)  # deploy/commands/init_cli.py
+app.command()(serve)  # deploy/commands/serve_cli.py
 
 
 @app.command()
@@ -413,76 +277,7 @@ def infer(
     ask_service(request, lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
 
 
-@app.command()
-def bench(
-    model: Annotated[
-        Path,
-        typer.Argument(
-            help="A model file: .onnx (ONNX Runtime), .xml (OpenVINO IR), .pt/.ts (TorchScript), … ."
-        ),
-    ],
-    shapes: Annotated[str | None, typer.Option("--shapes", help="NAME:DxDxD,... (as trtexec).")] = None,
-    warmup: Annotated[float, typer.Option("--warmUp", min=0, help="Warm-up time, ms.")] = 200.0,
-    duration: Annotated[float, typer.Option("--duration", min=0, help="Minimum timed duration, s.")] = 3.0,
-    iterations: Annotated[int, typer.Option("--iterations", min=1, help="Minimum timed calls.")] = 10,
-    percentile: Annotated[
-        str, typer.Option("--percentile", help="Comma-separated, e.g. 90,95,99.")
-    ] = "90,95,99",
-    export_times: Annotated[
-        Path | None, typer.Option("--exportTimes", help="Write per-call times (JSON).")
-    ] = None,
-    runtime: Annotated[
-        str,
-        typer.Option(
-            "--runtime",
-            help="auto (by the file's suffix), or a runtime that runs model files (`deploy doctor` lists them).",
-        ),
-    ] = "auto",
-    threads: Annotated[int | None, typer.Option("--threads", min=1, help="Intra-op threads.")] = None,
-    streams: Annotated[
-        int | None,
-        typer.Option(
-            "--streams",
-            "--concurrency",
-            min=1,
-            help="Parallel closed-loop streams [default: 1; OpenVINO's throughput hint: the requests it asks for].",
-        ),
-    ] = None,
-    hint: Annotated[
-        str, typer.Option("--hint", help="OpenVINO's performance hint: latency | throughput.")
-    ] = "latency",
-    stability_windows: Annotated[
-        int, typer.Option("--stability-windows", min=1, help="Stop once the last K windows agree.")
-    ] = 3,
-    stability_percentage: Annotated[
-        float,
-        typer.Option("--stability-percentage", help="Allowed spread of those windows, ± % of their mean."),
-    ] = 10.0,
-    max_trials: Annotated[
-        int, typer.Option("--max-trials", min=1, help="Most windows before giving up (marked unstable).")
-    ] = 10,
-) -> None:
-    """Time one model file the way trtexec does (warm-up, duration, percentiles), in windows until stable as perf_analyzer."""
-    from deploy.commands.benchmark import BenchRequest, bench_file
-    from deploy.commands.runs import check_writable
-
-    check_writable("--exportTimes", export_times)  # before timing, not after it
-    request = BenchRequest(
-        shapes=shapes,
-        warmup_ms=warmup,
-        duration_s=duration,
-        iterations=iterations,
-        percentiles=percentile,
-        export=export_times,
-        runtime=runtime,
-        threads=threads,
-        streams=streams,
-        stability_windows=stability_windows,
-        stability_percentage=stability_percentage,
-        max_trials=max_trials,
-        hint=hint,
-    )
-    bench_file(model, request)
+app.command()(bench)  # deploy/commands/bench_cli.py
 
 
 @app.command()
