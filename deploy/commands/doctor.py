@@ -65,7 +65,23 @@ def config_checks(project: Project) -> list[Check]:
     from deploy.pipeline.project import host_issues
 
     found = [Check(issue.where, False, issue.message) for issue in host_issues(project)]  # says its fix
-    return found or [Check(str(project.path), True, "every configured runtime can run on its device here")]
+    found += _model_packages(project)
+    return found or [
+        Check(str(project.path), True, "every configured runtime and the model's packages are here")
+    ]
+
+
+def _model_packages(project: Project) -> list[Check]:
+    """The packages the model's source imports (read, not run), found or not."""
+    from deploy.modelio.installed import check_installed
+    from deploy.pipeline.errors import MissingDependency
+
+    try:
+        check_installed(project.config.model)
+    except MissingDependency as exc:
+        what, _, fix = str(exc).partition("; install it with: ")
+        return [Check("model", False, what, fix)]
+    return []
 
 
 def _package(name: str, used: str) -> Check:

@@ -53,3 +53,40 @@ def test_doctor_with_a_config_names_what_it_cannot_run_here(write_config):
     assert all(
         "no NVIDIA GPU" in detail and detail.endswith("bench skips it") for _, _, detail in found["cuda"]
     )
+
+
+def test_doctor_with_a_config_names_a_package_its_model_needs_and_lacks(tmp_path):
+    """The model file imports a package this machine lacks: a failed `model` row naming it
+    and how to install it (read from the file, not run); with it present, none."""
+    (tmp_path / "m.py").write_text(
+        "import torch\nimport absent_weights_pkg\n\ndef build():\n    return torch.nn.Linear(4, 2)\n"
+    )
+    config = {
+        "name": "needs",
+        "model": {"file": "m.py", "callable": "build"},
+        "inputs": [
+            {
+                "name": "x",
+                "dtype": "float32",
+                "dims": ["batch", 4],
+                "min": [1, 4],
+                "opt": [2, 4],
+                "max": [4, 4],
+            }
+        ],
+        "outputs": [{"name": "y"}],
+        "stages": {"trace": {}},
+    }
+    import yaml
+
+    (tmp_path / "needs.yaml").write_text(yaml.safe_dump(config))
+    proc = run_cli("doctor", str(tmp_path / "needs.yaml"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {c["name"]: c for c in json.loads(proc.stdout)}
+    assert not rows["model"]["ok"] and "the package 'absent_weights_pkg'" in rows["model"]["detail"]
+    assert rows["model"]["fix"].startswith("pip install absent_weights_pkg")
+    (tmp_path / "absent_weights_pkg.py").write_text("")  # beside the model file: found
+    rows = {
+        c["name"]: c for c in json.loads(run_cli("doctor", str(tmp_path / "needs.yaml"), "--json").stdout)
+    }
+    assert "model" not in rows and rows[str(tmp_path / "needs.yaml")]["ok"]
