@@ -58,6 +58,27 @@ def model_config(
         proto.backend = layout.backend
     else:
         proto.platform = layout.platform
+    _tensors(proto, pb, fmt, config, golden, size)
+    merging = dynamic_batching(params, config)
+    if merging is not None:
+        proto.dynamic_batching.max_queue_delay_microseconds = merging.max_queue_delay_us
+        proto.dynamic_batching.preferred_batch_size.extend(merging.preferred_batch_sizes)
+    group = _instances(proto, pb, fmt, params)
+    if fmt == ServingFormat.PLAN:
+        group.profile.extend(str(p) for p in params.plan.profiles)
+        proto.cc_model_filenames.update(params.plan.cc_model_filenames)
+    _production(proto, pb, fmt, params, group, precision)
+    # Read back by the smoke stage to pick the tolerance for this precision, and by
+    # repository.models to tell the python backend's formats apart.
+    proto.parameters["deploy_precision"].string_value = precision
+    proto.parameters[FORMAT_PARAMETER].string_value = fmt
+    return proto
+
+
+def _tensors(
+    proto: Any, pb: ModuleType, fmt: ServingFormat, config: DeployConfig, golden: Golden, size: int
+) -> None:
+    """The inputs and outputs in wire dims; 0-d ones named for the python model to reshape."""
     scalars = []
     for i, spec in enumerate(config.inputs):
         dims = [-1 if isinstance(d, str) else d for d in spec.dims][1 if size else 0 :]
@@ -69,27 +90,17 @@ def model_config(
         scalars += _dims(entry, output_dims(golden, out.name, size), size > 0, out.name)
     if scalars:  # 0-d in a model without batching: the python backend's model.py reshapes them
         proto.parameters[SCALARS_PARAMETER].string_value = ",".join(scalars)
-    merging = dynamic_batching(params, config)
-    if merging is not None:
-        proto.dynamic_batching.max_queue_delay_microseconds = merging.max_queue_delay_us
-        proto.dynamic_batching.preferred_batch_size.extend(merging.preferred_batch_sizes)
-    # The python formats run ONNX Runtime's CPU provider or OpenVINO's CPU plugin, as does
-    # the openvino backend: their instances are CPU instances; a TensorRT plan runs on GPUs only.
+
+
+def _instances(proto: Any, pb: ModuleType, fmt: ServingFormat, params: TritonParams) -> Any:
+    """The python formats run ONNX Runtime's CPU provider or OpenVINO's CPU plugin, as does
+    the openvino backend: their instances are CPU instances; a TensorRT plan runs on GPUs only."""
     cpu_only = (ServingFormat.PYTHON, ServingFormat.PYTHON_OPENVINO, ServingFormat.OPENVINO)
     kind = InstanceKind.CPU if fmt in cpu_only else params.instance_group.kind
     kind = InstanceKind.GPU if fmt == ServingFormat.PLAN else kind
-    group = proto.instance_group.add(
+    return proto.instance_group.add(
         kind=pb.ModelInstanceGroup.Kind.Value(f"KIND_{kind.upper()}"), count=params.instance_group.count
     )
-    if fmt == ServingFormat.PLAN:
-        group.profile.extend(str(p) for p in params.plan.profiles)
-        proto.cc_model_filenames.update(params.plan.cc_model_filenames)
-    _production(proto, pb, fmt, params, group, precision)
-    # Read back by the smoke stage to pick the tolerance for this precision, and by
-    # repository.models to tell the python backend's formats apart.
-    proto.parameters["deploy_precision"].string_value = precision
-    proto.parameters[FORMAT_PARAMETER].string_value = fmt
-    return proto
 
 
 def _dims(entry: Any, dims: list[int], batched: bool, name: str) -> list[str]:
