@@ -134,10 +134,8 @@ def _runtime(model: Path, runtime: str) -> str:
         found = for_suffix(model.suffix)
         runtime = found.name if found is not None and found.open_file is not None else ""
     if runtime not in FILE_RUNTIMES:
-        raise typer.BadParameter(
-            f"cannot tell the runtime of '{model.name}'; pass one of {names(FILE_RUNTIMES)}",
-            param_hint="--runtime",
-        )
+        said = f"'{runtime}' runs no model file" if runtime else f"cannot tell the runtime of '{model.name}'"
+        raise typer.BadParameter(f"{said}; pass one of {names(FILE_RUNTIMES)}", param_hint="--runtime")
     plugin = get(runtime)
     if reason := plugin.unavailable(plugin.on(Device.CPU)):  # e.g. a CUDA provider on a machine without a GPU
         raise EnvError(f"--runtime {runtime}: {reason}")

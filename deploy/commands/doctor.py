@@ -79,8 +79,7 @@ def _model_packages(project: Project) -> list[Check]:
     try:
         check_installed(project.config.model)
     except MissingDependency as exc:
-        what, _, fix = str(exc).partition("; install it with: ")
-        return [Check("model", False, what, fix)]
+        return [Check("model", False, exc.what, exc.install)]
     return []
 
 

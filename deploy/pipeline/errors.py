@@ -124,6 +124,7 @@ class StageSkipped(Exception):
 
 class MissingDependency(EnvError):
     def __init__(self, what: str, install: str) -> None:
+        self.what, self.install = what, install
         super().__init__(f"{what} is not available; install it with: {install}")
 
 

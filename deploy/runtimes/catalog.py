@@ -47,6 +47,14 @@ ACCURACY_REPORTS = tuple(dict.fromkeys(p.accuracy for p in PLUGINS if p.accuracy
 PARITY = tuple(p.name for p in PLUGINS if p.parity is not None)  # what validate can check
 
 
+def registered(value: tuple[str, ...], among: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """A config's runtime names, each one of `among` (a params validator's check)."""
+    unknown = [r for r in value if r not in among]
+    if unknown:
+        raise ValueError(f"{unknown} {what}: one of {names(among)}")
+    return value
+
+
 def get(name: str) -> RuntimePlugin:
     return CATALOG[name]
 

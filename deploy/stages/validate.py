@@ -13,7 +13,7 @@ from deploy.domain.artifacts import EAGER, GOLDEN, REPORT
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.contract import Artifact, Phase, Section, StageContext, StageSpec
 from deploy.runtimes.base import Device
-from deploy.runtimes.catalog import CATALOG, PARITY, get, names
+from deploy.runtimes.catalog import CATALOG, PARITY, get, names, registered
 
 if TYPE_CHECKING:
     from deploy.gates.parity import ParityReport, Table
@@ -32,10 +32,7 @@ class ValidateParams(Tolerance):
     @field_validator("runtimes")
     @classmethod
     def _checkable(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [r for r in value if r not in PARITY]
-        if unknown:
-            raise ValueError(f"{unknown} cannot be checked for parity: one of {names(PARITY)}")
-        return value
+        return registered(value, PARITY, "cannot be checked for parity")
 
 
 def run(ctx: StageContext, params: ValidateParams) -> None:

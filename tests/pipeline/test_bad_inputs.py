@@ -923,6 +923,13 @@ CASES = [
         ("bench", "{tmp}/model.bin"),
     ),
     Case(
+        "bench-runtime-unknown",
+        USAGE,
+        "Invalid value for --runtime: 'nope' runs no model file; pass one of torchscript | onnxruntime",
+        lambda d, t: _identity_onnx(t),
+        ("bench", "{tmp}/identity.onnx", "--runtime", "nope"),
+    ),
+    Case(
         "dict-output-unknown-key",
         CONFIG,
         "outputs[0]: 'logits': no key 'logits' in the model's dict (set outputs[0].path); "

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
-from deploy.runtimes.catalog import BASELINE, CATALOG, names
+from deploy.runtimes.catalog import BASELINE, CATALOG, names, registered
 from deploy.runtimes.measure import MeasureSettings
 from deploy.runtimes.pacing import Distribution
 from deploy.serving.server_spec import ServerSpec
@@ -56,10 +56,7 @@ class BenchParams(MeasureSettings):
     @field_validator("runtimes")
     @classmethod
     def _registered(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [r for r in value if r not in CATALOG]
-        if unknown:
-            raise ValueError(f"{unknown} not among the runtimes: {names()}")
-        return value
+        return registered(value, tuple(CATALOG), "not among the runtimes")
 
     batches: tuple[PositiveInt, ...] | None = Field(
         None,
