@@ -190,6 +190,29 @@ def _wait_answers(client: Client, expected: np.ndarray) -> None:
     time.sleep(1.0)
 
 
+def _answers_sent_after(client: Client, count: int) -> int:
+    """Waits for answers to requests *sent* after the client had `count` answers: the client
+    sends one at a time, so the second answer after that mark was asked for after it (the
+    first may have been in flight). A fixed sleep is not enough on a loaded agent, where a
+    second can pass without any answer. Returns how many answers there are then."""
+    deadline = time.monotonic() + 60
+    while len(client.answers) < count + 3:
+        assert time.monotonic() < deadline, f"no answers for 60 s after answer {count}: {client.errors[-3:]}"
+        time.sleep(0.1)
+    return len(client.answers)
+
+
+def _runs(which: list[int]) -> list[tuple[int, int]]:
+    """[1, 1, 2] -> [(1, 2), (2, 1)]: which version answered, and how many times in a row."""
+    found: list[list[int]] = []
+    for version in which:
+        if found and found[-1][0] == version:
+            found[-1][1] += 1
+        else:
+            found.append([version, 1])
+    return [(version, count) for version, count in found]
+
+
 def _released_v1(
     tmp_path: Path, checkpoints: dict[int, Path], env: dict[str, str], triton: dict[str, str], cli: Cli
 ) -> tuple[Path, dict[str, Any]]:
@@ -249,11 +272,10 @@ def _release_and_roll_back(
         config.write_text(yaml.safe_dump(data, sort_keys=False))
         released = cli("run", str(config), env=env)
         assert released.returncode == 0, released.stdout + released.stderr
-        time.sleep(1.0)
-        switched = len(client.answers)
+        switched = _answers_sent_after(client, len(client.answers))
         rolled = cli("rollback", str(config), env=env)  # the config's servers are switched
         assert rolled.returncode == 0, rolled.stdout + rolled.stderr
-        time.sleep(1.0)
+        _answers_sent_after(client, len(client.answers))
     finally:
         client.stop.set()
         client.join(timeout=30)
@@ -278,6 +300,11 @@ def _check(client: Client, switched: int, model_dir: Path) -> None:
     ]
     assert 0 not in which  # every answer is one version's
     released, rolled_back = which[:switched], which[switched:]
-    assert released[0] == 1 and released[-1] == 2 and released == sorted(released), "one switch, never back"
-    assert rolled_back[0] == 2 and rolled_back[-1] == 1 and rolled_back == sorted(rolled_back, reverse=True)
+    said = f"answers (version, in a row): {_runs(released)} | {_runs(rolled_back)}"
+    assert released[0] == 1 and released[-1] == 2 and released == sorted(released), (
+        f"one switch, never back; {said}"
+    )
+    assert (
+        rolled_back[0] == 2 and rolled_back[-1] == 1 and rolled_back == sorted(rolled_back, reverse=True)
+    ), said
     assert min(which.count(1), which.count(2)) > 10, (which.count(1), which.count(2))
