@@ -32,17 +32,34 @@ from deploy.serving.requests import PHASES, SETTLE_S, Feed, infer_inputs, settle
 
 
 def sweep(
-    url: str, model: str, feeds: list[Feed], concurrency: tuple[int, ...], settings: Settings
+    url: str,
+    model: str,
+    feeds: list[Feed],
+    concurrency: tuple[int, ...],
+    settings: Settings,
+    saturation: float = 0.0,
 ) -> list[BenchRow]:
-    """One row per concurrency level, runtime `triton` (the row names the model) on device `server`."""
+    """One row per concurrency level, runtime `triton` (the row names the model) on device
+    `server`, in the order given, up to the first level at which the server is saturated."""
     batch = int(feeds[0].array.shape[0]) if feeds[0].array.ndim else 1
-    rows = []
+    rows: list[BenchRow] = []
     for level in concurrency:
         timing, (before, after) = _window(url, model, feeds, level, settings)
         measured = summarize(timing, batch, settings)
         row = BenchRow.of(measured, SERVED, "server", level, model=model)
         rows.append(replace(row, server=_server_share(before, after, measured.mean_ms)))
+        if saturated(rows, saturation):
+            break
     return rows
+
+
+def saturated(rows: list[BenchRow], saturation: float) -> bool:
+    """The last level's throughput is not `saturation` (a fraction) above the best before it:
+    more clients would only queue. Only rows a verdict may rest on decide it (stable, quiet);
+    0: never saturated, every level is measured."""
+    if saturation <= 0 or len(rows) < 2 or any(not r.stable or r.flagged for r in rows):
+        return False
+    return rows[-1].qps < (1 + saturation) * max(r.qps for r in rows[:-1])
 
 
 def rate_sweep(

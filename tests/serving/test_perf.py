@@ -5,10 +5,14 @@ tests/serving/test_python_model.py.)"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from deploy.serving.perf import _server_share
+from deploy.runtimes.record import BenchRow
+from deploy.serving.perf import _server_share, saturated
 from deploy.serving.requests import PHASES, Statistics
+from tests.helpers import bench_row
 
 
 def totals(requests: int, inferences: int, executions: int, phase_ns: tuple[int, ...]) -> dict[str, int]:
@@ -36,3 +40,25 @@ def test_no_requests_in_the_windows_gives_zeros_not_a_division_error() -> None:
     share = _server_share(same, same, client_mean_ms=1.0)
     assert (share.requests, share.avg_server_batch, share.queue_us) == (0, 0.0, 0.0)
     assert share.client_overhead_us == 1000.0
+
+
+def _at(concurrency: int, qps: float, **changes: object) -> BenchRow:
+    return replace(bench_row("triton:m", 1, 1000 / qps, concurrency=concurrency), qps=qps, **changes)
+
+
+def test_a_sweep_is_saturated_when_a_level_adds_under_the_fraction() -> None:
+    rising = [_at(1, 100.0), _at(2, 180.0)]
+    assert not saturated(rising, 0.05)
+    assert not saturated([*rising, _at(4, 190.0)], 0.05)  # 5.6 % above the best so far (180)
+    assert saturated([*rising, _at(4, 185.0)], 0.05)  # 2.8 % above the best so far
+    assert saturated([*rising, _at(4, 150.0)], 0.05)  # fell: queueing only
+    assert not saturated([*rising, _at(4, 150.0)], 0.0)  # 0: every level
+
+
+def test_an_unstable_or_contended_row_never_ends_a_sweep() -> None:
+    from deploy.runtimes.contention import Environment
+
+    busy = Environment(2, None, 0.5, 3.0, 0.6, 0.0, True)
+    assert not saturated([_at(1, 100.0), _at(2, 100.0, stable=False)], 0.05)
+    assert not saturated([_at(1, 100.0), _at(2, 100.0, environment=busy)], 0.05)
+    assert not saturated([_at(1, 100.0, environment=busy), _at(2, 100.0)], 0.05)

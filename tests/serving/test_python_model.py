@@ -185,6 +185,14 @@ def test_the_python_model_serves_an_onnx_file(tmp_path: Path) -> None:
             )
             assert row.server is not None and row.server.requests >= row.iterations > 0
             assert row.server.inferences == 4 * row.server.requests and row.server.compute_infer_us > 0
+
+            # With a saturation stop: every level measured rose past the best before it, but
+            # the last, which is where it stopped (or the ladder's end).
+            levels = (1, 2, 4, 8, 16)
+            rows = perf.sweep(served.server.grpc, "heads", feeds, levels, settings, saturation=0.05)
+            assert [r.concurrency for r in rows] == list(levels[: len(rows)])
+            assert not any(perf.saturated(rows[:n], 0.05) for n in range(1, len(rows)))
+            assert len(rows) == len(levels) or perf.saturated(rows, 0.05)
         finally:
             http.close()
             grpc.close()

@@ -84,6 +84,7 @@ def edit(path: Path, old: str, new: str) -> None:
 
 
 def test_full_smoke_passes_over_http_and_grpc_with_batching(built, tmp_path):
+    """No validate report among its inputs: every golden case over both protocols."""
     ctx = smoke_run(built, built[1], tmp_path)
     report = json.loads(ctx.output("smoke").read_text())
     python = report["models"]["tiny_python"]
@@ -197,9 +198,14 @@ def test_full_pipeline_cli_then_cached_without_server(tmp_path, write_config, cl
     summary = json.loads((tmp_path / "runs" / "tiny" / "summary.json").read_text())
     smoke_row = next(s for s in summary["stages"] if s["stage"] == "smoke")
     assert smoke_row["status"] == "ran"
-    assert smoke_row["metrics"]["smoke"]["models"]["tiny_python"]["protocols"]["grpc"]["opt"]["logits"][
-        "passed"
-    ]
+    protocols = smoke_row["metrics"]["smoke"]["models"]["tiny_python"]["protocols"]
+    assert protocols["grpc"]["opt"]["logits"]["passed"]
+    # validate compared the served files with eager at every golden case: smoke sends the
+    # shape spec's cases, min and max over the first protocol, min and opt over the other.
+    assert {p: sorted(cases) for p, cases in protocols.items()} == {
+        "http": ["max", "min"],
+        "grpc": ["min", "opt"],
+    }
     again = cli("run", str(path))
     summary = json.loads((tmp_path / "runs" / "tiny" / "summary.json").read_text())
     assert again.returncode == 0 and {s["status"] for s in summary["stages"]} == {"cached"}

@@ -106,3 +106,19 @@ def test_max_batch_size_may_not_exceed_the_specs(
 ) -> None:
     config = {} if size is None else {"max_batch_size": size}
     assert batch_problem(config, spec_max) == problem
+
+
+def test_the_cases_each_protocol_sends() -> None:
+    from deploy.stages.smoke.model_check import cases_sent
+    from deploy.stages.smoke.params import GoldenCases
+
+    golden = {label: object() for label in ("min", "opt", "max", "sample1", "low")}
+
+    def sent(cases: GoldenCases, validated: bool) -> list[list[str]]:
+        return [sorted(cases_sent(golden, cases, validated, i)) for i in range(3)]  # type: ignore[arg-type]
+
+    every = sorted(golden)
+    assert sent(GoldenCases.AUTO, True) == [["max", "min"], ["min", "opt"], ["min", "opt"]]
+    assert sent(GoldenCases.AUTO, False) == [every] * 3  # nothing compared the files at every case
+    assert sent(GoldenCases.ALL, True) == [every] * 3
+    assert sent(GoldenCases.SHAPE_SPEC, False) == [["max", "min"], ["min", "opt"], ["min", "opt"]]

@@ -30,6 +30,14 @@ class TritonBench(Frozen):
         description="Closed-loop gRPC clients, one sweep point each (perf_analyzer's --concurrency-range).",
     )
     batch: int = Field(1, ge=1, description="Items per request (perf_analyzer's -b).")
+    saturation: float = Field(
+        0.05,
+        ge=0,
+        description="Stop a model's concurrency sweep at the first level whose throughput is not this fraction above "
+        "the best before it (the server is saturated: more clients only queue), where every row so far is stable "
+        "and quiet; the levels left out are listed in the log. 0, or a regression gate naming a served cell: "
+        "every level.",
+    )
     request_rate: tuple[PositiveFloat, ...] = Field(
         (),
         description="Open-loop sweep, after the concurrency one: requests/s sent on a schedule whatever the "

@@ -243,13 +243,32 @@ def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> 
                 continue  # timed inside their ensembles
             feeds = _feeds(ctx, served.found, name, params.triton.batch)
             threads = threads_implied(served.found, name)
-            for row in _served_rows(served.server.grpc, name, feeds, params.triton, settings):
+            found = _served_rows(
+                served.server.grpc, name, feeds, params.triton, settings, _saturation(params)
+            )
+            _say_saturated(ctx, name, found, params.triton.concurrency)
+            for row in found:
                 row = replace(row, served_threads=threads)
                 rows.append(row)
                 ctx.log.info("\n".join(report_lines(f"triton:{name}, load {row.load}", row, settings)))
                 _warn_late(ctx, row)
         ctx.log.info("server log:\n%s", served.server.log_tail(200))
     return rows
+
+
+def _say_saturated(ctx: StageContext, name: str, rows: list[BenchRow], levels: tuple[int, ...]) -> None:
+    swept = [r.concurrency for r in rows if r.request_rate is None]
+    if len(swept) < len(levels):
+        left = list(levels[len(swept) :])
+        ctx.log.info("triton:%s saturated at c%d: concurrency %s not measured", name, swept[-1], left)
+        ctx.record(f"saturated_{name}", {"at": swept[-1], "not_measured": left})
+
+
+def _saturation(params: BenchParams) -> float:
+    """The sweep's stop, unless the regression gate names a served cell (it must be measured)."""
+    gate = params.gate
+    keys = [*gate.max_latency_ms, *gate.min_items_per_s, *gate.min_speedup_vs_eager]
+    return 0.0 if any(k.startswith(f"{SERVED}:") for k in keys) else params.triton.saturation
 
 
 def _feeds(ctx: StageContext, found: dict[str, Model], name: str, batch: int) -> list[Any]:
@@ -263,10 +282,12 @@ def _feeds(ctx: StageContext, found: dict[str, Model], name: str, batch: int) ->
     return opt_feeds(ctx.config, found[name].fmt, batch)
 
 
-def _served_rows(url: str, name: str, feeds: Any, bench: TritonBench, settings: Settings) -> list[BenchRow]:
+def _served_rows(
+    url: str, name: str, feeds: Any, bench: TritonBench, settings: Settings, saturation: float
+) -> list[BenchRow]:
     from deploy.serving import perf
 
-    rows = perf.sweep(url, name, feeds, bench.concurrency, settings)
+    rows = perf.sweep(url, name, feeds, bench.concurrency, settings, saturation)
     if bench.request_rate:
         pace = Pace(bench.request_rate[0], bench.request_distribution, bench.max_outstanding)
         rows += perf.rate_sweep(url, name, feeds, pace, bench.request_rate, settings)
@@ -317,7 +338,7 @@ def inputs_for(params: BenchParams) -> tuple[str, ...]:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="bench",
-    version=12,  # 12: the machine measured with every row (contended), threads fitted to the free cores, implausible rows flagged, no verdict on either; 11: a runtime that fails is skipped with its error (the rest kept, the stage partial), runtimes this install cannot run on bench.device skipped up front, OpenVINO rows say cpu; 10: served rows name their model in a field (bench.json schema 2); 9: speed-up vs eager on in-process rows only; 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
+    version=13,  # 13: a concurrency sweep stops where the server saturated (triton.saturation); 12: the machine measured with every row (contended), threads fitted to the free cores, implausible rows flagged, no verdict on either; 11: a runtime that fails is skipped with its error (the rest kept, the stage partial), runtimes this install cannot run on bench.device skipped up front, OpenVINO rows say cpu; 10: served rows name their model in a field (bench.json schema 2); 9: speed-up vs eager on in-process rows only; 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
     params=BenchParams,
     inputs=tuple(dict.fromkeys(p.artifact for p in CATALOG.values())),
     outputs=(

@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from deploy.domain.artifacts import EAGER, GOLDEN
+from deploy.domain.artifacts import EAGER, GOLDEN, REPORT
 from deploy.domain.vocabulary import ModelSuffix, Precision, Protocol
 from deploy.pipeline.contract import StageContext
 from deploy.serving.repository import Model
 from deploy.serving.smoke_report import ModelResult, ModelStatus
-from deploy.stages.smoke.params import SmokeParams
+from deploy.stages.smoke.params import GoldenCases, SmokeParams
 
 if TYPE_CHECKING:
     from deploy.gates.detection_parity import Arrays, DetectionLayout
@@ -28,8 +28,20 @@ if TYPE_CHECKING:
 def check_model(
     server: Server, name: str, model: Model, ctx: StageContext, params: SmokeParams, golden: Golden
 ) -> ModelResult:
-    """`params`: the smoke stage's; `golden`: the golden cases by label."""
+    """`params`: the smoke stage's; `golden`: the golden cases by label (those sent)."""
     return _check_model(server, name, model, ctx, params, _reference(model, golden, ctx))
+
+
+# The shape spec's cases (golden's labels): the batch edges, and opt.
+MIN, OPT, MAX = "min", "opt", "max"
+
+
+def cases_sent(golden: Golden, cases: GoldenCases, validated: bool, index: int) -> Golden:
+    """The golden cases the `index`-th protocol sends (GoldenCases)."""
+    if cases is GoldenCases.ALL or (cases is GoldenCases.AUTO and not validated):
+        return golden
+    wanted = (MIN, MAX) if index == 0 else (MIN, OPT)
+    return {label: case for label, case in golden.items() if label in wanted}
 
 
 def _reference(model: Model, golden: Golden, ctx: StageContext) -> Golden:
@@ -75,7 +87,8 @@ def _check_model(
     served = reference_name(model)
     result = ModelResult.of(model, ModelStatus.PASSED, reference=served)
     batch = ctx.config.batch_range()
-    for protocol in params.protocols:
+    validated = REPORT in ctx.inputs
+    for index, protocol in enumerate(params.protocols):
         conn = checks.client(server, protocol, params.request_timeout_s)
         meta, config = _describe(conn, protocol, name)
         problems = checks.metadata_problems(meta, inputs, outputs)
@@ -85,7 +98,8 @@ def _check_model(
             break
         max_batch = int(config.get("max_batch_size", 0))
         target = checks.ModelEndpoint(conn, protocol, name, max_batch)
-        table = _golden_parity(target, golden, inputs, outputs, params, layout_of(ctx.config))
+        sent = cases_sent(golden, params.golden_cases, validated, index)
+        table = _golden_parity(target, sent, inputs, outputs, params, layout_of(ctx.config))
         result.protocols[protocol] = table
         result.problems += [f"{protocol} {p}" for p in parity.failures(table, params.tolerance)[:12]]
         result.problems += _cause(table, params, ctx)

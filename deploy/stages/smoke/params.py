@@ -54,6 +54,17 @@ class Source(StrEnum):
     PUBLISHED = "published"
 
 
+class GoldenCases(StrEnum):
+    """Which golden cases each protocol sends."""
+
+    # validate configured (its report an input): it compared the very files served with eager at every golden case,
+    # so smoke proves the serving path: the batch edges (min, max) over the first protocol,
+    # min and opt over each other one. Without validate: all.
+    AUTO = "auto"
+    ALL = "all"  # every golden case (sampled shapes, value edges) over every protocol
+    SHAPE_SPEC = "shape_spec"  # min and max over the first protocol, min and opt over the others
+
+
 class SmokeParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
@@ -63,6 +74,13 @@ class SmokeParams(BaseModel):
     )
     tolerance: Tolerance = Field(
         Tolerance(), description="Served outputs vs the eager reference on the golden inputs."
+    )
+    golden_cases: GoldenCases = Field(
+        GoldenCases.AUTO,
+        description="Golden cases sent per protocol. shape_spec: the shape spec's min and max batch over the first "
+        "protocol, min and opt over the others (the serving path: dims, batching, each protocol's encoding); all: "
+        "every golden case (sampled shapes, value edges) over every protocol; auto: shape_spec where validate is "
+        "configured (it compared the files served with eager at every case), else all.",
     )
     clients: int = Field(
         8,

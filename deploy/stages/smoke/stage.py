@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deploy.domain.artifacts import GOLDEN, REPOSITORY, SERVER_LOG, SMOKE
+from deploy.domain.artifacts import GOLDEN, REPORT, REPOSITORY, SERVER_LOG, SMOKE
 from deploy.domain.issues import Issue
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
@@ -168,8 +168,20 @@ def _check_all(
         elif model.role is Role.ENSEMBLE:
             results[name] = ensemble_check.check_ensemble(served, name, ctx, params)
         elif model.role is Role.MODEL:
-            results[name] = model_check.check_model(served.server, name, model, ctx, params, golden)
+            results[name] = model_check.check_model(
+                served.server, name, model, ctx, params, _sent(ctx, params, golden)
+            )
     return results | ensemble_check.parts(served, results)
+
+
+def _sent(ctx: StageContext, params: SmokeParams, golden: Golden) -> Golden:
+    """The cases any protocol sends: the only ones a reduced-precision model's local
+    reference is computed for."""
+    from deploy.stages.smoke.model_check import cases_sent
+
+    validated = REPORT in ctx.inputs
+    sent = [cases_sent(golden, params.golden_cases, validated, i) for i in range(len(params.protocols))]
+    return {label: case for label, case in golden.items() if any(label in s for s in sent)}
 
 
 def _unavailable(state: LoadState, model: Model, params: SmokeParams) -> ModelResult:
@@ -260,9 +272,11 @@ def _model_numbers(result: ModelResult, tol: Tolerance) -> str:
 SPEC = StageSpec(
     phase=Phase.SERVE,
     name="smoke",
-    version=7,  # 7: every golden case (sampled shapes, value edges), per-sample scalars, causes; 6: concurrent clients with their own requests (smoke.json schema 3)
+    version=8,  # 8: golden_cases (auto: the shape spec's cases where validate is configured); 7: every golden case (sampled shapes, value edges), per-sample scalars, causes; 6: concurrent clients with their own requests (smoke.json schema 3)
     params=SmokeParams,
-    inputs=("repository", "golden", "eager", SOURCE_ARTIFACT),
+    # validate's report: read only where validate is configured (golden_cases: auto)
+    inputs=("repository", "golden", "eager", SOURCE_ARTIFACT, REPORT),
+    if_configured=frozenset({REPORT}),
     outputs=(Artifact("smoke", filename="smoke.json"), Artifact("server_log", filename="server.log")),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),
