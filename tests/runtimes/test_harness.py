@@ -24,6 +24,7 @@ def test_a_sleeping_call_measures_its_sleep() -> None:
     summary = harness.summarize(timing, 4, settings)
     assert 2.0 <= summary.median_ms < 6.0
     assert summary.items_per_s == pytest.approx(4 * summary.qps)
-    assert summary.iterations == sum(w.n for w in summary.windows)
+    # the samples are the kept windows' (the last K; a loaded machine may need more windows)
+    assert summary.iterations == sum(w.n for w in summary.windows[-settings.stability_windows :])
     assert summary.supported("p50") and summary.supported("p99") == (summary.iterations >= 100)
     assert summary.windows_used >= settings.stability_windows
