@@ -42,6 +42,7 @@ def sweep(
     """One row per concurrency level, runtime `triton` (the row names the model) on device
     `server`, in the order given, up to the first level at which the server is saturated."""
     batch = int(feeds[0].array.shape[0]) if feeds[0].array.ndim else 1
+    _first_request(url, model, feeds)
     rows: list[BenchRow] = []
     for level in concurrency:
         timing, (before, after) = _window(url, model, feeds, level, settings)
@@ -51,6 +52,21 @@ def sweep(
         if saturated(rows, saturation):
             break
     return rows
+
+
+def _first_request(url: str, model: str, feeds: list[Feed]) -> None:
+    """The first request after a load pays the backend's lazy start (the python stub's first
+    execute, its allocations): sent untimed, before any counter is read, so that a stall
+    there weighs on neither the client's numbers nor the server's share."""
+    from tritonclient.utils import InferenceServerException
+
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        client.infer(model, infer_inputs(grpcclient, feeds))
+    except InferenceServerException as exc:
+        raise StageFailed(f"Triton benchmark of {model}: the first request failed: {exc}") from None
+    finally:
+        client.close()
 
 
 def saturated(rows: list[BenchRow], saturation: float) -> bool:
