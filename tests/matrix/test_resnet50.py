@@ -61,9 +61,9 @@ def test_every_stage_answers_for_resnet50(run: MatrixRun) -> None:
     assert smoke["resnet50_python"]["status"] == "passed"
     # validate compared the files with eager at every golden case: smoke sends the shape
     # spec's cases (min and max over http, min and opt over grpc), each passing
-    cases = {p: sorted(t) for p, t in smoke["resnet50_python"]["protocols"].items()}
-    assert cases == {"http": ["max", "min"], "grpc": ["min", "opt"]}
-    for protocol, labels in cases.items():
+    sent = {p: sorted(t) for p, t in smoke["resnet50_python"]["protocols"].items()}
+    assert sent == {"http": ["max", "min"], "grpc": ["min", "opt"]}
+    for protocol, labels in sent.items():
         assert all(smoke["resnet50_python"]["protocols"][protocol][c]["logits"]["passed"] for c in labels)
     assert smoke["resnet50_onnx"]["status"] == "skipped"  # the wheel's server has no onnxruntime backend
     assert smoke["resnet50_python_int8"]["status"] == "passed"
