@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pipeline_bench import deploy_command  # this directory is the script's: on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv-navigator"
@@ -86,9 +87,14 @@ class Others:
 
 
 def _busy_s() -> float:
-    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
-    user, nice, system, _idle, _iowait, irq, softirq = fields
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+    """The machine's busy CPU seconds (deploy's own /proc reading; its `own_s` counts live
+    children only, so our reaped children are counted by `_ours_s` instead)."""
+    from deploy.runtimes.contention import usage
+
+    now = usage()
+    if now is None:
+        sys.exit("this benchmark reads /proc (Linux)")
+    return now.busy_s
 
 
 def _ours_s() -> float:
@@ -97,8 +103,7 @@ def _ours_s() -> float:
 
 
 def run_deploy(config: Path, scratch: Path) -> dict[str, Any]:
-    script = Path(sys.executable).with_name("deploy")
-    command = [str(script)] if script.is_file() else [sys.executable, "-m", "deploy"]
+    command = deploy_command()
     start = time.perf_counter()
     with Others() as others:
         proc = subprocess.run([*command, "run", str(config)], cwd=scratch, capture_output=True, text=True)
