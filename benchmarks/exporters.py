@@ -69,7 +69,7 @@ def ort_median_ms(model: Path, config: Path, iterations: int) -> float:
     import onnxruntime as ort
 
     sys.path.insert(0, str(ROOT))
-    from deploy.pipeline.project import load_project
+    from deploy.pipeline.graph.project import load_project
     from deploy.runtimes.arrays import opt_inputs
 
     project = load_project(config)

@@ -191,7 +191,7 @@ def fresh_check(config_path: Path, rtol: float) -> str:
     from deploy.gates.references import Case
     from deploy.gates.tolerance import Tolerance
     from deploy.modelio.loading import load_adapted
-    from deploy.pipeline.project import load_project
+    from deploy.pipeline.graph.project import load_project
     from deploy.runtimes.arrays import inputs_at
     from deploy.runtimes.torchrt import TorchModule
     from deploy.serving.launch import serve_repository

@@ -15,7 +15,7 @@ end; each also stops itself after 15 minutes), so the mixed window is known quie
 under load. The load average is recorded per phase.
 
 Real trained weights (scikit-learn's digits, 8, 30 and 15 epochs), a real server, real
-kills (the release's fault-injection points, deploy.pipeline.faults)."""
+kills (the release's fault-injection points, deploy.pipeline.process.faults)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from deploy.pipeline.faults import FAULT_ENV  # noqa: E402
+from deploy.pipeline.process.faults import FAULT_ENV  # noqa: E402
 from deploy.serving import releases  # noqa: E402
 from tests.helpers import tiny_dict, train_tiny_digits  # noqa: E402
 

@@ -1,5 +1,5 @@
 """What checking a published repository by digest costs before `deploy serve` or smoke
-start a server (deploy.pipeline.published_check): every file of the pipeline's models,
+start a server (deploy.pipeline.publish.published_check): every file of the pipeline's models,
 hashed cold (no stat memo: every byte read) and warm (the cache's stat memo, as `deploy
 serve` runs it after the first check remembered each file).
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 
 def main() -> None:
-    from deploy.pipeline.project import load_project
-    from deploy.pipeline.published_check import altered
-    from deploy.pipeline.store import Store
+    from deploy.pipeline.graph.project import load_project
+    from deploy.pipeline.publish.published_check import altered
+    from deploy.pipeline.store.objects import Store
 
     parser = argparse.ArgumentParser()
     parser.add_argument("config", type=Path)

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 from deploy.domain.issues import Issue
 from deploy.pipeline.errors import ConfigError
-from deploy.pipeline.results import RunStatus, RunSummary, StageResult, StageSummary
+from deploy.pipeline.report.results import RunStatus, RunSummary, StageResult, StageSummary
 
 if TYPE_CHECKING:
-    from deploy.pipeline.plan import PlanRow
-    from deploy.pipeline.progress import Progress
-    from deploy.pipeline.project import Project
-    from deploy.pipeline.runner import Reporter, Runner
+    from deploy.pipeline.graph.plan import PlanRow
+    from deploy.pipeline.graph.project import Project
+    from deploy.pipeline.process.progress import Progress
+    from deploy.pipeline.process.runner import Reporter, Runner
     from deploy.runtimes.selection_record import Selection
 
 LOG = logging.getLogger("deploy")
@@ -30,7 +30,7 @@ def load(config: str | Path | Mapping[str, object], cache_dir: Path | None = Non
     """A validated pipeline from a YAML file or a mapping with the same keys. A mapping's
     relative paths start at the current directory; the YAML it amounts to is written
     to `<run_dir>/<name>/config.yaml`, the file its resume hints and CI jobs name."""
-    from deploy.pipeline.project import load_project, project_from
+    from deploy.pipeline.graph.project import load_project, project_from
 
     if not isinstance(config, Mapping):
         return Pipeline(load_project(Path(config), cache_dir))
@@ -78,9 +78,9 @@ class Pipeline:
     def plan(self, warn: Callable[[str], None] = LOG.warning) -> list[PlanRow]:
         """What `run` would do, from keys alone (nothing runs, nothing is downloaded);
         `warn` hears of an unreachable remote cache or an unreadable last summary."""
-        from deploy.pipeline.plan import make_plan
-        from deploy.pipeline.remote import remote_for
-        from deploy.pipeline.store import Store
+        from deploy.pipeline.graph.plan import make_plan
+        from deploy.pipeline.store.objects import Store
+        from deploy.pipeline.store.remote import remote_for
 
         return make_plan(
             self.project, Store(self.project.cache_dir), remote_for(self.project.config, warn), warn
@@ -95,10 +95,10 @@ class Pipeline:
         to: str | None = None,
     ) -> Runner:
         """The engine's Runner for this selection (the CLI drives it with its console)."""
-        from deploy.pipeline.graph import select
-        from deploy.pipeline.remote import remote_for
-        from deploy.pipeline.runner import ALL_STAGES, Runner, StageSelection
-        from deploy.pipeline.store import Store
+        from deploy.pipeline.graph.dag import select
+        from deploy.pipeline.process.runner import ALL_STAGES, Runner, StageSelection
+        from deploy.pipeline.store.objects import Store
+        from deploy.pipeline.store.remote import remote_for
 
         names = select(self.project.graph, list(only), from_, to)
         unknown = [f for f in force if f != ALL_STAGES and f not in self.stages]

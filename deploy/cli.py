@@ -34,11 +34,11 @@ from deploy.pipeline.errors import (
     StageFailed,
     disk_full,
 )
-from deploy.pipeline.writable import UMASK
+from deploy.pipeline.store.writable import UMASK
 from deploy.releasing.release_commands import releases, rollback
 
 if TYPE_CHECKING:
-    from deploy.pipeline.plan import PlanRow
+    from deploy.pipeline.graph.plan import PlanRow
     from deploy.spec.config import DeployConfig
 
 # -h everywhere; subcommands inherit it from the group's context.
@@ -166,8 +166,8 @@ def plan(
 ) -> None:
     """Show, per stage, whether it is cached, skipped or will run, and why."""
     from deploy.api import Pipeline
-    from deploy.pipeline.plan import will_run
-    from deploy.pipeline.project import host_issues
+    from deploy.pipeline.graph.plan import will_run
+    from deploy.pipeline.graph.project import host_issues
 
     project = _project(config, cache_dir)
     err = make_console(stderr=True)
@@ -213,7 +213,7 @@ def validate(
     """Check a config file (schema, shapes, stage graph) and that the model's package is
     installed, without importing or building it; --probe also builds and calls it."""
     from deploy.modelio.installed import check_installed
-    from deploy.pipeline.project import host_issues
+    from deploy.pipeline.graph.project import host_issues
 
     project = _project(config, None)
     check_installed(project.config.model)
@@ -229,7 +229,7 @@ def validate(
 
 def _probe(config: DeployConfig) -> None:
     """The model built and called at the min shape, in this process (it only reads)."""
-    from deploy.pipeline.extras import install_hint
+    from deploy.pipeline.graph.extras import install_hint
 
     try:
         from deploy.gates.references import probe_sample
@@ -366,7 +366,7 @@ def _invoke(verbose: bool) -> int:
         err.print(Text.assemble(("error", "bold red"), f"{kind}: {exc}"), highlight=False)
         return exc.exit_code
     except ModuleNotFoundError as exc:  # an extra not installed (a stage's are caught in its process)
-        from deploy.pipeline.extras import install_hint
+        from deploy.pipeline.graph.extras import install_hint
 
         if verbose:
             err.print(traceback.format_exc(), markup=False, highlight=False)

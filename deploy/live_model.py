@@ -233,7 +233,7 @@ def _pickled(model: torch.nn.Module, work: Path, name: str) -> Path:
     import cloudpickle
     import torch
 
-    from deploy.pipeline.hashing import digest_file
+    from deploy.pipeline.graph.hashing import digest_file
 
     cls = f"{type(model).__module__}:{type(model).__qualname__}"
     pickle = work / f"{name}.module.pt"

@@ -133,7 +133,7 @@ def _one_line(text: str | None) -> str:
 # -- sections and Markdown -----------------------------------------------------------------------
 def sections() -> list[DocSection]:
     """The shared fields, then one section per stage in the registry's (name) order."""
-    from deploy.pipeline.registry import stage_specs
+    from deploy.pipeline.graph.registry import stage_specs
     from deploy.spec.config import DeployConfig
 
     shared = DocSection(
@@ -141,7 +141,7 @@ def sections() -> list[DocSection]:
         "Top-level keys of the config file.",
         tuple(rows(DeployConfig)),
     )
-    from deploy.pipeline.contract import RunSettings
+    from deploy.pipeline.graph.contract import RunSettings
 
     run = DocSection(
         "Run settings (every stage)",

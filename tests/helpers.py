@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 import yaml
 
-from deploy.pipeline.graph import select
-from deploy.pipeline.progress import Progress
-from deploy.pipeline.project import load_project
-from deploy.pipeline.runner import Runner, StageResult, StageSelection
-from deploy.pipeline.store import Store
+from deploy.pipeline.graph.dag import select
+from deploy.pipeline.graph.project import load_project
+from deploy.pipeline.process.progress import Progress
+from deploy.pipeline.process.runner import Runner, StageResult, StageSelection
+from deploy.pipeline.store.objects import Store
 from deploy.runtimes.record import BenchRow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -284,7 +284,7 @@ def run(
     stop: str | None = None,
     recorder: Recorder | None = None,
 ) -> dict[str, StageResult]:
-    from deploy.pipeline.remote import remote_for
+    from deploy.pipeline.store.remote import remote_for
 
     project = load_project(path)
     names = select(project.graph, list(only), start, stop)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from deploy.pipeline.errors import ExitCode
-from deploy.pipeline.extras import EXTRA_OF
+from deploy.pipeline.graph.extras import EXTRA_OF
 from tests.helpers import run_cli, tiny_dict
 
 BLOCKER = """
@@ -85,7 +85,7 @@ def test_a_factory_that_fails_when_called_names_the_real_cause(tmp_path: Path) -
 
 
 def test_the_install_hint_fits_the_way_deploy_was_installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    from deploy.pipeline import extras
+    from deploy.pipeline.graph import extras
 
     assert extras.checkout() == Path(__file__).resolve().parents[1]  # this checkout, set up by setup.sh
     assert "scripts/setup.sh" in extras.install_hint("onnxruntime") and "[onnx]" in extras.install_hint(

@@ -153,7 +153,7 @@ def _how_to_fragments():
 def test_how_to_config_fragments_are_real(page: Path, block: str, tmp_path):
     """A fragment headed `# configs/NAME.yaml` shows that config's own keys as they are;
     any other, merged into configs/tiny.yaml, makes a config that loads."""
-    from deploy.pipeline.project import project_from
+    from deploy.pipeline.graph.project import project_from
 
     fragment = yaml.safe_load(block)
     assert isinstance(fragment, dict) and fragment, page

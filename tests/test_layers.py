@@ -11,7 +11,7 @@ package, `deploy`, whose folders are the layers:
                          (the model's source, tensors, detections, paths)
     deploy/domain/       the domain's vocabulary      imports no other deploy package
 
-Below, a module is named by its layer (`pipeline.runner` is `deploy.pipeline.runner`,
+Below, a module is named by its layer (`pipeline.process.runner` is `deploy.pipeline.process.runner`,
 `deploy.cli` the app's)
 and no two modules import each other, directly or through others; no module name is
 used in two packages; library modules say what they are in a docstring; and project
@@ -32,7 +32,7 @@ LAYERED = ("pipeline", "stages", "spec", "domain", *LIBRARIES)  # sub-packages o
 
 
 def logical(name: str) -> str:
-    """`deploy.pipeline.runner` -> `pipeline.runner`; app modules keep `deploy.`."""
+    """`deploy.pipeline.process.runner` -> `pipeline.process.runner`; app modules keep `deploy.`."""
     parts = name.split(".")
     return ".".join(parts[1:]) if len(parts) > 1 and parts[0] == "deploy" and parts[1] in LAYERED else name
 
@@ -139,7 +139,7 @@ def test_a_stage_imports_no_other_stage(name: str) -> None:
 def raw_stage_reads(path: Path) -> list[str]:
     """Reads of a stage's YAML section by subscript, `.get` or iteration (`x.stages[...]`,
     `x.stages.get(...)`, `x.stages.items()`): outside the engine, another stage's
-    settings come through a declared fact (pipeline/facts.py). Asking whether a stage is
+    settings come through a declared fact (pipeline/graph/facts.py). Asking whether a stage is
     configured (`"select" in config.stages`) is not a read."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from deploy.pipeline.project import load_project
+from deploy.pipeline.graph.project import load_project
 from tests.helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))

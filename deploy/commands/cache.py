@@ -17,8 +17,8 @@ from deploy.domain.issues import Issue
 from deploy.pipeline.errors import ConfigError, ExitCode
 
 if TYPE_CHECKING:
-    from deploy.pipeline.remote import RemoteCache
-    from deploy.pipeline.store import Store
+    from deploy.pipeline.store.objects import Store
+    from deploy.pipeline.store.remote import RemoteCache
 
 cache_app = typer.Typer(
     no_args_is_help=True,
@@ -43,14 +43,14 @@ RemoteOpt = Annotated[
 
 
 def _console() -> Console:
-    from deploy.pipeline.logs import console_stream
+    from deploy.pipeline.process.logs import console_stream
 
     return make_console(file=console_stream())
 
 
 def _store(config: Path | None, cache_dir: Path | None) -> Store:
-    from deploy.pipeline.project import CACHE_ENV, load_project
-    from deploy.pipeline.store import Store
+    from deploy.pipeline.graph.project import CACHE_ENV, load_project
+    from deploy.pipeline.store.objects import Store
 
     if cache_dir is not None:
         return Store(cache_dir)
@@ -61,8 +61,8 @@ def _store(config: Path | None, cache_dir: Path | None) -> Store:
 
 def _remote(url: str | None, config: Path | None, console: Console) -> RemoteCache:
     """--remote, else $DEPLOY_CACHE_REMOTE, else the config's cache.remote."""
-    from deploy.pipeline.project import REMOTE_ENV, load_project
-    from deploy.pipeline.remote import RemoteCache, RemoteSpec
+    from deploy.pipeline.graph.project import REMOTE_ENV, load_project
+    from deploy.pipeline.store.remote import RemoteCache, RemoteSpec
 
     endpoint = None
     if config is not None:
@@ -138,7 +138,7 @@ def cache_gc(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
 ) -> None:
     """Remove entries no pipeline's last run uses, and unreferenced objects."""
-    from deploy.pipeline.maintenance import collect
+    from deploy.pipeline.store.maintenance import collect
 
     report = collect(_store(config, cache_dir), dry_run)
     verb = "would remove" if dry_run else "removed"
@@ -151,7 +151,7 @@ def cache_gc(
 @cache_app.command("verify")
 def cache_verify(config: ConfigOpt = None, cache_dir: CacheOpt = None) -> None:
     """Rehash every cached artifact; drop entries whose files are damaged."""
-    from deploy.pipeline.maintenance import verify
+    from deploy.pipeline.store.maintenance import verify
 
     console = _console()
     bad = verify(_store(config, cache_dir))
@@ -165,7 +165,7 @@ def cache_verify(config: ConfigOpt = None, cache_dir: CacheOpt = None) -> None:
 
 
 def ls_table(store: Store) -> Table:
-    from deploy.pipeline.maintenance import head_keys
+    from deploy.pipeline.store.maintenance import head_keys
 
     roots = head_keys(store)
     table = Table(title=f"cache {store.root}", title_justify="left")

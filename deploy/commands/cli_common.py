@@ -11,18 +11,18 @@ from rich.console import Console
 from deploy.console.terminal import make_console
 
 if TYPE_CHECKING:
-    from deploy.pipeline.project import Project
+    from deploy.pipeline.graph.project import Project
 
 ConfigArg = Annotated[Path, typer.Argument(help="Pipeline YAML, e.g. configs/resnet50.yaml.")]
 
 
 def console() -> Console:
-    from deploy.pipeline.logs import console_stream
+    from deploy.pipeline.process.logs import console_stream
 
     return make_console(file=console_stream())
 
 
 def project(config: Path, cache_dir: Path | None) -> Project:
-    from deploy.pipeline.project import load_project
+    from deploy.pipeline.graph.project import load_project
 
     return load_project(config, cache_dir)

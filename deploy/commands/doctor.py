@@ -7,10 +7,10 @@ import subprocess
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deploy.pipeline.keys import dist_version
+from deploy.pipeline.graph.keys import dist_version
 
 if TYPE_CHECKING:
-    from deploy.pipeline.project import Project
+    from deploy.pipeline.graph.project import Project
 
 PACKAGES = {
     "torch": "trace, export",
@@ -62,7 +62,7 @@ def _runtimes() -> list[Check]:
 def config_checks(project: Project) -> list[Check]:
     """One failed check per part of the config this machine's install cannot run (the
     run skips it); one passed check when there is none."""
-    from deploy.pipeline.project import host_issues
+    from deploy.pipeline.graph.project import host_issues
 
     found = [Check(issue.where, False, issue.message) for issue in host_issues(project)]  # says its fix
     found += _model_packages(project)
@@ -84,7 +84,7 @@ def _model_packages(project: Project) -> list[Check]:
 
 
 def _package(name: str, used: str) -> Check:
-    from deploy.pipeline.extras import DISTRIBUTION_OF, install_hint
+    from deploy.pipeline.graph.extras import DISTRIBUTION_OF, install_hint
 
     version = dist_version(name)
     module = {d: m for m, d in DISTRIBUTION_OF.items()}.get(name, name)
@@ -129,7 +129,7 @@ def _gpu() -> Check:
 
 def _cuda() -> Check:
     if dist_version("torch") is None:
-        from deploy.pipeline.extras import install_hint
+        from deploy.pipeline.graph.extras import install_hint
 
         return Check("cuda", False, "torch missing", install_hint("torch"))
     import torch

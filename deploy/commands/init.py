@@ -85,7 +85,7 @@ def parse_values(items: list[str]) -> dict[str, tuple[str, str | None]]:
 
 def write_checked(text: str, dest: Path) -> None:
     """Written only if it validates as `deploy validate` would (nothing on failure)."""
-    from deploy.pipeline.project import load_project
+    from deploy.pipeline.graph.project import load_project
 
     tmp = dest.with_name(f".{dest.name}.init")
     tmp.write_text(text)

@@ -1,5 +1,5 @@
 """A warm `deploy run CONFIG` that would change nothing is answered from the last no-op
-run's footprint (pipeline.footprint): its screen, printed again, without importing the
+run's footprint (pipeline.store.footprint): its screen, printed again, without importing the
 stage modules or building the config's models.
 
 `remember` keeps a footprint after a run of the whole pipeline in which every stage came
@@ -22,10 +22,10 @@ from rich.console import Console
 from rich.text import Text
 
 from deploy.console.screen import Screen
-from deploy.pipeline import footprint
+from deploy.pipeline.store import footprint
 
 if TYPE_CHECKING:
-    from deploy.pipeline.runner import Runner
+    from deploy.pipeline.process.runner import Runner
 
 MAX_CONFIG_BYTES = 1 << 20  # larger configs take the full path and its bounds checks
 
@@ -87,7 +87,7 @@ def remember(runner: Runner, config: Path, cache_dir: Path | None, screen: Scree
 
 
 def _was_noop(runner: Runner) -> bool:
-    from deploy.pipeline.results import RunStatus, Status
+    from deploy.pipeline.report.results import RunStatus, Status
 
     results = runner.results
     return (
@@ -101,7 +101,7 @@ def _was_noop(runner: Runner) -> bool:
 
 
 def _consulted(runner: Runner) -> Iterator[Path]:
-    """Every path the run's outcome rests on (see pipeline.footprint)."""
+    """Every path the run's outcome rests on (see pipeline.store.footprint)."""
     project, store = runner.project, runner.store
     yield project.path
     yield from (Path(p) for p in sorted(store.memo.consulted))
@@ -121,14 +121,14 @@ def _listed(runner: Runner) -> Iterator[Path]:
     """Folders whose listing matters, not their contents: the repository (another model
     of this pipeline appearing there is stale) and the run's history (a replay adds no
     run to it)."""
-    from deploy.pipeline.history import HISTORY
+    from deploy.pipeline.store.history import HISTORY
 
     yield from (Path(dest) for dest, _ in runner.published)
     yield runner.project.run_dir / HISTORY
 
 
 def _cache_paths(runner: Runner, key: str | None, outputs: dict[str, Any]) -> Iterator[Path]:
-    from deploy.pipeline.contract import ArtifactKind
+    from deploy.pipeline.graph.contract import ArtifactKind
 
     store = runner.store
     if key is not None:
@@ -148,7 +148,7 @@ def _published_paths(dest: Path, models: list[str]) -> Iterator[Path]:
 
 
 def _run_records(run_dir: Path) -> Iterator[Path]:
-    from deploy.pipeline.history import LATEST, REPORT_FILE, SUMMARY_FILE
+    from deploy.pipeline.store.history import LATEST, REPORT_FILE, SUMMARY_FILE
 
     yield from (run_dir / name for name in (SUMMARY_FILE, REPORT_FILE, LATEST))
 

@@ -15,12 +15,12 @@ from rich.console import Console
 from rich.text import Text
 
 from deploy.pipeline.errors import DeployError, ExitCode
-from deploy.pipeline.results import RunStatus, RunSummary, StageSummary, Status
+from deploy.pipeline.report.results import RunStatus, RunSummary, StageSummary, Status
 
 if TYPE_CHECKING:
     from deploy.console.screen import Screen
-    from deploy.pipeline.project import Project
-    from deploy.pipeline.runner import Reporter, Runner
+    from deploy.pipeline.graph.project import Project
+    from deploy.pipeline.process.runner import Reporter, Runner
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def _load(config: Path, cache_dir: Path | None, accept_regression: str | None) -
     """The project; with --accept-regression, its release stage told the reason."""
     from deploy.domain.issues import Issue
     from deploy.pipeline.errors import ConfigError
-    from deploy.pipeline.project import project_from, read_yaml
+    from deploy.pipeline.graph.project import project_from, read_yaml
 
     raw = read_yaml(config)
     if accept_regression is not None:
@@ -98,7 +98,7 @@ def _load(config: Path, cache_dir: Path | None, accept_regression: str | None) -
 def make_runner(project: Project, choice: Choice, reporter: Reporter) -> Runner:
     """The API's runner (deploy/api.py), reporting to `reporter` (the console's)."""
     from deploy.api import Pipeline
-    from deploy.pipeline.runner import ALL_STAGES
+    from deploy.pipeline.process.runner import ALL_STAGES
 
     unknown = [f for f in choice.force if f != ALL_STAGES and f not in project.graph.names()]
     if unknown:  # a command-line usage error (exit 2), as typer reports its own
@@ -121,7 +121,7 @@ def finish_run(
     """The results, where the summary and report are, and the CI files asked for; the
     screen shown, or None when one of those files could not be written."""
     from deploy.console.ui import make_screen
-    from deploy.pipeline.runner import REPORT_FILE
+    from deploy.pipeline.process.runner import REPORT_FILE
 
     project, summary = runner.project, runner.summary
     if summary is None:  # the runner writes it before it returns, whatever happened
@@ -151,7 +151,7 @@ def finish_run(
 
 def _published(summary: RunSummary) -> str:
     """The local repository's fate in a few words: verified, unverified, or not replaced."""
-    from deploy.pipeline.results import PublishState
+    from deploy.pipeline.report.results import PublishState
 
     states = {n.state for n in summary.publishing}
     if PublishState.WITHHELD in states:
@@ -183,8 +183,8 @@ def _write_ci_files(summary: RunSummary, junit: Path | None, summary_json: Path 
     """Writes them; returns a line for each that went to the temp dir for want of room."""
     import json
 
-    from deploy.pipeline.hashing import write_with_room
-    from deploy.pipeline.junit import write_xml
+    from deploy.pipeline.graph.hashing import write_with_room
+    from deploy.pipeline.report.junit import write_xml
 
     moved = []
     if junit is not None and (went := write_xml(junit, summary)) != junit:

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from deploy.pipeline.errors import StageFailed
-from deploy.pipeline.locks import alive
-from deploy.pipeline.project import Project
-from deploy.pipeline.publish import complete
-from deploy.pipeline.store import Store
+from deploy.pipeline.graph.project import Project
+from deploy.pipeline.publish.tree import complete
+from deploy.pipeline.store.locks import alive
+from deploy.pipeline.store.objects import Store
 from deploy.serving import tritonserver
 from deploy.serving.launch import Served, loadable_models, serve_repository
 from deploy.serving.repository import Model, models, skip_reason
@@ -55,7 +55,7 @@ def serve(
     returns normally (a requested stop is a success). `origins`: where explicit ports
     came from (e.g. {"http_port": "--http-port"}), for the error when one is taken.
     `remote`: the server reads this published copy (`publish_to`, as written) instead."""
-    from deploy.pipeline.leftovers import sweep_cache
+    from deploy.pipeline.store.leftovers import sweep_cache
     from deploy.serving.release_journal import recover
 
     for line in recover(repository):  # a release killed half way: settled before serving
@@ -75,7 +75,7 @@ def serve(
 def _verify(name: str, where: Path | str, check: PublishedCheck, say: Say) -> None:
     """Every published file as published (by digest), or refused naming the files; with
     `repair`, altered files are put back from the cache first."""
-    from deploy.pipeline.published_check import altered, repair
+    from deploy.pipeline.publish.published_check import altered, repair
 
     missing = complete(where, name)
     if missing:  # a publish that died half way, or files removed since: never served

@@ -16,7 +16,7 @@ from deploy.pipeline.errors import (
 )
 
 if TYPE_CHECKING:
-    from deploy.pipeline.project import Project
+    from deploy.pipeline.graph.project import Project
 
 
 _PORT_HELP = "port. Default: the config's {0}, else Triton's 8000 / 8001 / 8002 when all are free (what `deploy infer` tries), else free ones. Taken: exit 4."
@@ -55,7 +55,7 @@ def serve(
     or with --repair put back from the cache."""
     from deploy.commands.serve import PublishedCheck, server_setting
     from deploy.commands.serve import serve as serve_repository
-    from deploy.pipeline.store import Store
+    from deploy.pipeline.store.objects import Store
     from deploy.serving.ports import serve_ports
 
     project = _project(config, None)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import html
 from collections import Counter
 
-from deploy.pipeline.contract import HEADLINE_KEY
-from deploy.pipeline.results import RunSummary, StageSummary
+from deploy.pipeline.graph.contract import HEADLINE_KEY
+from deploy.pipeline.report.results import RunSummary, StageSummary
 
 # A headline longer than this is cut in a repr (the HTML shows it whole).
 SHORT = 90

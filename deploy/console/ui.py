@@ -13,12 +13,12 @@ from rich.table import Table
 from rich.text import Text
 
 from deploy.console.screen import Screen, Shown, StageLine, stage_table
-from deploy.pipeline.contract import HEADLINE_KEY, Cell, report_tables
-from deploy.pipeline.plan import Action, PlanRow
-from deploy.pipeline.progress import Progress as StageProgress
-from deploy.pipeline.report import human_size
-from deploy.pipeline.results import StageResult, Status
-from deploy.pipeline.store import Output
+from deploy.pipeline.graph.contract import HEADLINE_KEY, Cell, report_tables
+from deploy.pipeline.graph.plan import Action, PlanRow
+from deploy.pipeline.process.progress import Progress as StageProgress
+from deploy.pipeline.report.html import human_size
+from deploy.pipeline.report.results import StageResult, Status
+from deploy.pipeline.store.objects import Output
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID

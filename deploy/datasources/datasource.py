@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from deploy.domain.vocabulary import DataKind, Layout
-from deploy.pipeline.hashing import digest_file
+from deploy.pipeline.graph.hashing import digest_file
 from deploy.spec.config import resolve_path
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from deploy.runtimes.base import Device, Session
 from deploy.spec.tensors import OutputKind, OutputSpec
 
 if TYPE_CHECKING:
-    from deploy.pipeline.contract import StageContext
+    from deploy.pipeline.graph.contract import StageContext
 
 
 def measure(

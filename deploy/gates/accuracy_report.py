@@ -12,10 +12,10 @@ from typing import Any
 
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
-from deploy.pipeline.records import expect_schema, typed
+from deploy.pipeline.graph.records import expect_schema, typed
 
 # accuracy.json's layout (quantize's and fp16's report, read by select); bumped with
-# those stages' versions (their keys), see pipeline/records.py.
+# those stages' versions (their keys), see pipeline/graph/records.py.
 SCHEMA = 2  # 2: the evidence (what the held-out inputs were)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deploy.pipeline.records import read_record, record_json
+from deploy.pipeline.graph.records import read_record, record_json
 
 if TYPE_CHECKING:
     import numpy as np

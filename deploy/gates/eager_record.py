@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deploy.pipeline.records import read_record, record_json
+from deploy.pipeline.graph.records import read_record, record_json
 
 # eager.json's layout; bumped with the golden stage's version.
 SCHEMA = 1

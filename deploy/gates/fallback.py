@@ -32,7 +32,7 @@ from deploy.runtimes.base import Device, Feeds
 if TYPE_CHECKING:
     import onnx
 
-    from deploy.pipeline.contract import StageContext
+    from deploy.pipeline.graph.contract import StageContext
 
 # kept_float node names -> where to write the converted model
 Build = Callable[[tuple[str, ...], Path], None]

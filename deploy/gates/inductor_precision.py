@@ -22,7 +22,7 @@ from deploy.domain.vocabulary import Precision
 from deploy.gates.accuracy_report import Evidence
 from deploy.gates.tolerance import AccuracyGate
 from deploy.pipeline.errors import StageSkipped
-from deploy.pipeline.registry import read_fact
+from deploy.pipeline.graph.registry import read_fact
 from deploy.runtimes.base import Device, Session
 from deploy.runtimes.inductorrt import INDUCTOR_DEVICE
 from deploy.spec.config import DeployConfig
@@ -30,7 +30,7 @@ from deploy.spec.config import DeployConfig
 if TYPE_CHECKING:
     import numpy as np
 
-    from deploy.pipeline.contract import StageContext
+    from deploy.pipeline.graph.contract import StageContext
     from deploy.runtimes.inductorrt import PackageRecord
 
 

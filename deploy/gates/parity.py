@@ -22,7 +22,7 @@ from deploy.gates.parity_table import Compared, Incomparable, OutputParity, Tabl
 from deploy.gates.references import Case
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.errors import StageFailed
-from deploy.pipeline.records import expect_schema, typed
+from deploy.pipeline.graph.records import expect_schema, typed
 
 # parity.json's layout (the validate stage's report); bumped with validate's version.
 SCHEMA = 1

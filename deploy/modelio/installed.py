@@ -67,7 +67,7 @@ def missing(where: str, exc: ModuleNotFoundError, searched: str = "") -> Missing
         return StageFailed(f"{where}: cannot import: {exc}")
     if not top:
         return MissingDependency(f"a package {where} imports ({exc})", "pip install <the package>")
-    from deploy.pipeline.extras import EXTRA_OF, install_hint
+    from deploy.pipeline.graph.extras import EXTRA_OF, install_hint
 
     looked = f"; {searched}" if searched else ""
     hint = (  # torch, onnx, …: deploy's own extra, as deploy was installed

@@ -16,7 +16,7 @@ def releases(
     """List the versions published for the pipeline's models, with their release records."""
     import sys
 
-    from deploy.pipeline.leftovers import sweep_cache
+    from deploy.pipeline.store.leftovers import sweep_cache
     from deploy.releasing.release_list import release_rows, show
     from deploy.serving.release_journal import recover
 
@@ -42,7 +42,7 @@ def rollback(
     ] = [],  # noqa: B006
 ) -> None:
     """Serve an earlier released version of the pipeline's models, and switch live servers to it."""
-    from deploy.pipeline.leftovers import sweep_cache
+    from deploy.pipeline.store.leftovers import sweep_cache
     from deploy.releasing.rollback import roll_back
 
     out = console()

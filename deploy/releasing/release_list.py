@@ -14,7 +14,7 @@ from rich.console import Console
 from deploy.console.screen import plain_table, rich_table
 
 if TYPE_CHECKING:
-    from deploy.pipeline.project import Project
+    from deploy.pipeline.graph.project import Project
     from deploy.serving.releases import Comparison, Release
 
 COLUMNS = [
@@ -39,7 +39,7 @@ CHECKPOINT_CHARS = 16
 
 def release_rows(project: Project) -> list[dict[str, Any]]:
     """One row per version of every model the pipeline published; [] if it never did."""
-    from deploy.pipeline.publish import published_models
+    from deploy.pipeline.publish.tree import published_models
     from deploy.serving import releases
     from deploy.serving.foreign import foreign
 

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from deploy.pipeline.errors import StageFailed
-from deploy.pipeline.project import Project
+from deploy.pipeline.graph.project import Project
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Rollback:
 
 def plan(repository: Path, name: str, to: int | None) -> tuple[list[Rollback], list[str]]:
     """What would move, and why the other models stay as they are."""
-    from deploy.pipeline.publish import published_models
+    from deploy.pipeline.publish.tree import published_models
 
     models = published_models(repository, name)
     if not models:

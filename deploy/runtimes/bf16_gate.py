@@ -4,8 +4,8 @@ that gate runs. Read through the engine (`read_fact`), never from the other stag
 
 from __future__ import annotations
 
-from deploy.pipeline.facts import Fact
-from deploy.pipeline.registry import read_fact
+from deploy.pipeline.graph.facts import Fact
+from deploy.pipeline.graph.registry import read_fact
 from deploy.spec.config import DeployConfig
 
 # False where no openvino stage is configured: nothing checks bf16 then.

@@ -9,7 +9,7 @@ import platform
 import shutil
 import subprocess
 
-from deploy.pipeline.keys import dist_version
+from deploy.pipeline.graph.keys import dist_version
 
 # Every distribution name TensorRT has shipped its Python package under.
 TRT_DISTRIBUTIONS = (

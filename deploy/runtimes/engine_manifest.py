@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from deploy.pipeline.records import read_record, record_json
+from deploy.pipeline.graph.records import read_record, record_json
 
-# Bumped with the build stage's version (see pipeline/records.py).
+# Bumped with the build stage's version (see pipeline/graph/records.py).
 SCHEMA = 1
 
 

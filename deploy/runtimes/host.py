@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from deploy.domain.vocabulary import Precision
-from deploy.pipeline.keys import dist_version
+from deploy.pipeline.graph.keys import dist_version
 from deploy.runtimes.base import Device
 
 # One directory per GPU the NVIDIA driver sees (the driver creates it; containers see it too).

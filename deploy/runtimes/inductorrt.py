@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from deploy.domain.vocabulary import Precision
 from deploy.pipeline.errors import StageFailed, first_line
-from deploy.pipeline.facts import Fact
-from deploy.pipeline.records import read_record, record_json
+from deploy.pipeline.graph.facts import Fact
+from deploy.pipeline.graph.records import read_record, record_json
 from deploy.runtimes.base import Device
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from deploy.pipeline.errors import ConfigError
 from deploy.runtimes.base import Device, Feeds
 
 if TYPE_CHECKING:
-    from deploy.pipeline.contract import StageContext
+    from deploy.pipeline.graph.contract import StageContext
     from deploy.runtimes.base import Session
     from deploy.runtimes.timing import Timed
 

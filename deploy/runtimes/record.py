@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from deploy.pipeline.records import read_record
+from deploy.pipeline.graph.records import read_record
 from deploy.runtimes.contention import Environment
 
-# bench.json's layout; bumped with the bench stage's version (its key), see pipeline/records.py.
+# bench.json's layout; bumped with the bench stage's version (its key), see pipeline/graph/records.py.
 # 2: a served row is runtime `triton` with its `model` (1 spelled it `triton:MODEL`).
 # 3: each row's environment (contention) and plausibility.
 SCHEMA = 3

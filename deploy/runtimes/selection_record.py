@@ -10,9 +10,9 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
 
-from deploy.pipeline.records import read_record
+from deploy.pipeline.graph.records import read_record
 
-# selection.json's layout; bumped with the select stage's version (see pipeline/records.py).
+# selection.json's layout; bumped with the select stage's version (see pipeline/graph/records.py).
 # 3: contended and implausible verdicts; `withheld` (why timings decided nothing) for `stable`.
 SCHEMA = 3  # 2: the target, each decision's basis, served models and unverified candidates
 

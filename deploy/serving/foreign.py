@@ -34,7 +34,7 @@ class Foreign:
 
 def foreign(repository: Path, pipeline: str) -> list[Foreign]:
     """Every version dir, model dir and file of the pipeline's that its stamps do not list."""
-    from deploy.pipeline.publish import published_models
+    from deploy.pipeline.publish.tree import published_models
 
     listed = published_models(repository, pipeline)
     if listed is None or not repository.is_dir():
@@ -47,7 +47,7 @@ def foreign(repository: Path, pipeline: str) -> list[Foreign]:
 
 def _unlisted(repository: Path, pipeline: str, listed: set[str]) -> list[Path]:
     """Dirs named like the pipeline's models, not in its manifest, not another pipeline's."""
-    from deploy.pipeline.publish import STAMP, Stamp
+    from deploy.pipeline.publish.tree import STAMP, Stamp
 
     found = []
     for path in sorted(repository.iterdir()):
@@ -60,7 +60,7 @@ def _unlisted(repository: Path, pipeline: str, listed: set[str]) -> list[Path]:
 
 
 def _in_model(model_dir: Path, model: str) -> list[Foreign]:
-    from deploy.pipeline.publish import STAMP, Stamp
+    from deploy.pipeline.publish.tree import STAMP, Stamp
 
     if not (model_dir / STAMP).is_file():
         return []
@@ -70,7 +70,7 @@ def _in_model(model_dir: Path, model: str) -> list[Foreign]:
     found = []
     for entry in sorted(model_dir.iterdir()):
         if entry.name in (STAMP, BYTECODE) or entry.name.startswith("."):
-            continue  # hidden: a live transaction's staging or temp file (pipeline/leftovers.py)
+            continue  # hidden: a live transaction's staging or temp file (pipeline/store/leftovers.py)
         if entry.is_dir() and entry.name not in tops:
             found.append(
                 Foreign(f"{model}/{entry.name}", "version dir" if entry.name.isdigit() else "directory")

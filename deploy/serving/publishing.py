@@ -3,7 +3,7 @@ that triton_config's params state (`publish`, `publish_to`) and that every stage
 to publish reads through the engine (`read_fact`), never from another stage's YAML.
 `all` publishes the repository as the last stage that rewrites it leaves it (triton_search's
 tuned one where configured: the engine publishes each artifact once, from the last link of
-its chain, pipeline/runner.py `_destinations`); `selected`
+its chain, pipeline/process/runner.py `_destinations`); `selected`
 only the models serving what the select stage chose; so exactly one tree reaches
 `model_repository/` and, with `publish_to`, object storage."""
 
@@ -17,8 +17,8 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel
 
-from deploy.pipeline.facts import Fact
-from deploy.pipeline.registry import read_fact
+from deploy.pipeline.graph.facts import Fact
+from deploy.pipeline.graph.registry import read_fact
 from deploy.spec.config import DeployConfig
 
 

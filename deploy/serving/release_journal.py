@@ -36,9 +36,9 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
-from deploy.pipeline import faults
-from deploy.pipeline.hashing import atomic_write_text
-from deploy.pipeline.records import SchemaMismatch, expect_schema, typed
+from deploy.pipeline.graph.hashing import atomic_write_text
+from deploy.pipeline.graph.records import SchemaMismatch, expect_schema, typed
+from deploy.pipeline.process import faults
 from deploy.serving import releases
 from deploy.serving.releases import ReleaseRecord
 
@@ -103,7 +103,7 @@ def path(repository: Path, pipeline: str) -> Path:
 
 
 def fault(point: str) -> None:
-    """A fault-injection point (pipeline/faults.py): with DEPLOY_FAULT=<point> the process
+    """A fault-injection point (pipeline/process/faults.py): with DEPLOY_FAULT=<point> the process
     dies here by SIGKILL."""
     faults.point(point)
 
@@ -167,7 +167,7 @@ def _complete(repository: Path, journal: Journal) -> list[str]:
 
 def _mirror(repository: Path, journal: Journal) -> None:
     """The remote copy follows, every model of the pipeline (its manifest lists them all)."""
-    from deploy.pipeline.publish import published_models
+    from deploy.pipeline.publish.tree import published_models
     from deploy.serving.release_mirror import mirror
 
     models = published_models(repository, journal.pipeline) or [e.model for e in journal.entries]
@@ -198,10 +198,10 @@ def _remove(target: Path) -> None:
 
 
 def recover(repository: Path) -> list[str]:
-    """Removes what killed commands left (temp files, staging: pipeline/leftovers.py),
+    """Removes what killed commands left (temp files, staging: pipeline/store/leftovers.py),
     then reverts or completes every journal a killed release or rollback left in
     `repository`; returns what it did about journals, one line each ([] when none)."""
-    from deploy.pipeline.leftovers import sweep
+    from deploy.pipeline.store.leftovers import sweep
 
     sweep(repository)
     said = []

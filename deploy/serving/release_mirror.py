@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from deploy.pipeline.errors import EnvError
-from deploy.pipeline.publish import STAMP, Destination
+from deploy.pipeline.publish.tree import STAMP, Destination
 from deploy.serving import releases
 from deploy.serving.layout import LAYOUTS
 
@@ -40,7 +40,7 @@ ENTRY_FILE = "model.py"  # the python backend's: first, see above
 def mirror(repository: Path, remote: str, pipeline: str, models: Sequence[str]) -> list[str]:
     """Makes `remote/<model>` hold what `repository/<model>` holds, for each of `models`,
     then lists them in the pipeline's manifest there; returns the models it changed."""
-    from deploy.pipeline.publish import destination, write_manifest
+    from deploy.pipeline.publish.tree import destination, write_manifest
 
     try:
         where = destination(remote)

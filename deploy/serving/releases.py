@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from deploy.pipeline import faults
 from deploy.pipeline.errors import EnvError
-from deploy.pipeline.hashing import atomic_write_text, digest_file
-from deploy.pipeline.records import SchemaMismatch, typed
+from deploy.pipeline.graph.hashing import atomic_write_text, digest_file
+from deploy.pipeline.graph.records import SchemaMismatch, typed
+from deploy.pipeline.process import faults
 
 RECORD_FILE = "deploy-release.json"
 CONFIG_FILE = "config.pbtxt"
@@ -191,7 +191,7 @@ def stamp(model_dir: Path, pipeline: str, placed: Iterable[int] = ()) -> None:
     last stamp listed or this transaction `placed` (its record's files and the record),
     and the last stamp's other files that remain. What `deploy serve` and smoke check a
     repository against, and what the foreign check reads (serving/foreign.py)."""
-    from deploy.pipeline.publish import STAMP, Stamp
+    from deploy.pipeline.publish.tree import STAMP, Stamp
 
     listed = [rel for rel in _stamped(model_dir) if not _in_version(rel)]
     kept = {int(rel.split("/")[0]) for rel in _stamped(model_dir) if _in_version(rel)}
@@ -205,7 +205,7 @@ def stamp(model_dir: Path, pipeline: str, placed: Iterable[int] = ()) -> None:
 
 
 def _stamped(model_dir: Path) -> list[str]:
-    from deploy.pipeline.publish import STAMP, Stamp
+    from deploy.pipeline.publish.tree import STAMP, Stamp
 
     try:
         found = Stamp.from_json((model_dir / STAMP).read_bytes())
@@ -287,7 +287,7 @@ def file_digests(version_dir: Path) -> dict[str, str]:
 
 def staging(model_dir: Path) -> Path:
     """A staging or set-aside dir beside the versions, named with this process's pid: the
-    next command removes it if this process dies first (pipeline/leftovers.py)."""
+    next command removes it if this process dies first (pipeline/store/leftovers.py)."""
     return model_dir / f"{STAGING_PREFIX}{os.getpid()}-{uuid.uuid4().hex}"
 
 
@@ -364,8 +364,8 @@ def served(model_dir: Path) -> set[int]:
 
 def sweep(model_dir: Path) -> None:
     """Staging left behind by a release or rollback whose process died (a live one's stays)."""
-    from deploy.pipeline.leftovers import owner
-    from deploy.pipeline.locks import alive
+    from deploy.pipeline.store.leftovers import owner
+    from deploy.pipeline.store.locks import alive
 
     if model_dir.is_dir():
         for leftover in model_dir.glob(f"{STAGING_PREFIX}*"):

@@ -13,10 +13,10 @@ from typing import Any, NotRequired
 from typing_extensions import TypedDict  # pydantic reads typing's TypedDict only from Python 3.12
 
 from deploy.gates.parity_table import Table
-from deploy.pipeline.records import expect_schema, typed
+from deploy.pipeline.graph.records import expect_schema, typed
 from deploy.serving.layout import skip_reason
 
-# smoke.json's layout; bumped with the smoke stage's version (see pipeline/records.py).
+# smoke.json's layout; bumped with the smoke stage's version (see pipeline/graph/records.py).
 SCHEMA = 3  # 3: concurrent clients' traffic per model (was: one burst's batching counts)
 
 

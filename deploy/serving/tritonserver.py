@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from deploy.pipeline import lifeline
 from deploy.pipeline.errors import EnvError, MissingDependency, StageFailed
+from deploy.pipeline.process import lifeline
 from deploy.serving.model_state import UNKNOWN, LoadState
 from deploy.serving.ports import Probe, choose_ports, probe
 from deploy.serving.server_spec import ServerKind, ServerSpec, find_binary, pytriton_root

@@ -1,6 +1,6 @@
 """The YAML schema's shared part: the pipeline's name, the model's source, its tensors
 (spec/tensors.py) and where the cache, the repository and the run reports go. Stage
-parameters are validated against the models their stages declare (pipeline/project.py).
+parameters are validated against the models their stages declare (pipeline/graph/project.py).
 
 Why the spec is a package of its own, below the engine: every stage reads it and its
 `uses` key component hashes it, and the engine validates it once, up front, with every
@@ -187,7 +187,7 @@ class DeployConfig(Frozen):
         Path("runs"),
         description="Run records: `<run_dir>/<name>/summary.json` and `<run_dir>/<name>/logs/<stage>.log`.",
     )
-    # Key order means nothing (pipeline.graph orders the stages). Validated per stage later.
+    # Key order means nothing (pipeline.graph.dag orders the stages). Validated per stage later.
     stages: dict[str, dict[str, Any] | None] = Field(
         min_length=1,
         description="The stages to run: stage name -> its parameters (sections below); `{}` or null takes the defaults. "
@@ -196,7 +196,7 @@ class DeployConfig(Frozen):
 
     _paths = field_validator("cache_dir", "repository", "run_dir")(resolve_path)
     # The config file's directory: a stage's own relative paths resolve against it when
-    # another stage reads its params (pipeline/facts.py).
+    # another stage reads its params (pipeline/graph/facts.py).
     _base_dir: Path | None = PrivateAttr(None)
 
     def model_post_init(self, context: Any) -> None:

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from deploy.domain.artifacts import ENGINE, LAYERS, MANIFEST, TIMING_CACHE
 from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Precision
-from deploy.pipeline.contract import Artifact, Section, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed, StageSkipped
+from deploy.pipeline.graph.contract import Artifact, Section, StageContext, StageSpec
 from deploy.runtimes.devices import gpu_identity, tensorrt_version
 from deploy.runtimes.engine_manifest import EngineManifest, ShapeRange
 from deploy.spec.config import DeployConfig

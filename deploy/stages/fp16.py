@@ -14,7 +14,7 @@ from deploy.domain.artifacts import ONNX
 from deploy.domain.issues import Issue
 from deploy.gates.tolerance import AccuracyGate, AutoFallback, gate_issues
 from deploy.modelio.onnx_files import MODEL_FILE
-from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
+from deploy.pipeline.graph.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from deploy.runtimes.base import Device
 from deploy.spec.config import DeployConfig
 

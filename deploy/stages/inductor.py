@@ -27,7 +27,8 @@ from deploy.domain.artifacts import EAGER, GOLDEN, INDUCTOR
 from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Precision
 from deploy.gates.tolerance import Tolerance
-from deploy.pipeline.contract import (
+from deploy.pipeline.errors import StageSkipped
+from deploy.pipeline.graph.contract import (
     SOURCE_ARTIFACT,
     Artifact,
     ArtifactKind,
@@ -36,8 +37,7 @@ from deploy.pipeline.contract import (
     StageContext,
     StageSpec,
 )
-from deploy.pipeline.errors import StageSkipped
-from deploy.pipeline.facts import Provides
+from deploy.pipeline.graph.facts import Provides
 from deploy.runtimes.base import Device
 from deploy.runtimes.inductorrt import INDUCTOR_DEVICE, PACKAGE_FILE
 from deploy.spec.config import DeployConfig

@@ -4,7 +4,7 @@ stage compiles for, its I/O kept FP32; gated on accuracy against the FP32 ONNX a
 beside the FP32 package (gates/inductor_precision.py). FP16 pays on a GPU (tensor cores);
 a CPU computes it natively only with AVX512-FP16 or AMX-FP16. bf16 keeps FP32's range
 (nothing to clip) with 8 bits of mantissa; a GPU computes it from sm 8.0 on, a CPU with
-AVX512-BF16 or AMX. A stage per precision (SPECS): pipeline/registry.py."""
+AVX512-BF16 or AMX. A stage per precision (SPECS): pipeline/graph/registry.py."""
 
 from __future__ import annotations
 
@@ -17,7 +17,14 @@ from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Precision
 from deploy.gates import inductor_precision
 from deploy.gates.tolerance import gate_issues
-from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, ArtifactKind, Section, StageContext, StageSpec
+from deploy.pipeline.graph.contract import (
+    SOURCE_ARTIFACT,
+    Artifact,
+    ArtifactKind,
+    Section,
+    StageContext,
+    StageSpec,
+)
 from deploy.runtimes.inductorrt import PACKAGE_FILE
 from deploy.spec.config import DeployConfig
 

@@ -20,9 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from deploy.domain.artifacts import EAGER, GOLDEN, ONNX, OPENVINO, OPENVINO_FP16
 from deploy.gates.tolerance import Tolerance
 from deploy.modelio.onnx_files import MODEL_FILE
-from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Section, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed
-from deploy.pipeline.facts import Provides
+from deploy.pipeline.graph.contract import Artifact, ArtifactKind, Phase, Section, StageContext, StageSpec
+from deploy.pipeline.graph.facts import Provides
 from deploy.runtimes.bf16_gate import BF16_GATED
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from deploy.domain.artifacts import EAGER, GOLDEN, ONNX
 from deploy.gates.tolerance import Tolerance
 from deploy.modelio.onnx_files import MODEL_FILE
-from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.graph.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
 
 if TYPE_CHECKING:
     import onnx

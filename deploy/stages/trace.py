@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from deploy.domain.artifacts import EAGER, GOLDEN, TORCHSCRIPT
 from deploy.domain.issues import Issue
 from deploy.gates.tolerance import Tolerance
-from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
+from deploy.pipeline.graph.contract import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
 from deploy.spec.config import DeployConfig
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from pydantic import Field, field_validator
 
 from deploy.domain.artifacts import EAGER, GOLDEN, REPORT
 from deploy.gates.tolerance import Tolerance
-from deploy.pipeline.contract import Artifact, Phase, Section, StageContext, StageSpec
+from deploy.pipeline.graph.contract import Artifact, Phase, Section, StageContext, StageSpec
 from deploy.runtimes.base import Device
 from deploy.runtimes.catalog import CATALOG, PARITY, get, names, registered
 

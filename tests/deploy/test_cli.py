@@ -188,7 +188,7 @@ def test_cache_ls_verify_gc(cached_config, cli: Cli):
 def test_cache_verify_finds_and_drops_damaged_entries(cached_config, cli: Cli):
     import os
 
-    from deploy.pipeline.store import Store
+    from deploy.pipeline.store.objects import Store
 
     store = Store(cached_config.parent / "cache")
     entry, _ = store.lookup(store.head("tiny")["golden"].key)

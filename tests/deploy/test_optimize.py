@@ -15,7 +15,7 @@ from torch import nn
 import deploy
 from deploy.live_model import write_config
 from deploy.pipeline.errors import ConfigError
-from deploy.pipeline.results import Status
+from deploy.pipeline.report.results import Status
 from tests.helpers import Cli
 
 

@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from deploy import reference
-from deploy.pipeline.registry import stage_specs
+from deploy.pipeline.graph.registry import stage_specs
 from deploy.spec.config import DeployConfig
 from tests.helpers import ROOT
 
@@ -241,7 +241,7 @@ def test_check_and_write_both_sections_of_one_file(tmp_path):
 
 def test_the_config_reference_example_is_a_valid_config(tmp_path):
     """The hand-written example before the generated tables must stay a working config."""
-    from deploy.pipeline.project import load_project
+    from deploy.pipeline.graph.project import load_project
 
     text = CONFIG_DOC.read_text(encoding="utf-8")
     before = text[: text.index(reference.START)]
@@ -255,7 +255,7 @@ def test_the_config_reference_example_is_a_valid_config(tmp_path):
 
 
 def test_run_path_never_imports_the_generator():
-    code = "import sys, deploy.cli, deploy.pipeline.project, deploy.pipeline.runner; print('deploy.reference' in sys.modules)"
+    code = "import sys, deploy.cli, deploy.pipeline.graph.project, deploy.pipeline.process.runner; print('deploy.reference' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.stdout.strip() == "False", proc.stderr
 

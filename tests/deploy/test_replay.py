@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploy.pipeline import footprint
+from deploy.pipeline.store import footprint
 from tests.helpers import ROOT, run_cli, tiny_dict
 
 NOTE = "nothing changed since the run that finished"
@@ -35,9 +35,9 @@ sys.exit(code)
 """
 WATCHED = (
     "deploy.spec.config",
-    "deploy.pipeline.contract",
-    "deploy.pipeline.runner",
-    "deploy.pipeline.project",
+    "deploy.pipeline.graph.contract",
+    "deploy.pipeline.process.runner",
+    "deploy.pipeline.graph.project",
 )
 
 

@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 
 from deploy.console.ui import ConsoleReporter, results_table
-from deploy.pipeline.runner import StageResult, Status
+from deploy.pipeline.process.runner import StageResult, Status
 from tests.helpers import run_cli
 
 LONG = (

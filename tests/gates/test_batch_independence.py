@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from deploy.gates.batch_independence import NOISE, BatchIndependence, measure
-from deploy.pipeline.records import SchemaMismatch
+from deploy.pipeline.graph.records import SchemaMismatch
 
 
 def infer_with(model: torch.nn.Module):

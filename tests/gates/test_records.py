@@ -15,7 +15,7 @@ from deploy.gates.accuracy import measure
 from deploy.gates.accuracy_report import AccuracyReport, Evidence, Speed
 from deploy.gates.references import Case
 from deploy.gates.tolerance import Tolerance
-from deploy.pipeline.records import SchemaMismatch
+from deploy.pipeline.graph.records import SchemaMismatch
 from deploy.spec.tensors import OutputKind
 
 RNG = np.random.default_rng(0)

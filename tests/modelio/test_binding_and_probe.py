@@ -133,7 +133,7 @@ def cnn_config(tmp_path: Path, **change: Any) -> Path:
 
 
 def load(path: Path) -> DeployConfig:
-    from deploy.pipeline.project import load_project
+    from deploy.pipeline.graph.project import load_project
 
     return load_project(path).config
 

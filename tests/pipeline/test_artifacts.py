@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from deploy.domain import artifacts
-from deploy.pipeline.registry import stage_specs
+from deploy.pipeline.graph.registry import stage_specs
 from tests.helpers import ROOT
 
 DECLARED = {k: v for k, v in vars(artifacts).items() if isinstance(v, artifacts.Produced)}

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from deploy.pipeline.errors import ConfigError, ExitCode
-from deploy.pipeline.project import load_project
+from deploy.pipeline.graph.project import load_project
 from tests.helpers import Cli, tiny_dict
 
 

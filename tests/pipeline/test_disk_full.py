@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from deploy.pipeline.errors import DiskFull, ExitCode, disk_full
-from deploy.pipeline.hashing import atomic_write_text, write_with_room
+from deploy.pipeline.graph.hashing import atomic_write_text, write_with_room
 from tests.helpers import run_cli, tiny_dict
 
 LEFT_BEHIND = ("*.tmp", "tree-*", "*.staging-*", "*.repair-*")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from deploy.pipeline.errors import ConfigError
-from deploy.pipeline.graph import select
-from deploy.pipeline.project import load_project
-from deploy.pipeline.registry import stage_specs
+from deploy.pipeline.graph.dag import select
+from deploy.pipeline.graph.project import load_project
+from deploy.pipeline.graph.registry import stage_specs
 
 
 def test_every_stage_module_declares_a_consistent_spec():
@@ -45,7 +45,7 @@ def test_select_rejects_bad_selections(write_config, only, start, stop, fragment
 def spec(name: str, reads: tuple[str, ...], writes: tuple[str, ...], phase=None):
     from pydantic import BaseModel
 
-    from deploy.pipeline.contract import Artifact, Phase, StageSpec
+    from deploy.pipeline.graph.contract import Artifact, Phase, StageSpec
 
     class Params(BaseModel):
         pass
@@ -62,8 +62,8 @@ def spec(name: str, reads: tuple[str, ...], writes: tuple[str, ...], phase=None)
 
 
 def test_transforms_chain_after_their_origin_by_phase_then_name():
-    from deploy.pipeline.contract import Phase
-    from deploy.pipeline.graph import build_graph
+    from deploy.pipeline.graph.contract import Phase
+    from deploy.pipeline.graph.dag import build_graph
 
     stages = [
         spec("zeta", ("onnx",), ("onnx",)),
@@ -78,7 +78,7 @@ def test_transforms_chain_after_their_origin_by_phase_then_name():
 
 
 def test_two_origins_of_an_artifact_that_is_read_and_cycles_are_config_errors():
-    from deploy.pipeline.graph import build_graph
+    from deploy.pipeline.graph.dag import build_graph
 
     with pytest.raises(ConfigError, match="needs artifact 'onnx', which several stages produce"):
         build_graph(

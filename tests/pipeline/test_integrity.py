@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploy.pipeline.contract import ArtifactKind
 from deploy.pipeline.errors import EnvError
-from deploy.pipeline.hashing import digest_file
-from deploy.pipeline.project import load_project
-from deploy.pipeline.publish import complete, publish
-from deploy.pipeline.store import Output, Store
+from deploy.pipeline.graph.contract import ArtifactKind
+from deploy.pipeline.graph.hashing import digest_file
+from deploy.pipeline.graph.project import load_project
+from deploy.pipeline.publish.tree import complete, publish
+from deploy.pipeline.store.objects import Output, Store
 from tests.helpers import Cli, Recorder, run, run_cli, tiny_dict
 
 # Weights of 2 MB: above the size under which the cache rehashes every file anyway.
@@ -167,7 +167,7 @@ def _alter_in_place(path: Path) -> None:
 
 
 def test_an_altered_published_file_is_found_by_digest_and_repaired_from_the_cache(tmp_path: Path) -> None:
-    from deploy.pipeline.published_check import altered, repair
+    from deploy.pipeline.publish.published_check import altered, repair
 
     store = Store(tmp_path / "cache")
     dest = tmp_path / "repo"

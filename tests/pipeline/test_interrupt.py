@@ -53,7 +53,7 @@ def test_sigint_during_a_stage_leaves_the_cache_clean(write_config, tmp_path):
 def test_an_interrupt_a_library_wrapped_is_still_an_interrupt():
     import pytest
 
-    from deploy.pipeline.execute import _reraise_interrupt
+    from deploy.pipeline.process.execute import _reraise_interrupt
 
     try:
         try:

@@ -81,8 +81,8 @@ def test_a_config_that_does_not_load_is_one_failed_testcase(write_config, tmp_pa
 
 
 def test_control_characters_from_native_logs_keep_the_xml_readable(tmp_path):
-    from deploy.pipeline.junit import write_xml
-    from deploy.pipeline.results import RunStatus, RunSummary, StageSummary, Status
+    from deploy.pipeline.report.junit import write_xml
+    from deploy.pipeline.report.results import RunStatus, RunSummary, StageSummary, Status
 
     log = tmp_path / "stage.log"
     log.write_text("\x1b[31mW onnxruntime: colour\x1b[0m\x00\n")

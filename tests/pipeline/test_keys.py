@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from deploy.pipeline import keys
-from deploy.pipeline.hashing import canonical_json
-from deploy.pipeline.project import load_project
+from deploy.pipeline.graph import keys
+from deploy.pipeline.graph.hashing import canonical_json
+from deploy.pipeline.graph.project import load_project
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

@@ -1,4 +1,4 @@
-"""Nothing outlives deploy (pipeline/lifeline.py), proved with real processes and real
+"""Nothing outlives deploy (pipeline/process/lifeline.py), proved with real processes and real
 signals: a stage whose model hangs in forward after starting a daemon (a grandchild that
 double-forks and calls setsid, as a server or a leaky library does), then deploy killed
 with SIGKILL (a cancelled CI job), closed with SIGHUP (an ssh session gone), or the
@@ -217,7 +217,7 @@ def test_a_silent_stage_shows_a_heartbeat_in_a_ci_log(tmp_path, reaper):
 
 def test_the_tree_of_a_process_that_just_exited_is_empty_not_an_error():
     """descendants() races the processes it walks; a pid gone meanwhile has no children."""
-    from deploy.pipeline import lifeline
+    from deploy.pipeline.process import lifeline
 
     parent = subprocess.Popen(
         [

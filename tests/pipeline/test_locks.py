@@ -1,4 +1,4 @@
-"""Per-key build locks and dead runs' temp dirs (pipeline/locks.py), with real processes:
+"""Per-key build locks and dead runs' temp dirs (pipeline/store/locks.py), with real processes:
 a holder killed with SIGKILL, a waiter, and the lock file's removal."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import threading
 import time
 from pathlib import Path
 
-from deploy.pipeline import locks
+from deploy.pipeline.store import locks
 from tests.helpers import ROOT
 
 HOLDER = """
 import sys, time
 from pathlib import Path
-from deploy.pipeline import locks
+from deploy.pipeline.store import locks
 with locks.building(Path(sys.argv[1]), "ab" * 32, lambda holder: None):
     print("holding", flush=True)
     time.sleep(600)

@@ -13,10 +13,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from deploy.pipeline.contract import ArtifactKind
-from deploy.pipeline.once import Once, linkable
-from deploy.pipeline.publish import publish
-from deploy.pipeline.store import Store
+from deploy.pipeline.graph.contract import ArtifactKind
+from deploy.pipeline.publish.tree import publish
+from deploy.pipeline.store.objects import Store
+from deploy.pipeline.store.once import Once, linkable
 
 WEIGHT = np.arange(12, dtype=np.float32).reshape(3, 4)
 

@@ -107,7 +107,7 @@ def test_the_report_names_host_versions_commit_and_cached_times(finished, cli: C
 def test_the_commit_is_read_from_the_repository_holding_the_config(tmp_path):
     import subprocess
 
-    from deploy.pipeline.provenance import git_commit
+    from deploy.pipeline.store.provenance import git_commit
 
     outside = not any((d / ".git").exists() for d in (tmp_path, *tmp_path.parents))
     assert outside, "the temporary directory lies inside a git repository: this test needs one that does not"

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from deploy.pipeline.errors import ExitCode
-from deploy.pipeline.plan import Action, make_plan
-from deploy.pipeline.project import load_project
-from deploy.pipeline.store import Store
+from deploy.pipeline.graph.plan import Action, make_plan
+from deploy.pipeline.graph.project import load_project
+from deploy.pipeline.store.objects import Store
 from tests.helpers import Cli, run, statuses
 
 # What each prediction allows the run to do.

@@ -8,7 +8,7 @@ import io
 from rich.console import Console
 
 from deploy.console.ui import ConsoleReporter
-from deploy.pipeline.progress import Progress, Throttled
+from deploy.pipeline.process.progress import Progress, Throttled
 from tests.helpers import Recorder, run
 
 

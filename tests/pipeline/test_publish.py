@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-import deploy.pipeline.publish as publishing
-from deploy.pipeline.contract import ArtifactKind
+import deploy.pipeline.publish.tree as publishing
 from deploy.pipeline.errors import EnvError
-from deploy.pipeline.publish import SCHEMA, STAMP, Stamp, destination, in_order, publish
-from deploy.pipeline.store import Output, Store
+from deploy.pipeline.graph.contract import ArtifactKind
+from deploy.pipeline.publish.tree import SCHEMA, STAMP, Stamp, destination, in_order, publish
+from deploy.pipeline.store.objects import Output, Store
 from tests.helpers import S3Server
 
 BUCKET = "models"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from deploy.pipeline.errors import StageFailed
-from deploy.pipeline.records import SchemaMismatch, expect_schema
+from deploy.pipeline.graph.records import SchemaMismatch, expect_schema
 
 
 def test_the_expected_schema_passes_the_data_through() -> None:

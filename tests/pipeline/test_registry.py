@@ -17,7 +17,7 @@ import hashlib
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deploy.pipeline.contract import Artifact, Phase, StageContext, StageSpec
+from deploy.pipeline.graph.contract import Artifact, Phase, StageContext, StageSpec
 
 
 class ChecksumParams(BaseModel):
@@ -96,7 +96,7 @@ import shutil
 
 from pydantic import BaseModel, ConfigDict
 
-from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
+from deploy.pipeline.graph.contract import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed
 from deploy.serving.publishing import when_all
 
@@ -156,7 +156,7 @@ import hashlib
 
 from pydantic import BaseModel, ConfigDict
 
-from deploy.pipeline.contract import Artifact, Phase, StageContext, StageSpec
+from deploy.pipeline.graph.contract import Artifact, Phase, StageContext, StageSpec
 
 
 class Params(BaseModel):

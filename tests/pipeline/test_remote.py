@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploy.pipeline.contract import ArtifactKind
-from deploy.pipeline.hashing import digest_file
-from deploy.pipeline.keys import KeyParts
-from deploy.pipeline.store import Entry, Store
+from deploy.pipeline.graph.contract import ArtifactKind
+from deploy.pipeline.graph.hashing import digest_file
+from deploy.pipeline.graph.keys import KeyParts
+from deploy.pipeline.store.objects import Entry, Store
 from tests.helpers import S3_ENV, Cli, S3Server, run, run_cli, tiny_dict
 
 BUCKET, PREFIX = "deploy-ci", "cache"
@@ -221,7 +221,7 @@ def test_the_repository_is_published_to_s3_and_smoke_serves_it_from_there(s3, tm
     assert {k.split("/")[1] for k in s3.keys("models", "repo/")} == {"tiny_python", ".deploy-tiny.json"}
     # A bucket missing a file of the last publish is refused by smoke, naming the file.
     from deploy.pipeline.errors import StageFailed
-    from deploy.pipeline.publish import complete
+    from deploy.pipeline.publish.tree import complete
     from deploy.stages.smoke.stage import _refuse_incomplete
 
     for key, value in s3.env.items():

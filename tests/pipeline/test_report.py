@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.pipeline.project import load_project
-from deploy.pipeline.runner import REPORT_FILE
+from deploy.pipeline.graph.project import load_project
+from deploy.pipeline.process.runner import REPORT_FILE
 from tests.helpers import run
 
 STAGES = {

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.pipeline.plan import last_failures
-from deploy.pipeline.provenance import Provenance
-from deploy.pipeline.results import (
+from deploy.pipeline.graph.plan import last_failures
+from deploy.pipeline.report.results import (
     SUMMARY_SCHEMA,
     OutputSummary,
     RunStatus,
@@ -21,6 +20,7 @@ from deploy.pipeline.results import (
     Status,
     SummarySchemaError,
 )
+from deploy.pipeline.store.provenance import Provenance
 from tests.helpers import run
 
 

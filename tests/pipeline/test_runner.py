@@ -8,10 +8,10 @@ import os
 import pytest
 
 from deploy.pipeline.errors import SelectionError, StageError
-from deploy.pipeline.plan import Action, make_plan
-from deploy.pipeline.project import load_project
-from deploy.pipeline.runner import Status
-from deploy.pipeline.store import Store
+from deploy.pipeline.graph.plan import Action, make_plan
+from deploy.pipeline.graph.project import load_project
+from deploy.pipeline.process.runner import Status
+from deploy.pipeline.store.objects import Store
 from tests.helpers import Recorder, run, statuses
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from deploy.pipeline.contract import StageSpec
-from deploy.pipeline.registry import stage_specs
+from deploy.pipeline.graph.contract import StageSpec
+from deploy.pipeline.graph.registry import stage_specs
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ("pipeline", "stages", "gates", "datasources", "modelio", "runtimes", "serving", "deploy", "tests")

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from deploy.pipeline.contract import ArtifactKind
-from deploy.pipeline.keys import KeyParts
-from deploy.pipeline.store import Entry, Head, Store, TreeFile, TreeManifest
+from deploy.pipeline.graph.contract import ArtifactKind
+from deploy.pipeline.graph.keys import KeyParts
+from deploy.pipeline.store.objects import Entry, Head, Store, TreeFile, TreeManifest
 
 
 def make(tmp_path, name: str, data: bytes):

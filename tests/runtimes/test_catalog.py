@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from deploy.pipeline.contract import SOURCE_ARTIFACT
-from deploy.pipeline.registry import stage_specs
+from deploy.pipeline.graph.contract import SOURCE_ARTIFACT
+from deploy.pipeline.graph.registry import stage_specs
 from deploy.runtimes import host
 from deploy.runtimes.catalog import (
     CATALOG,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.pipeline.records import SchemaMismatch
+from deploy.pipeline.graph.records import SchemaMismatch
 from deploy.runtimes.engine_manifest import SCHEMA, EngineManifest, ShapeRange
 
 

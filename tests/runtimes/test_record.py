@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.pipeline.records import SchemaMismatch
+from deploy.pipeline.graph.records import SchemaMismatch
 from deploy.runtimes import harness
 from deploy.runtimes.record import BenchResults, BenchRow, ServerShare
 

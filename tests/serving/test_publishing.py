@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.pipeline.project import load_project
+from deploy.pipeline.graph.project import load_project
 from deploy.serving.publishing import PublishPolicy, destinations, published_url, publishing
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.pipeline.faults import FAULT_ENV
-from deploy.pipeline.publish import STAMP, Stamp
+from deploy.pipeline.process.faults import FAULT_ENV
+from deploy.pipeline.publish.tree import STAMP, Stamp
 from deploy.serving import release_journal, releases
 from deploy.serving.release_journal import recover, releasing
 from deploy.serving.releases import ReleaseRecord
@@ -168,7 +168,7 @@ roll_back_in(Path(args["repository"]), "relt", args["to"], [])
 
 def _released_twice(root: Path) -> Path:
     """v1 ("old") and v2 ("new") released, the pipeline's manifest written as publishes do."""
-    from deploy.pipeline.publish import write_manifest_here
+    from deploy.pipeline.publish.tree import write_manifest_here
 
     repository = root / "repo"
     assert releasing(repository, "relt", 3, _candidates(root, "old", 1), []) == []

@@ -12,7 +12,7 @@ import pytest
 from deploy.gates import parity
 from deploy.gates.references import Case
 from deploy.gates.tolerance import Tolerance
-from deploy.pipeline.records import SchemaMismatch
+from deploy.pipeline.graph.records import SchemaMismatch
 from deploy.serving import smoke_report as result
 from deploy.serving.smoke_report import ModelResult, ModelStatus, ServerInfo, SmokeReport, Traffic
 

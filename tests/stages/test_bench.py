@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from deploy.pipeline import keys
 from deploy.pipeline.errors import ExitCode, StageError
-from deploy.pipeline.project import load_project
+from deploy.pipeline.graph import keys
+from deploy.pipeline.graph.project import load_project
 from deploy.runtimes import contention, host
 from tests.helpers import comparable, output_path, run, run_cli
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from deploy.pipeline.errors import ConfigError, StageError, StageFailed, StageSkipped
-from deploy.pipeline.project import load_project
+from deploy.pipeline.graph.project import load_project
 from deploy.runtimes.engine_manifest import EngineManifest
 from deploy.stages import build
 from tests.helpers import ROOT, real_tensorrt, run, statuses

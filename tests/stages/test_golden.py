@@ -12,7 +12,7 @@ import pytest
 from deploy.gates import accuracy, parity, references
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.errors import ConfigError, ExitCode, StageError
-from deploy.pipeline.project import load_project
+from deploy.pipeline.graph.project import load_project
 from deploy.spec.tensors import InputSpec, OutputKind, OutputSpec
 from tests.helpers import run
 
@@ -87,7 +87,7 @@ def test_golden_inputs_file_is_cut_to_each_shape_and_exact_keys_win(write_config
     path = write_config({"model": {"golden_inputs": str(tmp_path / "golden.npz")}})
     results = run(path, only=["golden"])
     store_path = load_project(path).cache_dir
-    from deploy.pipeline.store import Store
+    from deploy.pipeline.store.objects import Store
 
     cases = references.load(Store(store_path).path_of(results["golden"].outputs["golden"]))
     np.testing.assert_array_equal(cases["min"].inputs["image"], shared[:1])

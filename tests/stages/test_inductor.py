@@ -19,8 +19,8 @@ from deploy.gates import accuracy, inductor_precision
 from deploy.gates.accuracy_report import AccuracyReport
 from deploy.gates.tolerance import AccuracyGate
 from deploy.pipeline.errors import StageFailed
-from deploy.pipeline.project import load_project
-from deploy.pipeline.results import StageResult, Status
+from deploy.pipeline.graph.project import load_project
+from deploy.pipeline.report.results import StageResult, Status
 from deploy.runtimes import host, inductorrt
 from deploy.runtimes.base import Device
 from tests.helpers import Cli, digits_eager, output_path, run, shared_digits, tiny_dict

@@ -12,7 +12,7 @@ import pytest
 from onnx import numpy_helper
 
 from deploy.pipeline.errors import ConfigError, StageError
-from deploy.pipeline.project import load_project
+from deploy.pipeline.graph.project import load_project
 from tests.helpers import output_path, run
 
 

@@ -239,7 +239,7 @@ def test_a_release_killed_as_its_version_appears_is_finished_by_the_next_run(
     before its config, pruning, stamp, the other model and the manifest: every version
     there is whole, no process is left, and the next run finishes the release without
     releasing anything twice."""
-    from deploy.pipeline.publish import complete
+    from deploy.pipeline.publish.tree import complete
 
     config = _config(tmp_path, checkpoints[8])
     assert cli("run", str(config)).returncode == 0
@@ -326,8 +326,8 @@ def test_the_record_holds_the_server_the_int8_accuracy_bench_and_select(
 
 def test_the_report_conclusion_says_how_the_release_compares(tmp_path: Path) -> None:
     """A stage's conclusion fact joins the conclusion select wrote (the report's first box)."""
-    from deploy.pipeline.report import render
-    from deploy.pipeline.results import RunStatus, RunSummary, StageSummary, Status
+    from deploy.pipeline.report.html import render
+    from deploy.pipeline.report.results import RunStatus, RunSummary, StageSummary, Status
 
     conclusion = {
         "decision": "deploy x",

@@ -208,7 +208,7 @@ def _published(tmp_path) -> set[str]:
 
 
 def test_publish_selected_publishes_only_the_models_serving_the_picks(write_config, tmp_path) -> None:
-    from deploy.pipeline.runner import Status
+    from deploy.pipeline.process.runner import Status
 
     path = publishing_config(write_config, "selected")
     results = run(path)

@@ -8,9 +8,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from deploy.pipeline.contract import StageContext
 from deploy.pipeline.errors import StageFailed
-from deploy.pipeline.project import load_project
+from deploy.pipeline.graph.contract import StageContext
+from deploy.pipeline.graph.project import load_project
 from deploy.stages import simplify
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from deploy.pipeline.contract import StageContext
 from deploy.pipeline.errors import ExitCode, StageFailed
-from deploy.pipeline.project import load_project
-from deploy.pipeline.store import Store
+from deploy.pipeline.graph.contract import StageContext
+from deploy.pipeline.graph.project import load_project
+from deploy.pipeline.store.objects import Store
 from deploy.stages.smoke import stage as smoke
 from tests.helpers import (
     CASES,

@@ -85,9 +85,9 @@ def test_the_repository_holds_the_service_as_triton_reads_it(service):
 
 def test_a_preprocessing_that_drifts_from_torchvision_fails_the_stage(service, tmp_path):
     """The served pre model scales pixels by half: the check must catch it, naming the ensemble."""
-    from deploy.pipeline.contract import StageContext
     from deploy.pipeline.errors import StageFailed
-    from deploy.pipeline.project import load_project
+    from deploy.pipeline.graph.contract import StageContext
+    from deploy.pipeline.graph.project import load_project
     from deploy.stages.smoke import stage as smoke
 
     work, config, _, _, _ = service

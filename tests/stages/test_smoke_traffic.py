@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploy.pipeline.contract import StageContext
 from deploy.pipeline.errors import StageFailed
-from deploy.pipeline.project import load_project
-from deploy.pipeline.store import Store
+from deploy.pipeline.graph.contract import StageContext
+from deploy.pipeline.graph.project import load_project
+from deploy.pipeline.store.objects import Store
 from deploy.stages.smoke import stage as smoke
 from tests.helpers import run, tiny_dict
 

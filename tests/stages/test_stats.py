@@ -9,7 +9,7 @@ import json
 import pytest
 
 from deploy.pipeline.errors import ConfigError
-from deploy.pipeline.project import load_project
+from deploy.pipeline.graph.project import load_project
 from tests.helpers import output_path, run
 
 STARVED = {"name": "starved", "peak_tflops": 100, "bandwidth_gbps": 0.001}  # ridge 1e8 FLOP/byte

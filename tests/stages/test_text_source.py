@@ -10,7 +10,7 @@ import pytest
 
 from deploy.datasources import datasource
 from deploy.pipeline.errors import ConfigError, StageFailed
-from deploy.pipeline.project import load_project
+from deploy.pipeline.graph.project import load_project
 from tests.helpers import ROOT
 
 SENTENCES = ["The cat sat on the mat.", "Deploying models needs care.", "It rained all day.", "Hello world."]

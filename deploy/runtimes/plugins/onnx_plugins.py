@@ -25,7 +25,7 @@ from deploy.runtimes.plugin import (
 )
 
 if TYPE_CHECKING:
-    from deploy.pipeline.contract import StageContext
+    from deploy.pipeline.graph.contract import StageContext
     from deploy.runtimes.base import Session
     from deploy.runtimes.timing import Timed
 

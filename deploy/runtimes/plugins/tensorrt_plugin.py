@@ -11,7 +11,7 @@ from deploy.runtimes.base import Device, Feeds
 from deploy.runtimes.plugin import Family, RuntimePlugin
 
 if TYPE_CHECKING:
-    from deploy.pipeline.contract import StageContext
+    from deploy.pipeline.graph.contract import StageContext
     from deploy.runtimes.base import Session
     from deploy.runtimes.timing import Timed
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from deploy.domain.artifacts import TORCHSCRIPT
 from deploy.domain.vocabulary import ModelSuffix, Precision, ServingFormat
-from deploy.pipeline.contract import SOURCE_ARTIFACT
+from deploy.pipeline.graph.contract import SOURCE_ARTIFACT
 from deploy.runtimes.base import Device, Feeds
 from deploy.runtimes.host import torch_cannot
 from deploy.runtimes.plugin import BenchHook, Family, Made, RuntimePlugin, Shapes, batch_of
@@ -16,7 +16,7 @@ from deploy.runtimes.plugin import BenchHook, Family, Made, RuntimePlugin, Shape
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from deploy.pipeline.contract import StageContext
+    from deploy.pipeline.graph.contract import StageContext
     from deploy.runtimes.base import Session
     from deploy.runtimes.timing import Timed
 

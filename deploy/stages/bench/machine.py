@@ -10,8 +10,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from deploy.pipeline.contract import StageContext
 from deploy.pipeline.errors import Contended
+from deploy.pipeline.graph.contract import StageContext
 from deploy.runtimes.contention import Fit
 
 WAIT_ENV = "DEPLOY_WAIT_QUIET"  # seconds; set by `deploy run --wait-quiet`, not part of any key

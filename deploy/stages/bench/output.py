@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deploy.pipeline.contract import Cell, StageContext
 from deploy.pipeline.errors import Contended, StageFailed
+from deploy.pipeline.graph.contract import Cell, StageContext
 from deploy.runtimes.catalog import BASELINE
 from deploy.runtimes.harness import GPU_PHASES, SERVER_PHASES, required_samples
 from deploy.runtimes.record import BenchRow as Row

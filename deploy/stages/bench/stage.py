@@ -20,8 +20,8 @@ from typing import Any
 
 from deploy.domain.artifacts import PLOT, REPOSITORY, RESULTS, TABLE
 from deploy.domain.issues import Issue
-from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from deploy.pipeline.errors import EnvError, StageFailed, first_line
+from deploy.pipeline.graph.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from deploy.runtimes.base import Device
 from deploy.runtimes.catalog import CATALOG, SERVED, artifact_of, get
 from deploy.runtimes.contention import Fit

@@ -13,8 +13,15 @@ from typing import TYPE_CHECKING
 
 from deploy.domain.artifacts import EAGER, GOLDEN, ONNX
 from deploy.modelio.onnx_files import MODEL_FILE
-from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, ArtifactKind, Section, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed, clip
+from deploy.pipeline.graph.contract import (
+    SOURCE_ARTIFACT,
+    Artifact,
+    ArtifactKind,
+    Section,
+    StageContext,
+    StageSpec,
+)
 from deploy.stages.export import exporters, failures
 from deploy.stages.export.failures import Attempt
 from deploy.stages.export.params import Exporter, ExportParams

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from deploy.domain.artifacts import BATCHING, EAGER, GOLDEN
 from deploy.gates.batch_independence import BatchIndependence, measure, not_measured
-from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
+from deploy.pipeline.graph.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from deploy.stages.golden.params import GoldenParams
 
 if TYPE_CHECKING:

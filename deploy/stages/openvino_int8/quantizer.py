@@ -20,8 +20,8 @@ from pydantic import JsonValue
 from deploy.domain.artifacts import ONNX, OPENVINO
 from deploy.gates import accuracy
 from deploy.gates.metrics import cosine
-from deploy.pipeline.contract import StageContext
 from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.graph.contract import StageContext
 from deploy.runtimes.files import runtime_for
 from deploy.stages.openvino_int8.nncf_params import STAGE, NncfParams, ir_path
 

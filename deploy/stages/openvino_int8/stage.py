@@ -16,7 +16,7 @@ from __future__ import annotations
 from deploy.domain.artifacts import OPENVINO
 from deploy.domain.issues import Issue
 from deploy.gates.tolerance import gate_issues
-from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
+from deploy.pipeline.graph.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from deploy.spec.config import DeployConfig
 from deploy.stages.openvino_int8.nncf_params import IR_FILE, STAGE, NncfParams, ir_path
 

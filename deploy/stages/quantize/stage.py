@@ -23,8 +23,8 @@ from deploy.domain.artifacts import ONNX, ONNX_INT8
 from deploy.domain.issues import Issue
 from deploy.gates.tolerance import gate_issues
 from deploy.modelio.onnx_files import MODEL_FILE
-from deploy.pipeline.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from deploy.pipeline.errors import MissingDependency, StageFailed
+from deploy.pipeline.graph.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from deploy.runtimes.base import Feeds
 from deploy.spec.config import DeployConfig
 from deploy.stages.quantize.calibration import Method, Step

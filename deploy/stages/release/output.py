@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 from deploy.domain.artifacts import RELEASE, RESULTS, SELECTION, SMOKE
-from deploy.pipeline.contract import Cell, StageContext
 from deploy.pipeline.errors import RegressionRefused, StageFailed
-from deploy.pipeline.hashing import digest_file
+from deploy.pipeline.graph.contract import Cell, StageContext
+from deploy.pipeline.graph.hashing import digest_file
 from deploy.serving import releases
 from deploy.stages.release.release_report import ModelRelease, ReleaseAction, ReleaseReport
 
@@ -88,7 +88,7 @@ def _publish(
 ) -> list[str]:
     """Every new version in one transaction (serving.release_journal); unchanged models
     settled. Returns the live servers that did not switch."""
-    from deploy.pipeline.publish import Verification, write_manifest_here
+    from deploy.pipeline.publish.tree import Verification, write_manifest_here
     from deploy.serving.publishing import publishing
     from deploy.serving.release_journal import releasing
     from deploy.serving.release_mirror import mirror

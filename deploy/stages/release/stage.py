@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from deploy.domain.artifacts import GOLDEN, REPOSITORY
 from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import DataKind
-from deploy.pipeline.contract import Artifact, Phase, StageContext, StageSpec
-from deploy.pipeline.hashing import digest_file, digest_json
+from deploy.pipeline.graph.contract import Artifact, Phase, StageContext, StageSpec
+from deploy.pipeline.graph.hashing import digest_file, digest_json
 from deploy.runtimes.interleaved import Interval, Judgement, judge
 from deploy.serving.publishing import PublishPolicy, publishing
 from deploy.spec.config import DeployConfig

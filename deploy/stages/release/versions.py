@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deploy.pipeline.hashing import atomic_write_text
+from deploy.pipeline.graph.hashing import atomic_write_text
 from deploy.serving import releases
 
 CONFIG_FILE = "config.pbtxt"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from deploy.domain.vocabulary import Metric
-from deploy.pipeline.contract import Conclusion
+from deploy.pipeline.graph.contract import Conclusion
 from deploy.runtimes.catalog import BASELINE as EAGER  # the speed-ups' baseline
 from deploy.runtimes.plausibility import comparable
 from deploy.runtimes.record import BenchRow

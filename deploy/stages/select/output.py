@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.domain.vocabulary import Metric, Precision
-from deploy.pipeline.contract import StageContext
+from deploy.pipeline.graph.contract import StageContext
 from deploy.runtimes.selection_record import Basis
 from deploy.stages.select.candidates import Target
 from deploy.stages.select.selection import Candidate, Decision

@@ -22,8 +22,8 @@ from typing import Any
 from deploy.domain.artifacts import CHART, DEPLOYMENT, REPOSITORY, RESULTS, SELECTION, SMOKE
 from deploy.domain.naming import model_name
 from deploy.gates.accuracy_report import AccuracyReport
-from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
 from deploy.pipeline.errors import Contended, StageFailed
+from deploy.pipeline.graph.contract import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
 from deploy.runtimes.catalog import ACCURACY_REPORTS, CATALOG
 from deploy.runtimes.record import BenchResults
 from deploy.runtimes.selection_record import Verdict

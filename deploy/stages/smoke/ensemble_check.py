@@ -19,7 +19,7 @@ import numpy as np
 from deploy.domain.vocabulary import Layout, Precision, Protocol
 from deploy.gates.detection_parity import Arrays
 from deploy.gates.metrics import cosine
-from deploy.pipeline.contract import StageContext
+from deploy.pipeline.graph.contract import StageContext
 from deploy.serving.repository import Model
 from deploy.serving.service import TOKENIZER_FILE, AnswerKind, Color, Role
 from deploy.serving.service_client import Sample, input_name, pre_of, record, samples

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from deploy.domain.artifacts import EAGER, GOLDEN, REPORT
 from deploy.domain.vocabulary import ModelSuffix, Precision, Protocol
-from deploy.pipeline.contract import StageContext
+from deploy.pipeline.graph.contract import StageContext
 from deploy.serving.repository import Model
 from deploy.serving.smoke_report import ModelResult, ModelStatus
 from deploy.stages.smoke.params import GoldenCases, SmokeParams

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from deploy.domain.artifacts import GOLDEN, REPORT, REPOSITORY, SERVER_LOG, SMOKE
 from deploy.domain.issues import Issue
 from deploy.gates.tolerance import Tolerance
-from deploy.pipeline.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.graph.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from deploy.serving import smoke_report
 from deploy.serving.model_state import LoadState
 from deploy.serving.publishing import PublishPolicy, candidate_url, published_url, publishing, triton_url
@@ -84,7 +84,7 @@ def _candidate(ctx: StageContext) -> str:
     """The candidate copied beside publish_to on its object storage, for the server to read
     as production will (serving/publishing.candidate_url); publish_to is left alone."""
     from deploy.pipeline.errors import EnvError
-    from deploy.pipeline.publish import copy_tree
+    from deploy.pipeline.publish.tree import copy_tree
 
     remote = candidate_url(str(publishing(ctx.config).remote))
     try:
@@ -96,7 +96,7 @@ def _candidate(ctx: StageContext) -> str:
 
 
 def _remove(remote: str) -> None:
-    from deploy.pipeline.publish import destination
+    from deploy.pipeline.publish.tree import destination
 
     where = destination(remote)
     if where.fs.exists(where.root):
@@ -109,8 +109,8 @@ def _refuse_incomplete(remote: str | None, name: str) -> None:
     tree is verified by its digests)."""
     if remote is None:
         return
-    from deploy.pipeline.publish import complete
-    from deploy.pipeline.published_check import altered
+    from deploy.pipeline.publish.published_check import altered
+    from deploy.pipeline.publish.tree import complete
 
     missing = complete(remote, name) or [a.text() for a in altered(remote, name, None)]
     if missing:

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from deploy.domain.artifacts import ONNX, STATS
-from deploy.pipeline.contract import Artifact, Cell, Phase, Section, StageContext, StageSpec
+from deploy.pipeline.graph.contract import Artifact, Cell, Phase, Section, StageContext, StageSpec
 from deploy.stages.stats.params import StatsParams
 
 if TYPE_CHECKING:  # onnx-tool: imported when the stage runs

@@ -19,7 +19,8 @@ from deploy.domain.artifacts import BATCHING, GOLDEN, MANIFEST, REPOSITORY
 from deploy.domain.naming import model_name
 from deploy.domain.vocabulary import ModelSuffix, Precision, ServingFormat
 from deploy.gates.batch_independence import BatchIndependence
-from deploy.pipeline.contract import (
+from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.graph.contract import (
     Artifact,
     ArtifactKind,
     Phase,
@@ -28,8 +29,7 @@ from deploy.pipeline.contract import (
     StageContext,
     StageSpec,
 )
-from deploy.pipeline.errors import StageFailed
-from deploy.pipeline.facts import Provides
+from deploy.pipeline.graph.facts import Provides
 from deploy.runtimes.catalog import OPENVINO_FORMATS, serving
 from deploy.runtimes.engine_manifest import EngineManifest
 from deploy.serving.layout import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deploy.pipeline.contract import StageContext
+from deploy.pipeline.graph.contract import StageContext
 from deploy.runtimes.record import BenchRow
 from deploy.stages.triton_search.params import SearchGoal
 from deploy.stages.triton_search.search_record import Point, Result

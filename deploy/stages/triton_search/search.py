@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from deploy.domain.vocabulary import Metric, Precision
-from deploy.pipeline.contract import StageContext
 from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.graph.contract import StageContext
 from deploy.runtimes.record import BenchRow
 from deploy.serving.repository import Model
 from deploy.stages.triton_search.params import SearchGoal, SearchParams

@@ -13,7 +13,7 @@ from typing import Any
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
 from deploy.domain.vocabulary import Metric
-from deploy.pipeline.records import expect_schema, typed
+from deploy.pipeline.graph.records import expect_schema, typed
 from deploy.runtimes.record import BenchRow
 
 # search_results.json's layout; bumped with the triton_search stage's version.

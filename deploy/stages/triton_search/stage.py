@@ -21,8 +21,16 @@ from typing import Any
 
 from deploy.domain.artifacts import BATCHING, REPOSITORY, SEARCH_CSV, SEARCH_PLOT, SEARCH_RESULTS
 from deploy.gates.batch_independence import BatchIndependence
-from deploy.pipeline.contract import Artifact, ArtifactKind, Phase, Publish, Section, StageContext, StageSpec
 from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.graph.contract import (
+    Artifact,
+    ArtifactKind,
+    Phase,
+    Publish,
+    Section,
+    StageContext,
+    StageSpec,
+)
 from deploy.serving.publishing import when_all
 from deploy.serving.server_spec import identity as server_identity
 from deploy.stages.triton_search.params import SearchParams

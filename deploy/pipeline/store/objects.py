@@ -21,18 +21,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deploy.pipeline import locks
-from deploy.pipeline.contract import ArtifactKind, Metrics
 from deploy.pipeline.errors import EnvError
-from deploy.pipeline.hashing import (
+from deploy.pipeline.graph.contract import ArtifactKind, Metrics
+from deploy.pipeline.graph.hashing import (
     StatMemo,
     atomic_write_text,
     canonical_json,
     digest_file,
     digest_json,
 )
-from deploy.pipeline.keys import KeyParts
-from deploy.pipeline.once import Once, linkable
+from deploy.pipeline.graph.keys import KeyParts
+from deploy.pipeline.store import locks
+from deploy.pipeline.store.once import Once, linkable
 
 SCHEMA = 1
 

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deploy.pipeline.contract import Artifact
-from deploy.pipeline.graph import ArtifactRef, Graph, Node
-from deploy.pipeline.results import PublishNote, PublishState, StageResult, Status
-from deploy.pipeline.store import Output
+from deploy.pipeline.graph.contract import Artifact
+from deploy.pipeline.graph.dag import ArtifactRef, Graph, Node
+from deploy.pipeline.report.results import PublishNote, PublishState, StageResult, Status
+from deploy.pipeline.store.objects import Output
 
 if TYPE_CHECKING:
-    from deploy.pipeline.publish import Verification
+    from deploy.pipeline.publish.tree import Verification
 
 Destination = Path | str
 # Publishes one output to one destination with its verifiers; returns the model dirs and
@@ -110,7 +110,7 @@ class PublishGate:
         destinations: Iterable[Destination],
         by: list[str],
     ) -> None:
-        from deploy.pipeline.publish import Verification
+        from deploy.pipeline.publish.tree import Verification
 
         verified = sorted(by)
         stamp = Verification(tuple(verified), output.digest)
@@ -125,7 +125,7 @@ class PublishGate:
             self.notes.append(PublishNote(artifact.name, str(dest), state, verified, models, note))
 
     def _withhold(self, held: Held, why: str) -> None:
-        from deploy.pipeline.publish import last_publish
+        from deploy.pipeline.publish.tree import last_publish
 
         if held in self.held:
             self.held.remove(held)

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from deploy.domain.issues import Issue
-from deploy.pipeline.facts import Provides
+from deploy.pipeline.graph.facts import Provides
 from deploy.spec.config import DeployConfig
 
 # The artifact every pipeline starts from: the model as the config declares it.
@@ -120,7 +120,7 @@ class StageContext:
     # A per-stage directory in the cache that outlives runs, for things that speed a
     # stage up without being its result (TensorRT's timing cache). Not in any key.
     persistent: Path | None = None
-    # Where progress goes (pipeline/progress.py): the runner's reporter, throttled.
+    # Where progress goes (pipeline/process/progress.py): the runner's reporter, throttled.
     on_progress: Callable[[int, int | None, str], None] | None = None
 
     def progress(self, done: int, total: int | None = None, what: str = "") -> None:
@@ -172,7 +172,7 @@ class StageContext:
         note: str = "",
         console: bool = False,
     ) -> None:
-        """A table for the run report (pipeline/report.py renders every stage's tables,
+        """A table for the run report (pipeline/report/html.py renders every stage's tables,
         and embeds its .png outputs, without knowing the stage); `console`: also printed
         after the run's results (a decision the user should see without opening the report)."""
         table = ReportTable(title, columns, [list(r) for r in rows], note, console)
@@ -312,11 +312,11 @@ class StageSpec(Generic[P]):
     implied: bool = False
     # The default of the stage's `timeout_s` run setting (RunSettings).
     timeout_s: float = 3600.0
-    # Facts its params state for other stages (pipeline/facts.py), e.g. the publish policy.
+    # Facts its params state for other stages (pipeline/graph/facts.py), e.g. the publish policy.
     provides: tuple[Provides[P, Any], ...] = ()
     # Artifacts this stage verifies (smoke: the repository, on a real server): one marked
     # for publishing is published only once every configured verifier passed on it
-    # (pipeline/verification.py).
+    # (pipeline/publish/verification.py).
     verifies: frozenset[str] = frozenset()
 
     def params_from(self, section: object, base_dir: Path | None) -> P:

@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from deploy.pipeline.contract import StageSpec
-from deploy.pipeline.hashing import digest_json
+from deploy.pipeline.graph.contract import StageSpec
+from deploy.pipeline.graph.hashing import digest_json
 from deploy.spec.config import DeployConfig
 
 KEY_SCHEMA = 1

@@ -14,12 +14,12 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from deploy.domain.issues import Issue
-from deploy.pipeline import bounds
-from deploy.pipeline.contract import RunSettings, StageSpec, split_section
 from deploy.pipeline.errors import ConfigError
-from deploy.pipeline.facts import duplicate_issues
-from deploy.pipeline.graph import Graph, build_graph
-from deploy.pipeline.registry import stage_names, stage_spec
+from deploy.pipeline.graph import bounds
+from deploy.pipeline.graph.contract import RunSettings, StageSpec, split_section
+from deploy.pipeline.graph.dag import Graph, build_graph
+from deploy.pipeline.graph.facts import duplicate_issues
+from deploy.pipeline.graph.registry import stage_names, stage_spec
 from deploy.spec.config import DeployConfig, shape_issues
 
 CACHE_ENV = "DEPLOY_CACHE_DIR"

@@ -1,7 +1,7 @@
 """Facts one stage's params state for other stages (where the Triton repository is
 published, say): declared once as a `Fact` in a shared library beside the record it
 carries, provided by one stage's spec (`StageSpec.provides`), and read with
-`pipeline.registry.read_fact(config, F)`, which validates the provider's section with
+`pipeline.graph.registry.read_fact(config, F)`, which validates the provider's section with
 its own params model. So a stage never reads another stage's raw YAML section
 (tests/test_layers.py checks), and the engine names neither of them."""
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from deploy.pipeline.keys import dist_version
+from deploy.pipeline.graph.keys import dist_version
 
 LIBRARIES = (
     "deploy",

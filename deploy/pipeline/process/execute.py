@@ -1,5 +1,5 @@
 """Running one stage's code: the same body in the runner's process (`isolate: false`)
-or in a child process (pipeline.isolation), with the outcome as a picklable record.
+or in a child process (pipeline.process.isolation), with the outcome as a picklable record.
 
 Only the outcome crosses back: the stage writes its outputs into its work dir, which
 the runner ingests into the store when (and only when) the outcome is `ran`.
@@ -14,7 +14,6 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from deploy.pipeline.contract import Metrics, StageContext, StageSpec
 from deploy.pipeline.errors import (
     ConfigError,
     DeployError,
@@ -26,9 +25,10 @@ from deploy.pipeline.errors import (
     plain,
     root_cause,
 )
-from deploy.pipeline.logs import captured
-from deploy.pipeline.progress import Sink, Throttled
-from deploy.pipeline.results import Status
+from deploy.pipeline.graph.contract import Metrics, StageContext, StageSpec
+from deploy.pipeline.process.logs import captured
+from deploy.pipeline.process.progress import Sink, Throttled
+from deploy.pipeline.report.results import Status
 from deploy.spec.config import DeployConfig
 
 
@@ -46,7 +46,7 @@ class Job:
     persistent: Path | None
 
     def spec(self) -> StageSpec:
-        from deploy.pipeline.registry import specs_in
+        from deploy.pipeline.graph.registry import specs_in
 
         spec = specs_in(importlib.import_module(self.module)).get(self.stage)
         assert isinstance(spec, StageSpec), f"{self.module} defines no stage '{self.stage}'"
@@ -114,7 +114,7 @@ def execute(job: Job, spec: StageSpec, sink: Sink | None = None) -> Outcome:
 
 
 def _missing(exc: ModuleNotFoundError) -> MissingDependency:
-    from deploy.pipeline.extras import install_hint
+    from deploy.pipeline.graph.extras import install_hint
 
     name = exc.name or str(exc)
     return MissingDependency(

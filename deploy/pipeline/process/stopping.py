@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-from deploy.pipeline.results import StageResult
+from deploy.pipeline.report.results import StageResult
 
 # What signal.signal takes and returns: a handler, SIG_DFL / SIG_IGN, or None (not set from Python).
 Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None

@@ -9,7 +9,7 @@ The server starts at the first stage that runs: a fully cached run starts nothin
 Each child leads its own process group and is the subreaper of what it starts;
 stopping a stage (timeout, memory limit, Ctrl-C / SIGTERM / SIGHUP of the run) stops the
 group and every descendant, and when the run itself is killed (even with SIGKILL) the
-fork server and the children follow it (pipeline/lifeline.py).
+fork server and the children follow it (pipeline/process/lifeline.py).
 """
 
 from __future__ import annotations
@@ -25,16 +25,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deploy.pipeline import lifeline, stopping
 from deploy.pipeline.errors import ExitCode
-from deploy.pipeline.execute import Job, Outcome, execute
-from deploy.pipeline.progress import HEARTBEAT_S, Progress, Sink, heartbeat
-from deploy.pipeline.results import Status
+from deploy.pipeline.process import lifeline, stopping
+from deploy.pipeline.process.execute import Job, Outcome, execute
+from deploy.pipeline.process.progress import HEARTBEAT_S, Progress, Sink, heartbeat
+from deploy.pipeline.report.results import Status
 
 # Imported once by the fork server: what most stages import, and what costs seconds.
 # Names only (a missing one is skipped): the engine still imports none of them itself.
-# pipeline.lifeline first: the server dies with the run from its first moment.
-PRELOAD = ("deploy.pipeline.lifeline", "numpy", "torch", "onnx", "onnxruntime", "deploy.pipeline.isolation")
+# pipeline.process.lifeline first: the server dies with the run from its first moment.
+PRELOAD = (
+    "deploy.pipeline.process.lifeline",
+    "numpy",
+    "torch",
+    "onnx",
+    "onnxruntime",
+    "deploy.pipeline.process.isolation",
+)
 POLL_S = 0.2
 GRACE_S = 5.0  # between SIGTERM and SIGKILL when a stage is stopped
 
@@ -135,7 +142,7 @@ def _safe_path() -> Iterator[None]:
     """The fork server is a fresh `python -c`, whose sys.path starts with the working
     directory: a user's own `pipeline/` or `stages/` folder there would shadow ours when
     it imports PRELOAD. PYTHONSAFEPATH (3.11) leaves the directory out. $DEPLOY_PARENT_PID
-    tells the server whose death it dies with (pipeline/lifeline.py). Both are set only
+    tells the server whose death it dies with (pipeline/process/lifeline.py). Both are set only
     while the server may start (children get the runner's environment back)."""
     settings = {"PYTHONSAFEPATH": "1", lifeline.PARENT_ENV: str(os.getpid())}
     before = {k: os.environ.get(k) for k in settings}

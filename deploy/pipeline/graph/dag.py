@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from deploy.domain.issues import Issue
-from deploy.pipeline.contract import SOURCE_ARTIFACT, StageSpec
 from deploy.pipeline.errors import ConfigError
+from deploy.pipeline.graph.contract import SOURCE_ARTIFACT, StageSpec
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ base64, each .png artifact it produced. Stdlib only, so a cached run can afford 
 
 Why rendering lives in the engine and not the app: the runner writes the report in the
 same step as the summary, also when a stage crashed, hung or the run was interrupted
-(`pipeline/history.py`), and a run driven without the CLI (the Python API, a Jenkins
+(`pipeline/store/history.py`), and a run driven without the CLI (the Python API, a Jenkins
 agent calling `Runner.run`) must get it too. It reads only the engine's own records
 (`RunSummary`, `ReportTable`), never a stage.
 """
@@ -19,9 +19,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from deploy.pipeline.contract import CONCLUSION_FACTS_KEY, HEADLINE_KEY, Conclusion, report_tables
-from deploy.pipeline.provenance import Provenance
-from deploy.pipeline.results import PublishNote, PublishState, RunSummary, StageSummary, Status
+from deploy.pipeline.graph.contract import CONCLUSION_FACTS_KEY, HEADLINE_KEY, Conclusion, report_tables
+from deploy.pipeline.report.results import PublishNote, PublishState, RunSummary, StageSummary, Status
+from deploy.pipeline.store.provenance import Provenance
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#1d1d1f;padding:0 16px}

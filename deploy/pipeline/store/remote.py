@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deploy.pipeline.contract import ArtifactKind
-from deploy.pipeline.hashing import digest_file
-from deploy.pipeline.store import Entry, Store
+from deploy.pipeline.graph.contract import ArtifactKind
+from deploy.pipeline.graph.hashing import digest_file
+from deploy.pipeline.store.objects import Entry, Store
 from deploy.spec.config import DeployConfig
 
 # S3 behind a dead endpoint: fail in seconds, not after botocore's default retries.

@@ -22,8 +22,8 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from deploy.pipeline.contract import HEADLINE_KEY
-from deploy.pipeline.results import RunSummary, StageSummary, Status
+from deploy.pipeline.graph.contract import HEADLINE_KEY
+from deploy.pipeline.report.results import RunSummary, StageSummary, Status
 
 LOG_TAIL_LINES = 60
 # Characters XML 1.0 forbids; stage logs catch native libraries' terminal colour codes.
@@ -32,7 +32,7 @@ NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 def write_xml(path: Path, summary: RunSummary) -> Path:
     """Returns where it was written: `path`, or the temp dir when `path`'s disk is full."""
-    from deploy.pipeline.hashing import write_with_room
+    from deploy.pipeline.graph.hashing import write_with_room
 
     suite = ET.Element("testsuite", name=f"deploy.{summary.pipeline}")
     if summary.finished:

@@ -11,10 +11,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from deploy.pipeline.contract import PARTIAL_KEY, Metrics
 from deploy.pipeline.errors import ExitCode
-from deploy.pipeline.provenance import Provenance
-from deploy.pipeline.store import Output, Store
+from deploy.pipeline.graph.contract import PARTIAL_KEY, Metrics
+from deploy.pipeline.store.objects import Output, Store
+from deploy.pipeline.store.provenance import Provenance
 
 
 class Status(str, Enum):

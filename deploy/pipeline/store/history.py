@@ -17,8 +17,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from deploy.pipeline.hashing import atomic_write_text
-from deploy.pipeline.results import RunSummary
+from deploy.pipeline.graph.hashing import atomic_write_text
+from deploy.pipeline.report.results import RunSummary
 
 REPORT_FILE = "report.html"
 SUMMARY_FILE = "summary.json"
@@ -45,11 +45,11 @@ def record(
 
 
 def _write_report(folder: Path, run_dir: Path, summary: RunSummary, images: dict[str, list[Path]]) -> None:
-    from deploy.pipeline import report
+    from deploy.pipeline.report import html
 
-    html = report.render(summary, images)
-    atomic_write_text(folder / REPORT_FILE, html)
-    atomic_write_text(run_dir / REPORT_FILE, html)
+    page = html.render(summary, images)
+    atomic_write_text(folder / REPORT_FILE, page)
+    atomic_write_text(run_dir / REPORT_FILE, page)
 
 
 def _new_run_dir(run_dir: Path) -> Path:

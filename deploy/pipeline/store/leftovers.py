@@ -11,7 +11,7 @@ import re
 import shutil
 from pathlib import Path
 
-from deploy.pipeline.locks import alive, sweep_dead
+from deploy.pipeline.store.locks import alive, sweep_dead
 
 # The owner's pid in each kind of leftover name.
 OWNED = (

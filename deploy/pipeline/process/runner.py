@@ -20,27 +20,28 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
-from deploy.pipeline import history, locks, provenance, stopping
-from deploy.pipeline.contract import Artifact
 from deploy.pipeline.errors import DeployError, DiskFull, ExitCode, SelectionError, StageError, disk_full
-from deploy.pipeline.execute import Job, execute
-from deploy.pipeline.graph import Node, rewritten
-from deploy.pipeline.hashing import write_with_room
-from deploy.pipeline.isolation import Limits, run_isolated
-from deploy.pipeline.keys import KeyParts
-from deploy.pipeline.plan import Action, make_plan, source_outputs, stage_parts, why
-from deploy.pipeline.progress import Progress, Throttled
-from deploy.pipeline.project import Project
-from deploy.pipeline.publish import Verification, holds, publish
-from deploy.pipeline.registry import stage_module
-from deploy.pipeline.remote import RemoteCache
-from deploy.pipeline.results import RunStatus as RunStatus
-from deploy.pipeline.results import RunSummary, StageSummary
-from deploy.pipeline.results import StageResult as StageResult
-from deploy.pipeline.results import Status as Status
-from deploy.pipeline.store import Entry, Output, Store
-from deploy.pipeline.verification import PublishGate
-from deploy.pipeline.writable import UMASK, require_writable
+from deploy.pipeline.graph.contract import Artifact
+from deploy.pipeline.graph.dag import Node, rewritten
+from deploy.pipeline.graph.hashing import write_with_room
+from deploy.pipeline.graph.keys import KeyParts
+from deploy.pipeline.graph.plan import Action, make_plan, source_outputs, stage_parts, why
+from deploy.pipeline.graph.project import Project
+from deploy.pipeline.graph.registry import stage_module
+from deploy.pipeline.process import stopping
+from deploy.pipeline.process.execute import Job, execute
+from deploy.pipeline.process.isolation import Limits, run_isolated
+from deploy.pipeline.process.progress import Progress, Throttled
+from deploy.pipeline.publish.tree import Verification, holds, publish
+from deploy.pipeline.publish.verification import PublishGate
+from deploy.pipeline.report.results import RunStatus as RunStatus
+from deploy.pipeline.report.results import RunSummary, StageSummary
+from deploy.pipeline.report.results import StageResult as StageResult
+from deploy.pipeline.report.results import Status as Status
+from deploy.pipeline.store import history, locks, provenance
+from deploy.pipeline.store.objects import Entry, Output, Store
+from deploy.pipeline.store.remote import RemoteCache
+from deploy.pipeline.store.writable import UMASK, require_writable
 
 REPORT_FILE = history.REPORT_FILE
 

@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from deploy.pipeline.errors import EnvError
-from deploy.pipeline.hashing import atomic_write_text, digest_file
-from deploy.pipeline.once import Once, linkable
-from deploy.pipeline.store import Output, Store
+from deploy.pipeline.graph.hashing import atomic_write_text, digest_file
+from deploy.pipeline.store.objects import Output, Store
+from deploy.pipeline.store.once import Once, linkable
 
 STAMP = ".deploy.json"
 SCHEMA = 1
@@ -160,7 +160,7 @@ def in_order(files: Mapping[str, object]) -> list[str]:
 def _publish_here(
     store: Store, dest: Path, models: dict[str, Files], pipeline: str, verified: Verification
 ) -> Published:
-    from deploy.pipeline.leftovers import sweep
+    from deploy.pipeline.store.leftovers import sweep
 
     sweep(dest)  # a killed command's temp files and staging: gone before any stamp is read
     done = Published(models=list(models))

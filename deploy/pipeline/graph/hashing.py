@@ -91,15 +91,15 @@ class StatMemo:
 
 
 # Every temp file deploy writes beside its target: `.<name>.<owner pid>.tmp`. The next
-# command removes those whose owner is dead (pipeline/leftovers.py).
+# command removes those whose owner is dead (pipeline/store/leftovers.py).
 TMP_SUFFIX = ".tmp"
 
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write to a temp file beside `path`, then rename: readers see old or new, never half.
     A write that fails leaves no temp file; one that finds no room is a DiskFull naming `path`."""
-    from deploy.pipeline import faults
     from deploy.pipeline.errors import disk_full
+    from deploy.pipeline.process import faults
 
     tmp = path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
     try:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from deploy.pipeline.hashing import StatMemo, digest_json
-from deploy.pipeline.keys import dist_version
+from deploy.pipeline.graph.hashing import StatMemo, digest_json
+from deploy.pipeline.graph.keys import dist_version
 from deploy.spec.config import ModelSource
 
 

@@ -13,7 +13,7 @@ sources, the files its params name, the cache entries and objects it served, the
 repository files it published and the run records it wrote — with the same inode,
 size, mtime, ctime and mode. ctime is the kernel's: any write, chmod or utime moves
 it, so an in-place edit that restores mtime still shows (as for the stat memo in
-pipeline.hashing).
+pipeline.graph.hashing).
 
 Standard library only: checking a footprint must cost less than importing what it saves.
 """
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deploy.pipeline.hashing import atomic_write_text, digest_json
+from deploy.pipeline.graph.hashing import atomic_write_text, digest_json
 
 SCHEMA = 1
 FILE = "noop.json"
@@ -38,7 +38,7 @@ ENV_VARS = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NV
 ENV_PREFIX = "DEPLOY_"  # every deploy setting ($DEPLOY_CACHE_DIR, $DEPLOY_CACHE_REMOTE, ...)
 TOOLS = ("nvidia-smi", "tritonserver", "docker")  # found on PATH by stages' identities
 GPUS = Path("/proc/driver/nvidia/gpus")  # one entry per GPU the driver sees
-CODE = Path(__file__).resolve().parents[1]  # the deploy package: stage versions and logic
+CODE = Path(__file__).resolve().parents[2]  # the deploy package: stage versions and logic
 MAX_PATHS = 20_000  # a footprint larger than this is not worth keeping: the run takes its full path
 
 MAX_BYTES = 64 << 20  # a footprint file larger than MAX_PATHS could make is not ours

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deploy.pipeline.errors import EnvError
-from deploy.pipeline.hashing import digest_file
-from deploy.pipeline.publish import STAMP, Stamp, destination, intact, manifest_name
-from deploy.pipeline.store import Store
+from deploy.pipeline.graph.hashing import digest_file
+from deploy.pipeline.publish.tree import STAMP, Stamp, destination, intact, manifest_name
+from deploy.pipeline.store.objects import Store
 
 CHUNK = 1 << 20
 

@@ -8,9 +8,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deploy.pipeline import locks
-from deploy.pipeline.contract import ArtifactKind
-from deploy.pipeline.store import Entry, Store
+from deploy.pipeline.graph.contract import ArtifactKind
+from deploy.pipeline.store import locks
+from deploy.pipeline.store.objects import Entry, Store
 
 STALE_TMP_SECONDS = 3600
 

@@ -36,7 +36,7 @@ DISTRIBUTION_OF = {
 
 def checkout() -> Path | None:
     """The source checkout deploy runs from (an editable install), if it is one."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     return root if (root / "scripts" / "setup.sh").is_file() and (root / "pyproject.toml").is_file() else None
 
 

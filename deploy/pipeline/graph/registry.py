@@ -18,9 +18,9 @@ from functools import cache
 from types import ModuleType
 from typing import TypeVar
 
-from deploy.pipeline.contract import StageSpec
 from deploy.pipeline.errors import EnvError
-from deploy.pipeline.facts import Fact
+from deploy.pipeline.graph.contract import StageSpec
+from deploy.pipeline.graph.facts import Fact
 from deploy.spec.config import DeployConfig
 
 T = TypeVar("T")
@@ -108,7 +108,7 @@ def stage_specs() -> dict[str, StageSpec]:
 
 
 def read_fact(config: DeployConfig, wanted: Fact[T]) -> T:
-    """A fact (pipeline/facts.py) as the configured stage that provides it states it, read
+    """A fact (pipeline/graph/facts.py) as the configured stage that provides it states it, read
     from that stage's validated params; the fact's default when none provides it."""
     for name, section in config.stages.items():
         spec = stage_spec(name)

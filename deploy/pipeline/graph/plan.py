@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from deploy.pipeline import keys
-from deploy.pipeline.contract import SOURCE_ARTIFACT, ArtifactKind
-from deploy.pipeline.graph import Node
-from deploy.pipeline.keys import KeyParts
-from deploy.pipeline.project import Project
-from deploy.pipeline.remote import RemoteCache
-from deploy.pipeline.results import RunSummary
-from deploy.pipeline.source import source_digest
-from deploy.pipeline.store import Output, Store
+from deploy.pipeline.graph import keys
+from deploy.pipeline.graph.contract import SOURCE_ARTIFACT, ArtifactKind
+from deploy.pipeline.graph.dag import Node
+from deploy.pipeline.graph.keys import KeyParts
+from deploy.pipeline.graph.project import Project
+from deploy.pipeline.graph.source import source_digest
+from deploy.pipeline.report.results import RunSummary
+from deploy.pipeline.store.objects import Output, Store
+from deploy.pipeline.store.remote import RemoteCache
 
 NEVER_RAN = keys.NEVER_RAN
 
