@@ -3,7 +3,7 @@ something changes.
 
     import deploy
     pipeline = deploy.load("configs/resnet50.yaml")   # or a dict with the same keys
-    pipeline.graph.plan()                                   # what would run, and why
+    pipeline.plan()                                   # what would run, and why
     result = pipeline.run()                           # RunResult: per stage, selection, repository
 
 The package is also the app: the `deploy` command line (run, plan, validate, serve,

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from deploy.pipeline.graph.plan import PlanRow
     from deploy.pipeline.graph.project import Project
     from deploy.pipeline.process.progress import Progress
-    from deploy.pipeline.process.runner import Reporter, Runner
+    from deploy.pipeline.process.runner import Runner
+    from deploy.pipeline.report.reporter import Reporter
     from deploy.runtimes.selection_record import Selection
 
 LOG = logging.getLogger("deploy")
@@ -95,8 +96,9 @@ class Pipeline:
         to: str | None = None,
     ) -> Runner:
         """The engine's Runner for this selection (the CLI drives it with its console)."""
+        from deploy.pipeline.graph.choice import ALL_STAGES, StageSelection
         from deploy.pipeline.graph.dag import select
-        from deploy.pipeline.process.runner import ALL_STAGES, Runner, StageSelection
+        from deploy.pipeline.process.runner import Runner
         from deploy.pipeline.store.objects import Store
         from deploy.pipeline.store.remote import remote_for
 

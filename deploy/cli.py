@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.text import Text
 
 import deploy.commands.startup  # noqa: F401  (first: before any module imports pydantic)
 from deploy.commands.bench_cli import bench
@@ -23,16 +21,14 @@ from deploy.commands.cache import cache_app
 from deploy.commands.cli_common import ConfigArg
 from deploy.commands.cli_common import console as _console
 from deploy.commands.cli_common import project as _project
+from deploy.commands.exit_errors import failed
 from deploy.commands.init_cli import init
 from deploy.commands.serve_cli import serve
 from deploy.console.terminal import make_console, wide_help
 from deploy.domain.vocabulary import Protocol
 from deploy.pipeline.errors import (
-    DeployError,
     ExitCode,
     MissingDependency,
-    StageFailed,
-    disk_full,
 )
 from deploy.pipeline.store.writable import UMASK
 from deploy.releasing.release_commands import releases, rollback
@@ -92,42 +88,50 @@ JsonOpt = Annotated[
 ]
 
 
+ForceOpt = Annotated[
+    list[str], typer.Option("--force", "-f", help="Rerun STAGE even if cached ('all' for every stage).")
+]
+FromOpt = Annotated[
+    str | None, typer.Option("--from", help="Run from STAGE on; earlier stages must be cached.")
+]
+ToOpt = Annotated[str | None, typer.Option("--to", help="Stop after STAGE.")]
+OnlyOpt = Annotated[
+    list[str], typer.Option("--only", help="Run only STAGE (repeatable); its inputs must be cached.")
+]
+AcceptOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--accept-regression",
+        metavar="REASON",
+        envvar="DEPLOY_ACCEPT_REGRESSION",
+        help="Publish what the release gate refuses; REASON goes into the release record (empty: none).",
+    ),
+]
+WaitQuietOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--wait-quiet",
+        metavar="SECONDS",
+        min=0,
+        envvar="DEPLOY_WAIT_QUIET",
+        help="Before bench times anything, wait up to SECONDS for the machine to be quiet (other processes "
+        "under 25 % of the cores for 5 s); still busy: bench fails saying so (exit 8) instead of timing it.",
+    ),
+]
+
+
 @app.command()
 def run(
     config: ConfigArg,
-    force: Annotated[
-        list[str], typer.Option("--force", "-f", help="Rerun STAGE even if cached ('all' for every stage).")
-    ] = [],  # noqa: B006
-    start: Annotated[
-        str | None, typer.Option("--from", help="Run from STAGE on; earlier stages must be cached.")
-    ] = None,
-    stop: Annotated[str | None, typer.Option("--to", help="Stop after STAGE.")] = None,
-    only: Annotated[
-        list[str], typer.Option("--only", help="Run only STAGE (repeatable); its inputs must be cached.")
-    ] = [],  # noqa: B006
+    force: ForceOpt = [],  # noqa: B006
+    start: FromOpt = None,
+    stop: ToOpt = None,
+    only: OnlyOpt = [],  # noqa: B006
     cache_dir: CacheOpt = None,
     junit: JunitOpt = None,
     summary_json: JsonOpt = None,
-    accept_regression: Annotated[
-        str | None,
-        typer.Option(
-            "--accept-regression",
-            metavar="REASON",
-            envvar="DEPLOY_ACCEPT_REGRESSION",
-            help="Publish what the release gate refuses; REASON goes into the release record (empty: none).",
-        ),
-    ] = None,
-    wait_quiet: Annotated[
-        float | None,
-        typer.Option(
-            "--wait-quiet",
-            metavar="SECONDS",
-            min=0,
-            envvar="DEPLOY_WAIT_QUIET",
-            help="Before bench times anything, wait up to SECONDS for the machine to be quiet (other processes "
-            "under 25 % of the cores for 5 s); still busy: bench fails saying so (exit 8) instead of timing it.",
-        ),
-    ] = None,
+    accept_regression: AcceptOpt = None,
+    wait_quiet: WaitQuietOpt = None,
     verbose: Verbose = False,
 ) -> None:
     """Run the pipeline; stages whose inputs are unchanged come from the cache."""
@@ -251,6 +255,12 @@ def infer(
         list[Path] | None, typer.Option("--image", help="An image file (JPEG, PNG, ...) to send; repeatable.")
     ] = None,
     text: Annotated[list[str] | None, typer.Option("--text", help="A sentence to send; repeatable.")] = None,
+    sample: Annotated[
+        bool,
+        typer.Option(
+            "--sample", help="Also send the photo shipped with deploy (china.jpg: a temple, CC BY 2.0)."
+        ),
+    ] = False,
     model: Annotated[
         str | None,
         typer.Option(
@@ -268,11 +278,13 @@ def infer(
     the top labels (or the embedding's first values) and each request's latency."""
     from deploy.commands.infer import InferRequest
     from deploy.commands.infer import infer as ask_service
+    from deploy.samples import PHOTO
 
     if protocol not in ("http", "grpc"):
         raise typer.BadParameter("http or grpc", param_hint="--protocol")
     where = url or ("localhost:8000" if protocol == Protocol.HTTP else "localhost:8001")
-    request = InferRequest(where, protocol, model, list(image or []), list(text or []), timeout)  # type: ignore[arg-type]
+    images = [*(image or []), *([PHOTO] if sample else [])]
+    request = InferRequest(where, protocol, model, images, list(text or []), timeout)  # type: ignore[arg-type]
     console = _console()
     ask_service(request, lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
 
@@ -356,32 +368,6 @@ def _invoke(verbose: bool) -> int:
     except (KeyboardInterrupt, typer.Abort):
         err.print("[yellow]interrupted[/]: the cache holds only completed stages; rerun to resume")
         return ExitCode.INTERRUPTED
-    # The label is styled, the message is not markup: model names, paths and server log
-    # lines hold brackets that markup would eat, misread, or choke on (a stray `[/]`).
-    except DeployError as exc:  # the one place an error becomes an exit code
-        if verbose:
-            err.print(traceback.format_exc(), markup=False, highlight=False)
-        # A failed check says what failed; the other kinds name themselves (ConfigError, ...).
-        kind = "" if isinstance(exc, StageFailed) else f" ({type(exc).__name__})"
-        err.print(Text.assemble(("error", "bold red"), f"{kind}: {exc}"), highlight=False)
-        return exc.exit_code
-    except ModuleNotFoundError as exc:  # an extra not installed (a stage's are caught in its process)
-        from deploy.pipeline.graph.extras import install_hint
-
-        if verbose:
-            err.print(traceback.format_exc(), markup=False, highlight=False)
-        name = exc.name or str(exc)
-        missing = MissingDependency(f"the package '{name.split('.')[0]}'", install_hint(name))
-        err.print(Text.assemble(("error", "bold red"), f" (MissingDependency): {missing}"), highlight=False)
-        return missing.exit_code
-    except Exception as exc:
-        full = disk_full(exc)  # the machine's, not a bug: exit 4, naming the path
-        if full is not None:
-            if verbose:
-                err.print(traceback.format_exc(), markup=False, highlight=False)
-            err.print(Text.assemble(("error", "bold red"), f" (DiskFull): {full}"), highlight=False)
-            return full.exit_code
-        err.print(traceback.format_exc(), markup=False, highlight=False)
-        err.print("[bold red]internal error[/] in deploy itself; please report it with the traceback above")
-        return ExitCode.INTERNAL
+    except Exception as exc:  # the one place an error becomes an exit code
+        return failed(err, exc, verbose)
     return code if isinstance(code, int) else ExitCode.OK

@@ -208,7 +208,8 @@ def _answer(model: torch.nn.Module, examples: Mapping[str, Any]) -> list[Any]:
     """Every tensor the model returns for the examples, bound as the pipeline binds them."""
     import torch
 
-    from deploy.modelio.adapter import bind, flat
+    from deploy.modelio.adapter import bind
+    from deploy.modelio.outputs import flat
     from deploy.spec.tensors import InputsBy
 
     binding = bind(model, tuple(examples), InputsBy.AUTO, {})

@@ -19,10 +19,11 @@ from typing import Any
 import pytest
 import yaml
 
+from deploy.pipeline.graph.choice import StageSelection
 from deploy.pipeline.graph.dag import select
 from deploy.pipeline.graph.project import load_project
 from deploy.pipeline.process.progress import Progress
-from deploy.pipeline.process.runner import Runner, StageResult, StageSelection
+from deploy.pipeline.process.runner import Runner, StageResult
 from deploy.pipeline.store.objects import Store
 from deploy.runtimes.record import BenchRow
 

@@ -4,7 +4,7 @@ package, `deploy`, whose folders are the layers:
     deploy/*.py          the app (CLI, API)           may import everything below
     deploy/stages/       the stages, nothing else     a stage imports no other stage, and
                                                       reads no other stage's YAML section
-    deploy/gates/ datasources/ modelio/ runtimes/ serving/ starter/
+    deploy/gates/ datasources/ modelio/ runtimes/ serving/ starter/ samples/
                          libraries the stages share   import neither stages nor the app
     deploy/pipeline/     the engine                   imports no stage, app or library
     deploy/spec/         what a config declares       imports the vocabulary only
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LIBRARIES = ("gates", "datasources", "modelio", "runtimes", "serving", "starter")
+LIBRARIES = ("gates", "datasources", "modelio", "runtimes", "serving", "starter", "samples")
 PACKAGES = ("deploy", "pipeline", "stages", "spec", "domain", *LIBRARIES)
 LAYERED = ("pipeline", "stages", "spec", "domain", *LIBRARIES)  # sub-packages of deploy named by their layer
 

@@ -46,10 +46,17 @@ def _items(request: InferRequest) -> list[tuple[str, bytes]]:
     if missing:
         raise ConfigError("deploy infer", [Issue("--image", f"no such file: {p}") for p in missing])
     if request.images:
-        return [(str(p), p.read_bytes()) for p in request.images]
+        return [(_shown(p), p.read_bytes()) for p in request.images]
     # The bytes as given: an argument that is not UTF-8 arrives surrogate-escaped, and the
     # service says what is wrong with it (it decodes UTF-8, strictly).
     return [(f"text {i + 1}", t.encode("utf-8", "surrogateescape")) for i, t in enumerate(request.texts)]
+
+
+def _shown(path: Path) -> str:
+    """A file as the user named it; the shipped sample by its name (not a site-packages path)."""
+    from deploy.samples import PHOTO
+
+    return PHOTO.name if path == PHOTO else str(path)
 
 
 def _reach(call: Callable[[], Any], request: InferRequest) -> Any:

@@ -20,7 +20,8 @@ from deploy.pipeline.report.results import RunStatus, RunSummary, StageSummary, 
 if TYPE_CHECKING:
     from deploy.console.screen import Screen
     from deploy.pipeline.graph.project import Project
-    from deploy.pipeline.process.runner import Reporter, Runner
+    from deploy.pipeline.process.runner import Runner
+    from deploy.pipeline.report.reporter import Reporter
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def _load(config: Path, cache_dir: Path | None, accept_regression: str | None) -
 def make_runner(project: Project, choice: Choice, reporter: Reporter) -> Runner:
     """The API's runner (deploy/api.py), reporting to `reporter` (the console's)."""
     from deploy.api import Pipeline
-    from deploy.pipeline.process.runner import ALL_STAGES
+    from deploy.pipeline.graph.choice import ALL_STAGES
 
     unknown = [f for f in choice.force if f != ALL_STAGES and f not in project.graph.names()]
     if unknown:  # a command-line usage error (exit 2), as typer reports its own

@@ -14,7 +14,7 @@ from typing import Any
 
 from deploy.pipeline.errors import StageFailed
 from deploy.pipeline.graph.project import Project
-from deploy.pipeline.publish.tree import complete
+from deploy.pipeline.publish.readback import complete
 from deploy.pipeline.store.locks import alive
 from deploy.pipeline.store.objects import Store
 from deploy.serving import tritonserver

@@ -16,37 +16,46 @@ from deploy.pipeline.errors import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from deploy.pipeline.graph.project import Project
 
 
 _PORT_HELP = "port. Default: the config's {0}, else Triton's 8000 / 8001 / 8002 when all are free (what `deploy infer` tries), else free ones. Taken: exit 4."
 
 
+HttpPort = Annotated[
+    int | None, typer.Option(min=1, max=65535, help="HTTP " + _PORT_HELP.format("http_port"))
+]
+GrpcPort = Annotated[
+    int | None, typer.Option(min=1, max=65535, help="gRPC " + _PORT_HELP.format("grpc_port"))
+]
+MetricsPort = Annotated[
+    int | None, typer.Option(min=1, max=65535, help="Metrics " + _PORT_HELP.format("metrics_port"))
+]
+Published = Annotated[
+    bool,
+    typer.Option(
+        "--published",
+        help="Serve the copy at triton_config.publish_to (e.g. s3://): the server reads it itself.",
+    ),
+]
+Repair = Annotated[
+    bool,
+    typer.Option(
+        "--repair",
+        help="Put back from the cache any published file found altered (default: refuse to serve).",
+    ),
+]
+
+
 def serve(
     config: ConfigArg,
-    http_port: Annotated[
-        int | None, typer.Option(min=1, max=65535, help="HTTP " + _PORT_HELP.format("http_port"))
-    ] = None,
-    grpc_port: Annotated[
-        int | None, typer.Option(min=1, max=65535, help="gRPC " + _PORT_HELP.format("grpc_port"))
-    ] = None,
-    metrics_port: Annotated[
-        int | None, typer.Option(min=1, max=65535, help="Metrics " + _PORT_HELP.format("metrics_port"))
-    ] = None,
-    published: Annotated[
-        bool,
-        typer.Option(
-            "--published",
-            help="Serve the copy at triton_config.publish_to (e.g. s3://): the server reads it itself.",
-        ),
-    ] = False,
-    repair: Annotated[
-        bool,
-        typer.Option(
-            "--repair",
-            help="Put back from the cache any published file found altered (default: refuse to serve).",
-        ),
-    ] = False,
+    http_port: HttpPort = None,
+    grpc_port: GrpcPort = None,
+    metrics_port: MetricsPort = None,
+    published: Published = False,
+    repair: Repair = False,
 ) -> None:
     """Serve the generated model repository on a local tritonserver; prints its HTTP, gRPC
     and metrics addresses. Ctrl-C, SIGTERM or SIGHUP stop it (server and temp dir gone)
@@ -62,11 +71,7 @@ def serve(
     spec, where = server_setting(project)
     given = {"http_port": http_port, "grpc_port": grpc_port, "metrics_port": metrics_port}
     chosen = serve_ports(spec, given, where, str(config))
-    console = _console()
-
-    def say(line: str) -> None:  # model names and server reasons are text, never markup
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-
+    say = _sayer()
     if chosen.note:
         say(chosen.note)
     remote = _published(project, config) if published else None
@@ -75,6 +80,15 @@ def serve(
     serve_repository(
         project.config.name, update, project.config.repository, say, chosen.origins, remote, check
     )
+
+
+def _sayer() -> Callable[[str], None]:
+    console = _console()
+
+    def say(line: str) -> None:  # model names and server reasons are text, never markup
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    return say
 
 
 def _published(project: Project, config: Path) -> str:

@@ -294,37 +294,39 @@ def conclude(
     from deploy.gates import accuracy
 
     dest = ctx.output(conversion.output)
-    if not auto.auto:
+    label = conversion.label
+    if auto.auto:
+        outcome = _searched(ctx, conversion, calibration, holdout, gate, auto)
+        onnx_files.copy(outcome.chosen, dest)
+        _report(ctx, conversion.label, outcome)
+        if outcome.kept_float:
+            label = f"{conversion.label} ({len(outcome.kept_float)} nodes kept FP32)"
+        details = {**details, "fallback": to_json(outcome, auto)}
+    else:
         conversion.build((), dest)
-        accuracy.conclude(
-            ctx,
-            conversion.label,
-            dest,
-            holdout,
-            gate,
-            details,
-            conversion.report,
-            evidence,
-            target=conversion.target,
-        )
-        return
-    outcome = search(
+    accuracy.conclude(
+        ctx, label, dest, holdout, gate, details, conversion.report, evidence, target=conversion.target
+    )
+
+
+def _searched(
+    ctx: StageContext,
+    conversion: Conversion,
+    calibration: Sequence[Feeds],
+    holdout: list[dict[str, np.ndarray]],
+    gate: AccuracyGate,
+    auto: AutoFallback,
+) -> FallbackResult:
+    """The automatic fallback's search: nodes kept in FP32, most sensitive first, until the
+    gate against the FP32 model passes."""
+    from deploy.gates import accuracy
+
+    return search(
         conversion.build,
         lambda path: accuracy.gate_against_fp32(ctx.input(ONNX), path, holdout, ctx.config.outputs, gate),
         lambda first: rank(conversion.reference, first, calibration, conversion.eligible, ctx.workdir),
         auto.max_float_nodes,
         ctx.workdir,
-    )
-    onnx_files.copy(outcome.chosen, dest)
-    _report(ctx, conversion.label, outcome)
-    label = (
-        f"{conversion.label} ({len(outcome.kept_float)} nodes kept FP32)"
-        if outcome.kept_float
-        else conversion.label
-    )
-    details = {**details, "fallback": to_json(outcome, auto)}
-    accuracy.conclude(
-        ctx, label, dest, holdout, gate, details, conversion.report, evidence, target=conversion.target
     )
 
 

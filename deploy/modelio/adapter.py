@@ -28,12 +28,10 @@ import torch
 
 from deploy.domain.issues import Issue
 from deploy.modelio import detections
+from deploy.modelio.outputs import Path, _did_you_mean, _dotted, _take, describe, find_outputs
 from deploy.pipeline.errors import ConfigError, StageFailed, first_line
 from deploy.spec.config import DeployConfig
-from deploy.spec.tensors import Detections, InputsBy, OutputSpec
-
-Step = str | int
-Path = tuple[Step, ...]
+from deploy.spec.tensors import Detections, InputsBy
 
 
 class ForwardRaised(StageFailed):
@@ -179,21 +177,6 @@ def _takes_list(annotation: Any) -> bool:
     return text.replace("typing.", "").startswith(("list[", "List["))
 
 
-def returned_tensors(result: Any) -> list[tuple[str, tuple[int, ...], str]]:
-    """Each tensor the model returned: its dotted path ('' for a lone tensor), shape and
-    dtype, in the order the pipeline would number them."""
-    found = []
-    for path in _leaves(result, ()):
-        tensor = _take(result, path)
-        found.append((_dotted(path), tuple(tensor.shape), str(tensor.dtype).removeprefix("torch.")))
-    return found
-
-
-def flat(result: Any) -> dict[str, torch.Tensor]:
-    """Every tensor the model returned by dotted path ('' for a lone tensor), in order."""
-    return {_dotted(path): _take(result, path) for path in _leaves(result, ())}
-
-
 def _in_order(signature: inspect.Signature | None, names: tuple[str, ...]) -> bool:
     """Whether passing `names` by keyword is the same call as passing them by position."""
     if signature is None:
@@ -256,13 +239,6 @@ def _binding_issue(names: tuple[str, ...], named: list[str]) -> Issue:
     )
 
 
-def _did_you_mean(name: str, choices: Sequence[str]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.5)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
 def _refuse_reordered(names: tuple[str, ...], named: list[str]) -> None:
     """inputs_by: position with forward's own names in another order feeds each to another."""
     if len(names) > 1 and set(names) <= set(named) and tuple(named[: len(names)]) != names:
@@ -311,124 +287,3 @@ def _check_binding(
 
 def _names_fixed(exc: TypeError, fixed: Mapping[str, Any]) -> bool:
     return any(f"'{name}'" in str(exc) for name in fixed)
-
-
-# -- finding the declared outputs in what the model returns ------------------------------
-def find_outputs(result: Any, specs: Sequence[OutputSpec]) -> list[Path]:
-    """One path into `result` per declared output: its `path`, else its name for a
-    mapping result, else its position among the returned tensors."""
-    leaves = list(_leaves(result, ()))
-    by_name = bool(_names(result))
-    issues, paths = [], []
-    for index, spec in enumerate(specs):
-        path, problem = _locate(result, spec, index, leaves, by_name)
-        if problem:
-            issues.append(Issue(f"outputs[{index}]", f"'{spec.name}': {problem}; {describe(result)}"))
-        paths.append(path)
-    if not issues and not by_name and not any(s.path for s in specs) and len(specs) != len(leaves):
-        issues.append(Issue("outputs", f"the config declares {len(specs)} output(s); {describe(result)}"))
-    if issues:
-        raise ConfigError("outputs", issues + detections.hint(result))
-    return paths
-
-
-def _locate(
-    result: Any, spec: OutputSpec, index: int, leaves: list[Path], by_name: bool
-) -> tuple[Path, str | None]:
-    if spec.path is not None:
-        return _follow(result, spec.path)
-    if by_name:
-        if spec.name not in _names(result):
-            hint = _did_you_mean(spec.name, _names(result))
-            return (
-                (),
-                f"no key '{spec.name}'{hint} in the model's {type(result).__name__} (set outputs[{index}].path)",
-            )
-        return _follow(result, spec.name)
-    if index >= len(leaves):
-        return (), f"there is no tensor at position {index}"
-    return leaves[index], None
-
-
-def _names(result: Any) -> list[str]:
-    """What outputs are found by in a result: a dict's keys, a NamedTuple's fields."""
-    if isinstance(result, Mapping):
-        return [str(k) for k in result]
-    return list(result._fields) if isinstance(result, tuple) and hasattr(result, "_fields") else []
-
-
-def _follow(result: Any, dotted: str) -> tuple[Path, str | None]:
-    """'hidden_states.3' -> ('hidden_states', 3), checked against the probed result."""
-    path: list[Step] = []
-    node = result
-    for part in dotted.split("."):
-        step: Step = int(part) if part.isdigit() and not isinstance(node, Mapping) else part
-        try:
-            node = _step(node, step)
-        except (KeyError, IndexError, TypeError, AttributeError):
-            return (), f"path '{dotted}' has no '{part}'{_fields_hint(node)}"
-        path.append(step)
-    if not isinstance(node, torch.Tensor):
-        return (), f"path '{dotted}' leads to a {type(node).__name__}, not a tensor"
-    return tuple(path), None
-
-
-def _leaves(result: Any, prefix: Path) -> list[Path]:
-    if isinstance(result, torch.Tensor):
-        return [prefix]
-    if isinstance(result, Mapping):
-        return [p for k, v in result.items() for p in _leaves(v, (*prefix, k))]
-    if isinstance(result, tuple) and hasattr(result, "_fields"):  # a NamedTuple: its fields by name
-        return [p for k, v in zip(result._fields, result) for p in _leaves(v, (*prefix, k))]
-    if isinstance(result, (list, tuple)):
-        return [p for i, v in enumerate(result) for p in _leaves(v, (*prefix, i))]
-    if _is_cache(result):  # transformers' Cache: layers[i].keys / .values
-        return [(*prefix, "layers", i, part) for i, layer in enumerate(result.layers) for part in _kv(layer)]
-    return []  # None (an unset ModelOutput field), ints, strings: not outputs
-
-
-def _is_cache(node: Any) -> bool:
-    """A transformers Cache (DynamicCache and its kin): a list of layers with keys / values."""
-    layers = getattr(node, "layers", None)
-    return isinstance(layers, list) and all(hasattr(layer, "keys") for layer in layers)
-
-
-def _kv(layer: Any) -> list[str]:
-    return [part for part in ("keys", "values") if isinstance(getattr(layer, part, None), torch.Tensor)]
-
-
-def _step(node: Any, step: Step) -> Any:
-    """One step into a result: a key, a position, or a field / attribute (a NamedTuple's,
-    a cache's `layers`, a layer's `keys`)."""
-    if isinstance(step, str) and not isinstance(node, Mapping):
-        return getattr(node, step)
-    return node[step]
-
-
-def _fields_hint(node: Any) -> str:
-    if isinstance(node, tuple) and hasattr(node, "_fields"):
-        return f" (its fields: {', '.join(node._fields)})"
-    if _is_cache(node):
-        return f" (a {type(node).__name__}: layers.N.keys / layers.N.values, N < {len(node.layers)})"
-    return ""
-
-
-def describe(result: Any) -> str:
-    """What the model returned, as a config author needs it: keys / positions and shapes."""
-    leaves = _leaves(result, ())
-    kind = type(result).__name__
-    if not leaves:
-        return f"the model returns a {kind} with no tensors"
-    shown = ", ".join(f"{_dotted(p) or '(the tensor)'} {list(_take(result, p).shape)}" for p in leaves[:12])
-    more = f" and {len(leaves) - 12} more" if len(leaves) > 12 else ""
-    return f"the model returns a {kind} with {len(leaves)} tensor(s): {shown}{more}"
-
-
-def _dotted(path: Path) -> str:
-    return ".".join(str(step) for step in path)
-
-
-def _take(result: Any, path: Path) -> Any:
-    for step in path:
-        result = _step(result, step)
-    return result

@@ -39,7 +39,7 @@ CHECKPOINT_CHARS = 16
 
 def release_rows(project: Project) -> list[dict[str, Any]]:
     """One row per version of every model the pipeline published; [] if it never did."""
-    from deploy.pipeline.publish.tree import published_models
+    from deploy.pipeline.publish.readback import published_models
     from deploy.serving import releases
     from deploy.serving.foreign import foreign
 

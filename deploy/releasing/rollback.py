@@ -32,7 +32,7 @@ class Rollback:
 
 def plan(repository: Path, name: str, to: int | None) -> tuple[list[Rollback], list[str]]:
     """What would move, and why the other models stay as they are."""
-    from deploy.pipeline.publish.tree import published_models
+    from deploy.pipeline.publish.readback import published_models
 
     models = published_models(repository, name)
     if not models:

@@ -34,7 +34,7 @@ class Foreign:
 
 def foreign(repository: Path, pipeline: str) -> list[Foreign]:
     """Every version dir, model dir and file of the pipeline's that its stamps do not list."""
-    from deploy.pipeline.publish.tree import published_models
+    from deploy.pipeline.publish.readback import published_models
 
     listed = published_models(repository, pipeline)
     if listed is None or not repository.is_dir():

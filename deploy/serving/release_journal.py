@@ -167,7 +167,7 @@ def _complete(repository: Path, journal: Journal) -> list[str]:
 
 def _mirror(repository: Path, journal: Journal) -> None:
     """The remote copy follows, every model of the pipeline (its manifest lists them all)."""
-    from deploy.pipeline.publish.tree import published_models
+    from deploy.pipeline.publish.readback import published_models
     from deploy.serving.release_mirror import mirror
 
     models = published_models(repository, journal.pipeline) or [e.model for e in journal.entries]

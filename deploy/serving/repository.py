@@ -86,11 +86,11 @@ def threads_implied(found: dict[str, Model], name: str) -> str:
 def backends(spec: ServerSpec, workdir: Path) -> set[str] | None:
     """The backends a local server has; None where that is unknown until a load is
     tried (a URL or a docker image)."""
-    from deploy.serving import tritonserver
+    from deploy.serving.locate import locate
 
     if not spec.kind.backends_known:
         return None
-    launch = tritonserver.locate(spec, workdir)
+    launch = locate(spec, workdir)
     return {p.name for p in launch.backend_dir.iterdir()} if launch.backend_dir else None
 
 

@@ -138,16 +138,17 @@ def samples(kind: str, source: Path | None) -> list[Sample]:
 
 
 def _packaged_images() -> list[Sample]:
-    """scikit-learn's two bundled photos, one encoded as JPEG and one as PNG."""
+    """The two photos shipped with deploy (deploy/samples): the first as the JPEG it is,
+    the second re-encoded as PNG, so a service is asked to decode both formats."""
     from PIL import Image
-    from sklearn.datasets import load_sample_images
 
-    found = []
-    for (name, pixels), fmt in zip(zip(("china", "flower"), load_sample_images().images), ("JPEG", "PNG")):
-        buffer = io.BytesIO()
-        Image.fromarray(pixels).save(buffer, format=fmt)
-        found.append(Sample(f"{name}.{fmt.lower()}", buffer.getvalue()))
-    return found
+    from deploy.samples import PHOTOS
+
+    jpeg, other = PHOTOS
+    buffer = io.BytesIO()
+    with Image.open(other) as image:
+        image.convert("RGB").save(buffer, format="PNG")
+    return [Sample(jpeg.name, jpeg.read_bytes()), Sample(other.with_suffix(".png").name, buffer.getvalue())]
 
 
 def input_name(pre: PreRecord) -> str:

@@ -49,7 +49,7 @@ class Findings:
 
 
 def discover(result_tensors: list[tuple[str, tuple[int, ...], str]], batched: bool) -> list[Found]:
-    """Output entries for what the model returned (modelio.adapter.returned_tensors):
+    """Output entries for what the model returned (modelio.outputs.returned_tensors):
     named by key, NamedTuple field or position; a cache's keys / values as present_N_key /
     present_N_value, each with its path."""
     by_position = all(path.isdigit() for path, _, _ in result_tensors)
@@ -107,7 +107,8 @@ def inspect(model: Any, specs: Sequence[Any], batched: bool) -> Findings:
     import numpy as np
 
     from deploy.modelio import detections
-    from deploy.modelio.adapter import probe, returned_tensors
+    from deploy.modelio.adapter import probe
+    from deploy.modelio.outputs import returned_tensors
     from deploy.spec.tensors import InputsBy
 
     names = tuple(s.name for s in specs)
@@ -146,7 +147,8 @@ def _refuse_noise_and_nan(model: Any, names: tuple[str, ...], sample: Mapping[st
     import numpy as np
 
     from deploy.modelio import randomness
-    from deploy.modelio.adapter import flat, probe
+    from deploy.modelio.adapter import probe
+    from deploy.modelio.outputs import flat
     from deploy.spec.tensors import InputsBy
 
     def answers() -> dict[str, Any]:
@@ -193,7 +195,8 @@ def _detection_outputs(result: Any) -> list[Found]:
 
 def _batching(model: Any, specs: Sequence[Any], names: tuple[str, ...], rng: Any) -> BatchIndependence:
     """The same measurement golden makes: a batch of distinct samples against each alone."""
-    from deploy.modelio.adapter import flat, probe
+    from deploy.modelio.adapter import probe
+    from deploy.modelio.outputs import flat
     from deploy.spec.tensors import InputsBy
 
     batch = min(max(2, *(s.opt[0] for s in specs)), min(s.max[0] for s in specs))

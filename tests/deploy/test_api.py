@@ -32,7 +32,7 @@ def config(tmp_path: Path) -> dict:
 def test_load_plan_run_selection(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pipeline = deploy.load(config(tmp_path))
     assert pipeline.stages == ["golden", "export", "validate", "bench", "select"]
-    assert {r.action for r in pipeline.graph.plan()} <= {Action.RUN, Action.PENDING}
+    assert {r.action for r in pipeline.plan()} <= {Action.RUN, Action.PENDING}
     result = pipeline.run()
     assert result.ok and {s.status for s in result.stages.values()} == {Status.RAN}
     bench = json.loads(result.artifact("bench", "results").read_text())
@@ -69,7 +69,7 @@ def test_a_dict_config_is_written_and_the_cli_finds_its_run_cached(tmp_path: Pat
     data["stages"] = {"export": {}, "validate": {"runtimes": ["onnxruntime"]}}
     pipeline = deploy.load(data)
     pipeline.run()
-    written = pipeline.graph.project.path
+    written = pipeline.project.path
     assert written == tmp_path / "runs" / "tiny" / "config.yaml" and written.is_file()
     done = run_cli("plan", str(written), "--json")
     assert done.returncode == 0, done.stderr

@@ -45,18 +45,18 @@ def test_the_imagenet_service_names_what_the_photo_shows(run: MatrixRun, tmp_pat
     smoke = next(s for s in summary["stages"] if s["stage"] == "smoke")["metrics"]["smoke"]["models"]
     service = smoke["mobilenetv2_python_ensemble"]["service"]
     assert service["top1_agreement"] == 1.0 and service["min_cosine"] > 0.999
-    assert service["answers"]["grpc"][0].startswith("china.jpeg: palace ")
-    china, flower = _photos(tmp_path)
+    assert service["answers"]["grpc"][0].startswith("china.jpg: palace ")
+    _, flower = _photos(tmp_path)
     (tmp_path / "server").mkdir()
     with serve_repository(ServerSpec(), run.dir / "model_repository", tmp_path / "server") as served:
         printed = {
             protocol: run_cli(
-                "infer", "--url", url, "--protocol", protocol, "--image", str(china), "--image", str(flower)
+                "infer", "--url", url, "--protocol", protocol, "--sample", "--image", str(flower)
             )
             for protocol, url in (("http", served.server.http), ("grpc", served.server.grpc))
         }
     assert all(p.returncode == 0 for p in printed.values()), {k: p.stderr for k, p in printed.items()}
-    # china.jpeg is a temple: torchvision's own weights say palace (0.74), then monastery.
+    # china.jpg is a temple: torchvision's own weights say palace (0.74), then monastery.
     assert _top(printed["http"].stdout) == _top(printed["grpc"].stdout)
     assert _top(printed["http"].stdout)[0] == "palace", printed["http"].stdout
     assert printed["http"].stdout.count("  5. ") == 2
@@ -69,7 +69,7 @@ def test_the_imagenet_service_names_what_the_photo_shows(run: MatrixRun, tmp_pat
     assert all(abs(got[label] - score) <= 0.05 for label, score in shown if label in got), (got, shown)
 
 
-README_INFER = re.compile(r"deploy infer --image china.jpg.*?\n(china.jpg .*?)\n```", re.S)
+README_INFER = re.compile(r"deploy infer --sample.*?\n(china.jpg .*?)\n```", re.S)
 
 
 def _ranks(block: str) -> list[tuple[str, float]]:

@@ -84,7 +84,7 @@ def test_every_stage_answers_for_resnet50(run: MatrixRun) -> None:
     )
     for name in ("resnet50_python_ensemble", "resnet50_python_int8_ensemble"):
         service = smoke[name]["service"]  # JPEG + PNG through pre -> model -> post, both protocols
-        assert smoke[name]["status"] == "passed" and service["samples"] == ["china.jpeg", "flower.png"]
+        assert smoke[name]["status"] == "passed" and service["samples"] == ["china.jpg", "flower.png"]
         assert service["top1_agreement"] == 1.0 and service["min_cosine"] >= 0.999
         assert set(service["answers"]) == {"http", "grpc"}
         # Top-1 per sample: lower ranks of random weights tie at the printed precision (0.004 vs 0.004).

@@ -19,7 +19,8 @@ from deploy.pipeline.errors import EnvError
 from deploy.pipeline.graph.contract import ArtifactKind
 from deploy.pipeline.graph.hashing import digest_file
 from deploy.pipeline.graph.project import load_project
-from deploy.pipeline.publish.tree import complete, publish
+from deploy.pipeline.publish.readback import complete
+from deploy.pipeline.publish.tree import publish
 from deploy.pipeline.store.objects import Output, Store
 from tests.helpers import Cli, Recorder, run, run_cli, tiny_dict
 

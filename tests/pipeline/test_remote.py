@@ -221,7 +221,7 @@ def test_the_repository_is_published_to_s3_and_smoke_serves_it_from_there(s3, tm
     assert {k.split("/")[1] for k in s3.keys("models", "repo/")} == {"tiny_python", ".deploy-tiny.json"}
     # A bucket missing a file of the last publish is refused by smoke, naming the file.
     from deploy.pipeline.errors import StageFailed
-    from deploy.pipeline.publish.tree import complete
+    from deploy.pipeline.publish.readback import complete
     from deploy.stages.smoke.stage import _refuse_incomplete
 
     for key, value in s3.env.items():

@@ -126,13 +126,13 @@ def test_a_server_polling_the_repository_switches_by_itself_with_no_failed_reque
     """A tritonserver in poll mode (no `servers` to tell): the release's new version dir
     appears by one rename and the server moves to it by itself; the rollback's
     config.pbtxt (version_policy) moves it back. Every request is answered meanwhile."""
-    from deploy.serving import tritonserver
+    from deploy.serving.locate import locate
     from deploy.serving.server_spec import ServerSpec
 
     config, data = _released_v1(tmp_path, checkpoints, {}, {}, cli)
     http_port, grpc_port, metrics_port = _free_ports(3)
     url = f"127.0.0.1:{http_port}"
-    launch = tritonserver.locate(ServerSpec(), tmp_path)
+    launch = locate(ServerSpec(), tmp_path)
     command = [
         str(launch.binary),
         f"--model-repository={tmp_path / 'model_repository'}",

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from deploy.pipeline.errors import EnvError
-from deploy.pipeline.publish.tree import complete, destination, write_manifest_here
+from deploy.pipeline.publish.readback import complete
+from deploy.pipeline.publish.tree import destination, write_manifest_here
 from deploy.serving import releases
 from deploy.serving.release_journal import releasing
 from deploy.serving.release_mirror import mirror

@@ -18,9 +18,10 @@ import psutil
 import pytest
 
 from deploy.pipeline.errors import EnvError, StageFailed
+from deploy.serving.locate import locate
 from deploy.serving.ports import free_port
 from deploy.serving.server_spec import ServerSpec, pytriton_root
-from deploy.serving.tritonserver import Server, StopRequested, locate, serving, stop, stop_requests, wait_live
+from deploy.serving.tritonserver import Server, StopRequested, serving, stop, stop_requests, wait_live
 
 
 def test_the_wheels_server_gets_a_python_backend_in_the_work_dir(tmp_path: Path) -> None:

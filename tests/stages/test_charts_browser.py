@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from deploy.runtimes.record import BenchRow, ServerShare
-from deploy.stages.bench.output import figure as bench_figure
-from deploy.stages.bench.output import overhead, plot
+from deploy.stages.bench.output import overhead
+from deploy.stages.bench.plot import figure as bench_figure
+from deploy.stages.bench.plot import plot
 from deploy.stages.select import candidates, selection
 from deploy.stages.select.chart import chart
 from deploy.stages.select.chart import figure as select_figure

@@ -239,7 +239,7 @@ def test_a_release_killed_as_its_version_appears_is_finished_by_the_next_run(
     before its config, pruning, stamp, the other model and the manifest: every version
     there is whole, no process is left, and the next run finishes the release without
     releasing anything twice."""
-    from deploy.pipeline.publish.tree import complete
+    from deploy.pipeline.publish.readback import complete
 
     config = _config(tmp_path, checkpoints[8])
     assert cli("run", str(config)).returncode == 0

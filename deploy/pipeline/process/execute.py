@@ -8,6 +8,7 @@ the runner ingests into the store when (and only when) the outcome is `ran`.
 from __future__ import annotations
 
 import importlib
+import logging
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,41 +77,34 @@ def execute(job: Job, spec: StageSpec, sink: Sink | None = None) -> Outcome:
             unwritten = [a.name for a in spec.outputs if not ctx.output(a.name).exists()]
             if unwritten:
                 raise StageFailed(f"stage finished without writing output(s): {', '.join(unwritten)}")
-        except StageFailed as exc:
-            _reraise_interrupt(exc)
-            # The cause (e.g. an exporter's pages of advice) goes to the log in full.
-            logger.error("%s", exc, exc_info=exc.__cause__ is not None)
-            outcome.status, outcome.message = Status.FAILED, plain(str(exc))
         except StageSkipped as exc:
             logger.warning("skipped: %s", exc)
             outcome.status, outcome.message = Status.SKIPPED, str(exc)
-        except DeployError as exc:  # e.g. a library the stage needs is missing: exit code kept
-            _reraise_interrupt(exc)
-            logger.error("%s", exc)
-            outcome.status, outcome.message, outcome.exit_code = Status.FAILED, _message(exc), exc.exit_code
-        except ModuleNotFoundError as exc:  # an extra not installed: exit 4, how to install it
-            _reraise_interrupt(exc)
-            needed = _missing(exc)
-            logger.error("%s\n%s", needed, traceback.format_exc())
-            outcome.status, outcome.message, outcome.exit_code = (
-                Status.FAILED,
-                str(needed),
-                needed.exit_code,
-            )
         except Exception as exc:
             _reraise_interrupt(exc)
-            full = disk_full(exc)
-            if full is not None:  # the machine's, not the stage's: exit 4, naming the path
-                logger.error("%s\n%s", full, traceback.format_exc())
-                outcome.status, outcome.message, outcome.exit_code = Status.FAILED, str(full), full.exit_code
-                return outcome
-            logger.error("unexpected error\n%s", traceback.format_exc())
-            outcome.status, outcome.message = Status.FAILED, f"{root_cause(exc)} (traceback in the log)"
+            outcome.status = Status.FAILED
+            outcome.message, outcome.exit_code = _failure(exc, logger)
         except SystemExit as exc:  # the user's model code called sys.exit(): not ours to exit with
             logger.error("sys.exit() called in stage code\n%s", traceback.format_exc())
             outcome.status = Status.FAILED
             outcome.message = f"code run by the stage called sys.exit({exc.code!r}) (traceback in the log)"
     return outcome
+
+
+def _failure(exc: Exception, logger: logging.Logger) -> tuple[str, ExitCode]:
+    """The outcome's message and exit code for a stage that raised `exc`, logged in full."""
+    if isinstance(exc, StageFailed):  # the cause (an exporter's pages of advice) goes to the log
+        logger.error("%s", exc, exc_info=exc.__cause__ is not None)
+        return plain(str(exc)), ExitCode.STAGE
+    if isinstance(exc, DeployError):  # e.g. a library the stage needs is missing: exit code kept
+        logger.error("%s", exc)
+        return _message(exc), exc.exit_code
+    known = _missing(exc) if isinstance(exc, ModuleNotFoundError) else disk_full(exc)
+    if known is not None:  # an extra not installed, a full disk: exit 4, saying what to do
+        logger.error("%s\n%s", known, traceback.format_exc())
+        return str(known), known.exit_code
+    logger.error("unexpected error\n%s", traceback.format_exc())
+    return f"{root_cause(exc)} (traceback in the log)", ExitCode.STAGE
 
 
 def _missing(exc: ModuleNotFoundError) -> MissingDependency:

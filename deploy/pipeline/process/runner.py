@@ -7,23 +7,19 @@ written. Anything else (failure, Ctrl-C, crash) leaves the cache as it was.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import shutil
 import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Protocol
 
 from deploy.pipeline.errors import DeployError, DiskFull, ExitCode, SelectionError, StageError, disk_full
+from deploy.pipeline.graph.choice import StageSelection
 from deploy.pipeline.graph.contract import Artifact
 from deploy.pipeline.graph.dag import Node, rewritten
-from deploy.pipeline.graph.hashing import write_with_room
 from deploy.pipeline.graph.keys import KeyParts
 from deploy.pipeline.graph.plan import Action, make_plan, source_outputs, stage_parts, why
 from deploy.pipeline.graph.project import Project
@@ -31,39 +27,22 @@ from deploy.pipeline.graph.registry import stage_module
 from deploy.pipeline.process import stopping
 from deploy.pipeline.process.execute import Job, execute
 from deploy.pipeline.process.isolation import Limits, run_isolated
-from deploy.pipeline.process.progress import Progress, Throttled
-from deploy.pipeline.publish.tree import Verification, holds, publish
+from deploy.pipeline.process.progress import Throttled
+from deploy.pipeline.publish.readback import holds
+from deploy.pipeline.publish.tree import Verification, publish
 from deploy.pipeline.publish.verification import PublishGate
+from deploy.pipeline.report.reporter import Reporter
 from deploy.pipeline.report.results import RunStatus as RunStatus
-from deploy.pipeline.report.results import RunSummary, StageSummary
+from deploy.pipeline.report.results import RunSummary
 from deploy.pipeline.report.results import StageResult as StageResult
 from deploy.pipeline.report.results import Status as Status
-from deploy.pipeline.store import history, locks, provenance
+from deploy.pipeline.report.summary import RunOf, write_summary
+from deploy.pipeline.store import history, locks
 from deploy.pipeline.store.objects import Entry, Output, Store
 from deploy.pipeline.store.remote import RemoteCache
-from deploy.pipeline.store.writable import UMASK, require_writable
+from deploy.pipeline.store.writable import UMASK, full_of, require_writable
 
 REPORT_FILE = history.REPORT_FILE
-
-
-class Reporter(Protocol):
-    def started(self, name: str, reasons: list[str]) -> None: ...
-    def finished(self, result: StageResult) -> None: ...
-    def warn(self, message: str) -> None: ...
-    def note(self, message: str) -> None: ...
-    def progress(self, event: Progress) -> None: ...
-
-
-ALL_STAGES = "all"  # --force all: every stage, as written in a force list
-
-
-@dataclass(frozen=True)
-class StageSelection:
-    run: frozenset[str]
-    force: frozenset[str] = frozenset()
-
-    def forced(self, name: str) -> bool:
-        return name in self.force or ALL_STAGES in self.force
 
 
 class Runner:
@@ -370,7 +349,7 @@ class Runner:
             outcome = execute(job, node.spec, self.reporter.progress)
         result.status, result.message, result.exit_code = outcome.status, outcome.message, outcome.exit_code
         result.metrics.update(outcome.metrics)
-        full = _full(self.store.root, workdir) if result.status is Status.FAILED else None
+        full = full_of(self.store.root, workdir) if result.status is Status.FAILED else None
         if (
             full is not None and result.exit_code is not ExitCode.ENVIRONMENT
         ):  # e.g. a native abort on a write
@@ -405,52 +384,9 @@ class Runner:
         after = stage_parts(node, self.project, self.resolved, frozenset(self.absent))
         return (key, parts) if after is None else (after.key, after)
 
-    # -- summary ---------------------------------------------------------------------------
     def _write_summary(self, results: list[StageResult], seconds: float, outcome: RunStatus) -> None:
-        done = {r.name for r in results}
-        rows = [r.summary(self.store) for r in results]
-        rows += [StageSummary(n, Status.NOT_RUN) for n in self.project.graph.names() if n not in done]
-        summary = RunSummary(
-            self.project.config.name,
-            str(self.project.path),
-            outcome,
-            rows,
-            finished=datetime.now(UTC).isoformat(timespec="seconds"),
-            wall_s=round(seconds, 3),
-            cache=str(self.store.root),
-            provenance=provenance.collect(self.project.path),
-            publishing=list(self.gate.notes),
-        )
-        self.summary = summary
-        try:
-            history.record(self.project.run_dir, summary, self._images(results), self.reporter.warn)
-        except DiskFull as full:  # the summary still goes somewhere (the temp dir), and says where
-            where = write_with_room(
-                self.project.run_dir / "summary.json", json.dumps(summary.to_json(), indent=1)
-            )
-            self.reporter.warn(f"{full}; the run's summary is at {where}")
-
-    def _images(self, results: list[StageResult]) -> dict[str, list[Path]]:
-        """stage -> its .png artifacts in the store, for the run report."""
-        found: dict[str, list[Path]] = {}
-        for result in results:
-            spec = self.project.graph.node(result.name).spec
-            pngs = [a.name for a in spec.outputs if a.relpath.endswith(".png") and a.name in result.outputs]
-            found[result.name] = [self.store.path_of(result.outputs[n]) for n in pngs]
-        return found
-
-
-NO_ROOM = 1 << 20  # bytes free under which a failed write is the disk's fault, not the stage's
-
-
-def _full(*paths: Path) -> Path | None:
-    """The first of `paths` whose file system is (all but) full."""
-    for path in paths:
-        with contextlib.suppress(OSError):
-            found = os.statvfs(path)
-            if found.f_bavail * found.f_frsize < NO_ROOM:
-                return path
-    return None
+        run = RunOf(self.project, self.store, tuple(self.gate.notes))
+        self.summary = write_summary(run, results, seconds, outcome, self.reporter.warn)
 
 
 def _failed(results: list[StageResult]) -> StageResult | None:

@@ -307,120 +307,12 @@ def write_manifest(
         where.fs.pipe_file(path, text.encode())
 
 
-def holds(store: Store, output: Output, dest: Path, pipeline: str) -> list[str] | None:
-    """The verifiers of the publish a local repository holds when it holds exactly this
-    tree (every model stamped with these files, the manifest listing them), else None."""
-    models = models_of(store, output)
-    found = _manifest_record(dest, pipeline)
-    if found is None or found[0] != sorted(models) or not found[1]:
-        return None
-    same = all(_read_stamp_here(dest / m / STAMP) == Stamp(pipeline, files) for m, files in models.items())
-    return found[1] if same else None
-
-
-def last_publish(dest: Path, pipeline: str) -> str:
-    """What a local repository holds of the pipeline, in words: its last publish (its tree,
-    verified by what), or that there is none."""
-    try:
-        found = json.loads((dest / manifest_name(pipeline)).read_text())
-    except (OSError, ValueError):
-        return f"{dest} holds nothing of '{pipeline}'"
-    verified = found.get("verified_by") or []
-    how = f"verified by {', '.join(verified)}" if verified else "unverified"
-    tree = f"tree {str(found['tree'])[:12]}, " if found.get("tree") else ""
-    return f"{dest} keeps the last publish ({tree}{how}: {', '.join(found.get('models', []))})"
-
-
 def write_manifest_here(
     dest: Path, pipeline: str, models: list[str], verified: Verification = Verification()
 ) -> None:
     """The pipeline's manifest in a local repository, for a stage that publishes its own
     way (release: versions beside the deployed ones); written as write_manifest writes it."""
     write_manifest(destination(dest), pipeline, models, verified)
-
-
-def models_here(tree: Path) -> list[str]:
-    """The model dirs of a repository tree (a cache artifact laid out)."""
-    return sorted(p.name for p in tree.iterdir() if p.is_dir() and not p.name.startswith("."))
-
-
-def copy_tree(tree: Path, dest: str, pipeline: str) -> list[str]:
-    """A laid-out repository tree copied to object storage as a publish writes it (each
-    model's files, versions before its root files, its stamp, then the manifest): a
-    candidate for a server to read before it is verified. Returns the models."""
-    where = destination(dest)
-    models = models_here(tree)
-    for model in models:
-        files = {
-            str(p.relative_to(tree / model)): (digest_file(p), p.stat().st_size)
-            for p in sorted((tree / model).rglob("*"))
-            if p.is_file()
-        }
-        for rel in in_order(files):
-            where.fs.put_file(str(tree / model / rel), f"{where.root}/{model}/{rel}")
-        where.fs.pipe_file(f"{where.root}/{model}/{STAMP}", Stamp(pipeline, files).to_json().encode())
-    write_manifest(where, pipeline, models)
-    return models
-
-
-def published_models(dest: Path, pipeline: str) -> list[str] | None:
-    """The models the pipeline's last publish into a local repository listed; None when
-    it never published there."""
-    return _manifest_here(dest, pipeline)
-
-
-def _manifest_here(dest: Path, pipeline: str) -> list[str] | None:
-    try:
-        return list(json.loads((dest / manifest_name(pipeline)).read_text())["models"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _manifest_record(dest: Path, pipeline: str) -> tuple[list[str], list[str]] | None:
-    """(models, verified_by) as the local manifest lists them."""
-    try:
-        found = json.loads((dest / manifest_name(pipeline)).read_text())
-        return list(found["models"]), list(found.get("verified_by") or [])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def complete(dest: Path | str, pipeline: str) -> list[str]:
-    """What keeps a published repository from being served as the pipeline's whole:
-    models its manifest lists that are missing, unstamped, or missing a file (sizes only:
-    cheap enough before every server start). [] when complete."""
-    where = destination(dest) if isinstance(dest, str) else None
-    read = (
-        (lambda rel: where.fs.cat_file(f"{where.root}/{rel}"))
-        if where
-        else (lambda rel: (dest / rel).read_bytes())
-    )
-    size = (
-        (lambda rel: _size(where, f"{where.root}/{rel}")) if where else (lambda rel: _file_size(dest / rel))
-    )
-    try:
-        listed = list(json.loads(read(manifest_name(pipeline)))["models"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return [f"no {manifest_name(pipeline)}: the last publish of '{pipeline}' never finished"]
-    problems = []
-    for model in listed:
-        try:
-            stamp = Stamp.from_json(read(f"{model}/{STAMP}"))
-        except OSError:
-            stamp = None
-        if stamp is None:
-            problems.append(f"{model}: missing, or without its {STAMP}")
-            continue
-        problems += [
-            f"{model}/{rel}: missing or resized"
-            for rel, (_, n) in stamp.files.items()
-            if size(f"{model}/{rel}") != n
-        ]
-    return problems
-
-
-def _file_size(path: Path) -> int | None:
-    return path.stat().st_size if path.is_file() else None
 
 
 # -- object storage: model by model -----------------------------------------------------------
@@ -487,3 +379,12 @@ def _remove_stale(where: Destination, pipeline: str, keep: set[str]) -> None:
         stamp = _read_stamp(where, stamp_path)
         if stamp is not None and stamp.pipeline == pipeline and model_dir.rsplit("/", 1)[-1] not in keep:
             where.fs.rm(model_dir, recursive=True)
+
+
+def _manifest_record(dest: Path, pipeline: str) -> tuple[list[str], list[str]] | None:
+    """(models, verified_by) as the local manifest lists them."""
+    try:
+        found = json.loads((dest / manifest_name(pipeline)).read_text())
+        return list(found["models"]), list(found.get("verified_by") or [])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

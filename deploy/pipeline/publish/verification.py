@@ -125,7 +125,7 @@ class PublishGate:
             self.notes.append(PublishNote(artifact.name, str(dest), state, verified, models, note))
 
     def _withhold(self, held: Held, why: str) -> None:
-        from deploy.pipeline.publish.tree import last_publish
+        from deploy.pipeline.publish.readback import last_publish
 
         if held in self.held:
             self.held.remove(held)

@@ -4,6 +4,7 @@ raw OSError from deep inside the store."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -32,3 +33,16 @@ def _problem(path: Path) -> str | None:
 # their owner only, whatever the caller's umask (under a umask of 000, 82 entries were
 # world-writable: anyone on the machine could have changed what Triton serves).
 UMASK = 0o022
+
+
+NO_ROOM = 1 << 20  # bytes free under which a failed write is the disk's fault, not the stage's
+
+
+def full_of(*paths: Path) -> Path | None:
+    """The first of `paths` whose file system is (all but) full."""
+    for path in paths:
+        with contextlib.suppress(OSError):
+            found = os.statvfs(path)
+            if found.f_bavail * found.f_frsize < NO_ROOM:
+                return path
+    return None

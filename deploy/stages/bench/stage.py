@@ -33,7 +33,7 @@ from deploy.serving.repository import Model
 from deploy.serving.server_spec import identity as server_identity
 from deploy.serving.service import Role
 from deploy.spec.config import DeployConfig
-from deploy.stages.bench import machine, output
+from deploy.stages.bench import machine, output, plot
 from deploy.stages.bench.params import BenchParams, TritonBench
 
 # Above this share of late sends a request-rate row is flagged (log, table).
@@ -130,7 +130,7 @@ def run(ctx: StageContext, params: BenchParams) -> None:
     result = BenchResults(rows, skipped, host_identity(), params.model_dump(mode="json", exclude={"gate"}))
     ctx.output(RESULTS).write_text(json.dumps(result.to_json(), indent=1))
     ctx.output(TABLE).write_text(output.markdown(rows, params.percentiles))
-    output.plot(rows, ctx.output(PLOT))
+    plot.plot(rows, ctx.output(PLOT))
     ctx.record("bench", [r.to_json() for r in rows])
     ctx.headline(plausibility.verdict_lead(rows) + output.headline(rows, skipped))
     output.report(ctx, rows, skipped, params.percentiles)

@@ -84,7 +84,7 @@ def _candidate(ctx: StageContext) -> str:
     """The candidate copied beside publish_to on its object storage, for the server to read
     as production will (serving/publishing.candidate_url); publish_to is left alone."""
     from deploy.pipeline.errors import EnvError
-    from deploy.pipeline.publish.tree import copy_tree
+    from deploy.pipeline.publish.candidate import copy_tree
 
     remote = candidate_url(str(publishing(ctx.config).remote))
     try:
@@ -110,7 +110,7 @@ def _refuse_incomplete(remote: str | None, name: str) -> None:
     if remote is None:
         return
     from deploy.pipeline.publish.published_check import altered
-    from deploy.pipeline.publish.tree import complete
+    from deploy.pipeline.publish.readback import complete
 
     missing = complete(remote, name) or [a.text() for a in altered(remote, name, None)]
     if missing:

@@ -1,0 +1,20 @@
+"""Which stages a run runs and which it forces (`--from`, `--to`, `--only`, `--force`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deploy.pipeline.report.results import RunStatus as RunStatus
+from deploy.pipeline.report.results import StageResult as StageResult
+from deploy.pipeline.report.results import Status as Status
+
+ALL_STAGES = "all"  # --force all: every stage, as written in a force list
+
+
+@dataclass(frozen=True)
+class StageSelection:
+    run: frozenset[str]
+    force: frozenset[str] = frozenset()
+
+    def forced(self, name: str) -> bool:
+        return name in self.force or ALL_STAGES in self.force
