@@ -118,7 +118,8 @@ def adapt(model: torch.nn.Module, config: DeployConfig, sample: Mapping[str, np.
     picks = tuple(find_outputs(result, config.outputs))
     adapter = IOAdapter(model, binding, picks, source.detections).eval()
     direct = not binding.keyword or _in_order(_signature(model), binding.names)
-    untouched = not (binding.listed or binding.fixed or binding.extras or source.detections)
+    # A decoder takes its past as *args: exported through the adapter, whose dynamic shapes fit that.
+    untouched = not (binding.listed or binding.fixed or binding.extras or source.detections or source.decoder)
     adapter.plain = _natural(result, picks) and direct and untouched
     return adapter
 

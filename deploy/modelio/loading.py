@@ -45,7 +45,9 @@ def load_model(source: ModelSource) -> torch.nn.Module:
         raise StageFailed(f"the model factory returned {type(model).__name__}, not a torch.nn.Module")
     if source.checkpoint is not None:
         _load_checkpoint(model, source.checkpoint)
-    return model.eval()
+    from deploy.modelio.decoder import with_cache
+
+    return with_cache(model.eval(), source.decoder)
 
 
 def _where(source: ModelSource) -> str:

@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from deploy.domain.issues import Issue
-from deploy.spec.tensors import Detections, DimName, Frozen, InputsBy, InputSpec, OutputSpec
+from deploy.spec.tensors import Decoder, Detections, DimName, Frozen, InputsBy, InputSpec, OutputSpec
 
 # Triton model names become directory and file names (with suffixes such as
 # `_python_int8_ensemble`): short enough for any file system's 255-byte names.
@@ -74,6 +74,12 @@ class ModelSource(Frozen):
         default_factory=dict,
         description="Fixed values for forward's arguments that are not model inputs (`{return_features: false}`); "
         "arguments with defaults that are not given keep their defaults. Neither exporter makes them graph inputs.",
+    )
+    decoder: Decoder | None = Field(
+        None,
+        description="A causal decoder exported with its key/value cache (`deploy init` writes it for a model whose "
+        "forward returns a cache): inputs input_ids and past_key_values.N.key/value, outputs logits and "
+        "present.N.key/value. null: the model is exported as it is.",
     )
     detections: Detections | None = Field(
         None,
@@ -237,6 +243,7 @@ def _model_io_issues(config: DeployConfig) -> list[Issue]:
         for name in config.model.forward_kwargs
         if name in config.input_names()
     ]
+    issues += _decoder_issues(config)
     found = config.model.detections
     if found is not None and found.count not in config.output_names():
         issues.append(
@@ -245,6 +252,30 @@ def _model_io_issues(config: DeployConfig) -> list[Issue]:
                 f"'{found.count}' is not among outputs {config.output_names()}: declare it "
                 f"(- {{name: {found.count}}}), the per-image number of valid rows",
             )
+        )
+    return issues
+
+
+def _decoder_issues(config: DeployConfig) -> list[Issue]:
+    """A decoder's tensors are its cache's: input_ids and the past in, logits and the present out."""
+    decoder = config.model.decoder
+    if decoder is None:
+        return []
+    inputs, outputs = ["input_ids", *decoder.past_names()], ["logits", *decoder.present_names()]
+    issues = []
+    if config.input_names() != inputs:
+        issues.append(
+            Issue("inputs", f"a decoder with {decoder.layers} layers takes, in order: {', '.join(inputs)}")
+        )
+    if config.output_names() != outputs:
+        issues.append(
+            Issue(
+                "outputs", f"a decoder with {decoder.layers} layers returns, in order: {', '.join(outputs)}"
+            )
+        )
+    if config.model.detections is not None:
+        issues.append(
+            Issue("model.decoder", "a decoder returns no detections: set one of decoder / detections")
         )
     return issues
 

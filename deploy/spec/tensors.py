@@ -19,7 +19,8 @@ from pydantic import (
 DType = Literal["float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool"]
 Label = Literal["min", "opt", "max"]
 LABELS: tuple[Label, ...] = ("min", "opt", "max")
-TensorName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+# Dots as in Optimum's cache names (`past_key_values.0.key`): ONNX, TensorRT and Triton take them.
+TensorName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")]
 DimName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
 
@@ -57,8 +58,9 @@ class InputSpec(Frozen):
         description="One entry per axis: an int is a static size, a name a dynamic dim (axis 0: the batch dim); "
         "`[]` for a 0-d scalar (a model without a batch dim only: Triton batches every input).",
     )
-    min: tuple[Annotated[int, Field(ge=1)], ...] = Field(
-        description="Smallest full shape (TensorRT profile min); static dims repeat their size."
+    min: tuple[Annotated[int, Field(ge=0)], ...] = Field(
+        description="Smallest full shape (TensorRT profile min); static dims repeat their size. 0 only for a dynamic "
+        "dim after the first (a decoder's past length: no cache yet)."
     )
     opt: tuple[Annotated[int, Field(ge=1)], ...] = Field(
         description="The shape to optimise for (TensorRT profile opt; golden inputs and stats use it)."
@@ -87,7 +89,7 @@ class InputSpec(Frozen):
     @model_validator(mode="after")
     def _check_shapes(self) -> InputSpec:
         problems = [p for label in LABELS for p in self._label_problems(label)]
-        problems += self._order_problems()
+        problems += self._order_problems() + self._empty_problems()
         problems += self._range_problems() + self._values_problems()
         if problems:
             raise ValueError("; ".join(problems))
@@ -137,6 +139,14 @@ class InputSpec(Frozen):
             if isinstance(want, int) and want != got
         ]
 
+    def _empty_problems(self) -> list[str]:
+        """An empty axis is a cache with no past yet: never the first axis (the batch), never static."""
+        return [
+            f"min[{axis}] is 0: only a named dim after the first may be empty (a decoder's past length)"
+            for axis, (dim, size) in enumerate(zip(self.dims, self.min))
+            if size == 0 and (axis == 0 or not isinstance(dim, str))
+        ]
+
     def _order_problems(self) -> list[str]:
         if not len(self.min) == len(self.opt) == len(self.max) == len(self.dims):
             return []
@@ -176,6 +186,39 @@ class OutputSpec(Frozen):
         description="logits (class scores, shaped [batch, classes]: top-1 / top-k agreement gates apply), "
         "embedding or other (cosine and absolute / relative error only).",
     )
+
+
+class CacheConvention(str, Enum):
+    """How a decoder takes and returns its key/value cache."""
+
+    # forward(input_ids=, past_key_values=<DynamicCache>, position_ids=, use_cache=True):
+    # a transformers causal LM; its result's .logits and .past_key_values (a Cache).
+    TRANSFORMERS = "transformers"
+    # forward(input_ids, past) -> (logits, ((key, value), ...)); past is None before the first token.
+    TUPLES = "tuples"
+
+
+class Decoder(Frozen):
+    """A causal decoder served one step at a time with its key/value cache: the exported graph
+    takes `input_ids` [batch, sequence] and `past_key_values.N.key` / `.value` [batch, heads,
+    past_sequence, head_dim] (past_sequence may be 0: the prefill) and returns `logits`
+    [batch, sequence, vocab] and `present.N.key` / `.value` (past + sequence long), Optimum's
+    names. Positions follow from the past's length: one sequence per row, no padding."""
+
+    layers: int = Field(
+        ge=1, description="Decoder layers: one past key and value input, and one present pair, each."
+    )
+    cache: CacheConvention = Field(
+        CacheConvention.TRANSFORMERS,
+        description="transformers (a causal LM taking and returning a Cache) or tuples (forward(input_ids, past) "
+        "returning (logits, ((key, value), ...)), past None at first).",
+    )
+
+    def past_names(self) -> list[str]:
+        return [f"past_key_values.{i}.{part}" for i in range(self.layers) for part in ("key", "value")]
+
+    def present_names(self) -> list[str]:
+        return [f"present.{i}.{part}" for i in range(self.layers) for part in ("key", "value")]
 
 
 class InputsBy(str, Enum):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import yaml
 
+from deploy.starter.decoder_found import decoder_inputs
 from deploy.starter.entries import InputEntry, SourceEntry
 from deploy.starter.inspection import COUNT, Findings, Found
 
@@ -28,6 +29,9 @@ def starter(
     model = SourceEntry(**source)
     if found.detections:
         model["detections"] = {"max_detections": found.detections}
+    if found.decoder is not None:
+        model["decoder"] = {"layers": found.decoder.layers, "cache": found.decoder.cache}
+        inputs = decoder_inputs(inputs, found.decoder)
     body: dict[str, object] = {
         "name": name,
         "model": model,
@@ -46,6 +50,7 @@ def starter(
         *[
             f"# outputs: {o.name} {list(o.shape)} at that call (kind '{o.kind}' is a guess)"
             for o in found.outputs
+            if found.decoder is None
         ],
         "",
         "stages:",
@@ -84,6 +89,13 @@ def _stage_lines(found: Findings, fixed: bool) -> list[str]:
 
 
 def _notes(found: Findings, fixed: bool) -> list[str]:
+    if found.decoder is not None:
+        d = found.decoder
+        return [
+            f"# A decoder with its key/value cache ({d.layers} layers, {d.heads} key/value heads of {d.head_dim}):",
+            "# exported one step at a time, the past as inputs (empty at the prefill), the present as outputs,",
+            "# Optimum's names; positions follow from the past's length (one sequence per row, no padding).",
+        ]
     if found.detections:
         return [
             "# The model answers one dict of detections per image: each tensor is padded to max_detections",

@@ -57,6 +57,7 @@ class SourceEntry(TypedDict, total=False):
     checkpoint: str
     kwargs: dict[str, object]
     detections: dict[str, int]
+    decoder: dict[str, object]
 
 
 @dataclass(frozen=True)

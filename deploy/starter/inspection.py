@@ -20,6 +20,7 @@ from typing import Any
 from deploy.domain.issues import Issue
 from deploy.gates.batch_independence import BatchIndependence, measure
 from deploy.pipeline.errors import ConfigError, StageFailed
+from deploy.starter.decoder_found import DecoderFound, decoder_outputs, found_decoder
 
 # Rows per image a detection config starts with (torchvision's models keep up to 100-300);
 # more where the model returned more.
@@ -46,6 +47,7 @@ class Findings:
     detections: int  # rows per image to pad to; 0: the model returns tensors
     batching: BatchIndependence | None  # None: not measured (no batch dim, or detections)
     called_with: dict[str, tuple[list[int], str]]  # input -> (shape, dtype) of the call
+    decoder: DecoderFound | None = None  # the model returned its key/value cache
 
 
 def discover(result_tensors: list[tuple[str, tuple[int, ...], str]], batched: bool) -> list[Found]:
@@ -118,6 +120,11 @@ def inspect(model: Any, specs: Sequence[Any], batched: bool) -> Findings:
     result, _ = probe(model, names, InputsBy.AUTO, sample)
     if detections.hint(result):
         return Findings(_detection_outputs(result), _rows(result), None, called)
+    decoder = found_decoder(model, result)
+    if decoder is not None:  # rows of a decoder's batch are separate sequences: not measured
+        _refuse_noise_and_nan(model, names, sample, result)
+        outputs = [Found(o["name"], None, (), o["kind"]) for o in decoder_outputs(decoder)]
+        return Findings(outputs, 0, None, called, decoder)
     tensors = returned_tensors(result)
     if not tensors:
         raise ConfigError("model", [Issue("model", "the model returned no tensors at the opt shapes")])

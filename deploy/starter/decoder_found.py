@@ -1,0 +1,111 @@
+"""A decoder as `deploy init` finds it: a model whose forward returns its key/value cache
+(a transformers Cache, its `cache` or `past_key_values`, or `(logits, ((key, value), ...))`) gets a
+config that exports it one step at a time with the cache as inputs and outputs
+(`model.decoder`, deploy/modelio/decoder.py). A cache a flat past cannot express
+(sliding-window, quantized, static layers) is refused by name. Imports torch lazily."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from deploy.domain.issues import Issue
+from deploy.pipeline.errors import ConfigError
+from deploy.starter.entries import InputEntry, input_entry
+
+PAST_DIM = "past_sequence"
+# The longest past a written config declares where the model does not say its own.
+DEFAULT_MAX_PAST = 1024
+
+
+@dataclass(frozen=True)
+class DecoderFound:
+    layers: int
+    heads: int  # key/value heads (fewer than the query heads with grouped-query attention)
+    head_dim: int
+    dtype: str
+    cache: str  # spec.tensors.CacheConvention's value
+    max_past: int
+
+
+def found_decoder(model: Any, result: Any) -> DecoderFound | None:
+    """The decoder `result` shows, or None where the model returned no cache."""
+    from deploy.modelio.decoder import returned_cache
+
+    cache = returned_cache(dict(result) if isinstance(result, Mapping) else result)
+    if cache is not None and hasattr(cache, "layers"):
+        return _from_layers(model, cache, "transformers")
+    pairs = _tuple_cache(result)
+    return _found(model, pairs, "tuples") if pairs else None
+
+
+def _from_layers(model: Any, cache: Any, convention: str) -> DecoderFound:
+    from deploy.modelio.decoder import PLAIN_LAYERS, unsupported
+
+    odd = sorted({type(layer).__name__ for layer in cache.layers} - set(PLAIN_LAYERS))
+    if odd:
+        raise ConfigError("model", [Issue("model", unsupported(type(cache).__name__, odd))])
+    return _found(model, [(layer.keys, layer.values) for layer in cache.layers], convention)
+
+
+def _tuple_cache(result: Any) -> list[Any]:
+    """((key, value), ...) as the second of (logits, past): 4-d tensors in pairs."""
+    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], (tuple, list))):
+        return []
+    pairs = list(result[1])
+    ok = all(
+        isinstance(p, (tuple, list)) and len(p) == 2 and all(getattr(t, "ndim", 0) == 4 for t in p)
+        for p in pairs
+    )
+    return pairs if pairs and ok else []
+
+
+def _found(model: Any, pairs: list[Any], convention: str) -> DecoderFound:
+    key = pairs[0][0]
+    config = getattr(model, "config", None)
+    most = getattr(config, "max_position_embeddings", None) or DEFAULT_MAX_PAST
+    dtype = str(key.dtype).removeprefix("torch.")
+    return DecoderFound(len(pairs), int(key.shape[1]), int(key.shape[3]), dtype, convention, int(most))
+
+
+def decoder_inputs(inputs: list[InputEntry], found: DecoderFound) -> list[InputEntry]:
+    """input_ids as declared, then each layer's past key and value, [batch, heads,
+    past_sequence, head_dim], from empty (the prefill) to the model's longest context."""
+    if [i["name"] for i in inputs] != ["input_ids"]:
+        said = ", ".join(i["name"] for i in inputs)
+        raise ConfigError(
+            "deploy init",
+            [
+                Issue(
+                    "--input", f"a decoder takes input_ids alone (positions follow from its past); got {said}"
+                )
+            ],
+        )
+    ids = inputs[0]
+    batch, seq = ids["dims"][0], ids["opt"][1]
+    past = [
+        input_entry(
+            name,
+            found.dtype,
+            [batch, found.heads, PAST_DIM, found.head_dim],
+            [ids["min"][0], found.heads, 0, found.head_dim],
+            [ids["opt"][0], found.heads, min(seq, found.max_past), found.head_dim],
+            [ids["max"][0], found.heads, found.max_past, found.head_dim],
+        )
+        for name in _names("past_key_values", found.layers)
+    ]
+    return [ids, *past]
+
+
+def decoder_outputs(found: DecoderFound) -> list[dict[str, str]]:
+    return [{"name": "logits", "kind": "other"}] + [
+        {"name": name, "kind": "other"} for name in _names("present", found.layers)
+    ]
+
+
+def _names(prefix: str, layers: int) -> list[str]:
+    from deploy.spec.tensors import Decoder
+
+    decoder = Decoder(layers=layers)
+    return decoder.past_names() if prefix == "past_key_values" else decoder.present_names()
