@@ -12,6 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from deploy.serving.generate_record import GENERATE_PARAMETER
 from deploy.serving.layout import BY_PLATFORM, FORMAT_PARAMETER, skip_reason
 from deploy.serving.server_spec import ServerSpec
 from deploy.serving.service import ROLE_PARAMETER, Role
@@ -58,6 +59,8 @@ def models(repo: Path) -> dict[str, Model]:
         role = (
             Role(config.parameters[ROLE_PARAMETER].string_value)
             if ROLE_PARAMETER in config.parameters
+            else Role.GENERATE
+            if GENERATE_PARAMETER in config.parameters
             else Role.MODEL
         )
         steps = tuple(step.model_name for step in config.ensemble_scheduling.step)

@@ -46,6 +46,7 @@ class Role(StrEnum):
     PRE = "preprocess"
     POST = "postprocess"
     ENSEMBLE = "ensemble"
+    GENERATE = "generate"  # a decoder's generate loop (serving/generate_model.py)
 
 
 class RequestKind(StrEnum):

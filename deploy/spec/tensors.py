@@ -208,6 +208,11 @@ class Decoder(Frozen):
     layers: int = Field(
         ge=1, description="Decoder layers: one past key and value input, and one present pair, each."
     )
+    max_new_tokens: int = Field(
+        64,
+        ge=1,
+        description="The most tokens one generate request may ask for (and what it gets by default).",
+    )
     cache: CacheConvention = Field(
         CacheConvention.TRANSFORMERS,
         description="transformers (a causal LM taking and returning a Cache) or tuples (forward(input_ids, past) "

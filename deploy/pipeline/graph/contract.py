@@ -64,8 +64,15 @@ class Section(str, Enum):
                     "forward_kwargs",
                     "detections",
                 },
-            )
-        return config.model_dump(mode="json", include={"inputs", "outputs", "batch_dim"})
+            ) | _decoder(config)
+        return config.model_dump(mode="json", include={"inputs", "outputs", "batch_dim"}) | _decoder(config)
+
+
+def _decoder(config: DeployConfig) -> dict[str, Any]:
+    """A decoder's declaration in the sections that read the model's tensors; nothing for
+    other models (their keys stay what they were)."""
+    found = config.model.decoder
+    return {} if found is None else {"decoder": found.model_dump(mode="json")}
 
 
 class Phase(IntEnum):

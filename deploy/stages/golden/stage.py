@@ -17,12 +17,14 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from deploy.domain.artifacts import BATCHING, EAGER, GOLDEN
+from deploy.domain.artifacts import BATCHING, EAGER, GENERATIONS, GOLDEN
 from deploy.gates.batch_independence import BatchIndependence, measure, not_measured
 from deploy.pipeline.graph.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from deploy.stages.golden.params import GoldenParams
 
 if TYPE_CHECKING:
+    import torch
+
     from deploy.gates.batch_independence import Arrays
     from deploy.gates.eager_record import EagerRecord
     from deploy.gates.references import Golden
@@ -57,6 +59,7 @@ def run(ctx: StageContext, params: GoldenParams) -> None:
     adapter = checked(model, config, inputs["opt"])
     eager = TorchModule(adapter, config.input_names(), config.output_names())
     golden = {name: references.Case(feeds, eager.infer(feeds)) for name, feeds in inputs.items()}
+    _generations(ctx, model)
     spread = _deterministic(eager, golden)
     answers.refuse_non_finite(golden, config.batch_dim is not None)
     golden, dropped = answers.usable_edges(golden, [n for n in inputs if n not in answers.primary(golden)])
@@ -130,6 +133,19 @@ def _say(ctx: StageContext, golden: Golden, batching: BatchIndependence, record:
     ctx.headline(f"outputs {shapes} at opt, {len(golden)} cases, {source}; {batching.text()}{more}")
 
 
+def _generations(ctx: StageContext, model: torch.nn.Module) -> None:
+    """A decoder's greedy generations, the tokens served ones must equal; empty otherwise."""
+    import numpy as np
+
+    from deploy.gates.generations import eager
+
+    record = eager(model, ctx.config, np.random.default_rng(ctx.config.model.seed + 1))
+    record.write(ctx.output(GENERATIONS))
+    if record.cases:
+        lengths = ", ".join(str(len(c.prompt)) for c in record.cases)
+        ctx.record("generations", f"{len(record.cases)} prompts ({lengths} tokens), {record.how}")
+
+
 def _output_hint(batching: BatchIndependence) -> str:
     """A batch-centred output is constant (zeros) for a batch of one sample: that is the
     model, not the inputs, and the fix is the batch range."""
@@ -156,15 +172,16 @@ def _shapes(golden: Golden) -> dict[str, dict[str, list[int]]]:
 
 SPEC = StageSpec(
     name="golden",
-    # 4: sampled shapes and value edges, eager twice (determinism), NaN named, eager.json
+    # 5: a decoder's eager generations; 4: sampled shapes and value edges, eager twice (determinism), NaN named, eager.json
     # (float64 rounding); 3: inputs bind by name; 2: concurrent clients, batching.json
-    version=4,
+    version=5,
     params=GoldenParams,
     inputs=(SOURCE_ARTIFACT,),
     outputs=(
         Artifact("golden", filename="golden.npz"),
         Artifact("batching", filename="batching.json"),
         Artifact("eager", filename="eager.json"),
+        Artifact("generations", filename="generations.json"),
     ),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),

@@ -157,7 +157,7 @@ def _check_all(
 ) -> dict[str, ModelResult]:
     # The checks import numpy, tritonclient (and torch, PIL for services) when they run,
     # not at discovery, which every `deploy` command pays.
-    from deploy.stages.smoke import ensemble_check, model_check
+    from deploy.stages.smoke import ensemble_check, generate_check, model_check
 
     results = {}
     for index, (name, state) in enumerate(served.states.items()):
@@ -167,6 +167,8 @@ def _check_all(
             results[name] = _unavailable(state, model, params)
         elif model.role is Role.ENSEMBLE:
             results[name] = ensemble_check.check_ensemble(served, name, ctx, params)
+        elif model.role is Role.GENERATE:
+            results[name] = generate_check.check_generate(served.server, name, model, ctx, params)
         elif model.role is Role.MODEL:
             results[name] = model_check.check_model(
                 served.server, name, model, ctx, params, _sent(ctx, params, golden)
@@ -272,10 +274,10 @@ def _model_numbers(result: ModelResult, tol: Tolerance) -> str:
 SPEC = StageSpec(
     phase=Phase.SERVE,
     name="smoke",
-    version=8,  # 8: golden_cases (auto: the shape spec's cases where validate is configured); 7: every golden case (sampled shapes, value edges), per-sample scalars, causes; 6: concurrent clients with their own requests (smoke.json schema 3)
+    version=9,  # 9: a decoder's generate models, token-exact with eager; 8: golden_cases (auto: the shape spec's cases where validate is configured); 7: every golden case (sampled shapes, value edges), per-sample scalars, causes; 6: concurrent clients with their own requests (smoke.json schema 3)
     params=SmokeParams,
     # validate's report: read only where validate is configured (golden_cases: auto)
-    inputs=("repository", "golden", "eager", SOURCE_ARTIFACT, REPORT),
+    inputs=("repository", "golden", "eager", "generations", SOURCE_ARTIFACT, REPORT),
     if_configured=frozenset({REPORT}),
     outputs=(Artifact("smoke", filename="smoke.json"), Artifact("server_log", filename="server.log")),
     run=run,

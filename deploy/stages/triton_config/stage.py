@@ -41,7 +41,7 @@ from deploy.serving.publishing import PUBLISHING, Publishing, when_all
 from deploy.serving.service import Role
 from deploy.serving.service_record import service_name
 from deploy.spec.config import DeployConfig
-from deploy.stages.triton_config import batching, ensemble, production
+from deploy.stages.triton_config import batching, ensemble, generate, production
 from deploy.stages.triton_config.params import TritonParams
 from deploy.stages.triton_config.proto import dynamic_batching, max_batch, model_config, output_dims, render
 from deploy.stages.triton_config.validation import check, check_engine_batch
@@ -115,7 +115,7 @@ def run(ctx: StageContext, params: TritonParams) -> None:
             (root / entry.model / production.WARMUP_DIR / filename).write_bytes(data)
         if LAYOUTS[entry.fmt].python_model is not None:
             shutil.copyfile(PYTHON_MODEL, root / entry.model / str(params.version) / "model.py")
-    services = _write_service(ctx, params, golden, protos)
+    services = _write_service(ctx, params, golden, protos) + _write_generate(ctx, params, models)
     ctx.record("models", [m.model for m in models])
     if services:
         ctx.record("services", services)
@@ -219,6 +219,23 @@ def _write_service(ctx: StageContext, params: TritonParams, golden: Golden, prot
     return [p.name for p in [*parts.values(), *ensembles]]
 
 
+def _write_generate(ctx: StageContext, params: TritonParams, models: list[ServedModel]) -> list[str]:
+    """A decoder's generate and streaming models beside each python-backend step; their names."""
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    if ctx.config.model.decoder is None:
+        return []
+    root, written = ctx.output(REPOSITORY), []
+    for entry in [m for m in models if m.fmt in generate.GENERATING]:
+        for record, name in zip(
+            generate.records(entry.model, entry.fmt, ctx.config), generate.names(entry.model)
+        ):
+            text = _written(ctx, generate.proto(pb, name, record, params))
+            generate.write(root, params.version, root / entry.model, record, text, name)
+            written.append(name)
+    return written
+
+
 def _check_onnx_names(ctx: StageContext, source: Path) -> None:
     import onnx
 
@@ -255,7 +272,7 @@ INDUCTOR_ARTIFACTS = ("inductor", "inductor_fp16", "inductor_bf16")
 SPEC = StageSpec(
     phase=Phase.PACKAGE,
     name="triton_config",
-    version=9,  # 9: python_inductor at fp16 and bf16 (the inductor_fp16 / inductor_bf16 packages); 8: python_inductor (an AOTInductor package in the python backend; model.py loads it); 7: OpenVINO formats, deploy_format in every config; 6: dynamic batching refused for batch-dependent outputs of any served precision
+    version=10,  # 10: a decoder's generate and generate_stream models; 9: python_inductor at fp16 and bf16 (the inductor_fp16 / inductor_bf16 packages); 8: python_inductor (an AOTInductor package in the python backend; model.py loads it); 7: OpenVINO formats, deploy_format in every config; 6: dynamic batching refused for batch-dependent outputs of any served precision
     params=TritonParams,
     inputs=(
         "golden",

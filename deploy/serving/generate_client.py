@@ -1,0 +1,157 @@
+"""A client of a generate model (serving/generate_model.py), as users call it: over HTTP
+or gRPC, in one response or streamed (gRPC's bidirectional stream, HTTP's
+`generate_stream` server-sent events), with the time to the first token and between
+tokens as the client sees them. Imports tritonclient inside the functions."""
+
+from __future__ import annotations
+
+import json
+import queue
+import time
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from deploy.domain.vocabulary import Protocol
+from deploy.serving.generate_record import PROMPT, SETTINGS, STOP, TOKENS
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One generate request: the prompt, the settings it gives (the rest: the model's defaults)."""
+
+    prompt: Sequence[int]
+    settings: Mapping[str, float | int] = field(default_factory=dict)
+    stop: Sequence[int] = ()
+
+
+@dataclass(frozen=True)
+class Generated:
+    tokens: list[int]
+    first_s: float  # request sent -> first token received
+    gaps_s: list[float]  # between tokens as they arrived (streamed; [] for one response)
+    total_s: float
+
+
+def generate(
+    url: str, protocol: Protocol, model: str, asked: Asked, stream: bool, timeout_s: float = 60.0
+) -> Generated:
+    if protocol == Protocol.HTTP:
+        return (
+            _http_stream(url, model, asked, timeout_s)
+            if stream
+            else _whole(url, protocol, model, asked, timeout_s)
+        )
+    return (
+        _grpc_stream(url, model, asked, timeout_s)
+        if stream
+        else _whole(url, protocol, model, asked, timeout_s)
+    )
+
+
+def _tensors(module: Any, asked: Asked) -> list[Any]:
+    arrays = {PROMPT: np.asarray(asked.prompt, dtype=np.int64)}
+    for name, value in asked.settings.items():
+        arrays[name] = np.asarray([value], dtype=SETTINGS[name][1])
+    if asked.stop:
+        arrays[STOP] = np.asarray(asked.stop, dtype=np.int64)
+    tensors = []
+    for name, array in arrays.items():
+        tensor = module.InferInput(
+            name, list(array.shape), "INT64" if array.dtype == np.int64 else _wire(array)
+        )
+        tensor.set_data_from_numpy(array)
+        tensors.append(tensor)
+    return tensors
+
+
+def _wire(array: np.ndarray) -> str:
+    return {"int32": "INT32", "float32": "FP32"}[str(array.dtype)]
+
+
+def _whole(url: str, protocol: Protocol, model: str, asked: Asked, timeout_s: float) -> Generated:
+    if protocol == Protocol.HTTP:
+        import tritonclient.http as module
+
+        client: Any = module.InferenceServerClient(
+            url, network_timeout=timeout_s, connection_timeout=timeout_s
+        )
+    else:
+        import tritonclient.grpc as module  # type: ignore[no-redef]
+
+        client = module.InferenceServerClient(url)
+    start = time.perf_counter()
+    result = (
+        client.infer(model, _tensors(module, asked), client_timeout=timeout_s)
+        if protocol == Protocol.GRPC
+        else client.infer(model, _tensors(module, asked))
+    )
+    took = time.perf_counter() - start
+    client.close()
+    return Generated([int(t) for t in result.as_numpy(TOKENS).reshape(-1)], took, [], took)
+
+
+def _grpc_stream(url: str, model: str, asked: Asked, timeout_s: float) -> Generated:
+    import tritonclient.grpc as grpc
+
+    arrived: queue.Queue[tuple[float, Any, Any]] = queue.Queue()
+    client = grpc.InferenceServerClient(url)
+    client.start_stream(callback=lambda result, error: arrived.put((time.perf_counter(), result, error)))
+    start = time.perf_counter()
+    try:
+        client.async_stream_infer(model, _tensors(grpc, asked), enable_empty_final_response=True)
+        times, tokens = _collect(arrived, start + timeout_s)
+    finally:
+        client.stop_stream()
+        client.close()
+    return _timed(start, times, tokens)
+
+
+def _collect(arrived: queue.Queue[tuple[float, Any, Any]], deadline: float) -> tuple[list[float], list[int]]:
+    times: list[float] = []
+    tokens: list[int] = []
+    while True:
+        at, result, error = arrived.get(timeout=max(0.1, deadline - time.perf_counter()))
+        if error is not None:
+            raise error
+        response = result.get_response()
+        if response.outputs:
+            tokens += [int(t) for t in result.as_numpy(TOKENS).reshape(-1)]
+            times.append(at)
+        if response.parameters["triton_final_response"].bool_param:
+            return times, tokens
+
+
+def _http_stream(url: str, model: str, asked: Asked, timeout_s: float) -> Generated:
+    """Triton's generate extension: the request's JSON keys name the inputs; each event one token."""
+    body: dict[str, Any] = {PROMPT: list(asked.prompt), **asked.settings}
+    if asked.stop:
+        body[STOP] = list(asked.stop)
+    request = urllib.request.Request(
+        f"http://{url}/v2/models/{model}/generate_stream",
+        json.dumps(body).encode(),
+        {"Content-Type": "application/json"},
+    )
+    start = time.perf_counter()
+    times, tokens = [], []
+    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+        for line in answer:
+            if not line.startswith(b"data:"):
+                continue
+            event = json.loads(line[5:])
+            if "error" in event:
+                raise RuntimeError(event["error"])
+            found = event.get(TOKENS)
+            if found is not None:
+                tokens += [int(t) for t in np.asarray(found).reshape(-1)]
+                times.append(time.perf_counter())
+    return _timed(start, times, tokens)
+
+
+def _timed(start: float, times: list[float], tokens: list[int]) -> Generated:
+    if not times:
+        return Generated(tokens, 0.0, [], time.perf_counter() - start)
+    return Generated(tokens, times[0] - start, [b - a for a, b in zip(times, times[1:])], times[-1] - start)

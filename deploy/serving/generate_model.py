@@ -1,0 +1,139 @@
+"""Triton python-backend model that generates: token ids in, the tokens after them out,
+over the step graph beside it (model.onnx with ONNX Runtime, or an OpenVINO IR) and the
+generate loop beside that (decode_loop.py, the file deploy's in-process generation runs).
+
+`triton_config` copies this file verbatim as `<version>/model.py` of a decoder's
+`<model>_generate` (one response with every token) and `<model>_generate_stream`
+(decoupled: one response per token, then the final flag) models. The `deploy_generate`
+parameter (serving/generate_record.py) says the cache's shape and the limits.
+
+Each request runs in its own thread with its own cache: several sequences are in flight at
+once and none sees another's tokens (ONNX Runtime's session is shared, OpenVINO gets one
+infer request per sequence). Settings a request leaves out: greedy, max_new_tokens from
+the record, no stop token.
+"""
+
+import json
+import os
+import sys
+import threading
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        folder = os.path.join(args["model_repository"], args["model_version"])
+        sys.path.insert(0, folder)  # decode_loop.py, copied beside this file
+        import decode_loop
+
+        self.loop = decode_loop
+        self.record = json.loads(config["parameters"]["deploy_generate"]["string_value"])
+        self.cache = decode_loop.CacheShape(
+            self.record["layers"],
+            self.record["heads"],
+            self.record["head_dim"],
+            self.record["dtype"],
+            self.record["past"],
+        )
+        self.step = _step(folder, self.record["model_file"])
+        self.threads = []
+
+    def execute(self, requests):
+        if self.record["stream"]:
+            for request in requests:  # answered from their threads, as tokens come
+                thread = threading.Thread(target=self._stream, args=(request,), daemon=True)
+                thread.start()
+                self.threads.append(thread)
+            self.threads = [t for t in self.threads if t.is_alive()]
+            return None
+        answers = [None] * len(requests)
+        workers = [threading.Thread(target=self._whole, args=(r, answers, i)) for i, r in enumerate(requests)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        return answers
+
+    def _whole(self, request, answers, index):
+        try:
+            tokens = self._generate(request, None)
+            answers[index] = pb_utils.InferenceResponse(output_tensors=[_tokens(tokens)])
+        except Exception as exc:  # this request gets the error, the others their tokens
+            answers[index] = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc)))
+
+    def _stream(self, request):
+        sender = request.get_response_sender()
+        try:
+            self._generate(
+                request,
+                lambda token: sender.send(pb_utils.InferenceResponse(output_tensors=[_tokens([token])])),
+            )
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        except Exception as exc:
+            sender.send(
+                pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))),
+                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+            )
+
+    def _generate(self, request, on_token):
+        prompt = pb_utils.get_input_tensor_by_name(request, "input_ids").as_numpy().reshape(-1)
+        sampling = self._sampling(request)
+        if len(prompt) + sampling.max_new_tokens > self.record["max_context"]:
+            raise ValueError(
+                f"prompt ({len(prompt)} tokens) + max_new_tokens ({sampling.max_new_tokens}) is over the "
+                f"{self.record['max_context']} this model was exported for"
+            )
+        return self.loop.generate(self.step(), prompt, self.cache, sampling, on_token)
+
+    def _sampling(self, request):
+        def given(name, cast, default):
+            tensor = pb_utils.get_input_tensor_by_name(request, name)
+            return default if tensor is None else cast(tensor.as_numpy().reshape(-1)[0])
+
+        most = self.record["max_new_tokens"]
+        asked = given("max_new_tokens", int, most)
+        if not 1 <= asked <= most:
+            raise ValueError(f"max_new_tokens is {asked}: this model generates 1..{most}")
+        stop = pb_utils.get_input_tensor_by_name(request, "stop_ids")
+        return self.loop.Sampling(
+            max_new_tokens=asked,
+            temperature=given("temperature", float, 0.0),
+            top_k=given("top_k", int, 0),
+            top_p=given("top_p", float, 1.0),
+            seed=given("seed", int, None),
+            stop=tuple(int(t) for t in stop.as_numpy().reshape(-1)) if stop is not None else (),
+        )
+
+    def finalize(self):
+        for thread in self.threads:
+            thread.join(timeout=5)
+
+
+def _tokens(tokens):
+    return pb_utils.Tensor("output_ids", np.asarray(tokens, dtype=np.int64))
+
+
+def _step(folder, filename):
+    """A factory of step functions: one per sequence (OpenVINO's infer request is not shared)."""
+    path = os.path.join(folder, filename)
+    if filename.endswith(".xml"):
+        import openvino as ov
+
+        compiled = ov.Core().compile_model(
+            path, "CPU", {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
+        )
+
+        def per_sequence():
+            request = compiled.create_infer_request()
+            return lambda feeds: [np.array(v) for v in request.infer(feeds).values()]
+
+        return per_sequence
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    return lambda: lambda feeds: session.run(None, feeds)

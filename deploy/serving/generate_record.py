@@ -1,0 +1,50 @@
+"""The generate record: what `triton_config` writes into a generate model's config.pbtxt
+(the `deploy_generate` parameter) for the python model inside the server
+(serving/generate_model.py reads the same JSON by these keys) and for every later reader
+(smoke, bench, `deploy infer`): the step graph's cache and the request's tensors. One
+writer, typed and versioned, and the one place a generate model's names are made."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from deploy.spec.tensors import Frozen
+
+GENERATE_PARAMETER = "deploy_generate"
+GENERATE_VERSION = 1
+GENERATE_SUFFIX = "_generate"  # one response with every token (HTTP and gRPC)
+STREAM_SUFFIX = "_generate_stream"  # decoupled: one response per token (gRPC streams, HTTP generate_stream)
+
+# The request's tensors: token ids in, token ids out, and the optional generation settings.
+PROMPT = "input_ids"
+TOKENS = "output_ids"
+SETTINGS = {  # name -> (Triton type, numpy dtype)
+    "max_new_tokens": ("TYPE_INT32", "int32"),
+    "temperature": ("TYPE_FP32", "float32"),
+    "top_k": ("TYPE_INT32", "int32"),
+    "top_p": ("TYPE_FP32", "float32"),
+    "seed": ("TYPE_INT64", "int64"),
+}
+STOP = "stop_ids"
+
+
+class GenerateRecord(Frozen):
+    version: int = GENERATE_VERSION
+    step_model: str  # the served step (a tensor endpoint) whose file this model runs
+    model_file: str  # model.onnx / model.xml in this model's version directory
+    layers: int
+    heads: int
+    head_dim: int
+    dtype: str
+    past: list[str] = Field(description="past_key_values.N.key / .value, in the step's input order")
+    max_new_tokens: int  # the default where a request gives none, and the most it may ask
+    max_context: int  # prompt + new tokens: the longest past the step was exported for, plus one
+    stream: bool
+
+
+def generate_names(step_model: str) -> tuple[str, str]:
+    return step_model + GENERATE_SUFFIX, step_model + STREAM_SUFFIX
+
+
+def read(text: str) -> GenerateRecord:
+    return GenerateRecord.model_validate_json(text)

@@ -1,0 +1,98 @@
+"""smoke's check of a generate model (a decoder's `<model>_generate` or
+`<model>_generate_stream`, serving/generate_model.py): greedy generation token for token
+against eager PyTorch's (golden's generations record), over every protocol, then
+`clients` clients at once each with its own prompt (no cross-talk), then a seeded sampled
+request twice (reproducible). The streaming model is asked the way a streaming client
+asks: gRPC's stream, HTTP's generate_stream."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from deploy.domain.artifacts import GENERATIONS
+from deploy.gates.generations import Generation, Generations
+from deploy.pipeline.graph.contract import StageContext
+from deploy.serving.generate_client import Asked, generate
+from deploy.serving.generate_record import GENERATE_PARAMETER, GenerateRecord
+from deploy.serving.smoke_report import ModelResult, ModelStatus
+from deploy.stages.smoke.params import SmokeParams
+
+if TYPE_CHECKING:
+    from deploy.serving.repository import Model
+    from deploy.serving.tritonserver import Server
+
+SAMPLED = {"temperature": 0.8, "top_k": 20, "top_p": 0.9, "seed": 1234}
+
+
+def check_generate(
+    server: Server, name: str, model: Model, ctx: StageContext, params: SmokeParams
+) -> ModelResult:
+    record = _record(model)
+    eager = Generations.read(ctx.input(GENERATIONS))
+    if not eager.cases:
+        return ModelResult.failed(model, "golden has no eager generations to compare with (rerun golden)")
+    problems: list[str] = []
+    for protocol in params.protocols:
+        url = server.http if protocol == "http" else server.grpc
+        problems += [_differs(protocol, c, _ask(url, protocol, name, record, eager, c)) for c in eager.cases]
+        problems += _concurrent(url, protocol, name, record, eager, params.clients)
+        problems += _reproducible(url, protocol, name, record, eager)
+    problems = [p for p in problems if p]
+    how = "streamed" if record.stream else "one response"
+    reference = (
+        f"greedy token-exact with {eager.how} on {len(eager.cases)} prompts ({how}; "
+        f"{', '.join(params.protocols)}), {params.clients} clients at once, seeded sampling reproducible"
+    )
+    status = ModelStatus.FAILED if problems else ModelStatus.PASSED
+    return ModelResult.of(model, status, reference=reference, problems=problems)
+
+
+def _record(model: Model) -> GenerateRecord:
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    config = text_format.Parse((model.directory / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    return GenerateRecord.model_validate_json(config.parameters[GENERATE_PARAMETER].string_value)
+
+
+def _ask(
+    url: str, protocol: str, name: str, record: GenerateRecord, eager: Generations, case: Generation
+) -> list[int]:
+    asked = Asked(case.prompt, {"max_new_tokens": eager.max_new_tokens}, eager.stop)
+    return generate(url, protocol, name, asked, record.stream).tokens  # type: ignore[arg-type]
+
+
+def _differs(protocol: str, case: Generation, got: list[int]) -> str:
+    if got == case.tokens:
+        return ""
+    at = next(
+        (i for i, (a, b) in enumerate(zip(got, case.tokens)) if a != b), min(len(got), len(case.tokens))
+    )
+    return (
+        f"{protocol}: prompt of {len(case.prompt)} tokens: token {at} differs from eager "
+        f"(served {got[at : at + 4]}..., eager {case.tokens[at : at + 4]}...; {len(got)} vs {len(case.tokens)} tokens)"
+    )
+
+
+def _concurrent(
+    url: str, protocol: str, name: str, record: GenerateRecord, eager: Generations, clients: int
+) -> list[str]:
+    """Every case `clients` times over, all in flight at once: each answer against its own prompt's."""
+    cases = [eager.cases[i % len(eager.cases)] for i in range(max(clients, len(eager.cases)))]
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        answers = list(pool.map(lambda c: _ask(url, protocol, name, record, eager, c), cases))
+    return [f"concurrent {_differs(protocol, c, got)}" for c, got in zip(cases, answers) if got != c.tokens]
+
+
+def _reproducible(
+    url: str, protocol: str, name: str, record: GenerateRecord, eager: Generations
+) -> list[str]:
+    prompt = eager.cases[-1].prompt
+    asked = Asked(prompt, {"max_new_tokens": eager.max_new_tokens, **SAMPLED})
+    first, again = (generate(url, protocol, name, asked, record.stream).tokens for _ in range(2))  # type: ignore[arg-type]
+    return (
+        []
+        if first == again
+        else [f"{protocol}: sampling with seed {SAMPLED['seed']} gave {first} then {again}"]
+    )
