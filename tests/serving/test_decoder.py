@@ -1,0 +1,242 @@
+"""A decoder deployed with its key/value cache (config `model.decoder`), on a Llama-style
+character model trained in the test on the Zen of Python (configs/models/char_llama.py:
+grouped-query attention, RoPE; weights that mean something): `deploy init` declares the
+cache with Optimum's names, the exported step matches eager PyTorch at the prefill (empty
+past) and at decode (a past), and the generate models on a real tritonserver answer
+transformers' own greedy `generate` token for token over HTTP and gRPC, in one response
+and streamed, with several sequences in flight; seeded sampling repeats; bad requests get
+an error and the model stays up; a cache a flat past cannot express is refused by name."""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from deploy.serving.decode_loop import CacheShape, Sampling, generate
+from deploy.serving.generate_client import Asked
+from deploy.serving.generate_client import generate as ask
+from tests.helpers import ROOT, run_cli
+
+sys.path.insert(0, str(ROOT / "configs" / "models"))
+import char_llama
+
+pytestmark = pytest.mark.triton
+PROMPTS = ("Beautiful is", "Now is better", "If the implementation is hard to explain, it", "N")
+
+
+@pytest.fixture(scope="module")
+def zen(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    weights = tmp_path_factory.mktemp("zen") / "zen.pt"
+    accuracy = char_llama.train(weights)
+    assert accuracy > 0.9, (
+        f"the character model did not learn the Zen ({accuracy:.2f} next-character accuracy)"
+    )
+    return weights
+
+
+@pytest.fixture(scope="module")
+def eager(zen: Path):
+    return char_llama.char_llama(str(zen))
+
+
+@pytest.fixture(scope="module")
+def deployed(zen: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("decoder")
+    init = run_cli(
+        "init", "--file", str(ROOT / "configs" / "models" / "char_llama.py"), "--callable", "char_llama",
+        "--kwarg", f"weights={zen}", "--input", "input_ids:int64:1x1/1x16/1x64", "--name", "zen",
+        "-o", str(work / "zen.yaml"),
+    )  # fmt: skip
+    assert init.returncode == 0, init.stderr
+    config = yaml.safe_load((work / "zen.yaml").read_text())
+    config["stages"]["smoke"] = {"clients": 4}
+    (work / "zen.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    done = run_cli("run", "zen.yaml", cwd=work)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return work
+
+
+def _reference(model, text: str, new: int = 40) -> list[int]:
+    import torch
+
+    ids = torch.tensor([char_llama.encode(text)])
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, do_sample=False)
+    return out[0, ids.shape[1] :].tolist()
+
+
+def test_init_declares_the_cache_as_inputs_and_outputs_with_optimum_names(deployed: Path) -> None:
+    config = yaml.safe_load((deployed / "zen.yaml").read_text())
+    assert config["model"]["decoder"] == {"layers": 2, "cache": "transformers"}
+    names = [i["name"] for i in config["inputs"]]
+    assert names == ["input_ids", *(f"past_key_values.{i}.{p}" for i in range(2) for p in ("key", "value"))]
+    past = config["inputs"][1]
+    assert (
+        past["dims"] == [config["inputs"][0]["dims"][0], 2, "past_sequence", 16] and past["min"][2] == 0
+    )  # the batch as input_ids declares it, 2 key/value heads of 16, a past that may be empty
+    assert [o["name"] for o in config["outputs"]][1:] == [
+        f"present.{i}.{p}" for i in range(2) for p in ("key", "value")
+    ]
+
+
+def test_the_exported_step_matches_eager_at_the_prefill_and_at_decode(deployed: Path, eager) -> None:
+    import onnxruntime as ort
+    import torch
+
+    session = ort.InferenceSession(str(deployed / "model_repository" / "zen_python" / "1" / "model.onnx"))
+    prompt = np.array([char_llama.encode("Errors should never")])
+    empty = {
+        f"past_key_values.{i}.{p}": np.zeros((1, 2, 0, 16), np.float32)
+        for i in range(2)
+        for p in ("key", "value")
+    }
+    prefill = session.run(None, {"input_ids": prompt, **empty})
+    with torch.no_grad():
+        ref = eager(input_ids=torch.from_numpy(prompt), use_cache=True)
+    np.testing.assert_allclose(prefill[0], ref.logits.numpy(), atol=1e-4, rtol=1e-4)
+    token = np.array([[int(prefill[0][0, -1].argmax())]])
+    past = dict(zip(empty, prefill[1:]))
+    step = session.run(None, {"input_ids": token, **past})
+    with torch.no_grad():
+        ref_step = eager(input_ids=torch.from_numpy(token), cache=ref.cache, use_cache=True)
+    np.testing.assert_allclose(step[0], ref_step.logits.numpy(), atol=1e-4, rtol=1e-4)
+    keys = [layer.keys.numpy() for layer in ref_step.cache.layers]
+    np.testing.assert_allclose(step[1], keys[0], atol=1e-4, rtol=1e-4)
+    assert step[1].shape[2] == prompt.shape[1] + 1  # the present is the past plus the new token
+
+
+def test_served_greedy_generation_is_token_exact_with_transformers_generate(
+    deployed: Path, eager, tmp_path
+) -> None:
+    from deploy.serving.launch import serve_repository
+    from deploy.serving.server_spec import ServerSpec
+
+    stop = [char_llama.alphabet().index(".")]
+    expected = {p: _reference(eager, p) for p in PROMPTS}
+    assert char_llama.decode(expected["Beautiful is"]) == " better than ugly."  # the weights mean something
+    with serve_repository(ServerSpec(), deployed / "model_repository", tmp_path) as served:
+        for protocol, url in (("http", served.server.http), ("grpc", served.server.grpc)):
+            for model, stream in (("zen_python_generate", False), ("zen_python_generate_stream", True)):
+                for prompt, tokens in expected.items():
+                    got = ask(
+                        url,
+                        protocol,
+                        model,
+                        Asked(char_llama.encode(prompt), {"max_new_tokens": 40}, stop),
+                        stream,
+                    )
+                    assert got.tokens == tokens, (protocol, model, prompt, char_llama.decode(got.tokens))
+                    if stream and len(tokens) > 1:
+                        assert len(got.gaps_s) == len(tokens) - 1  # one response per token
+        _concurrent_sequences_get_their_own_tokens(served.server.grpc, expected, stop)
+        _seeded_sampling_repeats(served.server.http)
+        _bad_requests_are_refused_and_the_model_stays_up(served.server.http, expected, stop)
+
+
+def _concurrent_sequences_get_their_own_tokens(
+    url: str, expected: dict[str, list[int]], stop: list[int]
+) -> None:
+    prompts = list(expected) * 4
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        got = list(
+            pool.map(
+                lambda p: (
+                    ask(
+                        url,
+                        "grpc",
+                        "zen_python_generate_stream",
+                        Asked(char_llama.encode(p), {"max_new_tokens": 40}, stop),
+                        True,
+                    ).tokens
+                ),
+                prompts,
+            )
+        )
+    assert [g == expected[p] for g, p in zip(got, prompts)] == [True] * len(prompts)
+
+
+def _seeded_sampling_repeats(url: str) -> None:
+    # Hot enough that a model which learned its text by heart still draws other characters.
+    settings = {"max_new_tokens": 30, "temperature": 4.0, "top_k": 20, "top_p": 0.99}
+    prompt = char_llama.encode("Simple is")
+    runs = {
+        seed: [
+            ask(url, "http", "zen_python_generate", Asked(prompt, {**settings, "seed": seed}), False).tokens
+            for _ in range(2)
+        ]
+        for seed in (1, 2, 3)
+    }
+    assert all(first == again for first, again in runs.values()), runs
+    assert len({tuple(first) for first, _ in runs.values()}) > 1  # the seed is used: not all the same
+
+
+def _bad_requests_are_refused_and_the_model_stays_up(
+    url: str, expected: dict[str, list[int]], stop: list[int]
+) -> None:
+    from tritonclient.utils import InferenceServerException
+
+    too_long = Asked([1] * 250, {"max_new_tokens": 20})  # 250 + 20 is over the 256 + 1 exported for
+    with pytest.raises(InferenceServerException, match="exported for"):
+        ask(url, "http", "zen_python_generate", too_long, False)
+    with pytest.raises(InferenceServerException, match="max_new_tokens is 0"):
+        ask(url, "http", "zen_python_generate", Asked([1, 2], {"max_new_tokens": 0}), False)
+    again = ask(
+        url, "http", "zen_python_generate", Asked(char_llama.encode("N"), {"max_new_tokens": 40}, stop), False
+    )
+    assert again.tokens == expected["N"]
+
+
+def test_smoke_verified_the_generate_models(deployed: Path) -> None:
+    import json
+
+    summary = json.loads((deployed / "runs" / "zen" / "summary.json").read_text())
+    smoke = next(s for s in summary["stages"] if s["stage"] == "smoke")["metrics"]["smoke"]["models"]
+    for name in ("zen_python_generate", "zen_python_generate_stream"):
+        assert smoke[name]["status"] == "passed", smoke[name]
+        assert "token-exact with transformers generate" in smoke[name]["reference"]
+
+
+def test_the_loop_in_process_is_the_served_loop(eager) -> None:
+    """decode_loop over eager PyTorch (no graph) gives transformers' greedy tokens too, and
+    its sampling settings behave: top_k 1 is greedy, a seed repeats, an empty prompt is refused."""
+    import torch
+
+    from deploy.modelio.decoder import CacheStep
+    from deploy.spec.tensors import Decoder
+
+    decoder = Decoder(layers=2)
+    step = CacheStep(eager, decoder)
+    cache = CacheShape(2, 2, 16, "float32", decoder.past_names())
+
+    def run(feeds):
+        args = [torch.from_numpy(feeds[n]) for n in ["input_ids", *decoder.past_names()]]
+        with torch.no_grad():
+            return [t.numpy() for t in step(*args)]
+
+    stop = (char_llama.alphabet().index("."),)
+    prompt = char_llama.encode("Flat is")
+    assert generate(run, prompt, cache, Sampling(40, stop=stop)) == _reference(eager, "Flat is")
+    assert generate(run, prompt, cache, Sampling(20, temperature=1.0, top_k=1, seed=7)) == generate(
+        run, prompt, cache, Sampling(20)
+    )
+    with pytest.raises(ValueError, match="empty"):
+        generate(run, [], cache, Sampling(5))
+
+
+def test_a_sliding_window_cache_is_refused_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "windowed.py").write_text(
+        "def mistral():\n"
+        "    from transformers import MistralConfig, MistralForCausalLM\n"
+        "    return MistralForCausalLM(MistralConfig(vocab_size=32, hidden_size=32, intermediate_size=64,\n"
+        "        num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, sliding_window=4))\n"
+    )
+    done = run_cli("init", "--file", str(tmp_path / "windowed.py"), "--callable", "mistral",
+                   "--input", "input_ids:int64:1x1/1x8/1x16", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert "DynamicSlidingWindowLayer" in done.stderr and "Traceback" not in done.stderr
+    assert not list(tmp_path.glob("*.yaml"))
