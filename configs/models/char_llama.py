@@ -42,7 +42,7 @@ def char_llama(weights: str | None = None, layers: int = 2):
         num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,  # grouped-query attention: 2 query heads per key/value head
-        max_position_embeddings=256,
+        max_position_embeddings=512,
         eos_token_id=alphabet().index("."),  # a sentence ends generation
         bos_token_id=None,
         pad_token_id=None,

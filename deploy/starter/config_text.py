@@ -92,7 +92,7 @@ def _notes(found: Findings, fixed: bool) -> list[str]:
     if found.decoder is not None:
         d = found.decoder
         return [
-            f"# A decoder with its key/value cache ({d.layers} layers, {d.heads} key/value heads of {d.head_dim}):",
+            f"# A decoder with its key/value cache ({d.layers} layer(s), {d.heads} key/value head(s) of {d.head_dim}):",
             "# exported one step at a time, the past as inputs (empty at the prefill), the present as outputs,",
             "# Optimum's names; positions follow from the past's length (one sequence per row, no padding).",
         ]

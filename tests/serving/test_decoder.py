@@ -180,7 +180,7 @@ def _bad_requests_are_refused_and_the_model_stays_up(
 ) -> None:
     from tritonclient.utils import InferenceServerException
 
-    too_long = Asked([1] * 250, {"max_new_tokens": 20})  # 250 + 20 is over the 256 + 1 exported for
+    too_long = Asked([1] * 500, {"max_new_tokens": 20})  # 500 + 20 is over the 512 + 1 exported for
     with pytest.raises(InferenceServerException, match="exported for"):
         ask(url, "http", "zen_python_generate", too_long, False)
     with pytest.raises(InferenceServerException, match="max_new_tokens is 0"):
