@@ -1,24 +1,20 @@
 """The eager model's generations, golden's record for a decoder (config `model.decoder`):
 prompts of varied lengths and the greedy tokens eager PyTorch generates after each, with
-the stop tokens it used. Smoke and bench hold the served and in-process generate loops to
-these tokens exactly. The reference is transformers' own `generate` where the model has
-one, else a plain eager loop over the same step the graph was exported from. A model
-without a decoder gets an empty record (the artifact is always written)."""
+the stop tokens it used (stages/golden/generate.py makes it). Smoke holds the served
+generate loops to these tokens exactly. A model without a decoder gets an empty record
+(the artifact is always written)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
-from deploy.spec.config import DeployConfig
 from deploy.spec.tensors import Frozen
 
 GENERATIONS_VERSION = 1
-PROMPT_LENGTHS = (1, 5, 12, 31)  # cut to the declared sequence range
-NEW_TOKENS = 16  # per prompt, or the decoder's max_new_tokens where fewer
 
 
 class Generation(Frozen):
@@ -39,57 +35,3 @@ class Generations(Frozen):
     @classmethod
     def read(cls, path: Path) -> Generations:
         return cls.model_validate(json.loads(path.read_text()))
-
-
-def prompts(config: DeployConfig, rng: Any) -> list[list[int]]:
-    """One prompt per length that fits the declared sequence range, ids from value_range."""
-    ids = config.inputs[0]
-    low, high = ids.value_range or (0, 1)
-    lengths = sorted({min(max(n, ids.min[1]), ids.max[1]) for n in PROMPT_LENGTHS})
-    return [[int(t) for t in rng.integers(int(low), int(high) + 1, size=n)] for n in lengths]
-
-
-def eager(step: Any, config: DeployConfig, rng: Any) -> Generations:
-    """Greedy generations of the eager model (`step`: modelio.decoder.CacheStep)."""
-    if config.model.decoder is None:
-        return Generations()
-    new = min(NEW_TOKENS, config.model.decoder.max_new_tokens)
-    inner = step.model
-    if hasattr(inner, "generate") and hasattr(inner, "generation_config"):
-        stop = _eos(inner.generation_config.eos_token_id)
-        cases = [Generation(prompt=p, tokens=_hf(inner, p, new)) for p in prompts(config, rng)]
-        return Generations(how="transformers generate", stop=stop, max_new_tokens=new, cases=cases)
-    cases = [Generation(prompt=p, tokens=_loop(step, config, p, new)) for p in prompts(config, rng)]
-    return Generations(how="eager loop", stop=[], max_new_tokens=new, cases=cases)
-
-
-def _eos(found: Any) -> list[int]:
-    if found is None:
-        return []
-    return [int(t) for t in (found if isinstance(found, (list, tuple)) else [found])]
-
-
-def _hf(model: Any, prompt: list[int], new: int) -> list[int]:
-    import torch
-
-    ids = torch.tensor([prompt])
-    with torch.no_grad():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, do_sample=False)
-    return [int(t) for t in out[0, len(prompt) :]]
-
-
-def _loop(step: Any, config: DeployConfig, prompt: list[int], new: int) -> list[int]:
-    import torch
-
-    from deploy.serving.decode_loop import CacheShape, Sampling, generate
-
-    decoder, key = config.model.decoder, config.inputs[1]
-    assert decoder is not None
-    cache = CacheShape(decoder.layers, key.opt[1], key.opt[3], key.dtype, decoder.past_names())
-
-    def run(feeds: dict[str, Any]) -> list[Any]:
-        args = [torch.from_numpy(feeds[n]) for n in ["input_ids", *decoder.past_names()]]
-        with torch.no_grad():
-            return [t.numpy() for t in step(*args)]
-
-    return generate(run, prompt, cache, Sampling(max_new_tokens=new))

@@ -137,7 +137,7 @@ def _generations(ctx: StageContext, model: torch.nn.Module) -> None:
     """A decoder's greedy generations, the tokens served ones must equal; empty otherwise."""
     import numpy as np
 
-    from deploy.gates.generations import eager
+    from deploy.stages.golden.generate import eager
 
     record = eager(model, ctx.config, np.random.default_rng(ctx.config.model.seed + 1))
     record.write(ctx.output(GENERATIONS))
