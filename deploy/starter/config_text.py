@@ -26,12 +26,7 @@ def starter(
     writer: str = INIT,
 ) -> str:
     """The config's text; `batch_dim` None for a model without one."""
-    model = SourceEntry(**source)
-    if found.detections:
-        model["detections"] = {"max_detections": found.detections}
-    if found.decoder is not None:
-        model["decoder"] = {"layers": found.decoder.layers, "cache": found.decoder.cache}
-        inputs = decoder_inputs(inputs, found.decoder)
+    model, inputs = _model(source, inputs, found)
     body: dict[str, object] = {
         "name": name,
         "model": model,
@@ -58,6 +53,20 @@ def starter(
         "",
     ]
     return "\n".join(lines)
+
+
+def _model(
+    source: SourceEntry, inputs: list[InputEntry], found: Findings
+) -> tuple[SourceEntry, list[InputEntry]]:
+    """The model section and the inputs, as what the model returned makes them: padded
+    detections, or a decoder's cache as inputs."""
+    model = SourceEntry(**source)
+    if found.detections:
+        model["detections"] = {"max_detections": found.detections}
+    if found.decoder is not None:
+        model["decoder"] = {"layers": found.decoder.layers, "cache": found.decoder.cache}
+        inputs = decoder_inputs(inputs, found.decoder)
+    return model, inputs
 
 
 def _called(found: Findings) -> list[str]:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deploy.domain.issues import Issue
 from deploy.pipeline.errors import ConfigError
 from deploy.starter.entries import InputEntry, input_entry
+
+if TYPE_CHECKING:
+    from deploy.spec.tensors import Decoder
 
 PAST_DIM = "past_sequence"
 # The longest past a written config declares where the model does not say its own.
@@ -93,19 +96,18 @@ def decoder_inputs(inputs: list[InputEntry], found: DecoderFound) -> list[InputE
             [ids["opt"][0], found.heads, min(seq, found.max_past), found.head_dim],
             [ids["max"][0], found.heads, found.max_past, found.head_dim],
         )
-        for name in _names("past_key_values", found.layers)
+        for name in _decoder(found).past_names()
     ]
     return [ids, *past]
 
 
 def decoder_outputs(found: DecoderFound) -> list[dict[str, str]]:
     return [{"name": "logits", "kind": "other"}] + [
-        {"name": name, "kind": "other"} for name in _names("present", found.layers)
+        {"name": name, "kind": "other"} for name in _decoder(found).present_names()
     ]
 
 
-def _names(prefix: str, layers: int) -> list[str]:
+def _decoder(found: DecoderFound) -> Decoder:
     from deploy.spec.tensors import Decoder
 
-    decoder = Decoder(layers=layers)
-    return decoder.past_names() if prefix == "past_key_values" else decoder.present_names()
+    return Decoder(layers=found.layers)

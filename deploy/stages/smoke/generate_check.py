@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from deploy.domain.artifacts import GENERATIONS
+from deploy.domain.vocabulary import Protocol
 from deploy.gates.generations import Generation, Generations
 from deploy.pipeline.graph.contract import StageContext
 from deploy.serving.generate_client import Asked, generate
@@ -34,7 +35,7 @@ def check_generate(
         return ModelResult.failed(model, "golden has no eager generations to compare with (rerun golden)")
     problems: list[str] = []
     for protocol in params.protocols:
-        url = server.http if protocol == "http" else server.grpc
+        url = server.http if protocol == Protocol.HTTP else server.grpc
         problems += [_differs(protocol, c, _ask(url, protocol, name, record, eager, c)) for c in eager.cases]
         problems += _concurrent(url, protocol, name, record, eager, params.clients)
         problems += _reproducible(url, protocol, name, record, eager)
