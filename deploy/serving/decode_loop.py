@@ -26,6 +26,20 @@ class Sampling:
     seed: int | None = None
     stop: tuple[int, ...] = ()
 
+    def __post_init__(self):
+        """A request's settings, refused by name where they mean nothing."""
+        problems = []
+        if not (self.temperature >= 0 and self.temperature < float("inf")):
+            problems.append(f"temperature is {self.temperature}: give 0 (greedy) or more")
+        if self.top_k < 0:
+            problems.append(f"top_k is {self.top_k}: give 0 (no limit) or more")
+        if not 0 < self.top_p <= 1:
+            problems.append(f"top_p is {self.top_p}: give a value in (0, 1]")
+        if self.seed is not None and self.seed < 0:
+            problems.append(f"seed is {self.seed}: give 0 or more")
+        if problems:
+            raise ValueError("; ".join(problems))
+
 
 @dataclass(frozen=True)
 class CacheShape:
@@ -52,6 +66,8 @@ def generate(step, prompt, cache, sampling, on_token=None):
     ids = np.asarray(prompt, dtype=np.int64).reshape(1, -1)
     if ids.shape[1] == 0:
         raise ValueError("the prompt is empty: give at least one token")
+    if ids.min() < 0:  # a graph's Gather would wrap it to the end of the vocabulary
+        raise ValueError(f"token id {int(ids.min())} in the prompt: ids are 0 or more")
     past, tokens = cache.empty(), []
     while len(tokens) < sampling.max_new_tokens:
         outputs = step({"input_ids": ids, **past})

@@ -185,6 +185,12 @@ def _bad_requests_are_refused_and_the_model_stays_up(
         ask(url, "http", "zen_python_generate", too_long, False)
     with pytest.raises(InferenceServerException, match="max_new_tokens is 0"):
         ask(url, "http", "zen_python_generate", Asked([1, 2], {"max_new_tokens": 0}), False)
+    with pytest.raises(InferenceServerException, match="top_p is 2"):
+        ask(url, "http", "zen_python_generate", Asked([1, 2], {"max_new_tokens": 5, "top_p": 2.0}), False)
+    with pytest.raises(InferenceServerException, match=r"out of data bounds"):  # past the vocabulary
+        ask(url, "http", "zen_python_generate", Asked([999], {"max_new_tokens": 5}), False)
+    with pytest.raises(InferenceServerException, match="token id -1 in the prompt"):  # ORT would wrap it
+        ask(url, "http", "zen_python_generate", Asked([-1], {"max_new_tokens": 5}), False)
     again = ask(
         url, "http", "zen_python_generate", Asked(char_llama.encode("N"), {"max_new_tokens": 40}, stop), False
     )
@@ -226,6 +232,8 @@ def test_the_loop_in_process_is_the_served_loop(eager) -> None:
     )
     with pytest.raises(ValueError, match="empty"):
         generate(run, [], cache, Sampling(5))
+    with pytest.raises(ValueError, match=r"temperature is nan.*top_k is -1.*top_p is 0"):
+        Sampling(5, temperature=float("nan"), top_k=-1, top_p=0.0)
 
 
 def test_a_sliding_window_cache_is_refused_naming_it(tmp_path: Path) -> None:
