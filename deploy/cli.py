@@ -283,7 +283,7 @@ def infer(
     if protocol not in ("http", "grpc"):
         raise typer.BadParameter("http or grpc", param_hint="--protocol")
     where = url or ("localhost:8000" if protocol == Protocol.HTTP else "localhost:8001")
-    images = [*(image or []), *([PHOTO] if sample else [])]
+    images = [*([PHOTO] if sample else []), *(image or [])]  # the sample first, then the files
     request = InferRequest(where, protocol, model, images, list(text or []), timeout)  # type: ignore[arg-type]
     console = _console()
     ask_service(request, lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
