@@ -58,18 +58,14 @@ def _tensors(module: Any, asked: Asked) -> list[Any]:
         arrays[name] = np.asarray([value], dtype=SETTINGS[name][1])
     if asked.stop:
         arrays[STOP] = np.asarray(asked.stop, dtype=np.int64)
+    from tritonclient.utils import np_to_triton_dtype
+
     tensors = []
     for name, array in arrays.items():
-        tensor = module.InferInput(
-            name, list(array.shape), "INT64" if array.dtype == np.int64 else _wire(array)
-        )
+        tensor = module.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
         tensor.set_data_from_numpy(array)
         tensors.append(tensor)
     return tensors
-
-
-def _wire(array: np.ndarray) -> str:
-    return {"int32": "INT32", "float32": "FP32"}[str(array.dtype)]
 
 
 def _whole(url: str, protocol: Protocol, model: str, asked: Asked, timeout_s: float) -> Generated:
@@ -79,16 +75,14 @@ def _whole(url: str, protocol: Protocol, model: str, asked: Asked, timeout_s: fl
         client: Any = module.InferenceServerClient(
             url, network_timeout=timeout_s, connection_timeout=timeout_s
         )
+        per_call: dict[str, float] = {}  # the connection's timeouts apply
     else:
         import tritonclient.grpc as module  # type: ignore[no-redef]
 
         client = module.InferenceServerClient(url)
+        per_call = {"client_timeout": timeout_s}
     start = time.perf_counter()
-    result = (
-        client.infer(model, _tensors(module, asked), client_timeout=timeout_s)
-        if protocol == Protocol.GRPC
-        else client.infer(model, _tensors(module, asked))
-    )
+    result = client.infer(model, _tensors(module, asked), **per_call)
     took = time.perf_counter() - start
     client.close()
     return Generated([int(t) for t in result.as_numpy(TOKENS).reshape(-1)], took, [], took)

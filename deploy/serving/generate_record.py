@@ -6,10 +6,15 @@ writer, typed and versioned, and the one place a generate model's names are made
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 
 from deploy.spec.tensors import Frozen
 
+# Copied verbatim into a generate model's version dir (as model.py and decode_loop.py).
+GENERATE_MODEL = Path(__file__).with_name("generate_model.py")
+DECODE_LOOP = Path(__file__).with_name("decode_loop.py")
 GENERATE_PARAMETER = "deploy_generate"
 GENERATE_VERSION = 1
 GENERATE_SUFFIX = "_generate"  # one response with every token (HTTP and gRPC)

@@ -13,13 +13,14 @@ from typing import Any
 
 from deploy.domain.vocabulary import ServingFormat
 from deploy.serving.generate_record import (
+    DECODE_LOOP,
+    GENERATE_MODEL,
     GENERATE_PARAMETER,
     PROMPT,
     SETTINGS,
     STOP,
     TOKENS,
     GenerateRecord,
-    generate_names,
 )
 from deploy.serving.layout import LAYOUTS
 from deploy.spec.config import DeployConfig
@@ -27,8 +28,6 @@ from deploy.stages.triton_config.params import TritonParams
 
 # The step formats a generate model can run: ONNX Runtime's and OpenVINO's python models.
 GENERATING = (ServingFormat.PYTHON, ServingFormat.PYTHON_OPENVINO)
-GENERATE_MODEL = Path(__file__).resolve().parents[2] / "serving" / "generate_model.py"
-DECODE_LOOP = Path(__file__).resolve().parents[2] / "serving" / "decode_loop.py"
 
 
 def records(step: str, fmt: ServingFormat, config: DeployConfig) -> list[GenerateRecord]:
@@ -74,7 +73,3 @@ def write(root: Path, version: int, step_dir: Path, record: GenerateRecord, text
     for source in (step_file, step_file.with_suffix(".bin")):
         if source.exists():
             shutil.copyfile(source, folder / source.name)
-
-
-def names(step: str) -> tuple[str, str]:
-    return generate_names(step)

@@ -32,6 +32,7 @@ from deploy.pipeline.graph.contract import (
 from deploy.pipeline.graph.facts import Provides
 from deploy.runtimes.catalog import OPENVINO_FORMATS, serving
 from deploy.runtimes.engine_manifest import EngineManifest
+from deploy.serving.generate_record import generate_names
 from deploy.serving.layout import (
     LAYOUTS,
     PYTHON_MODEL,
@@ -233,7 +234,7 @@ def _write_generate(ctx: StageContext, params: TritonParams, models: list[Served
         ctx.record(f"no_generate.{entry.model}", "a reduced-precision decoder step: no generation gate yet")
     for entry in [m for m in steps if m.precision == Precision.FP32]:
         for record, name in zip(
-            generate.records(entry.model, entry.fmt, ctx.config), generate.names(entry.model)
+            generate.records(entry.model, entry.fmt, ctx.config), generate_names(entry.model)
         ):
             text = _written(ctx, generate.proto(pb, name, record, params))
             generate.write(root, params.version, root / entry.model, record, text, name)
