@@ -42,4 +42,8 @@ class Calibrated(AutoFallback):
 
     def data_identity(self) -> dict[str, str | None]:
         """The data's part of the stage's cache key."""
-        return {"calibration_data": fingerprint(self.calibration), "holdout_data": fingerprint(self.holdout)}
+        return {
+            "calibration_data": fingerprint(self.calibration),
+            "holdout_data": fingerprint(self.holdout),
+            "decoder_prompts": self.gate.decoder.identity(),
+        }

@@ -187,9 +187,15 @@ def conclude(
     metrics, bad = gate_against_fp32(fp32, candidate, feeds, ctx.config.outputs, gate, load)
     speed = replace(measure_speed(baseline or fp32, candidate, feeds[0], load), target=target.value)
     report = AccuracyReport(metrics, len(feeds), gate.model_dump(mode="json"), speed, details, evidence)
+    publish(ctx, label, report, artifact, bad)
+
+
+def publish(ctx: StageContext, label: str, report: AccuracyReport, artifact: str, bad: list[str]) -> None:
+    """Record and write the report (accuracy.json, headline, report table); fail the stage
+    when the gate failed (`bad`: its reasons)."""
     ctx.record("accuracy", report.to_json())
-    ctx.headline(f"{headline(label, metrics, evidence)}; {speed.text()}")
-    report_table(ctx, label, metrics, len(feeds), evidence)
+    ctx.headline(f"{headline(label, report.outputs, report.evidence)}; {report.speed.text()}")
+    report_table(ctx, label, report.outputs, report.holdout_samples, report.evidence)
     ctx.output(artifact).write_text(json.dumps(report.to_json(), indent=1))
     if bad:
         raise StageFailed(f"{label} accuracy gate failed: " + "; ".join(bad))

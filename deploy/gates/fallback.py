@@ -295,6 +295,14 @@ def conclude(
 
     dest = ctx.output(conversion.output)
     label = conversion.label
+    if ctx.config.model.decoder is not None:  # judged by what it generates; no node search
+        from deploy.gates import decoder_gate
+
+        conversion.build((), dest)
+        decoder_gate.conclude(
+            ctx, label, dest, gate.decoder, details, conversion.report, target=conversion.target
+        )
+        return
     if auto.auto:
         outcome = _searched(ctx, conversion, calibration, holdout, gate, auto)
         onnx_files.copy(outcome.chosen, dest)

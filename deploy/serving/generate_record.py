@@ -16,7 +16,7 @@ from deploy.spec.tensors import Frozen
 GENERATE_MODEL = Path(__file__).with_name("generate_model.py")
 DECODE_LOOP = Path(__file__).with_name("decode_loop.py")
 GENERATE_PARAMETER = "deploy_generate"
-GENERATE_VERSION = 1
+GENERATE_VERSION = 2  # 2: the step's precision
 GENERATE_SUFFIX = "_generate"  # one response with every token (HTTP and gRPC)
 STREAM_SUFFIX = "_generate_stream"  # decoupled: one response per token (gRPC streams, HTTP generate_stream)
 
@@ -45,6 +45,9 @@ class GenerateRecord(Frozen):
     max_new_tokens: int  # the default where a request gives none, and the most it may ask
     max_context: int  # prompt + new tokens: the longest past the step was exported for, plus one
     stream: bool
+    # fp32: smoke holds it to eager's tokens; a reduced precision (gated on its generations
+    # by its stage, gates/decoder_gate.py) to the same file's loop in process.
+    precision: str = "fp32"
 
 
 def generate_names(step_model: str) -> tuple[str, str]:

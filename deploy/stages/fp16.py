@@ -12,7 +12,7 @@ from pydantic import Field
 from deploy.datasources.datasource import DataSource, fingerprint
 from deploy.domain.artifacts import ONNX
 from deploy.domain.issues import Issue
-from deploy.gates.tolerance import AccuracyGate, AutoFallback, gate_issues
+from deploy.gates.tolerance import AccuracyGate, AutoFallback, decoder_issues, gate_issues
 from deploy.modelio.onnx_files import MODEL_FILE
 from deploy.pipeline.graph.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from deploy.runtimes.base import Device
@@ -59,7 +59,9 @@ def run(ctx: StageContext, params: Fp16Params) -> None:
     from deploy.datasources import datasource
     from deploy.gates import fallback
 
-    holdout = datasource.load(params.holdout, ctx.config)
+    # A decoder is judged on prompts (gates/decoder_gate.py), not on these feeds.
+    decoder = ctx.config.model.decoder is not None
+    holdout = [] if decoder else datasource.load(params.holdout, ctx.config)
     calibration = datasource.load(params.calibration, ctx.config) if params.auto else []
     blocked = _blocked(params)
     conversion = fallback.Conversion(
@@ -150,12 +152,15 @@ def _feed_fp32(converted: onnx.ModelProto, kept: set[str]) -> None:
 
 
 def check(params: Fp16Params, config: DeployConfig) -> list[Issue]:
-    return gate_issues(params.gate, config.outputs, "stages.fp16")
+    where = "stages.fp16"
+    return gate_issues(params.gate, config.outputs, where) + decoder_issues(
+        params.auto, config.model.decoder, where
+    )
 
 
 SPEC = StageSpec(
     name="fp16",
-    version=8,  # 8: its CPU timing said to be one, not FP16's verdict; 7: accuracy.json says what its held-out inputs were; 6: a versioned record; 5: a directory
+    version=9,  # 9: a decoder gated on its generations (gate.decoder); 8: its CPU timing said to be one, not FP16's verdict; 7: accuracy.json says what its held-out inputs were; 6: a versioned record; 5: a directory
     params=Fp16Params,
     inputs=("onnx",),
     outputs=(
@@ -168,6 +173,7 @@ SPEC = StageSpec(
     identity=lambda p: {
         "holdout_data": fingerprint(p.holdout),
         "calibration_data": fingerprint(p.calibration),
+        "decoder_prompts": p.gate.decoder.identity(),
     },
     check=check,
     description="FP16 ONNX (FP32 I/O and sensitive ops), accuracy-gated against FP32",

@@ -72,6 +72,18 @@ def quantize(
     return details | {"fallback": fallback}
 
 
+def compress_weights(ctx: StageContext, dest: Path) -> dict[str, JsonValue]:
+    """NNCF's INT8 weight compression (asymmetric, per channel) of the FP32 IR to `dest`."""
+    import nncf
+    import openvino as ov
+
+    nncf.set_log_level(logging.WARNING)
+    model = _read(ir_path(ctx.input(OPENVINO)))
+    compressed = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
+    ov.save_model(compressed, str(dest), compress_to_fp16=False)
+    return {"quantizer": "nncf", "recipe": "weights only (compress_weights, INT8_ASYM)"}
+
+
 def _settings(params: NncfParams, samples: int) -> Settings:
     import nncf
 

@@ -15,14 +15,17 @@ from __future__ import annotations
 
 from deploy.domain.artifacts import OPENVINO
 from deploy.domain.issues import Issue
-from deploy.gates.tolerance import gate_issues
+from deploy.gates.tolerance import decoder_issues, gate_issues
 from deploy.pipeline.graph.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
 from deploy.spec.config import DeployConfig
 from deploy.stages.openvino_int8.nncf_params import IR_FILE, STAGE, NncfParams, ir_path
 
 
 def check(params: NncfParams, config: DeployConfig) -> list[Issue]:
-    return gate_issues(params.gate, config.outputs, f"stages.{STAGE}")
+    where = f"stages.{STAGE}"
+    return gate_issues(params.gate, config.outputs, where) + decoder_issues(
+        params.auto, config.model.decoder, where
+    )
 
 
 def run(ctx: StageContext, params: NncfParams) -> None:
@@ -31,6 +34,8 @@ def run(ctx: StageContext, params: NncfParams) -> None:
     from deploy.runtimes.files import runtime_for
     from deploy.stages.openvino_int8 import quantizer
 
+    if ctx.config.model.decoder is not None:
+        return _decoder(ctx, params)
     calibration = datasource.load(params.calibration, ctx.config)
     holdout = datasource.load(params.holdout_source(), ctx.config)
     evidence = datasource.evidence(params.holdout_source(), params.evidence_key(STAGE))
@@ -51,9 +56,27 @@ def run(ctx: StageContext, params: NncfParams) -> None:
     )
 
 
+def _decoder(ctx: StageContext, params: NncfParams) -> None:
+    """A decoder's INT8: NNCF's weight compression (int8 weights, float activations: the
+    cache is an activation no calibration samples), gated on its generations."""
+    from deploy.gates import decoder_gate
+    from deploy.runtimes.files import runtime_for
+    from deploy.stages.openvino_int8 import quantizer
+
+    dest = ctx.output(STAGE)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    details = quantizer.compress_weights(ctx, dest)
+    label = "OpenVINO INT8 weights (NNCF)"
+    baseline = ir_path(ctx.input(OPENVINO))
+    gate = params.gate.decoder
+    decoder_gate.conclude(
+        ctx, label, dest, gate, details, "accuracy_openvino_int8", load=runtime_for, baseline=baseline
+    )
+
+
 SPEC = StageSpec(
     name=STAGE,
-    version=1,
+    version=2,  # 2: a decoder's weights compressed, gated on its generations (gate.decoder)
     params=NncfParams,
     inputs=("openvino", "onnx"),
     outputs=(

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from deploy.domain.artifacts import ONNX, ONNX_INT8
 from deploy.domain.issues import Issue
-from deploy.gates.tolerance import gate_issues
+from deploy.gates.tolerance import decoder_issues, gate_issues
 from deploy.modelio.onnx_files import MODEL_FILE
 from deploy.pipeline.errors import MissingDependency, StageFailed
 from deploy.pipeline.graph.contract import Artifact, ArtifactKind, Section, StageContext, StageSpec
@@ -45,7 +45,15 @@ def check(params: QuantizeParams, config: DeployConfig) -> list[Issue]:
         )
     if params.quantizer == Quantizer.MODELOPT:
         issues += _modelopt_issues(params, where)
-    return issues
+    if config.model.decoder is not None and params.recipe != Recipe.DYNAMIC:
+        issues.append(
+            Issue(
+                f"{where}.recipe",
+                "a decoder is quantized dynamically (int8 weights; its activations include the cache, "
+                "which calibration does not sample): use recipe: dynamic",
+            )
+        )
+    return issues + decoder_issues(params.auto, config.model.decoder, where)
 
 
 def _modelopt_issues(params: QuantizeParams, where: str) -> list[Issue]:
@@ -64,8 +72,10 @@ def run(ctx: StageContext, params: QuantizeParams) -> None:
     from deploy.datasources import datasource
     from deploy.gates import accuracy, fallback
 
-    calibration = datasource.load(params.calibration, ctx.config)
-    holdout = datasource.load(params.holdout_source(), ctx.config)
+    # A decoder is judged on prompts (gates/decoder_gate.py) and quantized without ranges.
+    decoder = ctx.config.model.decoder is not None
+    calibration = [] if decoder else datasource.load(params.calibration, ctx.config)
+    holdout = [] if decoder else datasource.load(params.holdout_source(), ctx.config)
     evidence = datasource.evidence(params.holdout_source(), params.evidence_key("quantize"))
     details = {
         "target": params.target,
@@ -233,7 +243,7 @@ def _quantize_modelopt(
 
 SPEC = StageSpec(
     name="quantize",
-    version=7,  # 7: accuracy.json says what its held-out inputs were; 6: a versioned record; 5: a directory
+    version=8,  # 8: a decoder quantized dynamically, gated on its generations (gate.decoder); 7: accuracy.json says what its held-out inputs were; 6: a versioned record; 5: a directory
     params=QuantizeParams,
     inputs=("onnx",),
     outputs=(

@@ -1,6 +1,8 @@
 """smoke's check of a generate model (a decoder's `<model>_generate` or
 `<model>_generate_stream`, serving/generate_model.py): greedy generation token for token
-against eager PyTorch's (golden's generations record), over every protocol, then
+against eager PyTorch's (golden's generations record; a reduced precision, which its own
+stage gated against FP32 on its generations, against the same file's loop run here in
+process), over every protocol, then
 `clients` clients at once each with its own prompt (no cross-talk), then a seeded sampled
 request twice (reproducible). The streaming model is asked the way a streaming client
 asks: gRPC's stream, HTTP's generate_stream."""
@@ -10,8 +12,10 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from deploy.domain.artifacts import GENERATIONS
-from deploy.domain.vocabulary import Protocol
+from deploy.domain.vocabulary import Precision, Protocol
 from deploy.gates.generations import Generation, Generations
 from deploy.pipeline.graph.contract import StageContext
 from deploy.serving.generate_client import Asked, generate
@@ -33,6 +37,9 @@ def check_generate(
     eager = Generations.read(ctx.input(GENERATIONS))
     if not eager.cases:
         return ModelResult.failed(model, "golden has no eager generations to compare with (rerun golden)")
+    said: str = eager.how
+    if record.precision != Precision.FP32:  # judged against FP32 by its stage's gate
+        eager, said = in_process(model, record, eager), f"the same {record.precision} file's loop in process"
     problems: list[str] = []
     for protocol in params.protocols:
         url = server.http if protocol == Protocol.HTTP else server.grpc
@@ -42,11 +49,35 @@ def check_generate(
     problems = [p for p in problems if p]
     how = "streamed" if record.stream else "one response"
     reference = (
-        f"greedy token-exact with {eager.how} on {len(eager.cases)} prompts ({how}; "
+        f"greedy token-exact with {said} on {len(eager.cases)} prompts ({how}; "
         f"{', '.join(params.protocols)}), {params.clients} clients at once, seeded sampling reproducible"
     )
     status = ModelStatus.FAILED if problems else ModelStatus.PASSED
     return ModelResult.of(model, status, reference=reference, problems=problems)
+
+
+def in_process(model: Model, record: GenerateRecord, eager: Generations) -> Generations:
+    """The loop served code runs (serving/decode_loop.py), here over the served file itself:
+    a reduced precision's own greedy tokens on golden's prompts."""
+    from deploy.runtimes.files import runtime_for
+    from deploy.serving.decode_loop import CacheShape, Sampling, generate
+
+    present = [name.replace("past_key_values.", "present.", 1) for name in record.past]
+    files = [p for p in model.directory.glob(f"*/{record.model_file}")]
+    session = runtime_for(
+        max(files, key=lambda p: int(p.parent.name)), ["logits", *present], record.precision
+    )
+    cache = CacheShape(record.layers, record.heads, record.head_dim, record.dtype, record.past)
+
+    def step(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        out = session.infer(feeds)
+        return [out["logits"], *(out[n] for n in present)]
+
+    sampling = Sampling(max_new_tokens=eager.max_new_tokens, stop=tuple(eager.stop))
+    cases = [
+        Generation(prompt=c.prompt, tokens=generate(step, c.prompt, cache, sampling)) for c in eager.cases
+    ]
+    return eager.model_copy(update={"cases": cases})
 
 
 def _record(model: Model) -> GenerateRecord:

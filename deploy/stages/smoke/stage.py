@@ -274,7 +274,7 @@ def _model_numbers(result: ModelResult, tol: Tolerance) -> str:
 SPEC = StageSpec(
     phase=Phase.SERVE,
     name="smoke",
-    version=9,  # 9: a decoder's generate models, token-exact with eager; 8: golden_cases (auto: the shape spec's cases where validate is configured); 7: every golden case (sampled shapes, value edges), per-sample scalars, causes; 6: concurrent clients with their own requests (smoke.json schema 3)
+    version=10,  # 10: a reduced-precision generate model held to its own file's loop in process; 9: a decoder's generate models, token-exact with eager; 8: golden_cases (auto: the shape spec's cases where validate is configured); 7: every golden case (sampled shapes, value edges), per-sample scalars, causes; 6: concurrent clients with their own requests (smoke.json schema 3)
     params=SmokeParams,
     # validate's report: read only where validate is configured (golden_cases: auto)
     inputs=("repository", "golden", "eager", "generations", SOURCE_ARTIFACT, REPORT),

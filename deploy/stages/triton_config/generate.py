@@ -30,7 +30,7 @@ from deploy.stages.triton_config.params import TritonParams
 GENERATING = (ServingFormat.PYTHON, ServingFormat.PYTHON_OPENVINO)
 
 
-def records(step: str, fmt: ServingFormat, config: DeployConfig) -> list[GenerateRecord]:
+def records(step: str, fmt: ServingFormat, precision: str, config: DeployConfig) -> list[GenerateRecord]:
     """The generate and the streaming record of one step model."""
     decoder = config.model.decoder
     assert decoder is not None  # only called for a decoder config
@@ -45,6 +45,7 @@ def records(step: str, fmt: ServingFormat, config: DeployConfig) -> list[Generat
         past=decoder.past_names(),
         max_new_tokens=decoder.max_new_tokens,
         max_context=key.max[2] + 1,
+        precision=precision,
     )
     return [GenerateRecord(stream=False, **common), GenerateRecord(stream=True, **common)]
 

@@ -227,14 +227,11 @@ def _write_generate(ctx: StageContext, params: TritonParams, models: list[Served
     if ctx.config.model.decoder is None:
         return []
     root, written = ctx.output(REPOSITORY), []
-    steps = [m for m in models if m.fmt in generate.GENERATING]
-    # Smoke holds generation to eager's tokens, which a reduced precision need not give, and
-    # no gate yet judges a reduced-precision decoder by its generations: FP32 steps only.
-    for entry in [m for m in steps if m.precision != Precision.FP32]:
-        ctx.record(f"no_generate.{entry.model}", "a reduced-precision decoder step: no generation gate yet")
-    for entry in [m for m in steps if m.precision == Precision.FP32]:
+    # A reduced-precision step is here only when its stage's generation gate passed.
+    for entry in [m for m in models if m.fmt in generate.GENERATING]:
         for record, name in zip(
-            generate.records(entry.model, entry.fmt, ctx.config), generate_names(entry.model)
+            generate.records(entry.model, entry.fmt, entry.precision.value, ctx.config),
+            generate_names(entry.model),
         ):
             text = _written(ctx, generate.proto(pb, name, record, params))
             generate.write(root, params.version, root / entry.model, record, text, name)
@@ -278,7 +275,7 @@ INDUCTOR_ARTIFACTS = ("inductor", "inductor_fp16", "inductor_bf16")
 SPEC = StageSpec(
     phase=Phase.PACKAGE,
     name="triton_config",
-    version=10,  # 10: a decoder's generate and generate_stream models; 9: python_inductor at fp16 and bf16 (the inductor_fp16 / inductor_bf16 packages); 8: python_inductor (an AOTInductor package in the python backend; model.py loads it); 7: OpenVINO formats, deploy_format in every config; 6: dynamic batching refused for batch-dependent outputs of any served precision
+    version=11,  # 11: reduced-precision decoder steps get generate models too (their stage gates generation); 10: a decoder's generate and generate_stream models; 9: python_inductor at fp16 and bf16 (the inductor_fp16 / inductor_bf16 packages); 8: python_inductor (an AOTInductor package in the python backend; model.py loads it); 7: OpenVINO formats, deploy_format in every config; 6: dynamic batching refused for batch-dependent outputs of any served precision
     params=TritonParams,
     inputs=(
         "golden",
