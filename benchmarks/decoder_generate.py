@@ -26,16 +26,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,9 +40,8 @@ sys.path.insert(0, str(ROOT / "configs" / "models"))
 import char_llama  # noqa: E402
 
 from deploy.runtimes import contention  # noqa: E402
-from deploy.serving.decode_loop import CacheShape, Sampling, generate  # noqa: E402
-from deploy.serving.generate_client import Asked  # noqa: E402
-from deploy.serving.generate_client import generate as ask  # noqa: E402
+from deploy.serving import generation_perf as perf  # noqa: E402
+from deploy.serving.decode_loop import CacheShape  # noqa: E402
 
 CONCURRENCY = (1, 4, 16)
 PROMPTS = (16, 256)
@@ -61,26 +57,12 @@ def prompt_of(length: int, index: int) -> list[int]:
 def timed_row(
     name: str, one: Any, prompt_len: int, clients: int, expected: dict[tuple[int, int], list[int]]
 ) -> dict[str, Any]:
-    """`clients` sequences at once, each `one(prompt) -> (tokens, times from its start)`."""
+    """`clients` sequences at once, each `one(prompt) -> (tokens, times from its start)`,
+    timed as bench times them (deploy/serving/generation_perf.py), checked against eager."""
     prompts = [prompt_of(prompt_len, i) for i in range(clients)]
-    start_use = contention.usage()
-    wall = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=clients) as pool:
-        answers = list(pool.map(one, prompts))
-    wall = time.perf_counter() - wall
-    env = contention.between(start_use, contention.usage(), None, 0.0)
-    ttft = [times[0] for _, times in answers]
-    gaps = [b - a for _, times in answers for a, b in zip(times, times[1:])]
-    tokens = sum(len(t) for t, _ in answers)
-    exact = all(t == expected[(prompt_len, i)] for i, (t, _) in enumerate(answers))
-    return {
-        "runtime": name, "prompt": prompt_len, "concurrency": clients, "tokens": tokens,
-        "ttft_ms_median": 1e3 * statistics.median(ttft), "ttft_ms_p99": 1e3 * float(np.percentile(ttft, 99)),
-        "itl_ms_median": 1e3 * statistics.median(gaps) if gaps else None,
-        "itl_ms_p99": 1e3 * float(np.percentile(gaps, 99)) if gaps else None,
-        "tokens_per_s": tokens / wall, "token_exact": exact,
-        "contended": bool(env.contended) if env else None, "machine": env.text() if env else "unknown",
-    }  # fmt: skip
+    want = [expected[(prompt_len, i)] for i in range(clients)]
+    row = perf.timed(name, "in-process", "fp32", one, prompts, want)
+    return {"runtime": name, **row.model_dump(mode="json", exclude={"subject", "where", "precision"})}
 
 
 class Times:
@@ -116,32 +98,15 @@ def hf_runner(model: Any, new: int) -> Any:
 
 
 def in_process_runner(onnx: Path, new: int) -> Any:
+    """deploy's loop over the exported step in ONNX Runtime (one session, shared: it is
+    thread-safe), as bench runs it."""
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(onnx), providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()][1:]
     key = session.get_inputs()[1]
     cache = CacheShape(len(names) // 2, key.shape[1], key.shape[3], "float32", names)
-
-    def one(prompt: list[int]) -> tuple[list[int], list[float]]:
-        times: list[float] = []
-        start = time.perf_counter()
-        tokens = generate(lambda f: session.run(None, f), prompt, cache, Sampling(new),
-                          lambda _: times.append(time.perf_counter() - start))  # fmt: skip
-        return tokens, times
-
-    return one
-
-
-def served_runner(url: str, model: str, new: int) -> Any:
-    def one(prompt: list[int]) -> tuple[list[int], list[float]]:
-        got = ask(url, "grpc", model, Asked(prompt, {"max_new_tokens": new}), True)  # type: ignore[arg-type]
-        times = [got.first_s]
-        for gap in got.gaps_s:
-            times.append(times[-1] + gap)
-        return got.tokens, times
-
-    return one
+    return perf.in_process([lambda f: session.run(None, f)] * max(CONCURRENCY), cache, new)
 
 
 def deployed(work: Path, weights: Path) -> Path:
@@ -261,7 +226,7 @@ def _served_rows(
 
     (work / "server").mkdir()
     with serve_repository(ServerSpec(), repository, work / "server") as served:
-        one = served_runner(served.server.grpc, "zen_python_generate_stream", new)
+        one = perf.served(served.server.grpc, "zen_python_generate_stream", new)
         one(prompt_of(16, 0))  # untimed: the stub's first request
         return [timed_row("deploy served", one, p, c, expected) for p in PROMPTS for c in CONCURRENCY]
 

@@ -56,3 +56,23 @@ def generate_names(step_model: str) -> tuple[str, str]:
 
 def read(text: str) -> GenerateRecord:
     return GenerateRecord.model_validate_json(text)
+
+
+def of_model(directory: Path) -> GenerateRecord:
+    """The record in a generate model's config.pbtxt."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    config = text_format.Parse((directory / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    return read(config.parameters[GENERATE_PARAMETER].string_value)
+
+
+def step_file(directory: Path, record: GenerateRecord) -> Path:
+    """The step's file in the model's highest version directory."""
+    files = list(directory.glob(f"*/{record.model_file}"))
+    return max(files, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else -1)
+
+
+def present_names(record: GenerateRecord) -> list[str]:
+    """The step's cache outputs, in the past's order (Optimum's names: present.N.key / .value)."""
+    return [name.replace("past_key_values.", "present.", 1) for name in record.past]

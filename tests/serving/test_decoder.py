@@ -28,15 +28,9 @@ import char_llama
 
 pytestmark = pytest.mark.triton
 PROMPTS = ("Beautiful is", "Now is better", "If the implementation is hard to explain, it", "N")
-# Held out for the INT8 gate: line starts the tests above do not use.
-HELD_OUT = (
-    "Simple i",
-    "Flat is better",
-    "Readability counts.",
-    "Althou",
-    "Unless expl",
-    "There should be one",
-)
+# Held out for the INT8 gate (shipped for users too): line starts the tests above do not use.
+HELD_OUT_FILE = ROOT / "configs" / "data" / "zen_held_out.json"
+HELD_OUT = [char_llama.decode(p) for p in json.loads(HELD_OUT_FILE.read_text())]
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +58,7 @@ def deployed(zen: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     )  # fmt: skip
     assert init.returncode == 0, init.stderr
     config = yaml.safe_load((work / "zen.yaml").read_text())
-    (work / "held_out.json").write_text(json.dumps([char_llama.encode(p) for p in HELD_OUT]))
-    gate = {"gate": {"decoder": {"prompts": "held_out.json"}}}
+    gate = {"gate": {"decoder": {"prompts": str(HELD_OUT_FILE)}}}
     config["stages"]["quantize"] = {"recipe": "dynamic", **gate}
     config["stages"]["openvino"] = {}
     config["stages"]["openvino_int8"] = gate
@@ -74,6 +67,11 @@ def deployed(zen: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         "precisions": ["fp32", "int8"],
     }
     config["stages"]["smoke"] = {"clients": 4}
+    config["stages"]["bench"] = {
+        "runtimes": ["triton"],
+        "triton": {"concurrency": [1], "models": ["zen_python"]},
+        "generation": {"concurrency": [1, 4], "prompts": [16, 40], "new_tokens": 12},
+    }
     (work / "zen.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     done = run_cli("run", "zen.yaml", cwd=work)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -298,7 +296,7 @@ def test_int8_decoders_are_gated_on_their_generations_from_held_out_prompts(
 
     report = _stage_metrics(deployed, stage)["accuracy"]
     logits = report["outputs"]["logits"]
-    assert report["evidence"]["synthetic"] is False and "held_out.json" in report["evidence"]["source"]
+    assert report["evidence"]["synthetic"] is False and "zen_held_out.json" in report["evidence"]["source"]
     assert report["decoder_gate"]["prompts"] == len(HELD_OUT) and logits["samples"] == 16 * len(HELD_OUT)
     assert logits["top1_agreement"] >= 0.95 and logits["min_sample_cosine"] >= 0.99  # trained weights
     if model is None:
@@ -352,3 +350,21 @@ def test_the_decoder_gate_fails_a_candidate_whose_tokens_slip(deployed: Path) ->
     assert any("next-token agreement" in b for b in bad) and any("least step cosine" in b for b in bad), bad
     same = decoder_gate.walks(reference, reference, prompts, 16)
     assert decoder_gate.failures(decoder_gate.measured(same, 5), DecoderGate()) == []
+
+
+def test_bench_times_every_generate_model_served_and_in_process(deployed: Path) -> None:
+    """Each cell of every generate model, both ways, with answers token-exact with the same
+    file's loop one sequence at a time (bench fails the stage otherwise)."""
+    from deploy.serving.generation_perf import GenerationBench
+
+    record = _stage_metrics(deployed, "bench")["generation"]
+    found = GenerationBench.model_validate({"new_tokens": 12, "rows": record}).rows
+    steps = ("zen_python", "zen_python_int8", "zen_python_openvino", "zen_python_openvino_int8")
+    subjects = {f"{s}_generate_stream" for s in steps} | {f"{s} in process" for s in steps}
+    assert {r.subject for r in found} == subjects
+    for row in found:
+        assert row.token_exact is True, row
+        assert (row.prompt, row.tokens) in {(16, 12 * row.concurrency), (40, 12 * row.concurrency)}
+        assert row.ttft_ms_p99 >= row.ttft_ms_median > 0 and row.tokens_per_s > 0
+        assert row.itl_ms_median is not None and row.contended is not None
+    assert {(r.prompt, r.concurrency) for r in found} == {(16, 1), (16, 4), (40, 1), (40, 4)}

@@ -52,6 +52,23 @@ class TritonBench(Frozen):
     )
 
 
+class GenerationParams(Frozen):
+    """A decoder's generate models (config model.decoder), timed served and in process."""
+
+    concurrency: tuple[PositiveInt, ...] = Field(
+        (1, 4, 16), min_length=1, description="Sequences in flight at once, one row each."
+    )
+    prompts: tuple[PositiveInt, ...] = Field(
+        (16, 256),
+        min_length=1,
+        description="Prompt lengths in tokens, one row each (cut to input_ids' max and the context left for new_tokens).",
+    )
+    new_tokens: PositiveInt = Field(
+        32,
+        description="Tokens generated per sequence (no stop tokens; at most the decoder's max_new_tokens).",
+    )
+
+
 class BenchParams(MeasureSettings):
     runtimes: tuple[str, ...] = Field(
         (BASELINE, "torchscript", "onnxruntime"),
@@ -98,6 +115,11 @@ class BenchParams(MeasureSettings):
     )
     triton: TritonBench = Field(
         TritonBench(), description="Settings of the `triton` runtime (end to end through a server)."
+    )
+    generation: GenerationParams = Field(
+        GenerationParams(),
+        description="A decoder's generate models: TTFT, inter-token latency and tokens/s, served (needs triton in "
+        "runtimes) and in process.",
     )
     gate: RegressionGate = Field(
         RegressionGate(), description="Optional regression gate: fails the stage with the numbers."

@@ -33,7 +33,7 @@ from deploy.serving.repository import Model
 from deploy.serving.server_spec import identity as server_identity
 from deploy.serving.service import Role
 from deploy.spec.config import DeployConfig
-from deploy.stages.bench import machine, output, plot
+from deploy.stages.bench import generation, machine, output, plot
 from deploy.stages.bench.params import BenchParams, TritonBench
 
 # Above this share of late sends a request-rate row is flagged (log, table).
@@ -124,6 +124,7 @@ def run(ctx: StageContext, params: BenchParams) -> None:
             skipped[runtime] = reason
         else:
             rows += _measured(ctx, params, Cells(settings, fit, batches), runtime, skipped)
+    generated = generation.measure(ctx, params)
     ctx.progress(len(params.runtimes), len(params.runtimes), "done")
     failed = _failures(rows, skipped)
     rows = output.speedups(plausibility.checked(rows))
@@ -132,7 +133,10 @@ def run(ctx: StageContext, params: BenchParams) -> None:
     ctx.output(TABLE).write_text(output.markdown(rows, params.percentiles))
     plot.plot(rows, ctx.output(PLOT))
     ctx.record("bench", [r.to_json() for r in rows])
-    ctx.headline(plausibility.verdict_lead(rows) + output.headline(rows, skipped))
+    ctx.headline(
+        plausibility.verdict_lead(rows) + output.headline(rows, skipped) + generation.headline(generated)
+    )
+    generation.report(ctx, generated, params.generation.new_tokens)
     output.report(ctx, rows, skipped, params.percentiles)
     output.gate(rows, params.gate)
     flagged = sum(1 for r in rows if r.flagged)
@@ -141,6 +145,7 @@ def run(ctx: StageContext, params: BenchParams) -> None:
     )
     if partly := "; ".join(n for n in (failed, shaky) if n):
         ctx.partial(partly)
+    generation.refuse_wrong(generated)
 
 
 def _failures(rows: list[BenchRow], skipped: dict[str, str]) -> str:
@@ -338,13 +343,14 @@ def inputs_for(params: BenchParams) -> tuple[str, ...]:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="bench",
-    version=13,  # 13: a concurrency sweep stops where the server saturated (triton.saturation); 12: the machine measured with every row (contended), threads fitted to the free cores, implausible rows flagged, no verdict on either; 11: a runtime that fails is skipped with its error (the rest kept, the stage partial), runtimes this install cannot run on bench.device skipped up front, OpenVINO rows say cpu; 10: served rows name their model in a field (bench.json schema 2); 9: speed-up vs eager on in-process rows only; 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
+    version=14,  # 14: a decoder's generate models timed served and in process (generation.json); 13: a concurrency sweep stops where the server saturated (triton.saturation); 12: the machine measured with every row (contended), threads fitted to the free cores, implausible rows flagged, no verdict on either; 11: a runtime that fails is skipped with its error (the rest kept, the stage partial), runtimes this install cannot run on bench.device skipped up front, OpenVINO rows say cpu; 10: served rows name their model in a field (bench.json schema 2); 9: speed-up vs eager on in-process rows only; 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
     params=BenchParams,
     inputs=tuple(dict.fromkeys(p.artifact for p in CATALOG.values())),
     outputs=(
         Artifact("results", filename="bench.json"),
         Artifact("table", filename="bench.md"),
         Artifact("plot", filename="bench.png"),
+        Artifact("generation_speed", filename="generation.json"),
     ),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),

@@ -12,14 +12,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from deploy.domain.artifacts import GENERATIONS
 from deploy.domain.vocabulary import Precision, Protocol
 from deploy.gates.generations import Generation, Generations
 from deploy.pipeline.graph.contract import StageContext
 from deploy.serving.generate_client import Asked, generate
-from deploy.serving.generate_record import GENERATE_PARAMETER, GenerateRecord
+from deploy.serving.generate_record import GenerateRecord, of_model
 from deploy.serving.smoke_report import ModelResult, ModelStatus
 from deploy.stages.smoke.params import SmokeParams
 
@@ -59,19 +57,10 @@ def check_generate(
 def in_process(model: Model, record: GenerateRecord, eager: Generations) -> Generations:
     """The loop served code runs (serving/decode_loop.py), here over the served file itself:
     a reduced precision's own greedy tokens on golden's prompts."""
-    from deploy.runtimes.files import runtime_for
-    from deploy.serving.decode_loop import CacheShape, Sampling, generate
+    from deploy.serving.decode_loop import Sampling, generate
+    from deploy.serving.generation_perf import file_step
 
-    present = [name.replace("past_key_values.", "present.", 1) for name in record.past]
-    files = [p for p in model.directory.glob(f"*/{record.model_file}")]
-    session = runtime_for(
-        max(files, key=lambda p: int(p.parent.name)), ["logits", *present], record.precision
-    )
-    cache = CacheShape(record.layers, record.heads, record.head_dim, record.dtype, record.past)
-
-    def step(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        out = session.infer(feeds)
-        return [out["logits"], *(out[n] for n in present)]
+    step, cache = file_step(model.directory, record)
 
     sampling = Sampling(max_new_tokens=eager.max_new_tokens, stop=tuple(eager.stop))
     cases = [
@@ -81,11 +70,7 @@ def in_process(model: Model, record: GenerateRecord, eager: Generations) -> Gene
 
 
 def _record(model: Model) -> GenerateRecord:
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
-
-    config = text_format.Parse((model.directory / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
-    return GenerateRecord.model_validate_json(config.parameters[GENERATE_PARAMETER].string_value)
+    return of_model(model.directory)
 
 
 def _ask(
