@@ -44,6 +44,7 @@ from deploy.serving import generation_perf as perf  # noqa: E402
 from deploy.serving.decode_loop import CacheShape  # noqa: E402
 
 CONCURRENCY = (1, 4, 16)
+ROUNDS = 5  # each cell five times over, pooled; the row says how far its rounds spread
 PROMPTS = (16, 256)
 
 
@@ -61,8 +62,11 @@ def timed_row(
     timed as bench times them (deploy/serving/generation_perf.py), checked against eager."""
     prompts = [prompt_of(prompt_len, i) for i in range(clients)]
     want = [expected[(prompt_len, i)] for i in range(clients)]
-    row = perf.timed(name, "in-process", "fp32", one, prompts, want)
-    return {"runtime": name, **row.model_dump(mode="json", exclude={"subject", "where", "precision"})}
+    row = perf.timed(name, "in-process", "python", "fp32", one, prompts, want, ROUNDS)
+    return {
+        "runtime": name,
+        **row.model_dump(mode="json", exclude={"subject", "where", "format", "precision"}),
+    }
 
 
 class Times:
@@ -226,9 +230,14 @@ def _served_rows(
 
     (work / "server").mkdir()
     with serve_repository(ServerSpec(), repository, work / "server") as served:
-        one = perf.served(served.server.grpc, "zen_python_generate_stream", new)
-        one(prompt_of(16, 0))  # untimed: the stub's first request
-        return [timed_row("deploy served", one, p, c, expected) for p in PROMPTS for c in CONCURRENCY]
+        # One open stream per sequence in flight, each warmed: no timed request pays a connect.
+        one = perf.ServedStreams(
+            served.server.grpc, "zen_python_generate_stream", new, max(CONCURRENCY), prompt_of(16, 0)
+        )
+        try:
+            return [timed_row("deploy served", one, p, c, expected) for p in PROMPTS for c in CONCURRENCY]
+        finally:
+            one.close()
 
 
 if __name__ == "__main__":

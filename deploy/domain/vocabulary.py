@@ -41,6 +41,23 @@ class Metric(StrEnum):
     THROUGHPUT = "throughput"
 
 
+class GenerationMetric(StrEnum):
+    """What select optimises for a decoder's generate models (bench's generation rows)."""
+
+    TTFT = "ttft"  # time to first token, median ms
+    TOKENS_PER_S = "tokens_per_s"  # generated over every sequence in flight
+
+
+# Metrics whose best value is the smallest; the rest are rates.
+LOWER_IS_BETTER = frozenset({Metric.LATENCY, GenerationMetric.TTFT})
+UNITS = {
+    Metric.LATENCY: "ms",
+    Metric.THROUGHPUT: "items/s",
+    GenerationMetric.TTFT: "ms",
+    GenerationMetric.TOKENS_PER_S: "tokens/s",
+}
+
+
 class Protocol(StrEnum):
     HTTP = "http"
     GRPC = "grpc"

@@ -86,6 +86,7 @@ def prompts(config: DeployConfig, gate: DecoderGate) -> tuple[list[list[int]], E
     if gate.prompts is not None:
         found = read_prompts(gate.prompts)
         _fits(found, ids.max[1], gate.prompts)
+        _in_range(found, ids.value_range, gate.prompts)
         return found, Evidence(False, f"{len(found)} prompts from {gate.prompts}", "gate.decoder.prompts")
     low, high = ids.value_range or (0, 1)
     rng = np.random.default_rng(RANDOM_SEED)
@@ -101,6 +102,18 @@ def _fits(found: list[list[int]], longest: int, path: Path) -> None:
         raise StageFailed(
             f"{path}: prompt {over[0]} has {len(found[over[0]])} tokens, more than input_ids' "
             f"declared max of {longest}: shorten it or raise inputs[0].max"
+        )
+
+
+def _in_range(found: list[list[int]], bounds: tuple[float, float] | None, path: Path) -> None:
+    """An id past the vocabulary would make the graph's Gather fail (or wrap): said by name."""
+    if bounds is None:
+        return
+    low, high = bounds
+    bad = next(((i, t) for i, p in enumerate(found) for t in p if not low <= t <= high), None)
+    if bad is not None:
+        raise StageFailed(
+            f"{path}: prompt {bad[0]} has token id {bad[1]}, outside input_ids' value_range [{low:g}, {high:g}]"
         )
 
 

@@ -14,7 +14,7 @@ from deploy.pipeline.graph.records import read_record
 
 # selection.json's layout; bumped with the select stage's version (see pipeline/graph/records.py).
 # 3: contended and implausible verdicts; `withheld` (why timings decided nothing) for `stable`.
-SCHEMA = 3  # 2: the target, each decision's basis, served models and unverified candidates
+SCHEMA = 4  # 4: generation metrics (ttft, tokens_per_s) decided at a `cell`; 2: the target, each decision's basis, served models and unverified candidates
 
 
 class Verdict(str, Enum):
@@ -64,6 +64,7 @@ class Chosen:
     # Why the timings decided nothing ("every contender's timing is contended"): the pick
     # is then the FP32 reference, not a speed verdict. "": the timings decided.
     withheld: str = ""
+    cell: str = ""  # a generation metric's row ("prompt 16, concurrency 1"); "": `batch` is
 
 
 @dataclass(frozen=True)

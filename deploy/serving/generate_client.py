@@ -89,19 +89,37 @@ def _whole(url: str, protocol: Protocol, model: str, asked: Asked, timeout_s: fl
 
 
 def _grpc_stream(url: str, model: str, asked: Asked, timeout_s: float) -> Generated:
-    import tritonclient.grpc as grpc
-
-    arrived: queue.Queue[tuple[float, Any, Any]] = queue.Queue()
-    client = grpc.InferenceServerClient(url)
-    client.start_stream(callback=lambda result, error: arrived.put((time.perf_counter(), result, error)))
-    start = time.perf_counter()
+    stream = Stream(url)
     try:
-        client.async_stream_infer(model, _tensors(grpc, asked), enable_empty_final_response=True)
-        times, tokens = _collect(arrived, start + timeout_s)
+        return stream.generate(model, asked, timeout_s)
     finally:
-        client.stop_stream()
-        client.close()
-    return _timed(start, times, tokens)
+        stream.close()
+
+
+class Stream:
+    """One gRPC stream kept open for a caller's requests, one at a time, as a serving
+    client keeps its connection: after the first, no request's time includes a connect."""
+
+    def __init__(self, url: str) -> None:
+        import tritonclient.grpc as grpc
+
+        self.arrived: queue.Queue[tuple[float, Any, Any]] = queue.Queue()
+        self.client = grpc.InferenceServerClient(url)
+        self.client.start_stream(
+            callback=lambda result, error: self.arrived.put((time.perf_counter(), result, error))
+        )
+
+    def generate(self, model: str, asked: Asked, timeout_s: float = 60.0) -> Generated:
+        import tritonclient.grpc as grpc
+
+        start = time.perf_counter()
+        self.client.async_stream_infer(model, _tensors(grpc, asked), enable_empty_final_response=True)
+        times, tokens = _collect(self.arrived, start + timeout_s)
+        return _timed(start, times, tokens)
+
+    def close(self) -> None:
+        self.client.stop_stream()
+        self.client.close()
 
 
 def _collect(arrived: queue.Queue[tuple[float, Any, Any]], deadline: float) -> tuple[list[float], list[int]]:

@@ -67,6 +67,10 @@ class Comparison:
     # the cores". Interleaving keeps the ratio fair under load; the interval says what it cost.
     threads: int | None = None
     machine: str = ""
+    # A decoder (config model.decoder) is compared by what it generates: its one agreement
+    # is the next token's (teacher forced), latency is time to the first token (the
+    # prefill step) and per item is one decode step (the inter-token latency).
+    decoder: bool = False
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,12 @@ class GenerationParams(Frozen):
         32,
         description="Tokens generated per sequence (no stop tokens; at most the decoder's max_new_tokens).",
     )
+    rounds: PositiveInt = Field(
+        5,
+        description="Each cell run this many times over, pooled. A row whose rounds disagree (tokens/s or median "
+        "TTFT: median absolute deviation over 15 % of the median) is unstable, and select decides nothing on it; "
+        "under 3 rounds its stability is unknown, and select decides nothing on it either.",
+    )
 
 
 class BenchParams(MeasureSettings):

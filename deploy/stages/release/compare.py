@@ -7,12 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from deploy.gates.metrics import max_abs, row_cosines, top1_agreement
 from deploy.runtimes.interleaved import Budget, measure
 from deploy.serving.releases import Agreement, Comparison
+
+if TYPE_CHECKING:
+    from deploy.gates.decoder_gate import Stepper
+    from deploy.spec.config import DeployConfig
 
 MODEL_FILE = "model.onnx"  # what the onnx and python-backend formats serve
 Feeds = Mapping[str, np.ndarray]
@@ -85,3 +90,54 @@ def _top1(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
 def _batch(feeds: Feeds) -> int:
     first = next(iter(feeds.values()))
     return int(first.shape[0]) if first.ndim else 1
+
+
+def compare_decoder(
+    old: Path,
+    new: Path,
+    prompts: Sequence[list[int]],
+    steps: int,
+    config: DeployConfig,
+    against: int,
+    inputs: str,
+    budget: Budget,
+) -> Comparison:
+    """A decoder's versions by what they generate (gates/decoder_gate.py): the deployed one
+    decodes each prompt greedily, the candidate is fed its tokens; one agreement, on the
+    next token, whose cosine is the least step's. Timed interleaved: the prefill (time to
+    first token) and one decode step after the first prompt (inter-token latency)."""
+    from deploy.gates import decoder_gate
+    from deploy.runtimes import contention
+    from deploy.runtimes.onnxrt import OnnxRuntime
+
+    assert config.model.decoder is not None
+    fit = contention.fitted()
+    names = [decoder_gate.LOGITS, *config.model.decoder.present_names()]
+    before, after = (
+        decoder_gate.stepper(config, OnnxRuntime(path, threads=fit.threads, outputs=names))
+        for path in (old, new)
+    )
+    walked = decoder_gate.walks(before, after, [list(p) for p in prompts], steps)
+    m = decoder_gate.measured(walked, 5)[decoder_gate.LOGITS]
+    agreement = Agreement(
+        "next token", round(m.min_sample_cosine or 0.0, 6), float(f"{m.max_abs:.4g}"), m.top1_agreement
+    )
+    prefill, decode = _step_feeds(before, prompts[0])
+    start = contention.usage()
+    first = measure(lambda: before.session.infer(prefill), lambda: after.session.infer(prefill), budget)
+    then = measure(lambda: before.session.infer(decode), lambda: after.session.infer(decode), budget)
+    machine = fit.environment(start, contention.usage())
+    return Comparison(
+        against, inputs, [agreement], round(first.ratio, 4), round(then.ratio, 4),
+        [round(first.low, 4), round(first.high, 4)], [round(then.low, 4), round(then.high, 4)],
+        max(first.rounds, then.rounds), fit.threads, machine.text() if machine else "", decoder=True,
+    )  # fmt: skip
+
+
+def _step_feeds(stepper: Stepper, prompt: list[int]) -> tuple[Feeds, Feeds]:
+    """The prefill's feeds, and one decode step's after it (the deployed version's past)."""
+    prefill = {"input_ids": np.asarray([prompt], np.int64), **stepper.empty}
+    out = stepper.session.infer(prefill)
+    token = int(np.argmax(out["logits"][0, -1]))
+    past = {name: out[p] for name, p in zip(stepper.past, stepper.present)}
+    return prefill, {"input_ids": np.array([[token]], np.int64), **past}

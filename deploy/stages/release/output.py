@@ -212,8 +212,9 @@ def headline(decided: list[ModelRelease]) -> str:
     if compared:
         worst = min(a.cosine for c in compared for a in c.agreement)
         slowest = max(c.latency_ratio or 0 for c in compared)
+        timed = "time to first token" if compared[0].decoder else "latency"
         parts.append(
-            f"worst cosine to the deployed {worst:.6f}, latency {slowest:.2f}x (on {compared[0].inputs})"
+            f"worst cosine to the deployed {worst:.6f}, {timed} {slowest:.2f}x (on {compared[0].inputs})"
         )
     return "; ".join(parts)
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deploy.domain.artifacts import GOLDEN, REPOSITORY
+from deploy.domain.artifacts import GENERATIONS, GOLDEN, REPOSITORY
 from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import DataKind
 from deploy.pipeline.graph.contract import Artifact, Phase, StageContext, StageSpec
@@ -158,8 +158,24 @@ def _compare(
     if key not in measured:
         ctx.progress(0, what=f"{dirs[0].parent.name}: v{against} vs the candidate")
         inputs, outputs = _inputs_said(ctx, params), ctx.config.output_names()
-        measured[key] = compare.compare(old_file, new_file, cases, outputs, against, inputs, _budget(params))
+        measured[key] = (
+            _generations(ctx, old_file, new_file, against, params)
+            if ctx.config.model.decoder is not None
+            else compare.compare(old_file, new_file, cases, outputs, against, inputs, _budget(params))
+        )
     return replace(measured[key], against=against), ""
+
+
+def _generations(ctx: StageContext, old: Path, new: Path, against: int, params: ReleaseParams) -> Comparison:
+    """A decoder's versions on golden's prompts, generation by generation."""
+    from deploy.gates.generations import Generations
+    from deploy.stages.release import compare
+
+    eager = Generations.read(ctx.input(GENERATIONS))
+    prompts = [case.prompt for case in eager.cases]
+    steps = max(1, eager.max_new_tokens)
+    said = f"golden's {len(prompts)} prompts, {steps} steps each"
+    return compare.compare_decoder(old, new, prompts, steps, ctx.config, against, said, _budget(params))
 
 
 def _budget(params: ReleaseParams) -> Budget:
@@ -193,14 +209,15 @@ def _slowdowns(comparison: Comparison) -> list[tuple[str, Interval]]:
     """Latency and time per item, new / deployed, with their intervals (older records
     without one stand as exact)."""
     found = []
+    first, then = (
+        ("time to first token", "inter-token latency") if comparison.decoder else ("latency", "time per item")
+    )
     if comparison.latency_ratio is not None:
         low, high = comparison.latency_ci or [comparison.latency_ratio] * 2
-        found.append(("latency", Interval(comparison.latency_ratio, low, high, comparison.rounds, True)))
+        found.append((first, Interval(comparison.latency_ratio, low, high, comparison.rounds, True)))
     if comparison.per_item_ratio is not None:
         low, high = comparison.per_item_ci or [comparison.per_item_ratio] * 2
-        found.append(
-            ("time per item", Interval(comparison.per_item_ratio, low, high, comparison.rounds, True))
-        )
+        found.append((then, Interval(comparison.per_item_ratio, low, high, comparison.rounds, True)))
     return found
 
 
@@ -284,9 +301,18 @@ def check(params: ReleaseParams, config: DeployConfig) -> list[Issue]:
 SPEC = StageSpec(
     phase=Phase.RELEASE,
     name="release",
-    version=2,  # 2: bench's numbers and select's target in the records
+    version=3,  # 3: a decoder compared by its generations (next-token agreement, TTFT, inter-token latency); 2: bench's numbers and select's target in the records
     params=ReleaseParams,
-    inputs=("repository", "golden", "smoke", "accuracy_int8", "accuracy_fp16", "results", "selection"),
+    inputs=(
+        "repository",
+        "golden",
+        "generations",
+        "smoke",
+        "accuracy_int8",
+        "accuracy_fp16",
+        "results",
+        "selection",
+    ),
     outputs=(Artifact("release", filename="release.json"),),
     run=run,
     env=("onnxruntime", "numpy"),

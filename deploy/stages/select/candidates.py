@@ -17,6 +17,7 @@ from deploy.domain.vocabulary import Precision
 from deploy.runtimes.catalog import CATALOG, IN_PROCESS, serving
 from deploy.runtimes.plugin import RuntimePlugin
 from deploy.runtimes.record import BenchResults, BenchRow
+from deploy.serving.generation_perf import GenerationBench
 from deploy.serving.smoke_report import ModelResult, ModelStatus, SmokeReport
 from deploy.stages.select.selection import Candidate
 
@@ -63,6 +64,46 @@ def gather(
     ]
     standing = {c.runtime for c in served}
     return served + [_unserved(c) for c in plain if c.runtime not in standing]
+
+
+def generating(
+    speed: GenerationBench | None,
+    cosines: Mapping[str, float | None],
+    smoke: SmokeReport | None,
+    evidence: Mapping[str, str],
+) -> list[Candidate]:
+    """A decoder's served generate models, each with its generation rows; verified where
+    smoke passed it (a step's reduced precision carries its decoder gate's accuracy)."""
+    if speed is None:
+        return []
+    names = sorted({r.subject for r in speed.rows if r.where == "served"})
+    return [_generating(n, speed, cosines, smoke, evidence) for n in names]
+
+
+def _generating(
+    name: str,
+    speed: GenerationBench,
+    cosines: Mapping[str, float | None],
+    smoke: SmokeReport | None,
+    evidence: Mapping[str, str],
+) -> Candidate:
+    rows = tuple(r for r in speed.rows if r.subject == name)
+    deploys = serving(rows[0].format, rows[0].precision)
+    if deploys is None:
+        raise ValueError(f"{name}: no runtime runs what a {rows[0].format} {rows[0].precision} model serves")
+    result = smoke.models.get(name) if smoke is not None else None
+    unverified = (
+        "" if smoke is None else ("smoke did not check it" if result is None else _verdict_of(result))
+    )
+    report = _report(deploys.name)
+    return Candidate(
+        deploys.name, deploys.family, _precision(deploys), cosines.get(report), model=name,
+        unverified=unverified, evidence=evidence.get(report, ""), generation=rows,
+    )  # fmt: skip
+
+
+def _verdict_of(result: ModelResult) -> str:
+    return "" if result.status is ModelStatus.PASSED else _why_unverified(result)
 
 
 def _in_process(bench: BenchResults, cosines: Mapping[str, float | None]) -> list[Candidate]:

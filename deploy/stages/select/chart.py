@@ -51,7 +51,7 @@ def figure(decisions: list[Decision]) -> Any:
         ax.set_xlim(min(positive) / 2, max(positive) * 8)
     else:
         ax.set_xlim(0, max(values, default=1.0) * 1.75)  # room for the longest bar's text
-    ax.set_xlabel(f"{main.objective.metric} at batch {main.batch} ({main.unit()}, {main.basis.value})")
+    ax.set_xlabel(f"{main.objective.metric} at {main.at()} ({main.unit()}, {main.basis.value})")
     ax.set_title(f"'{main.objective.name}': what the decision compared", fontsize=10)
     fig.tight_layout()
     return fig

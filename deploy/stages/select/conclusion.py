@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deploy.domain.vocabulary import Metric
+from deploy.domain.vocabulary import LOWER_IS_BETTER, Metric
 from deploy.pipeline.graph.contract import Conclusion
 from deploy.runtimes.catalog import BASELINE as EAGER  # the speed-ups' baseline
 from deploy.runtimes.plausibility import comparable
@@ -23,7 +23,7 @@ def conclusion(decisions: list[Decision], target: Target, repository: Path | Non
     main = next((d for d in decisions if d.winner is not None), None)
     facts: list[tuple[str, str]] = []
     if main is not None and main.winner is not None:
-        facts.append((f"{main.objective.metric} (batch {main.batch})", _value(main, main.winner)))
+        facts.append((f"{main.objective.metric} ({main.at()})", _value(main, main.winner)))
         facts.append(("speed vs eager PyTorch", _eager(main)))
         facts.append(("speed vs FP32", _against_fp32(main)))
         facts.append(("accuracy vs FP32", _accuracy(main.winner)))
@@ -48,7 +48,7 @@ def _eager(d: Decision) -> str:
     mine = d.winner.candidate.rows.get(d.batch) if d.batch is not None else None
     theirs = eager.rows.get(d.batch) if eager is not None and d.batch is not None else None
     if mine is None or theirs is None:
-        return f"not measured in process at batch {d.batch} for both"
+        return f"not measured in process at {d.at()} for both"
     gain = _gain(d, _metric(d, mine), _metric(d, theirs))
     numbers = f"{_metric(d, mine):.4g} vs {_metric(d, theirs):.4g} {d.unit()}"
     return f"{gain:.2f}x (both in process, batch {d.batch}: {numbers}){_noise(comparable(mine), comparable(theirs))}"
@@ -79,7 +79,7 @@ def _best_fp32(d: Decision) -> Standing | None:
 
 def _cost(d: Decision, e: Standing) -> float:
     assert e.value is not None
-    return e.value if d.objective.metric == Metric.LATENCY else -e.value
+    return e.value if d.objective.metric in LOWER_IS_BETTER else -e.value
 
 
 def _metric(d: Decision, row: BenchRow) -> float:
@@ -87,13 +87,13 @@ def _metric(d: Decision, row: BenchRow) -> float:
 
 
 def _gain(d: Decision, mine: float, theirs: float) -> float:
-    return theirs / mine if d.objective.metric == Metric.LATENCY else mine / theirs
+    return theirs / mine if d.objective.metric in LOWER_IS_BETTER else mine / theirs
 
 
 def _where(d: Decision) -> str:
     if d.basis is Basis.SERVED:
-        return f"both served end to end, batch {d.batch}"
-    return f"both in process, batch {d.batch}"
+        return f"both served end to end, {d.at()}"
+    return f"both in process, {d.at()}"
 
 
 def _noise(*comparable: bool) -> str:

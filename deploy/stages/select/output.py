@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from deploy.domain.vocabulary import Metric, Precision
+from deploy.domain.vocabulary import LOWER_IS_BETTER, Metric, Precision
 from deploy.pipeline.graph.contract import StageContext
 from deploy.runtimes.selection_record import Basis
 from deploy.stages.select.candidates import Target
@@ -60,15 +60,15 @@ def report(ctx: StageContext, decisions: list[Decision], found: list[Candidate],
         note=f"Target: {target.text}. Unverified candidates (never loaded or checked on it) are not chosen for it.",
         console=True,
     )
-    lat = next((d for d in decisions if d.objective.metric == Metric.LATENCY), None)
-    thr = next((d for d in decisions if d.objective.metric == Metric.THROUGHPUT), None)
+    lat = next((d for d in decisions if d.objective.metric in LOWER_IS_BETTER), None)
+    thr = next((d for d in decisions if d.objective.metric not in LOWER_IS_BETTER), None)
     columns = ["candidate", "verified", "accuracy (cosine to FP32)"]
     columns += [_column(lat, "latency", "median ms"), _column(thr, "throughput", "items/s"), "selected for"]
     status = [_status_row(c, decisions, lat, thr) for c in found]
     ctx.report_table("Status per format and precision", columns, status, console=True)
     for d in decisions:
         body = [[e.candidate.label, e.verdict.value, _entry_value(e, d), e.reason] for e in d.entries]
-        title = f"Selection for '{d.objective.name}' ({d.objective.metric} at batch {d.batch}, {_basis(d)})"
+        title = f"Selection for '{d.objective.name}' ({d.objective.metric} at {d.at()}, {_basis(d)})"
         ctx.report_table(title, ["candidate", "verdict", "value", "why"], body)
 
 
@@ -85,6 +85,8 @@ def _decision_row(d: Decision, repository: Path) -> list[Any]:
 
 
 def _basis(d: Decision) -> str:
+    if d.cell:
+        return "generate models served through Triton (gRPC streams)"
     batch = _batch(d)
     if d.basis is Basis.SERVED:
         load = "concurrency 1" if d.objective.metric == Metric.LATENCY else "the best concurrency"
@@ -104,6 +106,8 @@ def _column(d: Decision | None, metric: str, unit: str) -> str:
     if d is None:
         return f"{metric} {unit}"
     where = "served" if d.basis is Basis.SERVED else "in-process"
+    if d.cell:
+        return f"{d.objective.metric} {d.unit()} ({d.cell}, {where})"
     return f"{metric} b{d.batch} {unit} ({where})"
 
 

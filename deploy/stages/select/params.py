@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
-from deploy.domain.vocabulary import Metric
+from deploy.domain.vocabulary import GenerationMetric, Metric
 
 
 class Objective(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str = Field(..., min_length=1, description="What the objective is called in the report.")
-    metric: Metric = Field(..., description="latency: lowest median ms per call; throughput: most items/s.")
+    metric: Metric | GenerationMetric = Field(
+        ...,
+        description="latency: lowest median ms per call; throughput: most items/s. For a decoder's generate models "
+        "(bench.generation): ttft, lowest median time to first token; tokens_per_s, most tokens/s.",
+    )
     batch: PositiveInt | None = Field(
         None,
         description="Batch size compared; null: latency at the smallest measured batch, throughput at the largest.",
@@ -34,6 +38,27 @@ class Objective(BaseModel):
         le=1,
         description="Constraint: reduced precision at least this cosine to FP32 on held-out data.",
     )
+    prompt: PositiveInt | None = Field(
+        None,
+        description="ttft / tokens_per_s: the prompt length compared (of bench.generation.prompts); null: the shortest.",
+    )
+    concurrency: PositiveInt | None = Field(
+        None,
+        description="ttft / tokens_per_s: sequences in flight compared (of bench.generation.concurrency); null: the "
+        "fewest for ttft, the most for tokens_per_s.",
+    )
+
+    @model_validator(mode="after")
+    def _keys_of_its_metric(self) -> Objective:
+        generation = isinstance(self.metric, GenerationMetric)
+        wrong = (
+            [k for k in ("batch", "max_latency_ms", "percentile") if getattr(self, k) is not None]
+            if generation
+            else [k for k in ("prompt", "concurrency") if getattr(self, k) is not None]
+        )
+        if wrong:
+            raise ValueError(f"metric {self.metric} does not take {', '.join(wrong)}")
+        return self
 
 
 class SelectParams(BaseModel):

@@ -9,10 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from deploy.domain.vocabulary import Metric, Precision
+from deploy.domain.vocabulary import LOWER_IS_BETTER, UNITS, GenerationMetric, Metric, Precision
 from deploy.runtimes.plugin import Family
 from deploy.runtimes.record import BenchRow
 from deploy.runtimes.selection_record import Basis, Chosen, Judged, Selection, Verdict
+from deploy.serving.generation_perf import GenerationRow
 
 FLAGGED = (Verdict.UNSTABLE, Verdict.CONTENDED, Verdict.IMPLAUSIBLE)
 
@@ -21,9 +22,13 @@ class Goal(Protocol):
     @property
     def name(self) -> str: ...
     @property
-    def metric(self) -> Metric: ...
+    def metric(self) -> Metric | GenerationMetric: ...
     @property
     def batch(self) -> int | None: ...
+    @property
+    def prompt(self) -> int | None: ...
+    @property
+    def concurrency(self) -> int | None: ...
     @property
     def max_latency_ms(self) -> float | None: ...
     @property
@@ -46,6 +51,7 @@ class Candidate:
     evidence: str = (
         ""  # what its accuracy rests on when that is not real data ("random data; real data goes in KEY")
     )
+    generation: tuple[GenerationRow, ...] = ()  # a generate model's served rows (bench.generation)
 
     @property
     def label(self) -> str:
@@ -79,6 +85,7 @@ class Decision:
     # Why the timings decided nothing (every contender's row unstable, contended or
     # implausible): the pick is then the FP32 reference, said wherever it is shown.
     withheld: str = ""
+    cell: str = ""  # a generation metric's row: "prompt 16, concurrency 1" ("": a batch)
 
     @property
     def winner(self) -> Standing | None:
@@ -93,7 +100,11 @@ class Decision:
         return None if self.winner is None else self.winner.candidate.label
 
     def unit(self) -> str:
-        return "ms" if self.objective.metric == Metric.LATENCY else "items/s"
+        return UNITS[self.objective.metric]
+
+    def at(self) -> str:
+        """What the rows compared were measured at."""
+        return self.cell or f"batch {self.batch}"
 
 
 def decide(found: list[Candidate], objective: Goal, min_gain: float = 0.0, server: bool = False) -> Decision:
@@ -101,18 +112,58 @@ def decide(found: list[Candidate], objective: Goal, min_gain: float = 0.0, serve
     it beats the best FP32 one by more than `min_gain` (a gain inside the measurement's
     spread does not pay for the accuracy it costs). Served rows decide where bench timed
     every verified candidate through the server."""
+    if isinstance(objective.metric, GenerationMetric):
+        return _ranked(_generation_decision(found, objective, server), min_gain)
     basis = _basis(found, objective, server)
     batch = objective.batch or _default_batch(found, objective.metric, basis)
     judged = [_judge(c, objective, batch, basis, server) for c in found]
-    contenders = [e for e in judged if e.verdict is Verdict.SLOWER]
+    return _ranked(Decision(objective, batch, judged, basis), min_gain)
+
+
+def _ranked(d: Decision, min_gain: float) -> Decision:
+    """The judged entries ranked: the best contender selected, or the reference kept where
+    every contender's timing is flagged."""
+    objective = d.objective
+    contenders = [e for e in d.entries if e.verdict is Verdict.SLOWER]
     if contenders and not any(e.comparable for e in contenders):
-        return _reference(Decision(objective, batch, judged, basis), contenders)
-    entries = [_set_aside(e) for e in judged]
+        return _reference(d, contenders)
+    entries = [_set_aside(e) for e in d.entries]
     ranked = sorted((e for e in entries if e.verdict is Verdict.SLOWER), key=lambda e: _order(e, objective))
     if not ranked:
-        return Decision(objective, batch, entries, basis)
+        return replace(d, entries=entries)
     best = _worth_it(ranked, objective, min_gain)
-    return Decision(objective, batch, [_against(e, best, objective) for e in entries], basis)
+    return replace(d, entries=[_against(e, best, objective) for e in entries])
+
+
+def _generation_decision(found: list[Candidate], objective: Goal, server: bool) -> Decision:
+    """A decoder's generate models on bench's served generation rows at one cell."""
+    prompts = sorted({r.prompt for c in found for r in c.generation})
+    prompt = objective.prompt or (prompts[0] if prompts else 0)
+    levels = sorted({r.concurrency for c in found for r in c.generation if r.prompt == prompt})
+    fewest = objective.metric == GenerationMetric.TTFT
+    clients = objective.concurrency or ((levels[0] if fewest else levels[-1]) if levels else 0)
+    judged = [_judge_generation(c, objective, prompt, clients, server) for c in found]
+    return Decision(objective, None, judged, Basis.SERVED, cell=f"prompt {prompt}, concurrency {clients}")
+
+
+def _judge_generation(c: Candidate, objective: Goal, prompt: int, clients: int, server: bool) -> Standing:
+    row = next((r for r in c.generation if (r.prompt, r.concurrency) == (prompt, clients)), None)
+    ttft = objective.metric == GenerationMetric.TTFT
+    value = None if row is None else (row.ttft_ms_median if ttft else row.tokens_per_s)
+    load = f"p{prompt} c{clients}"
+    if server and c.unverified:
+        return Standing(c, Verdict.UNVERIFIED, value, c.unverified, load, Basis.SERVED)
+    if row is None:
+        return Standing(c, Verdict.SKIPPED, None, f"not measured at prompt {prompt}, concurrency {clients}")
+    broken = _accuracy_broken(c, objective)
+    broken += ["its tokens differed from its own loop's under load"] if row.token_exact is False else []
+    flag = _generation_flag(row)
+    if broken and flag is not None:
+        return Standing(
+            c, flag[0], value, f"{'; '.join(broken)}, but {flag[1]}: not judged", load, Basis.SERVED, flag
+        )
+    verdict = Verdict.REJECTED if broken else Verdict.SLOWER
+    return Standing(c, verdict, value, "; ".join(broken), load, Basis.SERVED, flag)
 
 
 def _set_aside(e: Standing) -> Standing:
@@ -158,7 +209,7 @@ def _worth_it(ranked: list[Standing], objective: Goal, min_gain: float) -> Stand
 
 def _gain(e: Standing, other: Standing, objective: Goal) -> float:
     assert e.value is not None and other.value is not None
-    return other.value / e.value if objective.metric == Metric.LATENCY else e.value / other.value
+    return other.value / e.value if objective.metric in LOWER_IS_BETTER else e.value / other.value
 
 
 def _default_batch(found: list[Candidate], metric: str, basis: Basis) -> int | None:
@@ -194,6 +245,17 @@ def _judge(c: Candidate, objective: Goal, batch: int | None, basis: Basis, serve
     return Standing(c, verdict, value, "; ".join(broken), load, measured, flag)
 
 
+def _generation_flag(row: GenerationRow) -> tuple[Verdict, str] | None:
+    if row.contended:
+        return Verdict.CONTENDED, f"{row.machine} while it was timed"
+    if row.spread is None:
+        return Verdict.UNSTABLE, f"{row.rounds} round(s): its stability is unknown (bench.generation.rounds)"
+    if not row.stable:
+        why = f"its {row.rounds} rounds spread {100 * row.spread:.0f} %: its timing did not settle"
+        return Verdict.UNSTABLE, why
+    return None
+
+
 def _flag(row: BenchRow) -> tuple[Verdict, str] | None:
     """Why no verdict may rest on the row, the strongest reason first."""
     if row.implausible:
@@ -227,19 +289,21 @@ def _broken(c: Candidate, row: BenchRow, objective: Goal) -> list[str]:
             found.append(f"{tail} not supported by {row.iterations} samples")
         elif value > objective.max_latency_ms:
             found.append(f"{tail} {value:.3f} ms > {objective.max_latency_ms} ms")
-    if (
-        objective.min_cosine is not None and Precision(c.precision).reduced
-    ):  # its accuracy against FP32 must be measured
-        if c.cosine is None:
-            found.append("no accuracy measured")
-        elif c.cosine < objective.min_cosine:
-            found.append(f"cosine {c.cosine:.5f} < {objective.min_cosine}")
-    return found
+    return found + _accuracy_broken(c, objective)
+
+
+def _accuracy_broken(c: Candidate, objective: Goal) -> list[str]:
+    """A reduced precision's accuracy against FP32 must be measured, and be enough."""
+    if objective.min_cosine is None or not Precision(c.precision).reduced:
+        return []
+    if c.cosine is None:
+        return ["no accuracy measured"]
+    return [f"cosine {c.cosine:.5f} < {objective.min_cosine}"] if c.cosine < objective.min_cosine else []
 
 
 def _order(e: Standing, objective: Goal) -> float:
     assert e.value is not None
-    return e.value if objective.metric == Metric.LATENCY else -e.value
+    return e.value if objective.metric in LOWER_IS_BETTER else -e.value
 
 
 def _against(e: Standing, best: Standing, objective: Goal) -> Standing:
@@ -249,7 +313,7 @@ def _against(e: Standing, best: Standing, objective: Goal) -> Standing:
         return _maybe_faster(e, best, objective)
     if e.verdict is not Verdict.SLOWER or e.value is None or best.value is None:
         return e
-    unit = "ms" if objective.metric == Metric.LATENCY else "items/s"
+    unit = UNITS[objective.metric]
     numbers = f"{e.value:.3f} {unit} vs {best.value:.3f} {unit}"
     gain = _gain(e, best, objective)
     if gain >= 1:  # better, but not by enough to leave FP32
@@ -293,6 +357,7 @@ def record(decisions: list[Decision], found: list[Candidate], target: str = "") 
             d.basis.value,
             d.winner.candidate.model or None if d.winner else None,
             d.withheld,
+            d.cell,
         )
         for d in decisions
     ]

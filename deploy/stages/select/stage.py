@@ -19,22 +19,27 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from deploy.domain.artifacts import CHART, DEPLOYMENT, REPOSITORY, RESULTS, SELECTION, SMOKE
+from deploy.domain.artifacts import CHART, DEPLOYMENT, GENERATION_SPEED, REPOSITORY, RESULTS, SELECTION, SMOKE
+from deploy.domain.issues import Issue
 from deploy.domain.naming import model_name
+from deploy.domain.vocabulary import GenerationMetric
 from deploy.gates.accuracy_report import AccuracyReport
 from deploy.pipeline.errors import Contended, StageFailed
 from deploy.pipeline.graph.contract import Artifact, ArtifactKind, Phase, Publish, StageContext, StageSpec
 from deploy.runtimes.catalog import ACCURACY_REPORTS, CATALOG
 from deploy.runtimes.record import BenchResults
 from deploy.runtimes.selection_record import Verdict
+from deploy.serving.generation_perf import GenerationBench
 from deploy.serving.publishing import when_selected
 from deploy.serving.service import Role
 from deploy.serving.service_record import service_name
 from deploy.serving.smoke_report import SmokeReport
+from deploy.spec.config import DeployConfig
 from deploy.stages.select import candidates, output, selection
 from deploy.stages.select.chart import chart
 from deploy.stages.select.conclusion import conclusion
-from deploy.stages.select.params import SelectParams
+from deploy.stages.select.params import Objective, SelectParams
+from deploy.stages.select.selection import Candidate
 
 
 def run(ctx: StageContext, params: SelectParams) -> None:
@@ -45,9 +50,14 @@ def run(ctx: StageContext, params: SelectParams) -> None:
     smoke = SmokeReport.read(ctx.input(SMOKE)) if "smoke" in ctx.inputs else None
     target = candidates.target_of(bench, smoke)
     found = candidates.gather(bench, cosines, smoke, evidence)
-    if not any(c.rows or c.served for c in found):
-        raise StageFailed("select: the bench stage measured no in-process runtime to choose from")
-    decisions = [selection.decide(found, o, params.min_gain, target.server) for o in params.objectives]
+    speed = GenerationBench.read(ctx.input(GENERATION_SPEED)) if GENERATION_SPEED in ctx.inputs else None
+    generating = candidates.generating(speed, cosines, smoke, evidence)
+    _enough(params, found, generating)
+    decisions = [
+        selection.decide(generating if _generation(o) else found, o, params.min_gain, target.server)
+        for o in params.objectives
+    ]
+    found = found + generating
     chosen = selection.record(decisions, found, target.text)
     ctx.record("selection", {d.objective.name: d.winner_label() for d in decisions})
     ctx.record("target", target.text)
@@ -65,6 +75,35 @@ def run(ctx: StageContext, params: SelectParams) -> None:
     ctx.output(SELECTION).write_text(json.dumps(chosen.to_json(), indent=1))
     if unmet:
         _refuse(unmet, decisions, target)
+
+
+def _generation(objective: Objective) -> bool:
+    return isinstance(objective.metric, GenerationMetric)
+
+
+def _enough(params: SelectParams, found: list[Candidate], generating: list[Candidate]) -> None:
+    """Something measured for every kind of objective asked for."""
+    if any(not _generation(o) for o in params.objectives) and not any(c.rows or c.served for c in found):
+        raise StageFailed("select: the bench stage measured no in-process runtime to choose from")
+    if any(_generation(o) for o in params.objectives) and not generating:
+        raise StageFailed(
+            "select: a ttft / tokens_per_s objective needs bench's generation rows: a decoder (model.decoder) "
+            "and triton in bench.runtimes"
+        )
+
+
+def check(params: SelectParams, config: DeployConfig) -> list[Issue]:
+    """A generation objective needs generate models: a decoder config."""
+    if config.model.decoder is not None:
+        return []
+    return [
+        Issue(
+            f"stages.select.objectives[{i}].metric",
+            f"{o.metric} is a decoder's metric: this config has no model.decoder",
+        )
+        for i, o in enumerate(params.objectives)
+        if _generation(o)
+    ]
 
 
 def _refuse(unmet: list[str], decisions: list[selection.Decision], target: Any) -> None:
@@ -156,9 +195,9 @@ def _link(src: str, dst: str) -> None:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="select",
-    version=8,  # 8: contended and implausible rows set aside like unstable ones; all flagged: no speed verdict, the FP32 reference kept (selection.json schema 3); 7: no verdict on noise (unstable rows), like-with-like ratios; 6: OpenVINO INT8 judged by its own accuracy report; 5: the verdict the report opens with; 4: decides for the server smoke verified (selection.json schema 2)
+    version=9,  # 9: a decoder's generate models chosen by ttft / tokens_per_s (selection.json schema 4); 8: contended and implausible rows set aside like unstable ones; all flagged: no speed verdict, the FP32 reference kept (selection.json schema 3); 7: no verdict on noise (unstable rows), like-with-like ratios; 6: OpenVINO INT8 judged by its own accuracy report; 5: the verdict the report opens with; 4: decides for the server smoke verified (selection.json schema 2)
     params=SelectParams,
-    inputs=("results", *ACCURACY_REPORTS, "repository", "smoke"),
+    inputs=("results", *ACCURACY_REPORTS, "repository", "smoke", "generation_speed"),
     outputs=(
         Artifact("selection", filename="selection.json"),
         Artifact("chart", filename="select.png"),
@@ -166,8 +205,9 @@ SPEC = StageSpec(
     ),
     run=run,
     env=("matplotlib",),
-    if_configured=frozenset({*ACCURACY_REPORTS, "repository", "smoke"}),
+    if_configured=frozenset({*ACCURACY_REPORTS, "repository", "smoke", "generation_speed"}),
     publishes=when_selected,
+    check=check,
     description="picks the best (format, precision) per objective from bench rows and accuracy gates; status table",
     timeout_s=600,
 )

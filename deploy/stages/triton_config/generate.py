@@ -22,7 +22,7 @@ from deploy.serving.generate_record import (
     TOKENS,
     GenerateRecord,
 )
-from deploy.serving.layout import LAYOUTS
+from deploy.serving.layout import FORMAT_PARAMETER, LAYOUTS
 from deploy.spec.config import DeployConfig
 from deploy.stages.triton_config.params import TritonParams
 
@@ -50,7 +50,7 @@ def records(step: str, fmt: ServingFormat, precision: str, config: DeployConfig)
     return [GenerateRecord(stream=False, **common), GenerateRecord(stream=True, **common)]
 
 
-def proto(pb: ModuleType, name: str, record: GenerateRecord, params: TritonParams) -> Any:
+def proto(pb: ModuleType, name: str, record: GenerateRecord, params: TritonParams, fmt: ServingFormat) -> Any:
     model = pb.ModelConfig(name=name, backend="python", max_batch_size=0)
     model.input.add(name=PROMPT, data_type=pb.TYPE_INT64, dims=[-1])
     for setting, (kind, _) in SETTINGS.items():
@@ -60,6 +60,9 @@ def proto(pb: ModuleType, name: str, record: GenerateRecord, params: TritonParam
     model.instance_group.add(kind=pb.ModelInstanceGroup.KIND_CPU, count=params.instance_group.count)
     model.model_transaction_policy.decoupled = record.stream
     model.parameters[GENERATE_PARAMETER].string_value = record.model_dump_json()
+    # As every model's: repository.models tells the step's format and precision by them.
+    model.parameters["deploy_precision"].string_value = record.precision
+    model.parameters[FORMAT_PARAMETER].string_value = fmt
     return model
 
 

@@ -233,7 +233,7 @@ def _write_generate(ctx: StageContext, params: TritonParams, models: list[Served
             generate.records(entry.model, entry.fmt, entry.precision.value, ctx.config),
             generate_names(entry.model),
         ):
-            text = _written(ctx, generate.proto(pb, name, record, params))
+            text = _written(ctx, generate.proto(pb, name, record, params, entry.fmt))
             generate.write(root, params.version, root / entry.model, record, text, name)
             written.append(name)
     return written
