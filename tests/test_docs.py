@@ -139,6 +139,9 @@ def test_the_jenkins_steps_are_the_same_in_the_readme_and_the_how_to():
     assert steps(README) == steps(DOCS / "how-to" / "jenkins.md")
 
 
+PAGE_BASE = "# on this page's config"
+
+
 def _tiny() -> dict:
     return yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
 
@@ -168,10 +171,18 @@ def test_how_to_config_fragments_are_real(page: Path, block: str, tmp_path):
                 assert value == config[key], (page.name, key)
         return
     data = copy.deepcopy(_tiny())
-    for key, value in fragment.items():
-        if key == "stages":
-            data["stages"].update(value)
-        else:
-            data[key] = value
+    # A fragment for this page's own model (a decoder's select objectives) goes on top of the
+    # page's first block, the whole config it shows.
+    bases = (
+        [yaml.safe_load(fenced(page.read_text(encoding="utf-8"), "yaml")[0])]
+        if block.startswith(PAGE_BASE)
+        else []
+    )
+    for part in [*bases, fragment]:
+        for key, value in part.items():
+            if key == "stages":
+                data["stages"].update(value)
+            else:
+                data[key] = value
     project = project_from(data, ROOT / "configs" / "tiny.yaml", tmp_path / "cache")
     assert set(fragment.get("stages", {})) <= set(project.graph.names())

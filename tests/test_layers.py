@@ -305,6 +305,7 @@ def test_no_class_name_means_two_things() -> None:
 # Exceptions that never reach the user: each is caught by the code that raises it.
 INTERNAL_SIGNALS = {
     "StageSkipped": "a stage that does not apply here: the runner records it as skipped",
+    "_Cancelled": "a client dropped its stream: the served generate model stops that sequence",
     "Stopped": "a signal turned into an exception: the runner stops the run with its summary",
     "_Refused": "a YAML bound hit: turned into a ConfigError by bounds.check",
     "TooLarge": "a replay input over its limit: replay says so",

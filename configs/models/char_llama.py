@@ -31,6 +31,19 @@ def decode(ids: list[int]) -> str:
     return "".join(alphabet()[i] for i in ids)
 
 
+def save_tokenizer(path: Path) -> None:
+    """A Hugging Face tokenizer.json of this vocabulary (one token per character, the
+    `tokenizers` library), for generate models that take and answer text. The one in
+    configs/data/zen_tokenizer.json was written by it."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {c: i for i, c in enumerate(alphabet())}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=alphabet()[0]))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tokenizer.decoder = decoders.Fuse()
+    tokenizer.save(str(path))
+
+
 def char_llama(weights: str | None = None, layers: int = 2):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM

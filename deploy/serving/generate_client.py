@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from deploy.domain.vocabulary import Protocol
-from deploy.serving.generate_record import PROMPT, SETTINGS, STOP, TOKENS
+from deploy.serving.generate_record import OUTPUT_TEXT, PROMPT, SETTINGS, STOP, TEXT, TOKENS
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class Asked:
     prompt: Sequence[int]
     settings: Mapping[str, float | int] = field(default_factory=dict)
     stop: Sequence[int] = ()
+    text: str | None = None  # sent in place of the prompt's ids (a model with a tokenizer)
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Generated:
     first_s: float  # request sent -> first token received
     gaps_s: list[float]  # between tokens as they arrived (streamed; [] for one response)
     total_s: float
+    text: str | None = None  # output_text, joined (a model with a tokenizer)
 
 
 def generate(
@@ -53,7 +55,11 @@ def generate(
 
 
 def _tensors(module: Any, asked: Asked) -> list[Any]:
-    arrays = {PROMPT: np.asarray(asked.prompt, dtype=np.int64)}
+    arrays: dict[str, np.ndarray] = (
+        {TEXT: np.asarray([asked.text.encode("utf-8")], dtype=object)}
+        if asked.text is not None
+        else {PROMPT: np.asarray(asked.prompt, dtype=np.int64)}
+    )
     for name, value in asked.settings.items():
         arrays[name] = np.asarray([value], dtype=SETTINGS[name][1])
     if asked.stop:
@@ -85,7 +91,9 @@ def _whole(url: str, protocol: Protocol, model: str, asked: Asked, timeout_s: fl
     result = client.infer(model, _tensors(module, asked), **per_call)
     took = time.perf_counter() - start
     client.close()
-    return Generated([int(t) for t in result.as_numpy(TOKENS).reshape(-1)], took, [], took)
+    said = result.as_numpy(OUTPUT_TEXT)
+    text = _text(said) if said is not None else None
+    return Generated([int(t) for t in result.as_numpy(TOKENS).reshape(-1)], took, [], took, text)
 
 
 def _grpc_stream(url: str, model: str, asked: Asked, timeout_s: float) -> Generated:
@@ -114,32 +122,45 @@ class Stream:
 
         start = time.perf_counter()
         self.client.async_stream_infer(model, _tensors(grpc, asked), enable_empty_final_response=True)
-        times, tokens = _collect(self.arrived, start + timeout_s)
-        return _timed(start, times, tokens)
+        times, tokens, text = _collect(self.arrived, start + timeout_s)
+        return _timed(start, times, tokens, text)
 
     def close(self) -> None:
         self.client.stop_stream()
         self.client.close()
 
 
-def _collect(arrived: queue.Queue[tuple[float, Any, Any]], deadline: float) -> tuple[list[float], list[int]]:
+def _collect(
+    arrived: queue.Queue[tuple[float, Any, Any]], deadline: float
+) -> tuple[list[float], list[int], str | None]:
+    """(each token's arrival, the tokens, the text pieces joined: None without any)."""
     times: list[float] = []
     tokens: list[int] = []
+    pieces: list[str] = []
     while True:
         at, result, error = arrived.get(timeout=max(0.1, deadline - time.perf_counter()))
         if error is not None:
             raise error
         response = result.get_response()
-        if response.outputs:
-            tokens += [int(t) for t in result.as_numpy(TOKENS).reshape(-1)]
+        found = result.as_numpy(TOKENS) if response.outputs else None
+        if found is not None and found.size:
+            tokens += [int(t) for t in found.reshape(-1)]
             times.append(at)
+        if response.outputs and result.as_numpy(OUTPUT_TEXT) is not None:
+            pieces += [_text(result.as_numpy(OUTPUT_TEXT))]
         if response.parameters["triton_final_response"].bool_param:
-            return times, tokens
+            return times, tokens, "".join(pieces) if pieces else None
+
+
+def _text(found: np.ndarray) -> str:
+    value = found.reshape(-1)[0]
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
 def _http_stream(url: str, model: str, asked: Asked, timeout_s: float) -> Generated:
     """Triton's generate extension: the request's JSON keys name the inputs; each event one token."""
-    body: dict[str, Any] = {PROMPT: list(asked.prompt), **asked.settings}
+    prompt: dict[str, Any] = {TEXT: asked.text} if asked.text is not None else {PROMPT: list(asked.prompt)}
+    body: dict[str, Any] = {**prompt, **asked.settings}
     if asked.stop:
         body[STOP] = list(asked.stop)
     request = urllib.request.Request(
@@ -148,7 +169,7 @@ def _http_stream(url: str, model: str, asked: Asked, timeout_s: float) -> Genera
         {"Content-Type": "application/json"},
     )
     start = time.perf_counter()
-    times, tokens = [], []
+    times, tokens, pieces = [], [], []
     with urllib.request.urlopen(request, timeout=timeout_s) as answer:
         for line in answer:
             if not line.startswith(b"data:"):
@@ -156,14 +177,17 @@ def _http_stream(url: str, model: str, asked: Asked, timeout_s: float) -> Genera
             event = json.loads(line[5:])
             if "error" in event:
                 raise RuntimeError(event["error"])
-            found = event.get(TOKENS)
-            if found is not None:
-                tokens += [int(t) for t in np.asarray(found).reshape(-1)]
+            found = [int(t) for t in np.asarray(event.get(TOKENS, [])).reshape(-1)]
+            if found:
+                tokens += found
                 times.append(time.perf_counter())
-    return _timed(start, times, tokens)
+            if OUTPUT_TEXT in event:
+                pieces.append(str(np.asarray(event[OUTPUT_TEXT]).reshape(-1)[0]))
+    return _timed(start, times, tokens, "".join(pieces) if pieces else None)
 
 
-def _timed(start: float, times: list[float], tokens: list[int]) -> Generated:
+def _timed(start: float, times: list[float], tokens: list[int], text: str | None = None) -> Generated:
     if not times:
-        return Generated(tokens, 0.0, [], time.perf_counter() - start)
-    return Generated(tokens, times[0] - start, [b - a for a, b in zip(times, times[1:])], times[-1] - start)
+        return Generated(tokens, 0.0, [], time.perf_counter() - start, text)
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    return Generated(tokens, times[0] - start, gaps, times[-1] - start, text)

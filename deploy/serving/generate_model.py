@@ -39,6 +39,7 @@ class TritonPythonModel:
             self.record["past"],
         )
         self.step = _step(folder, self.record["model_file"])
+        self.tokenizer = _tokenizer(folder, self.record.get("tokenizer"))
         self.threads = []
 
     def execute(self, requests):
@@ -60,17 +61,28 @@ class TritonPythonModel:
     def _whole(self, request, answers, index):
         try:
             tokens = self._generate(request, None)
-            answers[index] = pb_utils.InferenceResponse(output_tensors=[_tokens(tokens)])
+            text = self.tokenizer.decode(tokens) if self.tokenizer is not None else None
+            answers[index] = pb_utils.InferenceResponse(output_tensors=_outputs(tokens, text))
         except Exception as exc:  # this request gets the error, the others their tokens
             answers[index] = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc)))
 
     def _stream(self, request):
         sender = request.get_response_sender()
+        pieces = _Pieces(self.tokenizer)
+
+        def send(token):
+            if sender.is_cancelled():  # the client went away: stop spending the cores on it
+                raise _Cancelled()
+            said = pieces.add(token)
+            sender.send(pb_utils.InferenceResponse(output_tensors=_outputs([token], said)))
+
         try:
-            self._generate(
-                request,
-                lambda token: sender.send(pb_utils.InferenceResponse(output_tensors=[_tokens([token])])),
-            )
+            self._generate(request, send)
+            rest = pieces.rest()
+            if rest:  # the end of a character the last token left incomplete
+                sender.send(pb_utils.InferenceResponse(output_tensors=_outputs([], rest)))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        except _Cancelled:
             sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         except Exception as exc:
             sender.send(
@@ -78,8 +90,21 @@ class TritonPythonModel:
                 flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
             )
 
+    def _prompt(self, request):
+        """input_ids, or with a tokenizer the ids of `text` (exactly one of them)."""
+        ids = pb_utils.get_input_tensor_by_name(request, "input_ids")
+        text = pb_utils.get_input_tensor_by_name(request, "text")
+        if (ids is None) == (text is None):
+            accepted = "input_ids or text" if self.tokenizer is not None else "input_ids"
+            raise ValueError(f"give {accepted}, one of them")
+        if ids is not None:
+            return ids.as_numpy().reshape(-1)
+        sentence = text.as_numpy().reshape(-1)[0]
+        sentence = sentence.decode("utf-8") if isinstance(sentence, bytes) else str(sentence)
+        return np.asarray(self.tokenizer.encode(sentence).ids, dtype=np.int64)
+
     def _generate(self, request, on_token):
-        prompt = pb_utils.get_input_tensor_by_name(request, "input_ids").as_numpy().reshape(-1)
+        prompt = self._prompt(request)
         sampling = self._sampling(request)
         if len(prompt) + sampling.max_new_tokens > self.record["max_context"]:
             raise ValueError(
@@ -112,8 +137,48 @@ class TritonPythonModel:
             thread.join(timeout=5)
 
 
-def _tokens(tokens):
-    return pb_utils.Tensor("output_ids", np.asarray(tokens, dtype=np.int64))
+def _outputs(tokens, text):
+    """output_ids, and output_text where the model has a tokenizer (`text` None without one)."""
+    found = [pb_utils.Tensor("output_ids", np.asarray(tokens, dtype=np.int64))]
+    if text is not None:
+        found.append(pb_utils.Tensor("output_text", np.asarray([text.encode("utf-8")], dtype=object)))
+    return found
+
+
+class _Cancelled(Exception):
+    pass
+
+
+class _Pieces:
+    """The text of a stream's tokens, piece by piece: what each new token adds to the
+    decoded whole (held back while the whole ends in an incomplete character)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.tokens, self.said = tokenizer, [], ""
+
+    def add(self, token):
+        if self.tokenizer is None:
+            return None
+        self.tokens.append(token)
+        whole = self.tokenizer.decode(self.tokens)
+        if whole.endswith("\ufffd") or not whole.startswith(self.said):
+            return ""
+        piece, self.said = whole[len(self.said) :], whole
+        return piece
+
+    def rest(self):
+        if self.tokenizer is None:
+            return ""
+        whole = self.tokenizer.decode(self.tokens)
+        return whole[len(self.said) :] if whole.startswith(self.said) else ""
+
+
+def _tokenizer(folder, filename):
+    if not filename:
+        return None
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(os.path.join(folder, filename))
 
 
 def _step(folder, filename):

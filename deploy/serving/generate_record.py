@@ -16,7 +16,7 @@ from deploy.spec.tensors import Frozen
 GENERATE_MODEL = Path(__file__).with_name("generate_model.py")
 DECODE_LOOP = Path(__file__).with_name("decode_loop.py")
 GENERATE_PARAMETER = "deploy_generate"
-GENERATE_VERSION = 2  # 2: the step's precision
+GENERATE_VERSION = 3  # 3: a tokenizer (text in, text out); 2: the step's precision
 GENERATE_SUFFIX = "_generate"  # one response with every token (HTTP and gRPC)
 STREAM_SUFFIX = "_generate_stream"  # decoupled: one response per token (gRPC streams, HTTP generate_stream)
 
@@ -31,6 +31,11 @@ SETTINGS = {  # name -> (Triton type, numpy dtype)
     "seed": ("TYPE_INT64", "int64"),
 }
 STOP = "stop_ids"
+# With a tokenizer (model.decoder.tokenizer): a sentence in place of input_ids, and the
+# generated text beside the ids (streamed: each response's new piece of it).
+TEXT = "text"
+OUTPUT_TEXT = "output_text"
+TOKENIZER_FILE = "tokenizer.json"
 
 
 class GenerateRecord(Frozen):
@@ -48,6 +53,7 @@ class GenerateRecord(Frozen):
     # fp32: smoke holds it to eager's tokens; a reduced precision (gated on its generations
     # by its stage, gates/decoder_gate.py) to the same file's loop in process.
     precision: str = "fp32"
+    tokenizer: str | None = None  # TOKENIZER_FILE in the version directory, where the config gives one
 
 
 def generate_names(step_model: str) -> tuple[str, str]:

@@ -7,12 +7,15 @@ domain's model of what is being deployed: no engine, no stage, no library.
 from __future__ import annotations
 
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -218,6 +221,20 @@ class Decoder(Frozen):
         description="transformers (a causal LM taking and returning a Cache) or tuples (forward(input_ids, past) "
         "returning (logits, ((key, value), ...)), past None at first).",
     )
+    tokenizer: Path | None = Field(
+        None,
+        description="A Hugging Face tokenizer.json (relative to the config file): the generate models then also take "
+        "`text` and answer `output_text` beside the token ids (the `tokenizers` library inside the server).",
+    )
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer_file(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        base = (info.context or {}).get("base_dir")
+        path = value if value is None or value.is_absolute() or base is None else Path(base) / value
+        if path is not None and not path.is_file():
+            raise ValueError(f"file not found: {path}")
+        return path
 
     def past_names(self) -> list[str]:
         return [f"past_key_values.{i}.{part}" for i in range(self.layers) for part in ("key", "value")]

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from deploy.domain.issues import Issue
 from deploy.pipeline.graph.facts import Provides
+from deploy.pipeline.graph.hashing import digest_file
 from deploy.spec.config import DeployConfig
 
 # The artifact every pipeline starts from: the model as the config declares it.
@@ -72,7 +73,11 @@ def _decoder(config: DeployConfig) -> dict[str, Any]:
     """A decoder's declaration in the sections that read the model's tensors; nothing for
     other models (their keys stay what they were)."""
     found = config.model.decoder
-    return {} if found is None else {"decoder": found.model_dump(mode="json")}
+    if found is None:
+        return {}
+    # The tokenizer's content, not only its path: an edited vocabulary changes the service.
+    tokenizer = {"tokenizer_digest": digest_file(found.tokenizer)} if found.tokenizer is not None else {}
+    return {"decoder": found.model_dump(mode="json"), **tokenizer}
 
 
 class Phase(IntEnum):

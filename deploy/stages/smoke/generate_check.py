@@ -44,11 +44,13 @@ def check_generate(
         problems += [_differs(protocol, c, _ask(url, protocol, name, record, eager, c)) for c in eager.cases]
         problems += _concurrent(url, protocol, name, record, eager, params.clients)
         problems += _reproducible(url, protocol, name, record, eager)
+        problems += _as_text(url, protocol, name, record, eager, model)
     problems = [p for p in problems if p]
     how = "streamed" if record.stream else "one response"
+    text = "; text in, text out through its tokenizer" if record.tokenizer else ""
     reference = (
         f"greedy token-exact with {said} on {len(eager.cases)} prompts ({how}; "
-        f"{', '.join(params.protocols)}), {params.clients} clients at once, seeded sampling reproducible"
+        f"{', '.join(params.protocols)}), {params.clients} clients at once, seeded sampling reproducible{text}"
     )
     status = ModelStatus.FAILED if problems else ModelStatus.PASSED
     return ModelResult.of(model, status, reference=reference, problems=problems)
@@ -67,6 +69,40 @@ def in_process(model: Model, record: GenerateRecord, eager: Generations) -> Gene
         Generation(prompt=c.prompt, tokens=generate(step, c.prompt, cache, sampling)) for c in eager.cases
     ]
     return eager.model_copy(update={"cases": cases})
+
+
+def _as_text(
+    url: str, protocol: str, name: str, record: GenerateRecord, eager: Generations, model: Model
+) -> list[str]:
+    """With a tokenizer: each golden prompt's decoding sent as text. Its answer's ids must be
+    those of its encoding sent as ids (the path checked token for token above: eager's
+    own tokens where the ids survive decode and encode), and its text their decoding."""
+    if record.tokenizer is None:
+        return []
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(max(model.directory.glob(f"*/{record.tokenizer}"))))
+    settings = {"max_new_tokens": eager.max_new_tokens}
+    found = []
+    for case in eager.cases:
+        sentence = tokenizer.decode(case.prompt)
+        ids = tokenizer.encode(sentence).ids
+        if not ids:  # nothing to send: a prompt the tokenizer decodes to nothing
+            continue
+        want = case.tokens if ids == case.prompt else _ask_ids(url, protocol, name, record, eager, ids)
+        got = generate(url, protocol, name, Asked([], settings, eager.stop, text=sentence), record.stream)  # type: ignore[arg-type]
+        if got.tokens != want or got.text != tokenizer.decode(want):
+            found.append(
+                f"{protocol}: text {sentence!r} answered {got.text!r} ({got.tokens[:4]}...), "
+                f"expected {tokenizer.decode(want)!r}"
+            )
+    return found
+
+
+def _ask_ids(
+    url: str, protocol: str, name: str, record: GenerateRecord, eager: Generations, ids: list[int]
+) -> list[int]:
+    return _ask(url, protocol, name, record, eager, Generation(prompt=ids, tokens=[]))
 
 
 def _record(model: Model) -> GenerateRecord:

@@ -16,9 +16,12 @@ from deploy.serving.generate_record import (
     DECODE_LOOP,
     GENERATE_MODEL,
     GENERATE_PARAMETER,
+    OUTPUT_TEXT,
     PROMPT,
     SETTINGS,
     STOP,
+    TEXT,
+    TOKENIZER_FILE,
     TOKENS,
     GenerateRecord,
 )
@@ -46,13 +49,18 @@ def records(step: str, fmt: ServingFormat, precision: str, config: DeployConfig)
         max_new_tokens=decoder.max_new_tokens,
         max_context=key.max[2] + 1,
         precision=precision,
+        tokenizer=TOKENIZER_FILE if decoder.tokenizer is not None else None,
     )
     return [GenerateRecord(stream=False, **common), GenerateRecord(stream=True, **common)]
 
 
 def proto(pb: ModuleType, name: str, record: GenerateRecord, params: TritonParams, fmt: ServingFormat) -> Any:
     model = pb.ModelConfig(name=name, backend="python", max_batch_size=0)
-    model.input.add(name=PROMPT, data_type=pb.TYPE_INT64, dims=[-1])
+    text = record.tokenizer is not None  # then a request gives input_ids or text
+    model.input.add(name=PROMPT, data_type=pb.TYPE_INT64, dims=[-1], optional=text)
+    if text:
+        model.input.add(name=TEXT, data_type=pb.TYPE_STRING, dims=[1], optional=True)
+        model.output.add(name=OUTPUT_TEXT, data_type=pb.TYPE_STRING, dims=[1])
     for setting, (kind, _) in SETTINGS.items():
         model.input.add(name=setting, data_type=getattr(pb, kind), dims=[1], optional=True)
     model.input.add(name=STOP, data_type=pb.TYPE_INT64, dims=[-1], optional=True)
@@ -66,7 +74,15 @@ def proto(pb: ModuleType, name: str, record: GenerateRecord, params: TritonParam
     return model
 
 
-def write(root: Path, version: int, step_dir: Path, record: GenerateRecord, text: str, name: str) -> None:
+def write(
+    root: Path,
+    version: int,
+    step_dir: Path,
+    record: GenerateRecord,
+    text: str,
+    name: str,
+    config: DeployConfig,
+) -> None:
     """`<name>/config.pbtxt` and its version dir: the model, the loop and the step's file(s)."""
     folder = root / name / str(version)
     folder.mkdir(parents=True)
@@ -77,3 +93,6 @@ def write(root: Path, version: int, step_dir: Path, record: GenerateRecord, text
     for source in (step_file, step_file.with_suffix(".bin")):
         if source.exists():
             shutil.copyfile(source, folder / source.name)
+    decoder = config.model.decoder
+    if decoder is not None and decoder.tokenizer is not None:
+        shutil.copyfile(decoder.tokenizer, folder / TOKENIZER_FILE)

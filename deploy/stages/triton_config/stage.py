@@ -234,7 +234,7 @@ def _write_generate(ctx: StageContext, params: TritonParams, models: list[Served
             generate_names(entry.model),
         ):
             text = _written(ctx, generate.proto(pb, name, record, params, entry.fmt))
-            generate.write(root, params.version, root / entry.model, record, text, name)
+            generate.write(root, params.version, root / entry.model, record, text, name, ctx.config)
             written.append(name)
     return written
 
@@ -275,7 +275,7 @@ INDUCTOR_ARTIFACTS = ("inductor", "inductor_fp16", "inductor_bf16")
 SPEC = StageSpec(
     phase=Phase.PACKAGE,
     name="triton_config",
-    version=11,  # 11: reduced-precision decoder steps get generate models too (their stage gates generation); 10: a decoder's generate and generate_stream models; 9: python_inductor at fp16 and bf16 (the inductor_fp16 / inductor_bf16 packages); 8: python_inductor (an AOTInductor package in the python backend; model.py loads it); 7: OpenVINO formats, deploy_format in every config; 6: dynamic batching refused for batch-dependent outputs of any served precision
+    version=12,  # 12: a decoder's tokenizer in its generate models (text in, text out); 11: reduced-precision decoder steps get generate models too (their stage gates generation); 10: a decoder's generate and generate_stream models; 9: python_inductor at fp16 and bf16 (the inductor_fp16 / inductor_bf16 packages); 8: python_inductor (an AOTInductor package in the python backend; model.py loads it); 7: OpenVINO formats, deploy_format in every config; 6: dynamic batching refused for batch-dependent outputs of any served precision
     params=TritonParams,
     inputs=(
         "golden",
