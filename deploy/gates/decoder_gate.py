@@ -18,6 +18,7 @@ import numpy as np
 
 from deploy.domain.artifacts import ONNX
 from deploy.gates.accuracy_report import Accuracy, AccuracyReport, Evidence
+from deploy.gates.generations import random_prompts
 from deploy.gates.tolerance import DecoderGate, read_prompts
 from deploy.pipeline.errors import StageFailed
 from deploy.runtimes.base import Device, Session
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     from deploy.spec.config import DeployConfig
 
 LOGITS = "logits"
-RANDOM_LENGTHS = (1, 5, 12, 31)  # prompts of random ids, cut to the declared sequence range
 RANDOM_SEED = 4321
 
 
@@ -75,8 +75,9 @@ class Stepper:
 def stepper(config: DeployConfig, session: Session) -> Stepper:
     decoder, key = config.model.decoder, config.inputs[1]
     assert decoder is not None
-    batch, heads, _, head_dim = (1, key.opt[1], 0, key.opt[3])
-    empty = {n: np.zeros((batch, heads, 0, head_dim), key.dtype) for n in decoder.past_names()}
+    # An empty past, as decode_loop.CacheShape.empty makes it (serving imports gates: not
+    # called from here). key: past_key_values.0.key, [batch, heads, past, head_dim].
+    empty = {n: np.zeros((1, key.opt[1], 0, key.opt[3]), key.dtype) for n in decoder.past_names()}
     return Stepper(session, decoder.past_names(), decoder.present_names(), empty)
 
 
@@ -88,10 +89,7 @@ def prompts(config: DeployConfig, gate: DecoderGate) -> tuple[list[list[int]], E
         _fits(found, ids.max[1], gate.prompts)
         _in_range(found, ids.value_range, gate.prompts)
         return found, Evidence(False, f"{len(found)} prompts from {gate.prompts}", "gate.decoder.prompts")
-    low, high = ids.value_range or (0, 1)
-    rng = np.random.default_rng(RANDOM_SEED)
-    lengths = sorted({min(max(n, ids.min[1]), ids.max[1]) for n in RANDOM_LENGTHS})
-    found = [[int(t) for t in rng.integers(int(low), int(high) + 1, size=n)] for n in lengths]
+    found = random_prompts(config, np.random.default_rng(RANDOM_SEED))
     source = f"{len(found)} prompts of random token ids (seed {RANDOM_SEED})"
     return found, Evidence(True, source, "gate.decoder.prompts (a JSON list of token-id lists)")
 

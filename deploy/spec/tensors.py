@@ -230,6 +230,7 @@ class Decoder(Frozen):
     @field_validator("tokenizer")
     @classmethod
     def _tokenizer_file(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        # spec.config.resolve_path's rule, here because spec.config imports this module.
         base = (info.context or {}).get("base_dir")
         path = value if value is None or value.is_absolute() or base is None else Path(base) / value
         if path is not None and not path.is_file():

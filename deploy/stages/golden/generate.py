@@ -6,19 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from deploy.gates.generations import Generation, Generations
+from deploy.gates.generations import Generation, Generations, random_prompts
 from deploy.spec.config import DeployConfig
 
-PROMPT_LENGTHS = (1, 5, 12, 31)  # cut to the declared sequence range
 NEW_TOKENS = 16  # per prompt, or the decoder's max_new_tokens where fewer
-
-
-def prompts(config: DeployConfig, rng: Any) -> list[list[int]]:
-    """One prompt per length that fits the declared sequence range, ids from value_range."""
-    ids = config.inputs[0]
-    low, high = ids.value_range or (0, 1)
-    lengths = sorted({min(max(n, ids.min[1]), ids.max[1]) for n in PROMPT_LENGTHS})
-    return [[int(t) for t in rng.integers(int(low), int(high) + 1, size=n)] for n in lengths]
 
 
 def eager(step: Any, config: DeployConfig, rng: Any) -> Generations:
@@ -29,9 +20,9 @@ def eager(step: Any, config: DeployConfig, rng: Any) -> Generations:
     inner = step.model
     if hasattr(inner, "generate") and hasattr(inner, "generation_config"):
         stop = _eos(inner.generation_config.eos_token_id)
-        cases = [Generation(prompt=p, tokens=_hf(inner, p, new)) for p in prompts(config, rng)]
+        cases = [Generation(prompt=p, tokens=_hf(inner, p, new)) for p in random_prompts(config, rng)]
         return Generations(how="transformers generate", stop=stop, max_new_tokens=new, cases=cases)
-    cases = [Generation(prompt=p, tokens=_loop(step, config, p, new)) for p in prompts(config, rng)]
+    cases = [Generation(prompt=p, tokens=_loop(step, config, p, new)) for p in random_prompts(config, rng)]
     return Generations(how="eager loop", stop=[], max_new_tokens=new, cases=cases)
 
 

@@ -31,7 +31,7 @@ SAMPLED = {"temperature": 0.8, "top_k": 20, "top_p": 0.9, "seed": 1234}
 def check_generate(
     server: Server, name: str, model: Model, ctx: StageContext, params: SmokeParams
 ) -> ModelResult:
-    record = _record(model)
+    record = of_model(model.directory)
     eager = Generations.read(ctx.input(GENERATIONS))
     if not eager.cases:
         return ModelResult.failed(model, "golden has no eager generations to compare with (rerun golden)")
@@ -103,10 +103,6 @@ def _ask_ids(
     url: str, protocol: str, name: str, record: GenerateRecord, eager: Generations, ids: list[int]
 ) -> list[int]:
     return _ask(url, protocol, name, record, eager, Generation(prompt=ids, tokens=[]))
-
-
-def _record(model: Model) -> GenerateRecord:
-    return of_model(model.directory)
 
 
 def _ask(
