@@ -6,8 +6,6 @@ low-precision model's k best?)."""
 from __future__ import annotations
 
 import json
-import statistics
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +19,7 @@ from deploy.gates.metrics import all_zero, cosine, max_abs, row_cosines, top1_ag
 from deploy.gates.tolerance import AccuracyGate
 from deploy.pipeline.errors import StageFailed
 from deploy.runtimes.base import Device, Session
+from deploy.runtimes.interleaved import Budget
 from deploy.spec.tensors import OutputKind, OutputSpec
 
 if TYPE_CHECKING:
@@ -201,7 +200,9 @@ def publish(ctx: StageContext, label: str, report: AccuracyReport, artifact: str
         raise StageFailed(f"{label} accuracy gate failed: " + "; ".join(bad))
 
 
-SPEED_CALLS = 20
+# The first look's budget: a ±10 % interval on the speed-up, or what 3 s of ABBA rounds
+# give (said unsettled then); bench is the measurement.
+SPEED_BUDGET = Budget(precision=0.10, min_rounds=6, max_rounds=60, max_s=3.0, window_s=0.05)
 
 
 def measure_speed(
@@ -212,13 +213,22 @@ def measure_speed(
     baseline_load: Load | None = None,
 ) -> Speed:
     """`baseline_load`: how the FP32 side runs where it differs (the same IR computed in f32)."""
-    calls = [(baseline_load or load)(fp32, None).timed(feed).call, load(candidate, None).timed(feed).call]
-    for call in calls * 2:  # warm-up
-        call()
-    times: list[list[float]] = [[], []]
-    for _ in range(SPEED_CALLS):
-        for call, found in zip(calls, times):
-            start = time.perf_counter()
-            call()
-            found.append(1000 * (time.perf_counter() - start))
-    return Speed(statistics.median(times[0]), statistics.median(times[1]), SPEED_CALLS)
+    from deploy.runtimes import contention, interleaved
+
+    old = (baseline_load or load)(fp32, None).timed(feed).call
+    new = load(candidate, None).timed(feed).call
+    start = contention.usage()
+    sides = interleaved.measure_sides(old, new, SPEED_BUDGET)
+    machine = contention.Fit().environment(start, contention.usage())
+    found = sides.interval.inverse()  # fp32 / candidate: the speed-up
+    return Speed(
+        1000 * sides.old_s,
+        1000 * sides.new_s,
+        sides.calls,
+        rounds=found.rounds,
+        low=found.low,
+        high=found.high,
+        stable=found.settled,
+        machine=machine.text() if machine else "not measured (no /proc)",
+        contended=bool(machine and machine.contended),
+    )

@@ -5,6 +5,7 @@ look at speed (`Speed`). Stdlib only: the select stage reads it without numpy.""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from deploy.pipeline.graph.records import expect_schema, typed
 
 # accuracy.json's layout (quantize's and fp16's report, read by select); bumped with
 # those stages' versions (their keys), see pipeline/graph/records.py.
-SCHEMA = 2  # 2: the evidence (what the held-out inputs were)
+SCHEMA = 3  # 3: speed timed in ABBA rounds (interval, stable, machine); 2: the evidence (what the held-out inputs were)
 
 
 @dataclass(frozen=True)
@@ -70,29 +71,52 @@ class Speed:
     """Median latency of one held-out sample, FP32 and candidate timed in alternation on
     `device` (a first look at whether the conversion pays; `bench` measures it). `target`
     is where the precision is deployed: FP16 is a GPU's precision, and a CPU timing of it
-    is said to be one, never its verdict."""
+    is said to be one, never its verdict. The speed-up's 95 % interval comes from ABBA
+    rounds (runtimes/interleaved.py); `stable` when it got as narrow as asked, `machine`
+    what else ran meanwhile: an unstable or contended speed is shown, never called."""
 
     fp32_ms: float
     candidate_ms: float
-    calls: int
+    calls: int  # per side
     device: str = "cpu"  # where both were timed (a Device value)
     target: str = "cpu"  # where the precision is meant to run
+    rounds: int = 0  # ABBA rounds (0: not timed in rounds)
+    low: float = 0.0  # the speed-up's 95 % interval
+    high: float = 0.0
+    stable: bool = False
+    machine: str = ""  # the window's environment, in words (runtimes/contention.Environment)
+    contended: bool = False
 
     @property
     def speedup(self) -> float:
+        if self.rounds and self.low > 0:
+            return math.sqrt(self.low * self.high)  # the interval's centre (symmetric in log)
         return self.fp32_ms / self.candidate_ms if self.candidate_ms > 0 else 0.0
+
+    def judged(self) -> bool:
+        """Whether the speed-up may be called: a stable interval on a quiet machine."""
+        return self.stable and not self.contended
 
     def text(self) -> str:
         numbers = f"{self.candidate_ms:.3g} ms vs {self.fp32_ms:.3g} ms"
+        if self.rounds:
+            numbers += f"; {self.speedup:.2f}x [{self.low:.2f}, {self.high:.2f}] in {self.rounds} ABBA rounds"
         on, meant = (DEVICE_NAMES.get(d, d) for d in (self.device, self.target))
-        said = (
+        if self.contended:
+            return f"speed vs FP32 not judged, {self.machine} ({numbers})"
+        said = self._said(on)
+        if meant != on:
+            return f"{said} ({numbers}; a {on} timing of a {meant} precision, not its verdict: bench on {self.target} is)"
+        return f"{said} ({numbers})"
+
+    def _said(self, on: str) -> str:
+        if self.rounds and not self.stable:
+            return f"speed vs FP32 unsettled on the {on}"
+        return (
             f"SLOWER than FP32 on the {on}"
             if self.speedup < 1
             else f"{self.speedup:.2f}x FP32 speed on the {on}"
         )
-        if meant != on:
-            return f"{said} ({numbers}; a {on} timing of a {meant} precision, not its verdict: bench on {self.target} is)"
-        return f"{said} ({numbers})"
 
 
 @dataclass(frozen=True)

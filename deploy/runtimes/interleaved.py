@@ -65,21 +65,44 @@ def judge(found: Interval, limit: float) -> Judgement:
     return Judgement.INCONCLUSIVE
 
 
+@dataclass(frozen=True)
+class Sides:
+    """An interleaved measurement: the ratio, and each side's median seconds per call
+    over its windows."""
+
+    interval: Interval
+    old_s: float
+    new_s: float
+    calls: int  # per side
+
+
 def measure(old: Callable[[], Any], new: Callable[[], Any], budget: Budget) -> Interval:
     """Rounds of ABBA windows until the interval is within `budget.precision`."""
+    return measure_sides(old, new, budget).interval
+
+
+def measure_sides(old: Callable[[], Any], new: Callable[[], Any], budget: Budget) -> Sides:
+    """`measure`, keeping each side's window times."""
     old(), new()  # first calls (allocations, lazy init) stay out of the windows
     calls = max(1, int(budget.window_s / max(_per_call(old), _per_call(new))))
     logs: list[float] = []
+    olds: list[float] = []
+    news: list[float] = []
     began = time.perf_counter()
     while True:
         a1, b1, b2, a2 = (_window(f, calls) for f in (old, new, new, old))
+        olds += [a1, a2]
+        news += [b1, b2]
         logs.append(math.log((b1 + b2) / (a1 + a2)))
         found = interval(logs, budget.precision)
-        spent = time.perf_counter() - began
-        if len(logs) >= budget.max_rounds:
-            return found
-        if len(logs) >= budget.min_rounds and (found.settled or spent >= budget.max_s):
-            return found  # the time budget never cuts below min_rounds
+        if _done(len(logs), found, time.perf_counter() - began, budget):
+            return Sides(found, statistics.median(olds), statistics.median(news), calls * len(olds))
+
+
+def _done(rounds: int, found: Interval, spent: float, budget: Budget) -> bool:
+    if rounds >= budget.max_rounds:
+        return True
+    return rounds >= budget.min_rounds and (found.settled or spent >= budget.max_s)  # never below min_rounds
 
 
 # Tukey's trimmed mean: a fifth of the rounds cut from each end. On a busy machine a round

@@ -160,7 +160,7 @@ def check(params: Fp16Params, config: DeployConfig) -> list[Issue]:
 
 SPEC = StageSpec(
     name="fp16",
-    version=9,  # 9: a decoder gated on its generations (gate.decoder); 8: its CPU timing said to be one, not FP16's verdict; 7: accuracy.json says what its held-out inputs were; 6: a versioned record; 5: a directory
+    version=10,  # 10: speed vs FP32 timed in ABBA rounds (interval, stable, contended: accuracy.json schema 3); 9: a decoder gated on its generations (gate.decoder); 8: its CPU timing said to be one, not FP16's verdict; 7: accuracy.json says what its held-out inputs were; 6: a versioned record; 5: a directory
     params=Fp16Params,
     inputs=("onnx",),
     outputs=(

@@ -51,7 +51,7 @@ def spec(precision: Precision) -> StageSpec:
     name = f"inductor_{precision}"
     return StageSpec(
         name=name,
-        version=1,
+        version=2,  # 2: speed vs FP32 timed in ABBA rounds (accuracy.json schema 3)
         params=ReducedPackageParams,
         inputs=(SOURCE_ARTIFACT, "golden", "onnx", "inductor"),
         outputs=(

@@ -40,7 +40,13 @@ def test_fp16_inside_the_gate_with_fp32_io(write_config, digits_checkpoint):
     # Timed on this CPU, FP16's speed is said to be a CPU timing, never the GPU precision's verdict.
     assert (report["speed"]["device"], report["speed"]["target"]) == ("cpu", "cuda")
     headline = results["fp16"].metrics["headline"]
-    assert "FP32 speed on the CPU" in headline or "SLOWER than FP32 on the CPU" in headline, headline
+    said = (
+        "FP32 speed on the CPU",
+        "SLOWER than FP32 on the CPU",
+        "unsettled on the CPU",
+        "not judged, CONTENDED",
+    )
+    assert any(s in headline for s in said), headline
     assert "a CPU timing of a GPU precision, not its verdict: bench on cuda is" in headline, headline
 
 

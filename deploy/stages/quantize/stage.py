@@ -243,7 +243,7 @@ def _quantize_modelopt(
 
 SPEC = StageSpec(
     name="quantize",
-    version=8,  # 8: a decoder quantized dynamically, gated on its generations (gate.decoder); 7: accuracy.json says what its held-out inputs were; 6: a versioned record; 5: a directory
+    version=9,  # 9: speed vs FP32 timed in ABBA rounds (interval, stable, contended: accuracy.json schema 3); 8: a decoder quantized dynamically, gated on its generations (gate.decoder); 7: accuracy.json says what its held-out inputs were; 6: a versioned record; 5: a directory
     params=QuantizeParams,
     inputs=("onnx",),
     outputs=(
