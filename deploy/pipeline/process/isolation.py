@@ -42,6 +42,11 @@ PRELOAD = (
     "onnxruntime",
     "deploy.pipeline.process.isolation",
 )
+# Model libraries whose import takes seconds and does nothing else: where the config's
+# model factory comes from one, the fork server imports it too, once, instead of every stage
+# that loads the model (golden, trace, export, bench, ...) importing it again (torchvision:
+# 1.6 s a stage here). Only these: a user's own module may do anything when imported.
+MODEL_LIBRARIES = frozenset({"torchvision", "timm", "transformers", "torchaudio"})
 POLL_S = 0.2
 GRACE_S = 5.0  # between SIGTERM and SIGKILL when a stage is stopped
 
@@ -58,7 +63,7 @@ def run_isolated(job: Job, limits: Limits, sink: Sink | None = None) -> Outcome:
     import multiprocessing
 
     mp = multiprocessing.get_context("forkserver")
-    mp.set_forkserver_preload(list(PRELOAD))
+    mp.set_forkserver_preload(preload(job))
     receive, send = mp.Pipe(duplex=False)
     args = (job, dict(os.environ), list(sys.path), send)
     child = mp.Process(target=_child, args=args, name=f"deploy-{job.stage}")
@@ -74,6 +79,15 @@ def run_isolated(job: Job, limits: Limits, sink: Sink | None = None) -> Outcome:
             _stop(child, spawned)
         send.close()
         receive.close()
+
+
+def preload(job: Job) -> list[str]:
+    """PRELOAD, and the model's library where it is one of MODEL_LIBRARIES (before this
+    module, the last: what the server imports before it dies with the run either way)."""
+    factory = job.config.model.factory
+    library = factory.split(".")[0].split(":")[0] if factory else ""
+    extra = [library] if library in MODEL_LIBRARIES else []
+    return [*PRELOAD[:-1], *extra, PRELOAD[-1]]
 
 
 @functools.cache

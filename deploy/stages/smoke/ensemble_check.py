@@ -2,39 +2,37 @@
 same pre/post-processing done in Python around the eager model.
 
 Images (scikit-learn's bundled photos as JPEG and PNG, or a directory the config names)
-or sentences go to the ensemble over each protocol in one batched request. The reference
-decodes with PIL and applies torchvision's transforms (or tokenizes with the `tokenizers`
-library), runs the eager model, then softmax/top-k or L2-normalisation in torch.
+or sentences go to the ensemble over each protocol in one batched request, and concurrent
+clients send their own; every answer is compared with what service_reference.py computes
+for that request in Python.
 """
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from deploy.domain.vocabulary import Layout, Precision, Protocol
+from deploy.domain.vocabulary import Precision, Protocol
 from deploy.gates.detection_parity import Arrays
 from deploy.gates.metrics import cosine
 from deploy.pipeline.graph.contract import StageContext
 from deploy.serving.repository import Model
-from deploy.serving.service import TOKENIZER_FILE, AnswerKind, Color, Role
+from deploy.serving.service import AnswerKind, Role
 from deploy.serving.service_client import Sample, input_name, pre_of, record, samples
 from deploy.serving.service_record import (
     ClassifyRecord,
     EmbeddingRecord,
     EnsembleRecord,
-    ImageRecord,
     PostRecord,
     PreRecord,
-    TextRecord,
 )
 from deploy.serving.smoke_report import ModelResult, ModelStatus, ServiceCheck
 from deploy.stages.smoke.model_check import reference_name
 from deploy.stages.smoke.params import SmokeParams
+from deploy.stages.smoke.service_reference import References, postprocess
 
 if TYPE_CHECKING:
     from deploy.serving.launch import Served
@@ -50,87 +48,6 @@ def _local_file(model: Model) -> Path | None:
     from deploy.runtimes.files import newest_model_file
 
     return None if model.precision == Precision.FP32 else newest_model_file(model.directory)
-
-
-def reference(
-    ctx: StageContext,
-    pre: PreRecord,
-    pre_dir: Path,
-    items: list[Sample],
-    served_file: Path | None,
-    precision: str = "fp32",
-) -> dict[str, np.ndarray]:
-    """The model's declared outputs for `items`, prepared in Python: the eager model, or
-    the local runtime (ONNX Runtime, OpenVINO) on the served file `served_file`."""
-    import torch
-
-    from deploy.modelio.loading import load_adapted
-
-    feeds = _image_feeds(pre, items) if isinstance(pre, ImageRecord) else _text_feeds(pre, pre_dir, items)
-    feeds = {s.name: feeds[s.name].astype(s.dtype) for s in ctx.config.inputs}
-    if served_file is not None:
-        from deploy.runtimes.files import runtime_for
-
-        return dict(runtime_for(served_file, ctx.config.output_names(), precision).infer(feeds))
-    model = load_adapted(ctx.config, feeds)
-    with torch.no_grad():
-        outs = model(*(torch.from_numpy(feeds[s.name]) for s in ctx.config.inputs))
-    return {o.name: t.float().numpy() for o, t in zip(ctx.config.outputs, outs)}
-
-
-def _image_feeds(pre: ImageRecord, items: list[Sample]) -> dict[str, np.ndarray]:
-    import torch
-    from PIL import Image
-    from torchvision.transforms import v2
-
-    steps = v2.Compose(
-        [
-            v2.Resize(pre.resize, interpolation=v2.InterpolationMode.BILINEAR),
-            v2.CenterCrop(pre.crop),
-            v2.PILToTensor(),
-            v2.ToDtype(torch.float32),
-            v2.Lambda(lambda t: t * pre.scale),
-            v2.Normalize(pre.mean, pre.std),
-        ]
-    )
-    mode = "RGB" if pre.color == Color.RGB else "L"
-    batch = torch.stack([steps(Image.open(io.BytesIO(s.data)).convert(mode)) for s in items])
-    if pre.layout == Layout.NHWC:
-        batch = batch.permute(0, 2, 3, 1)
-    return {pre.feed: batch.numpy()}
-
-
-def _text_feeds(pre: TextRecord, folder: Path, items: list[Sample]) -> dict[str, np.ndarray]:
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-    tokenizer.enable_truncation(pre.max_length)
-    tokenizer.enable_padding(length=None)
-    found = tokenizer.encode_batch([s.data.decode() for s in items])
-    width = max(pre.min_length, max(len(e.ids) for e in found))
-    tokenizer.enable_padding(length=width)  # the served model pads short requests the same way
-    found = tokenizer.encode_batch([s.data.decode() for s in items])
-    fields = {f: np.array([getattr(e, f) for e in found], np.int64) for f in set(pre.feeds.values())}
-    return {name: fields[f] for name, f in pre.feeds.items()}
-
-
-def postprocess(post: PostRecord | None, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """What the service answers for these model outputs, computed in torch."""
-    import torch
-
-    if post is None:
-        return outputs
-    values = torch.from_numpy(outputs[post.reads])
-    if isinstance(post, EmbeddingRecord):
-        return {
-            "embedding": torch.nn.functional.normalize(values, dim=-1).numpy()
-            if post.normalize
-            else values.numpy()
-        }
-    scores = values.flatten(1)
-    probs = scores.softmax(1) if post.softmax else scores
-    top = probs.topk(min(post.top_k, probs.shape[1]), dim=1)
-    return {"scores": top.values.numpy(), "classes": top.indices.numpy(), "probabilities": probs.numpy()}
 
 
 @dataclass(frozen=True)
@@ -165,11 +82,10 @@ class Service:
             name, pre_of(found, name), _version_dir(pre_model), post, labels, served, _local_file(served)
         )
 
-    def expected(self, ctx: StageContext, items: list[Sample]) -> dict[str, np.ndarray]:
+    def expected(self, refs: References, items: list[Sample]) -> dict[str, np.ndarray]:
         """What the service must answer for `items` sent as one request."""
-        return postprocess(
-            self.post, reference(ctx, self.pre, self.pre_dir, items, self.local, self.served.precision)
-        )
+        outputs = refs.outputs(self.pre, self.pre_dir, items, self.local, self.served.precision)
+        return postprocess(self.post, outputs)
 
     def ask(self, conn: Client, protocol: Protocol, items: list[Sample]) -> Answer:
         from deploy.serving.service_client import ask
@@ -181,14 +97,14 @@ def check(
     conns: dict[Protocol, Client],
     name: str,
     found: dict[str, Model],
-    ctx: StageContext,
+    refs: References,
     gate: Gate,
     source: Path | None,
 ) -> tuple[ServiceCheck, list[str]]:
     """Sends the samples to ensemble `name` over each protocol; (what came back, problems)."""
     service = Service.of(name, found)
     items = samples(service.pre.kind, source)
-    ref = service.expected(ctx, items)
+    ref = service.expected(refs, items)
     result = ServiceCheck(service.post.kind if service.post else "tensors", [s.name for s in items])
     result.reference = [_line(s.name, ref, service.labels, i) for i, s in enumerate(items)]
     problems = []
@@ -203,13 +119,13 @@ def check(
 
 
 def concurrent(
-    ctx: StageContext, service: Service, gate: Gate, params: SmokeParams, reach: TrafficServer
+    refs: References, service: Service, gate: Gate, params: SmokeParams, reach: TrafficServer
 ) -> Traffic:
     """Clients at once, each sending its own images / sentences (`reach`: traffic.TrafficServer)."""
     from deploy.stages.smoke import traffic
 
     requests = concurrent_requests(service.pre.kind, params.service.samples)
-    expected = [service.expected(ctx, items) for items in requests]
+    expected = [service.expected(refs, items) for items in requests]
 
     def ask(conn: Client, protocol: str, request: int) -> Arrays:
         return service.ask(conn, Protocol(protocol), requests[request]).outputs
@@ -332,8 +248,9 @@ def concurrent_requests(kind: str, source: Path | None) -> list[list[Sample]]:
     return found
 
 
-def check_ensemble(served: Served, name: str, ctx: StageContext, params: SmokeParams) -> ModelResult:
-    """`params`: the smoke stage's (protocols, request timeout, service gates and samples)."""
+def check_ensemble(served: Served, name: str, refs: References, params: SmokeParams) -> ModelResult:
+    """`params`: the smoke stage's (protocols, request timeout, service gates and samples);
+    `refs`: the run's references (one for every ensemble: service_reference.py)."""
     from deploy.stages.smoke import checks, traffic
 
     model = served.found[name]
@@ -341,12 +258,12 @@ def check_ensemble(served: Served, name: str, ctx: StageContext, params: SmokePa
     assert isinstance(wiring, EnsembleRecord)
     precision = served.found[wiring.model].precision
     conns = {p: checks.client(served.server, p, params.request_timeout_s) for p in params.protocols}
-    found, problems = check(conns, name, served.found, ctx, _gate(params), params.service.samples)
+    found, problems = check(conns, name, served.found, refs, _gate(params), params.service.samples)
     load = None
     if not problems and params.batching_requests:
         service = Service.of(name, served.found)
         with traffic.reach(served.server, service.served.directory.name, params.request_timeout_s) as clients:
-            load = concurrent(ctx, service, _gate(params), params, clients)
+            load = concurrent(refs, service, _gate(params), params, clients)
         problems += load.problems()
     runs = reference_name(served.found[wiring.model])
     reference = f"{runs} inside Python pre/post-processing (torchvision transforms / tokenizers, torch)"

@@ -158,15 +158,17 @@ def _check_all(
     # The checks import numpy, tritonclient (and torch, PIL for services) when they run,
     # not at discovery, which every `deploy` command pays.
     from deploy.stages.smoke import ensemble_check, generate_check, model_check
+    from deploy.stages.smoke.service_reference import References
 
     results = {}
+    refs = References(ctx)  # the services' references, each computed once
     for index, (name, state) in enumerate(served.states.items()):
         ctx.progress(index, len(served.states), name)
         model = served.found[name]
         if not state.ready:
             results[name] = _unavailable(state, model, params)
         elif model.role is Role.ENSEMBLE:
-            results[name] = ensemble_check.check_ensemble(served, name, ctx, params)
+            results[name] = ensemble_check.check_ensemble(served, name, refs, params)
         elif model.role is Role.GENERATE:
             results[name] = generate_check.check_generate(served.server, name, model, ctx, params)
         elif model.role is Role.MODEL:
