@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from deploy.spec.config import resolve_path
-from deploy.spec.tensors import Frozen
+from deploy.spec.tensors import Frozen, tokenizer_json
 
 # config.pbtxt parameter keys the repository carries for readers of the repository.
 ROLE_PARAMETER = "deploy_role"
@@ -159,7 +159,10 @@ class TextPre(Frozen):
         "truncates to max_length only after reading all of it); the server serves on.",
     )
 
-    _tokenizer = field_validator("tokenizer")(_resource)
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer(cls, value: Path, info: ValidationInfo) -> Path:
+        return tokenizer_json(_resource(value, info))
 
 
 Preprocess = Annotated[ImagePre | TextPre, Field(discriminator="kind")]

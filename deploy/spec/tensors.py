@@ -6,6 +6,7 @@ domain's model of what is being deployed: no engine, no stage, no library.
 
 from __future__ import annotations
 
+import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Literal
@@ -235,13 +236,26 @@ class Decoder(Frozen):
         path = value if value is None or value.is_absolute() or base is None else Path(base) / value
         if path is not None and not path.is_file():
             raise ValueError(f"file not found: {path}")
-        return path
+        return path if path is None else tokenizer_json(path)
 
     def past_names(self) -> list[str]:
         return [f"past_key_values.{i}.{part}" for i in range(self.layers) for part in ("key", "value")]
 
     def present_names(self) -> list[str]:
         return [f"present.{i}.{part}" for i in range(self.layers) for part in ("key", "value")]
+
+
+def tokenizer_json(path: Path) -> Path:
+    """`path` when it reads as a Hugging Face tokenizer.json (a JSON object with a `model`
+    section: what the `tokenizers` library loads), else ValueError saying what it is not;
+    found at validate time, not when the server's stub first loads it."""
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
+        raise ValueError(f"{path}: not a tokenizer.json ({type(exc).__name__}: {str(exc)[:120]})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+        raise ValueError(f"{path}: not a Hugging Face tokenizer.json (no 'model' section)")
+    return path
 
 
 class InputsBy(str, Enum):

@@ -141,6 +141,12 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any], Path], None]:
     return edit
 
 
+def _written(tmp: Path, text: str) -> str:
+    """A tokenizer.json in the work dir holding `text`."""
+    (tmp / "tokenizer.json").write_text(text)
+    return str(tmp / "tokenizer.json")
+
+
 def _model_file(source: str, callable_name: str = "build") -> Callable[[dict[str, Any], Path], None]:
     def edit(data: dict[str, Any], tmp: Path) -> None:
         (tmp / "user_model.py").write_text(source)
@@ -1098,6 +1104,22 @@ CASES = [
         CONFIG,
         "stages.triton_config.preprocess.text.tokenizer: file not found: ",
         _set("stages.triton_config.preprocess", {"kind": "text", "tokenizer": "missing/tokenizer.json"}),
+    ),
+    Case(
+        "service-tokenizer-not-json",
+        CONFIG,
+        "/tokenizer.json: not a tokenizer.json (JSONDecodeError: ",
+        lambda d, t: _set(
+            "stages.triton_config.preprocess", {"kind": "text", "tokenizer": _written(t, "vocab\n")}
+        )(d, t),
+    ),
+    Case(
+        "decoder-tokenizer-no-model",
+        CONFIG,
+        "/tokenizer.json: not a Hugging Face tokenizer.json (no 'model' section)",
+        lambda d, t: _set("model.decoder", {"layers": 1, "tokenizer": _written(t, '{"version": "1.0"}')})(
+            d, t
+        ),
     ),
     Case(
         "service-output-unknown",
