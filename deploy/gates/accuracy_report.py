@@ -102,9 +102,7 @@ class Speed:
         if self.rounds:
             numbers += f"; {self.speedup:.2f}x [{self.low:.2f}, {self.high:.2f}] in {self.rounds} ABBA rounds"
         on, meant = (DEVICE_NAMES.get(d, d) for d in (self.device, self.target))
-        if self.contended:
-            return f"speed vs FP32 not judged, {self.machine} ({numbers})"
-        said = self._said(on)
+        said = f"speed vs FP32 not judged, {self.machine}" if self.contended else self._said(on)
         if meant != on:
             return f"{said} ({numbers}; a {on} timing of a {meant} precision, not its verdict: bench on {self.target} is)"
         return f"{said} ({numbers})"
