@@ -42,9 +42,13 @@ INDUCTOR_FP16 = Produced("inductor_fp16", "inductor_fp16", "a tree, entry model.
 LAYERS = Produced("layers", "build", "file layers.json")
 MANIFEST = Produced("manifest", "build", "file manifest.json")
 ONNX = Produced("onnx", "export", "a tree, entry model.onnx; simplify rewrites it (onnxsim)")
+ONNX_ANSWERS = Produced("onnx_answers", "simplify", "file onnx_answers.npz (gates/kept_answers.py)")
 ONNX_FP16 = Produced("onnx_fp16", "fp16", "a tree, entry model.onnx")
 ONNX_INT8 = Produced("onnx_int8", "quantize", "a tree, entry model.onnx")
 OPENVINO = Produced("openvino", "openvino", "a tree, entry model.xml")
+OPENVINO_ANSWERS = Produced(
+    "openvino_answers", "openvino", "file openvino_answers.npz (gates/kept_answers.py)"
+)
 OPENVINO_FP16 = Produced("openvino_fp16", "openvino", "a tree, entry model.xml")
 OPENVINO_INT8 = Produced("openvino_int8", "openvino_int8", "a tree, entry model.xml")
 PLOT = Produced("plot", "bench", "file bench.png")
@@ -63,3 +67,6 @@ STATS = Produced("stats", "stats", "file stats.json")
 TABLE = Produced("table", "bench", "file bench.md")
 TIMING_CACHE = Produced("timing_cache", "build", "file timing.cache")
 TORCHSCRIPT = Produced("torchscript", "trace", "file model.pt")
+TORCHSCRIPT_ANSWERS = Produced(
+    "torchscript_answers", "trace", "file torchscript_answers.npz (gates/kept_answers.py)"
+)

@@ -3,7 +3,8 @@ FP32 and once with its weights compressed to FP16 (computed in FP32 on the CPU: 
 file, the same arithmetic), dynamic axes kept. Each IR answers the golden inputs (min,
 opt, max) in OpenVINO and is checked against eager PyTorch's answers; where the CPU has
 bf16, so is the FP32 IR computed in bf16 (the CPU plugin's default there: ~2× on resnet50
-here, and another precision, gated with its own tolerance).
+here, and another precision, gated with its own tolerance). The FP32 IR's answers (computed
+in f32) are kept for validate (gates/kept_answers.py), which judges the same file.
 
 From the ONNX rather than from the PyTorch module: the ONNX is the artifact every other
 format was verified from (its dynamic axes, names and parity are settled), converting it
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deploy.domain.artifacts import EAGER, GOLDEN, ONNX, OPENVINO, OPENVINO_FP16
+from deploy.domain.artifacts import EAGER, GOLDEN, ONNX, OPENVINO, OPENVINO_ANSWERS, OPENVINO_FP16
 from deploy.gates.tolerance import Tolerance
 from deploy.modelio.onnx_files import MODEL_FILE
 from deploy.pipeline.errors import StageFailed
@@ -104,19 +105,22 @@ def _parity(
     ctx: StageContext, artifact: str, xml: Path, tolerance: Tolerance, compute: Compute | None = None
 ) -> str:
     """The IR against eager on the golden inputs: recorded, reported, gated."""
-    from deploy.gates import diagnosis, parity, references
+    from deploy.gates import diagnosis, kept_answers, parity, references
     from deploy.gates.detection_parity import layout_of
     from deploy.runtimes.openvinort import Compute, OpenVino
 
     golden = references.load(ctx.input(GOLDEN))
     runtime = OpenVino(xml, outputs=ctx.config.output_names(), compute=compute or Compute.F32)
-    table = parity.compare(references.run(runtime, golden), golden, tolerance, layout_of(ctx.config))
+    answers = references.run(runtime, golden)
+    table = parity.compare(answers, golden, tolerance, layout_of(ctx.config))
     ctx.record(f"{artifact}_parity", parity.to_json(table))
     what = WHAT[artifact]
     ctx.report_table(
         f"{what} (OpenVINO, CPU) vs eager", parity.REPORT_COLUMNS, parity.report_rows(what, table)
     )
     diagnosis.judge(f"{what} (OpenVINO) vs eager", table, tolerance, golden, ctx.input(EAGER), runtime.infer)
+    if artifact == OPENVINO:  # what validate's openvino runs: this IR, computed in f32
+        kept_answers.keep(ctx.output(OPENVINO_ANSWERS), OPENVINO, xml, ctx.input(GOLDEN), answers)
     return f"{what} vs eager: {parity.headline(table, tolerance)}"
 
 
@@ -178,7 +182,7 @@ def _size(folder: Path) -> int:
 SPEC = StageSpec(
     phase=Phase.CONVERT,
     name="openvino",
-    version=4,  # 4: speed vs FP32 timed in ABBA rounds (interval, stable, contended: accuracy.json schema 3), at min; 3: every golden case, failures diagnosed; 2: accuracy reports against FP32 for the FP16-weight IR and bf16 compute
+    version=5,  # 5: the FP32 IR's answers kept for validate; 4: speed vs FP32 timed in ABBA rounds (interval, stable, contended: accuracy.json schema 3), at min; 3: every golden case, failures diagnosed; 2: accuracy reports against FP32 for the FP16-weight IR and bf16 compute
     params=OpenVinoParams,
     inputs=("onnx", "golden", "eager"),
     outputs=(
@@ -186,6 +190,7 @@ SPEC = StageSpec(
         Artifact("openvino_fp16", ArtifactKind.TREE, entry=IR_FILE),
         Artifact("accuracy_openvino_fp16", filename="accuracy_openvino_fp16.json"),
         Artifact("accuracy_openvino_bf16", filename="accuracy_openvino_bf16.json"),
+        Artifact("openvino_answers", filename="openvino_answers.npz"),
     ),
     run=run,
     uses=frozenset({Section.SHAPES}),

@@ -1,4 +1,5 @@
-"""simplify: onnxsim, keeping the dynamic dims; checked in ONNX Runtime."""
+"""simplify: onnxsim, keeping the dynamic dims; checked in ONNX Runtime, whose answers on
+the simplified file are kept for validate (gates/kept_answers.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deploy.domain.artifacts import EAGER, GOLDEN, ONNX
+from deploy.domain.artifacts import EAGER, GOLDEN, ONNX, ONNX_ANSWERS
 from deploy.gates.tolerance import Tolerance
 from deploy.modelio.onnx_files import MODEL_FILE
 from deploy.pipeline.errors import StageFailed
@@ -15,6 +16,9 @@ from deploy.pipeline.graph.contract import Artifact, ArtifactKind, Section, Stag
 
 if TYPE_CHECKING:
     import onnx
+
+
+ONNX_RUNTIME = "onnxruntime"  # the catalog's name of what checks the file here (runtimes/catalog.py)
 
 
 class OnFailure(StrEnum):
@@ -37,7 +41,13 @@ class SimplifyParams(BaseModel):
 
 
 def run(ctx: StageContext, params: SimplifyParams) -> None:
+    from deploy.gates import kept_answers
     from deploy.modelio import onnx_files
+
+    # Replaced by the answers below wherever this stage checks the file it writes.
+    kept_answers.not_kept(
+        ctx.output(ONNX_ANSWERS), ONNX_RUNTIME, "simplify passed the model through unchecked"
+    )
 
     if not params.enabled:
         onnx_files.copy(ctx.input(ONNX), ctx.output(ONNX))
@@ -62,7 +72,8 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
     onnx_files.save(simplified, ctx.output(ONNX), external)
     golden = references.load(ctx.input(GOLDEN))
     runtime = OnnxRuntime(ctx.output(ONNX), outputs=ctx.config.output_names())
-    table = parity.compare(references.run(runtime, golden), golden, params.tolerance, layout_of(ctx.config))
+    answers = references.run(runtime, golden)
+    table = parity.compare(answers, golden, params.tolerance, layout_of(ctx.config))
     ctx.record("nodes_before", nodes[0])
     ctx.record("nodes_after", nodes[1])
     ctx.record("parity", parity.to_json(table))
@@ -70,6 +81,7 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
     diagnosis.judge(
         "simplified ONNX vs eager", table, params.tolerance, golden, ctx.input(EAGER), runtime.infer
     )
+    kept_answers.keep(ctx.output(ONNX_ANSWERS), ONNX_RUNTIME, ctx.output(ONNX), ctx.input(GOLDEN), answers)
 
 
 def _simplify(ctx: StageContext, model: onnx.ModelProto, params: SimplifyParams) -> onnx.ModelProto | None:
@@ -112,10 +124,13 @@ def _check_dynamic_dims(ctx: StageContext, model: onnx.ModelProto) -> None:
 
 SPEC = StageSpec(
     name="simplify",
-    version=3,  # 3: parity at every golden case, failures diagnosed (eager.json)
+    version=4,  # 4: ONNX Runtime's answers kept for validate; 3: parity at every golden case, failures diagnosed (eager.json)
     params=SimplifyParams,
     inputs=("onnx", "golden", "eager"),
-    outputs=(Artifact("onnx", ArtifactKind.TREE, entry=MODEL_FILE),),
+    outputs=(
+        Artifact("onnx", ArtifactKind.TREE, entry=MODEL_FILE),
+        Artifact("onnx_answers", filename="onnx_answers.npz"),
+    ),
     run=run,
     uses=frozenset({Section.SHAPES}),
     env=("onnx", "onnxsim", "onnxruntime", "numpy"),

@@ -1,9 +1,10 @@
 """trace: TorchScript via torch.jit.trace of the model behind its I/O adapter.
 
-The traced module is checked against eager PyTorch at every golden case (min / opt /
-max, sampled shapes, value edges), which catches shape specialisation and data-dependent
-control flow that tracing silently bakes in; a TracerWarning in the user's own code is an
-error naming the line (modelio/frozen.py).
+The saved TorchScript file, loaded back, is checked against eager PyTorch at every golden
+case (min / opt / max, sampled shapes, value edges), which catches shape specialisation and
+data-dependent control flow that tracing silently bakes in, and what saving loses; a
+TracerWarning in the user's own code is an error naming the line (modelio/frozen.py). Its
+answers are kept for validate (gates/kept_answers.py), which judges the same file.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deploy.domain.artifacts import EAGER, GOLDEN, TORCHSCRIPT
+from deploy.domain.artifacts import EAGER, GOLDEN, TORCHSCRIPT, TORCHSCRIPT_ANSWERS
 from deploy.domain.issues import Issue
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.graph.contract import SOURCE_ARTIFACT, Artifact, Section, StageContext, StageSpec
@@ -40,7 +41,7 @@ class TraceParams(BaseModel):
 def run(ctx: StageContext, params: TraceParams) -> None:
     import torch
 
-    from deploy.gates import diagnosis, parity, references
+    from deploy.gates import diagnosis, kept_answers, parity, references
     from deploy.gates.detection_parity import layout_of
     from deploy.modelio import frozen
     from deploy.modelio.loading import load_adapted
@@ -56,12 +57,15 @@ def run(ctx: StageContext, params: TraceParams) -> None:
     if libraries:
         ctx.record("frozen_in_libraries", libraries[:20])
     frozen.refuse(found, params.accept_frozen, "torch.jit.trace", "stages.trace.accept_frozen")
-    runtime = TorchModule(traced, config.input_names(), config.output_names())
-    table = parity.compare(references.run(runtime, cases), cases, params.tolerance, layout_of(config))
+    saved = ctx.output(TORCHSCRIPT)
+    torch.jit.save(traced, str(saved))
+    runtime = TorchModule.torchscript(saved, config.input_names(), config.output_names())
+    answers = references.run(runtime, cases)
+    table = parity.compare(answers, cases, params.tolerance, layout_of(config))
     ctx.record("parity", parity.to_json(table))
     ctx.headline("torchscript vs eager: " + parity.headline(table, params.tolerance))
     diagnosis.judge("TorchScript vs eager", table, params.tolerance, cases, ctx.input(EAGER), runtime.infer)
-    torch.jit.save(traced, str(ctx.output(TORCHSCRIPT)))
+    kept_answers.keep(ctx.output(TORCHSCRIPT_ANSWERS), "torchscript", saved, ctx.input(GOLDEN), answers)
 
 
 def check(params: TraceParams, config: DeployConfig) -> list[Issue]:
@@ -105,10 +109,13 @@ def _trace(model: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> torch.jit.
 
 SPEC = StageSpec(
     name="trace",
-    version=4,  # 4: frozen values refused, parity at every golden case, failures diagnosed
+    version=5,  # 5: the saved file checked (loaded back), its answers kept for validate; 4: frozen values refused, parity at every golden case, failures diagnosed
     params=TraceParams,
     inputs=(SOURCE_ARTIFACT, "golden", "eager"),
-    outputs=(Artifact("torchscript", filename="model.pt"),),
+    outputs=(
+        Artifact("torchscript", filename="model.pt"),
+        Artifact("torchscript_answers", filename="torchscript_answers.npz"),
+    ),
     run=run,
     uses=frozenset({Section.MODEL, Section.SHAPES}),
     env=("torch", "safetensors", "numpy"),

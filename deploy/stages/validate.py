@@ -1,6 +1,11 @@
-"""validate: the parity gate. Runs the final ONNX (ONNX Runtime) and the TorchScript
-module on the golden inputs at every recorded shape and compares each output with
-the eager reference; any threshold exceeded fails the run."""
+"""validate: the parity gate. Judges the final ONNX (ONNX Runtime), the TorchScript module,
+the FP32 IR (OpenVINO) and an engine on the golden inputs at every recorded shape against
+the eager reference, at its own tolerance; any threshold exceeded fails the run.
+
+A file its producer already ran on these very inputs (simplify, trace, openvino keep their
+answers: gates/kept_answers.py) is judged on those answers, not run a second time, where the
+record names the same runtime, file, golden inputs and library version; the summary says
+which were (`answers_kept`) and why any other was run here (`answers_computed`)."""
 
 from __future__ import annotations
 
@@ -16,8 +21,11 @@ from deploy.runtimes.base import Device
 from deploy.runtimes.catalog import CATALOG, PARITY, get, names, registered
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from deploy.gates.parity import ParityReport, Table
-    from deploy.runtimes.base import Session
+    from deploy.gates.references import Answers, Golden
+    from deploy.runtimes.base import Feeds, Session
 
 
 class ValidateParams(Tolerance):
@@ -40,23 +48,21 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
     from deploy.gates.detection_parity import layout_of
 
     golden = references.load(ctx.input(GOLDEN))
-    tables: dict[str, parity.Table] = {}
-    sessions: dict[str, Session] = {}
-    skipped: dict[str, str] = {}
-    for runtime in params.runtimes:
-        if why := _cannot(runtime, ctx):
-            skipped[runtime] = why
-        else:
-            sessions[runtime] = _session(runtime, ctx)
-            answers = references.run(sessions[runtime], golden)
-            tables[runtime] = parity.compare(answers, golden, params, layout_of(ctx.config))
+    sessions = {r: _Lazy(r, ctx) for r in params.runtimes}
+    skipped = {r: why for r in params.runtimes if (why := _cannot(r, ctx))}
+    found = {r: _answers(r, ctx, golden, sessions[r]) for r in params.runtimes if r not in skipped}
+    tables = {r: parity.compare(a, golden, params, layout_of(ctx.config)) for r, (a, _) in found.items()}
+    kept = [r for r, (_, why) in found.items() if why is None]
+    ctx.record("answers_kept", kept)
+    ctx.record("answers_computed", {r: why for r, (_, why) in found.items() if why is not None})
     report = _report(tables, skipped, params).to_json()
     ctx.record("parity", report)
+    said = [f"{r}: {parity.headline(t, params)}" for r, t in tables.items()] + [
+        f"{r}: skipped" for r in skipped
+    ]
     ctx.headline(
-        "; ".join(
-            [f"{r}: {parity.headline(t, params)}" for r, t in tables.items()]
-            + [f"{r}: skipped" for r in skipped]
-        )
+        "; ".join(said)
+        + (f" (judged on the answers their producers kept: {', '.join(kept)})" if kept else "")
     )
     rows = [row for r, t in tables.items() for row in parity.report_rows(r, t)]
     note = "; ".join(f"{r}: {why}" for r, why in skipped.items())
@@ -85,35 +91,73 @@ def _cannot(runtime: str, ctx: StageContext) -> str | None:
     return plugin.unavailable(plugin.on(Device.CPU))
 
 
-def _session(runtime: str, ctx: StageContext) -> Session:
-    hook = get(runtime).parity
-    assert hook is not None, f"{runtime} has no parity hook"
-    return hook(ctx)
+def _answers(runtime: str, ctx: StageContext, golden: Golden, lazy: _Lazy) -> tuple[Answers, str | None]:
+    """The runtime's answers, and why it ran here (None: its file's producer kept them)."""
+    from deploy.gates import references
+
+    kept = _kept(runtime, ctx, golden)
+    if isinstance(kept, str):
+        return references.run(lazy.session(), golden), kept
+    return kept, None
+
+
+def _kept(runtime: str, ctx: StageContext, golden: Golden) -> Answers | str:
+    """The answers the file's producer kept, where they are what this stage would compute;
+    else why it runs the runtime itself."""
+    from deploy.gates import kept_answers
+
+    artifact = get(runtime).artifact
+    record = ctx.inputs.get(f"{artifact}_answers")
+    return kept_answers.usable(record, runtime, ctx.input(artifact), ctx.input(GOLDEN), golden)
+
+
+class _Lazy:
+    """A runtime's session, made on first use: only where its answers were not kept, or
+    where a failure's diagnosis runs it again."""
+
+    def __init__(self, runtime: str, ctx: StageContext) -> None:
+        self.runtime, self.ctx = runtime, ctx
+        self.made: Session | None = None
+
+    def session(self) -> Session:
+        if self.made is None:
+            hook = get(self.runtime).parity
+            assert hook is not None, f"{self.runtime} has no parity hook"
+            self.made = hook(self.ctx)
+        return self.made
+
+    def infer(self, feeds: Feeds) -> dict[str, np.ndarray]:
+        return self.session().infer(feeds)
 
 
 def inputs_for(params: ValidateParams) -> tuple[str, ...]:
     wanted = {get(r).artifact for r in params.runtimes} - set(ALWAYS)
-    return (*ALWAYS, *(a for a in ARTIFACTS if a in wanted))
+    files = (*ALWAYS, *(a for a in ARTIFACTS if a in wanted))
+    return (*files, *(k for k in KEPT if k.removesuffix(KEPT_SUFFIX) in files))
 
 
 # What the checked runtimes load; the reference and the ONNX file (simplify's) always.
 ARTIFACTS = tuple(dict.fromkeys(CATALOG[r].artifact for r in PARITY))
 ALWAYS = ("onnx", "golden", "eager")
+# The answers their producers kept on those files (gates/kept_answers.py).
+KEPT_SUFFIX = "_answers"
+KEPT = tuple(f"{a}{KEPT_SUFFIX}" for a in ("onnx", "torchscript", "openvino"))
 
 SPEC = StageSpec(
     phase=Phase.VERIFY,
     name="validate",
-    version=5,  # 5: every golden case, failures diagnosed (eager.json); 4: openvino among the runtimes; 3: parity.json a versioned record (gates/parity.py ParityReport)
+    version=6,  # 6: a file's producer's answers judged, not recomputed (gates/kept_answers.py); 5: every golden case, failures diagnosed (eager.json); 4: openvino among the runtimes; 3: parity.json a versioned record (gates/parity.py ParityReport)
     params=ValidateParams,
-    inputs=(*ARTIFACTS, "golden", "eager"),
+    inputs=(*ARTIFACTS, "golden", "eager", *KEPT),
     outputs=(Artifact("report", filename="parity.json"),),
     run=run,
     uses=frozenset({Section.SHAPES}),
     env=("onnxruntime", "openvino", "torch", "numpy"),
     select_inputs=inputs_for,
     optional_inputs=frozenset({"engine"}),
-    # the torch.export path has no trace stage; a config may have no openvino stage
-    if_configured=frozenset({"torchscript", "openvino"}),
+    # the torch.export path has no trace stage; a config may have no openvino stage, or no
+    # simplify (export's ONNX, whose answers are not kept)
+    if_configured=frozenset({"torchscript", "openvino", *KEPT}),
     description="parity gate: ONNX Runtime, TorchScript and OpenVINO vs the eager reference",
     timeout_s=1800,
 )
