@@ -37,7 +37,7 @@ class References:
 
     def __init__(self, ctx: StageContext) -> None:
         self.ctx = ctx
-        self._runners: dict[Path | None, Runner] = {}
+        self._runners: dict[tuple[Path | None, str], Runner] = {}
         self._answers: dict[tuple[object, ...], Arrays] = {}
 
     def outputs(
@@ -55,11 +55,13 @@ class References:
         return self._answers[key]
 
     def _runner(self, served_file: Path | None, precision: str, sample: Arrays) -> Runner:
-        if served_file not in self._runners:
-            self._runners[served_file] = (
+        # By precision too: the FP32 IR served as bf16 is computed in bf16 (runtimes/files.py).
+        key = (served_file, precision)
+        if key not in self._runners:
+            self._runners[key] = (
                 _eager(self.ctx, sample) if served_file is None else _local(self.ctx, served_file, precision)
             )
-        return self._runners[served_file]
+        return self._runners[key]
 
 
 def _eager(ctx: StageContext, sample: Arrays) -> Runner:
