@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-from dataclasses import dataclass
+import zipfile
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -52,15 +53,18 @@ class KeptAnswers:
             with np.load(path, allow_pickle=False) as data:
                 meta = json.loads(data[_META].tobytes())
                 arrays = {k: data[k] for k in data.files if k != _META}
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):  # truncated, not a record
             return None
-        if meta.pop("schema", None) != SCHEMA:
+        if not isinstance(meta, dict) or meta.pop("schema", None) != SCHEMA or set(meta) != FIELDS:
             return None
         answers: Answers = {}
         for key, array in arrays.items():
             case, name = key.split(".", 1)
             answers.setdefault(case, {})[name] = array
         return cls(**meta, answers=answers if not meta["why"] else None)
+
+
+FIELDS = {f.name for f in fields(KeptAnswers)} - {"answers"}
 
 
 def keep(path: Path, runtime: str, model: Path, golden: Path, answers: Answers) -> None:

@@ -73,10 +73,12 @@ def test_kept_answers_that_disagree_with_eager_fail_validate(made, tmp_path):
         _validate(made, tmp_path, onnx_answers=tmp_path / "moved.npz")
 
 
-@pytest.mark.parametrize("change", ["file", "golden", "library", "garbage", "too_big", "not_kept"])
+@pytest.mark.parametrize(
+    "change", ["file", "golden", "library", "garbage", "truncated", "too_big", "not_kept"]
+)
 def test_a_record_that_is_not_for_this_file_is_run_again(made, tmp_path, monkeypatch, change):
     """A record for another file (export's unsimplified ONNX), other golden inputs, another
-    library version, one that is not a record, one whose answers were too big to keep, or
+    library version, one that is not a record or was cut short, one whose answers were too big to keep, or
     one saying its producer did not check the file: validate runs ONNX Runtime itself, says
     why, and the run passes on its own answers."""
     golden = references.load(made["golden"])
@@ -93,6 +95,7 @@ EXPECTED = {
     "golden": "kept for another golden inputs",
     "library": "kept for another library version",
     "garbage": "no answers kept",
+    "truncated": "no answers kept",
     "too_big": "its answers (",
     "not_kept": "simplify passed the model through unchecked",
 }
@@ -115,6 +118,8 @@ def _write(change: str, record: Path, made: dict[str, Path], golden: references.
     elif change == "too_big":
         monkeypatch.setattr(kept_answers, "MAX_BYTES", 16)
     kept_answers.keep(record, "onnxruntime", model, golden_file, fresh)
+    if change == "truncated":
+        record.write_bytes(record.read_bytes()[: record.stat().st_size // 2])
     if change == "library":
         kept = KeptAnswers.read(record)
         assert kept is not None
