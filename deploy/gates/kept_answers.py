@@ -89,6 +89,8 @@ def usable(path: Path | None, runtime: str, model: Path, golden_path: Path, gold
         return "no answers kept"
     if kept.answers is None:
         return kept.why
+    if not library(runtime):
+        return f"no answers are kept for {runtime}"
     for what, theirs, ours in (
         ("runtime", kept.runtime, runtime),
         ("library version", kept.library, library(runtime)),
@@ -104,8 +106,10 @@ def usable(path: Path | None, runtime: str, model: Path, golden_path: Path, gold
 
 
 def library(runtime: str) -> str:
-    module = LIBRARY[CATALOG[runtime].family]
-    return f"{module} {importlib.import_module(module).__version__}"
+    """What computes the runtime's answers, with its version ("" where none is named here:
+    no record is kept for such a runtime, so none can match)."""
+    module = LIBRARY.get(CATALOG[runtime].family)
+    return f"{module} {importlib.import_module(module).__version__}" if module else ""
 
 
 def file_sha256(path: Path) -> str:

@@ -107,7 +107,7 @@ def _kept(runtime: str, ctx: StageContext, golden: Golden) -> Answers | str:
     from deploy.gates import kept_answers
 
     artifact = get(runtime).artifact
-    record = ctx.inputs.get(f"{artifact}_answers")
+    record = ctx.inputs.get(f"{artifact}{KEPT_SUFFIX}")
     return kept_answers.usable(record, runtime, ctx.input(artifact), ctx.input(GOLDEN), golden)
 
 
