@@ -9,7 +9,6 @@ standard library only (onnx for an ONNX file's external data)."""
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import zipfile
@@ -19,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from deploy.gates.references import Answers, Golden
+from deploy.pipeline.graph.hashing import digest_file, digest_json
 from deploy.runtimes.catalog import CATALOG
 from deploy.runtimes.plugin import Family
 
@@ -115,13 +115,8 @@ def library(runtime: str) -> str:
 def file_sha256(path: Path) -> str:
     """The file and what it loads beside it (an IR's .bin, an ONNX file's external data, by
     the names it loads them by; the file's own name is the store's, not part of it)."""
-    digest = hashlib.sha256()
-    for part in [path, *_sidecars(path)]:
-        digest.update((part.name if part != path else "").encode() + b"\0")
-        with open(part, "rb") as fh:
-            while chunk := fh.read(2**22):
-                digest.update(chunk)
-    return digest.hexdigest()
+    parts = [("", path), *((p.name, p) for p in _sidecars(path))]
+    return digest_json([[name, digest_file(p)] for name, p in parts])
 
 
 def _sidecars(path: Path) -> list[Path]:
