@@ -223,3 +223,27 @@ def test_difference_sees_entries_added_below_a_tree_and_chmod(tmp_path: Path) ->
     found = footprint.take(invoked, [tree], [], {}, "then")
     os.chmod(tree / "a" / "x.txt", 0o400)
     assert footprint.difference(found, invoked) == f"{tree / 'a' / 'x.txt'} changed"
+
+
+def test_bytecode_and_dot_folders_beside_code_change_no_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's first import writes a `__pycache__` into deploy's folders, and
+    mypy a `.mypy_cache` into the working directory, at any moment: neither is a change
+    (a CI run's replay took the full path on one). A module added or edited is one."""
+    code, cwd = tmp_path / "deploy", tmp_path / "work"
+    (code / "sub").mkdir(parents=True)
+    (code / "sub" / "mod.py").write_text("X = 1\n")
+    cwd.mkdir()
+    monkeypatch.setattr(footprint, "CODE", code)
+    monkeypatch.setattr(sys, "path", ["", str(code / "absent.zip")])
+    monkeypatch.chdir(cwd)
+    before = footprint.environment()
+    for cache in (code / "sub" / "__pycache__", code / "__pycache__", cwd / ".mypy_cache"):
+        cache.mkdir()
+        (cache / "mod.cpython-311.pyc").write_bytes(b"\0")
+    assert footprint.environment() == before
+    (cwd / "torch.py").write_text("")  # would shadow an installed torch
+    assert footprint.environment()["sys_path"] != before["sys_path"]
+    (code / "sub" / "mod.py").write_text("X = 2\n")
+    assert footprint.environment()["code"] != before["code"]

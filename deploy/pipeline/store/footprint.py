@@ -15,6 +15,11 @@ size, mtime, ctime and mode. ctime is the kernel's: any write, chmod or utime mo
 it, so an in-place edit that restores mtime still shows (as for the stat memo in
 pipeline.graph.hashing).
 
+The code and the sys.path directories are judged by what they hold, not by their own
+mtime: Python writing a `__pycache__` on a first import, or a tool a dot-folder
+(.mypy_cache) into the working directory, changes nothing a run would do, and another
+process does both at any moment.
+
 Standard library only: checking a footprint must cost less than importing what it saves.
 """
 
@@ -83,16 +88,40 @@ def invocation(config: Path, cache_dir: Path | None) -> dict[str, object]:
 
 def environment() -> dict[str, object]:
     """The interpreter, the installed distributions, deploy's code and the hardware."""
-    code: dict[str, Token] = {}
-    tree(CODE, code)
     return {
         "python": [sys.executable, sys.version],
-        "sys_path": {os.path.abspath(entry): token(entry or ".") for entry in sys.path},
-        "code": digest_json({k: v for k, v in code.items() if "__pycache__" not in k}),
+        "sys_path": {os.path.abspath(entry): _importable(entry or ".") for entry in sys.path},
+        "code": _code(),
         "cpu": [_cpu_model(), os.cpu_count()],
         "gpus": sorted(os.listdir(GPUS)) if GPUS.is_dir() else [],
         "tools": {tool: _tool(tool) for tool in TOOLS},
     }
+
+
+def _incidental(name: str) -> bool:
+    """Written beside code by the tools that read it, never imported."""
+    return name.startswith(".") or name == "__pycache__"
+
+
+def _importable(entry: str) -> object:
+    """A sys.path directory by the names in it (a distribution installed, upgraded or
+    removed renames its dist-info); a file (a zip) by its token."""
+    try:
+        names = os.listdir(entry)
+    except NotADirectoryError:
+        return token(entry)
+    except OSError:
+        return None
+    return digest_json(sorted(n for n in names if not _incidental(n)))
+
+
+def _code() -> str:
+    """deploy's own files by their tokens, and nothing Python caches beside them."""
+    files: dict[str, Token] = {}
+    for parent, dirs, names in os.walk(CODE):
+        dirs[:] = sorted(d for d in dirs if not _incidental(d))
+        files.update({p: token(p) for p in (os.path.join(parent, n) for n in names if not _incidental(n))})
+    return digest_json(files)
 
 
 def _tool(name: str) -> list[object] | None:
