@@ -103,9 +103,14 @@ def test_a_replay_writes_nothing(warm: Path, tmp_path: Path) -> None:
     assert _listing(tmp_path) == before
 
 
-def _listing(root: Path) -> dict[str, list[int] | None]:
-    found: dict[str, list[int] | None] = {}
-    footprint.tree(root, found)
+def _listing(root: Path) -> dict[str, list[int]]:
+    """Every path below `root` by its full stat, folders' mtimes too (a file written and
+    removed again shows), independent of what the footprint keeps."""
+    found = {}
+    for parent, dirs, files in os.walk(root):
+        for path in (os.path.join(parent, n) for n in (*dirs, *files)):
+            st = os.lstat(path)
+            found[path] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode]
     return found
 
 
@@ -223,6 +228,21 @@ def test_difference_sees_entries_added_below_a_tree_and_chmod(tmp_path: Path) ->
     found = footprint.take(invoked, [tree], [], {}, "then")
     os.chmod(tree / "a" / "x.txt", 0o400)
     assert footprint.difference(found, invoked) == f"{tree / 'a' / 'x.txt'} changed"
+
+
+def test_bytecode_written_into_a_tree_is_no_change(tmp_path: Path) -> None:
+    """A server loading a published python-backend model writes `1/__pycache__` beside
+    its model.py: the next run is still a replay. A file beside model.py is a change."""
+    version = tmp_path / "repo" / "model" / "1"
+    version.mkdir(parents=True)
+    (version / "model.py").write_text("X = 1\n")
+    invoked = {"config": "c"}
+    found = footprint.take(invoked, [tmp_path / "repo"], [], {}, "then")
+    (version / "__pycache__").mkdir()
+    (version / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"\0")
+    assert footprint.difference(found, invoked) is None
+    (version / "extra.py").write_text("")
+    assert footprint.difference(found, invoked) == f"{version} changed"
 
 
 def test_bytecode_and_dot_folders_beside_code_change_no_environment(

@@ -47,7 +47,10 @@ CODE = Path(__file__).resolve().parents[2]  # the deploy package: stage versions
 MAX_PATHS = 20_000  # a footprint larger than this is not worth keeping: the run takes its full path
 
 MAX_BYTES = 64 << 20  # a footprint file larger than MAX_PATHS could make is not ours
-Token = list[int] | None  # [inode, size, mtime_ns, ctime_ns, mode], None: absent
+# A file: [inode, size, mtime_ns, ctime_ns, mode]; a folder walked: [inode, mode, its
+# entries' names]; None: absent.
+Token = list[int | str] | None
+BYTECODE = "__pycache__"
 
 
 class TooLarge(Exception):
@@ -64,15 +67,34 @@ def token(path: Path | str) -> Token:
 
 def tree(root: Path, into: dict[str, Token]) -> None:
     """`root` and, for a directory, every directory and file below it (a directory's own
-    token changes when an entry is added, removed or renamed)."""
-    into[str(root)] = token(root)
+    token changes when an entry is added, removed or renamed). `__pycache__` is left out: a
+    server loading a published python-backend model, or a model package imported, writes
+    one, which changes nothing a run does."""
+    into[str(root)] = _walked(str(root))
     if not root.is_dir() or root.is_symlink():
         return
     for parent, dirs, files in os.walk(root):
-        for name in (*dirs, *files):
-            into[os.path.join(parent, name)] = token(os.path.join(parent, name))
+        dirs[:] = [d for d in dirs if d != BYTECODE]
+        into.update({p: _walked(p) for p in (os.path.join(parent, n) for n in (*dirs, *files))})
         if len(into) > MAX_PATHS:
             raise TooLarge(str(root))
+
+
+def _again(path: str, kept: Token) -> Token:
+    """The path's token now, taken as `kept` was (a folder walked has three fields)."""
+    return _walked(path) if kept is not None and len(kept) == 3 else token(path)
+
+
+def _walked(path: str) -> Token:
+    """A folder by its entries' names (its mtime moves when `__pycache__` appears); anything
+    else, and a folder that can't be listed, by its token."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        return token(path)
+    try:
+        st, names = os.stat(path), os.listdir(path)
+    except OSError:
+        return token(path)
+    return [st.st_ino, st.st_mode, digest_json(sorted(n for n in names if n != BYTECODE))]
 
 
 def invocation(config: Path, cache_dir: Path | None) -> dict[str, object]:
@@ -100,7 +122,7 @@ def environment() -> dict[str, object]:
 
 def _incidental(name: str) -> bool:
     """Written beside code by the tools that read it, never imported."""
-    return name.startswith(".") or name == "__pycache__"
+    return name.startswith(".") or name == BYTECODE
 
 
 def _importable(entry: str) -> object:
@@ -179,7 +201,7 @@ def difference(found: Footprint, invoked: Mapping[str, object]) -> str | None:
     """The first thing that differs now, cheapest checks first; None when nothing does."""
     if found.invocation != invoked:
         return "the invocation differs"
-    changed = next((p for p, t in found.files.items() if token(p) != t), None)
+    changed = next((p for p, t in found.files.items() if _again(p, t) != t), None)
     if changed is not None:
         return f"{changed} changed"
     if found.environment != environment():
