@@ -19,7 +19,7 @@ import numpy as np
 
 from deploy.gates.references import Answers, Golden
 from deploy.pipeline.graph.hashing import digest_file, digest_json
-from deploy.runtimes.catalog import CATALOG
+from deploy.runtimes.catalog import CATALOG, checking
 from deploy.runtimes.plugin import Family
 
 SCHEMA = 1
@@ -67,8 +67,10 @@ class KeptAnswers:
 FIELDS = {f.name for f in fields(KeptAnswers)} - {"answers"}
 
 
-def keep(path: Path, runtime: str, model: Path, golden: Path, answers: Answers) -> None:
-    """The producer's side: its answers on its own output file, unless they are too big."""
+def keep(path: Path, artifact: str, model: Path, golden: Path, answers: Answers) -> None:
+    """The producer's side: its answers on `model`, its own output `artifact`, unless they
+    are too big; recorded under the runtime validate runs on that artifact."""
+    runtime = checking(artifact)
     size = sum(a.nbytes for outs in answers.values() for a in outs.values())
     why = (
         "" if size <= MAX_BYTES else f"its answers ({size / 2**20:.0f} MiB) are over {MAX_BYTES // 2**20} MiB"
@@ -77,9 +79,9 @@ def keep(path: Path, runtime: str, model: Path, golden: Path, answers: Answers) 
     KeptAnswers(runtime, *digests, library(runtime), None if why else answers, why).write(path)
 
 
-def not_kept(path: Path, runtime: str, why: str) -> None:
+def not_kept(path: Path, artifact: str, why: str) -> None:
     """The producer made no answers on its output (e.g. simplify disabled): validate runs it."""
-    KeptAnswers(runtime, "", "", "", None, why).write(path)
+    KeptAnswers(checking(artifact), "", "", "", None, why).write(path)
 
 
 def usable(path: Path | None, runtime: str, model: Path, golden_path: Path, golden: Golden) -> Answers | str:

@@ -63,6 +63,12 @@ def artifact_of(runtime: str) -> str:
     return CATALOG[runtime].artifact
 
 
+def checking(artifact: str) -> str:
+    """The runtime validate runs on a file of `artifact`: the first registered that loads it
+    and has a parity hook (ONNX Runtime on the CPU before its CUDA provider)."""
+    return next(p.name for p in PLUGINS if p.artifact == artifact and p.parity is not None)
+
+
 def names(where: tuple[str, ...] = ()) -> str:
     """`eager | torchscript | …`, for help texts and messages."""
     return " | ".join(where or tuple(CATALOG))

@@ -18,9 +18,6 @@ if TYPE_CHECKING:
     import onnx
 
 
-ONNX_RUNTIME = "onnxruntime"  # the catalog's name of what checks the file here (runtimes/catalog.py)
-
-
 class OnFailure(StrEnum):
     FAIL = "fail"
     PASSTHROUGH = "passthrough"  # hand the unsimplified model on (with a warning)
@@ -45,9 +42,7 @@ def run(ctx: StageContext, params: SimplifyParams) -> None:
     from deploy.modelio import onnx_files
 
     # Replaced by the answers below wherever this stage checks the file it writes.
-    kept_answers.not_kept(
-        ctx.output(ONNX_ANSWERS), ONNX_RUNTIME, "simplify passed the model through unchecked"
-    )
+    kept_answers.not_kept(ctx.output(ONNX_ANSWERS), ONNX, "simplify passed the model through unchecked")
 
     if not params.enabled:
         onnx_files.copy(ctx.input(ONNX), ctx.output(ONNX))
@@ -85,7 +80,7 @@ def _check(ctx: StageContext, params: SimplifyParams, nodes: tuple[int, int]) ->
     diagnosis.judge(
         "simplified ONNX vs eager", table, params.tolerance, golden, ctx.input(EAGER), runtime.infer
     )
-    kept_answers.keep(ctx.output(ONNX_ANSWERS), ONNX_RUNTIME, ctx.output(ONNX), ctx.input(GOLDEN), answers)
+    kept_answers.keep(ctx.output(ONNX_ANSWERS), ONNX, ctx.output(ONNX), ctx.input(GOLDEN), answers)
 
 
 def _simplify(ctx: StageContext, model: onnx.ModelProto, params: SimplifyParams) -> onnx.ModelProto | None:

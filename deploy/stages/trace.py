@@ -65,7 +65,7 @@ def run(ctx: StageContext, params: TraceParams) -> None:
     ctx.record("parity", parity.to_json(table))
     ctx.headline("torchscript vs eager: " + parity.headline(table, params.tolerance))
     diagnosis.judge("TorchScript vs eager", table, params.tolerance, cases, ctx.input(EAGER), runtime.infer)
-    kept_answers.keep(ctx.output(TORCHSCRIPT_ANSWERS), "torchscript", saved, ctx.input(GOLDEN), answers)
+    kept_answers.keep(ctx.output(TORCHSCRIPT_ANSWERS), TORCHSCRIPT, saved, ctx.input(GOLDEN), answers)
 
 
 def check(params: TraceParams, config: DeployConfig) -> list[Issue]:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
+from deploy.domain.artifacts import ONNX
 from deploy.gates import kept_answers, references
 from deploy.gates.kept_answers import KeptAnswers
 from deploy.pipeline.errors import StageFailed
@@ -113,11 +114,11 @@ def _write(change: str, record: Path, made: dict[str, Path], golden: references.
         record.write_bytes(b"not a record")
         return
     elif change == "not_kept":
-        kept_answers.not_kept(record, "onnxruntime", "simplify passed the model through unchecked")
+        kept_answers.not_kept(record, ONNX, "simplify passed the model through unchecked")
         return
     elif change == "too_big":
         monkeypatch.setattr(kept_answers, "MAX_BYTES", 16)
-    kept_answers.keep(record, "onnxruntime", model, golden_file, fresh)
+    kept_answers.keep(record, ONNX, model, golden_file, fresh)
     if change == "truncated":
         record.write_bytes(record.read_bytes()[: record.stat().st_size // 2])
     if change == "library":
