@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, field_validator
 
-from deploy.domain.artifacts import EAGER, GOLDEN, REPORT
+from deploy.domain.artifacts import EAGER, GOLDEN, ONNX_ANSWERS, OPENVINO_ANSWERS, REPORT, TORCHSCRIPT_ANSWERS
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.graph.contract import Artifact, Phase, Section, StageContext, StageSpec
 from deploy.runtimes.base import Device
@@ -141,7 +141,7 @@ ARTIFACTS = tuple(dict.fromkeys(CATALOG[r].artifact for r in PARITY))
 ALWAYS = ("onnx", "golden", "eager")
 # The answers their producers kept on those files (gates/kept_answers.py).
 KEPT_SUFFIX = "_answers"
-KEPT = tuple(f"{a}{KEPT_SUFFIX}" for a in ("onnx", "torchscript", "openvino"))
+KEPT = (ONNX_ANSWERS, TORCHSCRIPT_ANSWERS, OPENVINO_ANSWERS)
 
 SPEC = StageSpec(
     phase=Phase.VERIFY,

@@ -29,7 +29,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,17 +65,28 @@ def token(path: Path | str) -> Token:
     return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode]
 
 
-def tree(root: Path, into: dict[str, Token]) -> None:
-    """`root` and, for a directory, every directory and file below it (a directory's own
-    token changes when an entry is added, removed or renamed). `__pycache__` is left out: a
-    server loading a published python-backend model, or a model package imported, writes
-    one, which changes nothing a run does."""
-    into[str(root)] = _walked(str(root))
+def _bytecode(name: str) -> bool:
+    """What a server loading a published python-backend model, or a model package
+    imported, writes beside the code: it changes nothing a run does."""
+    return name == BYTECODE
+
+
+def _incidental(name: str) -> bool:
+    """Written beside code by the tools that read it (mypy, pytest), never imported."""
+    return name.startswith(".") or name == BYTECODE
+
+
+def tree(root: Path, into: dict[str, Token], skip: Callable[[str], bool] = _bytecode) -> None:
+    """`root` and, for a directory, every directory and file below it but those `skip`
+    names (a directory's own token changes when an entry is added, removed or renamed)."""
+    into[str(root)] = _walked(str(root), skip)
     if not root.is_dir() or root.is_symlink():
         return
     for parent, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d != BYTECODE]
-        into.update({p: _walked(p) for p in (os.path.join(parent, n) for n in (*dirs, *files))})
+        dirs[:] = [d for d in dirs if not skip(d)]
+        into.update(
+            {p: _walked(p, skip) for p in (os.path.join(parent, n) for n in (*dirs, *files) if not skip(n))}
+        )
         if len(into) > MAX_PATHS:
             raise TooLarge(str(root))
 
@@ -85,16 +96,16 @@ def _again(path: str, kept: Token) -> Token:
     return _walked(path) if kept is not None and len(kept) == 3 else token(path)
 
 
-def _walked(path: str) -> Token:
-    """A folder by its entries' names (its mtime moves when `__pycache__` appears); anything
-    else, and a folder that can't be listed, by its token."""
+def _walked(path: str, skip: Callable[[str], bool] = _bytecode) -> Token:
+    """A folder by the names in it but those `skip` names (its mtime moves when
+    `__pycache__` appears); anything else, and a folder that can't be listed, by its token."""
     if os.path.islink(path) or not os.path.isdir(path):
         return token(path)
     try:
         st, names = os.stat(path), os.listdir(path)
     except OSError:
         return token(path)
-    return [st.st_ino, st.st_mode, digest_json(sorted(n for n in names if n != BYTECODE))]
+    return [st.st_ino, st.st_mode, digest_json(sorted(n for n in names if not skip(n)))]
 
 
 def invocation(config: Path, cache_dir: Path | None) -> dict[str, object]:
@@ -112,7 +123,10 @@ def environment() -> dict[str, object]:
     """The interpreter, the installed distributions, deploy's code and the hardware."""
     return {
         "python": [sys.executable, sys.version],
-        "sys_path": {os.path.abspath(entry): _importable(entry or ".") for entry in sys.path},
+        # A distribution installed, upgraded or removed renames its dist-info in a listing.
+        "sys_path": {
+            os.path.abspath(entry): _walked(os.path.realpath(entry or "."), _incidental) for entry in sys.path
+        },
         "code": _code(),
         "cpu": [_cpu_model(), os.cpu_count()],
         "gpus": sorted(os.listdir(GPUS)) if GPUS.is_dir() else [],
@@ -120,30 +134,11 @@ def environment() -> dict[str, object]:
     }
 
 
-def _incidental(name: str) -> bool:
-    """Written beside code by the tools that read it, never imported."""
-    return name.startswith(".") or name == BYTECODE
-
-
-def _importable(entry: str) -> object:
-    """A sys.path directory by the names in it (a distribution installed, upgraded or
-    removed renames its dist-info); a file (a zip) by its token."""
-    try:
-        names = os.listdir(entry)
-    except NotADirectoryError:
-        return token(entry)
-    except OSError:
-        return None
-    return digest_json(sorted(n for n in names if not _incidental(n)))
-
-
 def _code() -> str:
-    """deploy's own files by their tokens, and nothing Python caches beside them."""
-    files: dict[str, Token] = {}
-    for parent, dirs, names in os.walk(CODE):
-        dirs[:] = sorted(d for d in dirs if not _incidental(d))
-        files.update({p: token(p) for p in (os.path.join(parent, n) for n in names if not _incidental(n))})
-    return digest_json(files)
+    """deploy's own files and folders, and nothing Python or its tools cache beside them."""
+    found: dict[str, Token] = {}
+    tree(CODE, found, _incidental)
+    return digest_json(found)
 
 
 def _tool(name: str) -> list[object] | None:
