@@ -158,10 +158,11 @@ def test_request_rate_mode_offers_the_rate_and_shows_when_it_could_not(write_con
     paced = {r["request_rate"]: r for r in data["results"] if "request_rate" in r}
     assert sorted(paced) == rates and all(r["concurrency"] == 0 for r in paced.values())
     slow, flood = paced[20.0], paced[20000.0]
-    # Some late sends at 20/s are the machine's (the suite runs on two busy workers: 13 %
-    # were seen at 50/s in tests/runtimes/test_pacing.py), not the pacing's: a pacer that
-    # fell behind would be late on most of them.
-    assert slow["qps"] == pytest.approx(20.0, rel=0.15) and slow["late_share"] < 0.3
+    # The rate offered is the check: a pacer that fell behind restarts its schedule without
+    # a catch-up burst, so it would serve under the rate. Late sends (over 1 ms behind) at
+    # 20/s are the machine's scheduling (13 % at 50/s in tests/runtimes/test_pacing.py; 33 %
+    # in a CI run with three busy workers), not the pacing's: one behind would be late on most.
+    assert slow["qps"] == pytest.approx(20.0, rel=0.15) and slow["late_share"] < 0.5
     assert slow["server"]["requests"] >= slow["iterations"]
     # Served at what the server can do; sends wait for one of the 4 slots (a batch the
     # server answers at once frees several, so not every send is late).
