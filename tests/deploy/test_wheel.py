@@ -8,6 +8,7 @@ line, which puts them after its own: `deploy` is the wheel's, not this checkout'
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -20,6 +21,18 @@ import yaml
 from tests.helpers import ROOT, tiny_dict
 
 pytestmark = pytest.mark.slow
+# What a checkout holds beyond the sources a wheel is built from.
+CHECKOUT_ONLY = (
+    ".git",
+    ".venv*",
+    ".*cache",
+    ".typings",
+    "build",
+    "*.egg-info",
+    "__pycache__",
+    "runs",
+    "site",
+)
 
 # What a user's project folder holds: each would have shadowed (or broken) a layer when
 # the layers were top-level packages.
@@ -37,6 +50,10 @@ USER_FILES = {
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the wheel installed; returns its python."""
     work = tmp_path_factory.mktemp("wheel")
+    # Built from a copy: setuptools writes build/ and *.egg-info into the tree it builds, and
+    # the checkout is the working directory (and so on sys.path) of the tests beside this one.
+    source = work / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*CHECKOUT_ONLY))
     built = subprocess.run(
         [
             sys.executable,
@@ -47,7 +64,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--no-build-isolation",
             "-w",
             str(work),
-            str(ROOT),
+            str(source),
         ],
         capture_output=True,
         text=True,
