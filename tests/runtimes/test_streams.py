@@ -5,6 +5,7 @@ streams stop when the measurement ends, and one failing stream fails it.
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 
@@ -43,7 +44,9 @@ def test_n_streams_keep_n_calls_in_flight(n: int) -> None:
     assert edges == (None, None)  # no snapshot asked for
     assert all(c.calls > 0 and c.peak == 1 for c in counters), "each stream: one call at a time"
     rate = len(timing.latencies_ms) / timing.wall_s
-    assert 0.4 * n / SLEEP_S < rate < 1.1 * n / SLEEP_S
+    # n calls in flight at the latency they took (load stretches the sleeps, not this ratio).
+    mean_s = statistics.fmean(timing.latencies_ms) / 1000
+    assert 0.8 * n / mean_s < rate < 1.1 * n / SLEEP_S
     assert SLEEP_S * 1000 <= sorted(timing.latencies_ms)[len(timing.latencies_ms) // 2] < 4 * SLEEP_S * 1000
     assert all(window.calls >= SETTINGS.window_calls() for window in timing.windows)
     assert SETTINGS.stability_windows <= len(timing.windows) <= SETTINGS.max_windows
