@@ -122,6 +122,39 @@ def test_constant_reference_outputs_are_refused(write_config, tmp_path: Path) ->
         run(path, only=["golden"])
 
 
+BLIND_MODEL = '''
+import torch
+
+
+class Blind(torch.nn.Module):
+    """Its input's signal dies before the head (as in an untrained GoogLeNet, whose random
+    weights make every image score alike): every sample gets the bias, which varies by class."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.linspace(-1.0, 1.0, 10))
+
+    def forward(self, x):
+        return torch.relu(-x.abs()).flatten(1)[:, :10] + self.bias
+
+
+def blind(width: int = 8):
+    return Blind()
+'''
+
+
+def test_answers_that_ignore_the_inputs_are_refused(write_config, tmp_path: Path) -> None:
+    """Not constant (ten different scores), but the same at every case: a converter that
+    broke every layer before the head would still pass parity on them."""
+    (tmp_path / "blind.py").write_text(BLIND_MODEL)
+    path = write_config({"model": {"file": str(tmp_path / "blind.py"), "callable": "blind"}})
+    with pytest.raises(
+        StageError,
+        match=r"do not depend on the inputs: at opt and \w+.*the inputs differ but every output is the same.*model\.checkpoint",
+    ):
+        run(path, only=["golden"])
+
+
 def test_zero_vs_zero_is_not_a_perfect_cosine() -> None:
     zeros = np.zeros((2, 10), np.float32)
     m = parity.metrics(zeros, zeros, Tolerance())

@@ -122,3 +122,33 @@ def truncated(adapter: IOAdapter, golden: Golden) -> list[Truncated]:
         if max(counts, default=0) > padding.max_detections:
             found.append(Truncated(name, counts, padding.max_detections))
     return found
+
+
+def refuse_input_blind(golden: Golden, hint: str) -> None:
+    """StageFailed where every output is the same, bit for bit, at two cases whose inputs
+    differ: the model ignores its inputs (an untrained network whose signal vanished before
+    its head), so parity would compare only what it adds whatever the input (a bias), and
+    pass whatever a converter did to the rest of the graph."""
+    pairs = [
+        (a, b)
+        for i, (a, first) in enumerate(golden.items())
+        for b, second in list(golden.items())[i + 1 :]
+        if _blind(first, second)
+    ]
+    if pairs:
+        cases = ", ".join(f"{a} and {b}" for a, b in pairs[:3])
+        raise StageFailed(
+            f"eager's answers do not depend on the inputs: at {cases} the inputs differ but every output is the "
+            f"same, bit for bit, so parity would compare only what the model adds whatever its input. {hint}"
+        )
+
+
+def _blind(first: Case, second: Case) -> bool:
+    """Same input shapes, different input values, every output identical."""
+    if first.inputs.keys() != second.inputs.keys() or first.outputs.keys() != second.outputs.keys():
+        return False
+    if any(first.inputs[n].shape != second.inputs[n].shape for n in first.inputs):
+        return False
+    if all(np.array_equal(first.inputs[n], second.inputs[n]) for n in first.inputs):
+        return False
+    return all(np.array_equal(first.outputs[n], second.outputs[n]) for n in first.outputs)

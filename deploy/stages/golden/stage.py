@@ -69,6 +69,7 @@ def run(ctx: StageContext, params: GoldenParams) -> None:
     references.refuse_constant(
         "reference output", {lb: golden[lb].outputs for lb in ("min", "opt", "max")}, _output_hint(batching)
     )
+    answers.refuse_input_blind(golden, _OUTPUT_HINT)
     # Each concurrent client's request gets the eager answer for exactly its own rows.
     clients = references.client_inputs(inputs, config.batch_dim is not None)
     references.save(ctx.output(GOLDEN), golden, [references.Case(c, eager.infer(c)) for c in clients])
@@ -172,9 +173,9 @@ def _shapes(golden: Golden) -> dict[str, dict[str, list[int]]]:
 
 SPEC = StageSpec(
     name="golden",
-    # 5: a decoder's eager generations; 4: sampled shapes and value edges, eager twice (determinism), NaN named, eager.json
+    # 6: answers that do not depend on the inputs refused; 5: a decoder's eager generations; 4: sampled shapes and value edges, eager twice (determinism), NaN named, eager.json
     # (float64 rounding); 3: inputs bind by name; 2: concurrent clients, batching.json
-    version=5,
+    version=6,
     params=GoldenParams,
     inputs=(SOURCE_ARTIFACT,),
     outputs=(
