@@ -39,6 +39,10 @@ def load_model(source: ModelSource) -> torch.nn.Module:
         raise ConfigError(
             _where(source), [Issue(_where(source), f"the factory reads a file that is not there: {exc}")]
         ) from exc
+    except OSError as exc:
+        if _network(exc):
+            raise EnvError(f"calling the model factory: {_OFFLINE} ({type(exc).__name__}: {exc})") from exc
+        raise StageFailed(f"calling the model factory failed: {type(exc).__name__}: {exc}") from exc
     except Exception as exc:
         raise StageFailed(f"calling the model factory failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(model, torch.nn.Module):
@@ -48,6 +52,23 @@ def load_model(source: ModelSource) -> torch.nn.Module:
     from deploy.modelio.decoder import with_cache
 
     return with_cache(model.eval(), source.decoder)
+
+
+_OFFLINE = (
+    "it tried to download something (pretrained weights?) and could not reach the network; give the weights "
+    "as model.checkpoint, or a factory kwarg that turns downloading off (torchvision: weights: null, "
+    "weights_backbone: null)"
+)
+
+
+def _network(exc: OSError) -> bool:
+    """A download that failed for want of a network: urllib's, socket's, requests' errors."""
+    import socket
+    from urllib.error import URLError
+
+    if isinstance(exc, (URLError, ConnectionError, socket.gaierror, socket.timeout)):
+        return True
+    return any(word in type(exc).__name__ for word in ("Connection", "HTTPError", "Timeout"))
 
 
 def _where(source: ModelSource) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.pipeline.errors import StageError
+from deploy.pipeline.errors import ExitCode, StageError
 from tests.helpers import output_path, run
 
 
@@ -63,3 +63,18 @@ def test_checkpoint_that_does_not_fit_names_the_file(write_config, tmp_path):
     path = write_config({"model": {"checkpoint": str(bad)}, "stages": {}})
     with pytest.raises(StageError, match=r"wrong\.pt does not fit the model"):
         run(path)
+
+
+def test_a_factory_that_downloads_without_a_network_says_how_to_do_without(write_config, tmp_path):
+    """A real download attempt (torchvision's pretrained weights do the same): `.invalid` never
+    resolves (RFC 2606), as no host does on a machine without a network."""
+    (tmp_path / "downloads.py").write_text(
+        "import urllib.request\n\n\ndef build(width: int = 8):\n"
+        "    urllib.request.urlopen('http://weights.deploy-test.invalid/model.pt', timeout=5)\n"
+    )
+    path = write_config(replace={"model": {"file": str(tmp_path / "downloads.py"), "callable": "build"}})
+    with pytest.raises(
+        StageError, match=r"could not reach the network; give the weights as model\.checkpoint"
+    ) as found:
+        run(path)
+    assert found.value.exit_code == ExitCode.ENVIRONMENT and "URLError" in str(found.value)
