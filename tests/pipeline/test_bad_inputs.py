@@ -644,6 +644,15 @@ CASES = [
         _model_file("import timm_not_installed\n\ndef build():\n    raise SystemExit('never built')\n"),
         ("validate", "{config}"),
     ),
+    Case(
+        "factory-downloads-offline",  # `.invalid` never resolves (RFC 2606): a machine without a network
+        ENV,
+        "it tried to download something (pretrained weights?) and could not reach the network; give the weights as model.checkpoint",
+        _model_file(
+            "import urllib.request\n\ndef build():\n"
+            "    urllib.request.urlopen('http://weights.deploy-test.invalid/m.pt', timeout=5)\n"
+        ),
+    ),
     Case("callable-missing", STAGE, "has no attribute 'absent'", _model_file(NOT_A_MODULE, "absent")),
     Case("syntax-error", STAGE, "user_model.py, line 1: invalid syntax", _model_file("def build(:\n")),
     Case(
