@@ -39,11 +39,9 @@ def load_model(source: ModelSource) -> torch.nn.Module:
         raise ConfigError(
             _where(source), [Issue(_where(source), f"the factory reads a file that is not there: {exc}")]
         ) from exc
-    except OSError as exc:
-        if _network(exc):
-            raise EnvError(f"calling the model factory: {_OFFLINE} ({type(exc).__name__}: {exc})") from exc
-        raise StageFailed(f"calling the model factory failed: {type(exc).__name__}: {exc}") from exc
     except Exception as exc:
+        if isinstance(exc, OSError) and _network(exc):
+            raise EnvError(f"calling the model factory: {_OFFLINE} ({type(exc).__name__}: {exc})") from exc
         raise StageFailed(f"calling the model factory failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(model, torch.nn.Module):
         raise StageFailed(f"the model factory returned {type(model).__name__}, not a torch.nn.Module")

@@ -1,6 +1,7 @@
 """What golden refuses in eager's answers, or leaves out, before anything is compared with
 them: an answer that is NaN or infinite is named as such, with the inputs that produced it
-(never as a dependence on the batch, which a NaN row also shows); an edge case whose
+(never as a dependence on the batch, which a NaN row also shows); answers that are the same
+whatever the inputs are refused (parity on them proves nothing); an edge case whose
 answers compare nothing is left out, saying why; and where a fixed detection layout cut
 rows eager returned, that is recorded and said. Numpy; torch only for the detections.
 """

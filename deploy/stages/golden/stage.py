@@ -5,7 +5,8 @@ these, so a parity number always means "distance from what PyTorch computed". Th
 min / opt / max (the shape spec's), shapes drawn inside [min, max], and the opt inputs
 at the edges of their values (gates/cases.py). Before any answer is kept, eager is called
 twice on the same inputs (a forward that draws noise is named, with the op and line
-that draws it), NaN is named as NaN, and only then is batch independence measured.
+that draws it), NaN is named as NaN, and only then is batch independence measured;
+answers that stay the same, bit for bit, when the inputs change are refused.
 eager.json records the cases' shapes, the repeat's spread, and eager float32 against
 float64 (the size of rounding, which parity diagnoses read). Implied: added with its
 defaults to any config whose stages read `golden`.
