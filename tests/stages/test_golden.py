@@ -4,6 +4,7 @@ for declared class scores."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from deploy.gates import accuracy, parity, references
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.errors import ConfigError, ExitCode, StageError
+from deploy.pipeline.graph.contract import PARTIAL_KEY
 from deploy.pipeline.graph.project import load_project
 from deploy.spec.tensors import InputSpec, OutputKind, OutputSpec
 from tests.helpers import run
@@ -143,16 +145,24 @@ def blind(width: int = 8):
 '''
 
 
-def test_answers_that_ignore_the_inputs_are_refused(write_config, tmp_path: Path) -> None:
+def test_answers_that_ignore_the_input_values_make_golden_partial_saying_why(
+    write_config, tmp_path: Path
+) -> None:
     """Not constant (ten different scores), but the same at every case: a converter that
-    broke every layer before the head would still pass parity on them."""
+    broke every layer before the head would still pass parity on them, so golden says so
+    (partial); a model that computes from shapes alone is right to, so it is not refused."""
     (tmp_path / "blind.py").write_text(BLIND_MODEL)
     path = write_config({"model": {"file": str(tmp_path / "blind.py"), "callable": "blind"}})
-    with pytest.raises(
-        StageError,
-        match=r"do not depend on the inputs: at opt and \w+.*the inputs differ but every output is the same.*model\.checkpoint",
-    ):
-        run(path, only=["golden"])
+    golden = run(path, only=["golden"])["golden"]
+    note = golden.metrics[PARTIAL_KEY]
+    assert golden.status.value == "ran" and re.search(
+        r"do not depend on the input values: at opt and \w+.*the inputs differ but every output is the same.*"
+        r"model\.checkpoint",
+        note,
+    ), note
+    assert "do not depend" not in run(write_config(name="seeing.yaml"), only=["golden"])[
+        "golden"
+    ].metrics.get(PARTIAL_KEY, "")
 
 
 def test_zero_vs_zero_is_not_a_perfect_cosine() -> None:

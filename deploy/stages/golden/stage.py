@@ -6,7 +6,7 @@ min / opt / max (the shape spec's), shapes drawn inside [min, max], and the opt 
 at the edges of their values (gates/cases.py). Before any answer is kept, eager is called
 twice on the same inputs (a forward that draws noise is named, with the op and line
 that draws it), NaN is named as NaN, and only then is batch independence measured;
-answers that stay the same, bit for bit, when the inputs change are refused.
+answers that stay the same, bit for bit, when the inputs change make the stage partial, saying so.
 eager.json records the cases' shapes, the repeat's spread, and eager float32 against
 float64 (the size of rounding, which parity diagnoses read). Implied: added with its
 defaults to any config whose stages read `golden`.
@@ -70,7 +70,9 @@ def run(ctx: StageContext, params: GoldenParams) -> None:
     references.refuse_constant(
         "reference output", {lb: golden[lb].outputs for lb in ("min", "opt", "max")}, _output_hint(batching)
     )
-    answers.refuse_input_blind(golden, _OUTPUT_HINT)
+    if blind := answers.input_blind(golden):
+        ctx.log.warning(blind)
+        ctx.partial(blind)
     # Each concurrent client's request gets the eager answer for exactly its own rows.
     clients = references.client_inputs(inputs, config.batch_dim is not None)
     references.save(ctx.output(GOLDEN), golden, [references.Case(c, eager.infer(c)) for c in clients])
@@ -174,7 +176,7 @@ def _shapes(golden: Golden) -> dict[str, dict[str, list[int]]]:
 
 SPEC = StageSpec(
     name="golden",
-    # 6: answers that do not depend on the inputs refused; 5: a decoder's eager generations; 4: sampled shapes and value edges, eager twice (determinism), NaN named, eager.json
+    # 6: answers that do not depend on the input values named (partial); 5: a decoder's eager generations; 4: sampled shapes and value edges, eager twice (determinism), NaN named, eager.json
     # (float64 rounding); 3: inputs bind by name; 2: concurrent clients, batching.json
     version=6,
     params=GoldenParams,
