@@ -9,6 +9,7 @@ rows eager returned, that is recorded and said. Numpy; torch only for the detect
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import combinations
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -133,12 +134,7 @@ def input_blind(golden: Golden) -> str | None:
     with random weights: every image gets the classifier's bias) passes every parity check
     whatever a converter did to the layers before; but a model that computes from shapes
     alone (anchors, positions, a nonzero count of inputs that have no zeros) is right to."""
-    pairs = [
-        (a, b)
-        for i, (a, first) in enumerate(golden.items())
-        for b, second in list(golden.items())[i + 1 :]
-        if _blind(first, second)
-    ]
+    pairs = [(a, b) for (a, first), (b, second) in combinations(golden.items(), 2) if _blind(first, second)]
     if not pairs:
         return None
     cases = ", ".join(f"{a} and {b}" for a, b in pairs[:3])
