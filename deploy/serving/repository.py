@@ -29,6 +29,13 @@ class Model:
     role: Role = Role.MODEL
     steps: tuple[str, ...] = ()  # an ensemble's composing models, in order
     instances: int = 1  # instance_group counts, summed (Triton's default: one)
+    # Triton batches it (max_batch_size > 0): clients leave the batch dim out of its dims and a
+    # per-sample scalar travels as [batch, 1]; at 0 every tensor travels whole (layout.wire_dims).
+    max_batch_size: int = 0
+
+    @property
+    def batched(self) -> bool:
+        return self.max_batch_size > 0
 
 
 def private_copy(tree: Path, dest: Path) -> Path:
@@ -65,7 +72,9 @@ def models(repo: Path) -> dict[str, Model]:
         )
         steps = tuple(step.model_name for step in config.ensemble_scheduling.step)
         instances = sum(g.count or 1 for g in config.instance_group) or 1
-        found[path.parent.name] = Model(fmt, backend, precision, path.parent, role, steps, instances)
+        found[path.parent.name] = Model(
+            fmt, backend, precision, path.parent, role, steps, instances, config.max_batch_size
+        )
     return found
 
 

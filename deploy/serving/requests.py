@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import tritonclient.grpc
     import tritonclient.http
 
+    from deploy.serving.repository import Model
     from deploy.spec.config import DeployConfig
 
 # A connection to one server over either protocol: tritonclient's two client classes
@@ -49,17 +50,20 @@ def connect(url: str, protocol: Protocol, timeout_s: float) -> Client:
     return grpcclient.InferenceServerClient(url)
 
 
-def opt_feeds(config: DeployConfig, fmt: str, batch: int) -> list[Feed]:
-    """Random inputs at the spec's opt shape (batch `batch`), named as `fmt`'s served
-    model names them (a DeployConfig; torchscript: <name>__<i>)."""
+def opt_feeds(config: DeployConfig, model: Model, batch: int) -> list[Feed]:
+    """Random inputs at the spec's opt shape (batch `batch`), named as the served model
+    names them (torchscript: <name>__<i>), in the layout its batching implies."""
     from deploy.runtimes.arrays import opt_inputs
     from deploy.runtimes.dtypes import triton_name
     from deploy.serving.layout import io_name, to_wire
 
     arrays = opt_inputs(config, batch)
-    rank = 1 if config.batch_dim is not None else 0  # a per-sample scalar travels as [.., 1]
+    # A 0-d tensor per sample (Triton batching) or per call (none) travels with one more axis of 1.
+    rank = 1 if model.batched else 0
     return [
-        Feed(io_name(fmt, s.name, i), to_wire(arrays[s.name], len(s.dims) == rank), triton_name(s.dtype))
+        Feed(
+            io_name(model.fmt, s.name, i), to_wire(arrays[s.name], len(s.dims) == rank), triton_name(s.dtype)
+        )
         for i, s in enumerate(config.inputs)
     ]
 

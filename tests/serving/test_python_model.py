@@ -143,7 +143,8 @@ def test_the_python_model_serves_an_onnx_file(tmp_path: Path) -> None:
         http = httpclient.InferenceServerClient(served.server.http)
         grpc = grpcclient.InferenceServerClient(served.server.grpc)
         try:
-            inputs, outputs = checks.expected(SPEC, "python", golden)
+            assert served.found["heads"].max_batch_size == 4
+            inputs, outputs = checks.expected(SPEC, "python", golden, served.found["heads"].batched)
             assert checks.metadata_problems(http.get_model_metadata("heads"), inputs, outputs) == []
             assert checks.batch_problem(http.get_model_config("heads"), 4) is None
 
@@ -174,7 +175,7 @@ def test_the_python_model_serves_an_onnx_file(tmp_path: Path) -> None:
             settings = Settings(
                 warmup_ms=50, duration_s=0.3, iterations=6, percentiles=(50.0,), max_windows=4
             )
-            feeds = requests.opt_feeds(SPEC, "python", 4)
+            feeds = requests.opt_feeds(SPEC, served.found["heads"], 4)
             (row,) = perf.sweep(served.server.grpc, "heads", feeds, (2,), settings)
             assert (row.runtime, row.model, row.device, row.concurrency, row.batch) == (
                 "triton",

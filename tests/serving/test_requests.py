@@ -4,6 +4,7 @@ statistics as the totals the benchmark subtracts."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from deploy.serving.repository import Model
 from deploy.serving.requests import PHASES, Feed, Statistics, infer_inputs, opt_feeds
 from deploy.spec.config import DeployConfig
 
@@ -54,12 +56,15 @@ def config() -> DeployConfig:
     ],
 )
 def test_opt_feeds_are_named_typed_and_shaped_for_the_format(fmt: str, names: list[str]) -> None:
-    feeds = opt_feeds(config(), fmt, 5)
+    feeds = opt_feeds(config(), Model(fmt, fmt, "fp32", Path("."), max_batch_size=8), 5)
     assert [f.name for f in feeds] == names
     assert [f.datatype for f in feeds] == ["FP32", "INT64", "BOOL"]
     # `keep` is one value per sample: [batch] to the model, [batch, 1] on the wire
     # (config.pbtxt dims [1] with reshape to []: Triton refuses empty dims).
     assert [f.array.shape for f in feeds] == [(5, 3, 4), (5, 7), (5, 1)]
+    # A model Triton does not batch (max_batch_size 0) takes every tensor whole.
+    whole = opt_feeds(config(), Model(fmt, fmt, "fp32", Path(".")), 5)
+    assert [f.array.shape for f in whole] == [(5, 3, 4), (5, 7), (5,)]
     assert [f.array.dtype for f in feeds] == [np.float32, np.int64, np.bool_]
     assert 0 <= feeds[1].array.min() and feeds[1].array.max() <= 99
 

@@ -8,7 +8,10 @@ configs never named.
 - a 0-d input and a 0-d output of a model without a batch dim: [1] on the wire, the
   python backend's model.py gives the model its scalar back (Triton has no 0-d tensors);
 - no batch dim, two dynamic dims of their own (flat indices and their offsets): each
-  input travels whole, none is cut to another's length."""
+  input travels whole, none is cut to another's length;
+- a batch dim Triton does not batch (max_batch_size 0, as for an output that depends on its
+  batch, here a mean over it): the per-sample scalar travels whole as [batch], the 0-d mean
+  as [1], and smoke's client expects what the server declares."""
 
 from __future__ import annotations
 
@@ -40,6 +43,12 @@ class Lengths(torch.nn.Module):
 class Timestep(torch.nn.Module):
     def forward(self, sample: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return sample * t.float(), t.float() * 0.5
+
+
+class Pooled(torch.nn.Module):
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x * lengths[:, None].float()
+        return y.sum(1), y.mean()
 
 
 class Bag(torch.nn.Module):
@@ -127,18 +136,23 @@ CONFIGS = {
         None,
     ),
 }
-MODELS = {"lengths": Lengths(), "timestep": Timestep(), "bag": Bag()}
+CONFIGS["pooled"] = spec(
+    "pooled", [s.model_dump() for s in CONFIGS["lengths"].inputs], ["total", "mean"], "batch"
+)
+MODELS = {"lengths": Lengths(), "timestep": Timestep(), "bag": Bag(), "pooled": Pooled()}
+UNBATCHED = {"pooled"}  # served with max_batch_size 0 though its spec has a batch dim
 # The ONNX outputs' dynamic axes.
 OUTPUT_AXES = {
     "lengths": {"y": {0: "batch"}, "total": {0: "batch"}},
     "timestep": {"out": {0: "rows"}},
     "bag": {"pooled": {0: "bags"}},
+    "pooled": {"total": {0: "batch"}},
 }
 
 
 def inputs_for(name: str, size: int, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    if name == "lengths":
+    if name in ("lengths", "pooled"):
         return {"x": rng.normal(size=(size, 3)).astype(np.float32), "lengths": rng.integers(1, 9, size)}
     if name == "timestep":
         return {"sample": rng.normal(size=(size, 3)).astype(np.float32), "t": np.array(rng.integers(1, 999))}
@@ -177,9 +191,11 @@ def write_model(repo: Path, name: str, golden: dict[str, Case]) -> None:
         dynamo=False,
     )
     (folder / "model.py").write_bytes(PYTHON_MODEL.read_bytes())
-    batched = config.batch_dim is not None
+    batched = config.batch_dim is not None and name not in UNBATCHED
     params = TritonParams(
-        formats=("python",), dynamic_batching={"max_queue_delay_us": 1000} if batched else None
+        formats=("python",),
+        dynamic_batching={"max_queue_delay_us": 1000} if batched else None,
+        max_batch_size=None if batched else 0,
     )
     (repo / name / "config.pbtxt").write_text(render(model_config(name, "python", params, config, golden)))
 
@@ -203,6 +219,9 @@ def test_scalars_and_unbatched_inputs_load_and_answer_like_torch(tmp_path: Path)
     text = (repo / "lengths" / "config.pbtxt").read_text()
     assert 'name: "lengths"\n  data_type: TYPE_INT64\n  dims: 1\n  reshape {\n  }' in text
     assert 'key: "deploy_scalars"' in (repo / "timestep" / "config.pbtxt").read_text()
+    pooled = (repo / "pooled" / "config.pbtxt").read_text()
+    assert "max_batch_size: 0" in pooled or "max_batch_size" not in pooled, pooled
+    assert 'string_value: "mean"' in pooled, pooled
     with serve_repository(ServerSpec(startup_timeout_s=120), repo, tmp_path / "work") as served:
         assert {n: s.state for n, s in served.states.items()} == dict.fromkeys(CONFIGS, ModelState.READY), {
             n: s.reason for n, s in served.states.items()
@@ -211,15 +230,16 @@ def test_scalars_and_unbatched_inputs_load_and_answer_like_torch(tmp_path: Path)
             url = served.server.http if protocol == "http" else served.server.grpc
             conn = module.InferenceServerClient(url)
             for name, config in CONFIGS.items():
-                inputs, outputs = checks.expected(config, "python", goldens[name])
+                model = served.found[name]
+                assert model.batched == (config.batch_dim is not None and name not in UNBATCHED), name
+                inputs, outputs = checks.expected(config, "python", goldens[name], model.batched)
                 meta = (
                     conn.get_model_metadata(name, as_json=True)
                     if protocol == "grpc"
                     else conn.get_model_metadata(name)
                 )
                 assert checks.metadata_problems(meta, inputs, outputs) == [], name
-                max_batch = 4 if config.batch_dim else 0
-                target = checks.ModelEndpoint(conn, protocol, name, max_batch)
+                target = checks.ModelEndpoint(conn, protocol, name, model.max_batch_size)
                 # Shapes none of the configs named: 3 rows, 5 bags of 20 flat indices.
                 feeds = inputs_for(name, 3 if name != "bag" else 5, seed=7)
                 want = answer(name, feeds)

@@ -108,3 +108,60 @@ def test_the_torch_export_path_without_trace_serves_and_passes_smoke(tmp_path):
     assert "torchscript: skipped" in results["validate"].metrics["headline"]
     served = results["smoke"].metrics["smoke"]["models"]["encoder_python"]
     assert served["status"] == "passed", served
+
+
+SCALARS = """
+import torch
+from torch import nn
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x, t):  # t: one value per sample, [batch]
+        y = self.fc(x) * t[:, None]
+        return y, y.mean()  # the mean is over the whole batch, 0-d
+
+
+def scaled():
+    return Scaled()
+"""
+
+
+@pytest.mark.triton
+def test_a_batch_dim_served_whole_passes_smoke_with_its_scalars(tmp_path):
+    """max_batch_size 0 on a model with a batch dim (what `init` writes for an output that
+    depends on its batch): Triton does not batch it, so its per-sample `t` travels whole as
+    [batch] and its 0-d mean as [1]; smoke's client must expect what the server declares."""
+    (tmp_path / "scaled.py").write_text(SCALARS)
+    data = {
+        "name": "scaled",
+        "model": {"file": "scaled.py", "callable": "scaled"},
+        "batch_dim": "batch",
+        "inputs": [
+            {"name": "x", "dims": ["batch", 4], "min": [1, 4], "opt": [2, 4], "max": [4, 4]},
+            {"name": "t", "dims": ["batch"], "min": [1], "opt": [2], "max": [4]},
+        ],
+        "outputs": [{"name": "y"}, {"name": "mean"}],
+        "cache_dir": str(tmp_path / "cache"),
+        "repository": str(tmp_path / "model_repository"),
+        "run_dir": str(tmp_path / "runs"),
+        "stages": {
+            "export": {},
+            "triton_config": {"formats": ["python"], "max_batch_size": 0},
+            "smoke": {"protocols": ["http", "grpc"]},
+        },
+    }
+    path = tmp_path / "scaled.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    results = run(path)
+    assert statuses(results) == dict.fromkeys(["golden", "export", "triton_config", "smoke"], "ran"), {
+        n: r.message for n, r in results.items()
+    }
+    served = results["smoke"].metrics["smoke"]["models"]["scaled_python"]
+    assert served["status"] == "passed", served
+    for protocol in ("http", "grpc"):
+        assert served["protocols"][protocol], served

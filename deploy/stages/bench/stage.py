@@ -284,7 +284,7 @@ def _feeds(ctx: StageContext, found: dict[str, Model], name: str, batch: int) ->
 
     if found[name].role is Role.ENSEMBLE:
         return [service_feed(found, name, batch)]
-    return opt_feeds(ctx.config, found[name].fmt, batch)
+    return opt_feeds(ctx.config, found[name], batch)
 
 
 def _served_rows(

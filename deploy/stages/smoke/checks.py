@@ -49,9 +49,11 @@ def client(server: Server, protocol: str, timeout_s: float) -> Client:
 
 # -- expectations from the shape spec -----------------------------------------------------------
 def expected(
-    config: DeployConfig, fmt: str, golden: Mapping[str, Example]
+    config: DeployConfig, fmt: str, golden: Mapping[str, Example], batched: bool
 ) -> tuple[list[Tensor], list[Tensor]]:
-    batched = config.batch_dim is not None
+    """The tensors the served model should declare. `batched`: Triton batches it (its
+    max_batch_size > 0), which is not implied by the spec's batch dim: a model whose output
+    depends on its batch is served with max_batch_size 0, its tensors whole."""
     inputs = [
         _tensor(
             io_name(fmt, s.name, i),

@@ -83,7 +83,7 @@ def _check_model(
     from deploy.gates.detection_parity import layout_of
     from deploy.stages.smoke import checks
 
-    inputs, outputs = checks.expected(ctx.config, model.fmt, golden)
+    inputs, outputs = checks.expected(ctx.config, model.fmt, golden, model.batched)
     served = reference_name(model)
     result = ModelResult.of(model, ModelStatus.PASSED, reference=served)
     batch = ctx.config.batch_range()

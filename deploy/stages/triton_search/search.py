@@ -54,7 +54,7 @@ def search(ctx: StageContext, params: SearchParams, tree: Path) -> Result:
         try:
             base = conn.get_model_config(name, as_json=True)["config"]
             current = Point.of(base)
-            feeds = opt_feeds(ctx.config, served.found[name].fmt, params.batch)
+            feeds = opt_feeds(ctx.config, served.found[name], params.batch)
             points = grid(params.space, current, params.max_configs)
             measured = []
             for index, point in enumerate(points):
