@@ -55,10 +55,13 @@ def serve(
     returns normally (a requested stop is a success). `origins`: where explicit ports
     came from (e.g. {"http_port": "--http-port"}), for the error when one is taken.
     `remote`: the server reads this published copy (`publish_to`, as written) instead."""
+    from deploy.pipeline.store import locks
     from deploy.pipeline.store.leftovers import sweep_cache
     from deploy.serving.release_journal import recover
 
-    for line in recover(repository):  # a release killed half way: settled before serving
+    with locks.repository(repository):  # a live release is waited for, never reverted
+        recovered = recover(repository)
+    for line in recovered:  # a release killed half way: settled before serving
         say(line)
     if check.store is not None:
         sweep_cache(check.store.root)

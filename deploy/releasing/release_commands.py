@@ -16,12 +16,15 @@ def releases(
     """List the versions published for the pipeline's models, with their release records."""
     import sys
 
+    from deploy.pipeline.store import locks
     from deploy.pipeline.store.leftovers import sweep_cache
     from deploy.releasing.release_list import release_rows, show
     from deploy.serving.release_journal import recover
 
     found = project(config, None)
-    for line in recover(found.config.repository):  # a killed release first: the list says what is
+    with locks.repository(found.config.repository):  # a live release is waited for, never reverted
+        recovered = recover(found.config.repository)
+    for line in recovered:  # a killed release first: the list says what is
         print(line, file=sys.stderr)
     sweep_cache(found.cache_dir)
     show(release_rows(found), console(), as_json, str(found.config.repository))

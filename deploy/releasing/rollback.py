@@ -74,6 +74,15 @@ def roll_back_in(
 ) -> list[str]:
     """Rolls back every model of the pipeline that can move, as one transaction; returns
     what it did, one line each, first what recovering an interrupted transaction did."""
+    from deploy.pipeline.store import locks
+
+    with locks.repository(repository):  # a release or publish in progress: after it, not amid it
+        return _roll_back(repository, name, to, servers, remote)
+
+
+def _roll_back(
+    repository: Path, name: str, to: int | None, servers: list[str], remote: str | None
+) -> list[str]:
     from deploy.serving import releases
     from deploy.serving.foreign import refuse_foreign
     from deploy.serving.release_journal import recover, rolling_back

@@ -89,3 +89,43 @@ def test_temp_dirs_are_swept_only_when_their_run_is_dead(tmp_path: Path) -> None
     (tmp_path / f"export-{os.getpid()}-x2").mkdir()
     assert locks.sweep_dead(tmp_path) == [f"export-{dead.pid}-x1"]
     assert [p.name for p in tmp_path.iterdir()] == [f"export-{os.getpid()}-x2"]
+
+
+RELEASER = """
+import sys, time
+from pathlib import Path
+from deploy.pipeline.store import locks
+from deploy.serving import release_journal
+repo = Path(sys.argv[1])
+with locks.repository(repo):
+    with locks.repository(repo):  # a release's recovery inside its own hold: no wait on itself
+        print("holding", flush=True)
+    time.sleep(1.5)
+    (repo / "placed").write_text("the release's last step, inside its hold")
+"""
+
+
+def test_a_repository_held_by_a_live_release_is_waited_for_not_taken_over(tmp_path: Path) -> None:
+    """`deploy releases`, `serve` and `rollback` recover a killed release's journal; a live
+    one holds the repository's lock, so they wait for its last step instead of reverting it."""
+    repo = tmp_path / "model_repository"
+    repo.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RELEASER, str(repo)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "holding"
+        told: list[str] = []
+        with locks.repository(repo, told.append):
+            assert (repo / "placed").exists(), "the lock was granted while the release still held it"
+            assert told == [f"pid {proc.pid}"]
+            assert (tmp_path / ".model_repository.lock").exists()
+        assert not (tmp_path / ".model_repository.lock").exists()  # removed by its holder
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.wait()

@@ -16,16 +16,13 @@ What is published is what was verified, and a repository is replaced whole or no
      that fills up, a kill, a cache object that is not what its name says, all stop the
      publish here, with the repository as it was.
   3. Then each staged model dir is renamed into place (the old one renamed aside, then
-     removed): renames, nothing left that could fail for space.
-  4. Model dirs this pipeline published earlier but no longer produces are deleted;
-     another pipeline's are kept. Last, `.deploy-<pipeline>.json` at the repository's root
-     lists the pipeline's models: `complete()` checks a repository against it before a
-     server is started on it (Triton reads only subdirectories).
+     removed), under the repository's lock, Ctrl-C and SIGTERM held until the last rename.
+  4. Stale model dirs of this pipeline are deleted (another pipeline's kept); last,
+     `.deploy-<pipeline>.json` lists the pipeline's models, which `complete()` checks.
 
-On object storage (no rename) a model's files are copied into place, version files
-before the model's root files (a server reads the config there), then the stamp, each
-model whole before the next; the source objects are verified before they are sent; the
-warm check is by size. Any storage error is an EnvError naming the destination."""
+On object storage (no rename) a model's files are copied into place, version files before
+the model's root files, then the stamp, each model whole before the next; the source
+objects are verified before they are sent; the warm check is by size. Any storage error is an EnvError naming the destination."""
 
 from __future__ import annotations
 
@@ -41,6 +38,7 @@ from typing import Any
 
 from deploy.pipeline.errors import EnvError
 from deploy.pipeline.graph.hashing import atomic_write_text, digest_file
+from deploy.pipeline.process import stopping
 from deploy.pipeline.store.objects import Output, Store
 from deploy.pipeline.store.once import Once, linkable
 
@@ -160,6 +158,15 @@ def in_order(files: Mapping[str, object]) -> list[str]:
 def _publish_here(
     store: Store, dest: Path, models: dict[str, Files], pipeline: str, verified: Verification
 ) -> Published:
+    from deploy.pipeline.store import locks
+
+    with locks.repository(dest):  # another run's publish, a release or a rollback: after it, not amid it
+        return _publish_locked(store, dest, models, pipeline, verified)
+
+
+def _publish_locked(
+    store: Store, dest: Path, models: dict[str, Files], pipeline: str, verified: Verification
+) -> Published:
     from deploy.pipeline.store.leftovers import sweep
 
     sweep(dest)  # a killed command's temp files and staging: gone before any stamp is read
@@ -224,8 +231,9 @@ def _stage_and_swap(
         for model, files in models.items():
             _stage(where, staging / model, files, store, pipeline, once)
         dest.mkdir(parents=True, exist_ok=True)
-        for model in models:
-            _swap(where, staging / model, dest / model, staging / f"{model}.retired")
+        with stopping.deferred():  # Ctrl-C or SIGTERM: after the last rename, never between two
+            for model in models:
+                _swap(where, staging / model, dest / model, staging / f"{model}.retired")
         for model, files in models.items():  # the stats the warm check will trust
             for rel, (digest, _) in files.items():
                 store.memo.remember(dest / model / rel, digest)
@@ -255,6 +263,8 @@ def _swap(where: Destination, staged: Path, target: Path, retired: Path) -> None
     fsspec's local mv is a rename)."""
     if target.exists():
         where.fs.mv(str(target), str(retired), recursive=True)
+    if target.exists():  # a rename now would land inside it (the repository's lock keeps this out)
+        raise EnvError(f"publishing {target}: it was written again while being replaced")
     where.fs.mv(str(staged), str(target), recursive=True)
     if retired.exists():
         where.fs.rm(str(retired), recursive=True)

@@ -34,6 +34,44 @@ def building(root: Path, key: str, waiting: Callable[[str], None]) -> Iterator[N
         os.close(fd)
 
 
+# The repositories this process holds the lock of: a release's recovery and its placing, or
+# a publish inside a command that already holds it, take it again without waiting on themselves.
+_HELD: set[str] = set()
+
+
+@contextlib.contextmanager
+def repository(path: Path, waiting: Callable[[str], None] | None = None) -> Iterator[None]:
+    """The model repository's lock (`.<name>.lock` beside it, removed when released): a
+    publish, a release, a rollback and the recovery of a killed one each hold it, so none
+    reads or reverts a journal or a model directory another live command is half way through."""
+    key = str(path.absolute())
+    if key in _HELD:
+        yield
+        return
+    where = path.absolute()
+    lock = where.parent / f".{where.name}.lock"
+    fd = _acquire(lock, waiting or _say_waiting(path))
+    _HELD.add(key)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        _HELD.discard(key)
+        lock.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _say_waiting(path: Path) -> Callable[[str], None]:
+    import logging
+
+    return lambda holder: logging.getLogger("deploy").warning(
+        "waiting for %s, which is publishing, releasing or rolling back in %s", holder, path
+    )
+
+
 def _acquire(path: Path, waiting: Callable[[str], None]) -> int:
     """A locked fd of `path`. A waiter can be granted the lock of a file its holder
     removed meanwhile; the lock then guards nothing, and it tries the current file."""

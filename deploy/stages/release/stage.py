@@ -36,6 +36,15 @@ if TYPE_CHECKING:
 
 
 def run(ctx: StageContext, params: ReleaseParams) -> None:
+    from deploy.pipeline.store import locks
+
+    # Held from the recovery to the last rename: another run's release, a rollback or a
+    # publish of this repository waits, and none takes over a journal this one still writes.
+    with locks.repository(ctx.config.repository, lambda holder: ctx.log.warning("waiting for %s", holder)):
+        _release(ctx, params)
+
+
+def _release(ctx: StageContext, params: ReleaseParams) -> None:
     from deploy.gates import references
     from deploy.serving.foreign import refuse_foreign
     from deploy.serving.release_journal import recover
