@@ -15,7 +15,15 @@ import numpy as np
 
 from deploy.domain.artifacts import ONNX
 from deploy.gates.accuracy_report import Accuracy, AccuracyReport, Evidence, OutputAccuracy, Speed
-from deploy.gates.metrics import all_zero, cosine, max_abs, row_cosines, top1_agreement, topk_agreement
+from deploy.gates.metrics import (
+    all_zero,
+    cosine,
+    max_abs,
+    row_cosines,
+    shared_infinities_zeroed,
+    top1_agreement,
+    topk_agreement,
+)
 from deploy.gates.tolerance import AccuracyGate
 from deploy.pipeline.errors import StageFailed
 from deploy.runtimes.base import Device, Session
@@ -44,17 +52,21 @@ def measure(
 
 def _metrics(ref: np.ndarray, got: np.ndarray, k: int | None) -> OutputAccuracy:
     # The reference all zeros: the gate would compare nothing (random data through a ReLU),
-    # so there is no cosine to judge, whatever the candidate answered.
-    per_sample = row_cosines(ref, got)
-    zero = np.array([all_zero(r) for r in ref], dtype=bool)
-    diff = np.abs(ref - got)
-    scale = float(np.abs(ref).max(initial=0.0))
+    # so there is no cosine to judge, whatever the candidate answered. Top-1 / top-k read the
+    # answers as given (-inf at a masked class ranks last); the numbers, what is left once
+    # shared infinities are matched.
+    finite_ref, finite_got = shared_infinities_zeroed(ref, got)
+    per_sample = row_cosines(finite_ref, finite_got)
+    zero = np.array([all_zero(r) for r in finite_ref], dtype=bool)
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(finite_ref - finite_got)
+    scale = float(np.abs(finite_ref).max(initial=0.0))
     return OutputAccuracy(
         samples=len(ref),
-        cosine=None if zero.all() else cosine(ref, got),
+        cosine=None if zero.all() else cosine(finite_ref, finite_got),
         min_sample_cosine=float(np.min(per_sample[~zero])) if not zero.all() else None,
         zero_samples=int(zero.sum()),
-        max_abs=max_abs(ref, got),
+        max_abs=max_abs(finite_ref, finite_got),
         mean_abs=float(diff.mean()),
         scaled_err=float(diff.max()) / scale if scale > 0 else None,
         # Top-1 and top-k agreement (is FP32's class among the candidate's k best?): logits only.

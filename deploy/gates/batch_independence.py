@@ -42,6 +42,10 @@ class OutputBatching:
 
     def difference(self) -> str:
         """What was measured, for a message: the shapes, or the largest difference."""
+        if self.max_abs is None and self.shape_in_batch == self.shape_alone:
+            return (
+                f"it has no batch axis (shape {self.shape_in_batch} for the batch and for one sample alone)"
+            )
         if self.max_abs is None:
             return f"its shape is {self.shape_in_batch} for the batch but {self.shape_alone} for one sample alone"
         scaled = f" ({100 * self.scaled_err:.3g} % of its scale)" if self.scaled_err is not None else ""
@@ -113,9 +117,11 @@ def _compare(name: str, in_batch: np.ndarray, alone: list[np.ndarray]) -> Output
     shape, one = list(in_batch.shape), list(alone[0].shape)
     if shape[1:] != one[1:] or one[:1] != [1] or shape[:1] != [len(alone)]:
         return OutputBatching(name, False, shape, one)
-    together = in_batch.astype(np.float64)
-    separate = np.concatenate(alone).astype(np.float64)
-    max_abs = float(np.abs(together - separate).max(initial=0.0))
-    scale = float(np.abs(together).max(initial=0.0))
+    from deploy.gates.metrics import shared_infinities_zeroed
+
+    together, separate = shared_infinities_zeroed(in_batch, np.concatenate(alone))
+    with np.errstate(invalid="ignore"):
+        max_abs = float(np.nan_to_num(np.abs(together - separate), nan=np.inf).max(initial=0.0))
+    scale = float(np.abs(together[np.isfinite(together)]).max(initial=0.0))
     scaled = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
     return OutputBatching(name, scaled <= NOISE, shape, one, max_abs, scaled)

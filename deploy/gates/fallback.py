@@ -23,7 +23,7 @@ from pydantic import JsonValue
 
 from deploy.domain.artifacts import ONNX
 from deploy.gates.accuracy_report import Accuracy, Evidence
-from deploy.gates.metrics import cosine
+from deploy.gates.metrics import cosine, shared_infinities_zeroed
 from deploy.gates.tolerance import AccuracyGate, AutoFallback
 from deploy.modelio import onnx_files
 from deploy.modelio.onnx_files import MODEL_FILE
@@ -232,7 +232,7 @@ def _added(node: onnx.NodeProto, error: Mapping[str, float]) -> float:
 
 def _error(ref: np.ndarray, got: np.ndarray) -> float:
     """1 - cosine; a NaN / inf output is the worst error there is (2, anti-parallel)."""
-    found = cosine(ref, got)
+    found = cosine(*shared_infinities_zeroed(ref, got))  # -inf in both (a mask) is no error
     return 2.0 if np.isnan(found) else 1.0 - found
 
 

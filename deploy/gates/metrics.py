@@ -9,7 +9,9 @@ The convention, pinned by tests/gates/test_metrics.py:
   zero in both answers is the same answer).
 - Exactly one all-zero vector shares no direction with the other: 0.0.
 - Any NaN or infinity on either side: NaN, which fails every `>= min_cosine` comparison
-  (an overflowed FP16 output must never pass).
+  (an overflowed FP16 output must never pass). An infinity the reference itself holds
+  (masked logits: -inf at padding) is matched by `shared_infinities_zeroed` before the
+  metrics: the same infinity at the same place agrees, anything else there does not.
 - Rows (`row_cosines`) follow the same rules per sample along dim 0.
 Whether the *reference* is all zeros (a gate that compares nothing) is the caller's
 question, asked with `all_zero`: the metric itself answers only how alike two answers are.
@@ -43,6 +45,16 @@ def max_abs(a: np.ndarray, b: np.ndarray) -> float:
     """The largest absolute difference (0.0 for empty arrays; NaN where either has one)."""
     diff = np.abs(_flat(a) - _flat(b))
     return float(diff.max(initial=0.0)) if not np.isnan(diff).any() else float("nan")
+
+
+def shared_infinities_zeroed(ref: np.ndarray, got: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both in float64, with 0.0 where both hold the same infinity: what is left to compare
+    numerically. An infinity on one side only stays, and fails every metric (NaN, inf)."""
+    r, g = np.asarray(ref, dtype=np.float64), np.asarray(got, dtype=np.float64)
+    if r.shape != g.shape:
+        return r, g
+    shared = np.isinf(r) & (r == g)
+    return np.where(shared, 0.0, r), np.where(shared, 0.0, g)
 
 
 def all_zero(a: np.ndarray) -> bool:

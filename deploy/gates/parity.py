@@ -17,7 +17,7 @@ import numpy as np
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
 from deploy.gates.detection_parity import DetectionLayout, aligned
-from deploy.gates.metrics import all_zero, cosine
+from deploy.gates.metrics import all_zero, cosine, shared_infinities_zeroed
 from deploy.gates.parity_table import Compared, Incomparable, OutputParity, Table, to_json
 from deploy.gates.references import Case
 from deploy.gates.tolerance import Tolerance
@@ -35,21 +35,24 @@ ATOL_BITE = 0.01
 def metrics(actual: np.ndarray, ref: np.ndarray, tol: Tolerance) -> OutputParity:
     if actual.shape != ref.shape:
         return Incomparable(f"shape {list(actual.shape)} != reference {list(ref.shape)}")
-    a, r = actual.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
-    diff = np.abs(a - r)
+    r, a = (x.ravel() for x in shared_infinities_zeroed(ref, actual))
+    with np.errstate(invalid="ignore"):  # an infinity on one side only: inf or NaN, a failure
+        diff = np.abs(a - r)
+        relative = diff / np.maximum(np.abs(r), np.finfo(np.float32).tiny)
     scale = float(np.abs(r).max(initial=0.0))
     # An all-zero reference: the golden inputs do not exercise this output, so the gate
-    # compares nothing (gates.metrics would call zeros against zeros a perfect 1.0).
-    found = None if all_zero(r) else cosine(a, r)
+    # compares nothing (gates.metrics would call zeros against zeros a perfect 1.0). An empty
+    # one (nonzero() where nothing is) is an answer: the same empty shape is all of it.
+    found = None if r.size and all_zero(r) else cosine(a, r)
     within = tol.atol is None or not a.size or bool(np.all(diff <= tol.atol + tol.rtol * np.abs(r)))
     return Compared(
         max_abs=float(diff.max(initial=0.0)),
         mean_abs=float(diff.mean()) if a.size else 0.0,
-        max_rel=float((diff / np.maximum(np.abs(r), np.finfo(np.float32).tiny)).max(initial=0.0)),
+        max_rel=float(relative.max(initial=0.0)),
         ref_scale=scale,
         scaled_err=_scaled(float(diff.max(initial=0.0)), scale),
         cosine=found,
-        atol_bites=tol.atol is not None and tol.atol < ATOL_BITE * scale,
+        atol_bites=tol.atol is not None and (not r.size or tol.atol < ATOL_BITE * scale),
         within_tolerance=within,
         passed=within and found is not None and found >= tol.min_cosine,
     )

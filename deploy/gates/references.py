@@ -163,7 +163,7 @@ def _cast(spec: InputSpec, array: np.ndarray) -> np.ndarray:
 
 
 def refuse_constant(what: str, found: Inputs, hint: str) -> None:
-    """Raises StageFailed naming every tensor that is not finite, or constant, at some shape."""
+    """Raises StageFailed naming every tensor that is NaN, or constant, at some shape."""
     bad = sorted(
         {
             f"{name} at {label} ({why})"
@@ -174,13 +174,13 @@ def refuse_constant(what: str, found: Inputs, hint: str) -> None:
     )
     if bad:
         raise StageFailed(
-            f"{what}s are constant or not finite, so parity would compare nothing: {', '.join(bad)}. {hint}"
+            f"{what}s are constant or NaN, so parity would compare nothing: {', '.join(bad)}. {hint}"
         )
 
 
 def _degenerate(array: np.ndarray) -> str | None:
-    if array.dtype.kind in "fc" and not np.all(np.isfinite(array)):
-        return f"{int(np.sum(~np.isfinite(array)))} of {array.size} values NaN or infinite"
+    if array.dtype.kind in "fc" and np.any(np.isnan(array)):
+        return f"{int(np.sum(np.isnan(array)))} of {array.size} values NaN"
     return _value(array) if _constant(array) else None
 
 

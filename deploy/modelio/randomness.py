@@ -43,7 +43,9 @@ def _max_abs(a: np.ndarray, b: np.ndarray) -> float:
     x, y = a.astype(np.float64), b.astype(np.float64)
     if not np.array_equal(np.isnan(x), np.isnan(y)):
         return float("inf")
-    return float(np.nan_to_num(np.abs(x - y), nan=0.0).max(initial=0.0))
+    with np.errstate(invalid="ignore"):  # inf - inf: the same infinity twice is no difference
+        diff = np.where(x == y, 0.0, np.abs(x - y))
+    return float(np.nan_to_num(diff, nan=0.0).max(initial=0.0))
 
 
 def refuse_noise(

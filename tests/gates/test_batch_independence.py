@@ -83,6 +83,17 @@ def test_an_output_shaped_by_the_batch_is_dependent_by_its_shape() -> None:
     assert out.difference() == "its shape is [4, 4] for the batch but [1, 1] for one sample alone"
 
 
+class Mean(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mean()  # 0-d: over the whole batch
+
+
+def test_a_0d_output_over_the_batch_is_said_to_have_no_batch_axis() -> None:
+    (out,) = measured(Mean(), batch(4)).outputs
+    assert not out.independent and out.max_abs is None
+    assert out.difference() == "it has no batch axis (shape [] for the batch and for one sample alone)"
+
+
 def test_copies_of_one_sample_hide_the_dependence_so_nothing_is_claimed() -> None:
     feeds = {"x": np.repeat(batch(1)["x"], 4, axis=0)}
     record = measured(Centred(), feeds)

@@ -72,3 +72,42 @@ def test_a_gate_on_an_all_zero_reference_compares_nothing() -> None:
     assert parity.metrics(ZERO, ZERO, Tolerance()).cosine is None
     measured = accuracy.measure([{"o": ZERO}], [{"o": ZERO}], 1, {"o": OutputKind.OTHER})
     assert measured["o"].cosine is None and measured["o"].zero_samples == 3
+
+
+def test_an_infinity_the_reference_holds_agrees_only_with_the_same_infinity_there() -> None:
+    """Masked logits (-inf at padding) are an answer: every gate matches the same infinity at
+    the same place and compares the rest by value; any other answer there, or an infinity
+    where the reference is finite (an FP16 overflow), fails."""
+    ref = A.copy()
+    ref[:, 3:] = -np.inf  # two masked positions per sample
+    close = np.where(np.isinf(ref), ref, B)
+    same_cosine = metrics.cosine(A[:, :3], B[:, :3])
+    kinds = {"o": OutputKind.LOGITS}
+    assert parity.metrics(close, ref, Tolerance()).cosine == pytest.approx(same_cosine)
+    assert accuracy.measure([{"o": ref}], [{"o": close}], 1, kinds)["o"].cosine == pytest.approx(same_cosine)
+    assert nncf_cosine([ref], [close]) == pytest.approx(same_cosine)
+    assert 1.0 - _error(ref, close) == pytest.approx(same_cosine)
+    exact = parity.metrics(ref.copy(), ref, Tolerance())
+    assert exact.passed and exact.max_abs == 0.0
+    assert agree([{"o": ref}], [{"o": ref.copy()}], ["o"])[0].cosine == 1.0
+    unmasked = np.where(np.isinf(ref), -1e4, B)  # a large finite value where eager has -inf
+    overflow = close.copy()
+    overflow[0, 0] = np.inf  # an infinity where eager is finite
+    flipped = -ref.copy()  # +inf where eager has -inf
+    for wrong in (unmasked, overflow, flipped):
+        found = parity.metrics(wrong, ref, Tolerance())
+        assert not found.passed and not found.within_tolerance, found
+        assert not accuracy.measure([{"o": ref}], [{"o": wrong}], 1, kinds)["o"].cosine >= 0.9
+        assert _error(ref, wrong) > 0.1
+
+
+def test_an_empty_answer_matched_by_an_empty_answer_passes_parity() -> None:
+    """nonzero() where nothing is nonzero (a value edge: every input negative) answers [0, 2]:
+    the same empty shape is the whole answer, not a reference that compares nothing."""
+    empty = np.zeros((0, 2), dtype=np.int64)
+    found = parity.metrics(empty.copy(), empty, Tolerance())
+    assert found.passed and found.cosine == 1.0 and found.atol_bites, found
+    assert not parity.metrics(np.zeros((1, 2), np.int64), empty, Tolerance()).passed
+    assert not parity.metrics(
+        np.zeros((1, 2)), np.zeros((1, 2)), Tolerance()
+    ).passed  # all zero: nothing compared

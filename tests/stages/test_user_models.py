@@ -165,3 +165,62 @@ def test_a_batch_dim_served_whole_passes_smoke_with_its_scalars(tmp_path):
     assert served["status"] == "passed", served
     for protocol in ("http", "grpc"):
         assert served["protocols"][protocol], served
+
+
+MASKED = """
+import torch
+from torch import nn
+
+
+class Masked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Embedding(50, 8)
+        self.score = nn.Linear(8, 1)
+
+    def forward(self, input_ids, attention_mask):  # a score per token, -inf at padding
+        scores = self.score(self.embed(input_ids)).squeeze(-1)
+        return scores.masked_fill(attention_mask == 0, float("-inf"))
+
+
+def masked():
+    return Masked()
+"""
+
+
+@pytest.mark.triton
+def test_masked_logits_with_minus_inf_at_padding_deploy_and_are_compared_by_equality(tmp_path):
+    """-inf where the mask is 0 is the model's answer (random weights: the mechanics of
+    comparing infinities, not accuracy). Golden says so; every gate to the served model
+    matches the same infinity at the same place and compares the rest by value."""
+    (tmp_path / "masked.py").write_text(MASKED)
+    dims = {"dims": ["batch", "seq"], "min": [1, 4], "opt": [2, 8], "max": [4, 12]}
+    data = {
+        "name": "masked",
+        "model": {"file": "masked.py", "callable": "masked"},
+        "inputs": [
+            {"name": "input_ids", "dtype": "int64", "value_range": [0, 49], **dims},
+            {"name": "attention_mask", "dtype": "int64", "values": "mask", **dims},
+        ],
+        "outputs": [{"name": "scores"}],
+        "cache_dir": str(tmp_path / "cache"),
+        "repository": str(tmp_path / "model_repository"),
+        "run_dir": str(tmp_path / "runs"),
+        "stages": {
+            "export": {},
+            "validate": {"runtimes": ["onnxruntime"]},
+            "triton_config": {"formats": ["python"]},
+            "smoke": {"protocols": ["http", "grpc"]},
+        },
+    }
+    path = tmp_path / "masked.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    results = run(path)
+    assert statuses(results) == dict.fromkeys(
+        ["golden", "export", "validate", "triton_config", "smoke"], "ran"
+    ), {n: r.message for n, r in results.items()}
+    assert "±inf in scores (masked values): compared by equality" in results["golden"].metrics["headline"]
+    assert "every output per sample" in results["golden"].metrics["headline"]  # not NaN from -inf - -inf
+    served = results["smoke"].metrics["smoke"]["models"]["masked_python"]
+    assert served["status"] == "passed", served

@@ -1,7 +1,8 @@
 """What golden refuses in eager's answers, or leaves out, before anything is compared with
-them: an answer that is NaN or infinite is named as such, with the inputs that produced it
-(never as a dependence on the batch, which a NaN row also shows); answers that are the same
-whatever the input values are named (parity on them proves only the shape logic); an edge case whose
+them: an answer that is NaN is named as such, with the inputs that produced it (never as a
+dependence on the batch, which a NaN row also shows), while an infinity is an answer (masked
+logits), said and compared by equality; answers that are the same whatever the input values
+are named (parity on them proves only the shape logic); an edge case whose
 answers compare nothing is left out, saying why; and where a fixed detection layout cut
 rows eager returned, that is recorded and said. Numpy; torch only for the detections.
 """
@@ -32,8 +33,8 @@ def primary(golden: Golden) -> Golden:
 
 
 def refuse_non_finite(golden: Golden, batched: bool) -> None:
-    """StageFailed naming each output that is NaN or infinite, where, and the inputs
-    that produced it."""
+    """StageFailed naming each output that is NaN, where, and the inputs that produced it.
+    An infinity is an answer (masked logits: -inf at padding), compared by equality."""
     bad = [
         _non_finite(name, case, output, batched)
         for name, case in primary(golden).items()
@@ -42,7 +43,7 @@ def refuse_non_finite(golden: Golden, batched: bool) -> None:
     found = [line for line in bad if line]
     if found:
         raise StageFailed(
-            "eager's answers are not finite, so nothing can be compared with them: "
+            "eager's answers are NaN, so nothing can be compared with them: "
             + "; ".join(found[:6])
             + ". The model is not defined on these inputs (a length of 0 divided by, a log of a negative value): "
             "give each input the values it is defined on (its value_range, or values: mask / lengths / indices), "
@@ -52,13 +53,12 @@ def refuse_non_finite(golden: Golden, batched: bool) -> None:
 
 def _non_finite(case_name: str, case: Case, output: str, batched: bool) -> str:
     array = case.outputs[output]
-    if array.dtype.kind not in "fc" or np.all(np.isfinite(array)):
+    if array.dtype.kind not in "fc" or not np.any(np.isnan(array)):
         return ""
-    bad = ~np.isfinite(array)
-    what = "NaN" if np.all(np.isnan(array[bad])) else "NaN or infinite"
+    bad = np.isnan(array)
     rows = _rows(bad, batched)
     return (
-        f"{output} at {case_name} is {what} in {int(bad.sum())} of {array.size} values{rows}; "
+        f"{output} at {case_name} is NaN in {int(bad.sum())} of {array.size} values{rows}; "
         f"the inputs there: {describe(case.inputs, _row_index(bad, batched))}"
     )
 
@@ -96,10 +96,28 @@ def usable_edges(golden: Golden, edges: list[str]) -> tuple[Golden, dict[str, st
     return {n: c for n, c in golden.items() if n not in dropped}, dropped
 
 
+def infinities(golden: Golden) -> str:
+    """The outputs holding infinities (masked logits), said: every gate compares them by
+    equality, the same infinity at the same place, and the rest by the numbers."""
+    found = sorted(
+        {
+            name
+            for case in golden.values()
+            for name, array in case.outputs.items()
+            if array.dtype.kind in "fc" and np.any(np.isinf(array))
+        }
+    )
+    return (
+        f"±inf in {', '.join(found)} (masked values): compared by equality, the rest by value"
+        if found
+        else ""
+    )
+
+
 def _degenerate(outputs: Arrays) -> str:
     for name, array in outputs.items():
-        if array.dtype.kind in "fc" and not np.all(np.isfinite(array)):
-            return f"{name} is not finite there"
+        if array.dtype.kind in "fc" and np.any(np.isnan(array)):
+            return f"{name} is NaN there"
         flat = array.reshape(-1)
         if flat.size > 1 and np.all(flat == flat[0]):
             return f"{name} is constant there ({flat[0].item()!r}): it would compare nothing"

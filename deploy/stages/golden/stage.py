@@ -119,6 +119,8 @@ def _record(
 def _say(ctx: StageContext, golden: Golden, batching: BatchIndependence, record: EagerRecord) -> None:
     """The headline: output shapes, what the inputs were, whether outputs are per sample;
     the cases' shapes and what was left out in the summary."""
+    from deploy.stages.golden import answers
+
     shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in golden["opt"].outputs.items())
     source = (
         "given inputs (model.golden_inputs)"
@@ -134,6 +136,9 @@ def _say(ctx: StageContext, golden: Golden, batching: BatchIndependence, record:
     if cut:
         ctx.record("detections_cut", cut)
     more = f"; detections cut to max_detections ({', '.join(cut)})" if cut else ""
+    if infinite := answers.infinities(golden):
+        ctx.record("infinities", infinite)
+        more += f"; {infinite}"
     ctx.headline(f"outputs {shapes} at opt, {len(golden)} cases, {source}; {batching.text()}{more}")
 
 
@@ -176,9 +181,9 @@ def _shapes(golden: Golden) -> dict[str, dict[str, list[int]]]:
 
 SPEC = StageSpec(
     name="golden",
-    # 6: answers that do not depend on the input values named (partial); 5: a decoder's eager generations; 4: sampled shapes and value edges, eager twice (determinism), NaN named, eager.json
+    # 7: ±inf in an answer compared by equality (masked logits), only NaN refused; 6: answers that do not depend on the input values named (partial); 5: a decoder's eager generations; 4: sampled shapes and value edges, eager twice (determinism), NaN named, eager.json
     # (float64 rounding); 3: inputs bind by name; 2: concurrent clients, batching.json
-    version=6,
+    version=7,
     params=GoldenParams,
     inputs=(SOURCE_ARTIFACT,),
     outputs=(

@@ -19,7 +19,7 @@ from pydantic import JsonValue
 
 from deploy.domain.artifacts import ONNX, OPENVINO
 from deploy.gates import accuracy
-from deploy.gates.metrics import cosine
+from deploy.gates.metrics import cosine, shared_infinities_zeroed
 from deploy.pipeline.errors import StageFailed
 from deploy.pipeline.graph.contract import StageContext
 from deploy.runtimes.files import runtime_for
@@ -166,7 +166,11 @@ class _Cosines:
 def _cosine(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
     """gates.metrics' cosine over the concatenated samples; NaN (a non-finite output) ranks
     worst as -1.0, since NNCF's search orders numbers and NaN has no order."""
-    found = cosine(np.concatenate([r.ravel() for r in ref]), np.concatenate([g.ravel() for g in got]))
+    found = cosine(
+        *shared_infinities_zeroed(
+            np.concatenate([r.ravel() for r in ref]), np.concatenate([g.ravel() for g in got])
+        )
+    )
     return -1.0 if np.isnan(found) else found
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from deploy.gates.metrics import max_abs, row_cosines, top1_agreement
+from deploy.gates.metrics import max_abs, row_cosines, shared_infinities_zeroed, top1_agreement
 from deploy.runtimes.interleaved import Budget, measure
 from deploy.serving.releases import Agreement, Comparison
 
@@ -76,8 +76,9 @@ def agree(
     for name in outputs:
         a = [np.asarray(o[name], dtype=np.float64) for o in old]
         b = [np.asarray(n[name], dtype=np.float64) for n in new]
-        cosines = np.concatenate([row_cosines(x, y) for x, y in zip(a, b, strict=True)])
-        largest = float(np.max([max_abs(x, y) for x, y in zip(a, b, strict=True)]))
+        pairs = [shared_infinities_zeroed(x, y) for x, y in zip(a, b, strict=True)]  # masked logits
+        cosines = np.concatenate([row_cosines(x, y) for x, y in pairs])
+        largest = float(np.max([max_abs(x, y) for x, y in pairs]))
         top1 = _top1(a, b) if all(x.ndim == 2 for x in a) else None
         found.append(Agreement(name, round(float(np.min(cosines)), 6), float(f"{largest:.4g}"), top1))
     return found
