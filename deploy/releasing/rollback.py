@@ -80,6 +80,20 @@ def roll_back_in(
         return _roll_back(repository, name, to, servers, remote)
 
 
+def _refuse_altered(repository: Path, name: str) -> None:
+    """A rollback restamps what it moves: files edited or removed since they were published
+    would be taken in as verified, so they are refused first, as `deploy serve` refuses them."""
+    from deploy.pipeline.publish.published_check import altered
+    from deploy.pipeline.publish.readback import complete
+
+    found = complete(repository, name) + [a.text() for a in altered(repository, name, None)]
+    if found:
+        raise StageFailed(
+            f"{repository} does not hold what was published, so nothing is rolled back: {'; '.join(found[:8])}; "
+            "`deploy serve CONFIG --repair` puts the files back from the cache, `deploy run` publishes again"
+        )
+
+
 def _roll_back(
     repository: Path, name: str, to: int | None, servers: list[str], remote: str | None
 ) -> list[str]:
@@ -89,6 +103,7 @@ def _roll_back(
 
     recovered = recover(repository)
     refuse_foreign(repository, name)
+    _refuse_altered(repository, name)
     moves, stays = plan(repository, name, to)
     if not moves:
         raise StageFailed(f"no model of '{name}' can roll back: {'; '.join(stays)}")

@@ -311,6 +311,14 @@ def _model_dir_as_file(data: dict[str, Any], tmp: Path) -> None:
     data["model"]["file"] = str(tmp)
 
 
+def _released_into_a_file(data: dict[str, Any], tmp: Path) -> None:
+    """publish: released: the release stage writes the repository, nothing publishes it."""
+    (tmp / "afile").write_text("a file where the repository goes")
+    data["repository"] = str(tmp / "afile")
+    data["stages"].setdefault("triton_config", {})["publish"] = "released"
+    data["stages"]["release"] = {}
+
+
 def _cache_env_file(data: dict[str, Any], tmp: Path) -> None:
     (tmp / "not-a-dir").write_text("a file where $DEPLOY_CACHE_DIR wants a directory")
 
@@ -730,6 +738,19 @@ CASES = [
         _set("stages.smoke", {"server": {"kind": "binary", "path": "/nonexistent/tritonserver"}}),
         ("run", "{config}", "--only", "smoke"),
         prepare=("--to", "triton_config"),
+    ),
+    Case(
+        "repository-path-with-a-space",
+        CONFIG,
+        "has a space: the python backend's stub cannot start from it (python formats)",
+        lambda data, tmp: data.update(repository=str(tmp / "my repo")),
+        ("validate", "{config}"),
+    ),
+    Case(
+        "released-repository-is-a-file",
+        ENV,
+        "afile is a file, not a directory",
+        _released_into_a_file,
     ),
     Case(
         "cache-env-is-a-file",

@@ -269,6 +269,26 @@ def test_rollback_refuses_a_version_nobody_released(tmp_path: Path) -> None:
     assert [(repository / m / "config.pbtxt").read_text() for m in MODELS] == configs  # nothing touched
 
 
+def test_rollback_refuses_files_edited_or_removed_since_they_were_released(tmp_path: Path) -> None:
+    """A rollback restamps what it moves: an edited config or a removed version would be
+    taken in as verified, so it refuses them, as `deploy serve` does, touching nothing."""
+    from deploy.pipeline.errors import StageFailed
+    from deploy.releasing.rollback import roll_back_in
+
+    repository = _released_twice(tmp_path)
+    config = repository / MODELS[1] / "config.pbtxt"
+    config.write_text(config.read_text() + "\n# edited by hand\n")
+    before = {p: p.read_bytes() for p in sorted(repository.rglob("*")) if p.is_file()}
+    with pytest.raises(StageFailed, match=rf"nothing is rolled back: .*{MODELS[1]}/config.pbtxt"):
+        roll_back_in(repository, "relt", 1, [])
+    assert {p: p.read_bytes() for p in sorted(repository.rglob("*")) if p.is_file()} == before
+    config.write_text(config.read_text().removesuffix("\n# edited by hand\n"))
+    shutil.rmtree(repository / MODELS[2] / "1")
+    with pytest.raises(StageFailed, match=rf"nothing is rolled back: .*{MODELS[2]}/1/"):
+        roll_back_in(repository, "relt", 1, [])
+    assert _served_checkpoints(repository) == {"new"}
+
+
 RECOVER = """
 import json, sys
 from pathlib import Path

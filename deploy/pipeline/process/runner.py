@@ -1,9 +1,8 @@
 """Runs the stage graph in order: each stage is served from the cache or executed.
 
-A stage runs in a fresh work dir under the store's tmp/; only when it returns and
-all its declared outputs exist are they moved into the store and the action entry
-written. Anything else (failure, Ctrl-C, crash) leaves the cache as it was.
-"""
+A stage runs in a fresh work dir under the store's tmp/; only when it returns and all its
+declared outputs exist are they moved into the store and the action entry written.
+Anything else (failure, Ctrl-C, crash) leaves the cache as it was."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from deploy.pipeline.errors import DeployError, DiskFull, ExitCode, SelectionError, StageError, disk_full
 from deploy.pipeline.graph.choice import StageSelection
-from deploy.pipeline.graph.contract import Artifact
+from deploy.pipeline.graph.contract import Artifact, Phase
 from deploy.pipeline.graph.dag import Node, rewritten
 from deploy.pipeline.graph.keys import KeyParts
 from deploy.pipeline.graph.plan import Action, make_plan, source_outputs, stage_parts, why
@@ -142,10 +141,11 @@ class Runner:
             )
 
     def _places(self, nodes: Iterable[Node]) -> dict[str, Path]:
-        """The directories this run writes: the repository only if a stage publishes."""
+        """The directories this run writes: the repository where a stage publishes or releases."""
         config = self.project.config
         places = {"cache_dir": self.store.root, "run_dir": config.run_dir}
-        if any(isinstance(d, Path) for n in nodes for a in n.spec.outputs for d in self._destinations(n, a)):
+        local = (d for n in nodes for a in n.spec.outputs for d in self._destinations(n, a))
+        if any(n.spec.phase is Phase.RELEASE for n in nodes) or any(isinstance(d, Path) for d in local):
             places["repository"] = config.repository
         return places
 

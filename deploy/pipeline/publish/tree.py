@@ -6,19 +6,16 @@ URL (s3://, gs://, az://, file://; Triton reads such repositories directly).
 What is published is what was verified, and a repository is replaced whole or not at all:
 
   1. A model dir whose `.deploy.json` stamp matches (same pipeline, same file digests) and
-     whose files are all there, is left alone. Locally "there" means: same size, and
-     either the stat the cache's memo recorded when it was written (inode, size, mtime,
-     ctime: a write changes ctime, and no user call can set it back) or, failing that, a
-     rehash equal to the stamp's digest. A file changed behind deploy's back is found and
-     the model restored from the cache, and said (`Published.repaired`).
-  2. Every model to (re)write is staged first, complete, in a directory beside the
-     repository (same file system), each file's digest checked as it is written: a disk
-     that fills up, a kill, a cache object that is not what its name says, all stop the
-     publish here, with the repository as it was.
+     whose files are all there (same size, and the stat the cache's memo recorded: ctime
+     changes with any write; else a rehash) is left alone. A file changed behind deploy's
+     back is found, the model restored from the cache, and said (`Published.repaired`).
+  2. Every model to (re)write is staged first, complete, beside the repository (same file
+     system), each file's digest checked as it is written: a full disk, a kill, a corrupt
+     cache object all stop the publish here, with the repository as it was.
   3. Then each staged model dir is renamed into place (the old one renamed aside, then
-     removed), under the repository's lock, Ctrl-C and SIGTERM held until the last rename.
-  4. Stale model dirs of this pipeline are deleted (another pipeline's kept); last,
-     `.deploy-<pipeline>.json` lists the pipeline's models, which `complete()` checks.
+     removed), stale ones of this pipeline deleted, and `.deploy-<pipeline>.json` written
+     (the models `complete()` checks): under the repository's lock, with Ctrl-C and SIGTERM
+     held until the manifest is written.
 
 On object storage (no rename) a model's files are copied into place, version files before
 the model's root files, then the stamp, each model whole before the next; the source
@@ -30,7 +27,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -39,38 +36,9 @@ from typing import Any
 from deploy.pipeline.errors import EnvError
 from deploy.pipeline.graph.hashing import atomic_write_text, digest_file
 from deploy.pipeline.process import stopping
+from deploy.pipeline.publish.stamp import SCHEMA, STAMP, Files, Stamp
 from deploy.pipeline.store.objects import Output, Store
 from deploy.pipeline.store.once import Once, linkable
-
-STAMP = ".deploy.json"
-SCHEMA = 1
-Files = dict[str, tuple[str, int]]  # path inside the model dir -> (digest, size)
-
-
-@dataclass(frozen=True)
-class Stamp:
-    """What `.deploy.json` says: which pipeline owns the model dir, and its files."""
-
-    pipeline: str
-    files: Files
-    schema: int = SCHEMA
-
-    def to_json(self) -> str:
-        files = {rel: [digest, size] for rel, (digest, size) in sorted(self.files.items())}
-        return json.dumps({"schema": self.schema, "pipeline": self.pipeline, "files": files}, indent=1)
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> Stamp | None:
-        """None for anything but a stamp of this schema (then the model is rewritten). A
-        stamp without a schema is from before it had one: the same layout otherwise."""
-        try:
-            data = json.loads(text)
-            if not isinstance(data, dict) or data.get("schema", SCHEMA) != SCHEMA:
-                return None
-            files = {str(rel): (str(d), int(s)) for rel, (d, s) in data["files"].items()}
-            return cls(str(data["pipeline"]), files)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return None
 
 
 @dataclass(frozen=True)
@@ -186,9 +154,8 @@ def _publish_locked(
     ):
         return done  # the common warm run: stats only, no fsspec import
     where = destination(dest)
-    _stage_and_swap(where, dest, {m: models[m] for m in done.written}, store, pipeline)
-    _remove_stale(where, pipeline, keep=set(models))
-    write_manifest(where, pipeline, models, verified)
+    settle = partial(_settle, where, pipeline, models, verified)
+    _stage_and_swap(where, dest, {m: models[m] for m in done.written}, store, pipeline, settle)
     store.memo.save()
     return done
 
@@ -218,22 +185,34 @@ def intact(store: Store, path: Path, digest: str, size: int) -> bool:
     return True
 
 
+def _settle(where: Destination, pipeline: str, models: dict[str, Files], verified: Verification) -> None:
+    _remove_stale(where, pipeline, keep=set(models))
+    write_manifest(where, pipeline, models, verified)
+
+
 def _stage_and_swap(
-    where: Destination, dest: Path, models: dict[str, Files], store: Store, pipeline: str
+    where: Destination,
+    dest: Path,
+    models: dict[str, Files],
+    store: Store,
+    pipeline: str,
+    settle: Callable[[], None],
 ) -> None:
-    """Every model staged and verified beside the repository, then renamed in: a failure
-    before the renames leaves the repository as it was."""
+    """Every model staged and verified beside the repository, then renamed in and `settle`d:
+    a failure before the renames leaves the repository as it was."""
     if not models:
-        return
+        with stopping.deferred():
+            return settle()
     staging = dest.parent / f".{dest.name}.staging-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     once = Once()  # a file two models share (onnx and python serve one model.onnx) is held once
     try:
         for model, files in models.items():
             _stage(where, staging / model, files, store, pipeline, once)
         dest.mkdir(parents=True, exist_ok=True)
-        with stopping.deferred():  # Ctrl-C or SIGTERM: after the last rename, never between two
+        with stopping.deferred():  # Ctrl-C or SIGTERM: once the publish is whole, never amid it
             for model in models:
                 _swap(where, staging / model, dest / model, staging / f"{model}.retired")
+            settle()
         for model, files in models.items():  # the stats the warm check will trust
             for rel, (digest, _) in files.items():
                 store.memo.remember(dest / model / rel, digest)

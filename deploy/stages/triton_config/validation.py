@@ -49,7 +49,7 @@ def check(params: TritonParams, config: DeployConfig) -> list[Issue]:
     if len(set(params.formats)) != len(params.formats):
         issues.append(Issue(f"{where}.formats", "lists a format twice"))
     issues += _scalar_issues(params, config, size)
-    issues += _unserved(params)
+    issues += _unserved(params) + _spaced(params, config)
     if "bf16" in params.precisions and openvino_formats(params) and not bf16_gated(config):
         issues.append(
             Issue(
@@ -103,6 +103,23 @@ def check_engine_batch(manifest: EngineManifest, params: TritonParams, size: int
     engine_max = manifest.max_batch(list(params.plan.profiles))
     if size > engine_max:
         raise StageFailed(f"max_batch_size {size} exceeds the engine's profiles' max batch {engine_max}")
+
+
+def _spaced(params: TritonParams, config: DeployConfig) -> list[Issue]:
+    """Triton's python backend starts its stub through a shell command line: from a path
+    with a space the stub dies (`std::invalid_argument: stol`) and the server never comes up."""
+    python = ", ".join(f for f in params.formats if LAYOUTS[f].backend == "python")
+    places = {"repository": config.repository, "cache_dir": config.cache_dir}  # smoke serves from the cache
+    spaced = {k: str(p.absolute()) for k, p in places.items() if any(c.isspace() for c in str(p.absolute()))}
+    why = "has a space: the python backend's stub cannot start from it"
+    return (
+        [
+            Issue(k, f"{p!r} {why} ({python} formats); choose a path without whitespace")
+            for k, p in spaced.items()
+        ]
+        if python
+        else []
+    )
 
 
 def _unserved(params: TritonParams) -> list[Issue]:
