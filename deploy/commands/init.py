@@ -213,13 +213,13 @@ def _batch_name(batch_dim: str | None) -> str:
 def _validated_source(source: SourceEntry, base: Path) -> ModelSource:
     from pydantic import ValidationError
 
-    from deploy.spec.config import ModelSource
+    from deploy.spec.config import ModelSource, error_text
 
     try:
         return ModelSource.model_validate(source, context={"base_dir": base})
     except ValidationError as exc:
         raise ConfigError(
-            "deploy init", [Issue(f"--{_option(e['loc'])}", e["msg"]) for e in exc.errors()]
+            "deploy init", [Issue(f"--{_option(e['loc'])}", error_text(e)) for e in exc.errors()]
         ) from None
 
 

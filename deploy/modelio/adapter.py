@@ -38,6 +38,20 @@ class ForwardRaised(StageFailed):
     """The model's own forward raised on the inputs as declared (probe.diagnose says why)."""
 
 
+def _user_line(exc: BaseException) -> str:
+    """Where in the model's own code it raised: the last frame outside torch and deploy."""
+    import os
+    import traceback
+
+    own = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(own)]
+    return (
+        f" (at {frames[-1].filename}:{frames[-1].lineno}: {(frames[-1].line or '').strip()})"
+        if frames
+        else ""
+    )
+
+
 class OutputMatchingFailed(StageFailed):
     """deploy could not find a declared output in what the model returned: the model ran."""
 
@@ -139,7 +153,8 @@ def probe(
         with torch.no_grad():
             result = binding.call(model, args)
     except Exception as exc:
-        raise ForwardRaised(f"the model's forward raised: {type(exc).__name__}: {first_line(exc)}") from exc
+        said = f"{type(exc).__name__}: {first_line(exc)}{_user_line(exc)}"
+        raise ForwardRaised(f"the model's forward raised: {said}") from exc
     return result, binding
 
 

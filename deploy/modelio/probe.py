@@ -64,8 +64,11 @@ def diagnose(model: torch.nn.Module, config: DeployConfig, sample: Mapping[str, 
     spec_index = _fed(config.inputs, entered.tensor, sample)
     if spec_index is None:
         return None
-    return _dtype_issue(entered, config.inputs, spec_index) or _channel_issue(
-        entered, config.inputs, spec_index
+    fed = tuple(sample[config.inputs[spec_index].name].shape) == tuple(entered.tensor.shape)
+    return (
+        _dtype_issue(entered, config.inputs, spec_index)
+        or _channel_issue(entered, config.inputs, spec_index)
+        or (_features_issue(entered, config.inputs, spec_index) if fed else None)
     )
 
 
@@ -122,17 +125,35 @@ def _channel_issue(entered: Entered, specs: Specs, index: int) -> Issue | None:
         return None
     spec, channels = specs[index], module.in_channels
     where = f"the model's first layer '{entered.name}' ({type(module).__name__}) takes {channels} channels in dim 1"
+    # The layer's dim 1 in the declared dims: 0 where forward added a batch dim (unsqueeze(0)).
+    axis = 1 - (len(shape) - len(spec.dims))
+    if axis not in (0, 1):
+        return Issue(f"inputs[{index}].dims", f"'{spec.name}' is declared {list(spec.dims)}, but {where}")
     if shape[-1] == channels:
-        moved = _channels_first(list(spec.dims))
+        moved = _channels_first(list(spec.dims), axis)
         return Issue(
             f"inputs[{index}].dims",
             f"'{spec.name}' is declared {list(spec.dims)} (channels last, {shape[-1]} at the end), but {where}: "
-            f"declare dims {moved}, min {_channels_first(list(spec.min))} (and opt / max alike: NCHW)",
+            f"declare dims {moved}, min {_channels_first(list(spec.min), axis)} (and opt / max alike: channels first)",
         )
     return Issue(
-        f"inputs[{index}].dims", f"'{spec.name}' has {shape[1]} in dim 1 {list(spec.dims)}, but {where}"
+        f"inputs[{index}].dims", f"'{spec.name}' has {shape[1]} in dim {axis} {list(spec.dims)}, but {where}"
     )
 
 
-def _channels_first(dims: list[object]) -> list[object]:
-    return [dims[0], dims[-1], *dims[1:-1]]
+def _features_issue(entered: Entered, specs: Specs, index: int) -> Issue | None:
+    """A Linear fed the declared input as it is: its last dim must be the layer's in_features."""
+    module, shape = entered.module, list(entered.tensor.shape)
+    if not isinstance(module, torch.nn.Linear) or not shape or shape[-1] == module.in_features:
+        return None
+    spec = specs[index]
+    return Issue(
+        f"inputs[{index}].dims",
+        f"'{spec.name}' has {shape[-1]} in its last dim {list(spec.dims)}, but the model's first layer "
+        f"'{entered.name}' (Linear) takes {module.in_features} features there",
+    )
+
+
+def _channels_first(dims: list[object], axis: int) -> list[object]:
+    """The last dim moved to `axis` (1 after a batch dim, 0 without one)."""
+    return [*dims[:axis], dims[-1], *dims[axis:-1]]

@@ -11,6 +11,7 @@ Stage-to-stage checks against it (profiles, max_batch_size) are the stages' own 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -28,8 +29,32 @@ from deploy.spec.tensors import Decoder, Detections, DimName, Frozen, InputsBy, 
 # Triton model names become directory and file names (with suffixes such as
 # `_python_int8_ensemble`): short enough for any file system's 255-byte names.
 MAX_NAME = 64
-ModelName = Annotated[str, Field(max_length=MAX_NAME, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")]
-FactoryPath = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
+NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
+FACTORY_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
+REMOTE_PATTERN = r"^(s3|gs|gcs|az|abfs|file)://.+"
+ModelName = Annotated[str, Field(max_length=MAX_NAME, pattern=NAME_PATTERN)]
+FactoryPath = Annotated[str, Field(pattern=FACTORY_PATTERN)]
+# What a pattern asks for, in words (a config error says this, not the regex).
+PATTERN_WORDS = {
+    NAME_PATTERN: "a name of letters, digits, '_', '.' and '-' (it becomes directory names)",
+    REMOTE_PATTERN: "a URL of s3://, gs://, gcs://, az://, abfs:// or file://",
+    FACTORY_PATTERN: "'module:callable', e.g. torchvision.models:resnet50 (a colon before the function, "
+    "not a dot; a model in a local .py file: its file and callable)",
+}
+
+
+def error_text(err: Mapping[str, Any]) -> str:
+    """One pydantic error in the config's words."""
+    if err["type"] == "extra_forbidden":
+        return "unknown key"
+    if err["type"] == "missing":
+        return "required"
+    words = PATTERN_WORDS.get(str(err.get("ctx", {}).get("pattern")))
+    if err["type"] == "string_pattern_mismatch" and words:
+        return f"{err.get('input')!r} is not {words}"
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
 
 
@@ -151,7 +176,7 @@ class ModelSource(Frozen):
 class CacheConfig(Frozen):
     remote: str | None = Field(
         None,
-        pattern=r"^(s3|gs|gcs|az|abfs|file)://.+",
+        pattern=REMOTE_PATTERN,
         description="A shared remote cache behind the local one (s3://bucket/prefix, gs://, az://, or file:// on a "
         "shared file system); overridden by $DEPLOY_CACHE_REMOTE. Credentials come from the environment / profile.",
     )

@@ -5,6 +5,7 @@ name — into one config error naming the key and the fix."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +176,52 @@ def test_validate_probe_is_one_message_and_exit_3_and_plain_validate_builds_noth
     assert "inputs[0].dims" in probed.stdout + probed.stderr and "Traceback" not in probed.stderr
     good = run_cli("validate", str(cnn_config(tmp_path)), "--probe")
     assert good.returncode == 0 and "probed at the min shape" in good.stdout
+
+
+class Unbatched(nn.Module):
+    """Takes one [3, H, W] image (no batch dim) and adds the batch dim itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x.unsqueeze(0)).mean((2, 3))
+
+
+def test_a_last_dim_a_linear_layer_cannot_take_is_named_with_its_field() -> None:
+    """Not torch's `mat1 and mat2 shapes cannot be multiplied`: the field and the layer."""
+    from deploy.modelio.probe import checked
+
+    cfg = config(("x",))
+    cfg = cfg.model_copy(update={"inputs": (cfg.inputs[0].model_copy(update={"dims": ("batch", 5)}),)})
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 5)).astype(np.float32)}
+    message = r"inputs\[0\]\.dims: 'x' has 5 in its last dim \['batch', 5\], but the model's first layer 'fc' \(Linear\) takes 4"
+    with pytest.raises(ConfigError, match=message):
+        checked(nn.Sequential(OrderedDict(fc=nn.Linear(4, 3))).eval(), cfg, feeds)
+
+
+@pytest.mark.parametrize(
+    ("dims", "message"),
+    [
+        ([8, 8, 3], r"declared \[8, 8, 3\] \(channels last.*declare dims \[3, 8, 8\], min \[3, 8, 8\]"),
+        ([4, 8, 8], r"'x' has 4 in dim 0 \[4, 8, 8\], but the model's first layer 'conv'"),
+    ],
+)
+def test_without_a_batch_dim_the_probe_points_at_the_declared_dim(dims: list[int], message: str) -> None:
+    """The layer's dim 1 is the declared dim 0 where forward adds the batch dim itself."""
+    from deploy.modelio.probe import checked
+
+    cfg = DeployConfig.model_validate(
+        {
+            "name": "unbatched",
+            "model": {"factory": "torch.nn:Identity"},
+            "batch_dim": None,
+            "inputs": [{"name": "x", "dims": dims, "min": dims, "opt": dims, "max": dims}],
+            "outputs": [{"name": "y"}],
+            "stages": {"golden": {}},
+        }
+    )
+    feeds = {"x": np.random.default_rng(0).standard_normal(dims).astype(np.float32)}
+    with pytest.raises(ConfigError, match=message):
+        checked(Unbatched().eval(), cfg, feeds)

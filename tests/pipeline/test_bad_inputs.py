@@ -433,7 +433,9 @@ CASES = [
         "stages.triton_config.max_batch_size: 64 exceeds the shape spec's max batch 16",
         _set("stages.triton_config.max_batch_size", 64),
     ),
-    Case("path-traversal-name", CONFIG, "name: String should match pattern", _set("name", "../../etc")),
+    Case(
+        "path-traversal-name", CONFIG, "name: '../../etc' is not a name of letters", _set("name", "../../etc")
+    ),
     Case("name-too-long", CONFIG, "name: String should have at most 64 characters", _set("name", "n" * 300)),
     Case(
         "name-100k-characters",
@@ -865,7 +867,7 @@ CASES = [
     Case(
         "cache-remote-bad-scheme",
         CONFIG,
-        "cache.remote: String should match pattern",
+        "cache.remote: 'ftp://host/cache' is not a URL of s3://",
         _set("cache", {"remote": "ftp://host/cache"}),
     ),
     Case(

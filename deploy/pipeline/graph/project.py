@@ -201,8 +201,6 @@ def _where(prefix: str, loc: tuple[int | str, ...]) -> str:
 
 
 def _message(err: Any) -> str:
-    if err["type"] == "extra_forbidden":
-        return "unknown key"
-    if err["type"] == "missing":
-        return "required"
-    return str(err["msg"]).removeprefix("Value error, ")
+    from deploy.spec.config import error_text
+
+    return error_text(err)
