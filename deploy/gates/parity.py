@@ -164,8 +164,13 @@ def _numbers(m: Compared, tol: Tolerance) -> str:
             "cosine undefined: an all-zero reference (the golden inputs do not exercise this output)"
         )
     elif m.cosine < tol.min_cosine:
-        broken.append(f"cosine {m.cosine:.9g} < min_cosine {tol.min_cosine:g}")
+        broken.append(f"cosine {_apart(m.cosine, tol.min_cosine)} < min_cosine {tol.min_cosine:g}")
     return "; ".join(broken)
+
+
+def _apart(value: float, limit: float) -> str:
+    """The value with the digits that tell it from the limit (never `1 < 1`)."""
+    return next((f"{value:.{d}g}" for d in (9, 12, 17) if f"{value:.{d}g}" != f"{limit:.{d}g}"), f"{value!r}")
 
 
 def gate(what: str, table: Table, tol: Tolerance, cause: str = "") -> None:

@@ -111,3 +111,15 @@ def test_an_empty_answer_matched_by_an_empty_answer_passes_parity() -> None:
     assert not parity.metrics(
         np.zeros((1, 2)), np.zeros((1, 2)), Tolerance()
     ).passed  # all zero: nothing compared
+
+
+def test_a_cosine_just_below_its_limit_reads_below_it() -> None:
+    """min_cosine 1 against a cosine of 1 - 1e-11: the failure says the digits that differ."""
+    got = A.copy()
+    got[0, 0] += 1e-5  # within atol, a cosine a hair below 1
+    tol = Tolerance(min_cosine=1.0)
+    found = parity.metrics(got, A, tol)
+    assert not found.passed and found.cosine is not None and found.cosine < 1.0
+    said = parity._numbers(found, tol)
+    value = said.removeprefix("cosine ").split(" <")[0]
+    assert value != "1" and float(value) < 1.0 and said.endswith("< min_cosine 1"), said

@@ -170,7 +170,9 @@ def test_rollback_serves_the_earlier_version_and_a_release_does_not_bring_it_bac
     tmp_path: Path, checkpoints: dict[int, Path], cli: Cli
 ) -> None:
     config = _config(tmp_path, checkpoints[8])
-    assert cli("run", str(config)).returncode == 0
+    assert cli("run", str(config), env={"DEPLOY_ACCEPT_REGRESSION": "nothing to accept"}).returncode == 0
+    first = releases.releases(tmp_path / "model_repository" / "tiny_onnx")[0].record
+    assert first is not None and first.accepted_regression is None  # a first release overrides nothing
     _switch(config, checkpoint=str(checkpoints[30]))
     build = {
         "DEPLOY_ACCEPT_REGRESSION": "retrained",

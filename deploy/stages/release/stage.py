@@ -49,6 +49,7 @@ def _release(ctx: StageContext, params: ReleaseParams) -> None:
     from deploy.serving.foreign import refuse_foreign
     from deploy.serving.release_journal import recover
     from deploy.stages.release import output
+    from deploy.stages.release.release_report import ReleaseAction
 
     recovered = recover(ctx.config.repository)  # a release killed half way: before anything else
     for line in recovered:
@@ -61,6 +62,9 @@ def _release(ctx: StageContext, params: ReleaseParams) -> None:
     tree, repository = ctx.input(REPOSITORY), ctx.config.repository
     measured: dict[tuple[str, str], Comparison] = {}  # the onnx and python formats serve one file
     decided = [_decide(ctx, params, tree / m, repository / m, cases, measured) for m in _models(tree)]
+    # The reason is recorded only where it overrode something: a first release accepts nothing.
+    if not any(m.problems for m in decided if m.action is ReleaseAction.RELEASED):
+        params = params.model_copy(update={"accept_regression": None})
     output.finish(ctx, params, decided, tree, _base(ctx, params, _answers(golden)), recovered)
 
 
