@@ -16,6 +16,7 @@ def releases(
     """List the versions published for the pipeline's models, with their release records."""
     import sys
 
+    from deploy.pipeline.publish.published_check import not_as_published
     from deploy.pipeline.store import locks
     from deploy.pipeline.store.leftovers import sweep_cache
     from deploy.releasing.release_list import release_rows, show
@@ -27,7 +28,14 @@ def releases(
     for line in recovered:  # a killed release first: the list says what is
         print(line, file=sys.stderr)
     sweep_cache(found.cache_dir)
-    show(release_rows(found), console(), as_json, str(found.config.repository))
+    rows = release_rows(found)
+    if rows and (changed := not_as_published(found.config.repository, found.config.name, None)):
+        print(
+            f"warning: {found.config.repository} does not hold what was released: {'; '.join(changed[:8])}; "
+            "`deploy serve CONFIG --repair` puts the files back from the cache, `deploy run` publishes again",
+            file=sys.stderr,
+        )
+    show(rows, console(), as_json, str(found.config.repository))
 
 
 def rollback(

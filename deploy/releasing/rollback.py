@@ -83,11 +83,9 @@ def roll_back_in(
 def _refuse_altered(repository: Path, name: str) -> None:
     """A rollback restamps what it moves: files edited or removed since they were published
     would be taken in as verified, so they are refused first, as `deploy serve` refuses them."""
-    from deploy.pipeline.publish.published_check import altered
-    from deploy.pipeline.publish.readback import complete
+    from deploy.pipeline.publish.published_check import not_as_published
 
-    found = complete(repository, name) + [a.text() for a in altered(repository, name, None)]
-    if found:
+    if found := not_as_published(repository, name, None):
         raise StageFailed(
             f"{repository} does not hold what was published, so nothing is rolled back: {'; '.join(found[:8])}; "
             "`deploy serve CONFIG --repair` puts the files back from the cache, `deploy run` publishes again"

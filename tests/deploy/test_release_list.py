@@ -59,3 +59,19 @@ def test_a_version_nobody_released_is_listed_as_foreign_not_served(
     rows = [r for r in json.loads(cli("releases", str(config), "--json").stdout) if r["model"] == "tiny_onnx"]
     assert [(r["version"], r["served"]) for r in rows] == [(1, False), (9, "FOREIGN")]
     assert "no publish or release placed it" in rows[1]["note"]
+
+
+def test_a_hand_edit_since_the_publish_is_warned_about_beside_the_list(
+    write_config: Callable[..., Path], tmp_path: Path, cli: Cli
+) -> None:
+    """The list says what is there; a config edited by hand is not what was verified."""
+    config = write_config()
+    assert cli("run", str(config)).returncode == 0
+    clean = cli("releases", str(config))
+    assert clean.returncode == 0 and "warning" not in clean.stderr, clean.stderr
+    edited = tmp_path / "model_repository" / "tiny_onnx" / "config.pbtxt"
+    edited.write_text(edited.read_text() + "\n# edited by hand\n")
+    listed = cli("releases", str(config))
+    assert listed.returncode == 0 and "tiny_onnx" in listed.stdout
+    assert "does not hold what was released: tiny_onnx/config.pbtxt: missing or resized" in listed.stderr
+    assert "deploy serve CONFIG --repair" in listed.stderr

@@ -46,6 +46,16 @@ def altered(dest: Path | str, pipeline: str, store: Store | None) -> list[Altere
     return found
 
 
+def not_as_published(dest: Path, pipeline: str, store: Store | None) -> list[str]:
+    """Each model or file that is not as the last publish or release left it: missing,
+    resized, or another content."""
+    from deploy.pipeline.publish.readback import complete
+
+    found = complete(dest, pipeline)
+    named = {line.split(":")[0] for line in found}  # a resized file is not named twice
+    return found + [a.text() for a in altered(dest, pipeline, store) if f"{a.model}/{a.rel}" not in named]
+
+
 def _stamps(dest: Path | str, pipeline: str) -> list[tuple[str, Stamp]]:
     found = []
     listed = _read_json(dest, manifest_name(pipeline)).get("models")
