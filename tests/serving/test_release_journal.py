@@ -314,3 +314,31 @@ def test_a_recovery_killed_at_any_write_is_finished_by_the_next_one(
     said = _killed_at_every(RECOVER, {"repository": str(repository)}, "write", repository)
     assert said and all(line.startswith("completed the interrupted release") for line in said)
     assert _served_checkpoints(repository) == {"new"}
+
+
+def test_a_release_that_fails_half_way_says_what_becomes_of_its_journal(tmp_path: Path) -> None:
+    """A write refused after the journal (an immutable model dir): the failure says the next
+    command reverts it; a refusal of its own kind, or a full disk, keeps its own words and code."""
+    import errno
+
+    from deploy.pipeline.errors import StageFailed
+    from deploy.serving.release_journal import path
+    from deploy.stages.release.stage import with_journal
+
+    repository = tmp_path / "repo"
+    repository.mkdir()
+    refused = PermissionError(errno.EPERM, "Operation not permitted", str(repository / "tiny_onnx" / "2"))
+    assert with_journal(refused, repository, "tiny") is None  # no journal: nothing to say
+    path(repository, "tiny").write_text("{}")
+    told = with_journal(refused, repository, "tiny")
+    assert isinstance(told, StageFailed) and str(told).startswith(
+        "PermissionError: [Errno 1] Operation not permitted"
+    )
+    assert ".deploy-tiny.release-journal is left in the repository: the next `deploy releases`" in str(told)
+    full = OSError(errno.ENOSPC, "No space left on device")
+    assert with_journal(full, repository, "tiny") is None
+
+    class Refusal(StageFailed):
+        pass
+
+    assert with_journal(Refusal("regression"), repository, "tiny") is None

@@ -11,6 +11,7 @@ record keeps. Runs last: after smoke, bench and select have verified the candida
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from deploy.domain.artifacts import GENERATIONS, GOLDEN, REPOSITORY
 from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import DataKind
+from deploy.pipeline.errors import StageFailed, first_line
 from deploy.pipeline.graph.contract import Artifact, Phase, StageContext, StageSpec
 from deploy.pipeline.graph.hashing import digest_file, digest_json
 from deploy.runtimes.interleaved import Interval, Judgement, judge
@@ -41,7 +43,28 @@ def run(ctx: StageContext, params: ReleaseParams) -> None:
     # Held from the recovery to the last rename: another run's release, a rollback or a
     # publish of this repository waits, and none takes over a journal this one still writes.
     with locks.repository(ctx.config.repository, lambda holder: ctx.log.warning("waiting for %s", holder)):
-        _release(ctx, params)
+        try:
+            _release(ctx, params)
+        except (OSError, StageFailed) as exc:  # refused half way: what becomes of it is said
+            if (told := with_journal(exc, ctx.config.repository, ctx.config.name)) is None:
+                raise  # nothing left behind, or an error of its own kind (a refusal's exit code)
+            raise told from exc
+
+
+def with_journal(exc: Exception, repository: Path, pipeline: str) -> StageFailed | None:
+    """The failure, saying what becomes of the journal it left; None where it left none."""
+    from deploy.serving.release_journal import path
+
+    journal = path(repository, pipeline)
+    full = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)  # the disk's: exit 4
+    if not journal.exists() or full or not (isinstance(exc, OSError) or type(exc) is StageFailed):
+        return None
+    said = first_line(exc) if isinstance(exc, StageFailed) else f"{type(exc).__name__}: {exc}"
+    return StageFailed(
+        f"{said}; the release's journal {journal.name} is left in the repository: the next `deploy releases`, "
+        "`deploy run`, `deploy rollback` or `deploy serve` of this config reverts what it placed (or, past the "
+        "switch, completes it)"
+    )
 
 
 def _release(ctx: StageContext, params: ReleaseParams) -> None:
