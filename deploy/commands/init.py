@@ -195,6 +195,8 @@ def make_config(
     from deploy.starter import config_text, entries, inspection
 
     model_source = _validated_source(source, dest.parent)
+    if batch_dim not in (None, "none") and not entries.batched(args, batch_dim):
+        raise ConfigError("deploy init", [Issue("--batch-dim", entries.why_unbatched(args))])
     try:
         model = load_model(model_source)
         specs = input_specs(args, batch_dim, inspection.vocabulary(model))

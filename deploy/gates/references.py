@@ -64,6 +64,7 @@ def golden_inputs(config: DeployConfig, rng: np.random.Generator, plan: Plan = P
     """The inputs at min / opt / max, at the sampled shapes, then at the edges of their
     values: from `model.golden_inputs` where it has them, else drawn; refused when one the
     shape spec names is constant (parity on a constant input proves nothing)."""
+    _refuse_beyond_memory(config)
     given = _load_given(config.model.golden_inputs)
     _refuse_unknown_keys(given, config)
     shapes: dict[str, dict[str, tuple[int, ...]]] = {
@@ -75,6 +76,28 @@ def golden_inputs(config: DeployConfig, rng: np.random.Generator, plan: Plan = P
     if plan.edges:
         found |= {e.value: cases.at_edge(config.inputs, found["opt"], e, rng) for e in cases.Edge}
     return found
+
+
+def _refuse_beyond_memory(config: DeployConfig) -> None:
+    """An input whose max shape alone outgrows this machine's memory (a typo such as 1e12):
+    named with its field, not as numpy's MemoryError."""
+    import os
+
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    sizes = {
+        (i, s.name): int(np.prod(s.max, dtype=np.float64)) * np.dtype(numpy_name(s.dtype)).itemsize
+        for i, s in enumerate(config.inputs)
+    }
+    issues = [
+        Issue(
+            f"inputs[{i}].max",
+            f"'{name}' at {list(config.inputs[i].max)} is {size / 2**30:.3g} GiB, more than this machine's memory ({memory / 2**30:.3g} GiB): golden runs the model at max",
+        )
+        for (i, name), size in sizes.items()
+        if size > memory
+    ]
+    if issues:
+        raise ConfigError("inputs", issues)
 
 
 def _drawn(config: DeployConfig, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -102,6 +102,16 @@ def batched(args: Sequence[InputArg], batch_dim: str | None) -> bool:
     return len(spans) == 1 and next(iter(spans))[0] != next(iter(spans))[2]
 
 
+def why_unbatched(args: Sequence[InputArg]) -> str:
+    """Why axis 0 is no batch dim: an input without one, or axis 0 not varying alike."""
+    spans = {a.name: (a.min[0], a.opt[0], a.max[0]) if a.min else None for a in args}
+    said = ", ".join(f"{n} {'is 0-d' if s is None else f'{s[0]}/{s[1]}/{s[2]}'}" for n, s in spans.items())
+    return (
+        f"axis 0 of every input must be the batch, varying alike from min to max (min/opt/max: {said}); "
+        "give --input shapes whose axis 0 varies, or --batch-dim none"
+    )
+
+
 def input_specs(
     args: Sequence[InputArg], batch_dim: str | None = None, vocabulary: int | None = None
 ) -> list[InputEntry]:

@@ -245,6 +245,20 @@ def test_a_fixed_shape_model_gets_no_batch_dim_instead_of_an_error(tmp_path: Pat
     assert not list(tmp_path.glob(".*.init"))
 
 
+def test_a_batch_dim_asked_for_on_fixed_shapes_is_refused_saying_why(tmp_path: Path, cli: Cli) -> None:
+    """--batch-dim batch was dropped without a word (batch_dim: null written) where axis 0
+    does not vary."""
+    (tmp_path / "clip_model.py").write_text(CLIP)
+    made = cli(
+        "init", "--file", "clip_model.py", "--callable", "fixed", "--input", "x:float32:4x4/4x4/4x4",
+        "--batch-dim", "batch", cwd=tmp_path,
+    )  # fmt: skip
+    assert made.returncode == 3, made.stdout + made.stderr
+    said = made.stdout + made.stderr
+    assert "--batch-dim: axis 0 of every input must be the batch, varying alike from min to max" in said
+    assert "(min/opt/max: x 4/4/4)" in said and not (tmp_path / "fixed.yaml").exists()
+
+
 @pytest.mark.matrix  # a public model end to end: the Jenkins 'Model kinds' stage and `pytest -m matrix`
 @pytest.mark.slow
 @pytest.mark.triton

@@ -742,6 +742,13 @@ CASES = [
         prepare=("--to", "triton_config"),
     ),
     Case(
+        "max-shape-beyond-memory",
+        CONFIG,
+        "inputs[0].max: 'image' at [1000000000000, 1, 8, 8] is",
+        lambda d, t: d["inputs"][0].update(max=[10**12, 1, 8, 8]),
+        ("run", "{config}", "--to", "golden"),
+    ),
+    Case(
         "repository-path-with-a-space",
         CONFIG,
         "has a space: the python backend's stub cannot start from it (python formats)",
