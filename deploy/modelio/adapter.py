@@ -294,11 +294,24 @@ def _check_binding(
                 Issue(
                     "model.forward_kwargs" if fixed and _names_fixed(exc, fixed) else "model.inputs_by",
                     f"the declared inputs {list(names)} cannot be passed {how}{given} to forward{signature}: {exc} "
-                    "(set model.inputs_by to position or keyword, rename the inputs after forward's parameters, or give "
-                    "forward's other required arguments in model.forward_kwargs)",
+                    f"({_binding_hint(signature, names, keyword)})",
                 )
             ],
         ) from None
+
+
+def _binding_hint(signature: inspect.Signature, names: tuple[str, ...], keyword: bool) -> str:
+    params = [p for p in signature.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if len(params) == 1 and len(names) > 1:  # forward(batch): the inputs in one dict or tuple
+        return (
+            f"forward takes one argument for {len(names)} declared inputs: a model that takes them in one dict or "
+            f"tuple needs a wrapper, a factory returning a module whose forward({', '.join(names)}) calls it with them"
+        )
+    other = "position" if keyword else "keyword"
+    return (
+        f"set model.inputs_by to {other}, rename the inputs after forward's parameters, or give "
+        "forward's other required arguments in model.forward_kwargs"
+    )
 
 
 def _names_fixed(exc: TypeError, fixed: Mapping[str, Any]) -> bool:

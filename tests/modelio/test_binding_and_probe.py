@@ -189,6 +189,22 @@ class Unbatched(nn.Module):
         return self.conv(x.unsqueeze(0)).mean((2, 3))
 
 
+class DictIn(nn.Module):
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return batch["x"] + batch["y"]
+
+
+@pytest.mark.parametrize("inputs_by", ["position", "keyword"])
+def test_a_forward_taking_its_inputs_in_one_dict_is_told_to_wrap_it(inputs_by: str) -> None:
+    """The advice used to be 'set model.inputs_by to position or keyword', whichever was set."""
+    cfg = config(("x", "y"), inputs_by=inputs_by)
+    with pytest.raises(ConfigError) as info:
+        adapt(DictIn(), cfg, sample(("x", "y")))
+    said = str(info.value)
+    assert "forward takes one argument for 2 declared inputs" in said and "forward(x, y)" in said, said
+    assert "set model.inputs_by" not in said
+
+
 def test_a_last_dim_a_linear_layer_cannot_take_is_named_with_its_field() -> None:
     """Not torch's `mat1 and mat2 shapes cannot be multiplied`: the field and the layer."""
     from deploy.modelio.probe import checked
