@@ -43,8 +43,11 @@ def load_model(source: ModelSource) -> torch.nn.Module:
         if isinstance(exc, OSError) and _network(exc):
             raise EnvError(f"calling the model factory: {_OFFLINE} ({type(exc).__name__}: {exc})") from exc
         raise StageFailed(f"calling the model factory failed: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(model, torch.nn.Module):
-        raise StageFailed(f"the model factory returned {type(model).__name__}, not a torch.nn.Module")
+    if not isinstance(model, torch.nn.Module):  # the field names something that is no model: exit 3
+        where = _where(source)
+        raise ConfigError(
+            where, [Issue(where, f"the factory returned {type(model).__name__}, not a torch.nn.Module")]
+        )
     if source.checkpoint is not None:
         _load_checkpoint(model, source.checkpoint)
     from deploy.modelio.decoder import with_cache

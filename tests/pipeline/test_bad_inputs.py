@@ -671,7 +671,7 @@ CASES = [
         "the package 'no_such_module_here' (model.file: ",
         _model_file("import no_such_module_here\n"),
     ),
-    Case("not-a-module", STAGE, "not a torch.nn.Module", _model_file(NOT_A_MODULE)),
+    Case("not-a-module", CONFIG, "the factory returned", _model_file(NOT_A_MODULE)),
     Case(
         "forward-raises",
         STAGE,
