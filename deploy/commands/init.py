@@ -126,7 +126,11 @@ class InitRequest:
     def source(self, base: Path) -> SourceEntry:
         """`model:` as the written file needs it: local paths relative to its directory."""
         found = SourceEntry()
-        if self.factory is not None:
+        module, _, function = (self.factory or "").partition(":")
+        script = Path(f"{module}.py")  # `--factory m:f` with m.py right here: a script, not a package
+        if self.factory is not None and "." not in module and script.is_file():
+            found["file"], found["callable"] = os.path.relpath(script.absolute(), base), function
+        elif self.factory is not None:
             found["factory"] = self.factory
         if self.callable is not None:
             found["callable"] = self.callable
