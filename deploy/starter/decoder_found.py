@@ -7,7 +7,7 @@ config that exports it one step at a time with the cache as inputs and outputs
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from deploy.domain.issues import Issue
@@ -29,7 +29,7 @@ class DecoderFound:
     head_dim: int
     dtype: str
     cache: str  # spec.tensors.CacheConvention's value
-    max_past: int
+    max_past: int  # the model's positions (max_position_embeddings, else DEFAULT_MAX_PAST)
 
 
 def found_decoder(model: Any, result: Any) -> DecoderFound | None:
@@ -87,6 +87,12 @@ def decoder_inputs(inputs: list[InputEntry], found: DecoderFound) -> list[InputE
         )
     ids = inputs[0]
     batch, seq = ids["dims"][0], ids["opt"][1]
+    # The past and the new tokens share the model's positions: golden's max case feeds both.
+    most = found.max_past - int(ids["max"][1])
+    if most < 1:
+        why = f"a max of {ids['max'][1]} tokens leaves no room for a past in the model's {found.max_past} positions"
+        raise ConfigError("deploy init", [Issue("--input input_ids", f"{why}: give input_ids a smaller max")])
+    found = replace(found, max_past=most)
     past = [
         input_entry(
             name,

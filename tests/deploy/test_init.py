@@ -466,3 +466,21 @@ def test_init_written_text_config_passes_its_own_golden_and_export_for_several_s
         path.write_text(yaml.safe_dump(written, sort_keys=False))
         results = run(path, stop="export")
         assert {n: r.status.value for n, r in results.items()} == {"golden": "ran", "export": "ran"}, seed
+
+
+def test_a_decoders_past_leaves_room_for_the_longest_input_ids_in_its_positions() -> None:
+    """GPT-2 with 128 positions and input_ids up to 32: the past goes to 96 (golden's max
+    case feeds both at once); 32 tokens in 16 positions leave no past and are refused."""
+    from deploy.pipeline.errors import ConfigError
+    from deploy.starter.decoder_found import DecoderFound, decoder_inputs
+    from deploy.starter.entries import input_entry
+
+    ids = input_entry("input_ids", "int64", ["batch", "sequence"], [1, 1], [1, 8], [1, 32])
+    found = DecoderFound(layers=2, heads=4, head_dim=8, dtype="float32", cache="transformers", max_past=128)
+    past = decoder_inputs([ids], found)[1]
+    assert past["max"] == [1, 4, 96, 8] and past["opt"] == [1, 4, 8, 8] and past["min"][2] == 0
+    short = DecoderFound(layers=2, heads=4, head_dim=8, dtype="float32", cache="transformers", max_past=16)
+    with pytest.raises(
+        ConfigError, match=r"a max of 32 tokens leaves no room for a past in the model's 16 positions"
+    ):
+        decoder_inputs([ids], short)

@@ -110,6 +110,9 @@ def test_init_declares_the_cache_as_inputs_and_outputs_with_optimum_names(deploy
     assert [o["name"] for o in config["outputs"]][1:] == [
         f"present.{i}.{p}" for i in range(2) for p in ("key", "value")
     ]
+    # golden's max case feeds the longest past and the longest input_ids at once: together
+    # they fit the model's 512 positions (init wrote 512 for the past alone before).
+    assert past["max"][2] + config["inputs"][0]["max"][1] == 512
 
 
 def test_the_exported_step_matches_eager_at_the_prefill_and_at_decode(deployed: Path, eager) -> None:
@@ -307,6 +310,33 @@ def test_the_loop_in_process_is_the_served_loop(eager) -> None:
         generate(run, [], cache, Sampling(5))
     with pytest.raises(ValueError, match=r"temperature is nan.*top_k is -1.*top_p is 0"):
         Sampling(5, temperature=float("nan"), top_k=-1, top_p=0.0)
+
+
+def test_golden_generates_plain_greedy_whatever_the_generation_config_asks(eager) -> None:
+    """A checkpoint whose generation_config asks for a repetition penalty: golden's tokens
+    are plain greedy (the served loop applies no processor), checked against a greedy loop
+    written here, and the setting is named as not applied."""
+    import copy
+
+    import torch
+
+    from deploy.stages.golden.generate import _hf, not_applied
+
+    model = copy.deepcopy(eager)
+    model.generation_config.repetition_penalty = 100.0  # any token seen before: logits / 100
+    assert not_applied(model.generation_config) == {"repetition_penalty": 100.0}
+    differed = 0
+    for text in PROMPTS[:3]:
+        ids = char_llama.encode(text)
+        plain = list(ids)
+        with torch.no_grad():
+            for _ in range(12):  # full recompute, argmax: greedy by definition
+                plain.append(int(model(torch.tensor([plain])).logits[0, -1].argmax()))
+            penalised = model.generate(torch.tensor([ids]), max_new_tokens=12)[0, len(ids) :].tolist()
+        got = _hf(model, ids, 12)
+        assert got == plain[len(ids) :][: len(got)] and len(got) >= 1, (text, got, plain)
+        differed += penalised != got
+    assert differed, "the penalty changed no generation: this test would not see it applied"
 
 
 def test_a_sliding_window_cache_is_refused_naming_it(tmp_path: Path) -> None:

@@ -146,13 +146,22 @@ def _generations(ctx: StageContext, model: torch.nn.Module) -> None:
     """A decoder's greedy generations, the tokens served ones must equal; empty otherwise."""
     import numpy as np
 
-    from deploy.stages.golden.generate import eager
+    from deploy.stages.golden.generate import eager, not_applied
 
     record = eager(model, ctx.config, np.random.default_rng(ctx.config.model.seed + 1))
     record.write(ctx.output(GENERATIONS))
     if record.cases:
         lengths = ", ".join(str(len(c.prompt)) for c in record.cases)
-        ctx.record("generations", f"{len(record.cases)} prompts ({lengths} tokens), {record.how}")
+        ctx.record(
+            "generations", f"{len(record.cases)} prompts ({lengths} tokens), {record.how}, plain greedy"
+        )
+    found = getattr(getattr(model, "model", None), "generation_config", None)
+    if record.cases and found is not None and (skipped := not_applied(found)):
+        said = ", ".join(f"{k} {v}" for k, v in skipped.items())
+        told = f"the model's generation_config asks for {said}: generation here and served is plain greedy"
+        ctx.log.warning(told)
+        ctx.record("generation_config_not_applied", told)
+        ctx.partial(told)
 
 
 def _output_hint(batching: BatchIndependence) -> str:
@@ -181,9 +190,9 @@ def _shapes(golden: Golden) -> dict[str, dict[str, list[int]]]:
 
 SPEC = StageSpec(
     name="golden",
-    # 7: ±inf in an answer compared by equality (masked logits), only NaN refused; 6: answers that do not depend on the input values named (partial); 5: a decoder's eager generations; 4: sampled shapes and value edges, eager twice (determinism), NaN named, eager.json
+    # 8: a decoder's generations plain greedy (none of its generation_config's processors), within the served context; 7: ±inf in an answer compared by equality (masked logits), only NaN refused; 6: answers that do not depend on the input values named (partial); 5: a decoder's eager generations; 4: sampled shapes and value edges, eager twice (determinism), NaN named, eager.json
     # (float64 rounding); 3: inputs bind by name; 2: concurrent clients, batching.json
-    version=7,
+    version=8,
     params=GoldenParams,
     inputs=(SOURCE_ARTIFACT,),
     outputs=(
