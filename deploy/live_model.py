@@ -149,7 +149,7 @@ def _source(
     rebuilt = rebuildable(model, examples)
     if rebuilt is not None:
         return SourceEntry(factory=rebuilt, checkpoint=weights)
-    return SourceEntry(file=str(_pickled(model, work, name)), callable="build", checkpoint=weights)
+    return SourceEntry(file=str(_pickled(model, work, name, weights)), callable="build", checkpoint=weights)
 
 
 def importable(model: torch.nn.Module) -> str | None:
@@ -217,7 +217,8 @@ def _answer(model: torch.nn.Module, examples: Mapping[str, Any]) -> list[Any]:
         return list(flat(binding.call(model.eval(), list(examples.values()))).values())
 
 
-# The generated module that rebuilds a pickled model: the digest makes the cache key follow the pickle.
+# The generated module that rebuilds a pickled model: the digest makes the cache key follow the
+# model (its classes' code, settings and weights where they can be read; else the pickle's bytes).
 PICKLED_SOURCE = """\"\"\"Written by deploy.optimize: rebuilds {cls} from {pickle} (sha256 {digest}).\"\"\"
 
 from pathlib import Path
@@ -230,14 +231,17 @@ def build():
 """
 
 
-def _pickled(model: torch.nn.Module, work: Path, name: str) -> Path:
+def _pickled(model: torch.nn.Module, work: Path, name: str, weights: str) -> Path:
     import cloudpickle
     import torch
 
     from deploy.pipeline.graph.hashing import digest_file
 
     cls = f"{type(model).__module__}:{type(model).__qualname__}"
-    pickle = work / f"{name}.module.pt"
+    pickle, source = work / f"{name}.module.pt", work / f"{name}_module.py"
+    same = _identity(model, Path(weights))
+    if same and pickle.is_file() and source.is_file() and f"(sha256 {same})" in source.read_text():
+        return source  # the model as pickled before: its bytes (random ids inside) and the key kept
     try:
         with _by_value(type(model)):
             torch.save(model, pickle, pickle_module=cloudpickle)
@@ -248,9 +252,42 @@ def _pickled(model: torch.nn.Module, work: Path, name: str) -> Path:
         raise ConfigError(
             "model", [Issue("model", f"cannot pickle {cls} by value ({why}); {hint}")]
         ) from None
-    source = work / f"{name}_module.py"
-    source.write_text(PICKLED_SOURCE.format(cls=cls, pickle=pickle.name, digest=digest_file(pickle)))
+    source.write_text(PICKLED_SOURCE.format(cls=cls, pickle=pickle.name, digest=same or digest_file(pickle)))
     return source
+
+
+def _identity(model: torch.nn.Module, weights: Path) -> str | None:
+    """The model's digest across processes: the code of each user module its classes come
+    from (the whole file: the functions their methods call live there too), each module's
+    plain settings, and the weights. The pickle's bytes differ per process (torch.save's
+    serialization id, cloudpickle's class ids). None where something cannot be read that
+    way (a class from `python -c` or a notebook cell, a hook, an attribute of another kind)."""
+    import hashlib
+    import inspect
+
+    import torch
+
+    from deploy.pipeline.graph.hashing import digest_file
+
+    found = hashlib.sha256(digest_file(weights).encode())
+    hooks = {k for k in vars(torch.nn.Module()) if "hook" in k}
+    for path, module in model.named_modules():
+        cls, state = type(module), vars(module)
+        try:
+            mine = cls.__module__ == "__main__" or _users_own(sys.modules[cls.__module__])
+            code = inspect.getsource(sys.modules[cls.__module__]) if mine else ""
+        except (OSError, TypeError, KeyError):
+            return None
+        settings = {k: v for k, v in state.items() if k not in _MODULE_STATE | hooks}
+        if any(state.get(k) for k in hooks) or not all(isinstance(v, _PLAIN) for v in settings.values()):
+            return None
+        said = f"{path}|{cls.__module__}.{cls.__qualname__}|{code}|{sorted(settings.items())!r}"
+        found.update(said.encode())
+    return found.hexdigest()
+
+
+_MODULE_STATE = {"_parameters", "_buffers", "_modules", "_non_persistent_buffers_set", "training"}
+_PLAIN = (int, float, str, bool, type(None))
 
 
 @contextlib.contextmanager

@@ -132,3 +132,57 @@ def test_dynamic_must_name_example_inputs_and_their_axes(tmp_path: Path) -> None
         deploy.optimize(model, torch.ones(1, 3), dynamic={"x": {0: "batch"}}, **options)
     with pytest.raises(ConfigError, match=r"axes \[2\] outside a 2-d input"):
         deploy.optimize(model, {"x": torch.ones(1, 3)}, dynamic={"x": {2: "batch"}}, **options)
+
+
+SCRIPT = """
+import torch
+from deploy.live_model import write_config
+
+
+def act(x):
+    return torch.relu(x)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+        self.scale = 2.0
+
+    def forward(self, x):
+        return act(self.fc(x)) * self.scale
+
+
+torch.manual_seed(0)
+write_config(Net().eval(), torch.randn(2, 4), workdir="work")
+"""
+
+
+def test_a_script_s_own_model_keeps_its_key_across_runs_and_changes_it_with_its_code(tmp_path: Path) -> None:
+    """A class defined in the script goes by value (cloudpickle), and the pickle's bytes
+    differ per process (torch.save's and cloudpickle's random ids): the generated module
+    names a digest of the script's code, the settings and the weights instead, so a rerun
+    keys the same and an edit anywhere in the script keys anew."""
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    def written(script: str) -> tuple[str, bytes]:
+        (tmp_path / "first.py").write_text(script)
+        done = subprocess.run(
+            [sys.executable, "first.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+            env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        work = tmp_path / "work" / "net"
+        return (work / "net_module.py").read_text(), (work / "net.module.pt").read_bytes()
+
+    first, pickled = written(SCRIPT)
+    again, kept = written(SCRIPT)
+    assert again == first and kept == pickled  # nothing rewritten: the same key
+    helper_edited, _ = written(SCRIPT.replace("torch.relu(x)", "torch.tanh(x)"))
+    setting_edited, _ = written(SCRIPT.replace("self.scale = 2.0", "self.scale = 3.0"))
+    assert len({first, helper_edited, setting_edited}) == 3, (
+        "an edit kept the key: a stale pickle would serve"
+    )
