@@ -330,9 +330,21 @@ def _named(examples: Any) -> dict[str, Any]:
 
     if isinstance(examples, torch.Tensor):
         return {"input0": examples}
-    if isinstance(examples, Mapping):
-        return dict(examples)
-    return {f"input{i}": t for i, t in enumerate(examples)}
+    found = dict(examples) if isinstance(examples, Mapping) else None
+    if found is None and isinstance(examples, (list, tuple)):
+        found = {f"input{i}": t for i, t in enumerate(examples)}
+    wrong = [f"{n}: {type(t).__name__}" for n, t in (found or {}).items() if not isinstance(t, torch.Tensor)]
+    if found is None or wrong or not found:
+        said = (
+            ", ".join(wrong[:4]) + (", …" if len(wrong) > 4 else "")
+            if wrong
+            else f"a {type(examples).__name__}"
+        )
+        why = f"examples must be torch tensors (one, a list or tuple, or a dict by input name); got {said}"
+        raise ConfigError(
+            "example_inputs", [Issue("example_inputs", f"{why}: torch.as_tensor(...) makes one")]
+        )
+    return found
 
 
 def _specs(examples: Mapping[str, Any], dynamic: Mapping[str, Mapping[int, DimRange]]) -> list[InputEntry]:

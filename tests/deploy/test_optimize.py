@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -186,3 +187,17 @@ def test_a_script_s_own_model_keeps_its_key_across_runs_and_changes_it_with_its_
     assert len({first, helper_edited, setting_edited}) == 3, (
         "an edit kept the key: a stale pickle would serve"
     )
+
+
+@pytest.mark.parametrize(
+    ("examples", "said"),
+    [
+        (np.zeros((2, 4), np.float32), "got a ndarray"),
+        ([0.5] * 4, "got input0: float, input1: float"),
+        ({"x": [1.0, 2.0]}, "got x: list"),
+    ],
+)
+def test_examples_that_are_not_tensors_are_a_config_error_saying_so(examples, said, tmp_path: Path) -> None:
+    """Not numpy's or torch's AttributeError from deep inside."""
+    with pytest.raises(ConfigError, match=rf"example_inputs: examples must be torch tensors .*{said}"):
+        write_config(nn.Linear(4, 3), examples, workdir=tmp_path)
