@@ -11,7 +11,7 @@ import typer
 
 from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Metric
-from deploy.pipeline.errors import ConfigError, EnvError
+from deploy.pipeline.errors import ConfigError, EnvError, StageFailed
 from deploy.runtimes.base import Device
 from deploy.runtimes.catalog import PLUGINS, for_suffix, get, names
 
@@ -51,6 +51,7 @@ def bench_file(model: Path, request: BenchRequest) -> None:
         made = _make(chosen, model, replace(request, threads=fit.threads), hint)
     except ConfigError as exc:  # a --shapes problem is a command-line problem
         raise typer.BadParameter("; ".join(i.message for i in exc.issues), param_hint="--shapes") from None
+    _first_call(made.call, request.shapes)
     count = request.streams or int(made.settings.get("requests", 1) if hint == Metric.THROUGHPUT else 1)
     typer.echo(
         f"[I] Model: {model} ({chosen}), shapes: {request.shapes or 'from the model'}, streams: {count}"
@@ -63,6 +64,20 @@ def bench_file(model: Path, request: BenchRequest) -> None:
     if request.export is not None:
         harness.export_times(request.export, timing)
         typer.echo(f"[I] Per-call times written to {request.export}")
+
+
+def _first_call(call: Any, shapes: str | None) -> None:
+    """One call before any timing: a shape the model cannot take is said as the runtime says
+    it, against --shapes (a usage error), not as a traceback from inside the timing loop."""
+    try:
+        call()
+    except Exception as exc:
+        said = f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"  # ORT's indices are on line 2
+        if shapes:
+            raise typer.BadParameter(
+                f"the model does not run at {shapes}: {said}", param_hint="--shapes"
+            ) from None
+        raise StageFailed(f"the model does not run at the shapes it declares: {said}") from exc
 
 
 def _make(chosen: str, model: Path, request: BenchRequest, hint: str) -> Any:
@@ -81,6 +96,10 @@ def parse_shapes(text: str | None) -> dict[str, tuple[int, ...]]:
                 "--shapes", [Issue("--shapes", f"'{item}' is not NAME:DxDxD (e.g. input:1x3x224x224)")]
             )
         shapes[match.group(1)] = tuple(int(d) for d in match.group(2).split("x"))
+        if 0 in shapes[match.group(1)]:
+            raise ConfigError(
+                "--shapes", [Issue("--shapes", f"'{item}' has a dim of 0: every dim is at least 1")]
+            )
     return shapes
 
 
