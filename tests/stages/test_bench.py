@@ -235,6 +235,21 @@ def test_device_cuda_without_a_gpu_is_said_by_validate_and_skipped_by_bench(writ
     assert partial is None or re.fullmatch(r"\d+ rows contended or implausible: .*", partial), partial
 
 
+@pytest.mark.skipif(host.cuda_gpus() > 0, reason="this machine has an NVIDIA GPU")
+def test_a_bench_that_could_measure_nothing_fails_naming_each_runtime(write_config):
+    """device: cuda on a CPU machine with only CUDA runtimes listed: no numbers at all is a
+    failure (the run said `run ok` with an empty bench before), not a stage that ran."""
+    stages = {
+        "export": {},
+        "bench": {**FAST, "device": "cuda", "batches": [1], "runtimes": ["eager", "onnxruntime"]},
+    }
+    with pytest.raises(StageError) as failed:
+        run(write_config(replace={"stages": stages}))
+    message = str(failed.value)
+    assert "stage 'bench' failed: nothing was measured: eager: " in message and "onnxruntime: " in message
+    assert "no NVIDIA GPU" in message
+
+
 def test_server_identity_enters_the_key_only_with_triton(write_config):
     with_triton = load_project(triton_config(write_config, {}))
     without = load_project(bench_config(write_config, {}))

@@ -126,6 +126,8 @@ def run(ctx: StageContext, params: BenchParams) -> None:
             rows += _measured(ctx, params, Cells(settings, fit, batches), runtime, skipped)
     generated = generation.measure(ctx, params)
     ctx.progress(len(params.runtimes), len(params.runtimes), "done")
+    if not rows and not generated:  # every runtime skipped (another device, no artifact): no numbers
+        raise StageFailed("nothing was measured: " + "; ".join(f"{r}: {why}" for r, why in skipped.items()))
     failed = _failures(rows, skipped)
     rows = output.speedups(plausibility.checked(rows))
     result = BenchResults(rows, skipped, host_identity(), params.model_dump(mode="json", exclude={"gate"}))
@@ -343,7 +345,7 @@ def inputs_for(params: BenchParams) -> tuple[str, ...]:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="bench",
-    version=14,  # 14: a decoder's generate models timed served and in process (generation.json); 13: a concurrency sweep stops where the server saturated (triton.saturation); 12: the machine measured with every row (contended), threads fitted to the free cores, implausible rows flagged, no verdict on either; 11: a runtime that fails is skipped with its error (the rest kept, the stage partial), runtimes this install cannot run on bench.device skipped up front, OpenVINO rows say cpu; 10: served rows name their model in a field (bench.json schema 2); 9: speed-up vs eager on in-process rows only; 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
+    version=15,  # 15: a bench that measured nothing fails, naming each runtime's reason; 14: a decoder's generate models timed served and in process (generation.json); 13: a concurrency sweep stops where the server saturated (triton.saturation); 12: the machine measured with every row (contended), threads fitted to the free cores, implausible rows flagged, no verdict on either; 11: a runtime that fails is skipped with its error (the rest kept, the stage partial), runtimes this install cannot run on bench.device skipped up front, OpenVINO rows say cpu; 10: served rows name their model in a field (bench.json schema 2); 9: speed-up vs eager on in-process rows only; 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
     params=BenchParams,
     inputs=tuple(dict.fromkeys(p.artifact for p in CATALOG.values())),
     outputs=(
