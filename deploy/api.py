@@ -45,8 +45,28 @@ def _written(project: Project, config: Mapping[str, object]) -> Project:
 
     path = project.run_dir / "config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(_plain(config), sort_keys=False))
+    raw, stages = _plain(config), {n.name: n.params for n in project.graph.nodes}
+    found = _resolved(raw, project.config)
+    if (
+        isinstance(raw, dict) and isinstance(found, dict) and "stages" in raw
+    ):  # stage params resolve their own
+        found["stages"] = _resolved(raw["stages"], stages)
+    path.write_text(yaml.safe_dump(found, sort_keys=False))
     return replace(project, path=path)
+
+
+def _resolved(raw: object, validated: object) -> object:
+    """The mapping with each path as the config resolved it (absolute): a YAML file reads
+    its relative paths from its own folder, the mapping's started at the current one."""
+    if isinstance(validated, Path):
+        return str(validated)
+    if isinstance(raw, dict) and hasattr(validated, "model_fields"):
+        return {k: _resolved(v, getattr(validated, k, None)) for k, v in raw.items()}
+    if isinstance(raw, dict) and isinstance(validated, Mapping):
+        return {k: _resolved(v, validated.get(k)) for k, v in raw.items()}
+    if isinstance(raw, list) and isinstance(validated, (list, tuple)) and len(raw) == len(validated):
+        return [_resolved(r, v) for r, v in zip(raw, validated, strict=True)]
+    return raw
 
 
 def _plain(value: object) -> object:

@@ -8,12 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 import deploy
 from deploy.pipeline.errors import ConfigError, StageError
 from deploy.pipeline.graph.plan import Action
 from deploy.pipeline.report.results import Status
-from tests.helpers import comparable, run_cli, tiny_dict
+from tests.helpers import ROOT, comparable, run_cli, tiny_dict
 
 FAST = {"warmup_ms": 10, "duration_s": 0.05, "iterations": 5, "batches": [1, 4]}
 
@@ -73,6 +74,29 @@ def test_a_dict_config_is_written_and_the_cli_finds_its_run_cached(tmp_path: Pat
     assert written == tmp_path / "runs" / "tiny" / "config.yaml" and written.is_file()
     done = run_cli("plan", str(written), "--json")
     assert done.returncode == 0, done.stderr
+    assert {row["action"] for row in json.loads(done.stdout)} == {"cached"}
+
+
+def test_a_dict_config_s_relative_paths_are_written_as_resolved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mapping's relative paths start at the current directory, a YAML file's at its own
+    folder: the written config.yaml holds them resolved, so `deploy plan` of it finds the
+    model and the cached run from any directory (it said: file not found: runs/...)."""
+    import shutil
+
+    shutil.copytree(ROOT / "configs" / "models", tmp_path / "models")
+    monkeypatch.chdir(tmp_path)
+    data = config(tmp_path)
+    data["stages"] = {"export": {}}
+    data["model"]["file"] = "models/tiny_cnn.py"
+    data["run_dir"] = "runs"
+    pipeline = deploy.load(data)
+    assert pipeline.run().ok
+    written = tmp_path / "runs" / "tiny" / "config.yaml"
+    assert yaml.safe_load(written.read_text())["model"]["file"] == str(tmp_path / "models" / "tiny_cnn.py")
+    done = run_cli("plan", str(written), "--json", cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
     assert {row["action"] for row in json.loads(done.stdout)} == {"cached"}
 
 
