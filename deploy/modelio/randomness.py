@@ -24,7 +24,8 @@ from deploy.pipeline.errors import StageFailed
 # Two calls of a deterministic CPU forward are bitwise equal; allow float noise of a
 # kernel that splits work by thread (well below any parity tolerance).
 SAME = 1e-6
-RESEEDS = (1, 2, 3, 4)  # seeds a coin must fall the same way under as on the first call: odds 1 in 16
+# A fair coin falls under all three as it fell first 1 time in 8 (at batch 1; rarer with more samples).
+RESEEDS = (1, 2, 3)
 _OWN = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
 
 
@@ -66,15 +67,15 @@ def refuse_noise(
     spread: Mapping[str, float], first: Mapping[str, np.ndarray], call: Callable[[], Mapping[str, np.ndarray]]
 ) -> None:
     """NotDeterministic naming the outputs, the random ops and the ways out, where two
-    calls differed by more than float noise. Where they agreed but a random op ran (a coin
-    that fell the same way twice: `rand(1) > 0.5` at batch 1), calls under other seeds decide."""
-    moved, ops = _moved(spread, first), []
-    if not moved:
-        ops = random_ops(call)
-        moved = _reseeded(first, call) if ops else {}
+    calls differed by more than float noise. Where they agreed, calls under other seeds
+    decide (a coin that fell the same way twice: `rand(1) > 0.5` at batch 1); a forward
+    that draws nothing answers them alike. The random ops are looked for only then: the
+    dispatch mode that finds them imports sympy, and leaves torch so that an uncaught
+    Ctrl-C exits 1, not 130."""
+    moved = _moved(spread, first) or _reseeded(first, call)
     if not moved:
         return
-    ops = ops or random_ops(call)
+    ops = random_ops(call)
     raise NotDeterministic(
         "the model's forward is not deterministic: two calls on the same inputs differ in "
         + ", ".join(f"{n} (max |Δ| {d:.3g})" for n, d in moved.items())

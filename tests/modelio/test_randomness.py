@@ -78,3 +78,25 @@ def test_a_forward_that_counts_its_calls_is_named_as_state_not_noise() -> None:
     text = str(info.value)
     assert "it ran no random op: something the forward keeps between calls changed its answer" in text
     assert "draws noise" not in text
+
+
+def test_a_deterministic_forward_leaves_ctrl_c_its_exit_code(tmp_path) -> None:
+    """The op-finding dispatch mode runs only for a forward that moved: after it, torch makes
+    an uncaught KeyboardInterrupt exit 1 instead of 130, and a shell would read a failure."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    script = (
+        "import torch\nfrom deploy.modelio import randomness\n"
+        "model = torch.nn.Linear(4, 3)\nx = torch.randn(2, 4)\n"
+        "call = lambda: {'y': model(x).detach().numpy()}\nfirst = call()\n"
+        "randomness.refuse_noise(randomness.repeat_spread(first, call()), first, call)\n"
+        "raise KeyboardInterrupt\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == -signal.SIGINT, (done.returncode, done.stderr)  # a shell's 130, not 1
