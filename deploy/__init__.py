@@ -22,8 +22,22 @@ logging.getLogger("deploy").addHandler(logging.NullHandler())
 if TYPE_CHECKING:
     from deploy.api import LogReporter, Pipeline, RunResult, load
     from deploy.live_model import optimize
+    from deploy.pipeline.errors import ConfigError, DeployError, EnvError, SelectionError, StageError
 
-__all__ = ["LogReporter", "Pipeline", "RunResult", "load", "optimize"]
+# The errors a call raises, as `deploy.ConfigError` etc. (deploy.pipeline.errors holds them; light).
+ERRORS = ("ConfigError", "DeployError", "EnvError", "SelectionError", "StageError")
+__all__ = [
+    "ConfigError",
+    "DeployError",
+    "EnvError",
+    "LogReporter",
+    "Pipeline",
+    "RunResult",
+    "SelectionError",
+    "StageError",
+    "load",
+    "optimize",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -31,6 +45,10 @@ def __getattr__(name: str) -> Any:
         from deploy.live_model import optimize
 
         return optimize
+    if name in ERRORS:
+        from deploy.pipeline import errors
+
+        return getattr(errors, name)
     if name in __all__:
         from deploy import api
 

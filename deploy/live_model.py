@@ -77,7 +77,13 @@ def write_config(
     examples = _named(example_inputs)
     source = _source(model, work, name, factory, kwargs, examples)
     config = work / f"{name}.yaml"
-    config.write_text(_config_for(model, name, source, examples, dynamic, work))
+    try:
+        text = _config_for(model, name, source, examples, dynamic, work)
+    except StageFailed as exc:  # the model's own failure on the user's examples: one of the typed errors
+        raise ConfigError(
+            "example_inputs", [Issue("example_inputs", f"the model does not run on them: {exc}")]
+        ) from exc
+    config.write_text(text)
     return config
 
 

@@ -201,3 +201,11 @@ def test_examples_that_are_not_tensors_are_a_config_error_saying_so(examples, sa
     """Not numpy's or torch's AttributeError from deep inside."""
     with pytest.raises(ConfigError, match=rf"example_inputs: examples must be torch tensors .*{said}"):
         write_config(nn.Linear(4, 3), examples, workdir=tmp_path)
+
+
+def test_examples_the_model_cannot_take_are_a_config_error_importable_from_deploy(tmp_path: Path) -> None:
+    """One of the documented types, as `deploy.ConfigError`, not an internal ForwardRaised."""
+    with pytest.raises(
+        deploy.ConfigError, match=r"example_inputs: the model does not run on them: .*mat1 and mat2"
+    ):
+        write_config(nn.Linear(4, 3), torch.randn(2, 5), workdir=tmp_path)
