@@ -20,12 +20,12 @@ import importlib
 import logging
 import re
 import sys
-import sysconfig
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deploy.domain.issues import Issue
+from deploy.live_identity import identity, users_own
 from deploy.pipeline.errors import ConfigError, StageFailed
 from deploy.starter.entries import Guide, InputEntry, SourceEntry, input_entry, with_values
 
@@ -245,7 +245,7 @@ def _pickled(model: torch.nn.Module, work: Path, name: str, weights: str) -> Pat
 
     cls = f"{type(model).__module__}:{type(model).__qualname__}"
     pickle, source = work / f"{name}.module.pt", work / f"{name}_module.py"
-    same = _identity(model, Path(weights))
+    same = identity(model, Path(weights))
     if same and pickle.is_file() and source.is_file() and f"(sha256 {same})" in source.read_text():
         return source  # the model as pickled before: its bytes (random ids inside) and the key kept
     try:
@@ -262,40 +262,6 @@ def _pickled(model: torch.nn.Module, work: Path, name: str, weights: str) -> Pat
     return source
 
 
-def _identity(model: torch.nn.Module, weights: Path) -> str | None:
-    """The model's digest across processes: the code of each user module its classes come
-    from (the whole file: the functions their methods call live there too), each module's
-    plain settings, and the weights. The pickle's bytes differ per process (torch.save's
-    serialization id, cloudpickle's class ids). None where something cannot be read that
-    way (a class from `python -c` or a notebook cell, a hook, an attribute of another kind)."""
-    import hashlib
-    import inspect
-
-    import torch
-
-    from deploy.pipeline.graph.hashing import digest_file
-
-    found = hashlib.sha256(digest_file(weights).encode())
-    hooks = {k for k in vars(torch.nn.Module()) if "hook" in k}
-    for path, module in model.named_modules():
-        cls, state = type(module), vars(module)
-        try:
-            mine = cls.__module__ == "__main__" or _users_own(sys.modules[cls.__module__])
-            code = inspect.getsource(sys.modules[cls.__module__]) if mine else ""
-        except (OSError, TypeError, KeyError):
-            return None
-        settings = {k: v for k, v in state.items() if k not in _MODULE_STATE | hooks}
-        if any(state.get(k) for k in hooks) or not all(isinstance(v, _PLAIN) for v in settings.values()):
-            return None
-        said = f"{path}|{cls.__module__}.{cls.__qualname__}|{code}|{sorted(settings.items())!r}"
-        found.update(said.encode())
-    return found.hexdigest()
-
-
-_MODULE_STATE = {"_parameters", "_buffers", "_modules", "_non_persistent_buffers_set", "training"}
-_PLAIN = (int, float, str, bool, type(None))
-
-
 @contextlib.contextmanager
 def _by_value(cls: type) -> Iterator[None]:
     """The class's own module goes by value where it is the user's (not an installed
@@ -304,7 +270,7 @@ def _by_value(cls: type) -> Iterator[None]:
     import cloudpickle
 
     module = sys.modules.get(cls.__module__)
-    mine = module is not None and cls.__module__ != "__main__" and _users_own(module)
+    mine = module is not None and cls.__module__ != "__main__" and users_own(module)
     if mine:
         cloudpickle.register_pickle_by_value(module)
     try:
@@ -312,15 +278,6 @@ def _by_value(cls: type) -> Iterator[None]:
     finally:
         if mine:
             cloudpickle.unregister_pickle_by_value(module)
-
-
-def _users_own(module: Any) -> bool:
-    """A module from a file outside the interpreter's and site-packages' folders."""
-    file = getattr(module, "__file__", None)
-    if not file:
-        return False
-    installed = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    return not any(Path(file).resolve().is_relative_to(Path(p).resolve()) for p in installed)
 
 
 def _save_weights(model: torch.nn.Module, path: Path) -> Path:

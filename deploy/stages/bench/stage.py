@@ -126,9 +126,7 @@ def run(ctx: StageContext, params: BenchParams) -> None:
             rows += _measured(ctx, params, Cells(settings, fit, batches), runtime, skipped)
     generated = generation.measure(ctx, params)
     ctx.progress(len(params.runtimes), len(params.runtimes), "done")
-    if not rows and not generated:  # every runtime skipped (another device, no artifact): no numbers
-        raise StageFailed("nothing was measured: " + "; ".join(f"{r}: {why}" for r, why in skipped.items()))
-    failed = _failures(rows, skipped)
+    failed = _failures(rows, skipped, bool(generated))
     rows = output.speedups(plausibility.checked(rows))
     result = BenchResults(rows, skipped, host_identity(), params.model_dump(mode="json", exclude={"gate"}))
     ctx.output(RESULTS).write_text(json.dumps(result.to_json(), indent=1))
@@ -150,9 +148,12 @@ def run(ctx: StageContext, params: BenchParams) -> None:
     generation.refuse_wrong(generated)
 
 
-def _failures(rows: list[BenchRow], skipped: dict[str, str]) -> str:
+def _failures(rows: list[BenchRow], skipped: dict[str, str], generated: bool) -> str:
     """Runtimes that failed make the stage partial beside measured rows, which are kept
-    (select weighs them); with nothing measured at all, the stage fails with their reasons."""
+    (select weighs them); with nothing measured at all, the stage fails with their reasons,
+    and where every runtime was skipped (another device, no artifact), with those."""
+    if not rows and not generated:
+        raise StageFailed("nothing was measured: " + "; ".join(f"{r}: {why}" for r, why in skipped.items()))
     failed = {r: why.removeprefix(FAILED) for r, why in skipped.items() if why.startswith(FAILED)}
     if failed and not rows:
         raise StageFailed("; ".join(f"{runtime}: {why}" for runtime, why in failed.items()))
