@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import os
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -225,7 +226,7 @@ def _answer(model: torch.nn.Module, examples: Mapping[str, Any]) -> list[Any]:
 
 # The generated module that rebuilds a pickled model: the digest makes the cache key follow the
 # model (its classes' code, settings and weights where they can be read; else the pickle's bytes).
-PICKLED_SOURCE = """\"\"\"Written by deploy.optimize: rebuilds {cls} from {pickle} (sha256 {digest}).\"\"\"
+PICKLED_SOURCE = """\"\"\"Written by deploy.optimize: rebuilds {cls} (sha256 {digest}) from {pickle} (its bytes' sha256 {pickled}).\"\"\"
 
 from pathlib import Path
 
@@ -241,25 +242,39 @@ def _pickled(model: torch.nn.Module, work: Path, name: str, weights: str) -> Pat
     import cloudpickle
     import torch
 
-    from deploy.pipeline.graph.hashing import digest_file
+    from deploy.pipeline.graph.hashing import atomic_write_text, digest_file
 
     cls = f"{type(model).__module__}:{type(model).__qualname__}"
     pickle, source = work / f"{name}.module.pt", work / f"{name}_module.py"
     same = identity(model, Path(weights))
-    if same and pickle.is_file() and source.is_file() and f"(sha256 {same})" in source.read_text():
+    if same and _pickled_before(source, pickle, same):
         return source  # the model as pickled before: its bytes (random ids inside) and the key kept
+    written = pickle.with_name(f".{pickle.name}.{os.getpid()}.tmp")
     try:
         with _by_value(type(model)):
-            torch.save(model, pickle, pickle_module=cloudpickle)
+            torch.save(model, written, pickle_module=cloudpickle)
+        os.replace(written, pickle)  # a kill mid-save leaves the pickle its source names, whole
     except Exception as exc:
-        pickle.unlink(missing_ok=True)
+        written.unlink(missing_ok=True)
         hint = "pass factory='module:function' that builds it (the stages run in their own processes)"
         why = f"{type(exc).__name__}: {exc}"
         raise ConfigError(
             "model", [Issue("model", f"cannot pickle {cls} by value ({why}); {hint}")]
         ) from None
-    source.write_text(PICKLED_SOURCE.format(cls=cls, pickle=pickle.name, digest=same or digest_file(pickle)))
+    pickled = digest_file(pickle)
+    text = PICKLED_SOURCE.format(cls=cls, pickle=pickle.name, digest=same or pickled, pickled=pickled)
+    atomic_write_text(source, text)
     return source
+
+
+def _pickled_before(source: Path, pickle: Path, same: str) -> bool:
+    """The source names this identity and the pickle beside it is the one it was written with."""
+    from deploy.pipeline.graph.hashing import digest_file
+
+    if not (source.is_file() and pickle.is_file()):
+        return False
+    text = source.read_text()
+    return f"(sha256 {same})" in text and f"(its bytes' sha256 {digest_file(pickle)})" in text
 
 
 @contextlib.contextmanager

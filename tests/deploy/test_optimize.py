@@ -136,8 +136,12 @@ def test_dynamic_must_name_example_inputs_and_their_axes(tmp_path: Path) -> None
 
 
 SCRIPT = """
+import sys
+
 import torch
 from deploy.live_model import write_config
+
+K = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0  # read at run time: no code changes
 
 
 def act(x):
@@ -145,35 +149,41 @@ def act(x):
 
 
 class Net(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, shift):
         super().__init__()
-        self.fc = torch.nn.Linear(4, 3)
+        self.conv = torch.nn.Conv2d(1, 2, 3)  # tuple settings (kernel_size, stride)
         self.scale = 2.0
+        self.register_buffer("shift", torch.tensor(shift), persistent=False)  # in no state_dict
 
     def forward(self, x):
-        return act(self.fc(x)) * self.scale
+        return act(self.conv(x)) * self.scale * K + self.shift
 
 
 torch.manual_seed(0)
-write_config(Net().eval(), torch.randn(2, 4), workdir="work")
+model = Net(0.5).eval()  # the script holds the model, as scripts do
+write_config(model, torch.randn(2, 1, 8, 8), workdir="work")
 """
 
 
-def test_a_script_s_own_model_keeps_its_key_across_runs_and_changes_it_with_its_code(tmp_path: Path) -> None:
+def test_a_script_s_own_model_keeps_its_key_across_runs_and_changes_it_with_what_it_computes(
+    tmp_path: Path,
+) -> None:
     """A class defined in the script goes by value (cloudpickle), and the pickle's bytes
     differ per process (torch.save's and cloudpickle's random ids): the generated module
-    names a digest of the script's code, the settings and the weights instead, so a rerun
-    keys the same and an edit anywhere in the script keys anew."""
+    names a digest of the script's code and globals, the modules' settings and buffers and
+    the weights instead, so a rerun keys the same and any change to what the model computes
+    keys anew (a stale pickle would serve the old model)."""
+    import os
     import subprocess
     import sys
 
     from tests.helpers import ROOT
 
-    def written(script: str) -> tuple[str, bytes]:
+    def written(script: str, *args: str) -> tuple[str, bytes]:
         (tmp_path / "first.py").write_text(script)
         done = subprocess.run(
-            [sys.executable, "first.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-            env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+            [sys.executable, "first.py", *args], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         work = tmp_path / "work" / "net"
@@ -182,11 +192,13 @@ def test_a_script_s_own_model_keeps_its_key_across_runs_and_changes_it_with_its_
     first, pickled = written(SCRIPT)
     again, kept = written(SCRIPT)
     assert again == first and kept == pickled  # nothing rewritten: the same key
-    helper_edited, _ = written(SCRIPT.replace("torch.relu(x)", "torch.tanh(x)"))
-    setting_edited, _ = written(SCRIPT.replace("self.scale = 2.0", "self.scale = 3.0"))
-    assert len({first, helper_edited, setting_edited}) == 3, (
-        "an edit kept the key: a stale pickle would serve"
-    )
+    changed = [
+        written(SCRIPT.replace("torch.relu(x)", "torch.tanh(x)"))[0],  # a function forward calls
+        written(SCRIPT.replace("self.scale = 2.0", "self.scale = 3.0"))[0],  # a setting
+        written(SCRIPT.replace("Net(0.5)", "Net(0.7)"))[0],  # a non-persistent buffer
+        written(SCRIPT, "3")[0],  # a global read from the command line
+    ]
+    assert len({first, *changed}) == 5, "a change kept the key: a stale pickle would serve"
 
 
 @pytest.mark.parametrize(
