@@ -71,6 +71,8 @@ def _first_call(call: Any, shapes: str | None) -> None:
     it, against --shapes (a usage error), not as a traceback from inside the timing loop."""
     try:
         call()
+    except (ImportError, MemoryError, EnvError):  # the machine's or the install's, not the shape's
+        raise
     except Exception as exc:
         said = f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"  # ORT's indices are on line 2
         if shapes:

@@ -59,15 +59,15 @@ def serve(
     from deploy.pipeline.store.leftovers import sweep_cache
     from deploy.serving.release_journal import recover
 
-    with locks.repository(repository):  # a live release is waited for, never reverted
-        recovered = recover(repository)
-    for line in recovered:  # a release killed half way: settled before serving
-        say(line)
-    if check.store is not None:
-        sweep_cache(check.store.root)
-    if not any(m.startswith(f"{name}_") for m in models(repository)):
-        raise StageFailed(f"no models of '{name}' in {repository}; run `deploy run` first")
-    _verify(name, remote or repository, check, say)
+    # A live release is waited for, never reverted; no publish changes what is checked or repaired.
+    with locks.repository(repository, create=False):
+        for line in recover(repository):  # a release killed half way: settled before serving
+            say(line)
+        if check.store is not None:
+            sweep_cache(check.store.root)
+        if not any(m.startswith(f"{name}_") for m in models(repository)):
+            raise StageFailed(f"no models of '{name}' in {repository}; run `deploy run` first")
+        _verify(name, remote or repository, check, say)
     with tritonserver.stop_requests():
         try:
             _serve_until_stopped(name, spec, repository, say, origins, remote)

@@ -91,8 +91,15 @@ def _reseeded(
     first: Mapping[str, np.ndarray], call: Callable[[], Mapping[str, np.ndarray]]
 ) -> dict[str, float]:
     """The outputs that move when the forward is called under other seeds (the caller's
-    random state kept as it was)."""
+    random state kept as it was); none where one more call leaves the generator as it was,
+    which a forward that draws nothing does (one call, not three)."""
     with torch.random.fork_rng():
+        before = torch.get_rng_state()
+        again = call()
+        if torch.equal(before, torch.get_rng_state()):
+            return {}
+        if moved := _moved(repeat_spread(first, again), first):
+            return moved
         for seed in RESEEDS:
             torch.manual_seed(seed)
             if moved := _moved(repeat_spread(first, call()), first):

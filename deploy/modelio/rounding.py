@@ -59,7 +59,8 @@ def _rounding(float32: np.ndarray, wide: torch.Tensor) -> Rounding:
     ref = wide.detach().double().numpy()
     if ref.shape != float32.shape:
         return float("nan"), float("nan")
-    diff = np.abs(float32.astype(np.float64) - ref)
+    with np.errstate(invalid="ignore"):  # inf - inf: the same infinity (a mask), no rounding
+        diff = np.where(float32 == ref, 0.0, np.abs(float32.astype(np.float64) - ref))
     max_abs = float(np.nan_to_num(diff, nan=0.0).max(initial=0.0))
-    scale = float(np.abs(np.nan_to_num(ref)).max(initial=0.0))
+    scale = float(np.abs(ref[np.isfinite(ref)]).max(initial=0.0))  # -inf at padding is no scale
     return max_abs, max_abs / scale if scale > 0 else 0.0

@@ -19,23 +19,25 @@ def releases(
     from deploy.pipeline.publish.published_check import not_as_published
     from deploy.pipeline.store import locks
     from deploy.pipeline.store.leftovers import sweep_cache
+    from deploy.pipeline.store.objects import Store
     from deploy.releasing.release_list import release_rows, show
     from deploy.serving.release_journal import recover
 
     found = project(config, None)
-    with locks.repository(found.config.repository):  # a live release is waited for, never reverted
-        recovered = recover(found.config.repository)
-    for line in recovered:  # a killed release first: the list says what is
-        print(line, file=sys.stderr)
-    sweep_cache(found.cache_dir)
-    rows = release_rows(found)
-    if rows and (changed := not_as_published(found.config.repository, found.config.name, None)):
+    repository = found.config.repository
+    with locks.repository(repository, create=False):  # a live release is waited for, never reverted
+        for line in recover(repository):  # a killed release first: the list says what is
+            print(line, file=sys.stderr)
+        sweep_cache(found.cache_dir)
+        rows = release_rows(found)
+        changed = not_as_published(repository, found.config.name, Store(found.cache_dir)) if rows else []
+    if changed:
         print(
-            f"warning: {found.config.repository} does not hold what was released: {'; '.join(changed[:8])}; "
+            f"warning: {repository} does not hold what was released: {'; '.join(changed[:8])}; "
             "`deploy serve CONFIG --repair` puts the files back from the cache, `deploy run` publishes again",
             file=sys.stderr,
         )
-    show(rows, console(), as_json, str(found.config.repository))
+    show(rows, console(), as_json, str(repository))
 
 
 def rollback(

@@ -167,7 +167,7 @@ def _refuse_noise_and_nan(model: Any, names: tuple[str, ...], sample: Mapping[st
         randomness.refuse_noise(randomness.repeat_spread(first, answers()), first, answers)
     except StageFailed as exc:
         raise ConfigError("model", [Issue("model", str(exc))]) from None
-    bad = [name for name, a in first.items() if not np.all(np.isfinite(a))]
+    bad = [name for name, a in first.items() if np.any(np.isnan(a))]  # ±inf is an answer (masked logits)
     if bad:
         shown = ", ".join(f"{n} {list(a.shape)} {a.dtype} in {a.min()}..{a.max()}" for n, a in sample.items())
         raise ConfigError(
@@ -175,7 +175,7 @@ def _refuse_noise_and_nan(model: Any, names: tuple[str, ...], sample: Mapping[st
             [
                 Issue(
                     "model",
-                    f"the model answers NaN or infinity in {bad} for {shown}: it is not defined on these inputs; "
+                    f"the model answers NaN in {bad} for {shown}: it is not defined on these inputs; "
                     "give each input the values it takes (--value-range NAME=LOW,HIGH, --values NAME=KIND)",
                 )
             ],

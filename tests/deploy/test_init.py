@@ -484,3 +484,43 @@ def test_a_decoders_past_leaves_room_for_the_longest_input_ids_in_its_positions(
         ConfigError, match=r"a max of 32 tokens leaves no room for a past in the model's 16 positions"
     ):
         decoder_inputs([ids], short)
+
+
+MASKED = """
+import torch
+
+
+class Masked(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        scores = self.fc(x)
+        return scores.masked_fill(x < 0, float("-inf"))  # -inf wherever the input is negative
+
+
+def masked():
+    return Masked()
+"""
+
+
+def test_init_takes_minus_inf_as_an_answer_and_refuses_only_nan(tmp_path: Path, cli: Cli) -> None:
+    (tmp_path / "masked.py").write_text(MASKED)
+    made = cli(
+        "init",
+        "--file",
+        "masked.py",
+        "--callable",
+        "masked",
+        "--input",
+        "x:float32:1x4/2x4/4x4",
+        cwd=tmp_path,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    written = yaml.safe_load((tmp_path / "masked.yaml").read_text())
+    assert written["inputs"][0]["dims"][0] == "batch"
+    # per sample: -inf - -inf measured as no dependence on the batch, not as a NaN difference
+    assert "max_batch_size" not in written["stages"]["triton_config"]
+    assert "nan" not in (tmp_path / "masked.yaml").read_text().lower()

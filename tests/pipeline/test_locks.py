@@ -110,8 +110,9 @@ def test_a_repository_held_by_a_live_release_is_waited_for_not_taken_over(tmp_pa
     one holds the repository's lock, so they wait for its last step instead of reverting it."""
     repo = tmp_path / "model_repository"
     repo.mkdir()
+    (tmp_path / "alias").symlink_to(repo)  # the release names it another way: one lock all the same
     proc = subprocess.Popen(
-        [sys.executable, "-c", RELEASER, str(repo)],
+        [sys.executable, "-c", RELEASER, str(tmp_path / "alias")],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -129,3 +130,26 @@ def test_a_repository_held_by_a_live_release_is_waited_for_not_taken_over(tmp_pa
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_two_threads_of_one_process_take_the_repository_in_turn(tmp_path: Path) -> None:
+    """Two pipelines run from threads of one API process: the second waits for the first,
+    rather than taking the lock the process already holds as its own."""
+    repo = tmp_path / "model_repository"
+    order: list[str] = []
+    inside = threading.Event()
+
+    def first() -> None:
+        with locks.repository(repo):
+            order.append("first in")
+            inside.set()
+            time.sleep(0.5)
+            order.append("first out")
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert inside.wait(30)
+    with locks.repository(repo, lambda holder: order.append("second waited")):
+        order.append("second in")
+    thread.join()
+    assert order == ["first in", "second waited", "first out", "second in"]

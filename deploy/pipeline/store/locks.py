@@ -34,23 +34,31 @@ def building(root: Path, key: str, waiting: Callable[[str], None]) -> Iterator[N
         os.close(fd)
 
 
-# The repositories this process holds the lock of: a release's recovery and its placing, or
-# a publish inside a command that already holds it, take it again without waiting on themselves.
-_HELD: set[str] = set()
+# The repositories each thread of this process holds the lock of: a release's recovery and its
+# placing, or a publish inside a command that holds it, take it again without waiting on themselves.
+_HELD: set[tuple[int, str]] = set()
 
 
 @contextlib.contextmanager
-def repository(path: Path, waiting: Callable[[str], None] | None = None) -> Iterator[None]:
+def repository(
+    path: Path, waiting: Callable[[str], None] | None = None, create: bool = True
+) -> Iterator[None]:
     """The model repository's lock (`.<name>.lock` beside it, removed when released): a
     publish, a release, a rollback and the recovery of a killed one each hold it, so none
-    reads or reverts a journal or a model directory another live command is half way through."""
-    key = str(path.absolute())
-    if key in _HELD:
+    reads or reverts a journal or a model directory another live command is half way through.
+    Where no lock file can be made beside it (a read-only mount: nothing of ours writes
+    there either; with `create` False, a folder that does not exist), it goes unlocked."""
+    import threading
+
+    where = path.resolve()  # one lock however the path is spelled (a symlink, ..)
+    key, lock = (threading.get_ident(), str(where)), where.parent / f".{where.name}.lock"
+    if key in _HELD or not (create or where.parent.is_dir()):
         yield
         return
-    where = path.absolute()
-    lock = where.parent / f".{where.name}.lock"
-    fd = _acquire(lock, waiting or _say_waiting(path))
+    fd = _try_acquire(lock, waiting or _say_waiting(path), path)
+    if fd is None:
+        yield
+        return
     _HELD.add(key)
     try:
         os.ftruncate(fd, 0)
@@ -62,6 +70,16 @@ def repository(path: Path, waiting: Callable[[str], None] | None = None) -> Iter
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def _try_acquire(lock: Path, waiting: Callable[[str], None], path: Path) -> int | None:
+    import logging
+
+    try:
+        return _acquire(lock, waiting)
+    except OSError as exc:
+        logging.getLogger("deploy").warning("%s: no lock beside it (%s): going on unlocked", path, exc)
+        return None
 
 
 def _say_waiting(path: Path) -> Callable[[str], None]:

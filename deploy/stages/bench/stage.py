@@ -152,11 +152,11 @@ def _failures(rows: list[BenchRow], skipped: dict[str, str], generated: bool) ->
     """Runtimes that failed make the stage partial beside measured rows, which are kept
     (select weighs them); with nothing measured at all, the stage fails with their reasons,
     and where every runtime was skipped (another device, no artifact), with those."""
-    if not rows and not generated:
-        raise StageFailed("nothing was measured: " + "; ".join(f"{r}: {why}" for r, why in skipped.items()))
     failed = {r: why.removeprefix(FAILED) for r, why in skipped.items() if why.startswith(FAILED)}
     if failed and not rows:
         raise StageFailed("; ".join(f"{runtime}: {why}" for runtime, why in failed.items()))
+    if not rows and not generated:
+        raise StageFailed("nothing was measured: " + "; ".join(f"{r}: {why}" for r, why in skipped.items()))
     return f"{', '.join(failed)} failed (the stage log has why); every other row is kept" if failed else ""
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from deploy.domain.vocabulary import Precision, Protocol
 from deploy.gates.detection_parity import Arrays
-from deploy.gates.metrics import cosine
+from deploy.gates.metrics import cosine, shared_infinities_zeroed
 from deploy.pipeline.graph.contract import StageContext
 from deploy.serving.repository import Model
 from deploy.serving.service import AnswerKind, Role
@@ -174,7 +174,8 @@ def _compare(
         return [f"the ensemble answered {sorted(served)}, not {missing}"]
     if "classes" in ref:
         return _compare_classes(result, served, ref, labels, gate)
-    worst = float(np.min([cosine(served[n][i], ref[n][i]) for n in ref for i in range(len(ref[n]))]))
+    pairs = [shared_infinities_zeroed(ref[n][i], served[n][i]) for n in ref for i in range(len(ref[n]))]
+    worst = float(np.min([cosine(s, r) for r, s in pairs]))  # the same infinity at one place agrees
     result.min_cosine = worst if result.min_cosine is None else float(np.min([result.min_cosine, worst]))
     return [] if worst >= gate.min_cosine else [f"cosine {worst:.6f} < {gate.min_cosine}"]
 
