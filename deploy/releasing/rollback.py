@@ -101,8 +101,8 @@ def _roll_back(
 
     recovered = recover(repository)
     refuse_foreign(repository, name)
+    moves, stays = plan(repository, name, to)  # reads only: nothing published is said first
     _refuse_altered(repository, name)
-    moves, stays = plan(repository, name, to)
     if not moves:
         raise StageFailed(f"no model of '{name}' can roll back: {'; '.join(stays)}")
     when = datetime.now(UTC).isoformat(timespec="seconds")

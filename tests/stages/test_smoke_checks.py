@@ -59,7 +59,7 @@ def golden() -> dict[str, Case]:
     ("fmt", "suffix"), [("onnx", ["", "", "", ""]), ("torchscript", ["__0", "__1", "__0", "__1"])]
 )
 def test_expected_tensors_follow_the_spec_and_the_golden_outputs(fmt: str, suffix: list[str]) -> None:
-    inputs, outputs = expected(CONFIG, fmt, golden())
+    inputs, outputs = expected(CONFIG, fmt, golden(), batched=True)
     assert inputs == [
         Tensor(f"image{suffix[0]}", "image", "FP32", [-1, 1, -1, 8]),
         Tensor(f"ids{suffix[1]}", "ids", "INT64", [-1, 5]),
@@ -78,7 +78,7 @@ def meta(inputs: list[Tensor], outputs: list[Tensor]) -> dict:
 
 
 def test_metadata_that_matches_has_no_problems_and_each_difference_is_named() -> None:
-    inputs, outputs = expected(CONFIG, "onnx", golden())
+    inputs, outputs = expected(CONFIG, "onnx", golden(), batched=True)
     assert metadata_problems(meta(inputs, outputs), inputs, outputs) == []
     served = meta(inputs, outputs)
     served["inputs"][1]["datatype"] = "INT32"
