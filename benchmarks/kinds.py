@@ -216,7 +216,7 @@ def fresh_check(config_path: Path, rtol: float) -> str:
         import tritonclient.http as httpclient
 
         conn = httpclient.InferenceServerClient(served.server.http)
-        inputs, outputs = checks.expected(config, "python", {"opt": case})
+        inputs, outputs = checks.expected(config, "python", {"opt": case}, served.found[name].batched)
         max_batch = int(conn.get_model_config(name).get("max_batch_size", 0))
         got = checks.infer(checks.ModelEndpoint(conn, "http", name, max_batch), case, inputs, outputs)
         conn.close()
