@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -159,6 +160,14 @@ def test_an_existing_file_is_kept_unless_overwrite(tmp_path: Path, cli: Cli) -> 
         parse_input("a:float32")
 
 
+def init_file(
+    cli: Cli, tmp: Path, file: str, function: str, *inputs: str, extra: tuple[str, ...] = ()
+) -> Any:
+    """`deploy init --file FILE --callable FUNCTION --input I ...` in `tmp`."""
+    shapes = [a for i in inputs for a in ("--input", i)]
+    return cli("init", "--file", file, "--callable", function, *shapes, *extra, cwd=tmp)
+
+
 CLIP = """
 import torch
 
@@ -226,16 +235,7 @@ def test_clip_is_written_with_max_batch_size_0_and_is_served_as_sent(tmp_path: P
 def test_a_fixed_shape_model_gets_no_batch_dim_instead_of_an_error(tmp_path: Path, cli: Cli) -> None:
     """It used to fail with an error about a hidden temp file and a key nobody wrote."""
     (tmp_path / "clip_model.py").write_text(CLIP)
-    made = cli(
-        "init",
-        "--file",
-        "clip_model.py",
-        "--callable",
-        "fixed",
-        "--input",
-        "x:float32:1x4/1x4/1x4",
-        cwd=tmp_path,
-    )
+    made = init_file(cli, tmp_path, "clip_model.py", "fixed", "x:float32:1x4/1x4/1x4")
     assert made.returncode == 0, made.stdout + made.stderr
     text = (tmp_path / "fixed.yaml").read_text()
     written = yaml.safe_load(text)
@@ -249,10 +249,9 @@ def test_a_batch_dim_asked_for_on_fixed_shapes_is_refused_saying_why(tmp_path: P
     """--batch-dim batch was dropped without a word (batch_dim: null written) where axis 0
     does not vary."""
     (tmp_path / "clip_model.py").write_text(CLIP)
-    made = cli(
-        "init", "--file", "clip_model.py", "--callable", "fixed", "--input", "x:float32:4x4/4x4/4x4",
-        "--batch-dim", "batch", cwd=tmp_path,
-    )  # fmt: skip
+    made = init_file(
+        cli, tmp_path, "clip_model.py", "fixed", "x:float32:4x4/4x4/4x4", extra=("--batch-dim", "batch")
+    )
     assert made.returncode == 3, made.stdout + made.stderr
     said = made.stdout + made.stderr
     assert "--batch-dim: axis 0 of every input must be the batch, varying alike from min to max" in said
@@ -347,18 +346,7 @@ def test_init_calls_the_model_with_the_declared_shapes_and_meaningful_values(
     """lengths within the sequence (pack_padded_sequence refuses a length past it), a 0-d
     timestep, no batch dim where axis 0 is not one; the call's shapes are said."""
     (tmp_path / "kinds.py").write_text(KINDS)
-    made = cli(
-        "init",
-        "--file",
-        "kinds.py",
-        "--callable",
-        "tagger",
-        "--input",
-        "tokens:int64:1x4/2x8/4x16",
-        "--input",
-        "lengths:int64:1/2/4",
-        cwd=tmp_path,
-    )
+    made = init_file(cli, tmp_path, "kinds.py", "tagger", "tokens:int64:1x4/2x8/4x16", "lengths:int64:1/2/4")
     assert made.returncode == 0, made.stdout + made.stderr
     assert "The model was called with: tokens [1, 8] int64, lengths [1] int64" in made.stdout
     inputs = yaml.safe_load((tmp_path / "tagger.yaml").read_text())["inputs"]
@@ -373,18 +361,7 @@ def test_init_calls_the_model_with_the_declared_shapes_and_meaningful_values(
         "of": "sequence",
     }
     assert inputs[0]["value_range"] == [0, 49]  # below the embedding's 50 rows
-    made = cli(
-        "init",
-        "--file",
-        "kinds.py",
-        "--callable",
-        "step",
-        "--input",
-        "sample:float32:1x4/2x4/8x4",
-        "--input",
-        "timestep:int64://",
-        cwd=tmp_path,
-    )
+    made = init_file(cli, tmp_path, "kinds.py", "step", "sample:float32:1x4/2x4/8x4", "timestep:int64://")
     assert made.returncode == 0, made.stdout + made.stderr
     written = yaml.safe_load((tmp_path / "step.yaml").read_text())
     assert written["batch_dim"] is None and written["inputs"][1]["dims"] == []
@@ -441,17 +418,13 @@ def test_init_written_text_config_passes_its_own_golden_and_export_for_several_s
     from tests.helpers import run
 
     (tmp_path / "models.py").write_text(MODELS)
-    made = cli(
-        "init",
-        "--file",
+    made = init_file(
+        cli,
+        tmp_path,
         "models.py",
-        "--callable",
         "small_bert",
-        "--input",
         "input_ids:int64:1x8/2x16/4x32",
-        "--input",
         "attention_mask:int64:1x8/2x16/4x32",
-        cwd=tmp_path,
     )
     assert made.returncode == 0, made.stdout + made.stderr
     written = yaml.safe_load((tmp_path / "small_bert.yaml").read_text())
@@ -508,16 +481,7 @@ def masked():
 
 def test_init_takes_minus_inf_as_an_answer_and_refuses_only_nan(tmp_path: Path, cli: Cli) -> None:
     (tmp_path / "masked.py").write_text(MASKED)
-    made = cli(
-        "init",
-        "--file",
-        "masked.py",
-        "--callable",
-        "masked",
-        "--input",
-        "x:float32:1x4/2x4/4x4",
-        cwd=tmp_path,
-    )
+    made = init_file(cli, tmp_path, "masked.py", "masked", "x:float32:1x4/2x4/4x4")
     assert made.returncode == 0, made.stdout + made.stderr
     written = yaml.safe_load((tmp_path / "masked.yaml").read_text())
     assert written["inputs"][0]["dims"][0] == "batch"

@@ -47,8 +47,20 @@ def encoder():
 """
 
 
+def model_config(tmp: Path, source: str, data: dict[str, Any]) -> Path:
+    """`<name>.py` holding `source` and `<name>.yaml` with `data`, rooted in `tmp`."""
+    name = data["name"]
+    (tmp / f"{name}.py").write_text(source)
+    places = {
+        k: str(tmp / d)
+        for k, d in (("cache_dir", "cache"), ("repository", "model_repository"), ("run_dir", "runs"))
+    }
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({**data, **places}, sort_keys=False))
+    return path
+
+
 def encoder_config(tmp: Path, stages: dict[str, Any]) -> Path:
-    (tmp / "encoder.py").write_text(MODEL)
     dims = {"dims": ["batch", "seq"], "min": [1, 3], "opt": [2, 6], "max": [4, 10]}
     data = {
         "name": "encoder",
@@ -59,14 +71,9 @@ def encoder_config(tmp: Path, stages: dict[str, Any]) -> Path:
         ],
         # Declared in another order than the model returns them; one by a path.
         "outputs": [{"name": "pooled"}, {"name": "hidden", "path": "last_hidden_state"}],
-        "cache_dir": str(tmp / "cache"),
-        "repository": str(tmp / "model_repository"),
-        "run_dir": str(tmp / "runs"),
         "stages": stages,
     }
-    path = tmp / "encoder.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    return model_config(tmp, MODEL, data)
 
 
 def onnx_io(results: dict[str, Any], path: Path) -> tuple[list[Any], list[Any]]:
@@ -136,7 +143,6 @@ def test_a_batch_dim_served_whole_passes_smoke_with_its_scalars(tmp_path):
     """max_batch_size 0 on a model with a batch dim (what `init` writes for an output that
     depends on its batch): Triton does not batch it, so its per-sample `t` travels whole as
     [batch] and its 0-d mean as [1]; smoke's client must expect what the server declares."""
-    (tmp_path / "scaled.py").write_text(SCALARS)
     data = {
         "name": "scaled",
         "model": {"file": "scaled.py", "callable": "scaled"},
@@ -146,18 +152,13 @@ def test_a_batch_dim_served_whole_passes_smoke_with_its_scalars(tmp_path):
             {"name": "t", "dims": ["batch"], "min": [1], "opt": [2], "max": [4]},
         ],
         "outputs": [{"name": "y"}, {"name": "mean"}],
-        "cache_dir": str(tmp_path / "cache"),
-        "repository": str(tmp_path / "model_repository"),
-        "run_dir": str(tmp_path / "runs"),
         "stages": {
             "export": {},
             "triton_config": {"formats": ["python"], "max_batch_size": 0},
             "smoke": {"protocols": ["http", "grpc"]},
         },
     }
-    path = tmp_path / "scaled.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    results = run(path)
+    results = run(model_config(tmp_path, SCALARS, data))
     assert statuses(results) == dict.fromkeys(["golden", "export", "triton_config", "smoke"], "ran"), {
         n: r.message for n, r in results.items()
     }
@@ -194,7 +195,6 @@ def test_masked_logits_with_minus_inf_at_padding_deploy_and_are_compared_by_equa
     """-inf where the mask is 0 is the model's answer (random weights: the mechanics of
     comparing infinities, not accuracy). Golden says so; every gate to the served model
     matches the same infinity at the same place and compares the rest by value."""
-    (tmp_path / "masked.py").write_text(MASKED)
     dims = {"dims": ["batch", "seq"], "min": [1, 4], "opt": [2, 8], "max": [4, 12]}
     data = {
         "name": "masked",
@@ -204,9 +204,6 @@ def test_masked_logits_with_minus_inf_at_padding_deploy_and_are_compared_by_equa
             {"name": "attention_mask", "dtype": "int64", "values": "mask", **dims},
         ],
         "outputs": [{"name": "scores"}],
-        "cache_dir": str(tmp_path / "cache"),
-        "repository": str(tmp_path / "model_repository"),
-        "run_dir": str(tmp_path / "runs"),
         "stages": {
             "export": {},
             "validate": {"runtimes": ["onnxruntime"]},
@@ -214,9 +211,7 @@ def test_masked_logits_with_minus_inf_at_padding_deploy_and_are_compared_by_equa
             "smoke": {"protocols": ["http", "grpc"]},
         },
     }
-    path = tmp_path / "masked.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    results = run(path)
+    results = run(model_config(tmp_path, MASKED, data))
     assert statuses(results) == dict.fromkeys(
         ["golden", "export", "validate", "triton_config", "smoke"], "ran"
     ), {n: r.message for n, r in results.items()}
