@@ -22,7 +22,14 @@ def building(root: Path, key: str, waiting: Callable[[str], None]) -> Iterator[N
     """Holds the key's lock; `waiting(holder)` is called once if another run holds it.
     The lock file is removed by its holder (still locked), so the cache keeps none."""
     path = root / "locks" / key[:2] / f"{key}.lock"
-    fd = _acquire(path, waiting)
+    with _holding(path, _acquire(path, waiting)):
+        yield
+
+
+@contextlib.contextmanager
+def _holding(path: Path, fd: int) -> Iterator[None]:
+    """The locked `fd` of `path` with this process's pid in it; on the way out the file is
+    removed (still locked), then unlocked and closed."""
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
@@ -61,15 +68,10 @@ def repository(
         return
     _HELD.add(key)
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        yield
+        with _holding(lock, fd):
+            yield
     finally:
         _HELD.discard(key)
-        lock.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
 
 
 def _try_acquire(lock: Path, waiting: Callable[[str], None], path: Path) -> int | None:
