@@ -198,13 +198,15 @@ def _remove(target: Path) -> None:
 
 
 def recover(repository: Path) -> list[str]:
-    """Removes what killed commands left (temp files, staging: pipeline/store/leftovers.py),
+    """Completes a publish killed amid its renames (from its staging, so before the sweep),
+    removes what killed commands left (temp files, staging: pipeline/store/leftovers.py),
     then reverts or completes every journal a killed release or rollback left in
     `repository`; returns what it did about journals, one line each ([] when none)."""
+    from deploy.pipeline.publish import publish_journal
     from deploy.pipeline.store.leftovers import sweep
 
+    said = publish_journal.complete(repository)
     sweep(repository)
-    said = []
     for found in sorted(repository.glob(f".deploy-*{SUFFIX}")) if repository.is_dir() else []:
         said.append(_recover(repository, found))
     return said

@@ -19,6 +19,7 @@ import pytest
 import deploy.pipeline.publish.tree as publishing
 from deploy.pipeline.errors import EnvError
 from deploy.pipeline.graph.contract import ArtifactKind
+from deploy.pipeline.process import faults
 from deploy.pipeline.publish.tree import SCHEMA, STAMP, Stamp, destination, in_order, publish
 from deploy.pipeline.store.objects import Output, Store
 from tests.helpers import S3Server
@@ -109,6 +110,13 @@ def target(
         return dataclasses.replace(at, fs=Recording(at.fs, found.writes))
 
     monkeypatch.setattr(publishing, "destination", recorded)
+    real_rename = faults.rename
+
+    def renamed(source: os.PathLike[str] | str, to: os.PathLike[str] | str) -> None:
+        found.writes.append(("mv", str(source), str(to)))  # a local publish's renames: no fsspec call
+        real_rename(source, to)
+
+    monkeypatch.setattr(faults, "rename", renamed)
     try:
         yield found
     finally:

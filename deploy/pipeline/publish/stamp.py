@@ -12,6 +12,11 @@ SCHEMA = 1
 Files = dict[str, tuple[str, int]]  # path inside the model dir -> (digest, size)
 
 
+def manifest_name(pipeline: str) -> str:
+    """The repository's list of a pipeline's models (publish.tree writes it)."""
+    return f".deploy-{pipeline}.json"
+
+
 @dataclass(frozen=True)
 class Stamp:
     """What `.deploy.json` says: which pipeline owns the model dir, and its files."""

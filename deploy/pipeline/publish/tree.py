@@ -15,7 +15,8 @@ What is published is what was verified, and a repository is replaced whole or no
   3. Then each staged model dir is renamed into place (the old one renamed aside, then
      removed), stale ones of this pipeline deleted, and `.deploy-<pipeline>.json` written
      (the models `complete()` checks): under the repository's lock, with Ctrl-C and SIGTERM
-     held until the manifest is written.
+     held until the manifest is written, and a journal written before the first rename that
+     the next command completes after a SIGKILL amid them (publish_journal.py).
 
 On object storage (no rename) a model's files are copied into place, version files before
 the model's root files, then the stamp, each model whole before the next; the source
@@ -36,7 +37,9 @@ from typing import Any
 from deploy.pipeline.errors import EnvError
 from deploy.pipeline.graph.hashing import atomic_write_text, digest_file
 from deploy.pipeline.process import stopping
-from deploy.pipeline.publish.stamp import SCHEMA, STAMP, Files, Stamp
+from deploy.pipeline.publish import publish_journal
+from deploy.pipeline.publish.publish_journal import PublishJournal
+from deploy.pipeline.publish.stamp import SCHEMA, STAMP, Files, Stamp, manifest_name
 from deploy.pipeline.store.objects import Output, Store
 from deploy.pipeline.store.once import Once, linkable
 
@@ -137,6 +140,7 @@ def _publish_locked(
 ) -> Published:
     from deploy.pipeline.store.leftovers import sweep
 
+    publish_journal.complete(dest)  # a publish killed amid its renames: finished from its staging
     sweep(dest)  # a killed command's temp files and staging: gone before any stamp is read
     done = Published(models=list(models))
     for model, files in models.items():
@@ -155,7 +159,9 @@ def _publish_locked(
         return done  # the common warm run: stats only, no fsspec import
     where = destination(dest)
     settle = partial(_settle, where, pipeline, models, verified)
-    _stage_and_swap(where, dest, {m: models[m] for m in done.written}, store, pipeline, settle)
+    record = manifest_record(pipeline, models, verified)
+    journal = partial(PublishJournal, pipeline, stale=stale, manifest=record)
+    _stage_and_swap(where, dest, {m: models[m] for m in done.written}, store, pipeline, (journal, settle))
     store.memo.save()
     return done
 
@@ -196,23 +202,24 @@ def _stage_and_swap(
     models: dict[str, Files],
     store: Store,
     pipeline: str,
-    settle: Callable[[], None],
+    then: tuple[Callable[..., PublishJournal], Callable[[], None]],
 ) -> None:
     """Every model staged and verified beside the repository, then renamed in and `settle`d:
-    a failure before the renames leaves the repository as it was."""
-    if not models:
-        with stopping.deferred():
-            return settle()
+    a failure before the renames leaves the repository as it was; a kill amid them, a
+    journal the next command completes."""
     staging = dest.parent / f".{dest.name}.staging-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     once = Once()  # a file two models share (onnx and python serve one model.onnx) is held once
+    journal, settle = then
     try:
         for model, files in models.items():
             _stage(where, staging / model, files, store, pipeline, once)
         dest.mkdir(parents=True, exist_ok=True)
         with stopping.deferred():  # Ctrl-C or SIGTERM: once the publish is whole, never amid it
+            written = publish_journal.begin(dest, journal(staging=str(staging), models=list(models)))
             for model in models:
-                _swap(where, staging / model, dest / model, staging / f"{model}.retired")
+                publish_journal.swap(staging, dest, model)
             settle()
+            written.unlink()
         for model, files in models.items():  # the stats the warm check will trust
             for rel, (digest, _) in files.items():
                 store.memo.remember(dest / model / rel, digest)
@@ -237,18 +244,6 @@ def _stage(
     where.fs.pipe_file(str(model_dir / STAMP), Stamp(pipeline, files).to_json().encode())
 
 
-def _swap(where: Destination, staged: Path, target: Path, retired: Path) -> None:
-    """The old model stays whole until the staged one is renamed in (same file system:
-    fsspec's local mv is a rename)."""
-    if target.exists():
-        where.fs.mv(str(target), str(retired), recursive=True)
-    if target.exists():  # a rename now would land inside it (the repository's lock keeps this out)
-        raise EnvError(f"publishing {target}: it was written again while being replaced")
-    where.fs.mv(str(staged), str(target), recursive=True)
-    if retired.exists():
-        where.fs.rm(str(retired), recursive=True)
-
-
 def _read_stamp_here(path: Path) -> Stamp | None:
     try:
         return Stamp.from_json(path.read_bytes())
@@ -266,23 +261,24 @@ def _stale_here(dest: Path, pipeline: str, keep: set[str]) -> list[str]:
 
 
 # -- the repository's list of a pipeline's models -----------------------------------------------
-def manifest_name(pipeline: str) -> str:
-    return f".deploy-{pipeline}.json"
-
-
-def write_manifest(
-    where: Destination, pipeline: str, models: Iterable[str], verified: Verification = Verification()
-) -> None:
-    """Written last, and only when it changes (a warm run writes nothing): the models, the
-    stages that verified them before they were published ([]: unverified), and when."""
-    path = f"{where.root}/{manifest_name(pipeline)}"
-    record = {
+def manifest_record(pipeline: str, models: Iterable[str], verified: Verification) -> dict[str, object]:
+    """The models, the stages that verified them before they were published ([]: unverified)
+    and the tree's digest."""
+    return {
         "schema": SCHEMA,
         "pipeline": pipeline,
         "models": sorted(models),
         "verified_by": sorted(verified.by),
         "tree": verified.tree,
     }
+
+
+def write_manifest(
+    where: Destination, pipeline: str, models: Iterable[str], verified: Verification = Verification()
+) -> None:
+    """Written last, and only when it changes (a warm run writes nothing)."""
+    path = f"{where.root}/{manifest_name(pipeline)}"
+    record = manifest_record(pipeline, models, verified)
     try:
         found = json.loads(where.fs.cat_file(path))
         if {k: found.get(k) for k in record} == record:
