@@ -330,11 +330,24 @@ def main() -> None:
     # use (~20 ms); the CLI uses none, and its no-op run has a 0.5 s budget.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     os.umask(UMASK)  # what deploy writes is never world-writable, whatever the shell's umask
+    _warnings_to_stderr()
     verbose = any(arg in ("-v", "--verbose") for arg in sys.argv[1:])
     wide_help()
     if _replayed(sys.argv[1:]):
         sys.exit(ExitCode.OK)
     sys.exit(_invoke(verbose))
+
+
+def _warnings_to_stderr() -> None:
+    """The `deploy` logger's warnings (a command waiting for another's repository lock, a
+    lock that cannot be made) on stderr: the package gives the logger only a NullHandler,
+    which library users configure, so the CLI's commands said nothing while they waited."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("warning: %(message)s"))
+    logging.getLogger("deploy").addHandler(handler)
 
 
 def _replayed(args: list[str]) -> bool:

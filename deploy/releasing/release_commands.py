@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
 
 import typer
 
 from deploy.commands.cli_common import ConfigArg, console, project
+from deploy.pipeline.errors import ExitCode
 
 
 def releases(
@@ -14,8 +17,6 @@ def releases(
     as_json: Annotated[bool, typer.Option("--json", help="Print the versions as JSON.")] = False,
 ) -> None:
     """List the versions published for the pipeline's models, with their release records."""
-    import sys
-
     from deploy.pipeline.publish.published_check import not_as_published
     from deploy.pipeline.store import locks
     from deploy.pipeline.store.leftovers import sweep_cache
@@ -55,11 +56,29 @@ def rollback(
     ] = [],  # noqa: B006
 ) -> None:
     """Serve an earlier released version of the pipeline's models, and switch live servers to it."""
+    from deploy.pipeline.process import stopping
     from deploy.pipeline.store.leftovers import sweep_cache
     from deploy.releasing.rollback import roll_back
 
     out = console()
     found = project(config, None)
     sweep_cache(found.cache_dir)
-    for line in roll_back(found, to, server):
+    stopping.stop_on_signals()  # SIGTERM and SIGHUP as Ctrl-C: said, where they killed it silently
+    try:
+        lines = roll_back(found, to, server)
+    except KeyboardInterrupt as stop:
+        _interrupted(found.config.repository, found.config.name, str(stop))
+    for line in lines:
         out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _interrupted(repository: Path, pipeline: str, signal_name: str) -> NoReturn:
+    """What a stopped rollback left: nothing changed, or a journal the next command completes."""
+    from deploy.serving import release_journal
+
+    if release_journal.path(repository, pipeline).exists():
+        said = "its journal is in the repository: the next `deploy rollback`, `releases`, `serve` or `run` completes it"
+    else:
+        said = "nothing was rolled back"
+    print(f"interrupted ({signal_name or 'Ctrl-C'}): {said}", file=sys.stderr)
+    raise typer.Exit(ExitCode.INTERRUPTED)

@@ -187,6 +187,10 @@ def test_rollback_serves_the_earlier_version_and_a_release_does_not_bring_it_bac
     assert record.build_url == build["BUILD_URL"]
     assert record.report == "https://ci.example/job/d/7/artifact/runs/tiny/report.html"
 
+    stopped = _rollback_stopped_while_waiting(config, tmp_path / "model_repository")
+    assert stopped.returncode == ExitCode.INTERRUPTED, stopped.stderr
+    assert "interrupted (signal SIGTERM): nothing was rolled back" in stopped.stderr, stopped.stderr
+    assert releases.served(model_dir) == {2}
     rolled = cli("rollback", str(config))
     assert rolled.returncode == 0, rolled.stdout + rolled.stderr
     assert "tiny_onnx: v2 -> v1" in rolled.stdout and "tiny_python: v2 -> v1" in rolled.stdout
@@ -207,6 +211,38 @@ def test_rollback_serves_the_earlier_version_and_a_release_does_not_bring_it_bac
     assert forward.returncode == 0 and releases.served(model_dir) == {2}
     missing = cli("rollback", str(config), "--to", "9")
     assert missing.returncode == ExitCode.STAGE and "no v9" in missing.stdout + missing.stderr
+
+
+HOLD_REPOSITORY = """
+import sys, time
+from pathlib import Path
+from deploy.pipeline.store import locks
+with locks.repository(Path(sys.argv[1])):
+    print("holding", flush=True)
+    time.sleep(60)  # bounded: a rollback that never says it waits fails the test in a minute
+"""
+
+
+def _rollback_stopped_while_waiting(config: Path, repository: Path) -> subprocess.CompletedProcess[str]:
+    """`deploy rollback` sent SIGTERM as it waits for the repository's lock (a CI job aborted
+    while another command publishes there): it used to die silently with 143."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_REPOSITORY, str(repository)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        rollback = subprocess.Popen(
+            [sys.executable, "-m", "deploy", "rollback", str(config)], stderr=subprocess.PIPE, text=True
+        )
+        assert rollback.stderr is not None
+        waiting = rollback.stderr.readline()
+        assert f"waiting for pid {holder.pid}" in waiting, waiting
+        rollback.send_signal(signal.SIGTERM)
+        rest = rollback.communicate(timeout=60)[1]
+        return subprocess.CompletedProcess(rollback.args, rollback.returncode, "", waiting + rest)
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_a_deleted_repository_is_released_again_and_a_settled_one_is_a_cache_hit(
