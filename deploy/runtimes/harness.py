@@ -288,6 +288,10 @@ def _stability_lines(s: Measured, settings: Settings) -> list[str]:
     lines = [
         f"[I] Windows: {used} in {s.measured_s:.4g} s (qps/median ms: {per_window}); statistics from the last {k}"
     ]
+    if s.stable and s.contended:
+        return lines + [  # windows that agree on another process's share: consistent, not right
+            f"[W] * Stable only as windows: the last {k} agree within ±{pct:g} %, all of them contended"
+        ]
     if s.stable:
         return lines + [
             f"[I] Stable: the last {k} windows agree within ±{pct:g} % (throughput and median latency)"

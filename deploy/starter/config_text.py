@@ -111,6 +111,12 @@ def _notes(found: Findings, fixed: bool) -> list[str]:
             f"# rows, with {COUNT} valid ones. It takes its batch as a list of images, which the export",
             "# unrolls: the batch is fixed at 1.",
         ]
+    if found.uncached:
+        return [
+            f"# A generative model written without its key/value cache: {found.uncached}.",
+            "# Served as one full forward per call: right, but a token costs the whole sequence",
+            "# (docs/how-to/decoders.md says which caches deploy exports).",
+        ]
     if fixed:
         return ["# Not every input has a batch dim alike: batch_dim: null, Triton's max_batch_size is 0."]
     return []

@@ -6,7 +6,7 @@ config that exports it one step at a time with the cache as inputs and outputs
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,33 @@ def found_decoder(model: Any, result: Any) -> DecoderFound | None:
         return _from_layers(model, cache, "transformers")
     pairs = _tuple_cache(result)
     return _found(model, pairs, "tuples") if pairs else None
+
+
+def found_with_cache_on(model: Any, call: Callable[[], Any]) -> DecoderFound | None:
+    """A decoder whose config turns its cache off (`use_cache=False`) answered without one;
+    its export asks for the cache anyway (modelio/decoder.py), so init asks too: `call`
+    again with the config's cache on. None where that finds none either."""
+    config: Any = getattr(model, "config", None)
+    if getattr(config, "use_cache", None) is not False:
+        return None
+    config.use_cache = True
+    try:
+        return found_decoder(model, call())
+    except Exception:
+        return None
+    finally:
+        config.use_cache = False
+
+
+def uncached(model: Any) -> str:
+    """Why a generative model that returned no key/value cache is written as one full
+    forward per call ("" for a model that is not generative)."""
+    config = getattr(model, "config", None)
+    if getattr(config, "is_encoder_decoder", False):
+        return "an encoder-decoder: its cache (self- and cross-attention) is not one deploy exports"
+    if type(model).__name__.endswith(("ForCausalLM", "LMHeadModel")) or getattr(config, "is_decoder", False):
+        return "a generative decoder that returned no key/value cache at the declared inputs"
+    return ""
 
 
 def _from_layers(model: Any, cache: Any, convention: str) -> DecoderFound:

@@ -18,8 +18,9 @@ from typing import NotRequired, TypedDict
 from deploy.domain.issues import Issue
 from deploy.pipeline.errors import ConfigError
 
-# Random token ids stay below any real vocabulary's size (and below the model's own where
-# it has an embedding); segment ids are 0 / 1; a diffusion timestep is 0..999.
+# Random token ids span the model's vocabulary where it has an embedding (its last rows are
+# checked too), else stay below any real vocabulary's size; segment ids are 0 / 1; a
+# diffusion timestep is 0..999.
 INT_RANGE = (0, 99)
 BINARY_RANGE = (0, 1)
 TIMESTEPS = (0, 999)
@@ -222,7 +223,7 @@ def _by_name(entry: InputEntry, entries: list[InputEntry], guide: Guide) -> tupl
     if TIMESTEP.search(name):
         return Values(value_range=TIMESTEPS), ""
     if TOKENS.search(name):
-        top = min(INT_RANGE[1], guide.vocabulary - 1) if guide.vocabulary else INT_RANGE[1]
+        top = guide.vocabulary - 1 if guide.vocabulary else INT_RANGE[1]
         return Values(value_range=(INT_RANGE[0], top)), ""
     if name in guide.seen:
         return Values(value_range=guide.seen[name]), ""

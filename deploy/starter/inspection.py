@@ -20,7 +20,13 @@ from typing import Any
 from deploy.domain.issues import Issue
 from deploy.gates.batch_independence import BatchIndependence, measure
 from deploy.pipeline.errors import ConfigError, StageFailed
-from deploy.starter.decoder_found import DecoderFound, decoder_outputs, found_decoder
+from deploy.starter.decoder_found import (
+    DecoderFound,
+    decoder_outputs,
+    found_decoder,
+    found_with_cache_on,
+    uncached,
+)
 
 # Rows per image a detection config starts with (torchvision's models keep up to 100-300);
 # more where the model returned more.
@@ -48,6 +54,7 @@ class Findings:
     batching: BatchIndependence | None  # None: not measured (no batch dim, or detections)
     called_with: dict[str, tuple[list[int], str]]  # input -> (shape, dtype) of the call
     decoder: DecoderFound | None = None  # the model returned its key/value cache
+    uncached: str = ""  # why a generative model is written as one full forward per call
 
 
 def discover(result_tensors: list[tuple[str, tuple[int, ...], str]], batched: bool) -> list[Found]:
@@ -120,7 +127,9 @@ def inspect(model: Any, specs: Sequence[Any], batched: bool) -> Findings:
     result, _ = probe(model, names, InputsBy.AUTO, sample)
     if detections.hint(result):
         return Findings(_detection_outputs(result), _rows(result), None, called)
-    decoder = found_decoder(model, result)
+    decoder = found_decoder(model, result) or found_with_cache_on(
+        model, lambda: probe(model, names, InputsBy.AUTO, sample)[0]
+    )
     if decoder is not None:  # rows of a decoder's batch are separate sequences: not measured
         _refuse_noise_and_nan(model, names, sample, result)
         outputs = [Found(o["name"], None, (), o["kind"]) for o in decoder_outputs(decoder)]
@@ -131,7 +140,7 @@ def inspect(model: Any, specs: Sequence[Any], batched: bool) -> Findings:
     _refuse_noise_and_nan(model, names, sample, result)
     found = discover(tensors, batched)
     batching = _batching(model, specs, names, rng) if batched else None
-    return Findings(found, 0, batching, called)
+    return Findings(found, 0, batching, called, uncached=uncached(model))
 
 
 def _shapes(specs: Sequence[Any], batched: bool) -> dict[str, tuple[int, ...]]:

@@ -304,9 +304,11 @@ def test_streams_take_the_stability_settings(models, cli: Cli):
         "5",
     )
     assert proc.returncode == 0, proc.stderr
-    assert (
-        "[I] Windows: 1 in" in proc.stdout and "Stable: the last 1 windows agree within ±5 %" in proc.stdout
+    stable = re.search(
+        r"Stable: the last 1 windows agree within ±5 %|Stable only as windows: the last 1 agree within ±5 %, all of them contended",
+        proc.stdout,
     )
+    assert "[I] Windows: 1 in" in proc.stdout and stable, proc.stdout  # the second on a busy machine
     # The machine beside the timing, the threads the policy gave (no --threads: the free cores).
     said = re.search(
         r"\[(I\] Machine: quiet|W\] \* CONTENDED): load [0-9.]+ on (\d+) cores.*; (\d+) intra-op threads",

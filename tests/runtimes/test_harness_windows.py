@@ -97,6 +97,20 @@ def test_a_stable_summary_says_so() -> None:
     assert lines[-1] == "[I] Stable: the last 3 windows agree within ±10 % (throughput and median latency)"
 
 
+def test_stable_windows_on_a_contended_machine_are_not_called_stable() -> None:
+    """Each window shares the cores alike, so they agree: the line after CONTENDED said
+    `[I] Stable`, which reads as a number to trust."""
+    from deploy.runtimes.contention import Environment
+
+    windows = [Window(10, 1.0, 2.0)] * 3
+    timing = Timing([2.0] * 30, [float(i) for i in range(30)], 3.0, 1, windows=windows)
+    timing.environment = Environment(2, 1, 0.1, 7.0, 0.6, 0.0, contended=True)
+    settings = Settings(percentiles=(95.0,))
+    lines = harness.report_lines("m", harness.summarize(timing, 1, settings), settings)
+    assert lines[-3].startswith("[W] * CONTENDED") and "no verdict should rest on it" in lines[-3]
+    assert lines[-1] == "[W] * Stable only as windows: the last 3 agree within ±10 %, all of them contended"
+
+
 def test_measure_keeps_the_last_k_windows_and_counts_every_call() -> None:
     calls: list[float] = []
 

@@ -521,3 +521,43 @@ def test_a_retrained_decoder_is_refused_by_its_generations_then_released_when_ac
     agreement = comparison["agreement"][0]
     assert comparison["decoder"] is True and agreement["output"] == "next token"
     assert 0.0 < agreement["top1"] < 0.99, agreement  # the other weights agree on some tokens, not all
+
+
+CACHE_OFF_AND_T5 = """
+def llama_cache_off():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, use_cache=False))
+
+def t5():
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration
+    torch.manual_seed(0)
+    return T5ForConditionalGeneration(T5Config(vocab_size=40, d_model=16, d_kv=8, d_ff=32, num_layers=1,
+        num_heads=2, decoder_start_token_id=0))
+"""
+
+
+def test_a_decoder_whose_config_turns_its_cache_off_is_still_written_as_a_decoder(tmp_path: Path) -> None:
+    """config.use_cache=False: the forward returns no cache, yet the export asks for it (the
+    step wrapper passes use_cache=True), so init asks too; it wrote a plain full-forward
+    config before, saying nothing."""
+    (tmp_path / "models.py").write_text(CACHE_OFF_AND_T5)
+    done = run_cli("init", "--file", "models.py", "--callable", "llama_cache_off",
+                   "--input", "input_ids:int64:1x1/1x8/1x16", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    written = yaml.safe_load((tmp_path / "llama_cache_off.yaml").read_text())
+    assert written["model"]["decoder"] == {"layers": 2, "cache": "transformers"}
+    assert written["inputs"][0]["value_range"] == [0, 39]  # the whole vocabulary
+
+
+def test_an_encoder_decoder_is_written_as_a_full_forward_and_says_why(tmp_path: Path) -> None:
+    (tmp_path / "models.py").write_text(CACHE_OFF_AND_T5)
+    done = run_cli("init", "--file", "models.py", "--callable", "t5", "--input", "input_ids:int64:1x4/1x8/1x16",
+                   "--input", "decoder_input_ids:int64:1x1/1x4/1x8", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "t5.yaml").read_text()
+    assert "decoder" not in yaml.safe_load(text)["model"]
+    assert "# A generative model written without its key/value cache: an encoder-decoder" in text
