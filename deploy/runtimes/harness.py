@@ -19,6 +19,7 @@ import json
 import math
 import statistics
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,8 +89,9 @@ class _Raw:
     """A single-stream window as measured: call starts and ends (ns), its edges."""
 
     begin_ns: int
-    starts: list[int] = field(default_factory=list)
-    ends: list[int] = field(default_factory=list)
+    # 8 bytes a call, where a list of ints took about 36 and allocated as it grew mid-loop
+    starts: array[int] = field(default_factory=lambda: array("q"))
+    ends: array[int] = field(default_factory=lambda: array("q"))
     end_ns: int = 0
 
     def latencies_ms(self) -> list[float]:
@@ -100,15 +102,17 @@ def measure(call: Callable[[], Any], settings: Settings, fit: Fit | None = None)
     """`fit`: the threads the runtime was given and the cores free then (recorded with the
     machine's usage over the kept windows: runtimes/contention.py)."""
     warmups = _warm_up(call, settings.warmup_ms)
-    raws: list[_Raw] = []
+    raws: list[_Raw] = []  # only the windows the statistics may come from
     windows: list[Window] = []
     marks = []  # the machine's usage at each window's start
+    completed = warmups
     while not finished(windows, settings):
         marks.append(usage())
-        raws.append(_window(call, settings))
+        raws = [*raws[max(0, len(raws) - settings.stability_windows + 1) :], _window(call, settings)]
         windows.append(window_of(raws[-1].latencies_ms(), raws[-1].end_ns - raws[-1].begin_ns))
+        completed += len(raws[-1].ends)
     timing = _timing(raws[-settings.stability_windows :], warmups, windows)
-    timing.completed = warmups + sum(len(r.ends) for r in raws)
+    timing.completed = completed
     timing.environment = (fit or Fit()).environment(marks[-settings.stability_windows], usage())
     return timing
 

@@ -922,6 +922,13 @@ CASES = [
         ("bench", "{tmp}/identity.onnx", "--shapes", "image:1x4,mask:1x4"),
     ),
     Case(
+        "bench-iterations-beyond-memory",
+        USAGE,
+        "Invalid value for --iterations: 1000000000000 calls keep about",
+        lambda d, t: _identity_onnx(t),
+        ("bench", "{tmp}/identity.onnx", "--shapes", "image:1x4", "--iterations", "1000000000000"),
+    ),
+    Case(
         "bench-unloadable-onnx",
         STAGE,
         "ONNX Runtime cannot load",
