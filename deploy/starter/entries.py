@@ -222,6 +222,8 @@ def _by_name(entry: InputEntry, entries: list[InputEntry], guide: Guide) -> tupl
             return Values(), _ask(name, f"it looks like {kind}, but no input has the dim they would be of")
     if TIMESTEP.search(name):
         return Values(value_range=TIMESTEPS), ""
+    if TOKENS.search(name) and guide.vocabulary == 1:  # one id: a constant input, nothing to check
+        return Values(), _ask(name, "the model's first embedding has a single row, so its only id is 0")
     if TOKENS.search(name):
         top = guide.vocabulary - 1 if guide.vocabulary else INT_RANGE[1]
         return Values(value_range=(INT_RANGE[0], top)), ""

@@ -493,3 +493,31 @@ def test_init_takes_minus_inf_as_an_answer_and_refuses_only_nan(tmp_path: Path, 
     # per sample: -inf - -inf measured as no dependence on the batch, not as a NaN difference
     assert "max_batch_size" not in written["stages"]["triton_config"]
     assert "nan" not in (tmp_path / "masked.yaml").read_text().lower()
+
+
+ONE_ROW = """
+import torch
+
+
+class OneRow(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(1, 4)
+        self.head = torch.nn.Linear(4, 3)
+
+    def forward(self, input_ids):
+        return self.head(self.embed(input_ids)).mean(1)
+
+
+def one_row():
+    return OneRow()
+"""
+
+
+def test_a_vocabulary_of_one_is_asked_about_naming_the_embedding(tmp_path: Path, cli: Cli) -> None:
+    """It was refused as `value_range needs low < high`, a field the user never wrote."""
+    (tmp_path / "one_row.py").write_text(ONE_ROW)
+    made = init_file(cli, tmp_path, "one_row.py", "one_row", "input_ids:int64:1x4/2x4/4x4")
+    assert made.returncode == 3 and "Traceback" not in made.stderr
+    assert "the model's first embedding has a single row, so its only id is 0" in made.stderr, made.stderr
+    assert "value_range needs" not in made.stderr and not list(tmp_path.glob("*.yaml"))
