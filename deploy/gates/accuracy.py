@@ -54,7 +54,10 @@ def _metrics(ref: np.ndarray, got: np.ndarray, k: int | None) -> OutputAccuracy:
     # The reference all zeros: the gate would compare nothing (random data through a ReLU),
     # so there is no cosine to judge, whatever the candidate answered. Top-1 / top-k read the
     # answers as given (-inf at a masked class ranks last); the numbers, what is left once
-    # shared infinities are matched.
+    # shared infinities are matched. One value a sample ([batch]: a regression, an argmax)
+    # is a row of one, so the per-sample metrics count samples, not one row of them all.
+    if ref.ndim == 1 and got.shape == ref.shape:
+        ref, got = ref[:, None], got[:, None]
     finite_ref, finite_got = shared_infinities_zeroed(ref, got)
     per_sample = row_cosines(finite_ref, finite_got)
     zero = np.array([all_zero(r) for r in finite_ref], dtype=bool)

@@ -67,6 +67,18 @@ def test_every_gate_reports_the_same_cosine_for_the_same_pair(ref: np.ndarray, g
     assert agree([{"o": ref}], [{"o": got}], ["o"])[0].cosine == pytest.approx(worst, abs=1e-6)
 
 
+def test_an_output_of_one_value_a_sample_is_gated_sample_by_sample() -> None:
+    """A regression's [batch] output (Linear(4, 1).squeeze(-1)): the INT8 and OpenVINO
+    gates raised IndexError on it, counting one row of all samples."""
+    ref = np.array([0.5, -1.0, 2.0, 0.0])
+    measured = accuracy.measure([{"y": ref}], [{"y": ref * 1.01}], 1, {"y": OutputKind.OTHER})["y"]
+    assert measured.samples == 4 and measured.zero_samples == 1  # the 0.0 sample: nothing to compare
+    assert measured.cosine == pytest.approx(1.0) and measured.min_sample_cosine == pytest.approx(1.0)
+    assert measured.max_abs == pytest.approx(0.02)
+    flipped = accuracy.measure([{"y": ref}], [{"y": -ref}], 1, {"y": OutputKind.OTHER})["y"]
+    assert flipped.min_sample_cosine == pytest.approx(-1.0)
+
+
 def test_a_gate_on_an_all_zero_reference_compares_nothing() -> None:
     """The metric calls zeros against zeros 1.0; the gates refuse to judge on them."""
     assert parity.metrics(ZERO, ZERO, Tolerance()).cosine is None
