@@ -298,7 +298,14 @@ def _by_value(cls: type) -> Iterator[None]:
 def _save_weights(model: torch.nn.Module, path: Path) -> Path:
     from safetensors.torch import save_file
 
-    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    state, seen = {}, set()
+    for key, value in model.state_dict().items():
+        tensor = value.detach().cpu()
+        storage = tensor.untyped_storage().data_ptr()
+        # Tied weights (GPT-2's lm_head and wte) share one storage, which safetensors refuses
+        # to write twice: the second name gets a copy, and loading ties nothing apart.
+        state[key] = tensor.clone() if storage in seen else tensor.contiguous()
+        seen.add(storage)
     save_file(state, str(path))
     return path
 

@@ -221,3 +221,32 @@ def test_examples_the_model_cannot_take_are_a_config_error_importable_from_deplo
         deploy.ConfigError, match=r"example_inputs: the model does not run on them: .*mat1 and mat2"
     ):
         write_config(nn.Linear(4, 3), torch.randn(2, 5), workdir=tmp_path)
+
+
+class TiedHead(nn.Module):
+    """GPT-2's shape of tying: the output head is the token embedding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+        self.head = nn.Linear(4, 10, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embed(input_ids))
+
+
+def test_tied_weights_are_saved_and_load_back_the_same_model(tmp_path: Path) -> None:
+    """safetensors refuses two names on one storage: optimize raised its bare RuntimeError
+    for GPT-2, a tied Llama or any `self.b = self.a`."""
+    from safetensors.torch import load_file
+
+    from deploy.live_model import _save_weights
+
+    torch.manual_seed(0)
+    model = TiedHead()
+    fresh = TiedHead()
+    fresh.load_state_dict(load_file(_save_weights(model, tmp_path / "tied.safetensors")))
+    ids = torch.tensor([[1, 7, 9]])
+    assert torch.equal(fresh(ids), model(ids))
+    assert fresh.head.weight is fresh.embed.weight  # still one parameter
