@@ -185,16 +185,20 @@ def _cast(spec: InputSpec, array: np.ndarray) -> np.ndarray:
     return np.require(array.astype(dtype), requirements="C")
 
 
-def refuse_constant(what: str, found: Inputs, hint: str) -> None:
-    """Raises StageFailed naming every tensor that is NaN, or constant, at some shape."""
-    bad = sorted(
-        {
-            f"{name} at {label} ({why})"
-            for label, arrays in found.items()
-            for name, a in arrays.items()
-            if (why := _degenerate(a))
-        }
-    )
+def refuse_constant(what: str, found: Inputs, hint: str, everywhere: bool = False) -> None:
+    """Raises StageFailed naming every tensor that is NaN, or constant, at some shape
+    (`everywhere`: only a tensor constant at every shape; an output that is constant at
+    batch 1 alone, a ReLU's or a flag's, still compares something at the others)."""
+    flagged = {
+        (label, name): why
+        for label, arrays in found.items()
+        for name, a in arrays.items()
+        if (why := _degenerate(a))
+    }
+    if everywhere:
+        always = {n for _, n in flagged if all((lb, n) in flagged for lb in found)}
+        flagged = {(lb, n): why for (lb, n), why in flagged.items() if n in always or "NaN" in why}
+    bad = sorted(f"{name} at {label} ({why})" for (label, name), why in flagged.items())
     if bad:
         raise StageFailed(
             f"{what}s are constant or NaN, so parity would compare nothing: {', '.join(bad)}. {hint}"

@@ -51,14 +51,25 @@ def random_input(
     if spec.values is not ValueKind.RANDOM:
         return structured(spec, shape, rng, sizes or {}).astype(numpy_name(spec.dtype))
     if spec.dtype == "bool":
-        return rng.integers(0, 2, size=shape).astype(bool)
+        return _varied(rng.integers(0, 2, size=shape), 0, 1).astype(bool)
     if spec.value_range is not None:
         low, high = spec.value_range
         if spec.dtype.startswith(("int", "uint")):
             # Inclusive: value_range [0, 1] is a real mask, not all zeros.
-            return rng.integers(int(low), int(high), size=shape, endpoint=True).astype(spec.dtype)
+            drawn = rng.integers(int(low), int(high), size=shape, endpoint=True)
+            return _varied(drawn, int(low), int(high)).astype(spec.dtype)
         return rng.uniform(low, high, size=shape).astype(numpy_name(spec.dtype))
     return rng.standard_normal(size=shape).astype(numpy_name(spec.dtype))
+
+
+def _varied(drawn: np.ndarray, low: int, high: int) -> np.ndarray:
+    """A draw of few values (a flag at batch 2, ids in [1, 5] at 4 places) can come out all
+    one value, which golden refuses as proving nothing: its last element is then the
+    range's other end."""
+    flat = drawn.reshape(-1)
+    if flat.size > 1 and low < high and bool(np.all(flat == flat[0])):
+        flat[-1] = high if flat[0] == low else low
+    return drawn
 
 
 def structured(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator, sizes: Sizes) -> np.ndarray:

@@ -124,6 +124,44 @@ def test_constant_reference_outputs_are_refused(write_config, tmp_path: Path) ->
         run(path, only=["golden"])
 
 
+ROW_MODEL = '''
+import torch
+
+
+class Row(torch.nn.Module):
+    """One sum a sample, repeated: a single sample's answer is one value four times."""
+
+    def forward(self, x):
+        return x.flatten(1).sum(1, keepdim=True).expand(-1, 4)
+
+
+def row(width: int = 8):
+    return Row()
+'''
+
+
+def test_an_output_constant_only_at_batch_1_is_compared_not_refused(write_config, tmp_path: Path) -> None:
+    """It was refused as comparing nothing; at opt and max its rows differ, so parity has
+    something to compare."""
+    (tmp_path / "row.py").write_text(ROW_MODEL)
+    path = write_config({"model": {"file": str(tmp_path / "row.py"), "callable": "row"}})
+    assert run(path, only=["golden"])["golden"].status.value == "ran"
+
+
+def test_a_draw_of_few_values_is_never_all_one_value() -> None:
+    """A bool flag at batch 2 came out all True on 3 of 4 seeds; golden then refused it."""
+    from deploy.runtimes.arrays import random_input
+    from deploy.spec.tensors import InputSpec
+
+    flag = InputSpec(name="flag", dtype="bool", dims=["batch"], min=[1], opt=[2], max=[4])
+    k = InputSpec(name="k", dtype="int64", dims=["batch"], min=[1], opt=[4], max=[4], value_range=(1, 5))
+    for seed in range(64):
+        rng = np.random.default_rng(seed)
+        assert len(set(random_input(flag, (2,), rng).tolist())) == 2, seed
+        drawn = random_input(k, (4,), rng)
+        assert len(set(drawn.tolist())) > 1 and drawn.min() >= 1 and drawn.max() <= 5, seed
+
+
 BLIND_MODEL = '''
 import torch
 

@@ -68,7 +68,10 @@ def run(ctx: StageContext, params: GoldenParams) -> None:
     batching = _batching(config, golden, eager.infer)
     ctx.output(BATCHING).write_text(json.dumps(batching.to_json(), indent=1))
     references.refuse_constant(
-        "reference output", {lb: golden[lb].outputs for lb in ("min", "opt", "max")}, _output_hint(batching)
+        "reference output",
+        {lb: golden[lb].outputs for lb in ("min", "opt", "max")},
+        _output_hint(batching),
+        everywhere=True,
     )
     if blind := answers.input_blind(golden):
         ctx.log.warning(blind)
