@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deploy.pipeline.errors import StageFailed
 from deploy.pipeline.graph.records import read_record, record_json
 
 if TYPE_CHECKING:
@@ -99,6 +100,12 @@ def measure(infer: Callable[[Arrays], Arrays], inputs: Arrays, in_batch: Arrays)
     if not _distinct_rows(inputs):
         return not_measured(f"the {batch} samples of the batch are not distinct")
     alone = [infer({k: v[i : i + 1] for k, v in inputs.items()}) for i in range(batch)]
+    if any(set(a) != set(in_batch) for a in alone):  # e.g. a list with one tensor per sample
+        raise StageFailed(
+            f"a sample alone gets {len(alone[0])} output(s), the batch of {batch} gets {len(in_batch)}: "
+            "the number of outputs follows the batch, which no served model can declare; return one "
+            "tensor for the batch (torch.stack), or give the inputs a fixed batch (min = opt = max)"
+        )
     return BatchIndependence(
         batch, [_compare(name, out, [a[name] for a in alone]) for name, out in in_batch.items()]
     )

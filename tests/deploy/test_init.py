@@ -521,3 +521,30 @@ def test_a_vocabulary_of_one_is_asked_about_naming_the_embedding(tmp_path: Path,
     assert made.returncode == 3 and "Traceback" not in made.stderr
     assert "the model's first embedding has a single row, so its only id is 0" in made.stderr, made.stderr
     assert "value_range needs" not in made.stderr and not list(tmp_path.glob("*.yaml"))
+
+
+PER_SAMPLE = """
+import torch
+
+
+class PerSample(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        y = self.layer(x)
+        return [y[i] for i in range(x.shape[0])]
+
+
+def per_sample():
+    return PerSample()
+"""
+
+
+def test_outputs_that_follow_the_batch_are_refused_saying_so(tmp_path: Path, cli: Cli) -> None:
+    """One tensor a sample: init raised KeyError (exit 70, a traceback)."""
+    (tmp_path / "per_sample.py").write_text(PER_SAMPLE)
+    made = init_file(cli, tmp_path, "per_sample.py", "per_sample", "x:float32:1x4/2x4/4x4")
+    assert made.returncode == 3 and "Traceback" not in made.stderr, made.stderr
+    assert "the number of outputs follows the batch" in made.stderr and not list(tmp_path.glob("*.yaml"))
