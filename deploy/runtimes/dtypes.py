@@ -23,6 +23,7 @@ DTYPES = {
         DType("float64", "float64", "tensor(double)", "FP64"),
         DType("int64", "int64", "tensor(int64)", "INT64"),
         DType("int32", "int32", "tensor(int32)", "INT32"),
+        DType("int16", "int16", "tensor(int16)", "INT16"),
         DType("int8", "int8", "tensor(int8)", "INT8"),
         DType("uint8", "uint8", "tensor(uint8)", "UINT8"),
         DType("bool", "bool", "tensor(bool)", "BOOL"),

@@ -20,7 +20,17 @@ from pydantic import (
     model_validator,
 )
 
-DType = Literal["float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool"]
+# What each integer dtype holds (numpy's iinfo, written out: the spec imports no numpy).
+INTEGER_SPANS = {
+    "int64": (-(2**63), 2**63 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "int16": (-(2**15), 2**15 - 1),
+    "int8": (-128, 127),
+    "uint8": (0, 255),
+}
+DType = Literal[
+    "float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool"
+]
 Label = Literal["min", "opt", "max"]
 LABELS: tuple[Label, ...] = ("min", "opt", "max")
 # Dots as in Optimum's cache names (`past_key_values.0.key`): ONNX, TensorRT and Triton take them.
@@ -131,6 +141,12 @@ class InputSpec(Frozen):
             return [
                 f"value_range needs low < high (got [{low:g}, {high:g}]): equal bounds give a constant input"
             ]
+        if self.dtype in INTEGER_SPANS and not (
+            INTEGER_SPANS[self.dtype][0] <= low and high <= INTEGER_SPANS[self.dtype][1]
+        ):
+            first, last = INTEGER_SPANS[self.dtype]
+            # Drawn values would wrap around (300 in uint8 is 44): the edges would not be edges.
+            return [f"value_range [{low:g}, {high:g}] goes beyond {self.dtype}'s {first}..{last}"]
         return []
 
     def _label_problems(self, label: Label) -> list[str]:

@@ -504,6 +504,13 @@ CASES = [
         ("plan", "{config}"),
     ),
     Case(
+        "value-range-beyond-dtype",
+        CONFIG,
+        "inputs[0]: value_range [0, 300] goes beyond uint8's 0..255",
+        lambda d, t: d["inputs"][0].update(dtype="uint8", value_range=[0, 300]),
+        ("plan", "{config}"),
+    ),
+    Case(
         "binary-server-without-path",
         CONFIG,
         "stages.smoke.server: server kind 'binary' needs path",
