@@ -148,7 +148,8 @@ def probe(
     """Calls the model once on `sample`, its inputs bound as the pipeline binds them:
     (what it returned, the binding)."""
     binding = bind(model, names, inputs_by, fixed or {})
-    args = tuple(torch.from_numpy(np.require(sample[n], requirements="C")) for n in names)
+    # Copies: a forward that writes into its input must not change the sample it is called again on.
+    args = tuple(torch.from_numpy(np.require(sample[n], requirements="C")).clone() for n in names)
     try:
         with torch.no_grad():
             result = binding.call(model, args)

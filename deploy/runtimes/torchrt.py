@@ -54,8 +54,10 @@ class TorchModule:
         return self._outputs
 
     def args(self, feeds: Feeds) -> tuple[torch.Tensor, ...]:
+        # Copies (to the GPU, or on the CPU): a forward that writes into its input (x.mul_(2))
+        # must not write into the caller's arrays, golden's inputs among them.
         return tuple(
-            torch.from_numpy(np.require(feeds[name], requirements="C")).to(self.device.value)
+            torch.from_numpy(np.require(feeds[name], requirements="C")).to(self.device.value, copy=True)
             for name in self.inputs
         )
 

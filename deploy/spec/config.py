@@ -302,7 +302,23 @@ def _decoder_issues(config: DeployConfig) -> list[Issue]:
         issues.append(
             Issue("model.decoder", "a decoder returns no detections: set one of decoder / detections")
         )
-    return issues
+    return issues + _one_token_steps(config)
+
+
+def _one_token_steps(config: DeployConfig) -> list[Issue]:
+    """Each decode step feeds one new token: a sequence dim that cannot be 1 passed every
+    gate (they feed the prompt) and failed only at smoke, in ONNX Runtime's words."""
+    ids = next((s for s in config.inputs if s.name == "input_ids"), None)
+    if ids is None or len(ids.min) < 2 or ids.min[1] == 1:
+        return []
+    said = "fixed" if ids.min[1] == ids.max[1] else f"at least {ids.min[1]}"
+    return [
+        Issue(
+            "inputs[0].min",
+            f"a decoder's steps feed one token, but input_ids' sequence is {said} (min {list(ids.min)}): "
+            "give it a dim name and min 1 (deploy.optimize: dynamic={'input_ids': {1: 'sequence'}})",
+        )
+    ]
 
 
 def _name_issues(config: DeployConfig) -> list[Issue]:

@@ -561,3 +561,14 @@ def test_an_encoder_decoder_is_written_as_a_full_forward_and_says_why(tmp_path: 
     text = (tmp_path / "t5.yaml").read_text()
     assert "decoder" not in yaml.safe_load(text)["model"]
     assert "# A generative model written without its key/value cache: an encoder-decoder" in text
+
+
+def test_a_decoder_with_a_fixed_sequence_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """Its steps feed one token: every gate passed on the prompt, then smoke failed in ONNX
+    Runtime's words ("Got: 1 Expected: 8")."""
+    (tmp_path / "models.py").write_text(CACHE_OFF_AND_T5)
+    done = run_cli("init", "--file", "models.py", "--callable", "llama_cache_off",
+                   "--input", "input_ids:int64:1x8/1x8/1x8", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
+    assert "a decoder's steps feed one token, but input_ids' sequence is fixed" in done.stderr
+    assert not list(tmp_path.glob("*.yaml"))

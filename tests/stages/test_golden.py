@@ -148,6 +148,37 @@ def test_an_output_constant_only_at_batch_1_is_compared_not_refused(write_config
     assert run(path, only=["golden"])["golden"].status.value == "ran"
 
 
+INPLACE_MODEL = """
+import torch
+
+
+class Doubles(torch.nn.Module):
+    def forward(self, x):
+        x.mul_(2)  # writes into its input
+        return x.flatten(1) + 1
+
+
+def doubles(width: int = 8):
+    return Doubles()
+"""
+
+
+def test_a_forward_that_writes_into_its_input_keeps_golden_inputs_as_drawn(
+    write_config, tmp_path: Path
+) -> None:
+    """The second call got the first's doubled input: refused as "not deterministic", and the
+    golden inputs saved were not the ones the answers came from."""
+    (tmp_path / "doubles.py").write_text(INPLACE_MODEL)
+    path = write_config({"model": {"file": str(tmp_path / "doubles.py"), "callable": "doubles"}})
+    results = run(path, only=["golden"])
+    from deploy.pipeline.store.objects import Store
+
+    cases = references.load(Store(load_project(path).cache_dir).path_of(results["golden"].outputs["golden"]))
+    for case in cases.values():
+        x, y = case.inputs["image"], next(iter(case.outputs.values()))
+        np.testing.assert_allclose(y, x.reshape(len(x), -1) * 2 + 1, rtol=1e-6)
+
+
 def test_a_draw_of_few_values_is_never_all_one_value() -> None:
     """A bool flag at batch 2 came out all True on 3 of 4 seeds; golden then refused it."""
     from deploy.runtimes.arrays import random_input
