@@ -62,7 +62,9 @@ def _edge(spec: InputSpec, array: np.ndarray, edge: Edge, rng: np.random.Generat
     if array.dtype == np.bool_:
         return array
     if spec.value_range is None:  # standard normal: every value of one sign
-        magnitude = np.abs(array)
+        # Each edge draws its own magnitudes: |x| and -|x| beside x gave an even function
+        # (x², |rfft(x)|, a norm) the same answers three times, read as ignoring its input.
+        magnitude = np.abs(rng.standard_normal(array.shape))
         return (magnitude if high else -magnitude).astype(array.dtype)
     low, top = spec.value_range
     if spec.integer:

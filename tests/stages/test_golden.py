@@ -234,6 +234,31 @@ def test_answers_that_ignore_the_input_values_make_golden_partial_saying_why(
     ].metrics.get(PARTIAL_KEY, "")
 
 
+SQUARE_MODEL = '''
+import torch
+
+
+class Square(torch.nn.Module):
+    """An even function, as a spectrogram's magnitude or a norm is."""
+
+    def forward(self, x):
+        return (x * x).flatten(1)
+
+
+def square(width: int = 8):
+    return Square()
+'''
+
+
+def test_an_even_function_is_not_said_to_ignore_its_input(write_config, tmp_path: Path) -> None:
+    """The low edge was -|x| beside the high edge's |x|: the same answers twice, and golden
+    called |rfft(x)| or x² partial, "do not depend on the input values"."""
+    (tmp_path / "square.py").write_text(SQUARE_MODEL)
+    path = write_config({"model": {"file": str(tmp_path / "square.py"), "callable": "square"}})
+    golden = run(path, only=["golden"])["golden"]
+    assert golden.status.value == "ran" and PARTIAL_KEY not in golden.metrics, golden.metrics
+
+
 def test_zero_vs_zero_is_not_a_perfect_cosine() -> None:
     zeros = np.zeros((2, 10), np.float32)
     m = parity.metrics(zeros, zeros, Tolerance())
