@@ -14,6 +14,12 @@ from deploy.runtimes import cuda
 from deploy.runtimes.base import Device, Feeds
 from deploy.runtimes.timing import Timed
 
+# ONNX Runtime and Triton have no complex element type: the export splits it (or fails).
+COMPLEX_ADVICE = (
+    "a complex output, which ONNX Runtime and Triton cannot hold; return torch.view_as_real(x) "
+    "(the real and imaginary parts in a last axis of 2) or its magnitude"
+)
+
 
 class TorchModule:
     """`inputs`: the forward's positional arguments by name; `outputs`: names for what it
@@ -74,6 +80,9 @@ class TorchModule:
             raise StageFailed(
                 f"the model returns {len(flat)} output(s) but the config declares {len(self._outputs)}: {list(self._outputs)}"
             )
+        complex_ = [f"{name} ({t.dtype})" for name, t in zip(self._outputs, flat) if t.is_complex()]
+        if complex_:
+            raise StageFailed(f"{', '.join(complex_)}: {COMPLEX_ADVICE}")
         return {name: t.detach().cpu().numpy() for name, t in zip(self._outputs, flat)}
 
     def timed(self, feeds: Feeds) -> Timed:

@@ -135,6 +135,11 @@ def inspect(model: Any, specs: Sequence[Any], batched: bool) -> Findings:
         outputs = [Found(o["name"], None, (), o["kind"]) for o in decoder_outputs(decoder)]
         return Findings(outputs, 0, None, called, decoder)
     tensors = returned_tensors(result)
+    complex_ = [f"{path or 'output'} ({dtype})" for path, _, dtype in tensors if "complex" in dtype]
+    if complex_:
+        from deploy.runtimes.torchrt import COMPLEX_ADVICE
+
+        raise ConfigError("model", [Issue("model", f"{', '.join(complex_)}: {COMPLEX_ADVICE}")])
     if not tensors:
         raise ConfigError("model", [Issue("model", "the model returned no tensors at the opt shapes")])
     _refuse_noise_and_nan(model, names, sample, result)

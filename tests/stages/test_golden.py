@@ -259,6 +259,28 @@ def test_an_even_function_is_not_said_to_ignore_its_input(write_config, tmp_path
     assert golden.status.value == "ran" and PARTIAL_KEY not in golden.metrics, golden.metrics
 
 
+SPECTRUM_MODEL = """
+import torch
+
+
+class Spectrum(torch.nn.Module):
+    def forward(self, x):
+        return torch.fft.rfft(x.flatten(1))
+
+
+def spectrum(width: int = 8):
+    return Spectrum()
+"""
+
+
+def test_a_complex_output_is_refused_naming_complex_and_the_way_out(write_config, tmp_path: Path) -> None:
+    """The export failed later on a shape ([.., 2] against [..]) that named no complex type."""
+    (tmp_path / "spectrum.py").write_text(SPECTRUM_MODEL)
+    path = write_config({"model": {"file": str(tmp_path / "spectrum.py"), "callable": "spectrum"}})
+    with pytest.raises(StageError, match=r"logits \(torch.complex64\): a complex output.*torch.view_as_real"):
+        run(path, only=["golden"])
+
+
 def test_zero_vs_zero_is_not_a_perfect_cosine() -> None:
     zeros = np.zeros((2, 10), np.float32)
     m = parity.metrics(zeros, zeros, Tolerance())
