@@ -19,6 +19,12 @@ COMPLEX_ADVICE = (
     "a complex output, which ONNX Runtime and Triton cannot hold; return torch.view_as_real(x) "
     "(the real and imaginary parts in a last axis of 2) or its magnitude"
 )
+# numpy has no bfloat16, so neither has ONNX Runtime's Python API an answer of it: `.numpy()`
+# raised TypeError here, and the export's check failed on it as if on a frozen shape.
+UNHELD = (torch.bfloat16,)
+UNHELD_ADVICE = (
+    "an output numpy (so ONNX Runtime's Python API) cannot hold; return it as float32 (`.float()`)"
+)
 
 
 class TorchModule:
@@ -83,6 +89,9 @@ class TorchModule:
         complex_ = [f"{name} ({t.dtype})" for name, t in zip(self._outputs, flat) if t.is_complex()]
         if complex_:
             raise StageFailed(f"{', '.join(complex_)}: {COMPLEX_ADVICE}")
+        unheld = [f"{name} ({t.dtype})" for name, t in zip(self._outputs, flat) if t.dtype in UNHELD]
+        if unheld:
+            raise StageFailed(f"{', '.join(unheld)}: {UNHELD_ADVICE}")
         return {name: t.detach().cpu().numpy() for name, t in zip(self._outputs, flat)}
 
     def timed(self, feeds: Feeds) -> Timed:

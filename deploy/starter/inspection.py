@@ -57,14 +57,16 @@ class Findings:
     uncached: str = ""  # why a generative model is written as one full forward per call
 
 
-def discover(result_tensors: list[tuple[str, tuple[int, ...], str]], batched: bool) -> list[Found]:
+def discover(
+    result_tensors: list[tuple[str, tuple[int, ...], str]], batched: bool, taken: Sequence[str] = ()
+) -> list[Found]:
     """Output entries for what the model returned (modelio.outputs.returned_tensors):
     named by key, NamedTuple field or position; a cache's keys / values as present_N_key /
     present_N_value, each with its path."""
     by_position = all(path.isdigit() for path, _, _ in result_tensors)
-    found = []
+    found: list[Found] = []
     for index, (path, shape, dtype) in enumerate(result_tensors):
-        name = _valid_name(_name(path, index, by_position))
+        name = _unused(_valid_name(_name(path, index, by_position)), [*taken, *(f.name for f in found)])
         keep_path = None if (by_position or not path or path == name) else path
         kind = _kind(name, shape, dtype, batched, len(result_tensors))
         found.append(Found(name, keep_path, shape, kind))
@@ -78,6 +80,14 @@ def _name(path: str, index: int, by_position: bool) -> str:
     if not path:
         return "output"
     return f"output{index}" if by_position else re.sub(r"\W", "_", path)
+
+
+def _unused(name: str, taken: list[str]) -> str:
+    """A key that is also an input's name (a wrapper echoing `input_ids` back) or another
+    output's: Triton names each tensor once, so it is written `<key>_out` (its path kept)."""
+    if name not in taken:
+        return name
+    return next(f"{name}_out{n or ''}" for n in range(len(taken) + 1) if f"{name}_out{n or ''}" not in taken)
 
 
 def _valid_name(name: str) -> str:
@@ -135,17 +145,23 @@ def inspect(model: Any, specs: Sequence[Any], batched: bool) -> Findings:
         outputs = [Found(o["name"], None, (), o["kind"]) for o in decoder_outputs(decoder)]
         return Findings(outputs, 0, None, called, decoder)
     tensors = returned_tensors(result)
-    complex_ = [f"{path or 'output'} ({dtype})" for path, _, dtype in tensors if "complex" in dtype]
-    if complex_:
-        from deploy.runtimes.torchrt import COMPLEX_ADVICE
-
-        raise ConfigError("model", [Issue("model", f"{', '.join(complex_)}: {COMPLEX_ADVICE}")])
+    _refuse_unheld(tensors)
     if not tensors:
         raise ConfigError("model", [Issue("model", "the model returned no tensors at the opt shapes")])
     _refuse_noise_and_nan(model, names, sample, result)
-    found = discover(tensors, batched)
+    found = discover(tensors, batched, names)
     batching = _batching(model, specs, names, rng) if batched else None
     return Findings(found, 0, batching, called, uncached=uncached(model))
+
+
+def _refuse_unheld(tensors: list[tuple[str, tuple[int, ...], str]]) -> None:
+    """Complex and bfloat16 answers, named before a config is written (golden refuses them too)."""
+    from deploy.runtimes.torchrt import COMPLEX_ADVICE, UNHELD_ADVICE
+
+    for word, advice in (("complex", COMPLEX_ADVICE), ("bfloat16", UNHELD_ADVICE)):
+        found = [f"{path or 'output'} ({dtype})" for path, _, dtype in tensors if word in dtype]
+        if found:
+            raise ConfigError("model", [Issue("model", f"{', '.join(found)}: {advice}")])
 
 
 def _shapes(specs: Sequence[Any], batched: bool) -> dict[str, tuple[int, ...]]:

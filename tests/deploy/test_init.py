@@ -126,6 +126,10 @@ def test_outputs_are_named_by_key_position_or_as_the_lone_tensor() -> None:
         ("output1", None, "other"),
     ]
     assert discover([("", (2, 10), "float32")], True)[0].name == "output"
+    # A wrapper echoing its inputs back (a sentence-transformers module's dict): Triton names
+    # each tensor once, so init refused its own config; the key is kept as the path.
+    echoed = discover([("input_ids", (2, 8), "int64"), ("embedding", (2, 4), "float32")], True, ["input_ids"])
+    assert [(f.name, f.path) for f in echoed] == [("input_ids_out", "input_ids"), ("embedding", None)]
 
 
 @pytest.mark.parametrize(

@@ -281,6 +281,18 @@ def test_a_complex_output_is_refused_naming_complex_and_the_way_out(write_config
         run(path, only=["golden"])
 
 
+def test_a_bfloat16_output_is_refused_naming_it_and_the_cast(write_config, tmp_path: Path) -> None:
+    """`.numpy()` raised TypeError on it; ONNX Runtime's Python API cannot return one either."""
+    (tmp_path / "half.py").write_text(
+        SPECTRUM_MODEL.replace("torch.fft.rfft(x.flatten(1))", "x.flatten(1).bfloat16()")
+    )
+    path = write_config({"model": {"file": str(tmp_path / "half.py"), "callable": "spectrum"}})
+    with pytest.raises(
+        StageError, match=r"logits \(torch.bfloat16\): an output numpy .* cannot hold; return it as float32"
+    ):
+        run(path, only=["golden"])
+
+
 def test_zero_vs_zero_is_not_a_perfect_cosine() -> None:
     zeros = np.zeros((2, 10), np.float32)
     m = parity.metrics(zeros, zeros, Tolerance())
