@@ -293,6 +293,19 @@ def test_a_bfloat16_output_is_refused_naming_it_and_the_cast(write_config, tmp_p
         run(path, only=["golden"])
 
 
+def test_a_forward_that_raises_at_one_case_is_named_with_the_case_and_its_shapes(
+    write_config, tmp_path: Path
+) -> None:
+    """A max beyond the model's positions raised "index 130 is out of bounds", naming no shape."""
+    short = SPECTRUM_MODEL.replace(
+        "torch.fft.rfft(x.flatten(1))", "x.flatten(1) + torch.zeros(9)[x.shape[0]]"
+    )
+    (tmp_path / "short.py").write_text(short)
+    path = write_config({"model": {"file": str(tmp_path / "short.py"), "callable": "spectrum"}})
+    with pytest.raises(StageError, match=r"at max \(image \[16, 1, 8, 8\]\): the model's forward raised"):
+        run(path, only=["golden"])
+
+
 def test_zero_vs_zero_is_not_a_perfect_cosine() -> None:
     zeros = np.zeros((2, 10), np.float32)
     m = parity.metrics(zeros, zeros, Tolerance())

@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING
 
 from deploy.domain.artifacts import BATCHING, EAGER, GENERATIONS, GOLDEN
 from deploy.gates.batch_independence import BatchIndependence, measure, not_measured
+from deploy.pipeline.errors import StageFailed
 from deploy.pipeline.graph.contract import SOURCE_ARTIFACT, Artifact, Phase, Section, StageContext, StageSpec
 from deploy.stages.golden.params import GoldenParams
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
     from deploy.gates.batch_independence import Arrays
@@ -59,7 +61,7 @@ def run(ctx: StageContext, params: GoldenParams) -> None:
     )  # the probe (`deploy validate --probe`): config mistakes named first
     adapter = checked(model, config, inputs["opt"])
     eager = TorchModule(adapter, config.input_names(), config.output_names())
-    golden = {name: references.Case(feeds, eager.infer(feeds)) for name, feeds in inputs.items()}
+    golden = {name: references.Case(feeds, _answer(eager, name, feeds)) for name, feeds in inputs.items()}
     _generations(ctx, model)
     spread = _deterministic(eager, golden)
     answers.refuse_non_finite(golden, config.batch_dim is not None)
@@ -82,6 +84,17 @@ def run(ctx: StageContext, params: GoldenParams) -> None:
     record = _record(ctx, adapter, golden, spread, dropped)
     ctx.output(EAGER).write_text(json.dumps(record.to_json(), indent=1))
     _say(ctx, golden, batching, record)
+
+
+def _answer(eager: TorchModule, case: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Eager's answer at one case; a forward that raises there is named with the case and
+    its shapes (a max beyond the model's positions raised "index 130 is out of bounds")."""
+    try:
+        return eager.infer(feeds)
+    except StageFailed as exc:  # its own type kept (exit codes and hints follow it)
+        shapes = ", ".join(f"{n} {list(a.shape)}" for n, a in feeds.items())
+        exc.args = (f"at {case} ({shapes}): {exc}", *exc.args[1:])
+        raise
 
 
 def _deterministic(eager: TorchModule, golden: Golden) -> dict[str, float]:
