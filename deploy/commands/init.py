@@ -50,7 +50,8 @@ def parse_kwargs(items: list[str]) -> dict[str, object]:
         key, sep, value = item.partition("=")
         if not sep or not key.isidentifier():
             raise ConfigError("--kwarg", [Issue("--kwarg", f"'{item}' is not KEY=VALUE (e.g. weights=null)")])
-        found[key] = yaml.safe_load(value)
+        said = yaml.safe_load(value)
+        found[key] = None if said == "None" else said  # Python's spelling of YAML's null
     return found
 
 
@@ -146,6 +147,9 @@ class InitRequest:
         """The inputs with what --value-range and --values say of them."""
         ranges, values = parse_ranges(self.value_ranges), parse_values(self.values)
         args = [parse_input(i) for i in self.inputs]
+        names = [a.name for a in args]
+        if twice := sorted({n for n in names if names.count(n) > 1}):
+            raise ConfigError("deploy init", [Issue("--input", f"{twice} given more than once")])
         _refuse_dtypes(args)
         unknown = sorted((set(ranges) | set(values)) - {a.name for a in args})
         if unknown:

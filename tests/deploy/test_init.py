@@ -552,3 +552,22 @@ def test_outputs_that_follow_the_batch_are_refused_saying_so(tmp_path: Path, cli
     made = init_file(cli, tmp_path, "per_sample.py", "per_sample", "x:float32:1x4/2x4/4x4")
     assert made.returncode == 3 and "Traceback" not in made.stderr, made.stderr
     assert "the number of outputs follows the batch" in made.stderr and not list(tmp_path.glob("*.yaml"))
+
+
+def test_kwargs_read_as_yaml_take_pythons_none_too() -> None:
+    """`--kwarg weights=None` reached torchvision as the string 'None' (KeyError: 'None')."""
+    from deploy.commands.init import parse_kwargs
+
+    assert parse_kwargs(["weights=None", "num_classes=10", "name=x"]) == {
+        "weights": None,
+        "num_classes": 10,
+        "name": "x",
+    }
+    assert parse_kwargs(["weights=null"]) == {"weights": None}
+
+
+def test_an_input_given_twice_is_named(tmp_path: Path, cli: Cli) -> None:
+    """It was blamed on the forward: "missing a required argument: 'b'"."""
+    made = init_file(cli, tmp_path, str(ROOT / "configs" / "models" / "tiny_cnn.py"), "tiny_cnn",
+                     "image:float32:1x1x8x8/4x1x8x8/16x1x8x8", "image:float32:1x1x8x8/4x1x8x8/16x1x8x8")  # fmt: skip
+    assert made.returncode == 3 and "--input: ['image'] given more than once" in made.stderr, made.stderr
