@@ -85,7 +85,21 @@ def _names(result: Any) -> list[str]:
     """What outputs are found by in a result: a dict's keys, a NamedTuple's fields."""
     if isinstance(result, Mapping):
         return [str(k) for k in result]
+    if _is_dataclass(result):
+        return _fields(result)
     return list(result._fields) if isinstance(result, tuple) and hasattr(result, "_fields") else []
+
+
+def _is_dataclass(node: Any) -> bool:
+    import dataclasses
+
+    return dataclasses.is_dataclass(node) and not isinstance(node, type)
+
+
+def _fields(node: Any) -> list[str]:
+    import dataclasses
+
+    return [f.name for f in dataclasses.fields(node)]
 
 
 def _follow(result: Any, dotted: str) -> tuple[Path, str | None]:
@@ -115,6 +129,8 @@ def _leaves(result: Any, prefix: Path) -> list[Path]:
         return [p for i, v in enumerate(result) for p in _leaves(v, (*prefix, i))]
     if _is_cache(result):  # transformers' Cache: layers[i].keys / .values
         return [(*prefix, "layers", i, part) for i, layer in enumerate(result.layers) for part in _kv(layer)]
+    if _is_dataclass(result):  # its fields by name, as a NamedTuple's
+        return [p for k in _fields(result) for p in _leaves(getattr(result, k), (*prefix, k))]
     return []  # None (an unset ModelOutput field), ints, strings: not outputs
 
 
