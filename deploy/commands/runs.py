@@ -53,7 +53,8 @@ def run_pipeline(
     from deploy.commands.replay import forget, remember
 
     for option, path in (("--junit", junit), ("--json", summary_json)):
-        check_writable(option, path)
+        check_writable(option, path, config)
+    junit, summary_json = (_followed(p) for p in (junit, summary_json))
     from deploy.console.ui import ConsoleReporter
 
     runner: Runner | None = None
@@ -107,13 +108,26 @@ def make_runner(project: Project, choice: Choice, reporter: Reporter) -> Runner:
     return Pipeline(project).runner(reporter, choice.force, choice.only, choice.start, choice.stop)
 
 
-def check_writable(option: str, path: Path | None) -> None:
-    """A CI file we could not write at the end of a long run is found out now."""
+def check_writable(option: str, path: Path | None, config: Path | None = None) -> None:
+    """A CI file we could not write at the end of a long run is found out now; so is one
+    that would replace what is not a CI file: the config itself, a device or a FIFO (the
+    file is written by rename: /dev/null would become a regular file)."""
     if path is None:
         return
     existing = next(p for p in (path, *path.absolute().parents) if p.exists())
     if path.is_dir() or not os.access(existing if existing != path else path.parent, os.W_OK):
         raise typer.BadParameter(f"cannot write {path}", param_hint=option)
+    if config is not None and path.resolve() == config.resolve():
+        raise typer.BadParameter(f"{path} is the config this run reads; name another file", param_hint=option)
+    if path.exists() and not path.resolve().is_file():
+        raise typer.BadParameter(
+            f"{path} is not a regular file (a device, a FIFO): name a file", param_hint=option
+        )
+
+
+def _followed(path: Path | None) -> Path | None:
+    """A symlink's target: what is written there, the link left as it is."""
+    return path.resolve() if path is not None and path.is_symlink() else path
 
 
 def finish_run(

@@ -955,6 +955,18 @@ CASES = [
         args=("run", "{config}", "--junit", "{tmp}"),
     ),
     Case(
+        "junit-is-the-config",
+        USAGE,
+        "is the config this run reads; name another file",
+        args=("run", "{config}", "--junit", "{config}"),
+    ),
+    Case(
+        "json-is-a-device",
+        USAGE,
+        "Invalid value for --json: /dev/null is not a regular file",
+        args=("run", "{config}", "--json", "/dev/null"),
+    ),
+    Case(
         "only-without-cached-upstream",
         CONFIG,
         "stage 'golden' is outside the selected stages",
