@@ -84,3 +84,8 @@ class ModelSuffix(StrEnum):
     IR = ".xml"  # an OpenVINO IR: its weights in the .bin beside it
     TORCHSCRIPT = ".pt"
     PT2 = ".pt2"  # an AOTInductor package
+
+
+# A live server's HTTP endpoint (release's `servers`, rollback's --server): scheme, host and
+# port, no path (deploy appends Triton's /v2/...).
+SERVER_URL = r"^https?://[^\s/]+/?$"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -9,6 +10,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from deploy.commands.cli_common import ConfigArg, console, project
+from deploy.domain.vocabulary import SERVER_URL
 from deploy.pipeline.errors import ExitCode
 
 
@@ -60,6 +62,11 @@ def rollback(
     from deploy.pipeline.store.leftovers import sweep_cache
     from deploy.releasing.rollback import roll_back
 
+    for url in server:  # before the journal names it: recovery would carry a bad one forever
+        if not re.match(SERVER_URL, url):
+            raise typer.BadParameter(
+                f"'{url}' is not a server's HTTP endpoint (http://HOST:PORT)", param_hint="--server"
+            )
     out = console()
     found = project(config, None)
     sweep_cache(found.cache_dir)

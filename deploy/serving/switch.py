@@ -13,11 +13,12 @@ from collections.abc import Mapping, Sequence
 from deploy.serving.model_state import ModelState
 
 TIMEOUT_S = 600.0  # a large model's load
+INDEX_TIMEOUT_S = 10.0  # the list of loaded models: a server that holds it longer is not answering
 
 
 def loaded(url: str) -> set[str]:
     """The models the server at `url` (its HTTP endpoint) has ready."""
-    index = json.loads(_request(url, "/v2/repository/index", b"{}"))
+    index = json.loads(_request(url, "/v2/repository/index", b"{}", INDEX_TIMEOUT_S))
     return {entry["name"] for entry in index if entry.get("state") == ModelState.READY}
 
 
@@ -28,7 +29,7 @@ def switch(url: str, model: str, version: int) -> str | None:
         _request(url, f"/v2/models/{model}/versions/{version}/ready", None)
     except urllib.error.HTTPError as exc:
         return f"{url}: {model} v{version}: HTTP {exc.code}: {exc.read().decode(errors='replace')[:300]}"
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, ValueError) as exc:  # ValueError: not a URL urllib takes
         return f"{url}: {model} v{version}: {exc}"
     return None
 
@@ -41,7 +42,7 @@ def switch_all(servers: Sequence[str], versions: Mapping[str, int]) -> list[str]
     for url in servers:
         try:
             serving = loaded(url)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # a recovery must finish whatever one server says
             problems.append(f"{url}: unreachable ({exc})")
             continue
         problems += _together(url, {m: v for m, v in versions.items() if m in serving})
@@ -61,8 +62,8 @@ def _together(url: str, versions: Mapping[str, int]) -> list[str]:
     return [p for p in found if p]
 
 
-def _request(url: str, path: str, body: bytes | None) -> bytes:
+def _request(url: str, path: str, body: bytes | None, timeout_s: float = TIMEOUT_S) -> bytes:
     method = "POST" if body is not None else "GET"
     request = urllib.request.Request(f"{url.rstrip('/')}{path}", data=body, method=method)
-    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
         return bytes(response.read())

@@ -967,6 +967,12 @@ CASES = [
         args=("run", "{config}", "--json", "/dev/null"),
     ),
     Case(
+        "rollback-server-not-a-url",
+        USAGE,
+        "Invalid value for --server: 'not a url' is not a server's HTTP endpoint",
+        args=("rollback", "{config}", "--server", "not a url"),
+    ),
+    Case(
         "only-without-cached-upstream",
         CONFIG,
         "stage 'golden' is outside the selected stages",

@@ -342,3 +342,22 @@ def test_a_release_that_fails_half_way_says_what_becomes_of_its_journal(tmp_path
         pass
 
     assert with_journal(Refusal("regression"), repository, "tiny") is None
+
+
+def test_a_journal_naming_a_server_urllib_cannot_take_is_still_completed(tmp_path: Path) -> None:
+    """`rollback --server 'not a url'` killed after its journal: every later command raised
+    urllib's ValueError (exit 70) completing it, so the repository was stuck until the
+    journal was edited by hand. The server is now one that did not switch."""
+    repository = _released_twice(tmp_path)
+    script = ROLLBACK.replace('args["to"], [])', 'args["to"], ["not a url"])')
+    killed = subprocess.run(
+        [sys.executable, "-c", script, json.dumps({"repository": str(repository), "to": None})],
+        env={**_env(), FAULT_ENV: "write#2"},  # the journal written, the first config not yet
+        capture_output=True,
+        text=True,
+    )
+    assert killed.returncode == -9, killed.stderr
+    (said,) = recover(repository)
+    assert said.startswith("completed the interrupted rollback of 'relt'") and "not a url" in said, said
+    assert _served_checkpoints(repository) == {"old"}
+    assert recover(repository) == []

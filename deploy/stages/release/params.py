@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import Field, StringConstraints
 
 from deploy.datasources.datasource import DataSource
+from deploy.domain.vocabulary import SERVER_URL
 from deploy.spec.tensors import Frozen
 
 
@@ -63,7 +64,7 @@ class ReleaseParams(Frozen):
         description="Held-out inputs both versions also answer (images, arrays or text, as quantize's holdout); "
         "null: the golden inputs only.",
     )
-    servers: tuple[Annotated[str, StringConstraints(pattern=r"^https?://[^\s/]+/?$")], ...] = Field(
+    servers: tuple[Annotated[str, StringConstraints(pattern=SERVER_URL)], ...] = Field(
         (),
         description="HTTP endpoints of live Triton servers (explicit model control, as `deploy serve` runs them) "
         "serving this repository: each is told to load every released model it has loaded, and the new "
