@@ -330,12 +330,28 @@ def main() -> None:
     # use (~20 ms); the CLI uses none, and its no-op run has a 0.5 s budget.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     os.umask(UMASK)  # what deploy writes is never world-writable, whatever the shell's umask
+    _open_standard_streams()
     _warnings_to_stderr()
     verbose = any(arg in ("-v", "--verbose") for arg in sys.argv[1:])
     wide_help()
     if _replayed(sys.argv[1:]):
         sys.exit(ExitCode.OK)
     sys.exit(_invoke(verbose))
+
+
+def _open_standard_streams() -> None:
+    """A closed stdout or stderr (`deploy run ... >&-`, a supervisor's closed pipe): /dev/null
+    in its place, so printing, and the stages' redirection of fds 1 and 2 into their logs,
+    work; deploy crashed at start (sys.stdout is None) before anything ran."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY)  # the lowest free fd: this one, where 0 is open
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, name, open(fd, "w", closefd=False))
 
 
 def _warnings_to_stderr() -> None:

@@ -284,3 +284,15 @@ def test_shell_completion_completes_commands_and_options():
     env |= {"COMP_WORDS": "deploy run --fr", "COMP_CWORD": "2"}
     assert _piped(env=env).stdout.split() == ["--from"]
     assert "--install-completion" in _piped("--help").stdout
+
+
+@pytest.mark.parametrize("closed", [">&-", ">&- 2>&-"])
+def test_a_run_with_its_output_closed_runs(write_config, tmp_path: Path, closed: str) -> None:
+    """`deploy run ... >&-` (a supervisor's closed pipe) crashed at start, sys.stdout None,
+    and then in each stage's child; it runs, and its summary says what it did."""
+    config = write_config()
+    command = f"{sys.executable} -m deploy run {config} --to golden {closed}"
+    done = subprocess.run(["bash", "-c", command], cwd=tmp_path, timeout=600)
+    assert done.returncode == 0
+    summary = json.loads((tmp_path / "runs" / "tiny" / "summary.json").read_text())
+    assert [s["status"] for s in summary["stages"] if s["status"] != "not run"] == ["ran"]

@@ -42,10 +42,17 @@ def captured(log_path: Path) -> Iterator[logging.Logger]:
             logger.removeHandler(handler)
 
 
+def _flush() -> None:
+    """Python's streams, where it has them: a process started with fd 1 or 2 closed (the
+    fork server's children of `deploy run >&-`) has None there."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+
+
 @contextmanager
 def _redirect_fds(log_path: Path) -> Iterator[None]:
-    sys.stdout.flush()
-    sys.stderr.flush()
+    _flush()
     saved = [os.dup(1), os.dup(2)]
     target = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -53,8 +60,7 @@ def _redirect_fds(log_path: Path) -> Iterator[None]:
         os.dup2(target, 2)
         yield
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _flush()
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
         for fd in (*saved, target):
