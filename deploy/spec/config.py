@@ -118,7 +118,10 @@ class ModelSource(Frozen):
         "parameter of forward or forward takes only `**kwargs`, else by position.",
     )
     seed: int = Field(
-        0, description="Seeds random initialisation and the golden inputs, so runs are reproducible."
+        0,
+        ge=0,
+        le=2**32 - 1,  # what torch.manual_seed and numpy's generators take alike
+        description="Seeds random initialisation and the golden inputs, so runs are reproducible.",
     )
     golden_inputs: Path | None = Field(
         None,

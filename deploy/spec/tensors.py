@@ -7,6 +7,7 @@ domain's model of what is being deployed: no engine, no stage, no library.
 from __future__ import annotations
 
 import json
+import math
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Literal
@@ -136,6 +137,8 @@ class InputSpec(Frozen):
                 else []
             )
         low, high = self.value_range
+        if not math.isfinite(high - low):  # NaN, an infinity, or a span no float holds
+            return [f"value_range [{low:g}, {high:g}] is not a finite span of values to draw from"]
         if low >= high:
             # Equal bounds make every golden value the same: parity on constants proves nothing.
             return [

@@ -511,6 +511,20 @@ CASES = [
         ("plan", "{config}"),
     ),
     Case(
+        "value-range-not-finite",
+        CONFIG,
+        "inputs[0]: value_range [-1e+308, 1e+308] is not a finite span of values to draw from",
+        _set("inputs.0.value_range", [-1e308, 1e308]),
+        ("plan", "{config}"),
+    ),
+    Case(
+        "seed-negative",
+        CONFIG,
+        "model.seed: Input should be greater than or equal to 0",
+        _set("model.seed", -1),
+        ("plan", "{config}"),
+    ),
+    Case(
         "binary-server-without-path",
         CONFIG,
         "stages.smoke.server: server kind 'binary' needs path",
