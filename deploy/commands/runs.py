@@ -56,7 +56,11 @@ def run_pipeline(
         check_writable(option, path, config)
     junit, summary_json = (_followed(p) for p in (junit, summary_json))
     from deploy.console.ui import ConsoleReporter
+    from deploy.pipeline.process import faults, stopping
 
+    # SIGTERM and SIGHUP as Ctrl-C from here to the end, not only while a stage runs: one
+    # landing after the last stage killed the run before its JUnit and --json were written.
+    stopping.stop_on_signals()
     runner: Runner | None = None
     screen, written = None, True
     reporter = ConsoleReporter(console, verbose)
@@ -71,7 +75,9 @@ def run_pipeline(
         raise
     finally:
         if runner is not None and runner.summary is not None:
-            screen = finish_run(runner, console, verbose, junit, summary_json)
+            with stopping.deferred():  # the CI files whole first; the stop is raised after them
+                faults.point("ci-files")
+                screen = finish_run(runner, console, verbose, junit, summary_json)
             written = screen is not None
     if not written:
         raise typer.Exit(ExitCode.CONFIG)

@@ -296,3 +296,40 @@ def test_a_run_with_its_output_closed_runs(write_config, tmp_path: Path, closed:
     assert done.returncode == 0
     summary = json.loads((tmp_path / "runs" / "tiny" / "summary.json").read_text())
     assert [s["status"] for s in summary["stages"] if s["status"] != "not run"] == ["ran"]
+
+
+@pytest.mark.parametrize("point", ["settle", "ci-files"])
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_a_stop_after_the_last_stage_still_writes_every_record(
+    write_config, tmp_path: Path, point: str, signal_name: str
+) -> None:
+    """The handlers were put back when the last stage ended: a SIGTERM then killed the run
+    before its summary, JUnit or --json (exit 143), a SIGINT cut them half way."""
+    from deploy.pipeline.process.faults import FAULT_ENV
+
+    config = write_config()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "deploy",
+            "run",
+            str(config),
+            "--to",
+            "golden",
+            "--junit",
+            "j.xml",
+            "--json",
+            "s.json",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, FAULT_ENV: f"{signal_name}@{point}"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == ExitCode.INTERRUPTED, done.stdout + done.stderr
+    for summary in (tmp_path / "s.json", tmp_path / "runs" / "tiny" / "summary.json"):
+        stages = json.loads(summary.read_text())["stages"]
+        assert [s["status"] for s in stages if s["status"] != "not run"] == ["ran"], summary
+    assert 'name="golden"' in (tmp_path / "j.xml").read_text()

@@ -6,7 +6,8 @@ was under way.
 - `DEPLOY_FAULT=<name>`: at the named point (`journal`, `placed:<model>`, ...);
 - `DEPLOY_FAULT=write#N`: at the N-th atomic write of this process, its temp file
   written and not yet renamed into place (pipeline/hashing.atomic_write_text);
-- `DEPLOY_FAULT=rename#N`: just before the N-th rename of a release or rollback.
+- `DEPLOY_FAULT=rename#N`: just before the N-th rename of a release or rollback;
+- `DEPLOY_FAULT=SIGTERM@<name>` (any signal's name): that signal, not SIGKILL, at the point.
 
 Unset (always, outside tests) every point is one dictionary lookup.
 """
@@ -28,6 +29,9 @@ def point(name: str, kind: str = "") -> None:
         return
     if wanted == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    sent, _, at = wanted.partition("@")  # SIGTERM@<name>: a catchable signal there instead
+    if at == name and sent in signal.Signals.__members__:
+        os.kill(os.getpid(), signal.Signals[sent])
     if kind and wanted.startswith(f"{kind}#"):
         _seen[kind] += 1
         if str(_seen[kind]) == wanted.partition("#")[2]:

@@ -23,7 +23,7 @@ from deploy.pipeline.graph.keys import KeyParts
 from deploy.pipeline.graph.plan import Action, make_plan, source_outputs, stage_parts, why
 from deploy.pipeline.graph.project import Project
 from deploy.pipeline.graph.registry import stage_module
-from deploy.pipeline.process import stopping
+from deploy.pipeline.process import faults, stopping
 from deploy.pipeline.process.execute import Job, execute
 from deploy.pipeline.process.isolation import Limits, run_isolated
 from deploy.pipeline.process.progress import Throttled
@@ -105,18 +105,26 @@ class Runner:
             results.append(stopped.result)
             raise KeyboardInterrupt(stopped.result.message) from None
         finally:
-            stopping.restore(previous)
-            if self.remote is not None and self.remote.spec.push and outcome is not RunStatus.INTERRUPTED:
-                self._push()
-            self.gate.close()
-            self._write_summary(results, time.perf_counter() - started, outcome)
-            self.store.memo.save()  # digests rehashed this run (a no-op when none was)
+            try:
+                with stopping.deferred():  # a stop now waits for the records: they are the run's
+                    self._settle(results, time.perf_counter() - started, outcome)
+            finally:
+                stopping.restore(previous)
         failed = _failed(results)
         if failed is not None:
             raise StageError(
                 failed.name, failed.message, failed.log, self.resume(failed.name), failed.exit_code
             )
         return results
+
+    def _settle(self, results: list[StageResult], took_s: float, outcome: RunStatus) -> None:
+        """What a run leaves whatever stopped it: the push, the summary, the memo."""
+        faults.point("settle")
+        if self.remote is not None and self.remote.spec.push and outcome is not RunStatus.INTERRUPTED:
+            self._push()
+        self.gate.close()
+        self._write_summary(results, took_s, outcome)
+        self.store.memo.save()  # digests rehashed this run (a no-op when none was)
 
     def _interruptible(self, node: Node) -> StageResult:
         """The stage's result; when the run is stopped during it, _Stopped carries the
