@@ -156,6 +156,8 @@ def probe(
     except Exception as exc:
         said = f"{type(exc).__name__}: {first_line(exc)}{_user_line(exc)}"
         raise ForwardRaised(f"the model's forward raised: {said}") from exc
+    except SystemExit as exc:  # in-process callers (init, validate --probe) would exit with its code
+        raise ForwardRaised(f"the model's forward called sys.exit({exc.code!r}){_user_line(exc)}") from exc
     return result, binding
 
 

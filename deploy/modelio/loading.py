@@ -43,6 +43,8 @@ def load_model(source: ModelSource) -> torch.nn.Module:
         if isinstance(exc, OSError) and _network(exc):
             raise EnvError(f"calling the model factory: {_OFFLINE} ({type(exc).__name__}: {exc})") from exc
         raise StageFailed(f"calling the model factory failed: {type(exc).__name__}: {exc}") from exc
+    except SystemExit as exc:  # in `validate --probe` and `init`, exit 0 read as success by CI
+        raise StageFailed(f"calling the model factory called sys.exit({exc.code!r})") from exc
     if not isinstance(model, torch.nn.Module):  # the field names something that is no model: exit 3
         where = _where(source)
         raise ConfigError(

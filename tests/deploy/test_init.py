@@ -571,3 +571,40 @@ def test_an_input_given_twice_is_named(tmp_path: Path, cli: Cli) -> None:
     made = init_file(cli, tmp_path, str(ROOT / "configs" / "models" / "tiny_cnn.py"), "tiny_cnn",
                      "image:float32:1x1x8x8/4x1x8x8/16x1x8x8", "image:float32:1x1x8x8/4x1x8x8/16x1x8x8")  # fmt: skip
     assert made.returncode == 3 and "--input: ['image'] given more than once" in made.stderr, made.stderr
+
+
+EXITS = """
+import sys
+
+import torch
+
+
+class Exits(torch.nn.Module):
+    def forward(self, x):
+        sys.exit(0)
+
+
+def exits_in_forward():
+    return Exits()
+
+
+def exits_when_built():
+    sys.exit(0)
+"""
+
+
+@pytest.mark.parametrize(
+    ("function", "said"),
+    [
+        ("exits_in_forward", "the model's forward called sys.exit(0)"),
+        ("exits_when_built", "calling the model factory called sys.exit(0)"),
+    ],
+)
+def test_a_model_that_calls_sys_exit_is_a_refusal_not_a_success(
+    tmp_path: Path, cli: Cli, function: str, said: str
+) -> None:
+    """init runs the model in its own process: sys.exit(0) there ended it with exit 0 and no
+    config, which CI reads as success."""
+    (tmp_path / "exits.py").write_text(EXITS)
+    made = init_file(cli, tmp_path, "exits.py", function, "x:float32:1x4/2x4/4x4")
+    assert made.returncode == 3 and said in made.stderr, made.stderr
