@@ -343,6 +343,8 @@ EXITS = "import sys\n\nsys.exit(0)\n"
 RAISES = "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, image):\n        raise RuntimeError('boom in forward')\n\ndef build(width=8):\n    return M()\n"
 TWO_OUTPUTS_DECLARED = "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, image):\n        return image.flatten(1)\n\ndef build(width=8):\n    return M()\n"
 NOT_A_MODULE = "def build(width=8):\n    return 42\n"
+# A KeyboardInterrupt of the model's own (no Ctrl-C reaches a stage's process group).
+RAISES_INTERRUPT = RAISES.replace("raise RuntimeError('boom in forward')", "raise KeyboardInterrupt")
 # int() of a traced size is a constant in the graph: the ONNX model runs at opt only.
 FROZEN_BATCH = (
     "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, image):\n"
@@ -728,6 +730,12 @@ CASES = [
         ("run", "{config}", "--to", "trace"),
     ),
     Case("model-calls-sys-exit", STAGE, "user_model.py called sys.exit(0)", _model_file(EXITS)),
+    Case(
+        "model-raises-keyboard-interrupt",
+        STAGE,
+        "code run by the stage raised KeyboardInterrupt",
+        _model_file(RAISES_INTERRUPT),
+    ),
     # -- directories and servers -------------------------------------------------------------
     Case("cache-unwritable", ENV, "cannot write where the config says: cache_dir:", _unwritable("cache_dir")),
     Case("run-dir-unwritable", ENV, "cannot write where the config says: run_dir:", _unwritable("run_dir")),

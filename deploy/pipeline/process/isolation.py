@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,7 +185,13 @@ def _child(job: Job, environ: dict[str, str], path: list[str], send: Any) -> Non
     sys.path[:] = path
     with open(job.log, "a") as log:
         faulthandler.enable(file=log)  # SIGSEGV / SIGABRT: where Python was, into the stage log
-        outcome = execute(job, job.spec(), send.send)
+        try:
+            outcome = execute(job, job.spec(), send.send)
+        except KeyboardInterrupt:  # no Ctrl-C reaches this process group: the model raised it
+            print(traceback.format_exc(), file=log)
+            outcome = Outcome(
+                Status.FAILED, "code run by the stage raised KeyboardInterrupt (traceback in the log)"
+            )
     lifeline.kill_descendants(os.getpid())  # what the stage started and left running
     send.send(outcome)
     send.close()
