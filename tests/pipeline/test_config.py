@@ -182,6 +182,18 @@ def test_duplicate_yaml_key_and_syntax_errors(tmp_path):
     assert issues_of(broken)[0].startswith("yaml:")
 
 
+def test_a_yaml_merge_key_is_yamls_override_not_a_duplicate(tmp_path):
+    """`<<: *defaults` was refused: "could not determine a constructor for the tag ...merge"."""
+    from deploy.pipeline.graph.project import read_yaml
+
+    path = tmp_path / "merge.yaml"
+    path.write_text("base: &b {count: 16, kind: random}\nother:\n  <<: *b\n  count: 8\n")
+    assert read_yaml(path)["other"] == {"count": 8, "kind": "random"}
+    path.write_text("base: &b {count: 16}\nother:\n  <<: *b\n  count: 8\n  count: 9\n")
+    with pytest.raises(ConfigError, match="duplicate key 'count' at line 5"):
+        read_yaml(path)
+
+
 def test_cli_reports_config_errors_without_traceback(write_config, cli: Cli):
     path = write_config({"stages": {"export": {"opset": 5}}})
     proc = cli("run", str(path))

@@ -54,9 +54,12 @@ class _UniqueKeyLoader(_SafeLoader):  # type: ignore[valid-type,misc]
     """PyYAML keeps the last of two equal keys silently; a config typo should not."""
 
     def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
-        keys = [self.construct_object(k, deep=deep) for k, _ in node.value]
+        # A merge key (`<<: *defaults`) is YAML's own override: the mapping's keys win over
+        # the merged ones (the base class flattens it), so only its own keys are compared.
+        own = [(k, v) for k, v in node.value if k.tag != "tag:yaml.org,2002:merge"]
+        keys = [self.construct_object(k, deep=deep) for k, _ in own]
         seen: set[Any] = set()
-        for (key_node, _), key in zip(node.value, keys):
+        for (key_node, _), key in zip(own, keys):
             if key in seen:
                 line = key_node.start_mark.line + 1
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{key}' at line {line}")
