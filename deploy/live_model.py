@@ -72,6 +72,7 @@ def write_config(
     kwargs: Mapping[str, object] | None = None,
 ) -> Path:
     """What `optimize` runs: the weights, the model's source and the YAML, in the work dir."""
+    model = _uncompiled(model)
     name = name or default_name(model)
     work = Path(workdir).absolute() / name
     work.mkdir(parents=True, exist_ok=True)
@@ -86,6 +87,16 @@ def write_config(
         ) from exc
     config.write_text(text)
     return config
+
+
+def _uncompiled(model: torch.nn.Module) -> torch.nn.Module:
+    """torch.compile's wrapper around the user's module: the module is what is deployed
+    (both exporters failed on the wrapper, torch.export on its calling convention)."""
+    inner = getattr(model, "_orig_mod", None)
+    if type(model).__name__ == "OptimizedModule" and inner is not None:
+        log.info("deploying the module torch.compile wrapped (%s)", type(inner).__name__)
+        return inner
+    return model
 
 
 def default_name(model: torch.nn.Module) -> str:

@@ -250,3 +250,13 @@ def test_tied_weights_are_saved_and_load_back_the_same_model(tmp_path: Path) -> 
     ids = torch.tensor([[1, 7, 9]])
     assert torch.equal(fresh(ids), model(ids))
     assert fresh.head.weight is fresh.embed.weight  # still one parameter
+
+
+def test_a_compiled_module_deploys_the_module_it_wraps(tmp_path: Path) -> None:
+    """torch.compile's OptimizedModule failed both exporters (a dynamo-optimized function)."""
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.Linear(3, 2)).eval()
+    config = deploy.live_model.write_config(torch.compile(inner), torch.randn(2, 3), workdir=tmp_path)
+    assert config.name == "sequential.yaml"  # named, and so built, from the wrapped module
+    result = deploy.load(config).run(only=["golden", "export"])
+    assert result.ok, result
