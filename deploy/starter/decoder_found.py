@@ -75,8 +75,25 @@ def _from_layers(model: Any, cache: Any, convention: str) -> DecoderFound:
 
     odd = sorted({type(layer).__name__ for layer in cache.layers} - set(PLAIN_LAYERS))
     if odd:
-        raise ConfigError("model", [Issue("model", unsupported(type(cache).__name__, odd))])
+        said = unsupported(type(cache).__name__, odd) + _window_hint(model)
+        raise ConfigError("model", [Issue("model", said)])
     return _found(model, [(layer.keys, layer.values) for layer in cache.layers], convention)
+
+
+def _window_hint(model: Any) -> str:
+    """A window no position can leave (Mistral's default 4096 in a small config) is a plain
+    cache in all but name: said, with the setting that makes it one."""
+    config = getattr(model, "config", None)
+    window, positions = (
+        getattr(config, "sliding_window", None),
+        getattr(config, "max_position_embeddings", None),
+    )
+    if isinstance(window, int) and isinstance(positions, int) and window >= positions:
+        return (
+            f"; here the config's sliding_window ({window}) is at least its max_position_embeddings "
+            f"({positions}), so no position ever leaves the window: build it with sliding_window=None"
+        )
+    return ""
 
 
 def _tuple_cache(result: Any) -> list[Any]:
