@@ -329,8 +329,11 @@ def _named(examples: Any) -> dict[str, Any]:
     found = dict(examples) if isinstance(examples, Mapping) else None
     if found is None and isinstance(examples, (list, tuple)):
         found = {f"input{i}": t for i, t in enumerate(examples)}
+    if found == {}:  # nothing to send: Triton's requests carry inputs
+        why = "no example inputs: deploy serves models that take at least one tensor; give the one(s) forward takes"
+        raise ConfigError("example_inputs", [Issue("example_inputs", why)])
     wrong = [f"{n}: {type(t).__name__}" for n, t in (found or {}).items() if not isinstance(t, torch.Tensor)]
-    if found is None or wrong or not found:
+    if found is None or wrong:
         said = (
             ", ".join(wrong[:4]) + (", …" if len(wrong) > 4 else "")
             if wrong

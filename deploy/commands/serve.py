@@ -59,17 +59,18 @@ def serve(
     from deploy.pipeline.store.leftovers import sweep_cache
     from deploy.serving.release_journal import recover
 
-    # A live release is waited for, never reverted; no publish changes what is checked or repaired.
-    with locks.repository(repository, create=False):
-        for line in recover(repository):  # a release killed half way: settled before serving
-            say(line)
-        if check.store is not None:
-            sweep_cache(check.store.root)
-        if not any(m.startswith(f"{name}_") for m in models(repository)):
-            raise StageFailed(f"no models of '{name}' in {repository}; run `deploy run` first")
-        _verify(name, remote or repository, check, say)
+    # From the first moment: a SIGTERM while the repository is checked was exit 143, unsaid.
     with tritonserver.stop_requests():
         try:
+            # A live release is waited for, never reverted; no publish changes what is checked.
+            with locks.repository(repository, create=False):
+                for line in recover(repository):  # a release killed half way: settled before serving
+                    say(line)
+                if check.store is not None:
+                    sweep_cache(check.store.root)
+                if not any(m.startswith(f"{name}_") for m in models(repository)):
+                    raise StageFailed(f"no models of '{name}' in {repository}; run `deploy run` first")
+                _verify(name, remote or repository, check, say)
             _serve_until_stopped(name, spec, repository, say, origins, remote)
         except tritonserver.StopRequested as stop:
             say(f"{stop}; server stopped")

@@ -52,17 +52,24 @@ class EnvError(DeployError):
     exit_code = ExitCode.ENVIRONMENT
 
 
-FULL = frozenset({28, 122})  # ENOSPC, EDQUOT: the disk (or the user's quota) is full
+# ENOSPC, EDQUOT: the disk (or the user's quota) is full; EFBIG: the file size limit
+# (`ulimit -f`, a CI agent's) is reached, which no write past it gets round either.
+FULL = frozenset({28, 122, 27})
+FILE_TOO_LARGE = 27
 
 
 class DiskFull(EnvError, OSError):
     """A write found no room: names the path; the run's files go where there is room. Still
     an OSError, so code that tolerates a failed write (a memo, a footprint) still does."""
 
-    def __init__(self, path: object) -> None:
+    def __init__(self, path: object, errno: int = 28) -> None:
         self.path = path
-        super().__init__(f"no space left on the device for {path}: free space there, then rerun")
-        self.errno = 28
+        if errno == FILE_TOO_LARGE:
+            said = f"the file size limit (ulimit -f) stops {path}: raise it, then rerun"
+        else:
+            said = f"no space left on the device for {path}: free space there, then rerun"
+        super().__init__(said)
+        self.errno = errno
 
 
 def disk_full(exc: BaseException) -> DiskFull | None:
@@ -72,7 +79,9 @@ def disk_full(exc: BaseException) -> DiskFull | None:
         if isinstance(seen, DiskFull):
             return seen
         if isinstance(seen, OSError) and seen.errno in FULL:
-            return DiskFull(seen.filename2 or seen.filename or "a file")  # a copy's target is filename2
+            return DiskFull(
+                seen.filename2 or seen.filename or "a file", seen.errno
+            )  # a copy's target is filename2
         seen = seen.__cause__ or seen.__context__
     return None
 

@@ -183,7 +183,10 @@ class Values:
 def _with(entry: InputEntry, said: Values) -> InputEntry:
     found = InputEntry(**entry)
     if said.value_range is not None:
-        found["value_range"] = list(said.value_range)
+        whole = entry["dtype"].startswith(("int", "uint")) and all(
+            float(v).is_integer() for v in said.value_range
+        )
+        found["value_range"] = [int(v) for v in said.value_range] if whole else list(said.value_range)
     if said.kind is not None:
         found["values"] = said.kind
     if said.of is not None:

@@ -608,3 +608,14 @@ def test_a_model_that_calls_sys_exit_is_a_refusal_not_a_success(
     (tmp_path / "exits.py").write_text(EXITS)
     made = init_file(cli, tmp_path, "exits.py", function, "x:float32:1x4/2x4/4x4")
     assert made.returncode == 3 and said in made.stderr, made.stderr
+
+
+def test_an_integer_inputs_range_is_written_as_integers() -> None:
+    """`--value-range k=1,5` on an int64 input was written `[1.0, 5.0]`."""
+    from deploy.starter.entries import Values, _with, input_entry
+
+    ids = input_entry("k", "int64", ["batch"], [1], [2], [4])
+    written = _with(ids, Values(value_range=(1.0, 5.0)))["value_range"]
+    assert written == [1, 5] and all(type(v) is int for v in written)
+    scale = input_entry("scale", "float32", ["batch"], [1], [2], [4])
+    assert _with(scale, Values(value_range=(0.5, 2.0)))["value_range"] == [0.5, 2.0]

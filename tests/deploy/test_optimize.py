@@ -201,6 +201,15 @@ def test_a_script_s_own_model_keeps_its_key_across_runs_and_changes_it_with_what
     assert len({first, *changed}) == 5, "a change kept the key: a stale pickle would serve"
 
 
+@pytest.mark.parametrize("examples", [{}, []])
+def test_no_examples_are_a_config_error_saying_so(examples, tmp_path: Path) -> None:
+    """It said "examples must be torch tensors ... got a dict" of an empty one."""
+    with pytest.raises(
+        deploy.ConfigError, match="no example inputs: deploy serves models that take at least one tensor"
+    ):
+        deploy.optimize(nn.Linear(3, 2), examples, workdir=tmp_path)
+
+
 @pytest.mark.parametrize(
     ("examples", "said"),
     [

@@ -100,3 +100,32 @@ def test_disk_full_is_found_in_a_cause_chain() -> None:
         found = disk_full(wrapped)
     assert found is not None and found.path == "/repo/m/1/model.onnx"  # the write's target, not the source
     assert disk_full(OSError(errno.EACCES, "denied")) is None
+
+
+FILE_SIZE_LIMIT = """
+import resource, sys
+from pathlib import Path
+from deploy.pipeline.errors import DiskFull
+from deploy.pipeline.graph.hashing import atomic_write_text
+resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))  # a CI agent's ulimit -f
+try:
+    atomic_write_text(Path(sys.argv[1]), "x" * 4096)
+except DiskFull as full:
+    print(full.exit_code, full)
+"""
+
+
+def test_a_file_size_limit_is_named_as_one_with_the_environments_exit_code(tmp_path: Path) -> None:
+    """`ulimit -f` made writes fail with EFBIG, which ended a stage as a plain failure (exit 1,
+    "OSError: [Errno 27] File too large")."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", FILE_SIZE_LIMIT, str(tmp_path / "summary.json")],
+        capture_output=True,
+        text=True,
+    )
+    code, _, said = done.stdout.strip().partition(" ")
+    assert int(code) == ExitCode.ENVIRONMENT, done.stdout + done.stderr
+    assert said == f"the file size limit (ulimit -f) stops {tmp_path / 'summary.json'}: raise it, then rerun"

@@ -111,7 +111,7 @@ def atomic_write_text(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
         full = disk_full(exc)
         if full is not None:
-            raise type(full)(path) from exc
+            raise type(full)(path, full.errno or 28) from exc
         raise
 
 
