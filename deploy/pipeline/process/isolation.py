@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.pipeline.errors import ExitCode
-from deploy.pipeline.process import lifeline, stopping
+from deploy.pipeline.process import lifeline, logs, stopping
 from deploy.pipeline.process.execute import Job, Outcome, execute
 from deploy.pipeline.process.progress import HEARTBEAT_S, Progress, Sink, heartbeat
 from deploy.pipeline.report.results import Status
@@ -204,6 +204,7 @@ def _wait(
     deadline, heard = started + limits.timeout_s, started
     while True:
         spawned.update(_procs(lifeline.descendants(child.pid)))
+        logs.bound(job.log)
         if receive.poll(POLL_S):  # progress, an outcome, or the end of the pipe: the child is gone
             try:
                 message = receive.recv()

@@ -15,6 +15,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
+# A stage's log: a model that prints without end (megabytes a call, golden calls it dozens
+# of times) wrote 600 MB in one stage; past the cap the log keeps its start and what follows.
+LOG_CAP = 256 << 20
+KEEP = 8 << 20
+
+
+def bound(log_path: Path) -> None:
+    """Cuts a stage log that outgrew LOG_CAP to its first KEEP bytes and a line saying so;
+    the stage goes on writing after it (its fds append: O_APPEND writes land at the end)."""
+    try:
+        size = log_path.stat().st_size
+    except OSError:
+        return
+    if size <= LOG_CAP:
+        return
+    os.truncate(log_path, KEEP)
+    with open(log_path, "a") as log:
+        log.write(f"\n[deploy: {size - KEEP} bytes cut here: this stage's log passed {LOG_CAP >> 20} MiB]\n")
+
 
 def console_stream() -> TextIO:
     """A handle on the real terminal that survives the descriptor redirection."""
