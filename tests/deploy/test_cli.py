@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -327,6 +328,9 @@ def test_a_stop_after_the_last_stage_still_writes_every_record(
         capture_output=True,
         text=True,
         timeout=600,
+        # A shell's background job (CI's launcher) starts with SIGINT ignored, which deploy
+        # keeps ignored, as `nohup` and `&` ask: the run must start with it as a terminal has it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert done.returncode == ExitCode.INTERRUPTED, done.stdout + done.stderr
     for summary in (tmp_path / "s.json", tmp_path / "runs" / "tiny" / "summary.json"):
