@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from deploy.commands.cli_common import directory
 from deploy.console.terminal import make_console
 from deploy.domain.issues import Issue
 from deploy.pipeline.errors import ConfigError, ExitCode
@@ -31,7 +32,12 @@ ConfigOpt = Annotated[
 ]
 CacheOpt = Annotated[
     Path | None,
-    typer.Option("--cache-dir", help="Artifact store (overrides the config and $DEPLOY_CACHE_DIR)."),
+    typer.Option(
+        "--cache-dir",
+        parser=directory,
+        metavar="DIR",
+        help="Artifact store (overrides the config and $DEPLOY_CACHE_DIR).",
+    ),
 ]
 RemoteOpt = Annotated[
     str | None,

@@ -16,6 +16,14 @@ if TYPE_CHECKING:
 ConfigArg = Annotated[Path, typer.Argument(help="Pipeline YAML, e.g. configs/resnet50.yaml.")]
 
 
+def directory(text: str) -> Path:
+    """--cache-dir's value: "" (an unset variable expanded, `--cache-dir "$CACHE"`) is refused;
+    as a path it is the current directory, which the cache would have filled."""
+    if not text.strip():
+        raise typer.BadParameter("an empty path; give a directory (or leave the option out)")
+    return Path(text)
+
+
 def console() -> Console:
     from deploy.pipeline.process.logs import console_stream
 

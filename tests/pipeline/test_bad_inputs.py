@@ -977,6 +977,12 @@ CASES = [
         args=("run", "{config}", "--junit", "{tmp}"),
     ),
     Case(
+        "cache-dir-empty",
+        USAGE,
+        "Invalid value for '--cache-dir': an empty path",
+        args=("run", "{config}", "--cache-dir", ""),
+    ),
+    Case(
         "junit-is-the-config",
         USAGE,
         "is the config this run reads; name another file",
