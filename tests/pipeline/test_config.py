@@ -192,6 +192,9 @@ def test_a_yaml_merge_key_is_yamls_override_not_a_duplicate(tmp_path):
     path.write_text("base: &b {count: 16}\nother:\n  <<: *b\n  count: 8\n  count: 9\n")
     with pytest.raises(ConfigError, match="duplicate key 'count' at line 5"):
         read_yaml(path)
+    path.write_text("model:\n  kwargs: {[a]: 8}\n")  # was TypeError: unhashable type, exit 70
+    with pytest.raises(ConfigError, match="a key that is a list at line 2"):
+        read_yaml(path)
 
 
 def test_cli_reports_config_errors_without_traceback(write_config, cli: Cli):

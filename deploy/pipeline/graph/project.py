@@ -60,6 +60,11 @@ class _UniqueKeyLoader(_SafeLoader):  # type: ignore[valid-type,misc]
         keys = [self.construct_object(k, deep=deep) for k, _ in own]
         seen: set[Any] = set()
         for (key_node, _), key in zip(own, keys):
+            if isinstance(key, (list, dict)):  # `{[a]: 8}`: YAML allows it, no config key is one
+                line = key_node.start_mark.line + 1
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"a key that is a {type(key).__name__} at line {line}"
+                )
             if key in seen:
                 line = key_node.start_mark.line + 1
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{key}' at line {line}")
