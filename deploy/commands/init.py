@@ -39,6 +39,9 @@ def parse_input(text: str) -> InputArg:
     shapes = (parts[2].split("/") if parts[2] else ["", "", ""]) if len(parts) == 3 else []
     if len(shapes) != 3 or not all(SHAPE.match(s) for s in shapes) or len({s == "" for s in shapes}) > 1:
         raise ConfigError("--input", [Issue("--input", f"'{text}' is not {INPUT_FORM}")])
+    if not re.match(r"^[A-Za-z_][A-Za-z0-9_.]*$", parts[0]):  # as InputSpec's name takes it
+        why = f"'{parts[0]}' is not a tensor name (letters, digits, _ and ., not starting with a digit)"
+        raise ConfigError("--input", [Issue("--input", f"in '{text}': {why}")])
     low, mid, high = (tuple(int(d) for d in s.split("x")) if s else () for s in shapes)
     return InputArg(parts[0], parts[1], low, mid, high)
 

@@ -566,6 +566,12 @@ def test_kwargs_read_as_yaml_take_pythons_none_too() -> None:
     assert parse_kwargs(["weights=null"]) == {"weights": None}
 
 
+def test_an_input_name_no_tensor_takes_is_named_as_such() -> None:
+    """`--input b-2:...` got pydantic's pattern in regex: `String should match pattern '^[A-Za-z_]...'`."""
+    with pytest.raises(ConfigError, match=r"'b-2' is not a tensor name \(letters, digits, _ and \."):
+        parse_input("b-2:float32:1x4/2x4/4x4")
+
+
 def test_an_input_given_twice_is_named(tmp_path: Path, cli: Cli) -> None:
     """It was blamed on the forward: "missing a required argument: 'b'"."""
     made = init_file(cli, tmp_path, str(ROOT / "configs" / "models" / "tiny_cnn.py"), "tiny_cnn",
