@@ -587,5 +587,5 @@ def test_a_decoder_with_a_fixed_sequence_is_refused_before_anything_runs(tmp_pat
     done = run_cli("init", "--file", "models.py", "--callable", "llama_cache_off",
                    "--input", "input_ids:int64:1x8/1x8/1x8", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
-    assert "a decoder's steps feed one token, but input_ids' sequence is fixed" in done.stderr
+    assert "a decoder's steps feed one token, but input_ids' sequence is fixed at 8" in done.stderr
     assert not list(tmp_path.glob("*.yaml"))
