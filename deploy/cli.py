@@ -24,7 +24,7 @@ from deploy.commands.cli_common import project as _project
 from deploy.commands.exit_errors import failed
 from deploy.commands.init_cli import init
 from deploy.commands.serve_cli import serve
-from deploy.console.terminal import make_console, wide_help
+from deploy.console.terminal import make_console, open_standard_streams, warnings_to_stderr, wide_help
 from deploy.domain.vocabulary import Protocol
 from deploy.pipeline.errors import (
     ExitCode,
@@ -335,40 +335,13 @@ def main() -> None:
     # use (~20 ms); the CLI uses none, and its no-op run has a 0.5 s budget.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     os.umask(UMASK)  # what deploy writes is never world-writable, whatever the shell's umask
-    _open_standard_streams()
-    _warnings_to_stderr()
+    open_standard_streams()
+    warnings_to_stderr()
     verbose = any(arg in ("-v", "--verbose") for arg in sys.argv[1:])
     wide_help()
     if _replayed(sys.argv[1:]):
         sys.exit(ExitCode.OK)
     sys.exit(_invoke(verbose))
-
-
-def _open_standard_streams() -> None:
-    """A closed stdout or stderr (`deploy run ... >&-`, a supervisor's closed pipe): /dev/null
-    in its place, so printing, and the stages' redirection of fds 1 and 2 into their logs,
-    work; deploy crashed at start (sys.stdout is None) before anything ran."""
-    for fd, name in ((1, "stdout"), (2, "stderr")):
-        try:
-            os.fstat(fd)
-        except OSError:
-            null = os.open(os.devnull, os.O_WRONLY)  # the lowest free fd: this one, where 0 is open
-            if null != fd:
-                os.dup2(null, fd)
-                os.close(null)
-            setattr(sys, name, open(fd, "w", closefd=False))
-
-
-def _warnings_to_stderr() -> None:
-    """The `deploy` logger's warnings (a command waiting for another's repository lock, a
-    lock that cannot be made) on stderr: the package gives the logger only a NullHandler,
-    which library users configure, so the CLI's commands said nothing while they waited."""
-    import logging
-
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setLevel(logging.WARNING)
-    handler.setFormatter(logging.Formatter("warning: %(message)s"))
-    logging.getLogger("deploy").addHandler(handler)
 
 
 def _replayed(args: list[str]) -> bool:

@@ -52,11 +52,9 @@ def run_pipeline(
     """`deploy run` once no replay answered it: the full path, which checks every stage."""
     from deploy.commands.replay import forget, remember
 
-    for option, path in (("--junit", junit), ("--json", summary_json)):
-        check_writable(option, path, config)
-    junit, summary_json = (_followed(p) for p in (junit, summary_json))
+    junit, summary_json = _ci_files(config, junit, summary_json)
     from deploy.console.ui import ConsoleReporter
-    from deploy.pipeline.process import faults, stopping
+    from deploy.pipeline.process import stopping
 
     # SIGTERM and SIGHUP as Ctrl-C from here to the end, not only while a stage runs: one
     # landing after the last stage killed the run before its JUnit and --json were written.
@@ -75,15 +73,31 @@ def run_pipeline(
         raise
     finally:
         if runner is not None and runner.summary is not None:
-            with stopping.deferred():  # the CI files whole first; the stop is raised after them
-                faults.point("ci-files")
-                screen = finish_run(runner, console, verbose, junit, summary_json)
+            screen = _finish_whole(runner, console, verbose, junit, summary_json)
             written = screen is not None
     if not written:
         raise typer.Exit(ExitCode.CONFIG)
     if choice.whole and runner is not None and screen is not None:
         with contextlib.suppress(OSError):  # no footprint only costs the next run its full path
             remember(runner, config, cache_dir, screen, reporter.warned)
+
+
+def _ci_files(config: Path, junit: Path | None, summary_json: Path | None) -> tuple[Path | None, Path | None]:
+    """--junit and --json checked before anything runs, symlinks followed to their targets."""
+    for option, path in (("--junit", junit), ("--json", summary_json)):
+        check_writable(option, path, config)
+    return _followed(junit), _followed(summary_json)
+
+
+def _finish_whole(
+    runner: Runner, console: Console, verbose: bool, junit: Path | None, summary_json: Path | None
+) -> Screen | None:
+    """finish_run with a stop held until the CI files are whole (it is raised after them)."""
+    from deploy.pipeline.process import faults, stopping
+
+    with stopping.deferred():
+        faults.point("ci-files")
+        return finish_run(runner, console, verbose, junit, summary_json)
 
 
 def _load(config: Path, cache_dir: Path | None, accept_regression: str | None) -> Project:

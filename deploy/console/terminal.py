@@ -29,3 +29,30 @@ def wide_help() -> None:
     typer reads), unless the user chose a width."""
     if not sys.stdout.isatty() and "TERMINAL_WIDTH" not in os.environ and "COLUMNS" not in os.environ:
         os.environ["TERMINAL_WIDTH"] = HELP_WIDTH
+
+
+def open_standard_streams() -> None:
+    """A closed stdout or stderr (`deploy run ... >&-`, a supervisor's closed pipe): /dev/null
+    in its place, so printing, and the stages' redirection of fds 1 and 2 into their logs,
+    work; deploy crashed at start (sys.stdout is None) before anything ran."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY)  # the lowest free fd: this one, where 0 is open
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, name, open(fd, "w", closefd=False))
+
+
+def warnings_to_stderr() -> None:
+    """The `deploy` logger's warnings (a command waiting for another's repository lock, a
+    lock that cannot be made) on stderr: the package gives the logger only a NullHandler,
+    which library users configure, so the CLI's commands said nothing while they waited."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("warning: %(message)s"))
+    logging.getLogger("deploy").addHandler(handler)

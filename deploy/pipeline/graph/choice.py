@@ -18,3 +18,11 @@ class StageSelection:
 
     def forced(self, name: str) -> bool:
         return name in self.force or ALL_STAGES in self.force
+
+
+def outside_message(stage: str) -> str:
+    """Why a stage outside the selection cannot be served: it has no cached result."""
+    return (
+        f"stage '{stage}' is outside the selected stages and has no cached result "
+        f"for its current inputs; include it (e.g. --from {stage})"
+    )

@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from deploy.pipeline.errors import DeployError, DiskFull, ExitCode, SelectionError, StageError, disk_full
-from deploy.pipeline.graph.choice import StageSelection
+from deploy.pipeline.graph.choice import StageSelection, outside_message
 from deploy.pipeline.graph.contract import Artifact, Phase
 from deploy.pipeline.graph.dag import Node, rewritten
 from deploy.pipeline.graph.keys import KeyParts
@@ -32,7 +32,7 @@ from deploy.pipeline.publish.tree import Verification, publish
 from deploy.pipeline.publish.verification import PublishGate
 from deploy.pipeline.report.reporter import Reporter
 from deploy.pipeline.report.results import RunStatus as RunStatus
-from deploy.pipeline.report.results import RunSummary
+from deploy.pipeline.report.results import RunSummary, first_failed
 from deploy.pipeline.report.results import StageResult as StageResult
 from deploy.pipeline.report.results import Status as Status
 from deploy.pipeline.report.summary import RunOf, write_summary
@@ -100,7 +100,7 @@ class Runner:
                 self._verified(node, result)
                 if result.status is Status.FAILED:
                     break
-            outcome = RunStatus.FAILED if _failed(results) else RunStatus.OK
+            outcome = RunStatus.FAILED if first_failed(results) else RunStatus.OK
         except stopping.Stopped as stopped:
             results.append(stopped.result)
             raise KeyboardInterrupt(stopped.result.message) from None
@@ -110,7 +110,7 @@ class Runner:
                     self._settle(results, time.perf_counter() - started, outcome)
             finally:
                 stopping.restore(previous)
-        failed = _failed(results)
+        failed = first_failed(results)
         if failed is not None:
             raise StageError(
                 failed.name, failed.message, failed.log, self.resume(failed.name), failed.exit_code
@@ -168,7 +168,7 @@ class Runner:
             return
         for row in make_plan(self.project, self.store, self.remote):
             if row.name in outside and row.action is Action.RUN:
-                raise SelectionError(_outside_message(row.name))
+                raise SelectionError(outside_message(row.name))
 
     def resume(self, stage: str) -> str:
         return f"deploy run {self.project.path} --from {stage}"
@@ -219,7 +219,7 @@ class Runner:
     def _outside_selection(self, node: Node, key: str, parts: KeyParts, entry: Entry | None) -> StageResult:
         if entry is None:  # found only now: an upstream stage's new output changed its key
             result = StageResult(
-                node.name, Status.FAILED, key, message=_outside_message(node.name), exit_code=ExitCode.CONFIG
+                node.name, Status.FAILED, key, message=outside_message(node.name), exit_code=ExitCode.CONFIG
             )
             return self._report(result)
         return self._hit(node, key, parts, entry)
@@ -395,14 +395,3 @@ class Runner:
     def _write_summary(self, results: list[StageResult], seconds: float, outcome: RunStatus) -> None:
         run = RunOf(self.project, self.store, tuple(self.gate.notes))
         self.summary = write_summary(run, results, seconds, outcome, self.reporter.warn)
-
-
-def _failed(results: list[StageResult]) -> StageResult | None:
-    return next((r for r in results if r.status is Status.FAILED), None)
-
-
-def _outside_message(stage: str) -> str:
-    return (
-        f"stage '{stage}' is outside the selected stages and has no cached result "
-        f"for its current inputs; include it (e.g. --from {stage})"
-    )

@@ -239,3 +239,7 @@ def _where(store: Store, output: Output) -> str:
         return str(store.path_of(output))
     except OSError as exc:
         return f"(not laid out: {exc})"
+
+
+def first_failed(results: list[StageResult]) -> StageResult | None:
+    return next((r for r in results if r.status is Status.FAILED), None)

@@ -69,6 +69,20 @@ def run(ctx: StageContext, params: GoldenParams) -> None:
     ctx.log.info("reference outputs: %s", _shapes(golden))
     batching = _batching(config, golden, eager.infer)
     ctx.output(BATCHING).write_text(json.dumps(batching.to_json(), indent=1))
+    _judge_answers(ctx, golden, batching)
+    # Each concurrent client's request gets the eager answer for exactly its own rows.
+    clients = references.client_inputs(inputs, config.batch_dim is not None)
+    references.save(ctx.output(GOLDEN), golden, [references.Case(c, eager.infer(c)) for c in clients])
+    record = _record(ctx, adapter, golden, spread, dropped)
+    ctx.output(EAGER).write_text(json.dumps(record.to_json(), indent=1))
+    _say(ctx, golden, batching, record)
+
+
+def _judge_answers(ctx: StageContext, golden: Golden, batching: BatchIndependence) -> None:
+    """Answers constant at every shape refused; answers the same whatever the inputs said (partial)."""
+    from deploy.gates import references
+    from deploy.stages.golden import answers
+
     references.refuse_constant(
         "reference output",
         {lb: golden[lb].outputs for lb in ("min", "opt", "max")},
@@ -78,12 +92,6 @@ def run(ctx: StageContext, params: GoldenParams) -> None:
     if blind := answers.input_blind(golden):
         ctx.log.warning(blind)
         ctx.partial(blind)
-    # Each concurrent client's request gets the eager answer for exactly its own rows.
-    clients = references.client_inputs(inputs, config.batch_dim is not None)
-    references.save(ctx.output(GOLDEN), golden, [references.Case(c, eager.infer(c)) for c in clients])
-    record = _record(ctx, adapter, golden, spread, dropped)
-    ctx.output(EAGER).write_text(json.dumps(record.to_json(), indent=1))
-    _say(ctx, golden, batching, record)
 
 
 def _answer(eager: TorchModule, case: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
