@@ -18,7 +18,7 @@ import typer
 import deploy.commands.startup  # noqa: F401  (first: before any module imports pydantic)
 from deploy.commands.bench_cli import bench
 from deploy.commands.cache import cache_app
-from deploy.commands.cli_common import ConfigArg, directory
+from deploy.commands.cli_common import CacheOpt, ConfigArg
 from deploy.commands.cli_common import console as _console
 from deploy.commands.cli_common import project as _project
 from deploy.commands.exit_errors import failed
@@ -73,15 +73,6 @@ def _root(
     """Build, verify and cache a PyTorch -> ONNX -> TensorRT -> Triton pipeline from one YAML file."""
 
 
-CacheOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--cache-dir",
-        parser=directory,
-        metavar="DIR",
-        help="Artifact store (overrides the config and $DEPLOY_CACHE_DIR).",
-    ),
-]
 Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show tracebacks and more detail.")]
 
 

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from deploy.commands.cli_common import directory
+from deploy.commands.cli_common import CacheOpt
 from deploy.console.terminal import make_console
 from deploy.domain.issues import Issue
 from deploy.pipeline.errors import ConfigError, ExitCode
@@ -29,15 +29,6 @@ cache_app = typer.Typer(
 
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", help="Use this config's cache_dir (and cache.remote).")
-]
-CacheOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--cache-dir",
-        parser=directory,
-        metavar="DIR",
-        help="Artifact store (overrides the config and $DEPLOY_CACHE_DIR).",
-    ),
 ]
 RemoteOpt = Annotated[
     str | None,

@@ -24,6 +24,18 @@ def directory(text: str) -> Path:
     return Path(text)
 
 
+# One --cache-dir for every command that takes it (run, plan, cache ...).
+CacheOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache-dir",
+        parser=directory,
+        metavar="DIR",
+        help="Artifact store (overrides the config and $DEPLOY_CACHE_DIR).",
+    ),
+]
+
+
 def console() -> Console:
     from deploy.pipeline.process.logs import console_stream
 

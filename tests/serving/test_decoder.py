@@ -339,15 +339,20 @@ def test_golden_generates_plain_greedy_whatever_the_generation_config_asks(eager
     assert differed, "the penalty changed no generation: this test would not see it applied"
 
 
-def test_a_sliding_window_cache_is_refused_naming_it(tmp_path: Path) -> None:
-    (tmp_path / "windowed.py").write_text(
+def _init_mistral(tmp_path: Path, setting: str):
+    """`deploy init` on a tiny Mistral built with `setting` (one more MistralConfig keyword)."""
+    (tmp_path / "mistral.py").write_text(
         "def mistral():\n"
         "    from transformers import MistralConfig, MistralForCausalLM\n"
         "    return MistralForCausalLM(MistralConfig(vocab_size=32, hidden_size=32, intermediate_size=64,\n"
-        "        num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, sliding_window=4))\n"
+        f"        num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, {setting}))\n"
     )
-    done = run_cli("init", "--file", str(tmp_path / "windowed.py"), "--callable", "mistral",
+    return run_cli("init", "--file", str(tmp_path / "mistral.py"), "--callable", "mistral",
                    "--input", "input_ids:int64:1x1/1x8/1x16", cwd=tmp_path)  # fmt: skip
+
+
+def test_a_sliding_window_cache_is_refused_naming_it(tmp_path: Path) -> None:
+    done = _init_mistral(tmp_path, "sliding_window=4")
     assert done.returncode == 3, done.stderr
     assert "DynamicSlidingWindowLayer" in done.stderr and "Traceback" not in done.stderr
     assert "build it with sliding_window=None" not in done.stderr  # its window (4) is a real one
@@ -357,14 +362,7 @@ def test_a_sliding_window_cache_is_refused_naming_it(tmp_path: Path) -> None:
 def test_a_window_no_position_can_leave_is_named_with_the_setting(tmp_path: Path) -> None:
     """Mistral's default sliding_window (4096) in a 64-position config: refused as sliding,
     with no hint that it is plain in all but name."""
-    (tmp_path / "wide.py").write_text(
-        "def mistral():\n"
-        "    from transformers import MistralConfig, MistralForCausalLM\n"
-        "    return MistralForCausalLM(MistralConfig(vocab_size=32, hidden_size=32, intermediate_size=64,\n"
-        "        num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64))\n"
-    )
-    done = run_cli("init", "--file", str(tmp_path / "wide.py"), "--callable", "mistral",
-                   "--input", "input_ids:int64:1x1/1x8/1x16", cwd=tmp_path)  # fmt: skip
+    done = _init_mistral(tmp_path, "max_position_embeddings=64")
     assert done.returncode == 3, done.stderr
     assert "sliding_window (4096) is at least its max_position_embeddings (64)" in done.stderr
     assert "build it with sliding_window=None" in done.stderr
