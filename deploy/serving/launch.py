@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import deploy.serving.repository
+from deploy.pipeline.errors import StageFailed
 from deploy.serving import tritonserver
 from deploy.serving.model_state import UNKNOWN, LoadState, ModelState
 from deploy.serving.repository import Model
@@ -66,11 +67,27 @@ def wait_models(server: tritonserver.Server, models: list[str], deadline: float)
     deadline are reported as timed out."""
     states: dict[str, LoadState] = {}
     while time.monotonic() < deadline:
-        states = tritonserver.repository_index(server)
+        states = _index(server, states)
         if all(states.get(m, UNKNOWN).settled for m in models):
             return {m: states[m] for m in models}
         time.sleep(0.2)
     return {m: _final(states.get(m, UNKNOWN)) for m in models}
+
+
+def _index(server: tritonserver.Server, last: dict[str, LoadState]) -> dict[str, LoadState]:
+    """The server's index; `last` again while our server runs but does not answer (a
+    moment's refusal under load). A server that ended is named with its own end."""
+    try:
+        return tritonserver.repository_index(server)
+    except OSError as exc:  # urllib's URLError is one
+        ended = tritonserver.exited(server, "while its models loaded")
+        if ended is not None:
+            raise ended from exc
+        if server.process is None:  # a server someone else runs (kind url) went away
+            raise StageFailed(
+                f"the server at {server.http} stopped answering while its models loaded: {exc}"
+            ) from exc
+        return last
 
 
 def _final(state: LoadState) -> LoadState:

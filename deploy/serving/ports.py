@@ -3,10 +3,12 @@ error, since clients were told to use it), the rest are free ones that differ fr
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 
 from deploy.pipeline.errors import EnvError
 from deploy.serving.server_spec import ServerSpec
@@ -130,6 +132,28 @@ def probe(host_port: str, path: str, timeout_s: float = 2.0) -> Probe:
         return Probe.DOWN
     except OSError:  # reset, unreachable: the port is not a server's that is starting
         return Probe.TAKEN
+
+
+def listens(pid: int, host_port: str) -> bool:
+    """Whether process `pid` holds the listening socket on host_port's port (Linux: its
+    socket inodes in /proc/PID/fd against /proc/net/tcp*); True where /proc cannot tell."""
+    port = int(host_port.rpartition(":")[2])
+    try:
+        held = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        tables = [Path(f"/proc/net/{name}").read_text() for name in ("tcp", "tcp6")]
+    except OSError:
+        return True
+    listening = {f"socket:[{row[9]}]" for row in _rows(tables) if _is_listener(row, port)}
+    return bool(listening & held)
+
+
+def _rows(tables: list[str]) -> list[list[str]]:
+    return [line.split() for table in tables for line in table.splitlines()[1:] if line.strip()]
+
+
+def _is_listener(row: list[str], port: int) -> bool:
+    """A /proc/net/tcp row: local address HEX:PORT, state 0A (LISTEN), inode in column 10."""
+    return len(row) > 9 and row[3] == "0A" and int(row[1].rpartition(":")[2], 16) == port
 
 
 def classify(sock: socket.socket, path: str, host_port: str) -> Probe:

@@ -29,7 +29,7 @@ from deploy.pipeline.errors import EnvError, MissingDependency, StageFailed
 from deploy.pipeline.process import lifeline
 from deploy.serving.locate import Launch, locate
 from deploy.serving.model_state import UNKNOWN, LoadState
-from deploy.serving.ports import Probe, choose_ports, probe
+from deploy.serving.ports import Probe, choose_ports, listens, probe
 from deploy.serving.server_spec import ServerKind, ServerSpec
 
 PORT_RETRIES = 3
@@ -81,6 +81,13 @@ def serving(
             if spec.kind is ServerKind.URL:
                 loaded = _load_into_existing(server, models)
             yield server
+        except StopRequested:
+            raise
+        except Exception as exc:  # a refused connection says less than the server's own end
+            ended = exited(server, "while it served")
+            if ended is None:
+                raise
+            raise ended from exc
         finally:
             _unload(server, loaded)
             stop(server, spec.stop_grace_s)
@@ -145,9 +152,12 @@ def _start(
         # never retried; a retry only ever re-picks the free ones.
         server = _start_local(spec, launch, repo, models, log, origins)
         server.notes[:0] = notes
-        if not _lost_port_race(server):
+        if not _lost_port_race(server, time.monotonic() + spec.startup_timeout_s):
             return server
-        notes.append(f"attempt {attempt + 1}: a port was taken before the server bound it; retrying")
+        notes = [
+            *server.notes,
+            f"attempt {attempt + 1}: a port was taken before the server bound it; retrying",
+        ]
     return server
 
 
@@ -194,26 +204,27 @@ def _network_flags(host: str, ports: list[int]) -> list[str]:
     ]
 
 
-def _lost_port_race(server: Server) -> bool:
+def _lost_port_race(server: Server, deadline: float) -> bool:
     """True when a port we picked was taken meanwhile: the server exited saying so, or
-    the port answered as no tritonserver would (a connection to itself, a reset, a non-HTTP
-    reply: ports.probe). Such a server is stopped; the caller picks free ports again."""
-    deadline = time.monotonic() + 5
+    the port answered before our server listened there (Triton binds its ports only once
+    its models are loaded, so another tritonserver that picked the same free port answers
+    first), or as no tritonserver would (ports.probe). Such a server is stopped; the
+    caller picks free ports again. False once ours answers (or at the deadline: wait_live
+    says why)."""
+    assert server.process is not None
     seen = Probe.DOWN
-    while time.monotonic() < deadline and server.process and server.process.poll() is None:
+    while time.monotonic() < deadline and server.process.poll() is None:
         seen = probe(server.http, "/v2/health/live")
         if "already in use" in server.log_tail(20) or seen is not Probe.DOWN:
             break
         time.sleep(0.1)
-    if seen is Probe.TAKEN and server.process and server.process.poll() is None:
-        server.notes.append(
-            f"{server.http} answered as no tritonserver would (taken, or connected to itself)"
-        )
+    if seen is not Probe.DOWN and server.process.poll() is None:
+        if seen is Probe.UP and listens(server.process.pid, server.http):
+            return False
+        server.notes.append(f"{server.http} answered, but not from our tritonserver (a port taken meanwhile)")
         stop(server, grace_s=5)
         return True
-    return bool(
-        server.process and server.process.poll() is not None and "already in use" in server.log_tail(40)
-    )
+    return server.process.poll() is not None and "already in use" in server.log_tail(40)
 
 
 def _start_docker(
@@ -305,13 +316,23 @@ def stop_requests() -> Iterator[None]:
 
 
 # -- readiness -------------------------------------------------------------------------------
+def exited(server: Server, when: str) -> StageFailed | None:
+    """How our server ended, with its log's tail; None while it runs (or is not ours)."""
+    process = server.process
+    if process is None or process.poll() is None:
+        return None
+    code = process.returncode
+    how = f"exited with code {code}"
+    if code < 0 and -code in signal.valid_signals():
+        how = f"was killed by {signal.Signals(-code).name}"
+    return StageFailed(f"tritonserver {how} {when}; server log tail:\n{server.log_tail()}")
+
+
 def wait_live(server: Server, deadline: float) -> None:
     while time.monotonic() < deadline:
-        if server.process is not None and server.process.poll() is not None:
-            raise StageFailed(
-                f"tritonserver exited with code {server.process.returncode} while starting; "
-                f"server log tail:\n{server.log_tail()}"
-            )
+        ended = exited(server, "while starting")
+        if ended is not None:
+            raise ended
         if _answers(server.http, "/v2/health/live"):
             return
         time.sleep(0.1)

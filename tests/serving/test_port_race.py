@@ -1,0 +1,97 @@
+"""Our tritonserver is the one answering: a real tritonserver binds its ports only once
+its models are loaded, so another process that took the free port picked for it answers
+first. That server is not taken for ours (its port is picked again), and a server of
+ours that dies is named by how it ended, not by a refused connection."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deploy.pipeline.errors import StageFailed
+from deploy.serving import tritonserver
+from deploy.serving.launch import serve_repository
+from deploy.serving.model_state import ModelState
+from deploy.serving.ports import listens
+from deploy.serving.server_spec import ServerSpec
+from tests.serving.test_launch import DOUBLE, python_model
+
+pytestmark = pytest.mark.triton
+
+# Answers 200 to every GET, as a live tritonserver's /v2/health/live does.
+IMPOSTOR = """
+import http.server, sys
+class Live(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Live).serve_forever()
+"""
+
+SLOW = "import time\ntime.sleep(3)  # Triton binds its ports after this load\n" + DOUBLE
+
+
+def test_listens_tells_our_listener_from_another_process() -> None:
+    with socket.socket() as ours:
+        ours.bind(("127.0.0.1", 0))
+        ours.listen()
+        port = ours.getsockname()[1]
+        assert listens(os.getpid(), f"127.0.0.1:{port}")
+        other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        try:
+            assert not listens(other.pid, f"127.0.0.1:{port}")
+        finally:
+            other.kill()
+            other.wait()
+
+
+def test_a_port_answered_by_another_process_is_picked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tritonclient.http as httpclient
+
+    repo = tmp_path / "repo"
+    python_model(repo, "double", SLOW)
+    impostors: list[subprocess.Popen[bytes]] = []
+    choose = tritonserver.choose_ports
+
+    def taken_first(spec: ServerSpec, origins: dict[str, str]) -> list[int]:
+        ports = choose(spec, origins)
+        if not impostors:  # the first pick is taken right after it was made
+            impostors.append(subprocess.Popen([sys.executable, "-c", IMPOSTOR, str(ports[0])]))
+        return ports
+
+    monkeypatch.setattr(tritonserver, "choose_ports", taken_first)
+    try:
+        with serve_repository(ServerSpec(), repo, tmp_path / "work") as served:
+            assert served.states["double"].state is ModelState.READY
+            assert any("not from our tritonserver" in n for n in served.server.notes), served.server.notes
+            assert served.server.process is not None
+            assert listens(served.server.process.pid, served.server.http)
+            client = httpclient.InferenceServerClient(served.server.http)
+            assert client.is_model_ready("double")
+        assert impostors[0].poll() is None, "the other process was stopped: it was not ours"
+    finally:
+        for impostor in impostors:
+            impostor.kill()
+            impostor.wait()
+
+
+def test_a_server_killed_while_serving_is_named_by_its_end(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    python_model(repo, "double", DOUBLE)
+    with pytest.raises(
+        StageFailed, match=r"tritonserver was killed by SIGKILL while it served; server log tail"
+    ):
+        with serve_repository(ServerSpec(), repo, tmp_path / "work") as served:
+            assert served.server.process is not None
+            served.server.process.send_signal(signal.SIGKILL)
+            served.server.process.wait()
+            tritonserver.repository_index(served.server)  # refused: nothing listens any more
