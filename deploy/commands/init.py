@@ -190,7 +190,16 @@ def initialise(request: InitRequest) -> tuple[Path, str]:
     dest = (request.output or Path(f"{name}.yaml")).absolute()
     if dest.exists() and not request.overwrite:
         raise ConfigError(str(dest), [Issue("--output", "exists; pass --overwrite to replace it")])
-    text = make_config(request.source(dest.parent), request.input_args(), name, dest, request.batch_dim)
+    from deploy.pipeline.errors import StageFailed
+    from deploy.pipeline.process.child_call import in_child
+
+    args = (request.source(dest.parent), request.input_args(), name, dest, request.batch_dim)
+    try:  # the model is the user's code: a native crash in it is named, not the command's end
+        text = in_child(make_config, *args)
+    except StageFailed as exc:
+        raise ConfigError(
+            "model", [Issue("model", f"{exc}, while deploy init built and called it")]
+        ) from None
     write_checked(text, dest)
     called = next((line for line in text.splitlines() if line.startswith("# The model was called with")), "")
     return dest, called.removeprefix("# ")

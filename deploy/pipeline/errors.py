@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from enum import IntEnum
 from pathlib import Path
+from typing import Any
 
 from deploy.domain.issues import Issue
 
@@ -30,6 +31,18 @@ class ExitCode(IntEnum):
 
 class DeployError(Exception):
     exit_code = ExitCode.INTERNAL
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Subclasses take other arguments than their message; a child's error (child_call)
+        # crosses the pipe as its class, args and fields.
+        return (_rebuilt, (type(self), self.args, self.__dict__))
+
+
+def _rebuilt(cls: type[DeployError], args: tuple[Any, ...], fields: dict[str, Any]) -> DeployError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(fields)
+    return error
 
 
 class ConfigError(DeployError):

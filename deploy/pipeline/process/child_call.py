@@ -1,0 +1,90 @@
+"""A call into the user's code outside a stage (`deploy init` building and calling the
+model, `validate --probe`) made in a forked child: a segfault or abort in an extension,
+or an `os._exit` in the model's code, then ends the child, and the command names it
+instead of vanishing without a word. The answer and deploy's own errors come back."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import traceback
+from collections.abc import Callable
+from enum import Enum
+from multiprocessing.connection import Connection
+from typing import Any, TypeVar
+
+from deploy.pipeline.errors import DeployError, StageFailed
+from deploy.pipeline.process import lifeline
+
+T = TypeVar("T")
+
+
+class Reply(str, Enum):
+    RETURNED = "returned"
+    RAISED = "raised"  # a DeployError, sent as it is
+    INTERRUPTED = "interrupted"  # Ctrl-C reached the child first
+    FAILED = "failed"  # anything else is deploy's bug: its traceback as text, exit 70
+
+
+def in_child(call: Callable[..., T], *args: Any) -> T:
+    """call(*args) in a forked child (the caller holds no threads: a CLI command before
+    its work); its result or DeployError; StageFailed naming how a child that never answered ended."""
+    context = multiprocessing.get_context("fork")
+    reader, writer = context.Pipe(duplex=False)
+    child = context.Process(target=_child, args=(writer, call, args), daemon=True)
+    child.start()
+    writer.close()
+    try:
+        kind, value = _receive(reader)
+        child.join()
+    finally:
+        if child.is_alive():  # the command itself was stopped (Ctrl-C): so is the call
+            child.kill()
+            child.join()
+    return _outcome(kind, value, child.exitcode)
+
+
+def _receive(reader: Connection) -> tuple[Reply | None, Any]:
+    try:
+        return reader.recv()  # type: ignore[no-any-return]
+    except EOFError:  # the child ended without a reply
+        return None, None
+
+
+def _outcome(kind: Reply | None, value: Any, exitcode: int | None) -> Any:
+    if kind is Reply.RETURNED:
+        return value
+    if kind is Reply.RAISED:
+        raise value
+    if kind is Reply.INTERRUPTED:
+        raise KeyboardInterrupt
+    if kind is Reply.FAILED:
+        raise RuntimeError(f"in the child process that ran the call:\n{value}")
+    raise StageFailed(ended(exitcode))
+
+
+def ended(exitcode: int | None) -> str:
+    """How a child that never answered ended, in the words a model's author can act on."""
+    if exitcode is not None and exitcode < 0 and -exitcode in signal.valid_signals():
+        name = signal.Signals(-exitcode).name
+        return f"the process running the model's code was killed by {name} (a native crash or abort in it, or a kill)"
+    return f"the model's code ended the process (exit code {exitcode}) before it returned, as os._exit() does"
+
+
+def _child(writer: Connection, call: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    lifeline.die_with_parent()
+    try:
+        reply: tuple[Reply, Any] = (Reply.RETURNED, call(*args))
+    except DeployError as exc:
+        reply = (Reply.RAISED, exc)
+    except KeyboardInterrupt:
+        reply = (Reply.INTERRUPTED, None)
+    except BaseException as exc:  # sent as text: its class need not unpickle in the parent
+        reply = (Reply.FAILED, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+    try:
+        writer.send(reply)
+    except Exception as exc:  # an answer that does not pickle is deploy's bug: say so
+        writer.send((Reply.FAILED, f"its answer could not be sent back: {type(exc).__name__}: {exc}"))
+    writer.close()
+    os._exit(0)  # no atexit handlers or finalizers of the parent's copy run twice

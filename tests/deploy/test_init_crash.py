@@ -1,0 +1,101 @@
+"""`deploy init` and `validate --probe` call the user's model in a child process
+(pipeline/process/child_call.py): a native crash or an os._exit() in the model's code
+ended the command itself, with no message and no config, or with exit 0, which CI reads
+as success. Now the refusal names how it ended, and Ctrl-C still stops both."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, Cli, living_in_session, signals_as_a_terminal_sends_them
+
+MODELS = """
+import ctypes
+import os
+import time
+
+import torch
+
+
+class Crashes(torch.nn.Module):
+    def forward(self, x):
+        ctypes.string_at(0)  # reads address 0: SIGSEGV, as a broken extension would
+        return x
+
+
+class Quits(torch.nn.Module):
+    def forward(self, x):
+        os._exit(0)
+
+
+class Hangs(torch.nn.Module):
+    def forward(self, x):
+        time.sleep(300)
+        return x
+
+
+class Doubles(torch.nn.Module):
+    def forward(self, x):
+        return 2 * x
+"""
+SHAPES = "x:float32:1x4/2x4/4x4"
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ("Crashes", "the process running the model's code was killed by SIGSEGV"),
+        ("Quits", "the model's code ended the process (exit code 0) before it returned, as os._exit() does"),
+    ],
+)
+def test_a_model_that_ends_the_process_is_named_and_nothing_is_written(
+    tmp_path: Path, cli: Cli, model: str, said: str
+) -> None:
+    (tmp_path / "models.py").write_text(MODELS)
+    made = cli("init", "--file", "models.py", "--callable", model, "--input", SHAPES, cwd=tmp_path)
+    assert made.returncode == 3, made.stderr
+    assert f"model: {said}" in made.stderr and "while deploy init built and called it" in made.stderr
+    assert not (tmp_path / f"{model}.yaml").exists()
+
+
+def test_validate_probe_names_a_crash_in_the_model(tmp_path: Path, cli: Cli) -> None:
+    (tmp_path / "models.py").write_text(MODELS)
+    made = cli("init", "--file", "models.py", "--callable", "Doubles", "--input", SHAPES, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    config = tmp_path / "Doubles.yaml"
+    assert cli("validate", str(config), "--probe", cwd=tmp_path).returncode == 0
+    config.write_text(config.read_text().replace("callable: Doubles", "callable: Crashes"))
+    probed = cli("validate", str(config), "--probe", cwd=tmp_path)
+    assert probed.returncode == 1 and "killed by SIGSEGV" in probed.stderr, probed.stderr
+
+
+def test_ctrl_c_while_the_model_hangs_stops_init_and_its_child(tmp_path: Path) -> None:
+    (tmp_path / "models.py").write_text(MODELS)
+    command = [sys.executable, "-m", "deploy", "init", "--file", "models.py", "--callable", "Hangs"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    init = subprocess.Popen(
+        [*command, "--input", SHAPES],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=signals_as_a_terminal_sends_them,
+    )
+    deadline = time.monotonic() + 60
+    while len(living_in_session(init.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)  # the child that calls the model has started
+    assert len(living_in_session(init.pid)) == 2
+    time.sleep(3)  # it is inside the forward by now (imports take about 2 s)
+    os.killpg(init.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the whole group
+    _, err = init.communicate(timeout=60)
+    assert init.returncode == 130, err
+    assert not living_in_session(init.pid)
+    assert not (tmp_path / "Hangs.yaml").exists()
