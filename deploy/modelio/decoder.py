@@ -39,7 +39,7 @@ class CacheStep(torch.nn.Module):
 
     def _tuples(self, input_ids: torch.Tensor, past: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
         pairs = tuple((past[2 * i], past[2 * i + 1]) for i in range(self.decoder.layers))
-        logits, present = self.model(input_ids, pairs)
+        logits, present = _logits_and_cache(self.model(input_ids, pairs))
         return (logits, *(t for pair in present for t in pair))
 
     def _transformers(
@@ -66,6 +66,17 @@ def _parameters(model: torch.nn.Module) -> set[str]:
     import inspect
 
     return set(inspect.signature(model.forward).parameters)
+
+
+def _logits_and_cache(result: Any) -> tuple[Any, Any]:
+    """(logits, past) as returned, or from a dict / ModelOutput's `logits` and its cache."""
+    if isinstance(result, tuple):
+        logits, present = result
+        return logits, present
+    logits = result.get("logits") if isinstance(result, dict) else getattr(result, "logits", None)
+    if logits is None:
+        raise StageFailed(f"the decoder answered a {type(result).__name__} without `logits` beside its cache")
+    return logits, returned_cache(result)
 
 
 def returned_cache(result: Any) -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import yaml
 
-from deploy.starter.decoder_found import decoder_inputs
+from deploy.starter.decoder_found import DEFAULT_MAX_PAST, POSITION_FIELDS, DecoderFound, decoder_inputs
 from deploy.starter.entries import InputEntry, SourceEntry
 from deploy.starter.inspection import COUNT, Findings, Found
 
@@ -104,6 +104,7 @@ def _notes(found: Findings, fixed: bool) -> list[str]:
             f"# A decoder with its key/value cache ({d.layers} layer(s), {d.heads} key/value head(s) of {d.head_dim}):",
             "# exported one step at a time, the past as inputs (empty at the prefill), the present as outputs,",
             "# Optimum's names; positions follow from the past's length (one sequence per row, no padding).",
+            *_guessed_positions(d),
         ]
     if found.detections:
         return [
@@ -120,6 +121,15 @@ def _notes(found: Findings, fixed: bool) -> list[str]:
     if fixed:
         return ["# Not every input has a batch dim alike: batch_dim: null, Triton's max_batch_size is 0."]
     return []
+
+
+def _guessed_positions(decoder: DecoderFound) -> list[str]:
+    if not decoder.guessed:
+        return []
+    return [
+        f"# The model's config names no positions ({POSITION_FIELDS[0]} or alike): the past's max",
+        f"# assumes {DEFAULT_MAX_PAST}, a GUESS. Set it to the model's context less input_ids' max.",
+    ]
 
 
 def _batch_lines(found: Findings) -> list[str]:

@@ -20,6 +20,15 @@ if TYPE_CHECKING:
 PAST_DIM = "past_sequence"
 # The longest past a written config declares where the model does not say its own.
 DEFAULT_MAX_PAST = 1024
+# Where configs say a model's positions (transformers' name first; GPT-2, MPT, Falcon, ...).
+POSITION_FIELDS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "max_sequence_length",
+    "seq_length",
+    "n_ctx",
+)
 
 
 @dataclass(frozen=True)
@@ -29,7 +38,8 @@ class DecoderFound:
     head_dim: int
     dtype: str
     cache: str  # spec.tensors.CacheConvention's value
-    max_past: int  # the model's positions (max_position_embeddings, else DEFAULT_MAX_PAST)
+    max_past: int  # the model's positions (POSITION_FIELDS, else DEFAULT_MAX_PAST)
+    guessed: bool = False  # the model says no positions: max_past is DEFAULT_MAX_PAST
 
 
 def found_decoder(model: Any, result: Any) -> DecoderFound | None:
@@ -39,7 +49,7 @@ def found_decoder(model: Any, result: Any) -> DecoderFound | None:
     cache = returned_cache(dict(result) if isinstance(result, Mapping) else result)
     if cache is not None and hasattr(cache, "layers"):
         return _from_layers(model, cache, "transformers")
-    pairs = _tuple_cache(result)
+    pairs = _pairs(cache) if cache is not None else _tuple_cache(result)
     return _found(model, pairs, "tuples") if pairs else None
 
 
@@ -98,9 +108,16 @@ def _window_hint(model: Any) -> str:
 
 def _tuple_cache(result: Any) -> list[Any]:
     """((key, value), ...) as the second of (logits, past): 4-d tensors in pairs."""
-    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], (tuple, list))):
+    if not (isinstance(result, tuple) and len(result) == 2):
         return []
-    pairs = list(result[1])
+    return _pairs(result[1])
+
+
+def _pairs(cache: Any) -> list[Any]:
+    """((key, value), ...): 4-d tensors in pairs, in a tuple or list; [] for anything else."""
+    if not isinstance(cache, (tuple, list)):
+        return []
+    pairs = list(cache)
     ok = all(
         isinstance(p, (tuple, list)) and len(p) == 2 and all(getattr(t, "ndim", 0) == 4 for t in p)
         for p in pairs
@@ -111,9 +128,10 @@ def _tuple_cache(result: Any) -> list[Any]:
 def _found(model: Any, pairs: list[Any], convention: str) -> DecoderFound:
     key = pairs[0][0]
     config = getattr(model, "config", None)
-    most = getattr(config, "max_position_embeddings", None) or DEFAULT_MAX_PAST
+    said = [getattr(config, name) for name in POSITION_FIELDS if isinstance(getattr(config, name, None), int)]
     dtype = str(key.dtype).removeprefix("torch.")
-    return DecoderFound(len(pairs), int(key.shape[1]), int(key.shape[3]), dtype, convention, int(most))
+    shape = len(pairs), int(key.shape[1]), int(key.shape[3])
+    return DecoderFound(*shape, dtype, convention, said[0] if said else DEFAULT_MAX_PAST, not said)
 
 
 def decoder_inputs(inputs: list[InputEntry], found: DecoderFound) -> list[InputEntry]:
