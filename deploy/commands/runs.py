@@ -194,7 +194,9 @@ def _published(summary: RunSummary) -> str:
     if PublishState.UNVERIFIED in states:
         return " (UNVERIFIED: no server check)"
     by = sorted({v for n in summary.publishing for v in n.verified_by})
-    return f" (verified by {', '.join(by)})" if by else ""
+    unchecked = sorted({m for n in summary.publishing for m in n.unchecked})
+    left = f"; {len(unchecked)} model(s) UNVERIFIED: its server could not load them" if unchecked else ""
+    return f" (verified by {', '.join(by)}{left})" if by else ""
 
 
 def ci_files_for_rejection(

@@ -105,3 +105,23 @@ def test_without_smoke_the_repository_is_published_and_said_to_be_unverified(tmp
     assert "UNVERIFIED: " in done.stdout + done.stderr and "(UNVERIFIED: no server check)" in done.stdout
     report = (tmp_path / "runs" / "tiny" / "report.html").read_text()
     assert "UNVERIFIED: published" in report
+
+
+@pytest.mark.triton
+def test_models_smoke_could_not_load_are_published_as_unverified_and_said_so(tmp_path: Path) -> None:
+    """nvidia-pytriton's server has no onnxruntime backend: smoke passes on the python model
+    and skips the onnx one. The repository said "verified by smoke" of both."""
+    data = tiny_dict(tmp_path, smoke=True)
+    data["stages"]["triton_config"]["formats"] = ["onnx", "python"]
+    data["stages"].pop("trace")
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    for _ in ("cold", "warm"):  # a cached smoke says it as well
+        done = run_cli("run", str(path))
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        last = done.stdout.rstrip().splitlines()[-1]
+        assert last.endswith("(verified by smoke; 1 model(s) UNVERIFIED: its server could not load them)")
+        manifest = json.loads((tmp_path / "model_repository" / ".deploy-tiny.json").read_text())
+        assert manifest["verified_by"] == ["smoke"] and manifest["unverified"] == ["tiny_onnx"]
+        [note] = summary(tmp_path)["publishing"]
+        assert note["unchecked"] == ["tiny_onnx"] and "no 'onnxruntime' backend" in note["note"]

@@ -26,6 +26,7 @@ SOURCE_ARTIFACT = "model"
 REPORT_KEY = "report"
 # The metrics key of a stage that passed with parts of its work skipped.
 PARTIAL_KEY = "partial"
+UNCHECKED_KEY = "unchecked"  # {model: why}: what a verifier passed without checking
 # The metrics key of a stage's one-line result, shown beside it in the console and report.
 HEADLINE_KEY = "headline"
 CONCLUSION_KEY = "conclusion"
@@ -164,6 +165,11 @@ class StageContext:
         """The stage passed, but only partly (e.g. "passed 2, skipped 3 (no onnxruntime
         backend)"): shown as `partial` in the console, JUnit output and run report."""
         self.metrics[PARTIAL_KEY] = note
+
+    def unchecked(self, models: dict[str, str]) -> None:
+        """A verifier that passed without checking these models (model -> why: its server
+        could not load them): a publish it verifies names them unverified, in the manifest too."""
+        self.metrics[UNCHECKED_KEY] = dict(sorted(models.items()))
 
     def conclusion(self, conclusion: Conclusion) -> None:
         """The run's conclusion (select's: what to deploy, for which target, how fast and

@@ -38,8 +38,11 @@ def last_publish(dest: Path, pipeline: str) -> str:
         found = json.loads((dest / manifest_name(pipeline)).read_text())
     except (OSError, ValueError):
         return f"{dest} holds nothing of '{pipeline}'"
-    verified = found.get("verified_by") or []
+    verified, unchecked = found.get("verified_by") or [], found.get("unverified") or []
     how = f"verified by {', '.join(verified)}" if verified else "unverified"
+    how += (
+        f", except {', '.join(unchecked)}, which its server could not load" if verified and unchecked else ""
+    )
     tree = f"tree {str(found['tree'])[:12]}, " if found.get("tree") else ""
     return f"{dest} keeps the last publish ({tree}{how}: {', '.join(found.get('models', []))})"
 

@@ -71,6 +71,7 @@ class Verification:
 
     by: tuple[str, ...] = ()
     tree: str = ""
+    unchecked: tuple[str, ...] = ()  # models published that its verifiers could not check
 
 
 def publish(
@@ -269,6 +270,7 @@ def manifest_record(pipeline: str, models: Iterable[str], verified: Verification
         "pipeline": pipeline,
         "models": sorted(models),
         "verified_by": sorted(verified.by),
+        "unverified": sorted(verified.unchecked),
         "tree": verified.tree,
     }
 

@@ -14,7 +14,7 @@ The engine knows no stage by name: what verifies what is each stage's declaratio
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,6 +45,7 @@ class Held:
     destinations: tuple[Destination, ...]
     verifiers: list[str]
     passed: list[str]
+    unchecked: dict[str, str] = field(default_factory=dict)  # model -> why its verifier could not check it
 
 
 class PublishGate:
@@ -89,12 +90,15 @@ class PublishGate:
             checked = node.bindings.get(held.artifact.name) == ArtifactRef(held.node.name, held.artifact.name)
             if result.status in PASSED and checked:
                 held.passed.append(node.name)
+                held.unchecked.update(result.unchecked)
             else:
                 self._withhold(held, _why_not(node.name, result, checked))
                 continue
             if set(held.passed) == set(held.verifiers):
                 self.held.remove(held)
-                self._out(held.node, held.artifact, held.output, held.destinations, held.passed)
+                self._out(
+                    held.node, held.artifact, held.output, held.destinations, held.passed, held.unchecked
+                )
 
     def close(self) -> None:
         """The run is over: what still waits was never verified in it."""
@@ -109,20 +113,21 @@ class PublishGate:
         output: Output,
         destinations: Iterable[Destination],
         by: list[str],
+        unchecked: dict[str, str] | None = None,
     ) -> None:
         from deploy.pipeline.publish.tree import Verification
 
-        verified = sorted(by)
-        stamp = Verification(tuple(verified), output.digest)
+        verified, left = sorted(by), sorted(unchecked or {})
+        stamp = Verification(tuple(verified), output.digest, tuple(left))
         for dest in destinations:
             models, _ = self._publish(node, output, dest, stamp)
             state = PublishState.VERIFIED if verified else PublishState.UNVERIFIED
-            note = (
-                ""
-                if verified
-                else "no stage of this config verifies it: add smoke to check it on a real server"
-            )
-            self.notes.append(PublishNote(artifact.name, str(dest), state, verified, models, note))
+            note = "; ".join(sorted(set((unchecked or {}).values())))
+            if not verified:
+                note = "no stage of this config verifies it: add smoke to check it on a real server"
+            self.notes.append(PublishNote(artifact.name, str(dest), state, verified, models, note, left))
+            if left:
+                self._note(f"published to {dest} UNVERIFIED: {', '.join(left)} ({note})")
 
     def _withhold(self, held: Held, why: str) -> None:
         from deploy.pipeline.publish.readback import last_publish

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.pipeline.errors import ExitCode
-from deploy.pipeline.graph.contract import PARTIAL_KEY, Metrics
+from deploy.pipeline.graph.contract import PARTIAL_KEY, UNCHECKED_KEY, Metrics
 from deploy.pipeline.store.objects import Output, Store
 from deploy.pipeline.store.provenance import Provenance
 
@@ -60,6 +60,12 @@ class StageResult:
         note = self.metrics.get(PARTIAL_KEY)
         return str(note) if note else None
 
+    @property
+    def unchecked(self) -> dict[str, str]:
+        """model -> why: what this verifier passed without checking (StageContext.unchecked)."""
+        found = self.metrics.get(UNCHECKED_KEY)
+        return {str(m): str(why) for m, why in found.items()} if isinstance(found, dict) else {}
+
     def summary(self, store: Store) -> StageSummary:
         """Its row in the run summary."""
         outputs = {
@@ -100,13 +106,21 @@ class PublishNote:
     verified_by: list[str] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
     note: str = ""  # why withheld, and what the destination keeps
+    unchecked: list[str] = field(default_factory=list)  # published, but its verifiers could not check them
 
     def text(self) -> str:
         if self.state is PublishState.VERIFIED:
-            return f"published {self.destination} (verified by {', '.join(self.verified_by)})"
+            return f"published {self.destination} (verified by {', '.join(self.verified_by)}{self.unchecked_text()})"
+
         if self.state is PublishState.UNVERIFIED:
             return f"UNVERIFIED: published {self.destination} without a server check ({self.note})"
         return f"NOT PUBLISHED to {self.destination}: {self.note}"
+
+    def unchecked_text(self) -> str:
+        """e.g. "; UNVERIFIED, not loaded by its server: m_onnx, m_torchscript (no onnxruntime backend)"."""
+        if not self.unchecked:
+            return ""
+        return f"; UNVERIFIED, not loaded by its server: {', '.join(self.unchecked)} ({self.note})"
 
 
 # 2: `publishing` (what was published, verified or not, and what was withheld)

@@ -206,6 +206,8 @@ def _finish(
     note = smoke_report.partial(models)
     if note:
         ctx.partial(note)
+        skipped = smoke_report.of(models, smoke_report.ModelStatus.SKIPPED)
+        ctx.unchecked({m: r.reason for m, r in skipped.items()})
     from deploy.stages.smoke import ensemble_check
 
     _report_table(ctx, models, report.server, tol)
