@@ -163,7 +163,28 @@ def test_stage_failure_exit_code_names_log_and_resume(cached_config, cli: Cli):
     assert proc.returncode == ExitCode.STAGE
     assert "stage 'validate' failed: onnxruntime vs eager parity failed" in proc.stderr
     assert "validate.log" in proc.stderr and f"deploy run {strict} --from validate" in proc.stderr
+    assert "--cache-dir" not in proc.stderr  # the config's own cache: the resume needs none
     assert "Traceback" not in proc.stderr
+
+
+def test_the_resume_names_a_cache_given_on_the_command_line(cached_config, cli: Cli, tmp_path: Path):
+    """`--from` needs the earlier stages cached: a resume without the run's --cache-dir
+    looked in the config's cache, found nothing and exited 3."""
+    import shlex
+
+    import yaml
+
+    data = yaml.safe_load(cached_config.read_text())
+    data["stages"]["validate"].update({"atol": 0.0, "rtol": 0.0, "min_cosine": 1.0})
+    strict = cached_config.with_name("strict.yaml")
+    strict.write_text(yaml.safe_dump(data, sort_keys=False))
+    elsewhere = tmp_path / "other-cache"
+    failed = cli("run", str(strict), "--cache-dir", str(elsewhere))
+    assert failed.returncode == ExitCode.STAGE
+    resume = next(line for line in failed.stderr.splitlines() if "resume: " in line).split("resume: ", 1)[1]
+    assert resume == f"deploy run {strict} --from validate --cache-dir {shlex.quote(str(elsewhere))}"
+    again = cli(*shlex.split(resume)[1:])
+    assert again.returncode == ExitCode.STAGE and "stage 'validate' failed" in again.stderr  # it resumed
 
 
 def test_unknown_force_stage_is_a_usage_error(cached_config, cli: Cli):

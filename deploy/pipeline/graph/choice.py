@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 from deploy.pipeline.report.results import RunStatus as RunStatus
 from deploy.pipeline.report.results import StageResult as StageResult
@@ -26,3 +28,10 @@ def outside_message(stage: str) -> str:
         f"stage '{stage}' is outside the selected stages and has no cached result "
         f"for its current inputs; include it (e.g. --from {stage})"
     )
+
+
+def resume_command(config: Path, stage: str, cache: Path | None) -> str:
+    """The command that resumes at `stage`; `cache`: the run's where it is not the config's
+    own (--cache-dir, $DEPLOY_CACHE_DIR), since the resume must find the stages before cached."""
+    given = f" --cache-dir {shlex.quote(str(cache.absolute()))}" if cache is not None else ""
+    return f"deploy run {config} --from {stage}{given}"

@@ -32,6 +32,7 @@ class Project:
     config: DeployConfig
     graph: Graph
     settings: dict[str, RunSettings] = field(default_factory=dict)  # stage -> how it is run
+    cache_given: bool = False  # the cache is --cache-dir's or $DEPLOY_CACHE_DIR's, not the config's
 
     def settings_of(self, spec: StageSpec) -> RunSettings:
         return self.settings.get(spec.name) or RunSettings(timeout_s=spec.timeout_s)
@@ -127,7 +128,7 @@ def project_from(raw: dict[str, Any], path: Path, cache_dir: Path | None = None)
         issues += [i for spec, params in stages if spec.check for i in spec.check(params, config)]
     if issues or config is None or graph is None:
         raise ConfigError(str(path), issues)
-    return Project(path, config, graph, settings)
+    return Project(path, config, graph, settings, cache_given=cache_dir is not None or bool(env_cache))
 
 
 def _validate_shared(raw: dict[str, Any], base: Path) -> tuple[DeployConfig | None, list[Issue]]:

@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from deploy.pipeline.errors import DeployError, DiskFull, ExitCode, SelectionError, StageError, disk_full
-from deploy.pipeline.graph.choice import StageSelection, outside_message
+from deploy.pipeline.graph.choice import StageSelection, outside_message, resume_command
 from deploy.pipeline.graph.contract import Artifact, Phase
 from deploy.pipeline.graph.dag import Node, rewritten
 from deploy.pipeline.graph.keys import KeyParts
@@ -171,7 +171,7 @@ class Runner:
                 raise SelectionError(outside_message(row.name))
 
     def resume(self, stage: str) -> str:
-        return f"deploy run {self.project.path} --from {stage}"
+        return resume_command(self.project.path, stage, self.store.root if self.project.cache_given else None)
 
     def _needed_nodes(self) -> Iterable[Node]:
         """Every stage up to the last selected one; later stages aren't needed."""
