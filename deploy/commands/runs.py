@@ -169,8 +169,7 @@ def finish_run(
         failure = exc
     closing = (
         f"run {summary.status.value}   summary: {project.run_dir / 'summary.json'}   "
-        f"report: {project.run_dir / REPORT_FILE}   repository: {project.config.repository}"
-        f"{_published(summary)}"
+        f"report: {project.run_dir / REPORT_FILE}{_repository(summary, project.config.repository)}"
     )
     screen = make_screen(runner.results, project.graph.names(), closing)
     with contextlib.suppress(OSError):  # a closed terminal (EIO) or pipe: the files hold it all
@@ -182,6 +181,15 @@ def finish_run(
                 Text.assemble(("error", "bold red"), f": could not write a --junit / --json file: {failure}")
             )
     return screen if failure is None else None
+
+
+def _repository(summary: RunSummary, repository: Path) -> str:
+    """The closing line's repository: what this run published there, if anything."""
+    if summary.publishing:
+        return f"   repository: {repository}{_published(summary)}"
+    if repository.is_dir():
+        return f"   repository: {repository} (nothing published by this run)"
+    return ""  # never published: naming it would send the user to a directory that is not there
 
 
 def _published(summary: RunSummary) -> str:

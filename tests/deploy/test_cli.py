@@ -358,3 +358,21 @@ def test_a_stop_after_the_last_stage_still_writes_every_record(
         stages = json.loads(summary.read_text())["stages"]
         assert [s["status"] for s in stages if s["status"] != "not run"] == ["ran"], summary
     assert 'name="golden"' in (tmp_path / "j.xml").read_text()
+
+
+def test_the_closing_line_names_a_repository_only_for_what_it_holds(cached_config, cli: Cli, tmp_path: Path):
+    """A run that published nothing named `repository: model_repository` as if it had, even
+    where no such directory existed."""
+    import yaml
+
+    from tests.helpers import tiny_dict
+
+    fresh = tmp_path / "fresh.yaml"
+    fresh.write_text(yaml.safe_dump(tiny_dict(tmp_path), sort_keys=False))
+    never = cli("run", str(fresh), "--to", "golden")
+    assert never.returncode == 0 and "repository:" not in never.stdout.splitlines()[-1], never.stdout
+    assert not (tmp_path / "model_repository").exists()
+    earlier = cli("run", str(cached_config), "--to", "golden")  # its repository holds an earlier publish
+    assert earlier.stdout.splitlines()[-1].endswith(
+        "repository: " + str(cached_config.parent / "model_repository") + " (nothing published by this run)"
+    )
