@@ -34,6 +34,15 @@ def no_gpu(device: Device) -> str | None:
     return f"device cuda: no NVIDIA GPU on this machine (no driver entry {DRIVER_GPUS})"
 
 
+def tensorrt_cannot(device: Device) -> str | None:
+    """TensorRT: its package (looked up, not imported) and a GPU."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorrt") is None:
+        return "tensorrt is not installed (pip install tensorrt where NVIDIA's index is reachable)"
+    return no_gpu(device)
+
+
 def torch_cannot(device: Device) -> str | None:
     """PyTorch, TorchScript, AOTInductor: a GPU, and a CUDA build of torch."""
     if device is Device.CPU:

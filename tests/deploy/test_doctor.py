@@ -20,6 +20,10 @@ def test_doctor_json_matches_the_machine():
     assert checks["gpu"]["ok"] == (shutil.which("nvidia-smi") is not None and checks["gpu"]["detail"] != "")
     if not checks["tensorrt"]["ok"]:
         assert "pip install tensorrt" in checks["tensorrt"]["fix"]
+    # The runtime row agrees with the package row (it said yes without TensorRT or a GPU).
+    assert checks["runtime tensorrt"]["ok"] == (real_tensorrt() and host.cuda_gpus() > 0)
+    if not real_tensorrt():
+        assert checks["runtime tensorrt"]["detail"].startswith("tensorrt is not installed")
     # Every extra's packages have a row, with the version installed here.
     from importlib.metadata import version
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from deploy.domain.artifacts import ENGINE
 from deploy.domain.vocabulary import Precision, ServingFormat
 from deploy.runtimes.base import Device, Feeds
+from deploy.runtimes.host import tensorrt_cannot
 from deploy.runtimes.plugin import Family, RuntimePlugin
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ PLUGIN = RuntimePlugin(
     (ServingFormat.PLAN,),
     device=Device.CUDA,
     absent="no engine: the build stage was skipped (no TensorRT or GPU)",
+    unavailable=tensorrt_cannot,
     bench=_bench,
     parity=_engine,
 )
