@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from deploy.commands.cli_common import ConfigArg
+from deploy.commands.cli_common import CacheOpt, ConfigArg
 from deploy.commands.cli_common import console as _console
 from deploy.commands.cli_common import project as _project
 from deploy.domain.issues import Issue
@@ -56,6 +56,7 @@ def serve(
     metrics_port: MetricsPort = None,
     published: Published = False,
     repair: Repair = False,
+    cache_dir: CacheOpt = None,
 ) -> None:
     """Serve the generated model repository on a local tritonserver; prints its HTTP, gRPC
     and metrics addresses. Ctrl-C, SIGTERM or SIGHUP stop it (server and temp dir gone)
@@ -67,7 +68,7 @@ def serve(
     from deploy.pipeline.store.objects import Store
     from deploy.serving.ports import serve_ports
 
-    project = _project(config, None)
+    project = _project(config, cache_dir)
     spec, where = server_setting(project)
     given = {"http_port": http_port, "grpc_port": grpc_port, "metrics_port": metrics_port}
     chosen = serve_ports(spec, given, where, str(config))

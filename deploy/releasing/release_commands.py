@@ -9,7 +9,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from deploy.commands.cli_common import ConfigArg, console, project
+from deploy.commands.cli_common import CacheOpt, ConfigArg, console, project
 from deploy.domain.vocabulary import SERVER_URL
 from deploy.pipeline.errors import ExitCode
 
@@ -17,6 +17,7 @@ from deploy.pipeline.errors import ExitCode
 def releases(
     config: ConfigArg,
     as_json: Annotated[bool, typer.Option("--json", help="Print the versions as JSON.")] = False,
+    cache_dir: CacheOpt = None,
 ) -> None:
     """List the versions published for the pipeline's models, with their release records."""
     from deploy.pipeline.publish.published_check import not_as_published
@@ -26,7 +27,7 @@ def releases(
     from deploy.releasing.release_list import release_rows, show
     from deploy.serving.release_journal import recover
 
-    found = project(config, None)
+    found = project(config, cache_dir)
     repository = found.config.repository
     with locks.repository(repository, create=False):  # a live release is waited for, never reverted
         for line in recover(repository):  # a killed release first: the list says what is
@@ -56,6 +57,7 @@ def rollback(
             help="HTTP endpoint of a live server to switch too (repeatable), beside the config's `servers`.",
         ),
     ] = [],  # noqa: B006
+    cache_dir: CacheOpt = None,
 ) -> None:
     """Serve an earlier released version of the pipeline's models, and switch live servers to it."""
     from deploy.pipeline.process import stopping
@@ -68,7 +70,7 @@ def rollback(
                 f"'{url}' is not a server's HTTP endpoint (http://HOST:PORT)", param_hint="--server"
             )
     out = console()
-    found = project(config, None)
+    found = project(config, cache_dir)
     sweep_cache(found.cache_dir)
     stopping.stop_on_signals()  # SIGTERM and SIGHUP as Ctrl-C: said, where they killed it silently
     try:

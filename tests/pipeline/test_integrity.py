@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -332,3 +333,31 @@ def test_temp_dirs_of_a_run_that_died_are_removed_by_the_next_run_and_by_gc(
     gc = cli("cache", "gc", "--cache-dir", str(tmp_path / "cache"), cwd=tmp_path)
     assert gc.returncode == 0, gc.stderr
     assert not dead.exists() and live.exists()
+
+
+def test_releases_and_serve_take_the_runs_cache_dir(tmp_path: Path, write_config, cli: Cli) -> None:
+    """They had no --cache-dir: after `run --cache-dir X`, `releases` made the config's own
+    cache where there was none, and `serve --repair` looked for the files there."""
+    path = write_config()
+    own = load_project(path).cache_dir
+    other = tmp_path / "other-cache"
+    assert (
+        cli("run", str(path), "--to", "triton_config", "--cache-dir", str(other), cwd=tmp_path).returncode
+        == 0
+    )
+    target = tmp_path / "model_repository" / "tiny_python" / "1" / "model.onnx"
+    published = target.read_bytes()
+    listed = cli("releases", str(path), "--cache-dir", str(other), cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    _alter_in_place(target)
+    # --repair with a port taken: the files are put back, then the server cannot start (exit 4)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        served = run_cli(
+            "serve", str(path), "--repair", "--cache-dir", str(other), "--http-port", port, cwd=tmp_path
+        )
+    assert "repaired tiny_python/1/model.onnx from the cache" in served.stdout + served.stderr, served.stderr
+    assert target.read_bytes() == published
+    assert not own.exists()
