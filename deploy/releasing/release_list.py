@@ -80,6 +80,7 @@ def summary(release: Release) -> dict[str, Any]:
         "accuracy": ", ".join(f"{k} {v:.5f}" for k, v in record.accuracy.items()),
         "latency_ms": record.latency_ms,
         "throughput": record.throughput,
+        "note": f"latency_ms and throughput were timed {record.timing_flag}" if record.timing_flag else "",
         "selected for": ", ".join(record.selected_for),
         "accepted": record.accepted_regression or "",
         "rolled back": record.rolled_back or "",

@@ -89,6 +89,7 @@ class ReleaseRecord:
     accuracy: dict[str, float] = field(default_factory=dict)  # e.g. {"cosine to FP32": 0.9998}
     latency_ms: float | None = None
     throughput: float | None = None
+    timing_flag: str = ""  # why latency_ms / throughput bear no verdict (CONTENDED: ..., implausible: ...)
     target: str = ""  # what the numbers were measured on (select's target)
     selected_for: list[str] = field(default_factory=list)  # the objectives select chose it for
     server: str = ""  # the server that verified it

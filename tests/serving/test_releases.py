@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,27 @@ def test_a_schema_1_record_reads_with_one_direction_for_every_ratio(tmp_path: Pa
     record = ReleaseRecord.from_json(json.dumps(data))
     assert record.comparison is not None and record.comparison.per_item_ratio == 1.25  # time: 1 / 0.8
     assert record.comparison.per_item_ci == [1.0, 2.0]
+
+
+def test_numbers_timed_on_a_busy_machine_say_so_in_the_headline_and_the_listing(tmp_path: Path) -> None:
+    """A release's headline gave "latency 1.00x" and `deploy releases` a latency timed under
+    load beside a quiet one, neither saying CONTENDED (which the record held)."""
+    from deploy.releasing.release_list import summary
+    from deploy.stages.release.output import headline
+    from deploy.stages.release.release_report import ModelRelease, ReleaseAction
+
+    busy = "CONTENDED: load 6.0 on 2 cores, others 88 % of the cores"
+    compared = Comparison(
+        1, "golden (8)", [Agreement("logits", 0.9999, 0.01, 1.0)], 1.0, 1.0, threads=1, machine=busy
+    )
+    said = headline([ModelRelease("tiny_onnx", ReleaseAction.RELEASED, 2, 1, compared)])
+    assert said.endswith(
+        f"latency 1.00x (on golden (8)), timed {busy} (versions interleaved: the ratio, not the times)"
+    )
+    quiet = replace(compared, machine="quiet: load 0.2 on 2 cores, others 1 % of the cores")
+    assert "timed" not in headline([ModelRelease("tiny_onnx", ReleaseAction.RELEASED, 2, 1, quiet)])
+    source = _version_source(tmp_path, b"weights-2")
+    record = _record(source, 2, latency_ms=32.6, throughput=30.1, timing_flag=busy)
+    row = summary(releases.Release(2, record))
+    assert row["latency_ms"] == 32.6 and row["note"] == f"latency_ms and throughput were timed {busy}"
+    assert summary(releases.Release(1, _record(source, 1, latency_ms=0.63)))["note"] == ""
