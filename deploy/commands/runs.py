@@ -169,7 +169,7 @@ def finish_run(
         failure = exc
     closing = (
         f"run {summary.status.value}   summary: {project.run_dir / 'summary.json'}   "
-        f"report: {project.run_dir / REPORT_FILE}{_repository(summary, project.config.repository)}"
+        f"report: {project.run_dir / REPORT_FILE}{_repository(summary, project)}"
     )
     screen = make_screen(runner.results, project.graph.names(), closing)
     with contextlib.suppress(OSError):  # a closed terminal (EIO) or pipe: the files hold it all
@@ -183,10 +183,15 @@ def finish_run(
     return screen if failure is None else None
 
 
-def _repository(summary: RunSummary, repository: Path) -> str:
+def _repository(summary: RunSummary, project: Project) -> str:
     """The closing line's repository: what this run published there, if anything."""
+    from deploy.pipeline.graph.contract import Phase
+
+    repository = project.config.repository
     if summary.publishing:
         return f"   repository: {repository}{_published(summary)}"
+    if any(n.spec.phase is Phase.RELEASE for n in project.graph.nodes) and repository.is_dir():
+        return f"   repository: {repository} (its released versions: deploy releases CONFIG)"
     if repository.is_dir():
         return f"   repository: {repository} (nothing published by this run)"
     return ""  # never published: naming it would send the user to a directory that is not there

@@ -82,10 +82,17 @@ def _verify(name: str, where: Path | str, check: PublishedCheck, say: Say) -> No
     from deploy.pipeline.publish.published_check import altered, repair
 
     missing = complete(where, name)
+    if missing and check.repair and check.store is not None and isinstance(where, Path):
+        for line in repair(
+            where, altered(where, name, check.store), check.store
+        ):  # resized or gone: put back
+            say(line)
+        missing = complete(where, name)
     if missing:  # a publish that died half way, or files removed since: never served
         raise StageFailed(
             f"{where} does not hold '{name}' whole, so it is not served: "
-            f"{'; '.join(missing[:8])}; run `deploy run` to publish it again"
+            f"{'; '.join(missing[:8])}; `deploy serve --repair` puts back what the cache holds, "
+            "`deploy run` publishes again"
         )
     if isinstance(where, Path):
         _foreign(where, name, check, say)

@@ -290,6 +290,22 @@ def file_digests(version_dir: Path) -> dict[str, str]:
     }
 
 
+def restore(version_dir: Path, source: Path, files: Mapping[str, str]) -> list[str]:
+    """Puts back, from `source` (a version dir holding exactly `files`), each file of a
+    released version that is missing or changed since (one rename each); the files restored."""
+    found = file_digests(version_dir)
+    changed = [rel for rel, digest in files.items() if found.get(rel) != digest]
+    for rel in changed:
+        target = version_dir / rel
+        part = target.with_name(
+            f".{target.name}.repair-{os.getpid()}"
+        )  # a dead one's: swept (store.leftovers)
+        part.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / rel, part)
+        os.replace(part, target)
+    return changed
+
+
 def staging(model_dir: Path) -> Path:
     """A staging or set-aside dir beside the versions, named with this process's pid: the
     next command removes it if this process dies first (pipeline/store/leftovers.py)."""

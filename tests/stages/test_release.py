@@ -264,6 +264,26 @@ def test_a_deleted_repository_is_released_again_and_a_settled_one_is_a_cache_hit
     assert "first release: tiny_onnx v1" in again.stdout
 
 
+def test_a_released_file_changed_since_is_put_back_by_the_next_run(
+    tmp_path: Path, checkpoints: dict[int, Path], cli: Cli
+) -> None:
+    """With publish: released, a file edited in a served version was never noticed: the
+    release stage was a cache hit, said `unchanged`, and the edit stayed served."""
+    config = _config(tmp_path, checkpoints[8])
+    first = cli("run", str(config))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert first.stdout.rstrip().endswith("(its released versions: deploy releases CONFIG)")
+    target = tmp_path / "model_repository" / "tiny_onnx" / "1" / "model.onnx"
+    released = target.read_bytes()
+    target.write_bytes(released[:-8] + bytes(8))  # same size, other bytes
+    again = cli("run", str(config))
+    assert again.returncode == 0 and _status(again.stdout, "release") == "ran", again.stdout
+    assert "unchanged: tiny_onnx v1 (restored model.onnx: changed since it was released)" in again.stdout
+    assert target.read_bytes() == released
+    settled = cli("run", str(config), "-v")
+    assert _status(settled.stdout, "release") == "cached", settled.stdout
+
+
 def _status(stdout: str, stage: str) -> str:
     line = next(line for line in stdout.splitlines() if line.startswith(f"{stage} "))
     return line.split()[1]

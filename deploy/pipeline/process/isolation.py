@@ -220,6 +220,8 @@ def _wait(
             outcome: Outcome = message
             return outcome
         if not child.is_alive():
+            if receive.poll(0):  # it sent its outcome, then exited, after the poll above timed out
+                continue
             return _died(child.exitcode, job.log)
         now = time.monotonic()
         if now > deadline:

@@ -209,7 +209,7 @@ def _on(model: ModelRelease) -> str:
 def headline(decided: list[ModelRelease]) -> str:
     parts = []
     for action in (ReleaseAction.FIRST, ReleaseAction.RELEASED, ReleaseAction.UNCHANGED):
-        models = [f"{m.model} v{m.version}" for m in decided if m.action is action]
+        models = [f"{m.model} v{m.version}{_restored(m)}" for m in decided if m.action is action]
         if models:
             parts.append(f"{action.value}: {', '.join(models)}")
     compared = [m.comparison for m in decided if m.comparison is not None]
@@ -222,6 +222,11 @@ def headline(decided: list[ModelRelease]) -> str:
             f"{_busy(compared)}"
         )
     return "; ".join(parts)
+
+
+def _restored(model: ModelRelease) -> str:
+    """An unchanged version whose files someone changed after its release was put back: said."""
+    return f" ({model.note})" if model.action is ReleaseAction.UNCHANGED and model.note else ""
 
 
 def _busy(compared: list[releases.Comparison]) -> str:

@@ -150,8 +150,14 @@ def _decide(
     against = max(releases.served(deployed) or {found[-1]})
     files, config = releases.file_digests(candidate / "1"), digest_file(candidate / "config.pbtxt")
     same = releases.matching(deployed, files, config)
-    if same is not None and same.version == against:  # what is served already
-        return ModelRelease(candidate.name, ReleaseAction.UNCHANGED, against)
+    if same is not None and same.version == against:  # what is served already: as released?
+        restored = releases.restore(deployed / str(against), candidate / "1", files)
+        if restored:
+            ctx.log.warning(
+                "restored %s v%d: %s had changed since it was released", deployed.name, against, restored
+            )
+        note = f"restored {', '.join(restored)}: changed since it was released" if restored else ""
+        return ModelRelease(candidate.name, ReleaseAction.UNCHANGED, against, note=note)
     comparison, note = _compare(
         ctx, params, (candidate / "1", deployed / str(against)), against, cases, measured
     )
@@ -304,7 +310,7 @@ def identity(params: ReleaseParams) -> Mapping[str, object]:
 
 
 def observes(params: ReleaseParams, config: DeployConfig) -> Mapping[str, object]:
-    """What is deployed now: each model dir's versions, release records and config (a
+    """What is deployed now: each model dir's versions, release records, config and files (a
     rollback or another release changes it, and with it what this stage compares with)."""
     repository, state = config.repository, {}
     if repository.is_dir():
@@ -319,7 +325,15 @@ def _model_state(model: Path) -> list[object]:
         str(p.relative_to(model)) + ":" + p.read_text() for p in model.glob("*/deploy-release.json")
     )
     versions = sorted(p.name for p in model.iterdir() if p.is_dir() and p.name.isdigit())
-    return [versions, records, config.read_text() if config.is_file() else None]
+    # Each file's size and mtime, not its digest (cheap at every run): a file changed since
+    # its release reruns the stage, which puts it back (restore).
+    files = sorted(
+        f"{p.relative_to(model)}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
+        for version in versions
+        for p in (model / version).rglob("*")
+        if p.is_file()
+    )
+    return [versions, records, config.read_text() if config.is_file() else None, files]
 
 
 def check(params: ReleaseParams, config: DeployConfig) -> list[Issue]:
