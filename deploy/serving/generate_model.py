@@ -105,7 +105,7 @@ class TritonPythonModel:
 
     def _generate(self, request, on_token):
         prompt = self._prompt(request)
-        sampling = self._sampling(request)
+        sampling = self._sampling(request, self.record["max_context"] - len(prompt))
         if len(prompt) + sampling.max_new_tokens > self.record["max_context"]:
             raise ValueError(
                 f"prompt ({len(prompt)} tokens) + max_new_tokens ({sampling.max_new_tokens}) is over the "
@@ -113,13 +113,16 @@ class TritonPythonModel:
             )
         return self.loop.generate(self.step(), prompt, self.cache, sampling, on_token)
 
-    def _sampling(self, request):
+    def _sampling(self, request, room):
+        """`room`: the new tokens the prompt leaves in the exported context; a request that
+        asks for no number gets max_new_tokens or that room, whichever is less."""
+
         def given(name, cast, default):
             tensor = pb_utils.get_input_tensor_by_name(request, name)
             return default if tensor is None else cast(tensor.as_numpy().reshape(-1)[0])
 
         most = self.record["max_new_tokens"]
-        asked = given("max_new_tokens", int, most)
+        asked = given("max_new_tokens", int, max(1, min(most, room)))
         if not 1 <= asked <= most:
             raise ValueError(f"max_new_tokens is {asked}: this model generates 1..{most}")
         stop = pb_utils.get_input_tensor_by_name(request, "stop_ids")
@@ -129,7 +132,10 @@ class TritonPythonModel:
             top_k=given("top_k", int, 0),
             top_p=given("top_p", float, 1.0),
             seed=given("seed", int, None),
-            stop=tuple(int(t) for t in stop.as_numpy().reshape(-1)) if stop is not None else (),
+            stop=tuple(
+                int(t)
+                for t in (stop.as_numpy().reshape(-1) if stop is not None else self.record.get("stop", []))
+            ),
         )
 
     def finalize(self):

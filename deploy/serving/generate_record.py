@@ -16,7 +16,8 @@ from deploy.spec.tensors import Frozen
 GENERATE_MODEL = Path(__file__).with_name("generate_model.py")
 DECODE_LOOP = Path(__file__).with_name("decode_loop.py")
 GENERATE_PARAMETER = "deploy_generate"
-GENERATE_VERSION = 3  # 3: a tokenizer (text in, text out); 2: the step's precision
+# 4: the model's eos as the default stop; 3: a tokenizer (text in, text out); 2: the step's precision
+GENERATE_VERSION = 4
 GENERATE_SUFFIX = "_generate"  # one response with every token (HTTP and gRPC)
 STREAM_SUFFIX = "_generate_stream"  # decoupled: one response per token (gRPC streams, HTTP generate_stream)
 
@@ -54,6 +55,7 @@ class GenerateRecord(Frozen):
     # by its stage, gates/decoder_gate.py) to the same file's loop in process.
     precision: str = "fp32"
     tokenizer: str | None = None  # TOKENIZER_FILE in the version directory, where the config gives one
+    stop: list[int] = Field(default_factory=list)  # where a request gives no stop_ids: the model's eos
 
 
 def generate_names(step_model: str) -> tuple[str, str]:

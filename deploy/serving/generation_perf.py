@@ -204,6 +204,9 @@ def in_process(steps: list[Step], cache: CacheShape, new: int) -> Run:
     return one
 
 
+NO_STOP = (-1,)
+
+
 class ServedStreams:
     """A `<step>_generate_stream` model over gRPC streams, each token as it arrives: one
     open stream per sequence in flight (`slots`), each warmed by a request before any
@@ -224,7 +227,8 @@ class ServedStreams:
 
         stream = self.free.get_nowait()  # more sequences than slots: a caller's error, said at once
         try:
-            got = stream.generate(self.model, Asked(prompt, {"max_new_tokens": self.new}))
+            # Stop at -1, an id no token has: timed at exactly `new` tokens, not the model's eos.
+            got = stream.generate(self.model, Asked(prompt, {"max_new_tokens": self.new}, NO_STOP))
         finally:
             self.free.put(stream)
         times = [got.first_s]

@@ -305,7 +305,23 @@ def _decoder_issues(config: DeployConfig) -> list[Issue]:
         issues.append(
             Issue("model.decoder", "a decoder returns no detections: set one of decoder / detections")
         )
-    return issues + _one_token_steps(config)
+    return issues + _one_token_steps(config) + _context_room(config)
+
+
+def _context_room(config: DeployConfig) -> list[Issue]:
+    """max_new_tokens beyond the context the step is exported for: every request that
+    asked for it was refused at the server, while smoke (which asks for fewer) passed."""
+    decoder = config.model.decoder
+    past = config.inputs[1] if decoder is not None and len(config.inputs) > 1 else None
+    if decoder is None or past is None or len(past.max) < 3 or decoder.max_new_tokens <= past.max[2]:
+        return []
+    return [
+        Issue(
+            "model.decoder.max_new_tokens",
+            f"{decoder.max_new_tokens} new tokens do not fit the context the step is exported for "
+            f"(the past's max {past.max[2]}, plus the token that follows it): at most {past.max[2]}",
+        )
+    ]
 
 
 def _one_token_steps(config: DeployConfig) -> list[Issue]:

@@ -164,6 +164,13 @@ def test_served_greedy_generation_is_token_exact_with_transformers_generate(
                     assert got.tokens == tokens, (protocol, model, prompt, char_llama.decode(got.tokens))
                     if stream and len(tokens) > 1:
                         assert len(got.gaps_s) == len(tokens) - 1  # one response per token
+        ended = {p: t for p, t in expected.items() if t[-1] in stop}  # ended by eos within 40 tokens
+        assert ended, expected
+        for prompt, tokens in ended.items():  # no settings, no stop ids: the model's eos and context
+            plain = ask(
+                served.server.http, "http", "zen_python_generate", Asked(char_llama.encode(prompt)), False
+            )
+            assert plain.tokens == tokens, (prompt, char_llama.decode(plain.tokens))
         _concurrent_sequences_get_their_own_tokens(served.server.grpc, expected, stop)
         _text_in_text_out(served.server, expected, stop)
         _a_cancelled_stream_leaves_the_model_serving(served.server.grpc, expected, stop)

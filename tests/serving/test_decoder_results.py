@@ -96,3 +96,51 @@ def test_a_dict_cache_decoder_generates_through_triton_as_eager_does(tmp_path: P
     assert done.returncode == 0, done.stdout + done.stderr
     # smoke's generate check: greedy tokens through the server equal eager's, token for token
     assert "as_dict_python_generate: passed" in done.stdout
+    _a_long_prompt_without_a_count_gets_the_room_left(tmp_path)
+
+
+def _a_long_prompt_without_a_count_gets_the_room_left(tmp_path: Path) -> None:
+    """A request naming no max_new_tokens whose prompt leaves less room than the default
+    (64) was refused; it gets the room left, greedy as eager."""
+    import importlib.util
+
+    import torch
+
+    from deploy.serving.generate_client import Asked
+    from deploy.serving.generate_client import generate as ask
+    from deploy.serving.launch import serve_repository
+    from deploy.serving.server_spec import ServerSpec
+
+    spec = importlib.util.spec_from_file_location("toy_models", tmp_path / "models.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model, prompt = module.as_dict(), [int(i) % 50 for i in range(1017 - 3)]  # context 1017: room for 3
+    ids = torch.tensor([prompt])
+    with torch.no_grad():
+        for _ in range(3):
+            ids = torch.cat([ids, model(ids)["logits"][:, -1:].argmax(-1)], 1)
+    expected = ids[0, len(prompt) :].tolist()
+    with serve_repository(ServerSpec(), tmp_path / "model_repository", tmp_path / "serve") as served:
+        got = ask(served.server.http, "http", "as_dict_python_generate", Asked(prompt, {}, (-1,)), False)
+    assert got.tokens == expected
+
+
+def test_max_new_tokens_beyond_the_exported_context_is_a_config_error(tmp_path: Path, cli: Cli) -> None:
+    """Every request asking for them was refused at the server, while smoke (asking for
+    fewer) passed."""
+    (tmp_path / "models.py").write_text(MODELS)
+    _, config = _init(cli, tmp_path, "as_dict")
+    config["model"]["decoder"]["max_new_tokens"] = 1017  # the past's max is 1016
+    path = tmp_path / "too_many.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    refused = cli("validate", str(path), cwd=tmp_path)
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 3, said
+    assert (
+        "model.decoder.max_new_tokens: 1017 new tokens do not fit the context" in said
+        and "at most 1016" in said
+    )
+    config["model"]["decoder"]["max_new_tokens"] = 1016
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    assert cli("validate", str(path), cwd=tmp_path).returncode == 0

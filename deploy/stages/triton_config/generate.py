@@ -33,8 +33,11 @@ from deploy.stages.triton_config.params import TritonParams
 GENERATING = (ServingFormat.PYTHON, ServingFormat.PYTHON_OPENVINO)
 
 
-def records(step: str, fmt: ServingFormat, precision: str, config: DeployConfig) -> list[GenerateRecord]:
-    """The generate and the streaming record of one step model."""
+def records(
+    step: str, fmt: ServingFormat, precision: str, config: DeployConfig, stop: list[int]
+) -> list[GenerateRecord]:
+    """The generate and the streaming record of one step model; `stop`: the ids a request
+    that names none stops at (the model's eos, as transformers' generate does)."""
     decoder = config.model.decoder
     assert decoder is not None  # only called for a decoder config
     key = config.inputs[1]  # past_key_values.0.key: [batch, heads, past, head_dim]
@@ -50,6 +53,7 @@ def records(step: str, fmt: ServingFormat, precision: str, config: DeployConfig)
         max_context=key.max[2] + 1,
         precision=precision,
         tokenizer=TOKENIZER_FILE if decoder.tokenizer is not None else None,
+        stop=list(stop),
     )
     return [GenerateRecord(stream=False, **common), GenerateRecord(stream=True, **common)]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deploy.domain.artifacts import BATCHING, GOLDEN, MANIFEST, REPOSITORY
+from deploy.domain.artifacts import BATCHING, GENERATIONS, GOLDEN, MANIFEST, REPOSITORY
 from deploy.domain.naming import model_name
 from deploy.domain.vocabulary import ModelSuffix, Precision, ServingFormat
 from deploy.gates.batch_independence import BatchIndependence
@@ -80,7 +80,13 @@ def served(params: TritonParams, name: str) -> list[ServedModel]:
 
 def inputs_for(params: TritonParams) -> tuple[str, ...]:
     extra = ("manifest",) if "plan" in params.formats else ()
-    return ("golden", "batching", *dict.fromkeys(s.artifact for s in served(params, "x")), *extra)
+    return (
+        "golden",
+        "batching",
+        "generations",
+        *dict.fromkeys(s.artifact for s in served(params, "x")),
+        *extra,
+    )
 
 
 def run(ctx: StageContext, params: TritonParams) -> None:
@@ -226,11 +232,14 @@ def _write_generate(ctx: StageContext, params: TritonParams, models: list[Served
 
     if ctx.config.model.decoder is None:
         return []
+    from deploy.gates.generations import Generations
+
     root, written = ctx.output(REPOSITORY), []
+    stop = Generations.read(ctx.input(GENERATIONS)).stop  # the model's eos: generate's default stop
     # A reduced-precision step is here only when its stage's generation gate passed.
     for entry in [m for m in models if m.fmt in generate.GENERATING]:
         for record, name in zip(
-            generate.records(entry.model, entry.fmt, entry.precision.value, ctx.config),
+            generate.records(entry.model, entry.fmt, entry.precision.value, ctx.config, stop),
             generate_names(entry.model),
         ):
             text = _written(ctx, generate.proto(pb, name, record, params, entry.fmt))
@@ -275,11 +284,12 @@ INDUCTOR_ARTIFACTS = ("inductor", "inductor_fp16", "inductor_bf16")
 SPEC = StageSpec(
     phase=Phase.PACKAGE,
     name="triton_config",
-    version=12,  # 12: a decoder's tokenizer in its generate models (text in, text out); 11: reduced-precision decoder steps get generate models too (their stage gates generation); 10: a decoder's generate and generate_stream models; 9: python_inductor at fp16 and bf16 (the inductor_fp16 / inductor_bf16 packages); 8: python_inductor (an AOTInductor package in the python backend; model.py loads it); 7: OpenVINO formats, deploy_format in every config; 6: dynamic batching refused for batch-dependent outputs of any served precision
+    version=13,  # 13: a decoder's generate models stop at the model's eos by default (golden's generations); 12: a decoder's tokenizer in its generate models (text in, text out); 11: reduced-precision decoder steps get generate models too (their stage gates generation); 10: a decoder's generate and generate_stream models; 9: python_inductor at fp16 and bf16 (the inductor_fp16 / inductor_bf16 packages); 8: python_inductor (an AOTInductor package in the python backend; model.py loads it); 7: OpenVINO formats, deploy_format in every config; 6: dynamic batching refused for batch-dependent outputs of any served precision
     params=TritonParams,
     inputs=(
         "golden",
         "batching",
+        "generations",
         "onnx",
         "onnx_int8",
         "onnx_fp16",
