@@ -64,7 +64,7 @@ class TritonPythonModel:
             text = self.tokenizer.decode(tokens) if self.tokenizer is not None else None
             answers[index] = pb_utils.InferenceResponse(output_tensors=_outputs(tokens, text))
         except Exception as exc:  # this request gets the error, the others their tokens
-            answers[index] = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc)))
+            answers[index] = pb_utils.InferenceResponse(error=_error(exc))
 
     def _stream(self, request):
         sender = request.get_response_sender()
@@ -86,7 +86,7 @@ class TritonPythonModel:
             sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         except Exception as exc:
             sender.send(
-                pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))),
+                pb_utils.InferenceResponse(error=_error(exc)),
                 flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
             )
 
@@ -105,6 +105,12 @@ class TritonPythonModel:
 
     def _generate(self, request, on_token):
         prompt = self._prompt(request)
+        vocab = self.record.get("vocab")
+        if vocab and len(prompt) and int(max(prompt)) >= vocab:  # ONNX Runtime's Gather error said no more
+            raise ValueError(
+                f"token id {int(max(prompt))} in the prompt: this model takes ids 0..{vocab - 1} "
+                "(input_ids' value_range in its config)"
+            )
         sampling = self._sampling(request, self.record["max_context"] - len(prompt))
         if len(prompt) + sampling.max_new_tokens > self.record["max_context"]:
             raise ValueError(
@@ -141,6 +147,14 @@ class TritonPythonModel:
     def finalize(self):
         for thread in self.threads:
             thread.join(timeout=5)
+
+
+def _error(exc):
+    """A request's own mistake (ValueError: ids, counts, an empty prompt) is the client's:
+    INVALID_ARGUMENT; anything else stays INTERNAL."""
+    if isinstance(exc, ValueError):
+        return pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG)
+    return pb_utils.TritonError(str(exc))
 
 
 def _outputs(tokens, text):

@@ -56,6 +56,7 @@ class GenerateRecord(Frozen):
     precision: str = "fp32"
     tokenizer: str | None = None  # TOKENIZER_FILE in the version directory, where the config gives one
     stop: list[int] = Field(default_factory=list)  # where a request gives no stop_ids: the model's eos
+    vocab: int | None = None  # ids a prompt may hold: 0..vocab-1 (input_ids' value_range), None: unchecked
 
 
 def generate_names(step_model: str) -> tuple[str, str]:

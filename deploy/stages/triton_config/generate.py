@@ -54,8 +54,15 @@ def records(
         precision=precision,
         tokenizer=TOKENIZER_FILE if decoder.tokenizer is not None else None,
         stop=list(stop),
+        vocab=_vocabulary(config),
     )
     return [GenerateRecord(stream=False, **common), GenerateRecord(stream=True, **common)]
+
+
+def _vocabulary(config: DeployConfig) -> int | None:
+    """The ids input_ids may hold, from its value_range (init writes the model's vocabulary)."""
+    found = config.inputs[0].value_range
+    return int(found[1]) + 1 if found is not None else None
 
 
 def proto(pb: ModuleType, name: str, record: GenerateRecord, params: TritonParams, fmt: ServingFormat) -> Any:
