@@ -188,6 +188,9 @@ def _repository(summary: RunSummary, project: Project) -> str:
     from deploy.pipeline.graph.contract import Phase
 
     repository = project.config.repository
+    left = _journal_left(repository, project.config.name)
+    if left:
+        return f"   repository: {repository} ({left})"
     if summary.publishing:
         return f"   repository: {repository}{_published(summary)}"
     if any(n.spec.phase is Phase.RELEASE for n in project.graph.nodes) and repository.is_dir():
@@ -195,6 +198,21 @@ def _repository(summary: RunSummary, project: Project) -> str:
     if repository.is_dir():
         return f"   repository: {repository} (nothing published by this run)"
     return ""  # never published: naming it would send the user to a directory that is not there
+
+
+def _journal_left(repository: Path, pipeline: str) -> str:
+    """A publish or release stopped amid its renames (a kill, Ctrl-C between a release's
+    switches) leaves its journal: said, with what completes it."""
+    from deploy.pipeline.publish import publish_journal
+    from deploy.serving import release_journal
+
+    for what, journal in (("publish", publish_journal), ("release", release_journal)):
+        if journal.path(repository, pipeline).exists():
+            return (
+                f"a {what} was stopped amid its renames: its journal is there, and the next "
+                "`deploy run`, `releases`, `serve` or `rollback` completes it"
+            )
+    return ""
 
 
 def _published(summary: RunSummary) -> str:

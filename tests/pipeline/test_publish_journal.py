@@ -112,3 +112,47 @@ def test_an_unreadable_publish_journal_is_named_with_what_to_do(tmp_path: Path) 
     publish_journal.path(repository, "m").write_text("{not json")
     with pytest.raises(EnvError, match=r"\.deploy-m\.publish-journal: an interrupted publish's journal"):
         recover(repository)
+
+
+@pytest.mark.triton
+def test_a_stop_amid_the_renames_is_held_and_the_run_records_what_it_published(tmp_path: Path) -> None:
+    """SIGTERM during a run's publish renames is held until they are done: the new tree is
+    served, and the run said nothing was published (an empty `publishing`, no closing note)."""
+    import yaml
+
+    from tests.helpers import run_cli, tiny_dict
+
+    data = tiny_dict(tmp_path, smoke=True)
+    data["stages"]["triton_config"]["formats"] = ["python"]
+    data["stages"].pop("trace")
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert run_cli("run", str(config)).returncode == 0
+    data["model"]["seed"] = 1  # new weights: a new tree to publish
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    target = tmp_path / "model_repository" / "tiny_python"
+    stopped = run_cli("run", str(config), env={FAULT_ENV: f"SIGTERM@rename:{target}"})
+    assert stopped.returncode == 130, stopped.stdout + stopped.stderr
+    summary = json.loads((tmp_path / "runs" / "tiny" / "summary.json").read_text())
+    [note] = summary["publishing"]
+    manifest = json.loads((tmp_path / "model_repository" / ".deploy-tiny.json").read_text())
+    assert note["state"] == "verified" and note["models"] == ["tiny_python"]
+    assert manifest["tree"] == next(
+        s["outputs"]["repository"]["digest"] for s in summary["stages"] if s["stage"] == "triton_config"
+    )
+    assert stopped.stdout.rstrip().endswith("(verified by smoke)")
+    assert not publish_journal.path(tmp_path / "model_repository", "tiny").exists()
+
+
+def test_the_closing_line_names_a_journal_left_in_the_repository(tmp_path: Path) -> None:
+    """A run stopped between a release's switches printed only `run interrupted`."""
+    from deploy.commands.runs import _journal_left
+    from deploy.serving import release_journal
+
+    assert _journal_left(tmp_path, "tiny") == ""
+    release_journal.path(tmp_path, "tiny").write_text("{}")
+    said = _journal_left(tmp_path, "tiny")
+    assert (
+        said.startswith("a release was stopped amid its renames: its journal is there")
+        and "completes it" in said
+    )

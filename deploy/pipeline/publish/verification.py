@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from deploy.pipeline.graph.contract import Artifact
 from deploy.pipeline.graph.dag import ArtifactRef, Graph, Node
+from deploy.pipeline.publish.readback import published_models
 from deploy.pipeline.report.results import PublishNote, PublishState, StageResult, Status
 from deploy.pipeline.store.objects import Output
 
@@ -117,17 +118,35 @@ class PublishGate:
     ) -> None:
         from deploy.pipeline.publish.tree import Verification
 
-        verified, left = sorted(by), sorted(unchecked or {})
-        stamp = Verification(tuple(verified), output.digest, tuple(left))
+        verified = sorted(by)
+        stamp = Verification(tuple(verified), output.digest, tuple(sorted(unchecked or {})))
         for dest in destinations:
-            models, _ = self._publish(node, output, dest, stamp)
-            state = PublishState.VERIFIED if verified else PublishState.UNVERIFIED
-            note = "; ".join(sorted(set((unchecked or {}).values())))
-            if not verified:
-                note = "no stage of this config verifies it: add smoke to check it on a real server"
-            self.notes.append(PublishNote(artifact.name, str(dest), state, verified, models, note, left))
-            if left:
-                self._note(f"published to {dest} UNVERIFIED: {', '.join(left)} ({note})")
+            try:
+                models, _ = self._publish(node, output, dest, stamp)
+            except KeyboardInterrupt:  # raised once its renames were done (tree.py defers it): recorded
+                if isinstance(dest, Path) and self._holds(output, dest) is not None:
+                    self._record(
+                        artifact, dest, verified, published_models(dest, self.pipeline) or [], unchecked
+                    )
+                raise
+            self._record(artifact, dest, verified, models, unchecked)
+
+    def _record(
+        self,
+        artifact: Artifact,
+        dest: Destination,
+        verified: list[str],
+        models: list[str],
+        unchecked: dict[str, str] | None,
+    ) -> None:
+        left = sorted(unchecked or {})
+        state = PublishState.VERIFIED if verified else PublishState.UNVERIFIED
+        note = "; ".join(sorted(set((unchecked or {}).values())))
+        if not verified:
+            note = "no stage of this config verifies it: add smoke to check it on a real server"
+        self.notes.append(PublishNote(artifact.name, str(dest), state, verified, models, note, left))
+        if left:
+            self._note(f"published to {dest} UNVERIFIED: {', '.join(left)} ({note})")
 
     def _withhold(self, held: Held, why: str) -> None:
         from deploy.pipeline.publish.readback import last_publish
