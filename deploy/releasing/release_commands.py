@@ -70,10 +70,14 @@ def rollback(
                 f"'{url}' is not a server's HTTP endpoint (http://HOST:PORT)", param_hint="--server"
             )
     out = console()
-    found = project(config, cache_dir)
-    sweep_cache(found.cache_dir)
     stopping.stop_on_signals()  # SIGTERM and SIGHUP as Ctrl-C: said, where they killed it silently
     try:
+        found = project(config, cache_dir)
+    except KeyboardInterrupt as stop:  # before anything was read: nothing to roll back or complete
+        print(f"interrupted ({str(stop) or 'Ctrl-C'}): nothing was rolled back", file=sys.stderr)
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+    try:
+        sweep_cache(found.cache_dir)
         lines = roll_back(found, to, server)
     except KeyboardInterrupt as stop:
         _interrupted(found.config.repository, found.config.name, str(stop))
