@@ -47,10 +47,21 @@ def bench_file(model: Path, request: BenchRequest) -> None:
     settings = _settings(request)
     hint = _hint(request.hint, chosen)
     fit = contention.fitted(request.threads)  # bench's threads policy: --threads, else the free cores
+    if request.threads is not None and (fit.threads or 0) < request.threads:
+        typer.echo(
+            f"[W] --threads {request.threads}: this machine has {contention.cores()} cores; timing with {fit.threads}"
+        )
     try:
         made = _make(chosen, model, replace(request, threads=fit.threads), hint)
     except ConfigError as exc:  # a --shapes problem is a command-line problem
         raise typer.BadParameter("; ".join(i.message for i in exc.issues), param_hint="--shapes") from None
+    except (ImportError, MemoryError, EnvError, typer.BadParameter):
+        raise
+    except Exception as exc:  # the runtime cannot read the file: a bad input file (exit 3), not a crash
+        said = " ".join(str(exc).split())[:400]
+        raise ConfigError(
+            str(model), [Issue("MODEL_FILE", f"{chosen} cannot read it: {type(exc).__name__}: {said}")]
+        ) from None
     _first_call(made.call, request.shapes)
     count = request.streams or int(made.settings.get("requests", 1) if hint == Metric.THROUGHPUT else 1)
     typer.echo(
@@ -149,6 +160,8 @@ def _timing(call: Any, settings: Any, count: int, fit: Any) -> Any:
 
 
 def _runtime(model: Path, runtime: str) -> str:
+    if model.is_dir():
+        raise ConfigError(str(model), [Issue("MODEL_FILE", "is a directory: name a model file in it")])
     if not model.is_file():
         raise ConfigError(str(model), [Issue("MODEL_FILE", "file not found")])
     if runtime == AUTO:

@@ -354,3 +354,15 @@ def test_stability_needs_both_throughput_and_median_latency_to_agree():
     assert harness.is_stable([harness.Window(100, 1.0, 30.0), *steady], settings), (
         "only the last K windows count"
     )
+
+
+def test_threads_beyond_the_cores_are_said_to_be_reduced(models, cli: Cli):
+    """--threads 64 on a 2-core machine was timed with 2 and said only `threads 2`."""
+    from deploy.runtimes.contention import cores
+
+    asked = cores() + 62
+    proc = cli(
+        "bench", str(models[0]), "--shapes", "image:1x1x8x8", "--threads", str(asked), "--duration", "0.2"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"[W] --threads {asked}: this machine has {cores()} cores; timing with {cores()}" in proc.stdout

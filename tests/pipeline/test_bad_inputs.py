@@ -959,10 +959,16 @@ CASES = [
     ),
     Case(
         "bench-unloadable-onnx",
-        STAGE,
-        "ONNX Runtime cannot load",
+        CONFIG,
+        "MODEL_FILE: onnxruntime cannot read it: StageFailed: ONNX Runtime cannot load",
         lambda d, t: _identity_onnx(t, ir_version=99),
         ("bench", "{tmp}/identity.onnx", "--shapes", "image:1x4"),
+    ),
+    Case(
+        "bench-file-is-a-directory",
+        CONFIG,
+        "MODEL_FILE: is a directory: name a model file in it",
+        args=("bench", "{tmp}"),
     ),
     Case(
         "force-unknown-stage",
@@ -1008,8 +1014,8 @@ CASES = [
     ),
     Case(
         "bench-torchscript-corrupt",
-        STAGE,
-        "TorchScript cannot load",
+        CONFIG,
+        "MODEL_FILE: torchscript cannot read it: StageFailed: TorchScript cannot load",
         _file("model.pt", b"not a zip archive"),
         ("bench", "{tmp}/model.pt", "--shapes", "image:1x4"),
     ),
