@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,10 +176,12 @@ def fitted_threads(asked: int | None = None, free: float | None = None) -> int:
     return max(1, min(cores(), int(found + 0.5)))
 
 
-def settle(quiet_s: float, timeout_s: float, poll_s: float = 1.0) -> Environment | None:
+def settle(
+    quiet_s: float, timeout_s: float, poll_s: float = 1.0, busy: Callable[[Environment], None] | None = None
+) -> Environment | None:
     """Waits until a `quiet_s` stretch in which other processes stayed under CONTENDED_SHARE
     of the cores, or `timeout_s` passes; the last stretch's environment (None where /proc
-    is unreadable). `--wait-quiet`."""
+    is unreadable). `busy` hears each busy stretch (the wait is said as it happens). `--wait-quiet`."""
     deadline = time.monotonic() + timeout_s
     found = None
     while True:
@@ -187,3 +190,5 @@ def settle(quiet_s: float, timeout_s: float, poll_s: float = 1.0) -> Environment
         found = between(start, usage(), None, cores())
         if found is None or not found.contended or time.monotonic() >= deadline:
             return found
+        if busy is not None:
+            busy(found)

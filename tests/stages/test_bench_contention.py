@@ -64,8 +64,12 @@ def test_a_gate_broken_by_a_contended_row_is_no_verdict(write_config) -> None:
 def test_wait_quiet_gives_up_before_timing_on_a_busy_machine(write_config, tmp_path) -> None:
     path = busy_config(write_config, {"runtimes": ["onnxruntime"]}, False)
     with cpu_hogs(contention.cores()):
-        done = run_cli("run", str(path), "--wait-quiet", "2", cwd=tmp_path)
+        done = run_cli(
+            "run", str(path), "--wait-quiet", "6", cwd=tmp_path
+        )  # a busy 5-s stretch, then the end
     assert done.returncode == ExitCode.CONTENDED, done.stdout + done.stderr
+    log = (tmp_path / "runs" / "tiny" / "logs" / "bench.log").read_text()  # and as progress, while it waits
+    assert "waiting for a quiet machine (5 of 6 s): CONTENDED: load" in log and "waited 1" in log
     assert (
         "bench gave up waiting for a quiet machine (wait_quiet_s); nothing was timed"
         in done.stdout + done.stderr

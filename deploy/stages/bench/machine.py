@@ -7,6 +7,7 @@ runtimes/plausibility.py)."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +27,17 @@ def settle(ctx: StageContext, wait_s: float) -> None:
     wait = max(wait_s, float(os.environ.get(WAIT_ENV) or 0))
     if wait <= 0:
         return
-    found = contention.settle(QUIET_S, wait)
+    began = time.monotonic()
+
+    def busy(now: Any) -> None:
+        said = f"waiting for a quiet machine ({time.monotonic() - began:.0f} of {wait:g} s): {now.text()}"
+        ctx.log.info(said)
+        ctx.progress(0, what=said)
+
+    found = contention.settle(QUIET_S, wait, busy=busy)
+    ctx.log.info(
+        "waited %.0f s for a quiet machine: %s", time.monotonic() - began, found.text() if found else "?"
+    )
     if found is not None and found.contended:
         raise Contended(
             f"{found.text()} for {wait:g} s: bench gave up waiting for a quiet machine (wait_quiet_s); "
