@@ -89,3 +89,10 @@ def train(path: Path, steps: int = 400, window: int = 64) -> float:
         chunks = text[: len(text) // window * window].view(-1, window)
         logits = model(input_ids=chunks).logits[:, :-1]
         return float((logits.argmax(-1) == chunks[:, 1:]).float().mean())
+
+
+if __name__ == "__main__":  # `python configs/models/char_llama.py zen.pt`: the weights the decoder how-to deploys
+    import sys
+
+    where = Path(sys.argv[1] if len(sys.argv) > 1 else "zen.pt")
+    print(f"{where}: next-character accuracy {train(where):.3f}")

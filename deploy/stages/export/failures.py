@@ -102,7 +102,7 @@ def _next_step(attempts: list[Attempt]) -> str:
         return "the legacy exporter's failure names the line of your code to change"
     if "fixes a dim" in causes or "view / reshape" in causes:
         return "where the model fixes a shape, make that dim static in the shape spec"
-    return "the causes above are each exporter's own; the full messages are in the stage log"
+    return "the causes above are each exporter's own"
 
 
 def _title(exporter: Exporter) -> str:
