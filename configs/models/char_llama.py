@@ -91,7 +91,8 @@ def train(path: Path, steps: int = 400, window: int = 64) -> float:
         return float((logits.argmax(-1) == chunks[:, 1:]).float().mean())
 
 
-if __name__ == "__main__":  # `python configs/models/char_llama.py zen.pt`: the weights the decoder how-to deploys
+# `python configs/models/char_llama.py zen.pt`: the weights the decoder how-to deploys
+if __name__ == "__main__":
     import sys
 
     where = Path(sys.argv[1] if len(sys.argv) > 1 else "zen.pt")
