@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import yaml
 
-from deploy.starter.decoder_found import DEFAULT_MAX_PAST, POSITION_FIELDS, DecoderFound, decoder_inputs
+from deploy.starter.decoder_found import (
+    DEFAULT_MAX_PAST,
+    DEFAULT_NEW_TOKENS,
+    POSITION_FIELDS,
+    DecoderFound,
+    decoder_inputs,
+)
 from deploy.starter.entries import InputEntry, SourceEntry
 from deploy.starter.inspection import COUNT, Findings, Found
 
@@ -66,6 +72,9 @@ def _model(
     if found.decoder is not None:
         model["decoder"] = {"layers": found.decoder.layers, "cache": found.decoder.cache}
         inputs = decoder_inputs(inputs, found.decoder)
+        room = int(inputs[1]["max"][2])  # a one-token prompt and its new tokens fit the past's max + 1
+        if room < DEFAULT_NEW_TOKENS:
+            model["decoder"]["max_new_tokens"] = room
     return model, inputs
 
 

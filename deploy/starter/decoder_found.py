@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 PAST_DIM = "past_sequence"
 # The longest past a written config declares where the model does not say its own.
 DEFAULT_MAX_PAST = 1024
+DEFAULT_NEW_TOKENS = (
+    64  # spec.tensors.Decoder.max_new_tokens' default: written lower where the past is shorter
+)
 # Where configs say a model's positions (transformers' name first; GPT-2, MPT, Falcon, ...).
 POSITION_FIELDS = (
     "max_position_embeddings",

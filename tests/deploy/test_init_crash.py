@@ -1,7 +1,9 @@
 """`deploy init` and `validate --probe` call the user's model in a child process
 (pipeline/process/child_call.py): a native crash or an os._exit() in the model's code
 ended the command itself, with no message and no config, or with exit 0, which CI reads
-as success. Now the refusal names how it ended, and Ctrl-C still stops both."""
+as success. Now the refusal names how it ended, and Ctrl-C still stops both. Each runs
+deploy as its own process: in a process with other threads (a test worker) the call is
+made in place, since a fork there can inherit a held lock."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, Cli, living_in_session, signals_as_a_terminal_sends_them
+from tests.helpers import ROOT, living_in_session, run_cli, signals_as_a_terminal_sends_them
 
 MODELS = """
 import ctypes
@@ -56,23 +58,23 @@ SHAPES = "x:float32:1x4/2x4/4x4"
     ],
 )
 def test_a_model_that_ends_the_process_is_named_and_nothing_is_written(
-    tmp_path: Path, cli: Cli, model: str, said: str
+    tmp_path: Path, model: str, said: str
 ) -> None:
     (tmp_path / "models.py").write_text(MODELS)
-    made = cli("init", "--file", "models.py", "--callable", model, "--input", SHAPES, cwd=tmp_path)
+    made = run_cli("init", "--file", "models.py", "--callable", model, "--input", SHAPES, cwd=tmp_path)
     assert made.returncode == 3, made.stderr
     assert f"model: {said}" in made.stderr and "while deploy init built and called it" in made.stderr
     assert not (tmp_path / f"{model}.yaml").exists()
 
 
-def test_validate_probe_names_a_crash_in_the_model(tmp_path: Path, cli: Cli) -> None:
+def test_validate_probe_names_a_crash_in_the_model(tmp_path: Path) -> None:
     (tmp_path / "models.py").write_text(MODELS)
-    made = cli("init", "--file", "models.py", "--callable", "Doubles", "--input", SHAPES, cwd=tmp_path)
+    made = run_cli("init", "--file", "models.py", "--callable", "Doubles", "--input", SHAPES, cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     config = tmp_path / "Doubles.yaml"
-    assert cli("validate", str(config), "--probe", cwd=tmp_path).returncode == 0
+    assert run_cli("validate", str(config), "--probe", cwd=tmp_path).returncode == 0
     config.write_text(config.read_text().replace("callable: Doubles", "callable: Crashes"))
-    probed = cli("validate", str(config), "--probe", cwd=tmp_path)
+    probed = run_cli("validate", str(config), "--probe", cwd=tmp_path)
     assert probed.returncode == 1 and "killed by SIGSEGV" in probed.stderr, probed.stderr
 
 
@@ -99,3 +101,28 @@ def test_ctrl_c_while_the_model_hangs_stops_init_and_its_child(tmp_path: Path) -
     assert init.returncode == 130, err
     assert not living_in_session(init.pid)
     assert not (tmp_path / "Hangs.yaml").exists()
+
+
+def test_a_process_with_other_threads_makes_the_call_in_place() -> None:
+    """A fork copies only the forking thread: a lock another thread held (a test worker's
+    I/O thread) stayed held in the child, which waited on it for ever."""
+    import threading
+
+    from deploy.pipeline.process.child_call import in_child
+
+    done = threading.Event()
+    other = threading.Thread(target=done.wait)
+    other.start()
+    try:
+        assert in_child(os.getpid) == os.getpid()
+    finally:
+        done.set()
+        other.join()
+    alone = "import os; from deploy.pipeline.process.child_call import in_child; print(in_child(os.getpid) != os.getpid())"
+    forked = subprocess.run(
+        [sys.executable, "-c", alone],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert forked.stdout.strip() == "True", forked.stderr

@@ -576,7 +576,8 @@ def test_a_decoder_whose_config_turns_its_cache_off_is_still_written_as_a_decode
                    "--input", "input_ids:int64:1x1/1x8/1x16", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     written = yaml.safe_load((tmp_path / "llama_cache_off.yaml").read_text())
-    assert written["model"]["decoder"] == {"layers": 2, "cache": "transformers"}
+    # 48 positions past the longest input_ids: the default 64 new tokens would not fit
+    assert written["model"]["decoder"] == {"layers": 2, "cache": "transformers", "max_new_tokens": 48}
     assert written["inputs"][0]["value_range"] == [0, 39]  # the whole vocabulary
 
 

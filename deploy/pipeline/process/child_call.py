@@ -8,6 +8,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 import traceback
 from collections.abc import Callable
 from enum import Enum
@@ -28,8 +29,13 @@ class Reply(str, Enum):
 
 
 def in_child(call: Callable[..., T], *args: Any) -> T:
-    """call(*args) in a forked child (the caller holds no threads: a CLI command before
-    its work); its result or DeployError; StageFailed naming how a child that never answered ended."""
+    """call(*args) in a forked child; its result or DeployError; StageFailed naming how a
+    child that never answered ended. A process running other threads (an embedding
+    program, a test runner) calls it here instead: a fork copies only the forking thread,
+    and a lock another one held stays held in the child for ever (seen: a test worker's
+    child waiting on a futex)."""
+    if threading.active_count() > 1:
+        return call(*args)
     context = multiprocessing.get_context("fork")
     reader, writer = context.Pipe(duplex=False)
     child = context.Process(target=_child, args=(writer, call, args), daemon=True)
