@@ -154,7 +154,7 @@ def test_the_irs_answer_real_digits_like_eager_and_bench_times_them(
     (lone / "model.xml").write_bytes((fp32 / "model.xml").read_bytes())
     broken = cli("bench", str(lone / "model.xml"), "--shapes", "image:1x1x8x8")
     said = broken.stdout + broken.stderr
-    assert broken.returncode == ExitCode.CONFIG and "Traceback" not in said  # a file it cannot read: bad input
+    assert broken.returncode == ExitCode.CONFIG and "Traceback" not in said  # unreadable: a bad input file
     assert "OpenVINO cannot load" in said and "bin file cannot be found" in said
 
 
