@@ -238,13 +238,7 @@ def _probe(config: DeployConfig) -> None:
         raise MissingDependency(
             f"the package '{exc.name}' (--probe builds the model)", install_hint(exc.name or "torch")
         ) from None
-    from deploy.pipeline.process.child_call import in_child
-
-    # In a child: a native crash or os._exit in the model's code is named, not our end.
-    def called() -> None:  # what the probe returns holds the model: not sent back
-        probe(config, probe_sample(config))
-
-    in_child(called)
+    probe(config, probe_sample(config))
 
 
 app.command()(init)  # deploy/commands/init_cli.py

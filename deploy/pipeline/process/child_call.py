@@ -34,7 +34,7 @@ def in_child(call: Callable[..., T], *args: Any) -> T:
     program, a test runner) calls it here instead: a fork copies only the forking thread,
     and a lock another one held stays held in the child for ever (seen: a test worker's
     child waiting on a futex)."""
-    if threading.active_count() > 1:
+    if _threads() > 1:
         return call(*args)
     context = multiprocessing.get_context("fork")
     reader, writer = context.Pipe(duplex=False)
@@ -49,6 +49,15 @@ def in_child(call: Callable[..., T], *args: Any) -> T:
             child.kill()
             child.join()
     return _outcome(kind, value, child.exitcode)
+
+
+def _threads() -> int:
+    """This process's threads, native ones included (torch's and ONNX Runtime's pools hold
+    locks too, which threading.active_count() does not see)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:  # not Linux: Python's own count is all there is
+        return threading.active_count()
 
 
 def _receive(reader: Connection) -> tuple[Reply | None, Any]:
