@@ -1,3 +1,3 @@
-from deploy.cli import main
+from deploy.entry import main
 
 main()

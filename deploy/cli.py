@@ -30,10 +30,13 @@ from deploy.pipeline.errors import (
     ExitCode,
     MissingDependency,
 )
+from deploy.pipeline.process import stopping
 from deploy.pipeline.store.writable import UMASK
 from deploy.releasing.release_commands import releases, rollback
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from deploy.pipeline.graph.plan import PlanRow
     from deploy.spec.config import DeployConfig
 
@@ -228,7 +231,18 @@ def validate(
 
 
 def _probe(config: DeployConfig) -> None:
-    """The model built and called at the min shape, in this process (it only reads)."""
+    """The model built and called at the min shape in a child (child_call): a native crash
+    or an os._exit in the model's code is named (exit 3), not the command's silent end."""
+    from deploy.pipeline.errors import ConfigError, Issue
+    from deploy.pipeline.process.child_call import CallEnded, in_child
+
+    try:
+        in_child(_probed, config)
+    except CallEnded as exc:
+        raise ConfigError("model", [Issue("model", f"{exc}, while --probe built and called it")]) from None
+
+
+def _probed(config: DeployConfig) -> None:
     from deploy.pipeline.graph.extras import install_hint
 
     try:
@@ -238,7 +252,7 @@ def _probe(config: DeployConfig) -> None:
         raise MissingDependency(
             f"the package '{exc.name}' (--probe builds the model)", install_hint(exc.name or "torch")
         ) from None
-    probe(config, probe_sample(config))
+    probe(config, probe_sample(config))  # its adapter stays in the child: only errors come back
 
 
 app.command()(init)  # deploy/commands/init_cli.py
@@ -330,9 +344,9 @@ def main() -> None:
     warnings_to_stderr()
     verbose = any(arg in ("-v", "--verbose") for arg in sys.argv[1:])
     wide_help()
-    if _replayed(sys.argv[1:]):
-        sys.exit(ExitCode.OK)
-    sys.exit(_invoke(verbose))
+    with stopping.listening():  # Ctrl-C, SIGTERM, SIGHUP: "interrupted", exit 130, whenever they land
+        code = ExitCode.OK if _replayed(sys.argv[1:]) else _invoke(verbose)
+    sys.exit(code)
 
 
 def _replayed(args: list[str]) -> bool:
@@ -346,16 +360,27 @@ def _replayed(args: list[str]) -> bool:
 
     try:
         return replayed(Path(args[1]), None, _console())
-    except KeyboardInterrupt:
-        sys.exit(ExitCode.INTERRUPTED)
+    except KeyboardInterrupt as stop:
+        sys.exit(_interrupted(make_console(stderr=True), str(stop)))
     except Exception:  # e.g. a footprint of an unexpected shape: the full path decides
+        if by := stopping.stopped_by():  # unless the error was a stop's
+            sys.exit(_interrupted(make_console(stderr=True), by))
         return False
+
+
+def _interrupted(err: Console, by: str | None) -> int:
+    err.print(
+        f"[yellow]interrupted[/] ({by or 'Ctrl-C'}): the cache holds only completed stages; rerun to resume"
+    )
+    return ExitCode.INTERRUPTED
 
 
 def _invoke(verbose: bool) -> int:
     err = make_console(stderr=True)
     try:
         code = app(standalone_mode=False)  # returns an Exit's code instead of exiting
+        if code == ExitCode.INTERRUPTED and (by := stopping.stopped_by()):  # typer's silent 130
+            return _interrupted(err, by)
     except typer.TyperException as exc:  # usage errors (typer's vendored click)
         show = getattr(exc, "show", None)
         if show is not None:
@@ -363,9 +388,10 @@ def _invoke(verbose: bool) -> int:
         else:
             err.print(str(exc), markup=False, highlight=False)
         return int(getattr(exc, "exit_code", ExitCode.USAGE))
-    except (KeyboardInterrupt, typer.Abort):
-        err.print("[yellow]interrupted[/]: the cache holds only completed stages; rerun to resume")
-        return ExitCode.INTERRUPTED
+    except (KeyboardInterrupt, typer.Abort) as stop:
+        return _interrupted(err, str(stop) or stopping.stopped_by())
     except Exception as exc:  # the one place an error becomes an exit code
+        if by := stopping.stopped_by():  # a library's error made of the stop (pydantic's SchemaError)
+            return _interrupted(err, by)
         return failed(err, exc, verbose)
     return code if isinstance(code, int) else ExitCode.OK

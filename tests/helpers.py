@@ -30,6 +30,7 @@ from deploy.runtimes.record import BenchRow
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.yaml"
 HEAVY = (
+    "numpy",  # its OpenBLAS starts a thread at import: a fork after it (child_call) must not
     "torch",
     "onnx",
     "onnxruntime",

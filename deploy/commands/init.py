@@ -190,13 +190,12 @@ def initialise(request: InitRequest) -> tuple[Path, str]:
     dest = (request.output or Path(f"{name}.yaml")).absolute()
     if dest.exists() and not request.overwrite:
         raise ConfigError(str(dest), [Issue("--output", "exists; pass --overwrite to replace it")])
-    from deploy.pipeline.errors import StageFailed
-    from deploy.pipeline.process.child_call import in_child
+    from deploy.pipeline.process.child_call import CallEnded, in_child
 
     args = (request.source(dest.parent), request.input_args(), name, dest, request.batch_dim)
     try:  # the model is the user's code: a native crash in it is named, not the command's end
         text = in_child(make_config, *args)
-    except StageFailed as exc:
+    except CallEnded as exc:
         raise ConfigError(
             "model", [Issue("model", f"{exc}, while deploy init built and called it")]
         ) from None

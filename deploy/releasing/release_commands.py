@@ -62,7 +62,7 @@ def rollback(
     """Serve an earlier released version of the pipeline's models, and switch live servers to it."""
     from deploy.pipeline.process import stopping
     from deploy.pipeline.store.leftovers import sweep_cache
-    from deploy.releasing.rollback import roll_back
+    from deploy.releasing.rollback import NoSuchVersion, roll_back
 
     for url in server:  # before the journal names it: recovery would carry a bad one forever
         if not re.match(SERVER_URL, url):
@@ -75,10 +75,13 @@ def rollback(
         found = project(config, cache_dir)
     except KeyboardInterrupt as stop:  # before anything was read: nothing to roll back or complete
         print(f"interrupted ({str(stop) or 'Ctrl-C'}): nothing was rolled back", file=sys.stderr)
+        stopping.said()
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     try:
         sweep_cache(found.cache_dir)
         lines = roll_back(found, to, server)
+    except NoSuchVersion as exc:  # a mistake on the command line: exit 2, as typer's own
+        raise typer.BadParameter(str(exc), param_hint="--to") from None
     except KeyboardInterrupt as stop:
         _interrupted(found.config.repository, found.config.name, str(stop))
     for line in lines:
@@ -87,6 +90,7 @@ def rollback(
 
 def _interrupted(repository: Path, pipeline: str, signal_name: str) -> NoReturn:
     """What a stopped rollback left: nothing changed, or a journal the next command completes."""
+    from deploy.pipeline.process import stopping
     from deploy.serving import release_journal
 
     if release_journal.path(repository, pipeline).exists():
@@ -94,4 +98,5 @@ def _interrupted(repository: Path, pipeline: str, signal_name: str) -> NoReturn:
     else:
         said = "nothing was rolled back"
     print(f"interrupted ({signal_name or 'Ctrl-C'}): {said}", file=sys.stderr)
+    stopping.said()
     raise typer.Exit(ExitCode.INTERRUPTED)

@@ -23,6 +23,10 @@ from deploy.pipeline.errors import StageFailed
 from deploy.pipeline.graph.project import Project
 
 
+class NoSuchVersion(StageFailed):
+    """`--to N` where no model of the pipeline keeps a version N: the command line's mistake."""
+
+
 @dataclass(frozen=True)
 class Rollback:
     model: str
@@ -33,6 +37,7 @@ class Rollback:
 def plan(repository: Path, name: str, to: int | None) -> tuple[list[Rollback], list[str]]:
     """What would move, and why the other models stay as they are."""
     from deploy.pipeline.publish.readback import published_models
+    from deploy.serving import releases
 
     models = published_models(repository, name)
     if not models:
@@ -42,6 +47,8 @@ def plan(repository: Path, name: str, to: int | None) -> tuple[list[Rollback], l
         move, stay = _one(repository / model, to)
         moves += [move] if move else []
         stays += [f"{model}: {stay}"] if stay else []
+    if to is not None and not any(to in releases.versions(repository / m) for m in models):
+        raise NoSuchVersion(f"no model of '{name}' keeps a v{to}: {'; '.join(stays)}")
     return moves, stays
 
 

@@ -4,8 +4,8 @@ sequence in flight, at a number of sequences at once. The same timing for the ge
 loop in process (serving/decode_loop.py over the step's file) and for a served
 `<step>_generate_stream` model over a gRPC stream; each row says whether other processes
 took the cores meanwhile (contended), and no decision rests on one that was. bench writes
-these rows (generation.json); select and the benchmark script read them. numpy only at
-import."""
+these rows (generation.json); select and the benchmark script read them. numpy only where
+rows are timed: select and `deploy validate` import the records."""
 
 from __future__ import annotations
 
@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 from pydantic import Field
 
 from deploy.spec.tensors import Frozen
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from deploy.serving.decode_loop import CacheShape
     from deploy.serving.generate_record import GenerateRecord
 
@@ -34,7 +35,7 @@ MIN_ROUNDS = 3  # fewer rounds cannot tell a stable row from a lucky one
 # A prompt in, (its tokens, each token's arrival in seconds from the request's start) out.
 Run = Callable[[list[int]], tuple[list[int], list[float]]]
 Where = Literal["served", "in-process"]
-Step = Callable[[dict[str, np.ndarray]], list[np.ndarray]]  # decode_loop's step: feeds -> logits, present
+Step = Callable[[dict[str, "np.ndarray"]], list["np.ndarray"]]  # decode_loop's step: feeds -> logits, present
 
 
 class GenerationRow(Frozen):
@@ -94,6 +95,8 @@ def timed(
 ) -> GenerationRow:
     """All `prompts` in flight at once, one sequence each, `rounds` times over (pooled);
     `expected`: each one's tokens."""
+    import numpy as np
+
     from deploy.runtimes import contention
 
     start_use = contention.usage()

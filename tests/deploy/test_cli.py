@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from deploy.pipeline.errors import ExitCode
-from tests.helpers import HEAVY, Cli, run_cli
+from tests.helpers import HEAVY, ROOT, Cli, run_cli
 
 PROBE = """
 import sys
@@ -63,6 +63,11 @@ def test_help_and_cached_run_import_no_heavy_library(cached_config):
     assert heavy_imports("--help") == (0, [])
     assert heavy_imports("run", str(cached_config)) == (0, [])
     assert heavy_imports("plan", str(cached_config)) == (0, [])
+    assert heavy_imports("validate", str(cached_config)) == (0, [])
+    assert heavy_imports("validate", str(ROOT / "configs" / "resnet50.yaml")) == (
+        0,
+        [],
+    )  # every stage's module
 
 
 def test_a_cached_run_with_a_remote_cache_never_touches_it(cached_config, tmp_path):

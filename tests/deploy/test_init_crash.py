@@ -1,9 +1,9 @@
 """`deploy init` calls the user's model in a child process
 (pipeline/process/child_call.py): a native crash or an os._exit() in the model's code
 ended the command itself, with no message and no config, or with exit 0, which CI reads
-as success. Now the refusal names how it ended, and Ctrl-C still stops both. Each runs
-deploy as its own process: in a process with other threads (a test worker) the call is
-made in place, since a fork there can inherit a held lock."""
+as success. Now the refusal names how it ended, and Ctrl-C still stops both. `validate --probe`
+does the same. Each runs deploy as its own process: in a process with other threads (a test
+worker) the call is made in place, since a fork there can inherit a held lock."""
 
 from __future__ import annotations
 
@@ -65,6 +65,27 @@ def test_a_model_that_ends_the_process_is_named_and_nothing_is_written(
     assert made.returncode == 3, made.stderr
     assert f"model: {said}" in made.stderr and "while deploy init built and called it" in made.stderr
     assert not (tmp_path / f"{model}.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ("Crashes", "the process running the model's code was killed by SIGSEGV"),
+        ("Quits", "the model's code ended the process (exit code 0) before it returned, as os._exit() does"),
+    ],
+)
+def test_validate_probe_names_a_model_that_ends_the_process(tmp_path: Path, model: str, said: str) -> None:
+    """--probe ran the model in deploy's own process: a segfault ended it without a word,
+    and an os._exit(0) read as `ok` (exit 0) to CI."""
+    (tmp_path / "models.py").write_text(MODELS)
+    made = run_cli("init", "--file", "models.py", "--callable", "Doubles", "--input", SHAPES, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    text = (tmp_path / "Doubles.yaml").read_text()
+    (tmp_path / "other.yaml").write_text(text.replace("callable: Doubles", f"callable: {model}"))
+    probed = run_cli("validate", "--probe", "other.yaml", cwd=tmp_path)
+    assert probed.returncode == 3, probed.stderr
+    assert f"model: {said}" in probed.stderr and "while --probe built and called it" in probed.stderr
+    assert run_cli("validate", "--probe", "Doubles.yaml", cwd=tmp_path).returncode == 0
 
 
 def test_ctrl_c_while_the_model_hangs_stops_init_and_its_child(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from deploy.runtimes.catalog import (
     SERVED,
     artifact_of,
     for_suffix,
+    get,
     serving,
 )
 from deploy.serving.layout import LAYOUTS
@@ -120,3 +121,19 @@ def test_a_new_runtime_is_its_plugin_module_and_one_catalog_line() -> None:
         subprocess.run([sys.executable, "-c", heavy], capture_output=True, text=True, cwd=ROOT).stdout.strip()
         == "[]"
     )
+
+
+def test_openvino_bf16_is_said_available_from_the_cpu_flags_as_openvino_says_it() -> None:
+    """The bf16 row's `unavailable` reads /proc/cpuinfo first (validate imported OpenVINO
+    for it); where the flags say yes, OpenVINO's own capabilities must say so too, and its
+    answer stands where they do not."""
+    import openvino as ov
+
+    from deploy.domain.vocabulary import Precision
+    from deploy.runtimes.base import Device
+
+    said = get("openvino_bf16").unavailable(Device.CPU)
+    capable = "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    assert (said is None) == capable, said
+    if host.lacks_native(Precision.BF16, Device.CPU) is None:
+        assert capable  # the flags' yes is OpenVINO's yes

@@ -210,7 +210,10 @@ def test_rollback_serves_the_earlier_version_and_a_release_does_not_bring_it_bac
     forward = cli("rollback", str(config), "--to", "2")
     assert forward.returncode == 0 and releases.served(model_dir) == {2}
     missing = cli("rollback", str(config), "--to", "9")
-    assert missing.returncode == ExitCode.STAGE and "no v9" in missing.stdout + missing.stderr
+    assert missing.returncode == ExitCode.USAGE, missing.stdout + missing.stderr  # the command line's mistake
+    assert "Invalid value for --to: no model of 'tiny' keeps a v9" in missing.stderr and releases.served(
+        model_dir
+    ) == {2}
 
 
 HOLD_REPOSITORY = """

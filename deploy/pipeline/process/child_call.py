@@ -21,6 +21,10 @@ from deploy.pipeline.process import lifeline
 T = TypeVar("T")
 
 
+class CallEnded(StageFailed):
+    """The child ended before it answered: a native crash, a kill or an os._exit."""
+
+
 class Reply(str, Enum):
     RETURNED = "returned"
     RAISED = "raised"  # a DeployError, sent as it is
@@ -29,7 +33,7 @@ class Reply(str, Enum):
 
 
 def in_child(call: Callable[..., T], *args: Any) -> T:
-    """call(*args) in a forked child; its result or DeployError; StageFailed naming how a
+    """call(*args) in a forked child; its result or DeployError; CallEnded naming how a
     child that never answered ended. A process running other threads (an embedding
     program, a test runner) calls it here instead: a fork copies only the forking thread,
     and a lock another one held stays held in the child for ever (seen: a test worker's
@@ -76,7 +80,7 @@ def _outcome(kind: Reply | None, value: Any, exitcode: int | None) -> Any:
         raise KeyboardInterrupt
     if kind is Reply.FAILED:
         raise RuntimeError(f"in the child process that ran the call:\n{value}")
-    raise StageFailed(ended(exitcode))
+    raise CallEnded(ended(exitcode))
 
 
 def ended(exitcode: int | None) -> str:

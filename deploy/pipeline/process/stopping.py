@@ -8,13 +8,18 @@ stop until the start is done, then raises it."""
 
 from __future__ import annotations
 
+import _thread
 import contextlib
+import functools
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import TYPE_CHECKING, Any
 
-from deploy.pipeline.report.results import StageResult
+if TYPE_CHECKING:  # stdlib only at import: the CLI installs these handlers before anything loads
+    from deploy.pipeline.report.results import StageResult
 
 # What signal.signal takes and returns: a handler, SIG_DFL / SIG_IGN, or None (not set from Python).
 Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
@@ -26,9 +31,15 @@ SignalHandler = dict[signal.Signals, Handler] | None
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+AGAIN_S = 0.01  # a stop dropped by a finalizer is raised again after this
+
+
 class _State:
     deferring = 0  # depth of deferred() blocks
     pending: str | None = None  # the signal that arrived meanwhile
+    last: str | None = None  # the last stop that arrived in this command (listening)
+    signum = signal.SIGINT  # and its signal
+    again = False  # a stop a finalizer dropped is to be raised again (_raised_again)
 
 
 def stop_on_signals() -> SignalHandler:
@@ -51,6 +62,7 @@ class Stopped(Exception):
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     name = "Ctrl-C" if signum == signal.SIGINT else f"signal {signal.Signals(signum).name}"
+    _State.last, _State.signum, _State.again = name, signal.Signals(signum), False
     if _State.deferring:
         _State.pending = name
         return
@@ -68,6 +80,51 @@ def deferred() -> Iterator[None]:
         if not _State.deferring and _State.pending is not None:
             name, _State.pending = _State.pending, None
             raise KeyboardInterrupt(name)
+
+
+@contextlib.contextmanager
+def listening() -> Iterator[None]:
+    """stop_on_signals for one command, put back after it. A library may turn the
+    KeyboardInterrupt into an error of its own (pydantic building a schema raises a
+    SchemaError): `stopped_by()` then says that a stop came first."""
+    _State.last = None
+    previous, hook = stop_on_signals(), sys.unraisablehook
+    sys.unraisablehook = functools.partial(_raised_again, hook)
+    try:
+        yield
+    finally:
+        sys.unraisablehook, _State.again = hook, False  # the command ended: nothing left to raise
+        restore(previous)
+
+
+def _raised_again(hook: Callable[[Any], object], unraisable: Any) -> None:
+    """A stop raised where Python cannot pass it on (a finalizer, a C callback) was printed
+    as "Exception ignored" and dropped, and the command ran on to exit 0: it is raised
+    again a moment later, from another thread (raised from here, it would be dropped too),
+    as the same signal; where it lands in such a place again, again."""
+    if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+        _State.again = True
+        again = threading.Timer(AGAIN_S, _again)
+        again.daemon = True  # a command ending meanwhile does not wait for it
+        again.start()
+        return
+    hook(unraisable)
+
+
+def _again() -> None:
+    if _State.again:  # not raised meanwhile, and the command still runs
+        _thread.interrupt_main(_State.signum)
+
+
+def stopped_by() -> str | None:
+    """The stop that arrived during the command (`listening`), if one did and the command
+    has not said what it left (`said`)."""
+    return _State.last
+
+
+def said() -> None:
+    """The command has said what the stop left: the CLI adds no line of its own."""
+    _State.last = None
 
 
 def restore(previous: SignalHandler) -> None:

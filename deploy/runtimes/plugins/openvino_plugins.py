@@ -86,6 +86,13 @@ def _load(path: Path, outputs: Sequence[str] | None, precision: str) -> Any:
 
 
 def _no_bf16(device: Device) -> str | None:
+    """Asks OpenVINO only where the CPU's flags do not already say yes (native bf16, which
+    OpenVINO's CPU plugin computes in): `deploy validate` and `plan` import no runtime.
+    Their absence is not a no: OpenVINO may use other instructions."""
+    from deploy.runtimes.host import lacks_native
+
+    if lacks_native(Precision.BF16, Device.CPU) is None:
+        return None
     from deploy.runtimes.openvinort import Compute, lacks
 
     return lacks(Compute.BF16)

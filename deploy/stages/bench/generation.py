@@ -11,8 +11,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from deploy.domain.artifacts import GENERATION_SPEED, REPOSITORY
 from deploy.pipeline.errors import StageFailed
 from deploy.serving.generate_record import STREAM_SUFFIX
@@ -108,6 +106,8 @@ def _prompts(ctx: StageContext, length: int, count: int, new: int, context: int)
     ids = ctx.config.inputs[0]
     low, high = ids.value_range or (0, 1)
     fits = max(1, min(length, ids.max[1], context - new))
+    import numpy as np  # here: validate and a cached run import this module, and need none of it
+
     rng = np.random.default_rng(PROMPT_SEED + length)
     return [[int(t) for t in rng.integers(int(low), int(high) + 1, size=fits)] for _ in range(count)]
 
