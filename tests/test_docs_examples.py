@@ -1,5 +1,5 @@
 """The docs' examples run, or say they don't: every shell, console and Python block of the
-README, getting-started and the how-to pages carries a marker on the line before it,
+README and of every page of the site carries a marker on the line before it,
 
     <!-- example: runs in tests/some_test.py::test_name -->     (that test runs it)
     <!-- example: illustrative: why it cannot run in CI -->      (a GPU, a server left up, …)
@@ -19,11 +19,7 @@ import pytest
 
 from tests.helpers import ROOT
 
-PAGES = [
-    ROOT / "README.md",
-    ROOT / "docs" / "getting-started.md",
-    *sorted((ROOT / "docs" / "how-to").glob("*.md")),
-]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]  # every page of the site
 LANGUAGES = ("bash", "console", "python", "shell", "sh")
 MARKER = re.compile(
     r"<!-- example: (?:runs in (?P<test>tests/[\w/]+\.py::\w+)|illustrative: (?P<why>.+?)) -->"

@@ -103,10 +103,13 @@ def _fields(node: Any) -> list[str]:
 
 
 def _follow(result: Any, dotted: str) -> tuple[Path, str | None]:
-    """'hidden_states.3' -> ('hidden_states', 3), checked against the probed result."""
+    """'hidden_states.3' -> ('hidden_states', 3), checked against the probed result. A
+    dict key that holds dots itself ('head.logits') is one step: the longest key the path
+    starts with is taken whole."""
     path: list[Step] = []
-    node = result
-    for part in dotted.split("."):
+    node, rest = result, dotted
+    while rest:
+        part, rest = _next_step(node, rest)
         step: Step = int(part) if part.isdigit() and not isinstance(node, Mapping) else part
         try:
             node = _step(node, step)
@@ -116,6 +119,18 @@ def _follow(result: Any, dotted: str) -> tuple[Path, str | None]:
     if not isinstance(node, torch.Tensor):
         return (), f"path '{dotted}' leads to a {type(node).__name__}, not a tensor"
     return tuple(path), None
+
+
+def _next_step(node: Any, dotted: str) -> tuple[str, str]:
+    """The first step of `dotted` and the rest: a mapping's longest key it starts with, else
+    up to the first dot."""
+    if isinstance(node, Mapping):
+        keys = [k for k in node if isinstance(k, str) and (dotted == k or dotted.startswith(f"{k}."))]
+        if keys:
+            key = max(keys, key=len)
+            return key, dotted[len(key) + 1 :]
+    part, _, rest = dotted.partition(".")
+    return part, rest
 
 
 def _leaves(result: Any, prefix: Path) -> list[Path]:

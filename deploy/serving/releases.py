@@ -295,14 +295,11 @@ def restore(version_dir: Path, source: Path, files: Mapping[str, str]) -> list[s
     released version that is missing or changed since (one rename each); the files restored."""
     found = file_digests(version_dir)
     changed = [rel for rel, digest in files.items() if found.get(rel) != digest]
+    from deploy.pipeline.store.leftovers import repairing
+
     for rel in changed:
-        target = version_dir / rel
-        part = target.with_name(
-            f".{target.name}.repair-{os.getpid()}"
-        )  # a dead one's: swept (store.leftovers)
-        part.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source / rel, part)
-        os.replace(part, target)
+        with repairing(version_dir / rel) as staged:
+            shutil.copyfile(source / rel, staged)
     return changed
 
 

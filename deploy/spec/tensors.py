@@ -198,10 +198,12 @@ class OutputSpec(Frozen):
     name: TensorName = Field(
         description="Output name in ONNX, TensorRT and Triton: `[A-Za-z_][A-Za-z0-9_]*`."
     )
-    path: Annotated[str, Field(pattern=r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$")] | None = Field(
+    # Any printable text: a dict's keys may hold dots, slashes or spaces ('head.logits', 'aux/score').
+    path: Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]+$")] | None = Field(
         None,
         description="Where this output is in what the model returns: a dict key or `ModelOutput` field "
-        "(`last_hidden_state`), a position (`0`), or a dotted path into nested results (`hidden_states.3`). "
+        "(`last_hidden_state`), a position (`0`), or a dotted path into nested results (`hidden_states.3`); "
+        "a key holding dots itself (`head.logits`) is matched whole. "
         "Default: the output's name for a dict result, else its position among the returned tensors.",
     )
     kind: OutputKind = Field(

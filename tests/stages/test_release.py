@@ -17,7 +17,7 @@ import yaml
 
 from deploy.pipeline.errors import ExitCode
 from deploy.serving import release_journal, releases
-from tests.helpers import ROOT, Cli, living_in_session, shared_digits, tiny_dict
+from tests.helpers import ROOT, Cli, living_in_session, run_cli, shared_digits, tiny_dict
 
 SLOW_MODEL = '''
 import sys
@@ -278,11 +278,17 @@ def test_a_released_file_changed_since_is_put_back_by_the_next_run(
     assert first.stdout.rstrip().endswith("(its released versions: deploy releases CONFIG)")
     target = tmp_path / "model_repository" / "tiny_onnx" / "1" / "model.onnx"
     released = target.read_bytes()
-    target.write_bytes(released[:-8] + bytes(8))  # same size, other bytes
+    edited = released[:-8] + bytes(8)  # same size, other bytes
+    target.write_bytes(edited)
+    killed = run_cli(
+        "run", str(config), env={"DEPLOY_FAULT": "repair#1"}
+    )  # SIGKILL: copy written, not renamed
+    assert killed.returncode == ExitCode.CRASHED, killed.stdout + killed.stderr
+    assert target.read_bytes() == edited and len(list(target.parent.glob(".model.onnx.repair-*"))) == 1
     again = cli("run", str(config))
     assert again.returncode == 0 and _status(again.stdout, "release") == "ran", again.stdout
     assert "unchanged: tiny_onnx v1 (restored model.onnx: changed since it was released)" in again.stdout
-    assert target.read_bytes() == released
+    assert target.read_bytes() == released and not list(target.parent.glob(".*")), "the dead one's copy swept"
     settled = cli("run", str(config), "-v")
     assert _status(settled.stdout, "release") == "cached", settled.stdout
 

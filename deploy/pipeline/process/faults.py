@@ -7,6 +7,8 @@ was under way.
 - `DEPLOY_FAULT=write#N`: at the N-th atomic write of this process, its temp file
   written and not yet renamed into place (pipeline/hashing.atomic_write_text);
 - `DEPLOY_FAULT=rename#N`: just before the N-th rename of a release or rollback;
+- `DEPLOY_FAULT=repair#N`: at the N-th file put back (store/leftovers.repairing), its copy
+  written and not yet renamed onto the changed one;
 - `DEPLOY_FAULT=SIGTERM@<name>` (any signal's name): that signal, not SIGKILL, at the point.
 
 Unset (always, outside tests) every point is one dictionary lookup.

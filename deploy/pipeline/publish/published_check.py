@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from deploy.pipeline.errors import EnvError
 from deploy.pipeline.graph.hashing import digest_file
 from deploy.pipeline.publish.tree import STAMP, Stamp, destination, intact, manifest_name
+from deploy.pipeline.store.leftovers import repairing
 from deploy.pipeline.store.objects import Store
 
 CHUNK = 1 << 20
@@ -107,16 +108,12 @@ def _put_back(dest: Path | str, a: Altered, store: Store) -> None:
         where.fs.put_file(str(source), f"{where.root}/{a.model}/{a.rel}")
         return
     target = dest / a.model / a.rel
-    staged = target.with_name(f".{target.name}.repair-{os.getpid()}")
-    try:
-        staged.write_bytes(source.read_bytes())
+    with repairing(target) as staged:
+        shutil.copyfile(source, staged)
         if digest_file(staged) != a.digest:
             raise EnvError(
                 f"{source}: the cache's object is not what its name says; run `deploy cache verify`"
             )
-        os.replace(staged, target)
-    finally:
-        staged.unlink(missing_ok=True)
     store.memo.remember(target, a.digest)
 
 

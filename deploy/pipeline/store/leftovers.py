@@ -7,18 +7,37 @@ so no stray file is ever read, stamped or served. A live process's are left alon
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
+from deploy.pipeline.process import faults
 from deploy.pipeline.store.locks import alive, sweep_dead
 
 # The owner's pid in each kind of leftover name.
 OWNED = (
     re.compile(r"^\..+\.(\d+)\.tmp$"),  # pipeline/hashing.atomic_write_text
     re.compile(r"^\.staging-release-(\d+)-[0-9a-f]+$"),  # serving/releases: staged versions, set aside ones
-    re.compile(r"^\..+\.repair-(\d+)$"),  # pipeline/published_check.repair
+    re.compile(r"^\..+\.repair-(\d+)$"),  # repairing(): published_check.repair, releases.restore
 )
+
+
+@contextlib.contextmanager
+def repairing(target: Path) -> Iterator[Path]:
+    """Where to write `target`'s new content: renamed onto it, one rename, when the block
+    ends without an error, removed when it raises. Named `.<name>.repair-<pid>`, so a
+    kill in between leaves a file the next command sweeps, never a half-written target."""
+    staged = target.with_name(f".{target.name}.repair-{os.getpid()}")
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        yield staged
+        faults.point(f"repair:{target.name}", "repair")  # the worst moment: written, not in place
+        os.replace(staged, target)
+    finally:
+        staged.unlink(missing_ok=True)
 
 
 def owner(name: str) -> int | None:
