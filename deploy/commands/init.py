@@ -247,6 +247,7 @@ def _validated_source(source: SourceEntry, base: Path) -> ModelSource:
 def _validated_inputs(specs: list[InputEntry]) -> list[InputSpec]:
     from pydantic import ValidationError
 
+    from deploy.spec.config import error_text
     from deploy.spec.tensors import InputSpec
 
     issues, checked = [], []
@@ -254,7 +255,7 @@ def _validated_inputs(specs: list[InputEntry]) -> list[InputSpec]:
         try:
             checked.append(InputSpec.model_validate(spec))
         except ValidationError as exc:
-            issues += [Issue(f"--input {spec['name']}", err["msg"]) for err in exc.errors()]
+            issues += [Issue(f"--input {spec['name']}", error_text(err)) for err in exc.errors()]
     if issues:
         raise ConfigError("deploy init", issues)
     return checked

@@ -70,9 +70,13 @@ def opt_feeds(config: DeployConfig, model: Model, batch: int) -> list[Feed]:
 
 def infer_inputs(client_module: ModuleType, feeds: list[Feed]) -> list[Any]:
     """InferInput objects of `client_module` (tritonclient.http or .grpc) holding the feeds."""
+    from tritonclient.utils import triton_to_np_dtype
+
     items = []
     for feed in feeds:
-        array = np.require(feed.array, requirements="C")
+        # The client's own numpy type for the datatype: bf16 data is float32 here, and since
+        # r26.06 tritonclient wants ml_dtypes.bfloat16 for BF16 (before, float32).
+        array = np.require(feed.array, dtype=triton_to_np_dtype(feed.datatype), requirements="C")
         item = client_module.InferInput(feed.name, list(array.shape), feed.datatype)
         item.set_data_from_numpy(array)
         items.append(item)

@@ -32,6 +32,13 @@ INTEGER_SPANS = {
 DType = Literal[
     "float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool"
 ]
+# A bf16 input was called, exported and checked as float32 while Triton's config said BF16:
+# every smoke request failed (the python backend cannot hand BF16 to numpy).
+UNCARRIED_BF16 = (
+    "bfloat16 inputs cannot be carried: numpy has no bfloat16, so golden's inputs, ONNX Runtime's "
+    "Python API and Triton's python backend would hold float32 while the served config says BF16; "
+    "declare float32 and cast inside the model (`x.to(torch.bfloat16)`): the cast is exported with it"
+)
 Label = Literal["min", "opt", "max"]
 LABELS: tuple[Label, ...] = ("min", "opt", "max")
 # Dots as in Optimum's cache names (`past_key_values.0.key`): ONNX, TensorRT and Triton take them.
@@ -68,7 +75,10 @@ class InputSpec(Frozen):
     empty for a 0-d scalar)."""
 
     name: TensorName = Field(description="Input name in ONNX, TensorRT and Triton: `[A-Za-z_][A-Za-z0-9_]*`.")
-    dtype: DType = Field("float32", description="Element type.")
+    dtype: DType = Field(
+        "float32",
+        description="Element type (bfloat16 is refused: numpy cannot carry it; cast inside the model).",
+    )
     dims: tuple[int | DimName, ...] = Field(
         description="One entry per axis: an int is a static size, a name a dynamic dim (axis 0: the batch dim); "
         "`[]` for a 0-d scalar (a model without a batch dim only: Triton batches every input).",
@@ -100,6 +110,13 @@ class InputSpec(Frozen):
         None,
         description="The named dim whose size bounds lengths, indices and offsets (e.g. `sequence`, `nodes`).",
     )
+
+    @field_validator("dtype")
+    @classmethod
+    def _carried(cls, dtype: str) -> str:
+        if dtype == "bfloat16":
+            raise ValueError(UNCARRIED_BF16)
+        return dtype
 
     @model_validator(mode="after")
     def _check_shapes(self) -> InputSpec:

@@ -430,6 +430,12 @@ CASES = [
         _set("inputs.0.dtype", "int64"),
     ),
     Case(
+        "bfloat16-input",
+        CONFIG,
+        "inputs[0].dtype: bfloat16 inputs cannot be carried: numpy has no bfloat16",
+        _set("inputs.0.dtype", "bfloat16"),
+    ),
+    Case(
         "triton-batch-above-spec",
         CONFIG,
         "stages.triton_config.max_batch_size: 64 exceeds the shape spec's max batch 16",

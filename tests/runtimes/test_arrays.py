@@ -72,7 +72,7 @@ def test_integer_value_ranges_are_inclusive(dtype: str, low: int, high: int) -> 
     assert set(np.unique(values).tolist()) == set(range(low, high + 1))  # both ends drawn, nothing else
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])  # a bfloat16 input is refused (spec.tensors)
 def test_float_value_ranges_bound_the_values(dtype: str) -> None:
     values = random_input(spec(dtype, (-2.0, 0.5)), (4000,), np.random.default_rng(0))
     assert values.dtype == np.dtype(numpy_name(dtype))
