@@ -58,3 +58,33 @@ def test_a_tensor_only_forward_validates(write_config, tmp_path: Path) -> None:
 def test_a_file_that_is_not_torchscript_is_left_to_the_trace_stage(tmp_path: Path) -> None:
     (tmp_path / "junk.pt").write_bytes(b"not a zip")
     assert forward_args(tmp_path / "junk.pt") is None
+
+
+class Keyed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        y = self.lin(x)
+        return {"logits": y, "score": y.sum(1)}
+
+
+def test_a_scripted_model_returning_a_dict_is_refused_naming_the_cause(write_config, tmp_path: Path) -> None:
+    """Both exporters failed with their own words ("SpecViolationError ...", "not part of
+    the active trace"), neither of which names the dict or the way out."""
+    torch.jit.save(torch.jit.script(Keyed()), str(tmp_path / "keyed.pt"))
+    inputs = [{"name": "x", "dims": ["batch", 4], "min": [1, 4], "opt": [2, 4], "max": [4, 4]}]
+    config = write_config(
+        replace={
+            "model": {"torchscript": str(tmp_path / "keyed.pt")},
+            "inputs": inputs,
+            "outputs": [{"name": "logits"}, {"name": "score"}],
+            "stages": {"export": {}},
+        }
+    )
+    proc = run_cli("run", str(config), "--to", "export")
+    console = proc.stdout + proc.stderr
+    assert proc.returncode == ExitCode.STAGE, console
+    assert "model.torchscript: its outputs are found by key or path (logits, score)" in console
+    assert "returns the declared outputs as a tuple, or give the model as Python" in console

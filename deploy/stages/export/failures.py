@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from deploy.pipeline.errors import StageFailed, clip, innermost, key_lines, plain
 from deploy.stages.export.params import Exporter
@@ -64,6 +65,31 @@ class Attempt:
     def text(self) -> str:
         meaning = f": {self.cause}" if self.cause else ""
         return f"{_title(self.exporter)} failed{meaning}: {self.error}"
+
+
+def refuse_wrapped_script(model: Any) -> None:
+    """A TorchScript model that needs deploy's adapter (outputs by key or path, inputs by
+    name): torch.export takes no ScriptModule, and the legacy exporter cannot trace a loaded
+    one inside another module ("not part of the active trace"), so neither can export it."""
+    import torch
+
+    inner = getattr(model, "model", None)
+    if isinstance(model, torch.jit.ScriptModule) or not isinstance(inner, torch.jit.ScriptModule):
+        return
+    picked = [
+        ".".join(map(str, p)) for p in getattr(model, "picks", ()) if any(isinstance(s, str) for s in p)
+    ]
+    why = (
+        f"its outputs are found by key or path ({', '.join(picked)})"
+        if picked
+        else "its inputs are bound by name"
+    )
+    raise StageFailed(
+        f"model.torchscript: {why}, and a TorchScript model can only be exported as it is: torch.export "
+        "takes no ScriptModule, and the legacy exporter cannot trace one inside deploy's adapter. Script it "
+        "with a forward that takes the inputs in order and returns the declared outputs as a tuple, or give "
+        "the model as Python (model.file or model.factory)"
+    )
 
 
 def attempt_failed(exporter: Exporter, exc: BaseException) -> Attempt:

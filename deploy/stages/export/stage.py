@@ -41,6 +41,7 @@ def run(ctx: StageContext, params: ExportParams) -> None:
 
     golden = references.load(ctx.input(GOLDEN))
     model = load_adapted(ctx.config, golden["opt"].inputs).exportable()
+    failures.refuse_wrapped_script(model)
     attempts: list[Attempt] = []
     last: Exception | None = None
     for exporter in params.exporter.attempts:
