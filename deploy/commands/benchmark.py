@@ -11,7 +11,7 @@ import typer
 
 from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Metric
-from deploy.pipeline.errors import ConfigError, EnvError, StageFailed
+from deploy.pipeline.errors import ConfigError, DeployError, EnvError, StageFailed
 from deploy.runtimes.base import Device
 from deploy.runtimes.catalog import PLUGINS, for_suffix, get, names
 
@@ -59,8 +59,11 @@ def bench_file(model: Path, request: BenchRequest) -> None:
         raise
     except Exception as exc:  # the runtime cannot read the file: a bad input file (exit 3), not a crash
         said = " ".join(str(exc).split())[:400]
+        kind = (
+            "" if isinstance(exc, DeployError) else f"{type(exc).__name__}: "
+        )  # deploy's own words need no class
         raise ConfigError(
-            str(model), [Issue("MODEL_FILE", f"{chosen} cannot read it: {type(exc).__name__}: {said}")]
+            str(model), [Issue("MODEL_FILE", f"{chosen} cannot read it: {kind}{said}")]
         ) from None
     _first_call(made.call, request.shapes)
     count = request.streams or int(made.settings.get("requests", 1) if hint == Metric.THROUGHPUT else 1)

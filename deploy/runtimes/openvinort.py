@@ -52,6 +52,25 @@ def reason(exc: BaseException) -> str:
     return said[-1] if said else first_line(exc)
 
 
+def refuse_non_ir(xml: Path) -> None:
+    """An .xml that is no IR, refused by its root element before OpenVINO tries every
+    frontend on it (TensorFlow's prints absl errors to stderr and the reason is lost)."""
+    if xml.suffix != ".xml" or not xml.is_file():
+        return
+    from xml.etree.ElementTree import ParseError, iterparse
+
+    try:
+        _, root = next(iterparse(str(xml), events=("start",)))
+        tag = root.tag
+    except (ParseError, StopIteration, OSError) as exc:
+        raise StageFailed(f"{xml} is not an OpenVINO IR: not well-formed XML ({exc})") from None
+    if tag != "net":
+        raise StageFailed(
+            f"{xml} is not an OpenVINO IR: its root element is <{tag}>, an IR's is <net> "
+            "(the .xml that ovc or openvino.save_model writes, its .bin beside it)"
+        )
+
+
 class OpenVino:
     def __init__(
         self,
@@ -62,6 +81,7 @@ class OpenVino:
         compute: Compute = Compute.F32,
     ) -> None:
         xml = path / IR_FILE if path.is_dir() else path
+        refuse_non_ir(xml)
         config: dict[str, str] = {"PERFORMANCE_HINT": hint.value, "INFERENCE_PRECISION_HINT": compute.value}
         if threads:
             config["INFERENCE_NUM_THREADS"] = str(threads)

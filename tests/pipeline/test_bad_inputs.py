@@ -966,7 +966,7 @@ CASES = [
     Case(
         "bench-unloadable-onnx",
         CONFIG,
-        "MODEL_FILE: onnxruntime cannot read it: StageFailed: ONNX Runtime cannot load",
+        "MODEL_FILE: onnxruntime cannot read it: ONNX Runtime cannot load",
         lambda d, t: _identity_onnx(t, ir_version=99),
         ("bench", "{tmp}/identity.onnx", "--shapes", "image:1x4"),
     ),
@@ -1021,9 +1021,16 @@ CASES = [
     Case(
         "bench-torchscript-corrupt",
         CONFIG,
-        "MODEL_FILE: torchscript cannot read it: StageFailed: TorchScript cannot load",
+        "MODEL_FILE: torchscript cannot read it: TorchScript cannot load",
         _file("model.pt", b"not a zip archive"),
         ("bench", "{tmp}/model.pt", "--shapes", "image:1x4"),
+    ),
+    Case(
+        "bench-xml-not-an-ir",
+        CONFIG,
+        "page.xml is not an OpenVINO IR: its root element is <html>, an IR's is <net>",
+        _file("page.xml", b'<?xml version="1.0"?>\n<html><body>not a model</body></html>\n'),
+        ("bench", "{tmp}/page.xml", "--shapes", "image:1x4"),
     ),
     Case(
         "bench-export-times-dir",
