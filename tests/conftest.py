@@ -65,23 +65,29 @@ def cli(capfd: pytest.CaptureFixture[str]) -> Cli:
     return functools.partial(cli_here, capfd)
 
 
-# The heaviest test files, heaviest first (seconds on three workers, 2-core machine,
-# 2026-11-27): pytest-xdist hands whole files to its workers in collection order, so
-# starting these first keeps one long file from running alone at the end.
+# The heaviest test files, heaviest first (seconds of their tests on three workers, a
+# 2-core machine busy with other work too, 2026-11-30; -m matrix's from 2026-11-27):
+# pytest-xdist hands whole files to its workers in collection order, so starting these
+# first keeps one long file from running alone at the end.
 HEAVIEST = (
     "matrix/test_resnet50.py",  # 633 (with -m matrix: the configs' checks)
-    "deploy/test_init.py",  # 227
-    "stages/test_release.py",  # 197
-    "stages/test_smoke.py",  # 160
-    "serving/test_live_switch.py",  # 148
-    "test_large_model.py",  # 142
-    "deploy/test_optimize.py",  # 131
-    "stages/test_bench.py",  # 129
-    "stages/test_inductor.py",  # 128 (95 since its gate check stopped recompiling)
-    "pipeline/test_remote.py",  # 126
-    "stages/test_select.py",  # 90
-    "stages/test_quantize.py",  # 86
-    "pipeline/test_bad_inputs.py",  # 85
+    "serving/test_decoder.py",  # 560 (a decoder trained, deployed, then retrained and released)
+    "stages/test_smoke.py",  # 157
+    "stages/test_release.py",  # 139
+    "stages/test_bench.py",  # 139
+    "pipeline/test_remote.py",  # 115
+    "stages/test_export_errors.py",  # 114
+    "stages/test_build.py",  # 101
+    "deploy/test_replay.py",  # 101
+    "serving/test_live_switch.py",  # 100
+    "deploy/test_optimize.py",  # 97
+    "stages/test_openvino_int8.py",  # 91
+    "deploy/test_init.py",  # 88
+    "stages/test_inductor.py",  # 86
+    "stages/test_bench_contention.py",  # 81
+    "stages/test_quantize.py",  # 75
+    "stages/test_select.py",  # 75
+    "pipeline/test_bad_inputs.py",  # 74
 )
 
 
