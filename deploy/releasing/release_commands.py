@@ -64,13 +64,8 @@ def rollback(
     from deploy.pipeline.store.leftovers import sweep_cache
     from deploy.releasing.rollback import NoSuchVersion, roll_back
 
-    for url in server:  # before the journal names it: recovery would carry a bad one forever
-        if not re.match(SERVER_URL, url):
-            raise typer.BadParameter(
-                f"'{url}' is not a server's HTTP endpoint (http://HOST:PORT)", param_hint="--server"
-            )
-    out = console()
-    stopping.stop_on_signals()  # SIGTERM and SIGHUP as Ctrl-C: said, where they killed it silently
+    _check_servers(server)
+    out = console()  # SIGTERM and SIGHUP stop it as Ctrl-C does (cli.main): said, not silent
     try:
         found = project(config, cache_dir)
     except KeyboardInterrupt as stop:  # before anything was read: nothing to roll back or complete
@@ -86,6 +81,15 @@ def rollback(
         _interrupted(found.config.repository, found.config.name, str(stop))
     for line in lines:
         out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _check_servers(server: list[str]) -> None:
+    """Before the journal names them: recovery would carry a bad one forever."""
+    for url in server:
+        if not re.match(SERVER_URL, url):
+            raise typer.BadParameter(
+                f"'{url}' is not a server's HTTP endpoint (http://HOST:PORT)", param_hint="--server"
+            )
 
 
 def _interrupted(repository: Path, pipeline: str, signal_name: str) -> NoReturn:

@@ -190,6 +190,7 @@ def test_rollback_serves_the_earlier_version_and_a_release_does_not_bring_it_bac
     stopped = _rollback_stopped_while_waiting(config, tmp_path / "model_repository")
     assert stopped.returncode == ExitCode.INTERRUPTED, stopped.stderr
     assert "interrupted (signal SIGTERM): nothing was rolled back" in stopped.stderr, stopped.stderr
+    assert stopped.stderr.count("interrupted") == 1, stopped.stderr  # the CLI adds no line of its own
     assert releases.served(model_dir) == {2}
     rolled = cli("rollback", str(config))
     assert rolled.returncode == 0, rolled.stdout + rolled.stderr
