@@ -27,6 +27,7 @@ from deploy.commands.serve_cli import serve
 from deploy.console.terminal import make_console, open_standard_streams, warnings_to_stderr, wide_help
 from deploy.domain.vocabulary import Protocol
 from deploy.pipeline.errors import (
+    EnvError,
     ExitCode,
     MissingDependency,
 )
@@ -368,6 +369,18 @@ def _replayed(args: list[str]) -> bool:
         return False
 
 
+def _check_cwd() -> None:
+    """Relative paths (the config's, the cache's) start in the current directory: one
+    deleted since the shell entered it is said first (it was a FileNotFoundError deep in a
+    stage, or a native library's fatal error)."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise EnvError(
+            "the current directory no longer exists (removed after this shell entered it): cd to one that does"
+        ) from None
+
+
 def _interrupted(err: Console, by: str | None) -> int:
     err.print(
         f"[yellow]interrupted[/] ({by or 'Ctrl-C'}): the cache holds only completed stages; rerun to resume"
@@ -378,6 +391,7 @@ def _interrupted(err: Console, by: str | None) -> int:
 def _invoke(verbose: bool) -> int:
     err = make_console(stderr=True)
     try:
+        _check_cwd()
         code = app(standalone_mode=False)  # returns an Exit's code instead of exiting
         if code == ExitCode.INTERRUPTED and (by := stopping.stopped_by()):  # typer's silent 130
             return _interrupted(err, by)

@@ -21,7 +21,7 @@ def directory(text: str) -> Path:
     as a path it is the current directory, which the cache would have filled."""
     if not text.strip():
         raise typer.BadParameter("an empty path; give a directory (or leave the option out)")
-    return Path(text)
+    return Path(text).expanduser()  # a quoted '~/cache' too: never a directory named ~
 
 
 # One --cache-dir for every command that takes it (run, plan, cache ...).

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from deploy.pipeline.errors import EnvError, MissingDependency, StageFailed
+from deploy.pipeline.errors import FILE_TOO_LARGE, DiskFull, EnvError, MissingDependency, StageFailed
 from deploy.pipeline.process import lifeline
 from deploy.serving.locate import Launch, locate
 from deploy.serving.model_state import UNKNOWN, LoadState
@@ -316,12 +316,15 @@ def stop_requests() -> Iterator[None]:
 
 
 # -- readiness -------------------------------------------------------------------------------
-def exited(server: Server, when: str) -> StageFailed | None:
-    """How our server ended, with its log's tail; None while it runs (or is not ours)."""
+def exited(server: Server, when: str) -> StageFailed | DiskFull | None:
+    """How our server ended, with its log's tail; None while it runs (or is not ours). The
+    file size limit's signal is the machine's limit (exit 4, as a stage's write past it)."""
     process = server.process
     if process is None or process.poll() is None:
         return None
     code = process.returncode
+    if code == -signal.SIGXFSZ:
+        return DiskFull(f"tritonserver's writes (it was killed by SIGXFSZ {when})", FILE_TOO_LARGE)
     how = f"exited with code {code}"
     if code < 0 and -code in signal.valid_signals():
         how = f"was killed by {signal.Signals(-code).name}"

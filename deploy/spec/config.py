@@ -59,8 +59,10 @@ CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
 
 
 def resolve_path(value: Path | None, info: ValidationInfo) -> Path | None:
-    """Relative paths in a config are relative to the config file's directory."""
+    """Relative paths in a config are relative to the config file's directory; `~` is the
+    home directory (a literal `./~` directory invited an `rm -rf ~`)."""
     base = (info.context or {}).get("base_dir")
+    value = value.expanduser() if value is not None else None
     if value is None or value.is_absolute() or base is None:
         return value
     return Path(base) / value

@@ -381,3 +381,32 @@ def test_the_closing_line_names_a_repository_only_for_what_it_holds(cached_confi
     assert earlier.stdout.splitlines()[-1].endswith(
         "repository: " + str(cached_config.parent / "model_repository") + " (nothing published by this run)"
     )
+
+
+def test_a_deleted_working_directory_is_said_before_anything_runs(tmp_path: Path) -> None:
+    """validate, plan and run ended in a FileNotFoundError traceback (exit 70), doctor in
+    oneMKL's fatal error: the shell's directory had been removed."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    config = ROOT / "configs" / "tiny.yaml"
+    script = f"cd {gone} && rmdir {gone} && exec {sys.executable} -m deploy validate {config}"
+    done = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
+    assert done.returncode == ExitCode.ENVIRONMENT, done.stderr
+    assert "the current directory no longer exists" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_tilde_in_a_cache_path_is_the_home_directory(tmp_path: Path) -> None:
+    """DEPLOY_CACHE_DIR='~/cache' (quoted, so no shell expanded it) made a directory named `~`."""
+    import yaml
+
+    from tests.helpers import tiny_dict
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "tiny.yaml").write_text(yaml.safe_dump(tiny_dict(work), sort_keys=False))
+    env = {"HOME": str(tmp_path / "home"), "DEPLOY_CACHE_DIR": "~/cache"}
+    done = run_cli("run", "tiny.yaml", "--to", "golden", cwd=work, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "home" / "cache").is_dir() and not (work / "~").exists()

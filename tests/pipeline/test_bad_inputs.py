@@ -791,6 +791,12 @@ CASES = [
         ("validate", "{config}"),
     ),
     Case(
+        "cache-path-not-ascii",
+        CONFIG,
+        "has a non-ASCII character: the python backend's stub cannot start from it (python formats)",
+        args=("run", "{config}", "--cache-dir", "{tmp}/cäche"),
+    ),
+    Case(
         "released-repository-is-a-file",
         ENV,
         "afile is a file, not a directory",
@@ -993,6 +999,12 @@ CASES = [
         USAGE,
         "Invalid value for '--cache-dir': an empty path",
         args=("run", "{config}", "--cache-dir", ""),
+    ),
+    Case(
+        "cache-dir-name-too-long",
+        ENV,
+        "cannot write where the config says: cache_dir: ",
+        args=("run", "{config}", "--cache-dir", "x" * 300),
     ),
     Case(
         "junit-is-the-config",

@@ -187,3 +187,28 @@ def test_off_the_main_thread_no_handler_is_installed() -> None:
     thread.start()
     thread.join()
     assert seen == [before]
+
+
+def test_a_server_stopped_by_the_file_size_limit_is_the_machine_s_limit(tmp_path: Path) -> None:
+    """A server killed by SIGXFSZ (`ulimit -f` on a CI agent) was a failed smoke (exit 1)
+    where a stage's own write past the limit says exit 4 and how to get past it."""
+    import resource
+
+    from deploy.pipeline.errors import ExitCode
+    from deploy.serving.tritonserver import Server, exited
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python's children inherit it ignored
+
+    with (tmp_path / "log").open("wb") as log:  # a writer past the limit, as the server's log was
+        writer = subprocess.Popen(["head", "-c", "1000000", "/dev/zero"], stdout=log, preexec_fn=limited)
+        writer.wait(timeout=30)
+    server = Server("127.0.0.1:1", "127.0.0.1:2", tmp_path / "log", None, None, process=writer)  # type: ignore[arg-type]
+    ended = exited(server, "while it served")
+    assert writer.returncode == -signal.SIGXFSZ and ended is not None
+    assert ended.exit_code == ExitCode.ENVIRONMENT
+    assert (
+        "the file size limit (ulimit -f) stops tritonserver's writes (it was killed by SIGXFSZ while it served)"
+        in str(ended)
+    )

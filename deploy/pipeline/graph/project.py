@@ -111,7 +111,7 @@ def project_from(raw: dict[str, Any], path: Path, cache_dir: Path | None = None)
     bounds.check_expansion(str(path), raw)
     env_cache = os.environ.get(CACHE_ENV)
     if cache_dir is not None or env_cache:
-        raw = {**raw, "cache_dir": str((cache_dir or Path(env_cache or "")).absolute())}
+        raw = {**raw, "cache_dir": str((cache_dir or Path(env_cache or "").expanduser()).absolute())}
     env_remote = os.environ.get(REMOTE_ENV)
     if env_remote and isinstance(raw.get("cache", {}), dict):
         raw = {**raw, "cache": {**raw.get("cache", {}), "remote": env_remote}}

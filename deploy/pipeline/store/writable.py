@@ -21,7 +21,10 @@ def require_writable(places: dict[str, Path]) -> None:
 
 
 def _problem(path: Path) -> str | None:
-    existing = next(p for p in (path, *path.parents) if p.exists())
+    try:
+        existing = next(p for p in (path, *path.parents) if p.exists())
+    except OSError as exc:  # a name over 255 bytes (ENAMETOOLONG), a path through a file, ...
+        return exc.strerror or str(exc)
     if not existing.is_dir():
         return f"{existing} is a file, not a directory"
     if not os.access(existing, os.W_OK | os.X_OK):

@@ -107,19 +107,28 @@ def check_engine_batch(manifest: EngineManifest, params: TritonParams, size: int
 
 def _spaced(params: TritonParams, config: DeployConfig) -> list[Issue]:
     """Triton's python backend starts its stub through a shell command line: from a path
-    with a space the stub dies (`std::invalid_argument: stol`) and the server never comes up."""
+    with a space the stub dies (`std::invalid_argument: stol`) and the server never comes
+    up; from one with a non-ASCII character its models fail to load (the stub reads paths
+    as ASCII: UnicodeEncodeError), after every stage before smoke has run."""
     python = ", ".join(f for f in params.formats if LAYOUTS[f].backend == "python")
     places = {"repository": config.repository, "cache_dir": config.cache_dir}  # smoke serves from the cache
-    spaced = {k: str(p.absolute()) for k, p in places.items() if any(c.isspace() for c in str(p.absolute()))}
-    why = "has a space: the python backend's stub cannot start from it"
-    return (
-        [
-            Issue(k, f"{p!r} {why} ({python} formats); choose a path without whitespace")
-            for k, p in spaced.items()
-        ]
+    found = {
+        k: (str(p.absolute()), why) for k, p in places.items() if (why := _unservable(str(p.absolute())))
+    }
+    return [
+        Issue(
+            k,
+            f"{p!r} {why}: the python backend's stub cannot start from it ({python} formats); choose another path",
+        )
+        for k, (p, why) in found.items()
         if python
-        else []
-    )
+    ]
+
+
+def _unservable(path: str) -> str | None:
+    if any(c.isspace() for c in path):
+        return "has a space"
+    return None if path.isascii() else "has a non-ASCII character"
 
 
 def _unserved(params: TritonParams) -> list[Issue]:
