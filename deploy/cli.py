@@ -32,6 +32,7 @@ from deploy.pipeline.errors import (
     MissingDependency,
 )
 from deploy.pipeline.process import stopping
+from deploy.pipeline.process.logs import pipes_may_close
 from deploy.pipeline.store.writable import UMASK
 from deploy.releasing.release_commands import releases, rollback
 
@@ -345,7 +346,9 @@ def main() -> None:
     warnings_to_stderr()
     verbose = any(arg in ("-v", "--verbose") for arg in sys.argv[1:])
     wide_help()
-    with stopping.listening():  # Ctrl-C, SIGTERM, SIGHUP: "interrupted", exit 130, whenever they land
+    # Ctrl-C, SIGTERM, SIGHUP: "interrupted", exit 130, whenever they land; a reader that goes
+    # away (`| head -1`) costs the console, not the run
+    with stopping.listening(), pipes_may_close():
         code = ExitCode.OK if _replayed(sys.argv[1:]) else _invoke(verbose)
     sys.exit(code)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -60,25 +62,19 @@ def rollback(
     cache_dir: CacheOpt = None,
 ) -> None:
     """Serve an earlier released version of the pipeline's models, and switch live servers to it."""
-    from deploy.pipeline.process import stopping
     from deploy.pipeline.store.leftovers import sweep_cache
     from deploy.releasing.rollback import NoSuchVersion, roll_back
 
     _check_servers(server)
     out = console()  # SIGTERM and SIGHUP stop it as Ctrl-C does (cli.main): said, not silent
-    try:
+    with _stop_says(lambda: "nothing was rolled back"):  # before anything was read
         found = project(config, cache_dir)
-    except KeyboardInterrupt as stop:  # before anything was read: nothing to roll back or complete
-        print(f"interrupted ({str(stop) or 'Ctrl-C'}): nothing was rolled back", file=sys.stderr)
-        stopping.said()
-        raise typer.Exit(ExitCode.INTERRUPTED) from None
     try:
-        sweep_cache(found.cache_dir)
-        lines = roll_back(found, to, server)
+        with _stop_says(lambda: _left(found.config.repository, found.config.name)):
+            sweep_cache(found.cache_dir)
+            lines = roll_back(found, to, server)
     except NoSuchVersion as exc:  # a mistake on the command line: exit 2, as typer's own
         raise typer.BadParameter(str(exc), param_hint="--to") from None
-    except KeyboardInterrupt as stop:
-        _interrupted(found.config.repository, found.config.name, str(stop))
     for line in lines:
         out.print(line, markup=False, highlight=False, soft_wrap=True)
 
@@ -92,15 +88,34 @@ def _check_servers(server: list[str]) -> None:
             )
 
 
-def _interrupted(repository: Path, pipeline: str, signal_name: str) -> NoReturn:
-    """What a stopped rollback left: nothing changed, or a journal the next command completes."""
+@contextlib.contextmanager
+def _stop_says(left: Callable[[], str]) -> Iterator[None]:
+    """A stop inside the block (its KeyboardInterrupt, or a library's error made of it:
+    an import it broke) ends the command with one line saying what it `left`, exit 130."""
     from deploy.pipeline.process import stopping
+
+    try:
+        yield
+    except KeyboardInterrupt as stop:
+        _interrupted(str(stop) or "Ctrl-C", left())
+    except Exception:
+        if by := stopping.stopped_by():
+            _interrupted(by, left())
+        raise
+
+
+def _left(repository: Path, pipeline: str) -> str:
+    """What a stopped rollback left: nothing changed, or a journal the next command completes."""
     from deploy.serving import release_journal
 
     if release_journal.path(repository, pipeline).exists():
-        said = "its journal is in the repository: the next `deploy rollback`, `releases`, `serve` or `run` completes it"
-    else:
-        said = "nothing was rolled back"
-    print(f"interrupted ({signal_name or 'Ctrl-C'}): {said}", file=sys.stderr)
+        return "its journal is in the repository: the next `deploy rollback`, `releases`, `serve` or `run` completes it"
+    return "nothing was rolled back"
+
+
+def _interrupted(by: str, left: str) -> NoReturn:
+    from deploy.pipeline.process import stopping
+
+    print(f"interrupted ({by}): {left}", file=sys.stderr)
     stopping.said()
     raise typer.Exit(ExitCode.INTERRUPTED)

@@ -66,3 +66,40 @@ def test_a_jupyter_kernel_runs_the_api_and_shows_the_result(tmp_path: Path) -> N
     folder = _folder(tmp_path)
     printed = in_kernel(SCRIPT, folder, _env())
     _ran(folder, subprocess.CompletedProcess([], 0, printed, ""))
+
+
+THREADS = """\
+import threading
+import deploy
+
+said = {}
+
+
+def runs(k):
+    try:
+        said[k] = [deploy.load("tiny.yaml").run(force=["golden", "export"]).ok for _ in range(3)]
+    except BaseException as exc:
+        said[k] = repr(exc)
+
+
+threads = [threading.Thread(target=runs, args=(k,)) for k in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("RESULT", sorted(said.items()))
+"""
+
+
+def test_pipelines_run_from_two_threads_take_turns_and_both_pass(tmp_path: Path) -> None:
+    """The fork server died with the thread that started it (its parent-death signal is
+    the thread's): the other thread's next stage failed with EOFError or "exited with code
+    255 without a result"."""
+    _folder(tmp_path)
+    (tmp_path / "threads.py").write_text(THREADS)
+    done = subprocess.run(
+        [sys.executable, "threads.py"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=900
+    )
+    assert "RESULT [(0, [True, True, True]), (1, [True, True, True])]" in done.stdout, (
+        done.stdout + done.stderr[-3000:]
+    )

@@ -410,3 +410,19 @@ def test_a_tilde_in_a_cache_path_is_the_home_directory(tmp_path: Path) -> None:
     done = run_cli("run", "tiny.yaml", "--to", "golden", cwd=work, env=env)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "home" / "cache").is_dir() and not (work / "~").exists()
+
+
+def test_a_console_nobody_reads_costs_the_output_not_the_run(cached_config: Path) -> None:
+    """`deploy run ... | head -1`: the first write after the reader left raised
+    BrokenPipeError; the run stopped as `interrupted`, every stage `not run`, exit 1 with
+    nothing said. Now the run goes on to its end and its own exit code."""
+    command = (
+        f"{sys.executable} -m deploy run {cached_config} --force golden 2>&1 | true; echo $"
+        + "{PIPESTATUS[0]}"
+    )
+    done = subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
+    assert done.stdout.strip() == "0", done.stdout + done.stderr
+    summary = json.loads((cached_config.parent / "runs" / "tiny" / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["stages"][0]["status"] == "ran", summary["stages"][0]

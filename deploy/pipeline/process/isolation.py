@@ -19,6 +19,7 @@ import functools
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.pipeline.errors import ExitCode
-from deploy.pipeline.process import lifeline, logs, stopping
+from deploy.pipeline.process import lasting, lifeline, logs, stopping
 from deploy.pipeline.process.execute import Job, Outcome, execute
 from deploy.pipeline.process.progress import HEARTBEAT_S, Progress, Sink, heartbeat
 from deploy.pipeline.report.results import Status
@@ -49,6 +50,7 @@ PRELOAD = (
 # 1.6 s a stage here). Only these: a user's own module may do anything when imported.
 MODEL_LIBRARIES = frozenset({"torchvision", "timm", "transformers", "torchaudio"})
 POLL_S = 0.2
+_STARTING = threading.Lock()
 GRACE_S = 5.0  # between SIGTERM and SIGKILL when a stage is stopped
 
 
@@ -70,7 +72,10 @@ def run_isolated(job: Job, limits: Limits, sink: Sink | None = None) -> Outcome:
     child = mp.Process(target=_child, args=args, name=f"deploy-{job.stage}")
     spawned: set[Proc] = set()  # every descendant seen: a crash orphans them before _stop
     try:
-        with stopping.deferred(), _safe_path(), _main_hidden():  # a stop now would orphan a child
+        # a stop now would orphan a child; the environment and the main module are the
+        # process's: two pipelines' threads start their children one at a time
+        with _STARTING, stopping.deferred(), _safe_path(), _main_hidden():
+            lasting.start_fork_server()
             child.start()
         _stop_helpers_at_exit()
         send.close()

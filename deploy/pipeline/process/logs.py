@@ -38,9 +38,53 @@ def bound(log_path: Path) -> None:
 def console_stream() -> TextIO:
     """A handle on the real terminal that survives the descriptor redirection."""
     try:
-        return os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+        return PipeSafe(os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1))  # type: ignore[return-value]
     except (AttributeError, OSError, ValueError):
         return sys.stdout  # e.g. a test runner's in-memory stream
+
+
+class PipeSafe:
+    """A console stream whose reader may go away (`deploy run | head -1`, a closed `tee`):
+    from then on its writes go to /dev/null and the command runs on to its own end and exit
+    code, its summary, JUnit and report whole. A BrokenPipeError out of a progress line
+    stopped the run as `interrupted`, every stage `not run`, exit 1 without a word."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._to_null()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_null()
+
+    def _to_null(self) -> None:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self._stream.fileno())
+        finally:
+            os.close(null)
+
+    def __getattr__(self, name: str) -> object:  # isatty, fileno, encoding ...: the stream's
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def pipes_may_close() -> Iterator[None]:
+    """sys.stdout and sys.stderr as PipeSafe for one command, put back after it."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = PipeSafe(sys.stdout), PipeSafe(sys.stderr)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 @contextmanager
