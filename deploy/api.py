@@ -27,16 +27,17 @@ if TYPE_CHECKING:
 LOG = logging.getLogger("deploy")
 
 
-def load(config: str | Path | Mapping[str, object], cache_dir: Path | None = None) -> Pipeline:
+def load(config: str | Path | Mapping[str, object], cache_dir: str | Path | None = None) -> Pipeline:
     """A validated pipeline from a YAML file or a mapping with the same keys. A mapping's
     relative paths start at the current directory; the YAML it amounts to is written
     to `<run_dir>/<name>/config.yaml`, the file its resume hints and CI jobs name."""
     from deploy.pipeline.graph.project import load_project, project_from
 
+    cache = Path(cache_dir).expanduser() if cache_dir is not None else None
     if not isinstance(config, Mapping):
-        return Pipeline(load_project(Path(config), cache_dir))
-    origin = Path.cwd() / "config.yaml"  # messages name it; only its directory is used
-    project = project_from(dict(config), origin, cache_dir)
+        return Pipeline(load_project(Path(config).expanduser(), cache))
+    origin = Path.cwd() / "deploy.load(mapping)"  # messages name it; its directory is where paths start
+    project = project_from(dict(config), origin, cache)
     return Pipeline(_written(project, config))
 
 
@@ -110,8 +111,8 @@ class Pipeline:
     def runner(
         self,
         reporter: Reporter,
-        force: Sequence[str] = (),
-        only: Sequence[str] = (),
+        force: str | Sequence[str] = (),
+        only: str | Sequence[str] = (),
         from_: str | None = None,
         to: str | None = None,
     ) -> Runner:
@@ -122,6 +123,7 @@ class Pipeline:
         from deploy.pipeline.store.objects import Store
         from deploy.pipeline.store.remote import remote_for
 
+        force, only = _names(force), _names(only)  # one stage's name as a string, too
         names = select(self.project.graph, list(only), from_, to)
         unknown = [f for f in force if f != ALL_STAGES and f not in self.stages]
         if unknown:
@@ -133,8 +135,8 @@ class Pipeline:
 
     def run(
         self,
-        force: Sequence[str] = (),
-        only: Sequence[str] = (),
+        force: str | Sequence[str] = (),
+        only: str | Sequence[str] = (),
         from_: str | None = None,
         to: str | None = None,
         reporter: Reporter | None = None,
@@ -145,6 +147,11 @@ class Pipeline:
         runner.run()
         assert runner.summary is not None  # written before run() returns
         return RunResult(runner.summary, self.project.config.repository)
+
+
+def _names(given: str | Sequence[str]) -> tuple[str, ...]:
+    """`force="validate"` was read letter by letter ("unknown stage(s) ['v', 'a', ...]")."""
+    return (given,) if isinstance(given, str) else tuple(given)
 
 
 @dataclass(frozen=True, repr=False)

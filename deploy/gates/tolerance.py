@@ -15,7 +15,9 @@ from deploy.spec.tensors import OutputKind, OutputSpec
 class Tolerance(BaseModel):
     """Pass when |actual - ref| <= atol + rtol * |ref| everywhere and cosine >= min_cosine."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", defer_build=True, allow_inf_nan=False
+    )  # .inf: no gate
 
     atol: float | None = Field(
         1e-4,
@@ -34,7 +36,9 @@ class DecoderGate(BaseModel):
     on each prompt the FP32 step decodes greedily and the candidate is fed FP32's tokens,
     so every step compares the same context (gates/decoder_gate.py)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", defer_build=True, allow_inf_nan=False
+    )  # .inf: no gate
 
     prompts: Path | None = Field(
         None,
@@ -86,7 +90,9 @@ def read_prompts(path: Path) -> list[list[int]]:
 
 
 class AccuracyGate(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", defer_build=True, allow_inf_nan=False
+    )  # .inf: no gate
 
     min_cosine: float = Field(
         0.99,
@@ -147,7 +153,9 @@ class AutoFallback(BaseModel):
     """Shared by the reduced-precision stages: when the gate fails, keep the nodes that
     hurt accuracy most in FP32 until it passes (gates/fallback.py)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", defer_build=True, allow_inf_nan=False
+    )  # .inf: no gate
 
     auto: bool = Field(
         False,

@@ -110,6 +110,19 @@ def test_misuse_raises_the_typed_errors_the_cli_reports(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         deploy.load(broken)
     assert {i.where for i in info.value.issues} == {"stages.export.opset", "stages.nosuch"}
+    assert info.value.source.endswith("deploy.load(mapping)")  # it named a config.yaml that did not exist
+
+
+def test_one_stage_and_a_cache_dir_may_be_given_as_strings(tmp_path: Path) -> None:
+    """`force="export"` was read letter by letter ("unknown stage(s) ['e', 'x', ...]") and
+    `cache_dir="..."` raised AttributeError ('str' object has no attribute 'absolute')."""
+    data = config(tmp_path)
+    data["stages"] = {"export": {}}
+    pipeline = deploy.load(data, cache_dir=str(tmp_path / "elsewhere"))
+    assert pipeline.project.cache_dir == tmp_path / "elsewhere"
+    assert pipeline.run().ok
+    again = pipeline.run(force="export", only="export")
+    assert again.stages["export"].status is Status.RAN and again.stages["golden"].status is not Status.RAN
 
 
 def test_a_failing_stage_raises_stage_error_after_writing_the_summary(tmp_path: Path) -> None:

@@ -430,6 +430,19 @@ CASES = [
         _set("inputs.0.dtype", "int64"),
     ),
     Case(
+        "config-is-a-pipe",
+        CONFIG,
+        "is not a regular file (a pipe?): give the config file itself",
+        lambda data, tmp: os.mkfifo(tmp / "pipe.yaml"),
+        ("validate", "{tmp}/pipe.yaml"),
+    ),
+    Case(
+        "tolerance-infinite",
+        CONFIG,
+        "stages.validate.atol: Input should be a finite number",
+        _set("stages.validate.atol", float("inf")),
+    ),
+    Case(
         "bfloat16-input",
         CONFIG,
         "inputs[0].dtype: bfloat16 inputs cannot be carried: numpy has no bfloat16",
@@ -999,6 +1012,18 @@ CASES = [
         USAGE,
         "Invalid value for '--cache-dir': an empty path",
         args=("run", "{config}", "--cache-dir", ""),
+    ),
+    Case(
+        "cache-inside-the-repository",
+        CONFIG,
+        "model_repository/cache is inside the repository",
+        lambda data, tmp: data.update(cache_dir=str(tmp / "model_repository" / "cache")),
+    ),
+    Case(
+        "repository-is-the-cache",
+        CONFIG,
+        "is the repository",
+        args=("plan", "{config}", "--cache-dir", "{tmp}/model_repository"),
     ),
     Case(
         "cache-dir-name-too-long",

@@ -78,6 +78,16 @@ def read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(
             str(path), [Issue("", "is a directory; give the config file (e.g. configs/resnet50.yaml)")]
         )
+    if path.exists() and not path.is_file():  # `<(cat x.yaml)`, a device: no folder for its paths
+        raise ConfigError(
+            str(path),
+            [
+                Issue(
+                    "",
+                    "is not a regular file (a pipe?): give the config file itself, whose folder its relative paths start at",
+                )
+            ],
+        )
     if not path.is_file():
         raise ConfigError(str(path), [Issue("", "config file not found")])
     bounds.check_size(str(path), path.stat().st_size)
@@ -136,7 +146,23 @@ def _validate_shared(raw: dict[str, Any], base: Path) -> tuple[DeployConfig | No
         config = DeployConfig.model_validate(raw, context={"base_dir": base})
     except ValidationError as exc:
         return None, _issues(exc)
-    return config, shape_issues(config)
+    return config, shape_issues(config) + _overlap_issues(config)
+
+
+def _overlap_issues(config: DeployConfig) -> list[Issue]:
+    """The cache and the repository apart: a cache inside the repository put `actions/`,
+    `objects/` and `trees/` beside the models (a Triton loading the folder takes them for
+    models); a repository inside the cache is a tree the cache's own cleaning may remove."""
+    cache, repository = config.cache_dir.absolute(), config.repository.absolute()
+    if cache == repository:
+        where = "is the repository"
+    elif repository in cache.parents:
+        where = "is inside the repository"
+    elif cache in repository.parents:
+        where = "holds the repository"
+    else:
+        return []
+    return [Issue("cache_dir", f"{cache} {where} {repository}: give them separate directories")]
 
 
 Stages = list[tuple[StageSpec, BaseModel]]

@@ -9,7 +9,9 @@ from deploy.domain.vocabulary import GenerationMetric, Metric
 
 
 class Objective(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", defer_build=True, allow_inf_nan=False
+    )  # .inf: no gate
 
     name: str = Field(..., min_length=1, description="What the objective is called in the report.")
     metric: Metric | GenerationMetric = Field(
@@ -62,7 +64,9 @@ class Objective(BaseModel):
 
 
 class SelectParams(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", defer_build=True, allow_inf_nan=False
+    )  # .inf: no gate
 
     objectives: tuple[Objective, ...] = Field(
         (

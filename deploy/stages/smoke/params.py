@@ -15,7 +15,9 @@ from deploy.spec.config import resolve_path
 
 
 class ServiceGate(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", defer_build=True, allow_inf_nan=False
+    )  # .inf: no gate
 
     min_top1_agreement: float = Field(
         1.0, ge=0, le=1, description="Share of samples whose top-1 class is the reference's (classify)."
@@ -29,7 +31,9 @@ class ServiceParams(BaseModel):
     """The check of each published ensemble (triton_config.preprocess): real inputs over
     every protocol, compared with the eager model inside Python pre/post-processing."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", defer_build=True, allow_inf_nan=False
+    )  # .inf: no gate
 
     samples: Path | None = Field(
         None,
@@ -66,7 +70,9 @@ class GoldenCases(StrEnum):
 
 
 class SmokeParams(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", defer_build=True, allow_inf_nan=False
+    )  # .inf: no gate
 
     server: ServerSpec = Field(ServerSpec(), description="Which tritonserver to start or reach.")
     protocols: tuple[Protocol, ...] = Field(
