@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -426,3 +427,22 @@ def test_a_console_nobody_reads_costs_the_output_not_the_run(cached_config: Path
     assert done.stdout.strip() == "0", done.stdout + done.stderr
     summary = json.loads((cached_config.parent / "runs" / "tiny" / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["stages"][0]["status"] == "ran", summary["stages"][0]
+
+
+def test_an_open_files_limit_too_low_for_a_run_is_said_and_a_low_soft_one_raised(cached_config: Path) -> None:
+    """Under `ulimit -n 16` the fork server failed an assertion (a traceback) and the run
+    said "interrupted (Ctrl-C)"; under a soft 64 smoke timed out ("Too many open files")."""
+    import resource
+
+    def limited(soft: int, hard: int) -> Callable[[], None]:
+        return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    command = [sys.executable, "-m", "deploy", "run", str(cached_config), "--force", "golden", "--to", "golden"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    hard = subprocess.run(command, env=env, capture_output=True, text=True, preexec_fn=limited(16, 16))
+    assert hard.returncode == ExitCode.ENVIRONMENT, hard.stderr
+    assert "the open-files limit (ulimit -n) is 16, and its hard limit too" in hard.stderr
+    assert "Traceback" not in hard.stderr
+    _, ceiling = resource.getrlimit(resource.RLIMIT_NOFILE)
+    soft = subprocess.run(command, env=env, capture_output=True, text=True, preexec_fn=limited(16, ceiling))
+    assert soft.returncode == 0, soft.stderr  # the soft limit raised to what the hard one allows

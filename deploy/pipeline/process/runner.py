@@ -39,6 +39,7 @@ from deploy.pipeline.report.summary import RunOf, write_summary
 from deploy.pipeline.store import history, locks
 from deploy.pipeline.store.objects import Entry, Output, Store
 from deploy.pipeline.store.remote import RemoteCache
+from deploy.pipeline.process.descriptors import enough_open_files
 from deploy.pipeline.store.writable import UMASK, full_of, require_writable
 
 REPORT_FILE = history.REPORT_FILE
@@ -162,6 +163,7 @@ class Runner:
         rejected before anything runs or is written."""
         nodes = self._needed_nodes()
         require_writable(self._places(nodes))
+        enough_open_files()
         needed = {n.name for n in nodes}
         outside = needed - self.selection.run
         if not outside:
