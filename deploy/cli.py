@@ -21,13 +21,12 @@ from deploy.commands.cache import cache_app
 from deploy.commands.cli_common import CacheOpt, ConfigArg
 from deploy.commands.cli_common import console as _console
 from deploy.commands.cli_common import project as _project
-from deploy.commands.exit_errors import failed
+from deploy.commands.exit_errors import check_cwd, failed, interrupted
 from deploy.commands.init_cli import init
 from deploy.commands.serve_cli import serve
 from deploy.console.terminal import make_console, open_standard_streams, warnings_to_stderr, wide_help
 from deploy.domain.vocabulary import Protocol
 from deploy.pipeline.errors import (
-    EnvError,
     ExitCode,
     MissingDependency,
 )
@@ -37,8 +36,6 @@ from deploy.pipeline.store.writable import UMASK
 from deploy.releasing.release_commands import releases, rollback
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from deploy.pipeline.graph.plan import PlanRow
     from deploy.spec.config import DeployConfig
 
@@ -365,39 +362,20 @@ def _replayed(args: list[str]) -> bool:
     try:
         return replayed(Path(args[1]), None, _console())
     except KeyboardInterrupt as stop:
-        sys.exit(_interrupted(make_console(stderr=True), str(stop)))
+        sys.exit(interrupted(make_console(stderr=True), str(stop)))
     except Exception:  # e.g. a footprint of an unexpected shape: the full path decides
         if by := stopping.stopped_by():  # unless the error was a stop's
-            sys.exit(_interrupted(make_console(stderr=True), by))
+            sys.exit(interrupted(make_console(stderr=True), by))
         return False
-
-
-def _check_cwd() -> None:
-    """Relative paths (the config's, the cache's) start in the current directory: one
-    deleted since the shell entered it is said first (it was a FileNotFoundError deep in a
-    stage, or a native library's fatal error)."""
-    try:
-        os.getcwd()
-    except FileNotFoundError:
-        raise EnvError(
-            "the current directory no longer exists (removed after this shell entered it): cd to one that does"
-        ) from None
-
-
-def _interrupted(err: Console, by: str | None) -> int:
-    err.print(
-        f"[yellow]interrupted[/] ({by or 'Ctrl-C'}): the cache holds only completed stages; rerun to resume"
-    )
-    return ExitCode.INTERRUPTED
 
 
 def _invoke(verbose: bool) -> int:
     err = make_console(stderr=True)
     try:
-        _check_cwd()
+        check_cwd()
         code = app(standalone_mode=False)  # returns an Exit's code instead of exiting
         if code == ExitCode.INTERRUPTED and (by := stopping.stopped_by()):  # typer's silent 130
-            return _interrupted(err, by)
+            return interrupted(err, by)
     except typer.TyperException as exc:  # usage errors (typer's vendored click)
         show = getattr(exc, "show", None)
         if show is not None:
@@ -406,9 +384,9 @@ def _invoke(verbose: bool) -> int:
             err.print(str(exc), markup=False, highlight=False)
         return int(getattr(exc, "exit_code", ExitCode.USAGE))
     except (KeyboardInterrupt, typer.Abort) as stop:
-        return _interrupted(err, str(stop) or stopping.stopped_by())
+        return interrupted(err, str(stop) or stopping.stopped_by())
     except Exception as exc:  # the one place an error becomes an exit code
         if by := stopping.stopped_by():  # a library's error made of the stop (pydantic's SchemaError)
-            return _interrupted(err, by)
+            return interrupted(err, by)
         return failed(err, exc, verbose)
     return code if isinstance(code, int) else ExitCode.OK

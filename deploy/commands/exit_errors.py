@@ -3,6 +3,7 @@ without a traceback unless -v; a bug in deploy itself with its traceback, as suc
 
 from __future__ import annotations
 
+import os
 import traceback
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,7 @@ from rich.text import Text
 
 from deploy.pipeline.errors import (
     DeployError,
+    EnvError,
     ExitCode,
     MissingDependency,
     StageFailed,
@@ -49,3 +51,22 @@ def known_error(exc: Exception) -> DeployError | None:
         name = exc.name or str(exc)
         return MissingDependency(f"the package '{name.split('.')[0]}'", install_hint(name))
     return disk_full(exc)
+
+
+def check_cwd() -> None:
+    """Relative paths (the config's, the cache's) start in the current directory: one
+    deleted since the shell entered it is said first (it was a FileNotFoundError deep in a
+    stage, or a native library's fatal error)."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise EnvError(
+            "the current directory no longer exists (removed after this shell entered it): cd to one that does"
+        ) from None
+
+
+def interrupted(err: Console, by: str | None) -> int:
+    err.print(
+        f"[yellow]interrupted[/] ({by or 'Ctrl-C'}): the cache holds only completed stages; rerun to resume"
+    )
+    return ExitCode.INTERRUPTED

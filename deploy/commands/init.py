@@ -30,7 +30,7 @@ INPUT_FORM = (
     "a 0-d scalar leaves them empty (timestep:int64://)"
 )
 SHAPE = re.compile(r"^(\d+(x\d+)*)?$")
-KINDS = ("mask", "lengths", "indices", "offsets")
+KINDS = ("mask", "padding", "lengths", "indices", "offsets")
 
 
 def parse_input(text: str) -> InputArg:
@@ -223,8 +223,26 @@ def make_config(
         found = inspection.inspect(model, _validated_inputs(specs), on)
     except StageFailed as exc:  # the model could not be built or called: say which
         raise ConfigError("model", [Issue("model", str(exc))]) from None
+    except ConfigError as exc:
+        raise ConfigError(exc.source, [_in_init_words(i) for i in exc.issues]) from None
     written = entries.detection_inputs(specs) if found.detections else specs
     return config_text.starter(name, source, written, found, _batch_name(batch_dim) if on else None)
+
+
+def _in_init_words(issue: Issue) -> Issue:
+    """A forward argument no --input declares: the config's ways out (model.forward_kwargs,
+    model.inputs_by) have no init flag, an --input for it has (a 0-d one for a scalar)."""
+    import re
+
+    missing = re.findall(r"missing a required argument: '(\w+)'", issue.message)
+    if not missing:
+        return issue
+    flags = " ".join(f"--input {name}:float32://" for name in missing)
+    return Issue(
+        issue.where,
+        f"{issue.message}. With deploy init: declare it as an input ({flags} for a 0-d scalar; "
+        "give its dtype and shapes), or write model.forward_kwargs into the config by hand",
+    )
 
 
 def _batch_name(batch_dim: str | None) -> str:

@@ -81,10 +81,11 @@ def _structured_edge(spec: InputSpec, array: np.ndarray, high: bool, bound: int)
     """Mask: none padded / one token kept. Lengths: all full / all 1 (the first full, so
     padded outputs keep their size). Indices: the last / the first. Offsets: as they were."""
     out = array.copy()
-    if spec.values is ValueKind.MASK:
-        out[...] = 1
+    if spec.values in (ValueKind.MASK, ValueKind.PADDING):
+        kept, padded = (1, 0) if spec.values is ValueKind.MASK else (0, 1)
+        out[...] = kept
         if not high and out.shape[-1] > 1:
-            out[..., 1:] = 0
+            out[..., 1:] = padded
     elif spec.values is ValueKind.LENGTHS:
         out[...] = bound if high else 1
         out.reshape(-1)[:1] = bound

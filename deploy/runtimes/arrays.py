@@ -76,6 +76,8 @@ def structured(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator
     """Values with a meaning (InputSpec.values)."""
     if spec.values is ValueKind.MASK:
         return mask(shape, rng)
+    if spec.values is ValueKind.PADDING:  # the mask's complement: True (1) where a row is padded
+        return 1 - mask(shape, rng)
     bound = _bound(spec, sizes)
     if spec.values is ValueKind.LENGTHS:
         return lengths(shape, bound, rng)

@@ -57,6 +57,8 @@ class ValueKind(str, Enum):
 
     RANDOM = "random"
     MASK = "mask"  # ones, then zeros (padding) along the last axis; at least one 1 per row
+    # zeros, then ones: True marks padding (PyTorch's key_padding_mask); at least one 0 per row
+    PADDING = "padding"
     LENGTHS = "lengths"  # in 1..size of `of` (sorted longest first, the longest = the size)
     INDICES = "indices"  # in 0..size of `of` - 1 (or value_range)
     OFFSETS = "offsets"  # ascending from 0, below the size of `of` (EmbeddingBag's offsets)
@@ -103,7 +105,8 @@ class InputSpec(Frozen):
     values: ValueKind = Field(
         ValueKind.RANDOM,
         description="What the values mean, for golden data that means something: random (value_range), mask (ones "
-        "then zero padding along the last axis), lengths (1..the size of dim `of`, longest first), indices "
+        "then zero padding along the last axis), padding (its complement: zeros, then True where a row is padded, "
+        "as PyTorch's key_padding_mask), lengths (1..the size of dim `of`, longest first), indices "
         "(0..the size of `of` - 1), offsets (ascending from 0, below the size of `of`: EmbeddingBag's).",
     )
     of: DimName | None = Field(
@@ -139,8 +142,8 @@ class InputSpec(Frozen):
             return [f"values: {kind.value} needs `of`: the named dim whose size bounds them"]
         if kind is ValueKind.INDICES and self.of is None and self.value_range is None:
             return ["values: indices needs `of` (the dim they index) or a value_range"]
-        if kind is ValueKind.MASK and not self.dims:
-            return ["values: mask needs at least one axis (the padded one is the last)"]
+        if kind in (ValueKind.MASK, ValueKind.PADDING) and not self.dims:
+            return [f"values: {kind.value} needs at least one axis (the padded one is the last)"]
         if self.of is not None and not kind.bounded:
             return [f"`of` applies to lengths, indices and offsets, not to values: {kind.value}"]
         return []

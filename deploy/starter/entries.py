@@ -25,13 +25,14 @@ INT_RANGE = (0, 99)
 BINARY_RANGE = (0, 1)
 TIMESTEPS = (0, 999)
 MASK = re.compile(r"mask", re.I)
+PADDING = re.compile(r"pad", re.I)
 BINARY = re.compile(r"token_type|segment", re.I)
 LENGTHS = re.compile(r"length|(^|_)lens?($|_)", re.I)
 OFFSETS = re.compile(r"offset", re.I)
 INDICES = re.compile(r"ind(ex|ices)|(^|_)idx|edge", re.I)
 TOKENS = re.compile(r"ids?$|token|word|char|vocab", re.I)
 TIMESTEP = re.compile(r"^t$|timestep|^steps?$|sigma", re.I)
-VALUE_FORMS = "mask, lengths:DIM, indices:DIM, offsets:DIM"
+VALUE_FORMS = "mask, padding, lengths:DIM, indices:DIM, offsets:DIM"
 
 
 class InputEntry(TypedDict):
@@ -71,7 +72,7 @@ class InputArg:
     opt: tuple[int, ...]
     max: tuple[int, ...]
     value_range: tuple[float, float] | None = None
-    values: str | None = None  # mask | lengths | indices | offsets
+    values: str | None = None  # mask | padding | lengths | indices | offsets
     of: str | None = None
 
 
@@ -198,8 +199,8 @@ def _values(entry: InputEntry, entries: list[InputEntry], guide: Guide) -> tuple
     said = guide.said.get(entry["name"])
     if said is not None and (said.values or said.value_range):
         return Values(said.values, said.of, said.value_range), ""
-    if entry["dtype"] == "bool":
-        return Values(), ""
+    if entry["dtype"] == "bool":  # True marks padding in PyTorch's key_padding_mask and its kin
+        return (Values("padding"), "") if PADDING.search(entry["name"]) and entry["dims"] else (Values(), "")
     if not entry["dtype"].startswith(("int", "uint")):
         return (Values("mask"), "") if MASK.search(entry["name"]) and entry["dims"] else (Values(), "")
     return _by_name(entry, entries, guide)

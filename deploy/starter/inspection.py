@@ -151,7 +151,26 @@ def inspect(model: Any, specs: Sequence[Any], batched: bool) -> Findings:
     _refuse_noise_and_nan(model, names, sample, result)
     found = discover(tensors, batched, names)
     batching = _batching(model, specs, names, rng) if batched else None
+    _at_max(model, specs, names, rng)
     return Findings(found, 0, batching, called, uncached=uncached(model))
+
+
+def _at_max(model: Any, specs: Sequence[Any], names: tuple[str, ...], rng: Any) -> None:
+    """golden calls the model at the max shapes: one that cannot take them is refused here,
+    naming them, not after init wrote a config its own run then failed at golden (a ViT
+    given a larger image than its position table)."""
+    from deploy.modelio.adapter import probe
+    from deploy.spec.tensors import InputsBy
+
+    sample = _sample(specs, {s.name: tuple(s.max) for s in specs}, rng)
+    try:
+        probe(model, names, InputsBy.AUTO, sample)
+    except StageFailed as exc:
+        shapes = ", ".join(f"{n} {list(a.shape)}" for n, a in sample.items())
+        raise ConfigError(
+            "--input",
+            [Issue("--input", f"at the max shapes ({shapes}) the model raised: {exc}; give a max it takes")],
+        ) from None
 
 
 def _refuse_unheld(tensors: list[tuple[str, tuple[int, ...], str]]) -> None:

@@ -437,7 +437,17 @@ def test_an_open_files_limit_too_low_for_a_run_is_said_and_a_low_soft_one_raised
     def limited(soft: int, hard: int) -> Callable[[], None]:
         return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
-    command = [sys.executable, "-m", "deploy", "run", str(cached_config), "--force", "golden", "--to", "golden"]
+    command = [
+        sys.executable,
+        "-m",
+        "deploy",
+        "run",
+        str(cached_config),
+        "--force",
+        "golden",
+        "--to",
+        "golden",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     hard = subprocess.run(command, env=env, capture_output=True, text=True, preexec_fn=limited(16, 16))
     assert hard.returncode == ExitCode.ENVIRONMENT, hard.stderr

@@ -625,3 +625,77 @@ def test_an_integer_inputs_range_is_written_as_integers() -> None:
     assert written == [1, 5] and all(type(v) is int for v in written)
     scale = input_entry("scale", "float32", ["batch"], [1], [2], [4])
     assert _with(scale, Values(value_range=(0.5, 2.0)))["value_range"] == [0.5, 2.0]
+
+
+AT_THE_EDGES = """
+import torch
+
+
+class UpToTwo(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        assert x.shape[0] <= 2, "batch above 2"
+        return self.lin(x)
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 4)
+
+    def forward(self, x, temperature: float):
+        return self.lin(x) / temperature
+"""
+
+
+def test_a_max_shape_the_model_refuses_is_named_before_a_config_is_written(tmp_path: Path, cli: Cli) -> None:
+    """init called the model at min and opt only: it wrote a config whose run failed at
+    golden's max case (a ViT given a larger image than its position table)."""
+    (tmp_path / "edges.py").write_text(AT_THE_EDGES)
+    made = init_file(cli, tmp_path, "edges.py", "UpToTwo", "x:float32:1x8/2x8/4x8")
+    assert made.returncode == 3, made.stderr
+    assert (
+        "--input: at the max shapes (x [4, 8]) the model raised" in made.stderr
+        and "batch above 2" in made.stderr
+    )
+    assert not (tmp_path / "UpToTwo.yaml").exists()
+    assert init_file(cli, tmp_path, "edges.py", "UpToTwo", "x:float32:1x8/2x8/2x8").returncode == 0
+
+
+def test_a_forward_argument_without_an_input_is_refused_with_the_init_flag_that_declares_it(
+    tmp_path: Path, cli: Cli
+) -> None:
+    """The refusal advised model.forward_kwargs and model.inputs_by, which init has no flag for."""
+    (tmp_path / "edges.py").write_text(AT_THE_EDGES)
+    made = init_file(cli, tmp_path, "edges.py", "Scaled", "x:float32:1x8/2x8/4x8")
+    assert made.returncode == 3 and "--input temperature:float32:// for a 0-d scalar" in made.stderr, (
+        made.stderr
+    )
+    scalar = init_file(cli, tmp_path, "edges.py", "Scaled", "x:float32:1x8/2x8/4x8", "temperature:float32://")
+    assert scalar.returncode == 0, scalar.stderr
+
+
+PADDED = """
+import torch
+
+
+class Pooled(torch.nn.Module):
+    def forward(self, x, pad_mask):
+        kept = (~pad_mask).unsqueeze(-1).float()
+        return (x * kept).sum(1) / kept.sum(1)
+"""
+
+
+def test_a_bool_padding_mask_is_written_as_padding(tmp_path: Path, cli: Cli) -> None:
+    """A bool `pad_mask` was drawn at random: its rows never had the trailing padding a real
+    batch has (a transformer exported wrong at padded positions passed every gate)."""
+    (tmp_path / "padded.py").write_text(PADDED)
+    made = init_file(
+        cli, tmp_path, "padded.py", "Pooled", "x:float32:1x4x3/2x8x3/4x16x3", "pad_mask:bool:1x4/2x8/4x16"
+    )
+    assert made.returncode == 0, made.stderr
+    written = yaml.safe_load((tmp_path / "Pooled.yaml").read_text())
+    assert [i.get("values") for i in written["inputs"]] == [None, "padding"]

@@ -88,6 +88,19 @@ def test_validate_probe_names_a_model_that_ends_the_process(tmp_path: Path, mode
     assert run_cli("validate", "--probe", "Doubles.yaml", cwd=tmp_path).returncode == 0
 
 
+def test_a_model_that_hangs_is_stopped_after_the_call_timeout_and_named(tmp_path: Path) -> None:
+    """init waited for ever on a forward that never returned."""
+    (tmp_path / "models.py").write_text(MODELS)
+    started = time.monotonic()
+    made = run_cli(
+        "init", "--file", "models.py", "--callable", "Hangs", "--input", SHAPES, cwd=tmp_path,
+        env={"DEPLOY_CALL_TIMEOUT_S": "4"},
+    )  # fmt: skip
+    assert made.returncode == 3, made.stderr
+    assert "model: the model's code did not return within 4 s" in made.stderr
+    assert time.monotonic() - started < 60 and not (tmp_path / "Hangs.yaml").exists()
+
+
 def test_ctrl_c_while_the_model_hangs_stops_init_and_its_child(tmp_path: Path) -> None:
     (tmp_path / "models.py").write_text(MODELS)
     command = [sys.executable, "-m", "deploy", "init", "--file", "models.py", "--callable", "Hangs"]

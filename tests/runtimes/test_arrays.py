@@ -118,3 +118,27 @@ def test_random_array_is_seeded() -> None:
 )
 def test_varying_axes_are_those_whose_length_differs(shapes, axes) -> None:
     assert varying_axes(shapes) == axes
+
+
+def test_padding_values_are_the_mask_s_complement_with_the_edges_golden_adds() -> None:
+    """A bool key_padding_mask (True = padding) was drawn at random: no row ever had the
+    trailing padding a real batch has, and a transformer's export that computed padded
+    positions differently from eager (2.6 off; NaN for a row all padding) passed every gate."""
+    from deploy.gates.cases import Edge, _edge
+    from deploy.runtimes.arrays import structured
+    from deploy.spec.tensors import ValueKind
+
+    padding = InputSpec(
+        name="pad_mask", dtype="bool", dims=["batch", "sequence"], min=[1, 4], opt=[6, 10], max=[8, 16],
+        values=ValueKind.PADDING,
+    )  # fmt: skip
+    drawn = structured(padding, (6, 10), np.random.default_rng(0), {}).astype(bool)
+    assert not drawn[0].any()  # the first row whole
+    for row in drawn:  # zeros, then ones: padding at the end, at least one position kept
+        kept = int((~row).sum())
+        assert kept >= 1 and not row[:kept].any() and row[kept:].all()
+    assert drawn[1:].any(), "no row is padded"
+    rng = np.random.default_rng(0)
+    assert not _edge(padding, drawn, Edge.HIGH, rng, 0).any()  # none padded
+    low = _edge(padding, drawn, Edge.LOW, rng, 0)
+    assert not low[:, 0].any() and low[:, 1:].all()  # one position kept per row

@@ -293,6 +293,19 @@ def test_a_bfloat16_output_is_refused_naming_it_and_the_cast(write_config, tmp_p
         run(path, only=["golden"])
 
 
+def test_an_output_empty_at_every_shape_is_refused_naming_it(write_config, tmp_path: Path) -> None:
+    """A `y[:, :0]` output passed every check until Triton refused its dims in smoke
+    ("dimension must be integer >= 1") after a server-log dump."""
+    (tmp_path / "empty.py").write_text(
+        SPECTRUM_MODEL.replace("torch.fft.rfft(x.flatten(1))", "x.flatten(1)[:, :0]")
+    )
+    path = write_config({"model": {"file": str(tmp_path / "empty.py"), "callable": "spectrum"}})
+    with pytest.raises(
+        StageError, match=r"outputs: 'logits' \[\d+, 0\] has an axis that is empty at every shape"
+    ):
+        run(path, only=["golden"])
+
+
 def test_a_forward_that_raises_at_one_case_is_named_with_the_case_and_its_shapes(
     write_config, tmp_path: Path
 ) -> None:
@@ -303,6 +316,25 @@ def test_a_forward_that_raises_at_one_case_is_named_with_the_case_and_its_shapes
     (tmp_path / "short.py").write_text(short)
     path = write_config({"model": {"file": str(tmp_path / "short.py"), "callable": "spectrum"}})
     with pytest.raises(StageError, match=r"at max \(image \[16, 1, 8, 8\]\): the model's forward raised"):
+        run(path, only=["golden"])
+
+
+def test_a_forward_that_raises_at_a_drawn_shape_names_the_drawing_and_the_way_out(
+    write_config, tmp_path: Path
+) -> None:
+    """raft_small takes only sizes divisible by 8: it failed at `sample1`, a shape nobody
+    declared, and the message named no field."""
+    picky = SPECTRUM_MODEL.replace(
+        "torch.fft.rfft(x.flatten(1))", "x.flatten(1) if x.shape[0] in (1, 4, 16) else 1 / 0"
+    )
+    (tmp_path / "picky.py").write_text(picky)
+    path = write_config(
+        {"model": {"file": str(tmp_path / "picky.py"), "callable": "spectrum"}},
+        replace={"stages": {"golden": {"sampled_shapes": 3}}},
+    )
+    with pytest.raises(
+        StageError, match=r"at sample\d .*a shape drawn between min and max.*sampled_shapes: 0"
+    ):
         run(path, only=["golden"])
 
 

@@ -21,6 +21,12 @@ from deploy.pipeline.process import lifeline
 T = TypeVar("T")
 
 
+# How long the call may take: a forward that never returned kept `deploy init` waiting for ever.
+DEFAULT_TIMEOUT_S = 900.0
+TIMEOUT_ENV = "DEPLOY_CALL_TIMEOUT_S"
+_HUNG = "hung"
+
+
 class CallEnded(StageFailed):
     """The child ended before it answered: a native crash, a kill or an os._exit."""
 
@@ -46,8 +52,8 @@ def in_child(call: Callable[..., T], *args: Any) -> T:
     child.start()
     writer.close()
     try:
-        kind, value = _receive(reader)
-        child.join()
+        kind, value = _receive(reader, _timeout_s())
+        child.join(timeout=None if kind is not _HUNG else 0)
     finally:
         if child.is_alive():  # the command itself was stopped (Ctrl-C): so is the call
             child.kill()
@@ -64,14 +70,28 @@ def _threads() -> int:
         return threading.active_count()
 
 
-def _receive(reader: Connection) -> tuple[Reply | None, Any]:
+def _timeout_s() -> float:
     try:
+        return float(os.environ.get(TIMEOUT_ENV, "") or DEFAULT_TIMEOUT_S)
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+
+
+def _receive(reader: Connection, timeout_s: float) -> tuple[Reply | str | None, Any]:
+    try:
+        if not reader.poll(timeout_s):
+            return _HUNG, timeout_s  # the finally kills the child
         return reader.recv()  # type: ignore[no-any-return]
     except EOFError:  # the child ended without a reply
         return None, None
 
 
-def _outcome(kind: Reply | None, value: Any, exitcode: int | None) -> Any:
+def _outcome(kind: Reply | str | None, value: Any, exitcode: int | None) -> Any:
+    if kind is _HUNG:
+        raise CallEnded(
+            f"the model's code did not return within {value:g} s (a forward that hangs; for a slower "
+            f"model set ${TIMEOUT_ENV})"
+        )
     if kind is Reply.RETURNED:
         return value
     if kind is Reply.RAISED:

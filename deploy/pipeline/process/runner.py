@@ -24,6 +24,7 @@ from deploy.pipeline.graph.plan import Action, make_plan, source_outputs, stage_
 from deploy.pipeline.graph.project import Project
 from deploy.pipeline.graph.registry import stage_module
 from deploy.pipeline.process import faults, stopping
+from deploy.pipeline.process.descriptors import enough_open_files
 from deploy.pipeline.process.execute import Job, execute
 from deploy.pipeline.process.isolation import Limits, run_isolated
 from deploy.pipeline.process.progress import Throttled
@@ -39,7 +40,6 @@ from deploy.pipeline.report.summary import RunOf, write_summary
 from deploy.pipeline.store import history, locks
 from deploy.pipeline.store.objects import Entry, Output, Store
 from deploy.pipeline.store.remote import RemoteCache
-from deploy.pipeline.process.descriptors import enough_open_files
 from deploy.pipeline.store.writable import UMASK, full_of, require_writable
 
 REPORT_FILE = history.REPORT_FILE

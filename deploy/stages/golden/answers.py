@@ -51,6 +51,27 @@ def refuse_non_finite(golden: Golden, batched: bool) -> None:
         )
 
 
+def refuse_empty(golden: Golden, batched: bool) -> None:
+    """An output with an axis of size 0 at every case (`y[:, :0]`): Triton serves no empty
+    dimension (config.pbtxt's dims must be >= 1), and it failed only in smoke, in Triton's
+    words. The batch axis is left out: a batch is never empty."""
+    cases = list(primary(golden).values())
+    first = 1 if batched else 0
+    empty = [
+        f"'{name}' {list(cases[0].outputs[name].shape)}"
+        for name in cases[0].outputs
+        if any(
+            all(c.outputs[name].shape[axis] == 0 for c in cases)
+            for axis in range(first, cases[0].outputs[name].ndim)
+        )
+    ]
+    if empty:
+        raise StageFailed(
+            f"outputs: {', '.join(empty)} has an axis that is empty at every shape: Triton serves no empty "
+            "dimension; return a tensor with data there, or drop that output from outputs"
+        )
+
+
 def _non_finite(case_name: str, case: Case, output: str, batched: bool) -> str:
     array = case.outputs[output]
     if array.dtype.kind not in "fc" or not np.any(np.isnan(array)):

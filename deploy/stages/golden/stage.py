@@ -65,6 +65,7 @@ def run(ctx: StageContext, params: GoldenParams) -> None:
     _generations(ctx, model)
     spread = _deterministic(eager, golden)
     answers.refuse_non_finite(golden, config.batch_dim is not None)
+    answers.refuse_empty(golden, config.batch_dim is not None)
     golden, dropped = answers.usable_edges(golden, [n for n in inputs if n not in answers.primary(golden)])
     ctx.log.info("reference outputs: %s", _shapes(golden))
     batching = _batching(config, golden, eager.infer)
@@ -100,8 +101,16 @@ def _answer(eager: TorchModule, case: str, feeds: dict[str, np.ndarray]) -> dict
     try:
         return eager.infer(feeds)
     except StageFailed as exc:  # its own type kept (exit codes and hints follow it)
+        from deploy.gates.cases import SAMPLE
+
         shapes = ", ".join(f"{n} {list(a.shape)}" for n, a in feeds.items())
-        exc.args = (f"at {case} ({shapes}): {exc}", *exc.args[1:])
+        drawn = (
+            "; a shape drawn between min and max, not one declared: the model takes only some sizes there "
+            "(stages.golden.sampled_shapes: 0 draws none; or make min, opt and max the sizes it takes)"
+            if case.startswith(SAMPLE)
+            else ""
+        )
+        exc.args = (f"at {case} ({shapes}): {exc}{drawn}", *exc.args[1:])
         raise
 
 
