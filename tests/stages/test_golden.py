@@ -338,6 +338,22 @@ def test_a_forward_that_raises_at_a_drawn_shape_names_the_drawing_and_the_way_ou
         run(path, only=["golden"])
 
 
+def test_a_batch_centred_output_at_a_batch_of_one_is_refused_naming_min(write_config, tmp_path: Path) -> None:
+    """`y - y.mean(0)` is all zeros at batch 1: export then failed with "cosine undefined: an
+    all-zero reference" and advised a tolerance, which could not help."""
+    (tmp_path / "centred.py").write_text(
+        SPECTRUM_MODEL.replace(
+            "torch.fft.rfft(x.flatten(1))", "x.flatten(1) - x.flatten(1).mean(0, keepdim=True)"
+        )
+    )
+    path = write_config({"model": {"file": str(tmp_path / "centred.py"), "callable": "spectrum"}})
+    with pytest.raises(
+        StageError,
+        match=r"'logits' depends on the rest of its batch and is all zeros at min .*batch 2 or more",
+    ):
+        run(path, only=["golden"])
+
+
 def test_zero_vs_zero_is_not_a_perfect_cosine() -> None:
     zeros = np.zeros((2, 10), np.float32)
     m = parity.metrics(zeros, zeros, Tolerance())

@@ -72,6 +72,27 @@ def refuse_empty(golden: Golden, batched: bool) -> None:
         )
 
 
+def refuse_centred_at_one(golden: Golden, dependent: set[str]) -> None:
+    """An output that depends on the rest of its batch (`y - y.mean(0)`) and is all zeros at
+    a batch of 1: no cosine can judge a converted answer against it, and every later stage
+    failed there advising a tolerance that could not help."""
+    cases = primary(golden)
+    zero = [
+        (label, name)
+        for label, case in cases.items()
+        for name in dependent
+        if name in case.outputs and not np.any(case.outputs[name])
+        and any(a.shape[:1] == (1,) for a in case.inputs.values())
+    ]  # fmt: skip
+    if zero:
+        label, name = zero[0]
+        shapes = ", ".join(f"{n} {list(a.shape)}" for n, a in cases[label].inputs.items())
+        raise StageFailed(
+            f"outputs: '{name}' depends on the rest of its batch and is all zeros at {label} ({shapes}): "
+            "a converted answer cannot be judged against zeros; make min's batch 2 or more, or drop it from outputs"
+        )
+
+
 def _non_finite(case_name: str, case: Case, output: str, batched: bool) -> str:
     array = case.outputs[output]
     if array.dtype.kind not in "fc" or not np.any(np.isnan(array)):

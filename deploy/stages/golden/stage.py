@@ -90,6 +90,7 @@ def _judge_answers(ctx: StageContext, golden: Golden, batching: BatchIndependenc
         _output_hint(batching),
         everywhere=True,
     )
+    answers.refuse_centred_at_one(golden, {o.name for o in batching.dependent()})
     if blind := answers.input_blind(golden):
         ctx.log.warning(blind)
         ctx.partial(blind)
