@@ -53,6 +53,7 @@ class Traffic:
     merging_configured: bool = False
     mismatches: list[str] = field(default_factory=list)
     mismatch_count: int = 0
+    alone: str = ""  # the wrong ones sent again alone: whether merging is the cause
 
     def batching_note(self) -> str:
         """Whether merged executions were seen: a fact, or the admission that it was not."""
@@ -73,7 +74,7 @@ class Traffic:
             f"{self.mismatch_count} of {judged} answers to concurrent clients differ from the reference for the "
             f"client's own request{merged}"
         )
-        return [head, *self.mismatches]
+        return [head, *([self.alone] if self.alone else []), *self.mismatches]
 
     def text(self) -> str:
         head = f"{self.clients} clients x {self.requests // max(self.clients, 1)} requests ({self.distinct} distinct, batch {'/'.join(map(str, sorted(set(self.batches))))})"

@@ -135,6 +135,7 @@ def test_without_dynamic_batching_it_passes_and_with_it_smoke_fails(centred, tmp
     message = str(info.value)
     assert "answers to concurrent clients differ from the reference for the client's own request" in message
     assert "while the server merged requests of different clients" in message
+    assert "each sent alone is right: the merging is the cause" in message  # each wrong one sent again alone
     assert "output 'y' differs by max |Δ|" in message and "client " in message and "request " in message
     # The golden parity (one request at a time) passed: only the traffic check caught it.
     report = json.loads(Path(ctx_report(tmp_path)).read_text())["models"]["centred_python"]

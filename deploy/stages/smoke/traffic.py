@@ -112,7 +112,28 @@ def run(server: TrafficServer, ask: Ask, judge: Judge, load: TrafficPlan, mergin
         _judge(found, answers, judge, load.batches)
         if found.merged or found.mismatch_count:
             break
+    if found.merged and found.mismatch_count:
+        wrong = {s.request for s, got, _ in answers if got is not None and judge(s.request, got)}
+        found.alone = _alone(server, ask, judge, wrong, load)
     return found
+
+
+def _alone(server: TrafficServer, ask: Ask, judge: Judge, wrong: set[int], load: TrafficPlan) -> str:
+    """Each request answered wrong under merging, sent again alone: merging is the cause only
+    where it is then right (a wrong export at a batch golden never held was blamed on it)."""
+    protocol = load.sends[0][0].protocol
+    conn = server.connect(protocol)
+    try:
+        still = sorted({load.batches[r] for r in wrong if judge(r, ask(conn, protocol, r))})
+    finally:
+        conn.close()
+    if still:
+        return (
+            f"sent alone, the requests of batch {'/'.join(map(str, still))} are wrong too: not the merging; the "
+            "served model is wrong at that batch, a size golden's shapes did not hold (stages.golden.sampled_shapes "
+            "draws more between min and max)"
+        )
+    return "each sent alone is right: the merging is the cause (an answer that depends on the rest of its batch)"
 
 
 Answer = tuple[Send, Arrays | None, str]
