@@ -188,3 +188,36 @@ def test_root_cause_is_the_innermost_first_line() -> None:
     except RuntimeError as outer:
         assert root_cause(outer) == "ValueError: the real problem"
     assert plain("\x1b[96mstep 1/3\x1b[0m done") == "step 1/3 done"
+
+
+SEEDED = """
+import torch
+
+
+class Seeded(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 3, 3, padding=1)
+
+    def forward(self, x):
+        noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(0))
+        return self.conv(x + 0.1 * noise).mean((2, 3))
+
+
+def seeded(width: int = 8):
+    return Seeded()
+"""
+
+
+def test_a_forward_that_draws_with_its_own_seeded_generator_is_named_when_both_exporters_fail(
+    write_config, tmp_path
+) -> None:
+    """It answers the same every call (golden takes it), and both exporters failed in their
+    internals' words ("SymIntArrayRef expected to contain only concrete integers")."""
+    (tmp_path / "seeded.py").write_text(SEEDED)
+    path = write_config({"model": {"file": str(tmp_path / "seeded.py"), "callable": "seeded"}})
+    with pytest.raises(StageError) as failed:
+        run(path, only=["golden", "export"])
+    said = " ".join(str(failed.value).split())
+    assert "The forward draws random numbers (randn (" in said and "seeded.py" in said, said
+    assert "an exporter cannot capture a generator; make the noise an input" in said

@@ -57,7 +57,25 @@ def run(ctx: StageContext, params: ExportParams) -> None:
         _say(ctx, params, attempts, table)
         return
     _say(ctx, params, attempts, None)
-    raise StageFailed(failures.message(params.exporter, attempts)) from last
+    raise StageFailed(failures.message(params.exporter, attempts) + _draws(model, golden)) from last
+
+
+def _draws(model: Module, golden: Golden) -> str:
+    """A forward drawing random numbers with its own seeded generator answers the same
+    every call (so golden took it), and both exporters failed in their internals' words
+    ("SymIntArrayRef expected to contain only concrete integers"): said in the model's."""
+    import torch
+
+    from deploy.modelio.randomness import random_ops
+
+    feeds = [torch.from_numpy(a) for a in golden["opt"].inputs.values()]
+    ops = random_ops(lambda: model(*feeds))
+    if not ops:
+        return ""
+    return (
+        f". The forward draws random numbers ({'; '.join(ops[:3])}): an exporter cannot capture a "
+        "generator; make the noise an input, or leave it out at inference"
+    )
 
 
 def _attempt(

@@ -133,7 +133,9 @@ def _alone(server: TrafficServer, ask: Ask, judge: Judge, wrong: set[int], load:
             "served model is wrong at that batch, a size golden's shapes did not hold (stages.golden.sampled_shapes "
             "draws more between min and max)"
         )
-    return "each sent alone is right: the merging is the cause (an answer that depends on the rest of its batch)"
+    return (
+        "each sent alone is right: the merging is the cause (an answer that depends on the rest of its batch)"
+    )
 
 
 Answer = tuple[Send, Arrays | None, str]
