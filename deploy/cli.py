@@ -346,7 +346,10 @@ def main() -> None:
     # Ctrl-C, SIGTERM, SIGHUP: "interrupted", exit 130, whenever they land; a reader that goes
     # away (`| head -1`) costs the console, not the run
     with stopping.listening(), pipes_may_close():
-        code = ExitCode.OK if _replayed(sys.argv[1:]) else _invoke(verbose)
+        try:
+            code = ExitCode.OK if _replayed(sys.argv[1:]) else _invoke(verbose)
+        except KeyboardInterrupt as stop:  # one that landed outside _invoke's own handling
+            code = interrupted(make_console(stderr=True), str(stop) or stopping.stopped_by())
     sys.exit(code)
 
 

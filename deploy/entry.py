@@ -21,9 +21,13 @@ def main() -> None:
     except KeyboardInterrupt as stop:
         print(f"interrupted ({stop}) while deploy started: nothing was done", file=sys.stderr)
         sys.exit(INTERRUPTED)
-    for sig, handler in before.items():  # the command puts its own in place while it runs
-        signal.signal(sig, handler)
-    command()
+    try:
+        command()  # which puts its own handlers in place while it runs, then these back
+    except KeyboardInterrupt:  # a stop after the command said its last word: its exit is the stop's
+        sys.exit(INTERRUPTED)
+    finally:  # from here on a stop ends the process as the signal does, without a traceback
+        for sig in before:
+            signal.signal(sig, signal.SIG_DFL)
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:

@@ -61,9 +61,13 @@ def test_a_stop_at_any_moment_of_the_start_is_one_line_and_exit_130(sig: signal.
         done = _stopped_at(offset, sig)
         said = done.stdout + done.stderr
         assert "Traceback" not in said and "internal error" not in said, (offset, said)
-        if done.stdout:  # it had finished: whole (a signal after that is Python's exit, as before)
+        if done.stdout:  # it had finished: whole (a signal after its last word ends it as the signal does)
             assert done.stdout.startswith("ok ") and "TensorRT" in done.stdout, (offset, said)
-            assert done.returncode in (ExitCode.OK, -sig), (offset, done.returncode, said)
+            assert done.returncode in (ExitCode.OK, ExitCode.INTERRUPTED, -sig), (
+                offset,
+                done.returncode,
+                said,
+            )
             continue
         # -SIGINT: CPython's exit once a KeyboardInterrupt passed through exec()'d code (a
         # dataclass's or pydantic's generated function), whatever sys.exit said; a shell reads 130
@@ -80,7 +84,13 @@ class _Dropped:
 
 def test_a_stop_dropped_by_a_finalizer_is_raised_again() -> None:
     before = sys.unraisablehook
-    with pytest.raises(KeyboardInterrupt, match="Ctrl-C"), stopping.listening():
-        _Dropped()  # collected at once: its __del__ raises where nothing can catch it
-        time.sleep(5)  # where the stop lands again
+    # Ctrl-C as a terminal's foreground job has it: a suite started in the background (CI's
+    # `&`) runs with SIGINT ignored, which deploy keeps ignored, and then nothing is raised.
+    terminal = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt, match="Ctrl-C"), stopping.listening():
+            _Dropped()  # collected at once: its __del__ raises where nothing can catch it
+            time.sleep(5)  # where the stop lands again
+    finally:
+        signal.signal(signal.SIGINT, terminal)
     assert sys.unraisablehook is before and stopping.stopped_by() == "Ctrl-C"
