@@ -364,11 +364,9 @@ def _replayed(args: list[str]) -> bool:
 
     try:
         return replayed(Path(args[1]), None, _console())
-    except KeyboardInterrupt as stop:
-        sys.exit(interrupted(make_console(stderr=True), str(stop)))
     except Exception:  # e.g. a footprint of an unexpected shape: the full path decides
-        if by := stopping.stopped_by():  # unless the error was a stop's
-            sys.exit(interrupted(make_console(stderr=True), by))
+        if by := stopping.stopped_by():  # unless the error was a stop's: main says it
+            raise KeyboardInterrupt(by) from None
         return False
 
 

@@ -24,7 +24,6 @@ T = TypeVar("T")
 # How long the call may take: a forward that never returned kept `deploy init` waiting for ever.
 DEFAULT_TIMEOUT_S = 900.0
 TIMEOUT_ENV = "DEPLOY_CALL_TIMEOUT_S"
-_HUNG = "hung"
 
 
 class CallEnded(StageFailed):
@@ -36,6 +35,7 @@ class Reply(str, Enum):
     RAISED = "raised"  # a DeployError, sent as it is
     INTERRUPTED = "interrupted"  # Ctrl-C reached the child first
     FAILED = "failed"  # anything else is deploy's bug: its traceback as text, exit 70
+    HUNG = "hung"  # no answer within the timeout: the parent's own, never sent
 
 
 def in_child(call: Callable[..., T], *args: Any) -> T:
@@ -53,7 +53,7 @@ def in_child(call: Callable[..., T], *args: Any) -> T:
     writer.close()
     try:
         kind, value = _receive(reader, _timeout_s())
-        child.join(timeout=None if kind is not _HUNG else 0)
+        child.join(timeout=0 if kind is Reply.HUNG else None)
     finally:
         if child.is_alive():  # the command itself was stopped (Ctrl-C): so is the call
             child.kill()
@@ -77,17 +77,17 @@ def _timeout_s() -> float:
         return DEFAULT_TIMEOUT_S
 
 
-def _receive(reader: Connection, timeout_s: float) -> tuple[Reply | str | None, Any]:
+def _receive(reader: Connection, timeout_s: float) -> tuple[Reply | None, Any]:
     try:
         if not reader.poll(timeout_s):
-            return _HUNG, timeout_s  # the finally kills the child
+            return Reply.HUNG, timeout_s  # the finally kills the child
         return reader.recv()  # type: ignore[no-any-return]
     except EOFError:  # the child ended without a reply
         return None, None
 
 
-def _outcome(kind: Reply | str | None, value: Any, exitcode: int | None) -> Any:
-    if kind is _HUNG:
+def _outcome(kind: Reply | None, value: Any, exitcode: int | None) -> Any:
+    if kind is Reply.HUNG:
         raise CallEnded(
             f"the model's code did not return within {value:g} s (a forward that hangs; for a slower "
             f"model set ${TIMEOUT_ENV})"

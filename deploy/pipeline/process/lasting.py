@@ -5,9 +5,8 @@ lifeline.py) when the *thread* that started it ends, not the process."""
 from __future__ import annotations
 
 import functools
-import queue
 import threading
-from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 
 def start_fork_server() -> None:
@@ -19,36 +18,10 @@ def start_fork_server() -> None:
         return  # child.start() starts it here, if it has to
     from multiprocessing import forkserver
 
-    _keeper().call(forkserver.ensure_running)
+    _keeper().submit(forkserver.ensure_running).result()  # its errors raised here
 
 
 @functools.cache
-def _keeper() -> Keeper:
-    return Keeper()
-
-
-class Keeper:
-    """A daemon thread that runs what it is handed, one call at a time, until the process ends."""
-
-    def __init__(self) -> None:
-        self._calls: queue.Queue[tuple[Callable[[], object], list[BaseException], threading.Event]] = (
-            queue.Queue()
-        )
-        threading.Thread(target=self._serve, name="deploy-fork-server-keeper", daemon=True).start()
-
-    def call(self, fn: Callable[[], object]) -> None:
-        raised: list[BaseException] = []
-        done = threading.Event()
-        self._calls.put((fn, raised, done))
-        done.wait()
-        if raised:
-            raise raised[0]
-
-    def _serve(self) -> None:
-        while True:
-            fn, raised, done = self._calls.get()
-            try:
-                fn()
-            except BaseException as exc:  # handed back to the caller's thread
-                raised.append(exc)
-            done.set()
+def _keeper() -> ThreadPoolExecutor:
+    """One worker, made on the first call and idle until the interpreter exits."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="deploy-fork-server-keeper")
