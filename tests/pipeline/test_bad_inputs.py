@@ -430,6 +430,21 @@ CASES = [
         _set("inputs.0.dtype", "int64"),
     ),
     Case(
+        "call-timeout-not-a-number",
+        CONFIG,
+        "$DEPLOY_CALL_TIMEOUT_S: 'soon' is not a number of seconds above 0",
+        args=(
+            "init",
+            "--factory",
+            "torchvision.models:resnet18",
+            "--input",
+            "x:float32:1x3x8x8/1x3x8x8/1x3x8x8",
+            "-o",
+            "{tmp}/r.yaml",
+        ),
+        env={"DEPLOY_CALL_TIMEOUT_S": "soon"},
+    ),
+    Case(
         "config-is-a-pipe",
         CONFIG,
         "is not a regular file (a pipe?): give the config file itself",

@@ -15,7 +15,8 @@ from enum import Enum
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
-from deploy.pipeline.errors import DeployError, StageFailed
+from deploy.domain.issues import Issue
+from deploy.pipeline.errors import ConfigError, DeployError, StageFailed
 from deploy.pipeline.process import lifeline
 
 T = TypeVar("T")
@@ -44,6 +45,7 @@ def in_child(call: Callable[..., T], *args: Any) -> T:
     program, a test runner) calls it here instead: a fork copies only the forking thread,
     and a lock another one held stays held in the child for ever (seen: a test worker's
     child waiting on a futex)."""
+    timeout_s = _timeout_s()  # refused alike wherever the call is made
     if _threads() > 1:
         return call(*args)
     context = multiprocessing.get_context("fork")
@@ -52,7 +54,7 @@ def in_child(call: Callable[..., T], *args: Any) -> T:
     child.start()
     writer.close()
     try:
-        kind, value = _receive(reader, _timeout_s())
+        kind, value = _receive(reader, timeout_s)
         child.join(timeout=0 if kind is Reply.HUNG else None)
     finally:
         if child.is_alive():  # the command itself was stopped (Ctrl-C): so is the call
@@ -71,10 +73,18 @@ def _threads() -> int:
 
 
 def _timeout_s() -> float:
+    """$DEPLOY_CALL_TIMEOUT_S, or the default; a value that is no number of seconds above 0
+    is refused naming it (ignored, it would have been a silent 900 s)."""
+    given = os.environ.get(TIMEOUT_ENV, "").strip()
     try:
-        return float(os.environ.get(TIMEOUT_ENV, "") or DEFAULT_TIMEOUT_S)
+        seconds = float(given) if given else DEFAULT_TIMEOUT_S
     except ValueError:
-        return DEFAULT_TIMEOUT_S
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise ConfigError(
+            f"${TIMEOUT_ENV}", [Issue(f"${TIMEOUT_ENV}", f"{given!r} is not a number of seconds above 0")]
+        )
+    return seconds
 
 
 def _receive(reader: Connection, timeout_s: float) -> tuple[Reply | None, Any]:
