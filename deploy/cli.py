@@ -231,14 +231,13 @@ def validate(
 
 def _probe(config: DeployConfig) -> None:
     """The model built and called at the min shape in a child (child_call): a native crash
-    or an os._exit in the model's code is named (exit 3), not the command's silent end."""
-    from deploy.pipeline.errors import ConfigError, Issue
+    or an os._exit in the model's code is named (exit 5; a hang: 6), not the command's silent end."""
     from deploy.pipeline.process.child_call import CallEnded, in_child
 
     try:
         in_child(_probed, config)
     except CallEnded as exc:
-        raise ConfigError("model", [Issue("model", f"{exc}, while --probe built and called it")]) from None
+        raise exc.said_while("--probe built and called it") from None
 
 
 def _probed(config: DeployConfig) -> None:

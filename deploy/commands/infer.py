@@ -11,7 +11,7 @@ from typing import Any
 
 from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Protocol
-from deploy.pipeline.errors import ConfigError, EnvError
+from deploy.pipeline.errors import ConfigError, EnvError, UsageError
 from deploy.serving.requests import Client
 from deploy.serving.service import IMAGE_INPUT, TEXT_INPUT
 from deploy.serving.service_client import Answer
@@ -41,7 +41,7 @@ def infer(request: InferRequest, say: Callable[[str], None]) -> None:
 
 def _items(request: InferRequest) -> list[tuple[str, bytes]]:
     if bool(request.images) == bool(request.texts):
-        raise ConfigError("deploy infer", [Issue("--image / --text", "give images or texts (one of them)")])
+        raise UsageError("deploy infer", [Issue("--image / --text", "give images or texts (one of them)")])
     missing = [p for p in request.images if not p.is_file()]
     if missing:
         raise ConfigError("deploy infer", [Issue("--image", f"no such file: {p}") for p in missing])

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from deploy.domain.issues import Issue
-from deploy.pipeline.errors import ConfigError
+from deploy.pipeline.errors import ConfigError, UsageError
 from deploy.starter.entries import VALUE_FORMS, InputArg, InputEntry, SourceEntry, input_specs
 
 if TYPE_CHECKING:
@@ -38,10 +38,10 @@ def parse_input(text: str) -> InputArg:
     parts = text.split(":")
     shapes = (parts[2].split("/") if parts[2] else ["", "", ""]) if len(parts) == 3 else []
     if len(shapes) != 3 or not all(SHAPE.match(s) for s in shapes) or len({s == "" for s in shapes}) > 1:
-        raise ConfigError("--input", [Issue("--input", f"'{text}' is not {INPUT_FORM}")])
+        raise UsageError("--input", [Issue("--input", f"'{text}' is not {INPUT_FORM}")])
     if not re.match(r"^[A-Za-z_][A-Za-z0-9_.]*$", parts[0]):  # as InputSpec's name takes it
         why = f"'{parts[0]}' is not a tensor name (letters, digits, _ and ., not starting with a digit)"
-        raise ConfigError("--input", [Issue("--input", f"in '{text}': {why}")])
+        raise UsageError("--input", [Issue("--input", f"in '{text}': {why}")])
     low, mid, high = (tuple(int(d) for d in s.split("x")) if s else () for s in shapes)
     return InputArg(parts[0], parts[1], low, mid, high)
 
@@ -52,7 +52,7 @@ def parse_kwargs(items: list[str]) -> dict[str, object]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.isidentifier():
-            raise ConfigError("--kwarg", [Issue("--kwarg", f"'{item}' is not KEY=VALUE (e.g. weights=null)")])
+            raise UsageError("--kwarg", [Issue("--kwarg", f"'{item}' is not KEY=VALUE (e.g. weights=null)")])
         said = yaml.safe_load(value)
         found[key] = None if said == "None" else said  # Python's spelling of YAML's null
     return found
@@ -66,7 +66,7 @@ def parse_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
         try:
             low, high = (float(v) for v in text.split(","))
         except ValueError:
-            raise ConfigError(
+            raise UsageError(
                 "--value-range", [Issue("--value-range", f"'{item}' is not NAME=LOW,HIGH (e.g. lengths=1,8)")]
             ) from None
         found[name] = (low, high)
@@ -80,7 +80,7 @@ def parse_values(items: list[str]) -> dict[str, tuple[str, str | None]]:
         name, _, text = item.partition("=")
         kind, _, dim = text.partition(":")
         if kind not in KINDS or (kind in ("lengths", "offsets") and not dim):
-            raise ConfigError(
+            raise UsageError(
                 "--values", [Issue("--values", f"'{item}' is not NAME=KIND, KIND one of {VALUE_FORMS}")]
             )
         found[name] = (kind, dim or None)
@@ -152,11 +152,11 @@ class InitRequest:
         args = [parse_input(i) for i in self.inputs]
         names = [a.name for a in args]
         if twice := sorted({n for n in names if names.count(n) > 1}):
-            raise ConfigError("deploy init", [Issue("--input", f"{twice} given more than once")])
+            raise UsageError("deploy init", [Issue("--input", f"{twice} given more than once")])
         _refuse_dtypes(args)
         unknown = sorted((set(ranges) | set(values)) - {a.name for a in args})
         if unknown:
-            raise ConfigError(
+            raise UsageError(
                 "deploy init", [Issue("--value-range / --values", f"no --input named {unknown}")]
             )
         return [
@@ -180,7 +180,7 @@ def _refuse_dtypes(args: list[InputArg]) -> None:
         if a.dtype not in known
     ]
     if bad:
-        raise ConfigError("deploy init", bad)
+        raise UsageError("deploy init", bad)
 
 
 def initialise(request: InitRequest) -> tuple[Path, str]:
@@ -196,9 +196,7 @@ def initialise(request: InitRequest) -> tuple[Path, str]:
     try:  # the model is the user's code: a native crash in it is named, not the command's end
         text = in_child(make_config, *args)
     except CallEnded as exc:
-        raise ConfigError(
-            "model", [Issue("model", f"{exc}, while deploy init built and called it")]
-        ) from None
+        raise exc.said_while("deploy init built and called it") from None
     write_checked(text, dest)
     called = next((line for line in text.splitlines() if line.startswith("# The model was called with")), "")
     return dest, called.removeprefix("# ")
@@ -215,7 +213,7 @@ def make_config(
 
     model_source = _validated_source(source, dest.parent)
     if batch_dim not in (None, "none") and not entries.batched(args, batch_dim):
-        raise ConfigError("deploy init", [Issue("--batch-dim", entries.why_unbatched(args))])
+        raise UsageError("deploy init", [Issue("--batch-dim", entries.why_unbatched(args))])
     try:
         model = load_model(model_source)
         specs = input_specs(args, batch_dim, inspection.vocabulary(model))
@@ -224,7 +222,7 @@ def make_config(
     except StageFailed as exc:  # the model could not be built or called: say which
         raise ConfigError("model", [Issue("model", str(exc))]) from None
     except ConfigError as exc:
-        raise ConfigError(exc.source, [_in_init_words(i) for i in exc.issues]) from None
+        raise type(exc)(exc.source, [_in_init_words(i) for i in exc.issues]) from None
     written = entries.detection_inputs(specs) if found.detections else specs
     return config_text.starter(name, source, written, found, _batch_name(batch_dim) if on else None)
 

@@ -55,6 +55,13 @@ class ConfigError(DeployError):
         super().__init__(f"{source}: {len(issues)} error(s)\n{lines}")
 
 
+class UsageError(ConfigError):
+    """A command-line flag's value is malformed or names nothing there is: exit 2, as
+    click's own usage errors, wherever the flag is parsed."""
+
+    exit_code = ExitCode.USAGE
+
+
 class SelectionError(DeployError):
     """A stage outside --from/--to/--only has no cached result to read from."""
 

@@ -62,7 +62,7 @@ def test_a_model_that_ends_the_process_is_named_and_nothing_is_written(
 ) -> None:
     (tmp_path / "models.py").write_text(MODELS)
     made = run_cli("init", "--file", "models.py", "--callable", model, "--input", SHAPES, cwd=tmp_path)
-    assert made.returncode == 3, made.stderr
+    assert made.returncode == 5, made.stderr  # as a stage's process that dies
     assert f"model: {said}" in made.stderr and "while deploy init built and called it" in made.stderr
     assert not (tmp_path / f"{model}.yaml").exists()
 
@@ -83,7 +83,7 @@ def test_validate_probe_names_a_model_that_ends_the_process(tmp_path: Path, mode
     text = (tmp_path / "Doubles.yaml").read_text()
     (tmp_path / "other.yaml").write_text(text.replace("callable: Doubles", f"callable: {model}"))
     probed = run_cli("validate", "--probe", "other.yaml", cwd=tmp_path)
-    assert probed.returncode == 3, probed.stderr
+    assert probed.returncode == 5, probed.stderr
     assert f"model: {said}" in probed.stderr and "while --probe built and called it" in probed.stderr
     assert run_cli("validate", "--probe", "Doubles.yaml", cwd=tmp_path).returncode == 0
 
@@ -96,7 +96,7 @@ def test_a_model_that_hangs_is_stopped_after_the_call_timeout_and_named(tmp_path
         "init", "--file", "models.py", "--callable", "Hangs", "--input", SHAPES, cwd=tmp_path,
         env={"DEPLOY_CALL_TIMEOUT_S": "4"},
     )  # fmt: skip
-    assert made.returncode == 3, made.stderr
+    assert made.returncode == 6, made.stderr  # as a stage stopped at its timeout_s
     assert "model: the model's code did not return within 4 s" in made.stderr
     assert time.monotonic() - started < 60 and not (tmp_path / "Hangs.yaml").exists()
 

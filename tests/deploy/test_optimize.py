@@ -27,6 +27,7 @@ def mobilenet() -> nn.Module:
     return torchvision.models.mobilenet_v3_small(weights=None, num_classes=10).eval()
 
 
+@pytest.mark.matrix  # end to end (deployed, served, timed): `pytest -m matrix`, as .ci/run runs it after the README's command
 @pytest.mark.triton
 def test_an_in_memory_torchvision_model_is_served_and_its_yaml_is_cached(tmp_path: Path, cli: Cli) -> None:
     model = mobilenet()

@@ -840,7 +840,7 @@ CASES = [
     # -- the command line --------------------------------------------------------------------
     Case(
         "only-unknown-stage",
-        CONFIG,
+        USAGE,  # a flag naming nothing there is, as --force's
         "stage selection: unknown stage 'nosuch'",
         args=("run", "{config}", "--only", "nosuch"),
     ),

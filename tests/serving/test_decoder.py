@@ -26,7 +26,10 @@ from tests.helpers import ROOT, run_cli
 sys.path.insert(0, str(ROOT / "configs" / "models"))
 import char_llama
 
-pytestmark = pytest.mark.triton
+# A decoder trained, deployed, served, then retrained and released: minutes, so `pytest -m
+# matrix` (as .ci/run runs it after the README's command); tests/serving/test_decoder_results.py
+# keeps a served, token-exact decoder in the README's command.
+pytestmark = [pytest.mark.triton, pytest.mark.matrix]
 RELEASE = {"rounds": 6, "max_s": 3.0}  # a short timing: the gate's verdict here is on the tokens
 PROMPTS = ("Beautiful is", "Now is better", "If the implementation is hard to explain, it", "N")
 # Held out for the INT8 gate (shipped for users too): line starts the tests above do not use.

@@ -99,6 +99,7 @@ def test_a_release_and_a_rollback_reach_a_live_server_with_no_failed_request(
     _check(client, switched, tmp_path / "model_repository" / "tiny_python")
 
 
+@pytest.mark.matrix  # end to end (deployed, served, timed): `pytest -m matrix`, as .ci/run runs it after the README's command
 def test_a_server_reading_s3_switches_with_no_failed_request(
     tmp_path: Path, checkpoints: dict[int, Path], s3: S3Server, cli: Cli
 ) -> None:
@@ -120,6 +121,7 @@ def test_a_server_reading_s3_switches_with_no_failed_request(
         assert body == (local / rel).read_bytes(), rel
 
 
+@pytest.mark.matrix  # end to end (deployed, served, timed): `pytest -m matrix`, as .ci/run runs it after the README's command
 def test_a_server_polling_the_repository_switches_by_itself_with_no_failed_request(
     tmp_path: Path, checkpoints: dict[int, Path], cli: Cli
 ) -> None:

@@ -71,6 +71,7 @@ def _stages(summary: Path) -> dict[str, Any]:
     return {s["stage"]: s for s in json.loads(summary.read_text())["stages"]}
 
 
+@pytest.mark.matrix  # end to end (deployed, served, timed): `pytest -m matrix`, as .ci/run runs it after the README's command
 def test_openvino_is_served_smoked_benched_and_weighed(tmp_path: Path, digits_checkpoint: Any) -> None:
     checkpoint, _ = digits_checkpoint
     config = _config(tmp_path, checkpoint)

@@ -61,6 +61,7 @@ def _config(tmp_path: Path, checkpoint: Path) -> Path:
     return path
 
 
+@pytest.mark.matrix  # end to end (deployed, served, timed): `pytest -m matrix`, as .ci/run runs it after the README's command
 @pytest.mark.triton
 def test_the_package_answers_real_digits_like_eager_is_served_benched_and_weighed(
     tmp_path: Path, checkpoint: Path

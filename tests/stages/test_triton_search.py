@@ -45,6 +45,7 @@ def search_config(write_config, search: dict):
     return path
 
 
+@pytest.mark.matrix  # end to end (deployed, served, timed): `pytest -m matrix`, as .ci/run runs it after the README's command
 def test_search_beats_the_current_config_and_publishes_one_that_loads(write_config, tmp_path) -> None:
     path = search_config(write_config, SEARCH)
     results = run(path)

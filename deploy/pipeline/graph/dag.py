@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from deploy.domain.issues import Issue
-from deploy.pipeline.errors import ConfigError
+from deploy.pipeline.errors import ConfigError, UsageError
 from deploy.pipeline.graph.contract import SOURCE_ARTIFACT, StageSpec
 
 
@@ -173,13 +173,13 @@ def select(graph: Graph, only: list[str], start: str | None, stop: str | None) -
         issues = [
             Issue("stage selection", f"unknown stage '{n}' (stages: {', '.join(names)})") for n in unknown
         ]
-        raise ConfigError("command line", issues)
+        raise UsageError("command line", issues)
     if only:
         if start or stop:
-            raise ConfigError("command line", [Issue("--only", "cannot be combined with --from/--to")])
+            raise UsageError("command line", [Issue("--only", "cannot be combined with --from/--to")])
         return [n for n in names if n in only]
     lo = names.index(start) if start else 0
     hi = names.index(stop) if stop else len(names) - 1
     if lo > hi:
-        raise ConfigError("command line", [Issue("--from/--to", f"'{start}' comes after '{stop}'")])
+        raise UsageError("command line", [Issue("--from/--to", f"'{start}' comes after '{stop}'")])
     return names[lo : hi + 1]

@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
 from deploy.domain.issues import Issue
-from deploy.pipeline.errors import ConfigError, DeployError, StageFailed
+from deploy.pipeline.errors import ConfigError, DeployError, ExitCode, StageFailed
 from deploy.pipeline.process import lifeline
 
 T = TypeVar("T")
@@ -28,7 +28,17 @@ TIMEOUT_ENV = "DEPLOY_CALL_TIMEOUT_S"
 
 
 class CallEnded(StageFailed):
-    """The child ended before it answered: a native crash, a kill or an os._exit."""
+    """The child ended before it answered: a native crash, a kill or an os._exit (exit 5,
+    as a stage's process that dies), or it never answered in time (exit 6, as a stage
+    stopped at its timeout_s)."""
+
+    def __init__(self, message: str, exit_code: ExitCode = ExitCode.CRASHED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def said_while(self, doing: str) -> CallEnded:
+        """The same end, naming the model as the one whose code ended it and what ran it."""
+        return CallEnded(f"model: {self}, while {doing}", self.exit_code)
 
 
 class Reply(str, Enum):
@@ -100,7 +110,8 @@ def _outcome(kind: Reply | None, value: Any, exitcode: int | None) -> Any:
     if kind is Reply.HUNG:
         raise CallEnded(
             f"the model's code did not return within {value:g} s (a forward that hangs; for a slower "
-            f"model set ${TIMEOUT_ENV})"
+            f"model set ${TIMEOUT_ENV})",
+            ExitCode.LIMIT,
         )
     if kind is Reply.RETURNED:
         return value
