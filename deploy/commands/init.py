@@ -184,7 +184,8 @@ def _refuse_dtypes(args: list[InputArg]) -> None:
 
 
 def initialise(request: InitRequest) -> tuple[Path, str]:
-    """Writes the starter config; returns where, and what the model was called with.
+    """Writes the starter config; returns where, and what it says of the model (how it was
+    called; what its run will refuse).
     Nothing is written on any error."""
     name = request.name or request.chosen_name
     dest = (request.output or Path(f"{name}.yaml")).absolute()
@@ -198,8 +199,10 @@ def initialise(request: InitRequest) -> tuple[Path, str]:
     except CallEnded as exc:
         raise exc.said_while("deploy init built and called it") from None
     write_checked(text, dest)
-    called = next((line for line in text.splitlines() if line.startswith("# The model was called with")), "")
-    return dest, called.removeprefix("# ")
+    from deploy.starter.config_text import SAID
+
+    said = [line.removeprefix("# ") for line in text.splitlines() if line.startswith(SAID)]
+    return dest, "\n".join(said)
 
 
 def make_config(

@@ -83,5 +83,8 @@ def init(
         values,
         batch_dim,
     )
-    dest, called = initialise(request)
-    _console().print(f"{called}\n[green]wrote[/] {dest}: check the guesses, then `deploy run {dest}`")
+    dest, said = initialise(request)  # how the model was called, and what its run will refuse
+    console = _console()
+    if said:  # the model's words (shapes, names in brackets) are not markup
+        console.print(said, markup=False, highlight=False, soft_wrap=True)
+    console.print(f"[green]wrote[/] {dest}: check the guesses, then `deploy run {dest}`")

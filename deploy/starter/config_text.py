@@ -20,6 +20,9 @@ from deploy.starter.inspection import COUNT, Findings, Found
 DETECTION_RTOL = 0.01
 # Who wrote the file: its first line says so.
 INIT = "`deploy init`"
+CALLED = "The model was called with: "
+WARNING = "Warning: "
+SAID = (f"# {CALLED}", f"# {WARNING}")  # the comment lines `deploy init` also prints
 OPTIMIZE = "`deploy.optimize`"
 
 
@@ -80,7 +83,7 @@ def _model(
 
 def _called(found: Findings) -> list[str]:
     shown = ", ".join(f"{n} {shape} {dtype}" for n, (shape, dtype) in found.called_with.items())
-    return [f"# The model was called with: {shown}"] if shown else []
+    return [f"# {CALLED}{shown}"] if shown else []
 
 
 def _stage_lines(found: Findings, fixed: bool) -> list[str]:
@@ -120,6 +123,7 @@ def _notes(found: Findings, fixed: bool) -> list[str]:
             "# The model answers one dict of detections per image: each tensor is padded to max_detections",
             f"# rows, with {COUNT} valid ones. It takes its batch as a list of images, which the export",
             "# unrolls: the batch is fixed at 1.",
+            *([f"# {WARNING}{found.warning}."] if found.warning else []),
         ]
     if found.uncached:
         return [

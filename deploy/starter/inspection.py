@@ -55,6 +55,7 @@ class Findings:
     called_with: dict[str, tuple[list[int], str]]  # input -> (shape, dtype) of the call
     decoder: DecoderFound | None = None  # the model returned its key/value cache
     uncached: str = ""  # why a generative model is written as one full forward per call
+    warning: str = ""  # what the written config's run will refuse, and the way out
 
 
 def discover(
@@ -136,7 +137,9 @@ def inspect(model: Any, specs: Sequence[Any], batched: bool) -> Findings:
     called = {n: (list(a.shape), str(a.dtype)) for n, a in sample.items()}
     result, _ = probe(model, names, InputsBy.AUTO, sample)
     if detections.hint(result):
-        return Findings(_detection_outputs(result), _rows(result), None, called)
+        return Findings(
+            _detection_outputs(result), _rows(result), None, called, warning=_found_nothing(result)
+        )
     decoder = found_decoder(model, result) or found_with_cache_on(
         model, lambda: probe(model, names, InputsBy.AUTO, sample)[0]
     )
@@ -238,6 +241,21 @@ def _rows(result: Any) -> int:
     images = detections.per_image(result)
     most = max((len(next(iter(image.values()))) for image in images), default=0)
     return max(MAX_DETECTIONS, most)
+
+
+def _found_nothing(result: Any) -> str:
+    """A detector that found no object in any image init drew (untrained weights, or noise
+    a trained one sees nothing in) answers padding alone, which golden refuses: said now,
+    not after a config was written and run."""
+    from deploy.modelio import detections
+
+    if any(len(next(iter(image.values()), ())) for image in detections.per_image(result)):
+        return ""
+    return (
+        "the detector found no object in any image init drew (noise at the opt shapes), so every answer "
+        "was padding; golden refuses answers that compare nothing. Give trained weights (--kwarg, or "
+        "model.checkpoint) and real images (model.golden_inputs: an .npz keyed by input name)"
+    )
 
 
 def _detection_outputs(result: Any) -> list[Found]:

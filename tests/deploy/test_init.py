@@ -701,3 +701,46 @@ def test_a_bool_padding_mask_is_written_as_padding(tmp_path: Path, cli: Cli) -> 
     assert made.returncode == 0, made.stderr
     written = yaml.safe_load((tmp_path / "Pooled.yaml").read_text())
     assert [i.get("values") for i in written["inputs"]] == [None, "padding"]
+
+
+FINDERS = """
+import torch
+
+
+class Finder(torch.nn.Module):
+    def __init__(self, rows):
+        super().__init__()
+        self.rows = rows
+        self.head = torch.nn.Conv2d(3, 1, 1)
+
+    def forward(self, images):
+        found = []
+        for image in images:
+            score = self.head(image[None]).mean().reshape(1).repeat(self.rows)
+            found.append({"boxes": score[:, None].repeat(1, 4), "scores": score, "labels": torch.ones_like(score).long()})
+        return found
+
+
+def finds_one():
+    return Finder(1).eval()
+
+
+def finds_nothing():
+    return Finder(0).eval()
+"""
+
+
+@pytest.mark.parametrize(("function", "warned"), [("finds_nothing", True), ("finds_one", False)])
+def test_a_detector_that_finds_nothing_is_written_with_a_warning_naming_what_golden_will_refuse(
+    tmp_path: Path, cli: Cli, function: str, warned: bool
+) -> None:
+    """Random-weight detectors (torchvision's at weights=None) found nothing; init wrote their
+    config without a word, and the run then failed at golden on answers made of padding."""
+    (tmp_path / "finders.py").write_text(FINDERS)
+    made = init_file(cli, tmp_path, "finders.py", function, "images:float32:1x3x8x8/1x3x8x8/1x3x8x8")
+    assert made.returncode == 0, made.stdout + made.stderr
+    said = " ".join(made.stdout.split())
+    warning = "Warning: the detector found no object in any image init drew"
+    assert (warning in said) is warned, said
+    assert (warning in (tmp_path / f"{function}.yaml").read_text()) is warned
+    assert "The model was called with: images [1, 3, 8, 8] float32" in said
