@@ -59,6 +59,24 @@ def source_outputs(project: Project, store: Store) -> dict[str, Output]:
     return {SOURCE_ARTIFACT: Output(ArtifactKind.FILE, digest, 0)}
 
 
+def source_changed(node: Node, project: Project, store: Store, resolved: dict[str, Output]) -> str:
+    """Why a stage's outputs may not be cached: the model's source (its file, checkpoint,
+    module ...) changed while the stage ran, so they came from other code than its key
+    names (they were cached under the old key, and replayed for the old file ever after)."""
+    if not any(str(ref) == SOURCE_ARTIFACT for ref in node.bindings.values()):
+        return ""
+    if source_digest(project.config.model, store.memo) == resolved[SOURCE_ARTIFACT].digest:
+        return ""
+    model = project.config.model
+    fields = [
+        f"model.{f}" for f in ("file", "checkpoint", "torchscript", "golden_inputs") if getattr(model, f)
+    ]
+    return (
+        f"the model's source ({', '.join(fields) or 'model.factory'}) changed while {node.name} ran: what it "
+        "built may come from either version, so nothing was cached; rerun to build from the source as it is now"
+    )
+
+
 ABSENT = "absent"
 
 

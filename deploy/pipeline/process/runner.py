@@ -20,7 +20,7 @@ from deploy.pipeline.graph.choice import StageSelection, outside_message, resume
 from deploy.pipeline.graph.contract import Artifact, Phase
 from deploy.pipeline.graph.dag import Node, rewritten
 from deploy.pipeline.graph.keys import KeyParts
-from deploy.pipeline.graph.plan import Action, make_plan, source_outputs, stage_parts, why
+from deploy.pipeline.graph.plan import Action, make_plan, source_changed, source_outputs, stage_parts, why
 from deploy.pipeline.graph.project import Project
 from deploy.pipeline.graph.registry import stage_module
 from deploy.pipeline.process import faults, stopping
@@ -360,10 +360,12 @@ class Runner:
         result.status, result.message, result.exit_code = outcome.status, outcome.message, outcome.exit_code
         result.metrics.update(outcome.metrics)
         full = full_of(self.store.root, workdir) if result.status is Status.FAILED else None
-        if (
-            full is not None and result.exit_code is not ExitCode.ENVIRONMENT
-        ):  # e.g. a native abort on a write
+        if full is not None and result.exit_code is not ExitCode.ENVIRONMENT:  # a native abort on a write
             result.message, result.exit_code = f"{DiskFull(full)} ({result.message})", ExitCode.ENVIRONMENT
+        moved = source_changed(node, self.project, self.store, self.resolved)
+        if moved and result.status is not Status.SKIPPED:  # never cached under the old key; the real cause
+            said = f" (the stage said: {result.message})" if result.status is Status.FAILED else ""
+            result.status, result.message, result.exit_code = Status.FAILED, moved + said, ExitCode.STAGE
 
     def _store_outputs(
         self, node: Node, key: str, parts: KeyParts, workdir: Path, result: StageResult
