@@ -41,6 +41,16 @@ def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(finite, np.clip(found, -1.0, 1.0), np.nan)
 
 
+def row_norm_ratios(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One |b| / |a| per sample (dim 0): what cosine cannot see, a change of scale. 1.0
+    where both are zero, inf where only `a` is; NaN where either is not finite."""
+    x, y = _rows(a), _rows(b).reshape(_rows(a).shape)
+    old, new = np.linalg.norm(x, axis=1), np.linalg.norm(y, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(old > 0, new / np.where(old > 0, old, 1.0), np.where(new > 0, np.inf, 1.0))
+    return np.where(np.isfinite(old) & np.isfinite(new), ratio, np.nan)
+
+
 def max_abs(a: np.ndarray, b: np.ndarray) -> float:
     """The largest absolute difference (0.0 for empty arrays; NaN where either has one)."""
     diff = np.abs(_flat(a) - _flat(b))

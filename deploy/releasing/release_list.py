@@ -7,6 +7,7 @@ on, the reason a refused release was accepted, and whether it was rolled back.""
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -93,6 +94,9 @@ def compared(c: Comparison | None) -> str:
     if c is None:
         return ""
     said = [f"vs v{c.against}: cosine {min((a.cosine for a in c.agreement), default=float('nan')):.6f}"]
+    sizes = [a.scale for a in c.agreement if a.scale is not None]
+    if sizes:  # the size furthest from the deployed's, by factor
+        said.append(f"size {max(sizes, key=lambda s: abs(math.log(s)) if s > 0 else math.inf):.4g}x")
     for what, ratio, ci in (
         ("latency", c.latency_ratio, c.latency_ci),
         ("per item", c.per_item_ratio, c.per_item_ci),

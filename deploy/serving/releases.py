@@ -46,6 +46,9 @@ class Agreement:
     cosine: float  # the worst sample's
     max_abs: float
     top1: float | None = None  # fraction of samples with the same argmax (classifiers)
+    # The sample whose size moved most: its norm, new / deployed (what cosine cannot see: a
+    # checkpoint answering twice as large agrees by cosine and argmax); None in older records.
+    scale: float | None = None
 
 
 @dataclass(frozen=True)

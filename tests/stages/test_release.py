@@ -147,6 +147,65 @@ def test_a_slower_model_with_the_same_answers_is_refused(
     assert _versions(tmp_path) == [1]
 
 
+SCALED_MODEL = """
+import sys
+import torch
+
+sys.path.insert(0, {models!r})
+from tiny_cnn import tiny_cnn
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+        self.net = tiny_cnn(width=width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x) * 2.0  # a temperature halved: the same direction, twice the size
+
+
+def scaled_tiny_cnn(width: int = 8) -> torch.nn.Module:
+    return Scaled(width)
+"""
+
+
+def test_a_model_answering_twice_as_large_is_refused_though_cosine_and_top1_agree(
+    tmp_path: Path, checkpoints: dict[int, Path], cli: Cli
+) -> None:
+    """The gate read cosine and argmax only, which a change of scale leaves at 1.0: a
+    checkpoint answering 2x was released as 'cosine 1.000000'."""
+    config = _config(tmp_path, checkpoints[30])
+    assert cli("run", str(config)).returncode == 0
+    import torch
+
+    state = torch.load(checkpoints[30])
+    torch.save({f"net.{k}": v for k, v in state.items()}, tmp_path / "scaled.pt")  # the same weights
+    module = tmp_path / "scaled_model.py"
+    module.write_text(SCALED_MODEL.format(models=str(ROOT / "configs" / "models")))
+    _switch(config, file=str(module), callable="scaled_tiny_cnn", checkpoint=str(tmp_path / "scaled.pt"))
+    refused = cli("run", str(config))
+    assert refused.returncode == ExitCode.REGRESSION, refused.stdout + refused.stderr
+    said = " ".join((refused.stdout + refused.stderr).split())
+    assert "logits: size 2x v1's (norm of a sample, new / deployed), beyond 1 ± 0.05" in said, said
+    assert "cosine" not in said.split("refused", 1)[1].split("--accept")[0]  # the directions agree
+    assert _versions(tmp_path) == [1]
+
+
+def test_the_size_of_an_answer_is_measured_per_sample_either_way() -> None:
+    """row_norm_ratios and the gate's bounds, on numbers whose answer is known."""
+    import numpy as np
+
+    from deploy.stages.release.compare import agree
+    from deploy.stages.release.stage import _within
+
+    old = np.array([[3.0, 4.0], [1.0, 0.0]])  # norms 5 and 1
+    (same,) = agree([{"y": old}], [{"y": old}], ["y"])
+    (shrunk,) = agree([{"y": old}], [{"y": old * np.array([[1.0], [0.5]])}], ["y"])
+    assert same.scale == 1.0 and shrunk.scale == 0.5 and shrunk.cosine == 1.0
+    assert _within(1.04, 0.05) and _within(1 / 1.05, 0.05) and not _within(0.94, 0.05)
+    assert not _within(float("nan"), 0.05) and not _within(float("inf"), 0.05)
+
+
 def test_keep_prunes_old_versions(tmp_path: Path, checkpoints: dict[int, Path], cli: Cli) -> None:
     config = _config(tmp_path, checkpoints[8], accept_regression="test: every retrain is released")
     assert cli("run", str(config)).returncode == 0

@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from deploy.gates.metrics import max_abs, row_cosines, shared_infinities_zeroed, top1_agreement
+from deploy.gates.metrics import (
+    max_abs,
+    row_cosines,
+    row_norm_ratios,
+    shared_infinities_zeroed,
+    top1_agreement,
+)
 from deploy.runtimes.interleaved import Budget, measure
 from deploy.serving.releases import Agreement, Comparison
 
@@ -80,8 +86,19 @@ def agree(
         cosines = np.concatenate([row_cosines(x, y) for x, y in pairs])
         largest = float(np.max([max_abs(x, y) for x, y in pairs]))
         top1 = _top1(a, b) if all(x.ndim == 2 for x in a) else None
-        found.append(Agreement(name, round(float(np.min(cosines)), 6), float(f"{largest:.4g}"), top1))
+        cosine = round(float(np.min(cosines)), 6)
+        found.append(Agreement(name, cosine, float(f"{largest:.4g}"), top1, _scale(pairs)))
     return found
+
+
+def _scale(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
+    """The norm ratio (new / deployed) furthest from 1, by factor, over every sample."""
+    ratios = np.concatenate([row_norm_ratios(x, y) for x, y in pairs])
+    if np.isnan(ratios).any():
+        return float("nan")
+    with np.errstate(divide="ignore"):
+        worst = ratios[int(np.argmax(np.abs(np.log(ratios))))] if ratios.size else 1.0
+    return float(f"{worst:.6g}")
 
 
 def _top1(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:

@@ -269,7 +269,8 @@ def _note(params: ReleaseParams) -> str:
     gate = params.gate
     accepted = f"; accepted regression: {params.accept_regression}" if params.accept_regression else ""
     return (
-        f"gate: cosine >= {gate.min_cosine}, top-1 >= {gate.min_top1}, at most {gate.max_slowdown}x slower; "
+        f"gate: cosine >= {gate.min_cosine}, top-1 >= {gate.min_top1}, size within 1 ± {gate.max_scale_change}, "
+        f"at most {gate.max_slowdown}x slower; "
         f"ratios new / deployed [95 % interval], interleaved rounds (at least {params.rounds}) until the interval "
         f"is within ±{100 * params.precision:g} %; one straddling the limit is inconclusive{accepted}"
     )

@@ -24,6 +24,14 @@ class ReleaseGate(Frozen):
         le=1,
         description="Least share of samples whose argmax agrees with the deployed version (2-D outputs).",
     )
+    max_scale_change: float = Field(
+        0.05,
+        ge=0,
+        allow_inf_nan=False,
+        description="Most any output sample's size (L2 norm) may move against the deployed version's, same "
+        "inputs, as a fraction either way (0.05: within 1/1.05 and 1.05): cosine and top-1 do not see a "
+        "checkpoint answering twice as large.",
+    )
     max_slowdown: float = Field(
         1.25,
         ge=1,

@@ -232,6 +232,11 @@ def _problems(comparison: Comparison, gate: ReleaseGate) -> tuple[list[str], lis
     for a in comparison.agreement:
         if not a.cosine >= gate.min_cosine:  # NaN (a non-finite output) fails
             found.append(f"{a.output}: cosine {a.cosine:.6f} to v{comparison.against} < {gate.min_cosine}")
+        if a.scale is not None and not _within(a.scale, gate.max_scale_change):  # NaN, 0 and inf fail
+            found.append(
+                f"{a.output}: size {a.scale:.4g}x v{comparison.against}'s (norm of a sample, new / deployed), "
+                f"beyond 1 ± {gate.max_scale_change}"
+            )
         if a.top1 is not None and a.top1 < gate.min_top1:
             found.append(
                 f"{a.output}: top-1 agreement {a.top1:.4f} with v{comparison.against} < {gate.min_top1}"
@@ -245,6 +250,10 @@ def _problems(comparison: Comparison, gate: ReleaseGate) -> tuple[list[str], lis
         elif verdict is Judgement.INCONCLUSIVE:
             unsure.append(f"{said}: inconclusive against {gate.max_slowdown}x (the interval straddles it)")
     return found, unsure
+
+
+def _within(scale: float, change: float) -> bool:
+    return 1 / (1 + change) <= scale <= 1 + change
 
 
 def _slowdowns(comparison: Comparison) -> list[tuple[str, Interval]]:
@@ -351,7 +360,7 @@ def check(params: ReleaseParams, config: DeployConfig) -> list[Issue]:
 SPEC = StageSpec(
     phase=Phase.RELEASE,
     name="release",
-    version=3,  # 3: a decoder compared by its generations (next-token agreement, TTFT, inter-token latency); 2: bench's numbers and select's target in the records
+    version=4,  # 4: the gate sees a change of size (max_scale_change); 3: a decoder compared by its generations (next-token agreement, TTFT, inter-token latency); 2: bench's numbers and select's target in the records
     params=ReleaseParams,
     inputs=(
         "repository",
