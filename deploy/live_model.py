@@ -54,7 +54,7 @@ def optimize(
 ) -> RunResult:
     """Exports, checks and serves `model` like `deploy run` on a starter config (export,
     simplify, validate, a python-backend Triton model, smoke on a real server). Inputs
-    are named by `example_inputs`' keys (else `input0`, `input1`, ...); `dynamic` maps an
+    are named by `example_inputs`' keys, else by forward's parameters (one tensor: `input0`); `dynamic` maps an
     input's axis to a dim name (min 1, max twice the example) or (name, min, max);
     without it, axis 0 of every input is the batch. `name`: the class's, snake_case."""
     from deploy.api import load
@@ -76,7 +76,7 @@ def write_config(
     name = name or default_name(model)
     work = Path(workdir).absolute() / name
     work.mkdir(parents=True, exist_ok=True)
-    examples = _named(example_inputs)
+    examples = _named(example_inputs, model)
     source = _source(model, work, name, factory, kwargs, examples)
     config = work / f"{name}.yaml"
     try:
@@ -321,14 +321,19 @@ def _save_weights(model: torch.nn.Module, path: Path) -> Path:
     return path
 
 
-def _named(examples: Any) -> dict[str, Any]:
+def _named(examples: Any, model: torch.nn.Module) -> dict[str, Any]:
+    """The examples by input name: a dict's own, else forward's parameters' (a list of two
+    was named input0, input1, which a forward(x, y) binds by no name)."""
     import torch
+
+    from deploy.modelio.adapter import positional_names
 
     if isinstance(examples, torch.Tensor):
         return {"input0": examples}
     found = dict(examples) if isinstance(examples, Mapping) else None
     if found is None and isinstance(examples, (list, tuple)):
-        found = {f"input{i}": t for i, t in enumerate(examples)}
+        by_forward = positional_names(model, len(examples)) if len(examples) > 1 else None
+        found = dict(zip(by_forward or [f"input{i}" for i in range(len(examples))], examples, strict=True))
     if found == {}:  # nothing to send: Triton's requests carry inputs
         why = "no example inputs: deploy serves models that take at least one tensor; give the one(s) forward takes"
         raise ConfigError("example_inputs", [Issue("example_inputs", why)])

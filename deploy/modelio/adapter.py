@@ -274,6 +274,15 @@ def _refuse_reordered(names: tuple[str, ...], named: list[str]) -> None:
         )
 
 
+def positional_names(model: torch.nn.Module, count: int) -> list[str] | None:
+    """The names forward gives its first `count` positional parameters: what a list of
+    example tensors is called by (None where forward has fewer, or no signature to read)."""
+    signature = _signature(model)
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = [p.name for p in signature.parameters.values() if p.kind in kinds] if signature else []
+    return names[:count] if len(names) >= count else None
+
+
 def _signature(model: torch.nn.Module) -> inspect.Signature | None:
     try:
         return inspect.signature(model.forward)

@@ -80,6 +80,26 @@ def test_a_class_that_rebuilds_equal_is_referenced_by_name(tmp_path: Path) -> No
     deployed_matches_live(model, config)
 
 
+class Adds(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.scale(x) + y
+
+
+@pytest.mark.parametrize("form", [list, tuple])
+def test_two_example_tensors_are_named_as_forward_names_them(tmp_path: Path, form: type) -> None:
+    """A list of two was named input0 and input1, which forward(x, y) binds by no name: the
+    config was refused, advising a key of a YAML the user never wrote."""
+    torch.manual_seed(0)
+    model = Adds().eval()
+    config = write_config(model, form([torch.randn(2, 3), torch.randn(2, 3)]), workdir=tmp_path)
+    assert [i["name"] for i in yaml.safe_load(config.read_text())["inputs"]] == ["x", "y"]
+    deployed_matches_live(model, config)
+
+
 class Unpicklable(Plain):
     def __init__(self, scale: float) -> None:  # needs an argument: not rebuilt by its class
         super().__init__()
