@@ -307,7 +307,22 @@ def _decoder_issues(config: DeployConfig) -> list[Issue]:
         issues.append(
             Issue("model.decoder", "a decoder returns no detections: set one of decoder / detections")
         )
-    return issues + _one_token_steps(config) + _context_room(config)
+    return issues + _one_token_steps(config) + _one_sequence_requests(config) + _context_room(config)
+
+
+def _one_sequence_requests(config: DeployConfig) -> list[Issue]:
+    """The generate models feed one sequence a request: a batch fixed above 1 passed every
+    gate (they feed whole batches) and failed only at smoke, in ONNX Runtime's words."""
+    ids = next((s for s in config.inputs if s.name == "input_ids"), None)
+    if ids is None or not ids.dims or not isinstance(ids.dims[0], int) or ids.dims[0] == 1:
+        return []
+    return [
+        Issue(
+            "inputs[0].dims",
+            f"a decoder's generate models feed one sequence a request, but input_ids' batch is fixed at "
+            f"{ids.dims[0]}: give it 1, or a dim name (min 1) as `deploy init --input input_ids:int64:1x1/...` writes",
+        )
+    ]
 
 
 def _context_room(config: DeployConfig) -> list[Issue]:

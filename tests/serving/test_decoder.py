@@ -26,10 +26,11 @@ from tests.helpers import ROOT, run_cli
 sys.path.insert(0, str(ROOT / "configs" / "models"))
 import char_llama
 
-# A decoder trained, deployed, served, then retrained and released: minutes, so `pytest -m
-# matrix` (as .ci/run runs it after the README's command); tests/serving/test_decoder_results.py
-# keeps a served, token-exact decoder in the README's command.
-pytestmark = [pytest.mark.triton, pytest.mark.matrix]
+pytestmark = pytest.mark.triton
+# The tests of the deployed decoder (trained, deployed, served, then retrained and released:
+# minutes) run with `pytest -m matrix`, as .ci/run runs it after the README's command;
+# tests/serving/test_decoder_results.py keeps a served, token-exact decoder in that command.
+DEPLOYED = pytest.mark.matrix
 RELEASE = {"rounds": 6, "max_s": 3.0}  # a short timing: the gate's verdict here is on the tokens
 PROMPTS = ("Beautiful is", "Now is better", "If the implementation is hard to explain, it", "N")
 # Held out for the INT8 gate (shipped for users too): line starts the tests above do not use.
@@ -101,6 +102,7 @@ def _reference(model, text: str, new: int = 40) -> list[int]:
     return out[0, ids.shape[1] :].tolist()
 
 
+@DEPLOYED
 def test_init_declares_the_cache_as_inputs_and_outputs_with_optimum_names(deployed: Path) -> None:
     config = yaml.safe_load((deployed / "zen_init.yaml").read_text())
     assert config["model"]["decoder"] == {"layers": 2, "cache": "transformers"}
@@ -118,6 +120,7 @@ def test_init_declares_the_cache_as_inputs_and_outputs_with_optimum_names(deploy
     assert past["max"][2] + config["inputs"][0]["max"][1] == 512
 
 
+@DEPLOYED
 def test_the_exported_step_matches_eager_at_the_prefill_and_at_decode(deployed: Path, eager) -> None:
     import onnxruntime as ort
     import torch
@@ -144,6 +147,7 @@ def test_the_exported_step_matches_eager_at_the_prefill_and_at_decode(deployed: 
     assert step[1].shape[2] == prompt.shape[1] + 1  # the present is the past plus the new token
 
 
+@DEPLOYED
 def test_served_greedy_generation_is_token_exact_with_transformers_generate(
     deployed: Path, eager, tmp_path
 ) -> None:
@@ -288,6 +292,7 @@ def _bad_requests_are_refused_and_the_model_stays_up(
     assert again.tokens == expected["N"]
 
 
+@DEPLOYED
 def test_smoke_verified_the_generate_models(deployed: Path) -> None:
     import json
 
@@ -407,6 +412,7 @@ def _teacher_forced(session, prompt: list[int], tokens: list[int]) -> list[np.nd
 
 
 @pytest.mark.parametrize(("stage", "model"), [("quantize", "zen_python_int8"), ("openvino_int8", None)])
+@DEPLOYED
 def test_int8_decoders_are_gated_on_their_generations_from_held_out_prompts(
     deployed: Path, eager, stage: str, model: str | None
 ) -> None:
@@ -438,6 +444,7 @@ def test_int8_decoders_are_gated_on_their_generations_from_held_out_prompts(
     assert logits["min_sample_cosine"] == pytest.approx(min(cosines), abs=1e-4)
 
 
+@DEPLOYED
 def test_reduced_precision_generate_models_are_served_and_smoke_checked(deployed: Path) -> None:
     smoke = _stage_metrics(deployed, "smoke")["smoke"]["models"]
     for name in ("zen_python_int8_generate_stream", "zen_python_openvino_int8_generate"):
@@ -445,6 +452,7 @@ def test_reduced_precision_generate_models_are_served_and_smoke_checked(deployed
         assert "the same int8 file's loop in process" in smoke[name]["reference"]
 
 
+@DEPLOYED
 def test_the_decoder_gate_fails_a_candidate_whose_tokens_slip(deployed: Path) -> None:
     """The gate's verdict on a candidate that answers differently: the FP32 step with its
     logits perturbed (a mechanics check of the judge; the real INT8 models are above)."""
@@ -473,6 +481,7 @@ def test_the_decoder_gate_fails_a_candidate_whose_tokens_slip(deployed: Path) ->
     assert decoder_gate.failures(decoder_gate.measured(same, 5), DecoderGate()) == []
 
 
+@DEPLOYED
 def test_bench_times_every_generate_model_served_and_in_process(deployed: Path) -> None:
     """Each cell of every generate model, both ways, with answers token-exact with the same
     file's loop one sequence at a time (bench fails the stage otherwise)."""
@@ -492,6 +501,7 @@ def test_bench_times_every_generate_model_served_and_in_process(deployed: Path) 
     assert {(r.prompt, r.concurrency) for r in found} == {(16, 1), (16, 4)}
 
 
+@DEPLOYED
 def test_select_picks_generate_models_by_time_to_first_token_and_tokens_per_s(deployed: Path) -> None:
     """select's pick per objective against the rule recomputed here from bench's rows: the
     best quiet, stable row at the cell; a reduced precision only 10 % ahead of FP32's best;
@@ -520,6 +530,7 @@ def _expected_pick(served: list, lower: bool) -> str:
     return best.subject if gain > 1.1 else fp32.subject
 
 
+@DEPLOYED
 def test_a_retrained_decoder_is_refused_by_its_generations_then_released_when_accepted(
     deployed: Path, tmp_path: Path
 ) -> None:
@@ -602,4 +613,18 @@ def test_a_decoder_with_a_fixed_sequence_is_refused_before_anything_runs(tmp_pat
                    "--input", "input_ids:int64:1x8/1x8/1x8", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
     assert "a decoder's steps feed one token, but input_ids' sequence is fixed at 8" in done.stderr
+    assert not list(tmp_path.glob("*.yaml"))
+
+
+def test_a_decoder_with_a_batch_fixed_above_one_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """Its generate models feed one sequence a request: init wrote the config, every gate
+    passed on whole batches, then smoke failed in ONNX Runtime's words ("Got: 1 Expected: 2")."""
+    (tmp_path / "models.py").write_text(CACHE_OFF_AND_T5)
+    done = run_cli("init", "--file", "models.py", "--callable", "llama_cache_off",
+                   "--input", "input_ids:int64:2x1/2x8/2x16", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
+    assert (
+        "a decoder's generate models feed one sequence a request, but input_ids' batch is fixed at 2"
+        in done.stderr
+    )
     assert not list(tmp_path.glob("*.yaml"))

@@ -520,3 +520,32 @@ def test_detections_a_fixed_layout_cuts_are_recorded_and_said(write_config, tmp_
     metrics = run(path, only=["golden"])["golden"].metrics
     assert metrics["detections_cut"][0] == "min: 12 found, 5 kept"
     assert "detections cut to max_detections (min: 12 found, 5 kept" in metrics["headline"]
+
+
+def test_a_generation_config_s_length_penalty_is_named_and_golden_stays_plain_greedy() -> None:
+    """exponential_decay_length_penalty (raising eos after a start index) was not among the
+    settings golden turns off: golden applied it, the served greedy loop did not, and smoke
+    failed on every prompt without naming it. Random weights: mechanics only."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from deploy.stages.golden.generate import _hf, not_applied
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                         eos_token_id=3)  # fmt: skip
+    model = LlamaForCausalLM(config).eval()
+    model.generation_config.exponential_decay_length_penalty = (2, 3.0)
+    assert not_applied(model.generation_config) == {"exponential_decay_length_penalty": (2, 3.0)}
+    ids = [5, 17, 40]
+    plain = list(ids)
+    with torch.no_grad():
+        for _ in range(8):  # argmax over a full recompute: greedy by definition
+            plain.append(int(model(torch.tensor([plain])).logits[0, -1].argmax()))
+            if plain[-1] == 3:
+                break
+        penalised = model.generate(torch.tensor([ids]), max_new_tokens=8)[0, len(ids) :].tolist()
+    got = _hf(model, ids, 8)
+    assert got == plain[len(ids) :], (got, plain)
+    assert penalised != got, "the penalty changed nothing here: this test would not see it applied"

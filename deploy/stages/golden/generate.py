@@ -72,6 +72,8 @@ PROCESSORS = (
     "repetition_penalty", "no_repeat_ngram_size", "bad_words_ids", "min_length", "min_new_tokens",
     "suppress_tokens", "begin_suppress_tokens", "forced_bos_token_id", "forced_eos_token_id",
     "encoder_repetition_penalty", "sequence_bias", "do_sample", "num_beams",
+    "exponential_decay_length_penalty", "guidance_scale", "watermarking_config", "stop_strings",
+    "token_healing",
 )  # fmt: skip
 
 
