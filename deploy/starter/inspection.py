@@ -127,7 +127,7 @@ def inspect(model: Any, specs: Sequence[Any], batched: bool) -> Findings:
     import numpy as np
 
     from deploy.modelio import detections
-    from deploy.modelio.adapter import probe
+    from deploy.modelio.adapter import ForwardRaised, probe
     from deploy.modelio.outputs import returned_tensors
     from deploy.spec.tensors import InputsBy
 
@@ -135,7 +135,10 @@ def inspect(model: Any, specs: Sequence[Any], batched: bool) -> Findings:
     rng = np.random.default_rng(0)
     sample = _sample(specs, _shapes(specs, batched), rng)
     called = {n: (list(a.shape), str(a.dtype)) for n, a in sample.items()}
-    result, _ = probe(model, names, InputsBy.AUTO, sample)
+    try:
+        result, _ = probe(model, names, InputsBy.AUTO, sample)
+    except ForwardRaised as exc:
+        raise ForwardRaised(f"{exc}{_encoder_decoder_hint(model, names)}") from exc
     if detections.hint(result):
         return Findings(
             _detection_outputs(result), _rows(result), None, called, warning=_found_nothing(result)
@@ -232,6 +235,20 @@ def _refuse_noise_and_nan(model: Any, names: tuple[str, ...], sample: Mapping[st
                 )
             ],
         )
+
+
+def _encoder_decoder_hint(model: Any, names: tuple[str, ...]) -> str:
+    """An encoder-decoder (T5, BART) called without decoder_input_ids raises in words about
+    the input_ids it was given ("You must specify exactly one of input_ids or inputs_embeds")."""
+    if "decoder_input_ids" in names or not getattr(
+        getattr(model, "config", None), "is_encoder_decoder", False
+    ):
+        return ""
+    return (
+        "; the model is an encoder-decoder (its config's is_encoder_decoder), whose forward needs "
+        "decoder_input_ids too: add --input decoder_input_ids:int64:1x1/1x4/1x8 (it is then written as "
+        "one full forward per call: docs/how-to/decoders.md)"
+    )
 
 
 def _rows(result: Any) -> int:

@@ -628,3 +628,15 @@ def test_a_decoder_with_a_batch_fixed_above_one_is_refused_before_anything_runs(
         in done.stderr
     )
     assert not list(tmp_path.glob("*.yaml"))
+
+
+def test_an_encoder_decoder_without_decoder_input_ids_is_told_to_add_them(tmp_path: Path) -> None:
+    """T5 called with input_ids alone raised "You must specify exactly one of input_ids or
+    inputs_embeds": the refusal blamed the input the user had given."""
+    (tmp_path / "models.py").write_text(CACHE_OFF_AND_T5)
+    done = run_cli("init", "--file", "models.py", "--callable", "t5",
+                   "--input", "input_ids:int64:1x4/1x8/1x16", cwd=tmp_path)  # fmt: skip
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 3 and "Traceback" not in said, said
+    assert "the model is an encoder-decoder (its config's is_encoder_decoder), whose forward needs" in said
+    assert "add --input decoder_input_ids:int64:1x1/1x4/1x8" in said and not list(tmp_path.glob("*.yaml"))
