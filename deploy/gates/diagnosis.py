@@ -73,10 +73,12 @@ def judge(
     golden: Mapping[str, Case],
     eager: Path | None,
     answer: Answer | None = None,
+    key: str = "",
 ) -> None:
     """parity.gate, its failure led by the measured cause: the runtime's own spread is
     measured at the failing cases (where `answer` runs it again), eager's rounding read
-    from eager.json (`eager`, where golden wrote one)."""
+    from eager.json (`eager`, where golden wrote one). `key`: where the config sets `tol`,
+    named where rounding is the cause (each stage's tolerance lives at its own key)."""
     from deploy.gates import parity
 
     bad = failing(table)
@@ -84,7 +86,8 @@ def judge(
         return
     record = EagerRecord.read(eager) if eager is not None and eager.exists() else None
     spread = self_spread(answer, {c: golden[c].inputs for c in bad}) if answer is not None else None
-    parity.gate(what, table, tol, explain(table, tol, record, spread).text())
+    found = explain(table, tol, record, spread)
+    parity.gate(what, table, tol, found.text() + (f" (set at {key})" if found.rounding and key else ""))
 
 
 def failing(table: Table) -> dict[str, list[str]]:

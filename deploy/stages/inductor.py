@@ -99,7 +99,15 @@ def _check(ctx: StageContext, params: InductorParams, record: Any) -> None:
     ctx.record("parity", parity.to_json(table))
     what = f"AOTInductor package ({params.device.value})"
     ctx.report_table(f"{what} vs eager", parity.REPORT_COLUMNS, parity.report_rows(what, table))
-    diagnosis.judge(f"{what} vs eager", table, params.tolerance, golden, ctx.input(EAGER), runtime.infer)
+    diagnosis.judge(
+        f"{what} vs eager",
+        table,
+        params.tolerance,
+        golden,
+        ctx.input(EAGER),
+        runtime.infer,
+        "stages.inductor.tolerance",
+    )
     size = ctx.output(INDUCTOR).stat().st_size
     ctx.headline(
         f"package {size / 1e6:.1f} MB for {params.device.value}, compiled in {record.compile_s:.1f} s; "

@@ -118,7 +118,16 @@ def _parity(
     ctx.report_table(
         f"{what} (OpenVINO, CPU) vs eager", parity.REPORT_COLUMNS, parity.report_rows(what, table)
     )
-    diagnosis.judge(f"{what} (OpenVINO) vs eager", table, tolerance, golden, ctx.input(EAGER), runtime.infer)
+    key = {"openvino": "tolerance"}.get(artifact, f"{artifact.removeprefix('openvino_')}_tolerance")
+    diagnosis.judge(
+        f"{what} (OpenVINO) vs eager",
+        table,
+        tolerance,
+        golden,
+        ctx.input(EAGER),
+        runtime.infer,
+        f"stages.openvino.{key}",
+    )
     if artifact == OPENVINO:  # what validate's openvino runs: this IR, computed in f32
         kept_answers.keep(ctx.output(OPENVINO_ANSWERS), OPENVINO, xml, ctx.input(GOLDEN), answers)
     return f"{what} vs eager: {parity.headline(table, tolerance)}"

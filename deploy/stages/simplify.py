@@ -78,7 +78,13 @@ def _check(ctx: StageContext, params: SimplifyParams, nodes: tuple[int, int]) ->
     ctx.record("parity", parity.to_json(table))
     ctx.headline(f"nodes {nodes[0]} -> {nodes[1]}, ORT vs eager: {parity.headline(table, params.tolerance)}")
     diagnosis.judge(
-        "simplified ONNX vs eager", table, params.tolerance, golden, ctx.input(EAGER), runtime.infer
+        "simplified ONNX vs eager",
+        table,
+        params.tolerance,
+        golden,
+        ctx.input(EAGER),
+        runtime.infer,
+        "stages.simplify.tolerance",
     )
     kept_answers.keep(ctx.output(ONNX_ANSWERS), ONNX, ctx.output(ONNX), ctx.input(GOLDEN), answers)
 

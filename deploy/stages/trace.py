@@ -64,7 +64,15 @@ def run(ctx: StageContext, params: TraceParams) -> None:
     table = parity.compare(answers, cases, params.tolerance, layout_of(config))
     ctx.record("parity", parity.to_json(table))
     ctx.headline("torchscript vs eager: " + parity.headline(table, params.tolerance))
-    diagnosis.judge("TorchScript vs eager", table, params.tolerance, cases, ctx.input(EAGER), runtime.infer)
+    diagnosis.judge(
+        "TorchScript vs eager",
+        table,
+        params.tolerance,
+        cases,
+        ctx.input(EAGER),
+        runtime.infer,
+        "stages.trace.tolerance",
+    )
     kept_answers.keep(ctx.output(TORCHSCRIPT_ANSWERS), TORCHSCRIPT, saved, ctx.input(GOLDEN), answers)
 
 

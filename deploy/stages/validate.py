@@ -69,7 +69,15 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
     ctx.report_table("Parity vs the eager reference", parity.REPORT_COLUMNS, rows, note=note)
     ctx.output(REPORT).write_text(json.dumps(report, indent=1))
     for name, table in tables.items():
-        diagnosis.judge(f"{name} vs eager", table, params, golden, ctx.input(EAGER), sessions[name].infer)
+        diagnosis.judge(
+            f"{name} vs eager",
+            table,
+            params,
+            golden,
+            ctx.input(EAGER),
+            sessions[name].infer,
+            "stages.validate (atol, rtol)",
+        )
 
 
 def _report(tables: dict[str, Table], skipped: dict[str, str], params: ValidateParams) -> ParityReport:

@@ -41,6 +41,37 @@ def test_a_difference_of_the_size_of_rounding_is_said_to_be_rounding() -> None:
     assert found.rounding and found.cause.startswith("float rounding") and "atol ≥ 0.0003" in found.cause
 
 
+def test_the_gate_names_the_key_where_its_tolerance_is_set_when_rounding_is_the_cause(tmp_path: Path) -> None:
+    """An FP16 decoder failed export on rounding: "a tolerance of atol ≥ 0.00037 passes it"
+    named no key, and each stage keeps its tolerance at its own (stages.validate.atol, not
+    stages.validate.tolerance, which is refused as unknown)."""
+    import json
+
+    import pytest
+
+    from deploy.pipeline.errors import StageFailed
+
+    cases = golden(np.random.default_rng(0))
+    answers = {n: {"y": c.outputs["y"] + np.float32(3e-4)} for n, c in cases.items()}
+    table = parity.compare(answers, cases, TOL)
+    eager = tmp_path / "eager.json"
+    eager.write_text(json.dumps(record(1e-5, tuple(cases)).to_json()))
+
+    def same(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:  # a runtime that agrees with itself
+        return {"y": feeds["x"] * 10 + np.float32(3e-4)}
+
+    with pytest.raises(
+        StageFailed, match=r"atol ≥ 0\.0003 .*passes it .*\(set at stages\.export\.tolerance\)"
+    ):
+        diagnosis.judge("ONNX Runtime vs eager", table, TOL, cases, eager, same, "stages.export.tolerance")
+    far = {n: {"y": c.outputs["y"] * 1.01} for n, c in cases.items()}
+    with pytest.raises(StageFailed) as refused:  # not rounding: no key to loosen is offered
+        diagnosis.judge(
+            "x", parity.compare(far, cases, TOL), TOL, cases, eager, None, "stages.export.tolerance"
+        )
+    assert "set at" not in str(refused.value)
+
+
 def test_a_difference_far_past_rounding_is_not_called_float_noise() -> None:
     cases = golden(np.random.default_rng(1))
     answers = {n: {"y": c.outputs["y"] * 1.01} for n, c in cases.items()}

@@ -105,7 +105,9 @@ def _attempt(
     runtime = OnnxRuntime(ctx.output(ONNX), outputs=ctx.config.output_names())
     table = parity.compare(references.run(runtime, golden), golden, params.tolerance, layout_of(ctx.config))
     what = f"ONNX Runtime ({exporter.value} export) vs eager"
-    diagnosis.judge(what, table, params.tolerance, golden, ctx.input(EAGER), runtime.infer)
+    diagnosis.judge(
+        what, table, params.tolerance, golden, ctx.input(EAGER), runtime.infer, "stages.export.tolerance"
+    )
     return table
 
 
