@@ -37,7 +37,9 @@ DType = Literal[
 UNCARRIED_BF16 = (
     "bfloat16 inputs cannot be carried: numpy has no bfloat16, so golden's inputs, ONNX Runtime's "
     "Python API and Triton's python backend would hold float32 while the served config says BF16; "
-    "declare float32 and cast inside the model (`x.to(torch.bfloat16)`): the cast is exported with it"
+    "declare float32 and cast inside the model (`x.to(torch.bfloat16)`): the cast is exported with it; "
+    "a decoder's cache inputs are the model's own dtype, so build it in float32 (`model.float()`) and "
+    "leave bf16 to a precision (stages.openvino's bf16, stages.inductor_bf16)"
 )
 Label = Literal["min", "opt", "max"]
 LABELS: tuple[Label, ...] = ("min", "opt", "max")
