@@ -14,7 +14,7 @@ from deploy.domain.vocabulary import Protocol
 from deploy.pipeline.errors import ConfigError, EnvError, UsageError
 from deploy.serving.requests import Client
 from deploy.serving.service import IMAGE_INPUT, TEXT_INPUT
-from deploy.serving.service_client import Answer
+from deploy.serving.service_client import GENERATE_REACHED, Answer, service_input
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,6 @@ def _reach(call: Callable[[], Any], request: InferRequest) -> Any:
 
 def _only_service(conn: Client, request: InferRequest, kind: str) -> str:
     from deploy.serving.model_state import LoadState
-    from deploy.serving.service_client import service_input
     from deploy.serving.service_record import ENSEMBLE_SUFFIX
 
     index = _reach(lambda: conn.get_model_repository_index(**_json(request)), request)
@@ -92,7 +91,7 @@ def _only_service(conn: Client, request: InferRequest, kind: str) -> str:
         except ValueError:
             continue
     if not services:  # tensor endpoints only: nothing takes bytes or sentences
-        raise _no_service(kind, ready, request.url)
+        raise _no_service(kind, ready, request.url, _generating(conn, request.protocol, ready))
     if len(services) != 1:
         raise ConfigError(
             "deploy infer",
@@ -106,8 +105,22 @@ def _only_service(conn: Client, request: InferRequest, kind: str) -> str:
     return services[0]
 
 
-def _no_service(kind: str, ready: Iterable[str], url: str) -> ConfigError:
+def _generating(conn: Client, protocol: Protocol, ready: Iterable[str]) -> list[str]:
+    """The ready models that are a decoder's generate models (they take text, not as services)."""
+    found = []
+    for name in ready:
+        try:
+            service_input(conn, protocol, name)
+        except ValueError as exc:
+            found += [name] if GENERATE_REACHED in str(exc) else []
+    return found
+
+
+def _no_service(kind: str, ready: Iterable[str], url: str, generating: list[str]) -> ConfigError:
     """Only tensor endpoints: what the model's config lacks to take `kind`."""
+    if generating:  # a decoder: its text goes to the generate models, which this command does not call
+        said = f"no {kind} service is ready at {url}; {', '.join(generating)}: {GENERATE_REACHED}"
+        return ConfigError("deploy infer", [Issue("--model", said)])
     step = "preprocess: {kind: image, …}" if kind == IMAGE_INPUT else "preprocess: {kind: text, tokenizer: …}"
     said = (
         f"no {kind} service is ready at {url} (models: {', '.join(sorted(ready)) or 'none'}): a model takes "
@@ -122,7 +135,6 @@ def _json(request: InferRequest) -> dict[str, bool]:
 
 
 def _expect(conn: Client, request: InferRequest, model: str, kind: str) -> None:
-    from deploy.serving.service_client import service_input
 
     if not _reach(lambda: conn.is_model_ready(model), request):
         raise ConfigError("deploy infer", [Issue("--model", f"'{model}' is not ready at {request.url}")])

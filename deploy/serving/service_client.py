@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from deploy.domain.vocabulary import Protocol
+from deploy.serving.generate_record import GENERATE_PARAMETER
 from deploy.serving.repository import Model
 from deploy.serving.requests import Client, Feed
 from deploy.serving.service import (
@@ -69,6 +70,12 @@ def _response_outputs(result: Any, protocol: Protocol) -> list[dict[str, Any]]:
     return list(response.get("outputs", []))
 
 
+GENERATE_REACHED = (
+    "a decoder's generate model, which `deploy infer` does not send to: reach it with "
+    "deploy.serving.generate_client, Triton's generate endpoint (curl) or tritonclient (docs/how-to/decoders.md)"
+)
+
+
 def service_input(conn: Client, protocol: Protocol, model: str) -> str:
     """The ensemble's client input: `image` or `text`; a ConfigError-worthy ValueError
     naming the model when it is not a service this project published."""
@@ -80,6 +87,8 @@ def service_input(conn: Client, protocol: Protocol, model: str) -> str:
     parameters = config.get("parameters", {})
     role = parameters.get(ROLE_PARAMETER, {}).get("string_value")
     names = [i["name"] for i in config.get("input", [])]
+    if GENERATE_PARAMETER in parameters:  # takes text too, but answers tokens, not a service's words
+        raise ValueError(f"model '{model}' is {GENERATE_REACHED}")
     if role != Role.ENSEMBLE.value or not set(names) & {IMAGE_INPUT, TEXT_INPUT}:
         raise ValueError(f"model '{model}' is not a published service taking images or text (inputs {names})")
     return IMAGE_INPUT if IMAGE_INPUT in names else TEXT_INPUT

@@ -123,7 +123,20 @@ def _a_long_prompt_without_a_count_gets_the_room_left(tmp_path: Path) -> None:
     expected = ids[0, len(prompt) :].tolist()
     with serve_repository(ServerSpec(), tmp_path / "model_repository", tmp_path / "serve") as served:
         got = ask(served.server.http, "http", "as_dict_python_generate", Asked(prompt, {}, (-1,)), False)
+        # `deploy infer` sends to services: a generate model is named as one, with the ways to reach it
+        # (it said "not a published service taking images or text (inputs [..., 'text', ...])").
+        named = run_cli(
+            "infer", "--text", "hi", "--model", "as_dict_python_generate", "--url", served.server.http
+        )
+        unnamed = run_cli("infer", "--text", "hi", "--url", served.server.http)
     assert got.tokens == expected
+    said = " ".join(named.stderr.split())
+    assert named.returncode == 3 and "'as_dict_python_generate' is a decoder's generate model" in said, said
+    assert "deploy.serving.generate_client" in said and "Traceback" not in said
+    said = " ".join(unnamed.stderr.split())
+    assert (
+        unnamed.returncode == 3 and "as_dict_python_generate_stream" in said and "preprocess" not in said
+    ), said
 
 
 def test_max_new_tokens_beyond_the_exported_context_is_a_config_error(tmp_path: Path, cli: Cli) -> None:
