@@ -174,7 +174,9 @@ def _runtime(model: Path, runtime: str) -> str:
         said = f"'{runtime}' runs no model file" if runtime else f"cannot tell the runtime of '{model.name}'"
         raise typer.BadParameter(f"{said}; pass one of {names(FILE_RUNTIMES)}", param_hint="--runtime")
     plugin = get(runtime)
-    if reason := plugin.unavailable(plugin.on(Device.CPU)):  # e.g. a CUDA provider on a machine without a GPU
+    if reason := plugin.reason_unavailable(
+        plugin.on(Device.CPU)
+    ):  # e.g. a CUDA provider on a machine without a GPU
         raise EnvError(f"--runtime {runtime}: {reason}")
     return runtime
 

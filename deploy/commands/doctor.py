@@ -52,7 +52,7 @@ def _runtimes() -> list[Check]:
     found = []
     for p in PLUGINS:
         device = p.on(Device.CPU)
-        reason = p.unavailable(device)
+        reason = p.reason_unavailable(device)
         files = f"; runs {', '.join(p.suffixes)} files (deploy bench)" if p.open_file else ""
         detail = f"{p.family} {p.precision or 'as served'} on {device.value}{files}"
         found.append(Check(f"runtime {p.name}", reason is None, detail if reason is None else reason))

@@ -325,6 +325,7 @@ def infer_case(runtime: Session, label: str, case: Case) -> dict[str, np.ndarray
                 "inputs"
             ) from exc
         raise StageFailed(
-            f"{type(runtime).__name__} cannot run the model on the golden inputs at {label} ({shapes}); "
+            f"{getattr(runtime, 'name', type(runtime).__name__)} cannot run the model on the golden inputs at "
+            f"{label} ({shapes}); "
             f"if only the opt shape works, the export froze a shape: {first_line(exc)}"
         ) from exc

@@ -87,6 +87,14 @@ class RuntimePlugin:
     suffixes: tuple[str, ...] = ()  # model files it runs (`deploy bench FILE`, smoke's references)
     by_suffix: bool = True  # the one picked for those suffixes (False: asked for by name only)
 
+    def reason_unavailable(self, device: Device) -> str | None:
+        """`unavailable`, guarded: a check that raises is the reason, naming the runtime
+        (a plugin's bug was a traceback, exit 70, in validate, plan and doctor)."""
+        try:
+            return self.unavailable(device)
+        except Exception as exc:
+            return f"runtime {self.name}'s availability check raised {type(exc).__name__}: {exc}"
+
     def on(self, asked: Device) -> Device:
         """The device it runs on when bench asks for `asked`."""
         return self.device or asked

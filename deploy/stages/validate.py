@@ -15,17 +15,22 @@ from typing import TYPE_CHECKING
 from pydantic import Field, field_validator
 
 from deploy.domain.artifacts import EAGER, GOLDEN, ONNX_ANSWERS, OPENVINO_ANSWERS, REPORT, TORCHSCRIPT_ANSWERS
+from deploy.domain.issues import Issue
 from deploy.gates.tolerance import Tolerance
 from deploy.pipeline.graph.contract import Artifact, Phase, Section, StageContext, StageSpec
 from deploy.runtimes.base import Device
 from deploy.runtimes.catalog import CATALOG, PARITY, get, names, registered
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
 
     from deploy.gates.parity import ParityReport, Table
     from deploy.gates.references import Answers, Golden
     from deploy.runtimes.base import Feeds, Session
+    from deploy.runtimes.timing import Timed
+    from deploy.spec.config import DeployConfig
 
 
 class ValidateParams(Tolerance):
@@ -51,6 +56,8 @@ def run(ctx: StageContext, params: ValidateParams) -> None:
     sessions = {r: _Lazy(r, ctx) for r in params.runtimes}
     skipped = {r: why for r in params.runtimes if (why := _cannot(r, ctx))}
     found = {r: _answers(r, ctx, golden, sessions[r]) for r in params.runtimes if r not in skipped}
+    for runtime, (answers, _) in found.items():
+        _typed(runtime, answers, golden)
     tables = {r: parity.compare(a, golden, params, layout_of(ctx.config)) for r, (a, _) in found.items()}
     kept = [r for r, (_, why) in found.items() if why is None]
     ctx.record("answers_kept", kept)
@@ -96,7 +103,17 @@ def _cannot(runtime: str, ctx: StageContext) -> str | None:
     plugin = get(runtime)
     if plugin.artifact not in ctx.inputs:
         return plugin.absent or f"no {plugin.artifact}: its stage was skipped or is not configured"
-    return plugin.unavailable(plugin.on(Device.CPU))
+    return plugin.reason_unavailable(plugin.on(Device.CPU))
+
+
+def host(params: ValidateParams, config: DeployConfig) -> list[Issue]:
+    """The runtimes this install cannot check: validate skips them, saying why."""
+    del config
+    return [
+        Issue("stages.validate.runtimes", f"{runtime}: {reason}; validate skips it")
+        for runtime in params.runtimes
+        if (reason := get(runtime).reason_unavailable(get(runtime).on(Device.CPU)))
+    ]
 
 
 def _answers(runtime: str, ctx: StageContext, golden: Golden, lazy: _Lazy) -> tuple[Answers, str | None]:
@@ -107,6 +124,30 @@ def _answers(runtime: str, ctx: StageContext, golden: Golden, lazy: _Lazy) -> tu
     if isinstance(kept, str):
         return references.run(lazy.session(), golden), kept
     return kept, None
+
+
+def _typed(runtime: str, answers: Answers, golden: Golden) -> None:
+    """Each output of eager's type (a float of its width; an integer or bool of its kind):
+    float16 for a float32 output passed parity, while a served model would answer another
+    type than its config declares; int64 for it failed as "not float rounding"."""
+    from deploy.pipeline.errors import StageFailed
+
+    wrong = sorted(
+        {
+            f"{name} {got.dtype} (eager: {want.dtype})"
+            for case, outputs in answers.items()
+            for name, got in outputs.items()
+            if (want := golden[case].outputs.get(name)) is not None and not _same_type(got.dtype, want.dtype)
+        }
+    )
+    if wrong:
+        raise StageFailed(f"runtime {runtime} answers {', '.join(wrong)}: not the type eager answers")
+
+
+def _same_type(got: np.dtype, want: np.dtype) -> bool:
+    if want.kind == "f":
+        return got == want
+    return (got.kind in "iu", got.kind == "b") == (want.kind in "iu", want.kind == "b")
 
 
 def _kept(runtime: str, ctx: StageContext, golden: Golden) -> Answers | str:
@@ -131,11 +172,61 @@ class _Lazy:
         if self.made is None:
             hook = get(self.runtime).parity
             assert hook is not None, f"{self.runtime} has no parity hook"
-            self.made = hook(self.ctx)
+            self.made = _Checked(self.runtime, _made(self.runtime, hook, self.ctx))
         return self.made
 
     def infer(self, feeds: Feeds) -> dict[str, np.ndarray]:
         return self.session().infer(feeds)
+
+
+def _made(runtime: str, hook: Callable[[StageContext], Session], ctx: StageContext) -> Session:
+    """The plugin's session; a hook that raises, or answers no session, named as the
+    runtime's (it read "NoneType cannot run the model ...: the export froze a shape")."""
+    from deploy.pipeline.errors import DeployError, StageFailed
+
+    try:
+        made = hook(ctx)
+    except DeployError:
+        raise
+    except Exception as exc:
+        raise StageFailed(
+            f"runtime {runtime}: its session could not be made: {type(exc).__name__}: {exc}"
+        ) from exc
+    if not callable(getattr(made, "infer", None)):
+        raise StageFailed(
+            f"runtime {runtime}'s parity hook returned {type(made).__name__}, not a session (infer(feeds) -> arrays)"
+        )
+    return made
+
+
+class _Checked:
+    """A plugin's session whose answers are held to the contract: a dict of arrays, each
+    declared output of eager's dtype (float16 for a float32 output passed parity, while
+    the served model would answer another type than its config declares)."""
+
+    def __init__(self, runtime: str, session: Session) -> None:
+        self.name, self.made = f"runtime {runtime}", session
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return self.made.outputs
+
+    def timed(self, feeds: Feeds) -> Timed:
+        return self.made.timed(feeds)
+
+    def infer(self, feeds: Feeds) -> dict[str, np.ndarray]:
+        import numpy as np
+
+        from deploy.pipeline.errors import StageFailed
+
+        found = self.made.infer(feeds)
+        if not isinstance(found, dict) or not all(isinstance(v, np.ndarray) for v in found.values()):
+            kinds = sorted({type(v).__name__ for v in found.values()}) if isinstance(found, dict) else []
+            said = f"a dict of {', '.join(kinds)}" if kinds else type(found).__name__
+            raise StageFailed(
+                f"{self.name} answered {said}; a session answers a dict of numpy arrays by output name"
+            )
+        return found
 
 
 def inputs_for(params: ValidateParams) -> tuple[str, ...]:
@@ -162,6 +253,7 @@ SPEC = StageSpec(
     uses=frozenset({Section.SHAPES}),
     env=("onnxruntime", "openvino", "torch", "numpy"),
     select_inputs=inputs_for,
+    host=host,
     optional_inputs=frozenset({"engine"}),
     # the torch.export path has no trace stage; a config may have no openvino stage, or no
     # simplify (export's ONNX, whose answers are not kept)

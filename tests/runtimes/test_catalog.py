@@ -85,6 +85,10 @@ def test_the_cuda_provider_is_skipped_everywhere_with_its_reason(write_config, t
     assert (
         said.returncode == 0 and "onnxruntime_cuda: device cuda: no NVIDIA GPU" in said.stdout + said.stderr
     )
+    # validate's own runtimes too, not only bench's (it said nothing of them before a run)
+    assert "stages.validate.runtimes: onnxruntime_cuda: device cuda: no NVIDIA GPU" in said.stdout, (
+        said.stdout
+    )
     results = run(path)
     parity = json.loads(output_path(path, results, "validate", "report").read_text())
     assert parity["onnxruntime_cuda"]["skipped"].startswith("device cuda: no NVIDIA GPU")
@@ -137,3 +141,59 @@ def test_openvino_bf16_is_said_available_from_the_cpu_flags_as_openvino_says_it(
     assert (said is None) == capable, said
     if host.lacks_native(Precision.BF16, Device.CPU) is None:
         assert capable  # the flags' yes is OpenVINO's yes
+
+
+def test_a_plugin_that_breaks_its_contract_is_named_not_a_traceback(tmp_path) -> None:
+    """A user's runtime whose hooks misbehave: an availability check that raises was a
+    traceback (exit 70) in validate, plan and doctor; a parity hook answering None read
+    "NoneType cannot run the model ... the export froze a shape"; lists for arrays an
+    AttributeError; float16 for a float32 output passed parity. A real ONNX Runtime session
+    on a real graph stands behind the plugin's wrong answers."""
+    import dataclasses
+
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    from deploy.gates.references import Case
+    from deploy.pipeline.errors import StageFailed
+    from deploy.runtimes.base import Device
+    from deploy.runtimes.onnxrt import OnnxRuntime
+    from deploy.stages.validate import _Checked, _made, _typed
+
+    def raises(device: Device) -> str | None:
+        raise RuntimeError("no driver table")
+
+    broken = dataclasses.replace(get("onnxruntime"), name="mine", unavailable=raises)
+    assert broken.reason_unavailable(Device.CPU) == (
+        "runtime mine's availability check raised RuntimeError: no driver table"
+    )
+    with pytest.raises(StageFailed, match=r"runtime mine's parity hook returned NoneType, not a session"):
+        _made("mine", lambda ctx: None, None)  # type: ignore[arg-type,return-value]
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 3])],
+    )  # fmt: skip
+    path = tmp_path / "relu.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)
+    real = OnnxRuntime(path, outputs=("y",))
+    x = np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)
+    golden = {"min": Case({"x": x}, {"y": np.maximum(x, 0)})}
+
+    class Listed:  # answers lists where arrays are due
+        outputs = ("y",)
+
+        def infer(self, feeds):
+            return {k: v.tolist() for k, v in real.infer(feeds).items()}
+
+    with pytest.raises(
+        StageFailed, match=r"runtime mine answered a dict of list; a session answers a dict of numpy"
+    ):
+        _Checked("mine", Listed()).infer({"x": x})  # type: ignore[arg-type]
+    halved = {"min": {k: v.astype(np.float16) for k, v in _Checked("mine", real).infer({"x": x}).items()}}
+    with pytest.raises(
+        StageFailed, match=r"runtime mine answers y float16 \(eager: float32\): not the type eager"
+    ):
+        _typed("mine", halved, golden)
+    _typed("onnxruntime", {"min": real.infer({"x": x})}, golden)  # the real one passes

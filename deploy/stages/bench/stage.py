@@ -87,7 +87,7 @@ def host(params: BenchParams, config: DeployConfig) -> list[Issue]:
 
 def _unavailable(runtime: str, params: BenchParams) -> str | None:
     plugin = get(runtime)
-    return plugin.unavailable(plugin.on(Device(params.device)))
+    return plugin.reason_unavailable(plugin.on(Device(params.device)))
 
 
 def _gate_key_problem(key: str, runtimes: tuple[str, ...], batches: list[int]) -> str | None:
