@@ -162,12 +162,14 @@ def plan(
         bool,
         typer.Option(
             "--detailed-exitcode",
-            help=f"Exit {ExitCode.WILL_RUN} when some stage will (or may) run, 0 when all is cached.",
+            help=f"Exit {ExitCode.WILL_RUN} when some stage will (or may) run, or a publish stopped amid its renames "
+            "waits for the next run; 0 when all is cached.",
         ),
     ] = False,
 ) -> None:
     """Show, per stage, whether it is cached, skipped or will run, and why."""
     from deploy.api import Pipeline
+    from deploy.commands.runs import journal_left
     from deploy.pipeline.graph.plan import will_run
     from deploy.pipeline.graph.project import host_issues
 
@@ -180,8 +182,10 @@ def plan(
     rows = Pipeline(project).plan(warn)
     for issue in host_issues(project):  # what this machine cannot do: the run will skip it
         warn(str(issue))
+    if pending := journal_left(project.config.repository, project.config.name):  # the next run finishes it
+        warn(f"{project.config.repository}: {pending}")
     _print_plan(rows, as_json)
-    if detailed_exitcode and will_run(rows):
+    if detailed_exitcode and (will_run(rows) or pending):
         raise typer.Exit(ExitCode.WILL_RUN)
 
 

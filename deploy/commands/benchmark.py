@@ -14,6 +14,7 @@ from deploy.domain.vocabulary import Metric
 from deploy.pipeline.errors import ConfigError, DeployError, EnvError, StageFailed
 from deploy.runtimes.base import Device
 from deploy.runtimes.catalog import PLUGINS, for_suffix, get, names
+from deploy.runtimes.plugin import Made
 
 # `deploy bench MODEL` times one file, with the runtime its suffix implies or --runtime names.
 FILE_RUNTIMES = tuple(p.name for p in PLUGINS if p.open_file is not None)
@@ -65,8 +66,11 @@ def bench_file(model: Path, request: BenchRequest) -> None:
         raise ConfigError(
             str(model), [Issue("MODEL_FILE", f"{chosen} cannot read it: {kind}{said}")]
         ) from None
-    _first_call(made.call, request.shapes)
-    count = request.streams or int(made.settings.get("requests", 1) if hint == Metric.THROUGHPUT else 1)
+    if not isinstance(made, Made):  # a plugin's hook: its bug named, not an AttributeError's traceback
+        raise StageFailed(f"runtime {chosen}'s open_file hook returned {type(made).__name__}, not a Made")
+    _first_call(made.call, request.shapes, chosen)
+    kept = made.settings.get("requests", 1)  # the requests OpenVINO's throughput hint keeps in flight
+    count = request.streams or (kept if hint == Metric.THROUGHPUT and isinstance(kept, int) else 1)
     typer.echo(
         f"[I] Model: {model} ({chosen}), shapes: {request.shapes or 'from the model'}, streams: {count}"
     )
@@ -80,7 +84,7 @@ def bench_file(model: Path, request: BenchRequest) -> None:
         typer.echo(f"[I] Per-call times written to {request.export}")
 
 
-def _first_call(call: Any, shapes: str | None) -> None:
+def _first_call(call: Any, shapes: str | None, runtime: str) -> None:
     """One call before any timing: a shape the model cannot take is said as the runtime says
     it, against --shapes (a usage error), not as a traceback from inside the timing loop."""
     try:
@@ -91,9 +95,11 @@ def _first_call(call: Any, shapes: str | None) -> None:
         said = f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"  # ORT's indices are on line 2
         if shapes:
             raise typer.BadParameter(
-                f"the model does not run at {shapes}: {said}", param_hint="--shapes"
+                f"the model does not run at {shapes} under {runtime}: {said}", param_hint="--shapes"
             ) from None
-        raise StageFailed(f"the model does not run at the shapes it declares: {said}") from exc
+        raise StageFailed(
+            f"the model does not run under {runtime} at the shapes it declares: {said}"
+        ) from exc
 
 
 def _make(chosen: str, model: Path, request: BenchRequest, hint: str) -> Any:

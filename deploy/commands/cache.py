@@ -45,15 +45,26 @@ def _console() -> Console:
     return make_console(file=console_stream())
 
 
-def _store(config: Path | None, cache_dir: Path | None) -> Store:
+def _store(config: Path | None, cache_dir: Path | None, writes: bool = False, made: bool = True) -> Store:
+    """The cache asked for; one that is not there is said (a mistyped --cache-dir listed
+    nothing and verified "0 damaged entries"), and one a command changes must be writable
+    (gc on a read-only one was a traceback)."""
     from deploy.pipeline.graph.project import CACHE_ENV, load_project
     from deploy.pipeline.store.objects import Store
+    from deploy.pipeline.store.writable import require_writable
 
     if cache_dir is not None:
-        return Store(cache_dir)
-    if config is not None:
-        return Store(load_project(config).cache_dir)
-    return Store(Path(os.environ.get(CACHE_ENV, ".deploy-cache")))
+        root = cache_dir.expanduser()
+    elif config is not None:
+        root = load_project(config).cache_dir
+    else:
+        root = Path(os.environ.get(CACHE_ENV, ".deploy-cache")).expanduser()
+    if made and not root.is_dir():
+        said = f"no cache at {root.absolute()}: no run has used it (a mistyped path?); give --cache-dir or --config"
+        raise ConfigError("--cache-dir", [Issue("--cache-dir", said)])
+    if writes:
+        require_writable({"cache_dir": root})
+    return Store(root)
 
 
 def _remote(url: str | None, config: Path | None, console: Console) -> RemoteCache:
@@ -103,7 +114,8 @@ def cache_ls(config: ConfigOpt = None, cache_dir: CacheOpt = None, remote: Remot
 def cache_push(config: ConfigOpt = None, cache_dir: CacheOpt = None, remote: RemoteOpt = None) -> None:
     """Upload every local entry the remote lacks (objects first, each entry last)."""
     console = _console()
-    store, found = _store(config, cache_dir), _remote(remote, config, console)
+    found = _remote(remote, config, console)  # no remote named: said before the cache is looked at
+    store = _store(config, cache_dir)
     have = set(found.keys())
     entries = [e for _, e in store.entries() if e is not None and e.key not in have]
     started = time.perf_counter()
@@ -119,7 +131,7 @@ def cache_push(config: ConfigOpt = None, cache_dir: CacheOpt = None, remote: Rem
 def cache_pull(config: ConfigOpt = None, cache_dir: CacheOpt = None, remote: RemoteOpt = None) -> None:
     """Download every remote entry the local store lacks, each object checked against its digest."""
     console = _console()
-    store, found = _store(config, cache_dir), _remote(remote, config, console)
+    store, found = _store(config, cache_dir, writes=True, made=False), _remote(remote, config, console)
     started, pulled = time.perf_counter(), 0
     for key in found.keys():
         if store.lookup(key)[0] is None and found.pull(key, store) is not None:
@@ -137,7 +149,7 @@ def cache_gc(
     """Remove entries no pipeline's last run uses, and unreferenced objects."""
     from deploy.pipeline.store.maintenance import collect
 
-    report = collect(_store(config, cache_dir), dry_run)
+    report = collect(_store(config, cache_dir, writes=not dry_run), dry_run)
     verb = "would remove" if dry_run else "removed"
     _console().print(
         f"{verb} {len(report.entries)} entries, {len(report.objects)} objects "
@@ -151,7 +163,7 @@ def cache_verify(config: ConfigOpt = None, cache_dir: CacheOpt = None) -> None:
     from deploy.pipeline.store.maintenance import verify
 
     console = _console()
-    bad = verify(_store(config, cache_dir))
+    bad = verify(_store(config, cache_dir, writes=True))  # it drops what is damaged
     for path, problem in bad:
         console.print(
             f"[red]damaged[/] {path.stem[:12]}: {problem} (entry removed; the next run rebuilds it)"

@@ -188,7 +188,7 @@ def _repository(summary: RunSummary, project: Project) -> str:
     from deploy.pipeline.graph.contract import Phase
 
     repository = project.config.repository
-    left = _journal_left(repository, project.config.name)
+    left = journal_left(repository, project.config.name)
     if left:
         return f"   repository: {repository} ({left})"
     if summary.publishing:
@@ -200,7 +200,7 @@ def _repository(summary: RunSummary, project: Project) -> str:
     return ""  # never published: naming it would send the user to a directory that is not there
 
 
-def _journal_left(repository: Path, pipeline: str) -> str:
+def journal_left(repository: Path, pipeline: str) -> str:
     """A publish or release stopped amid its renames (a kill, Ctrl-C between a release's
     switches) leaves its journal: said, with what completes it."""
     from deploy.pipeline.publish import publish_journal

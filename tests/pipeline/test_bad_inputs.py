@@ -845,6 +845,12 @@ CASES = [
         args=("run", "{config}", "--only", "nosuch"),
     ),
     Case("bench-bad-batches", CONFIG, "stages.bench.batches", _set("stages.bench", {"batches": [0]})),
+    Case(  # it verified "0 damaged entries", exit 0, on a mistyped path
+        "cache-dir-missing",
+        CONFIG,
+        "no cache at",
+        args=("cache", "verify", "--cache-dir", "{tmp}/nosuch"),
+    ),
     # -- deciding: recipes, selection, the Triton search -------------------------------------
     Case(
         "quantize-dynamic-for-tensorrt",

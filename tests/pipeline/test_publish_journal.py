@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from deploy.pipeline.errors import ExitCode
 from deploy.pipeline.graph.contract import ArtifactKind
 from deploy.pipeline.process.faults import FAULT_ENV
 from deploy.pipeline.publish import publish_journal
@@ -142,16 +143,24 @@ def test_a_stop_amid_the_renames_is_held_and_the_run_records_what_it_published(t
     )
     assert stopped.stdout.rstrip().endswith("(verified by smoke)")
     assert not publish_journal.path(tmp_path / "model_repository", "tiny").exists()
+    # A journal left by a publish killed amid its renames: every stage cached, yet the next run
+    # has work to do, so plan says so (it said nothing and exited 0 to --detailed-exitcode).
+    assert run_cli("run", str(config)).returncode == 0
+    assert run_cli("plan", str(config), "--detailed-exitcode").returncode == 0
+    publish_journal.path(tmp_path / "model_repository", "tiny").write_text("{}")
+    pending = run_cli("plan", str(config), "--detailed-exitcode")
+    assert pending.returncode == ExitCode.WILL_RUN, pending.stdout + pending.stderr
+    assert "a publish was stopped amid its renames" in " ".join(pending.stderr.split())
 
 
 def test_the_closing_line_names_a_journal_left_in_the_repository(tmp_path: Path) -> None:
     """A run stopped between a release's switches printed only `run interrupted`."""
-    from deploy.commands.runs import _journal_left
+    from deploy.commands.runs import journal_left
     from deploy.serving import release_journal
 
-    assert _journal_left(tmp_path, "tiny") == ""
+    assert journal_left(tmp_path, "tiny") == ""
     release_journal.path(tmp_path, "tiny").write_text("{}")
-    said = _journal_left(tmp_path, "tiny")
+    said = journal_left(tmp_path, "tiny")
     assert (
         said.startswith("a release was stopped amid its renames: its journal is there")
         and "completes it" in said
