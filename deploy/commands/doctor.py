@@ -53,7 +53,10 @@ def _runtimes() -> list[Check]:
     for p in PLUGINS:
         device = p.on(Device.CPU)
         reason = p.reason_unavailable(device)
-        files = f"; runs {', '.join(p.suffixes)} files (deploy bench)" if p.open_file else ""
+        files = ""
+        if p.open_file:  # picked for its files' suffixes, or only when asked for by name
+            how = "deploy bench" if p.by_suffix else f"deploy bench --runtime {p.name}"
+            files = f"; runs {', '.join(p.suffixes)} files ({how})"
         detail = f"{p.family} {p.precision or 'as served'} on {device.value}{files}"
         found.append(Check(f"runtime {p.name}", reason is None, detail if reason is None else reason))
     return found
