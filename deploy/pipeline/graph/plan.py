@@ -13,7 +13,7 @@ from enum import Enum
 from pathlib import Path
 
 from deploy.pipeline.graph import keys
-from deploy.pipeline.graph.contract import SOURCE_ARTIFACT, ArtifactKind
+from deploy.pipeline.graph.contract import PARTIAL_KEY, SOURCE_ARTIFACT, ArtifactKind
 from deploy.pipeline.graph.dag import Node
 from deploy.pipeline.graph.keys import KeyParts
 from deploy.pipeline.graph.project import Project
@@ -199,7 +199,9 @@ def _row(node: Node, walk: _Walk) -> PlanRow:
         return PlanRow(node.name, Action.SKIP, key, [f"cached skip: {entry.skipped}"])
     if entry is not None:
         walk.resolved.update({f"{node.name}.{n}": o for n, o in entry.outputs.items()})
-        return PlanRow(node.name, Action.CACHED, key)
+        partly = entry.metrics.get(PARTIAL_KEY)  # e.g. a runtime bench could not time: replayed as it was
+        said = [f"cached partial: {partly} (--force {node.name} runs it again)"] if partly else []
+        return PlanRow(node.name, Action.CACHED, key, said)
     extra = [f"cache entry is damaged: {problem}"] if problem else []
     return PlanRow(
         node.name,
