@@ -172,7 +172,7 @@ class _Lazy:
         if self.made is None:
             hook = get(self.runtime).parity
             assert hook is not None, f"{self.runtime} has no parity hook"
-            self.made = _Checked(self.runtime, _made(self.runtime, hook, self.ctx))
+            self.made = _PluginSession(self.runtime, _made(self.runtime, hook, self.ctx))
         return self.made
 
     def infer(self, feeds: Feeds) -> dict[str, np.ndarray]:
@@ -199,7 +199,7 @@ def _made(runtime: str, hook: Callable[[StageContext], Session], ctx: StageConte
     return made
 
 
-class _Checked:
+class _PluginSession:
     """A plugin's session whose answers are held to the contract: a dict of arrays, each
     declared output of eager's dtype (float16 for a float32 output passed parity, while
     the served model would answer another type than its config declares)."""
