@@ -159,7 +159,7 @@ def test_a_plugin_that_breaks_its_contract_is_named_not_a_traceback(tmp_path) ->
     from deploy.pipeline.errors import StageFailed
     from deploy.runtimes.base import Device
     from deploy.runtimes.onnxrt import OnnxRuntime
-    from deploy.stages.validate import _PluginSession, _made, _typed
+    from deploy.stages.validate import _made, _PluginSession, _typed
 
     def raises(device: Device) -> str | None:
         raise RuntimeError("no driver table")
@@ -191,7 +191,9 @@ def test_a_plugin_that_breaks_its_contract_is_named_not_a_traceback(tmp_path) ->
         StageFailed, match=r"runtime mine answered a dict of list; a session answers a dict of numpy"
     ):
         _PluginSession("mine", Listed()).infer({"x": x})  # type: ignore[arg-type]
-    halved = {"min": {k: v.astype(np.float16) for k, v in _PluginSession("mine", real).infer({"x": x}).items()}}
+    halved = {
+        "min": {k: v.astype(np.float16) for k, v in _PluginSession("mine", real).infer({"x": x}).items()}
+    }
     with pytest.raises(
         StageFailed, match=r"runtime mine answers y float16 \(eager: float32\): not the type eager"
     ):
