@@ -377,3 +377,20 @@ def test_gate_refuses_a_percentile_the_samples_do_not_support():
         match=r"onnxruntime@1: p99 is not supported by 20 samples \(needs >= 100\); raise iterations",
     ):
         gate([_row([1.0] * 20)], limits)
+
+
+def test_a_gated_cell_of_a_flagged_row_is_no_verdict_even_where_it_meets_the_limit():
+    """Under load bench fits fewer threads, and a small model ran faster on one: its limit,
+    met on the contended row, failed on the quiet machine, and the pass was cached."""
+    import dataclasses
+
+    from deploy.pipeline.errors import Contended
+    from deploy.stages.bench.output import RegressionGate, gate
+
+    limits = RegressionGate(max_latency_ms={"onnxruntime@1": 1000.0})
+    quiet = _row([1.0] * 100)
+    gate([quiet], limits)  # met on a quiet, plausible row: the verdict is a pass
+    flagged = dataclasses.replace(quiet, implausible="batch 1 slower per item than batch 4")
+    with pytest.raises(Contended, match=r"could not judge onnxruntime@1 \(implausible: batch 1 slower"):
+        gate([flagged], limits)
+    gate([flagged, _row([1.0] * 100, runtime="eager")], RegressionGate(max_latency_ms={"eager": 1000.0}))
