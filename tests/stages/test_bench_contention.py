@@ -39,12 +39,19 @@ def test_a_busy_machine_is_measured_said_and_decides_nothing(write_config) -> No
     assert bench.metrics["threads"]["used"] == 1 and bench.metrics["threads"]["cores_free"] < 1
     assert str(bench.metrics["headline"]).startswith("CONTENDED: load "), bench.metrics["headline"]
     assert bench.partial and f"{len(rows)} rows contended or implausible" in bench.partial
+    # Not kept: replayed, a busy machine's timing would stand for ever (--wait-quiet never measured again).
+    assert "not kept: the next run measures again" in bench.partial
+    planned = {r["stage"]: r for r in json.loads(run_cli("plan", str(path), "--json").stdout)}
+    assert planned["bench"]["action"] == "run" and planned["export"]["action"] == "cached", planned
     chosen = json.loads(output_path(path, results, "select", "selection").read_text())
     for objective in chosen["objectives"]:
         assert objective["withheld"] == "every contender's timing is contended", objective
         assert objective["selected"] == "pytorch fp32 (eager)"  # the first FP32 contender, not the fastest
         verdicts = {c["runtime"]: c["verdict"] for c in objective["candidates"]}
-        assert verdicts == {"eager": "selected", "onnxruntime": "slower"}
+        # its flag as its verdict: it read `slower`, though it measured faster than the pick
+        assert verdicts == {"eager": "selected", "onnxruntime": "contended"}
+        (other,) = [c for c in objective["candidates"] if c["runtime"] == "onnxruntime"]
+        assert "while it was timed: not compared" in other["reason"], other
     assert str(results["select"].metrics["headline"]).startswith(
         "NO SPEED VERDICT for 'latency', 'throughput'"
     )

@@ -151,6 +151,33 @@ def test_a_constraint_broken_on_a_flagged_row_is_not_judged() -> None:
     assert [e.candidate.runtime for e in decision.set_aside] == ["onnxruntime"]
 
 
+def test_a_constraint_met_on_a_flagged_row_is_not_judged_either() -> None:
+    """Under load bench fits fewer threads, and a small model ran faster: a limit met on
+    a contended row was taken as met, and the pick failed it on the quiet machine."""
+    tight = Objective(name="tight", metric="latency", max_latency_ms=2.5, min_cosine=None)
+    rows = [contended(row("onnxruntime", 1, 1.0, p99_ms=1.2)), implausible(row("eager", 1, 2.0, p99_ms=2.2))]
+    decision = selection.decide(gather(rows, {}, {}), tight)
+    assert decision.winner is None
+    verdicts = {e.candidate.runtime: (e.verdict, e.reason) for e in decision.entries}
+    assert verdicts["onnxruntime"][0] is Verdict.CONTENDED
+    assert verdicts["onnxruntime"][1].startswith("its p99 within 2.5 ms, but CONTENDED")
+    assert verdicts["eager"][0] is Verdict.IMPLAUSIBLE
+    assert sorted(e.candidate.runtime for e in decision.set_aside) == ["eager", "onnxruntime"]
+
+
+def test_beside_a_pick_no_timing_made_the_others_keep_their_flag_and_say_if_faster() -> None:
+    """Every row contended: the FP32 reference is kept; the others read `slower` though one
+    measured faster than the pick."""
+    rows = [contended(row("eager", 1, 4.0)), contended(row("onnxruntime", 1, 1.0))]
+    decision = selection.decide(gather(rows, {}, {}), Objective(name="latency", metric="latency"))
+    assert decision.withheld and decision.winner is not None
+    other = next(e for e in decision.entries if e is not decision.winner)
+    assert other.verdict is Verdict.CONTENDED, other
+    assert other.reason.endswith(
+        f"possibly faster than the pick ({decision.winner.candidate.label}): rerun quiet"
+    )
+
+
 def test_objective_names_must_differ(write_config) -> None:
     path = select_config(write_config, {"objectives": [{"name": "a", "metric": "latency"}] * 2})
     with pytest.raises(ConfigError, match="objective names must differ"):

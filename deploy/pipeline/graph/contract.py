@@ -26,6 +26,7 @@ SOURCE_ARTIFACT = "model"
 REPORT_KEY = "report"
 # The metrics key of a stage that passed with parts of its work skipped.
 PARTIAL_KEY = "partial"
+PROVISIONAL_KEY = "provisional"  # used by this run, not kept in the cache: the next run does it again
 UNCHECKED_KEY = "unchecked"  # {model: why}: what a verifier passed without checking
 # The metrics key of a stage's one-line result, shown beside it in the console and report.
 HEADLINE_KEY = "headline"
@@ -165,6 +166,12 @@ class StageContext:
         """The stage passed, but only partly (e.g. "passed 2, skipped 3 (no onnxruntime
         backend)"): shown as `partial` in the console, JUnit output and run report."""
         self.metrics[PARTIAL_KEY] = note
+
+    def provisional(self, why: str) -> None:
+        """The result serves this run but is not kept: the next run does the stage again
+        (timings taken on a busy machine, a runtime that failed: replayed, they would stand
+        for ever, and `--wait-quiet` would never measure again)."""
+        self.metrics[PROVISIONAL_KEY] = why
 
     def unchecked(self, models: dict[str, str]) -> None:
         """A verifier that passed without checking these models (model -> why: its server

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from deploy.pipeline.errors import DeployError, DiskFull, ExitCode, SelectionError, StageError, disk_full
 from deploy.pipeline.graph.choice import StageSelection, outside_message, resume_command
-from deploy.pipeline.graph.contract import Artifact, Phase
+from deploy.pipeline.graph.contract import PROVISIONAL_KEY, Artifact, Phase
 from deploy.pipeline.graph.dag import Node, rewritten
 from deploy.pipeline.graph.keys import KeyParts
 from deploy.pipeline.graph.plan import Action, make_plan, source_changed, source_outputs, stage_parts, why
@@ -383,7 +383,8 @@ class Runner:
             round(result.duration_s, 3),
             datetime.now(UTC).isoformat(timespec="seconds"),
         )
-        self.store.commit(entry)
+        if PROVISIONAL_KEY not in result.metrics:  # else used by this run only: the next one redoes it
+            self.store.commit(entry)
         self._accept(node, key, parts, result)
 
     def _after(self, node: Node, key: str, parts: KeyParts) -> tuple[str, KeyParts]:

@@ -269,9 +269,8 @@ def gate(rows: list[Row], limits: RegressionGate) -> None:
 def _gated(r: Row, limits: RegressionGate) -> bool:
     """Whether any limit of the gate reads this row."""
     keys = (r.cell_key, r.subject)
-    return (
-        any(k in limits.max_latency_ms or k in limits.min_items_per_s for k in keys)
-        or (r.runtime in limits.min_speedup_vs_eager and r.concurrency == 1)
+    return any(k in limits.max_latency_ms or k in limits.min_items_per_s for k in keys) or (
+        r.runtime in limits.min_speedup_vs_eager and r.concurrency == 1
     )
 
 

@@ -143,7 +143,12 @@ def run(ctx: StageContext, params: BenchParams) -> None:
     shaky = (
         f"{flagged} rows contended or implausible: shown, no verdict on them (rerun quiet)" if flagged else ""
     )
-    if partly := "; ".join(n for n in (failed, shaky) if n):
+    again = bool(failed) or any(
+        r.contended for r in rows
+    )  # a busy machine's timing, or a failure, may not recur
+    if again:
+        ctx.provisional("not kept in the cache: the next run measures again")
+    if partly := "; ".join(n for n in (failed, shaky, "not kept: the next run measures again" * again) if n):
         ctx.partial(partly)
     generation.refuse_wrong(generated)
 
@@ -346,7 +351,7 @@ def inputs_for(params: BenchParams) -> tuple[str, ...]:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="bench",
-    version=15,  # 15: a bench that measured nothing fails, naming each runtime's reason; 14: a decoder's generate models timed served and in process (generation.json); 13: a concurrency sweep stops where the server saturated (triton.saturation); 12: the machine measured with every row (contended), threads fitted to the free cores, implausible rows flagged, no verdict on either; 11: a runtime that fails is skipped with its error (the rest kept, the stage partial), runtimes this install cannot run on bench.device skipped up front, OpenVINO rows say cpu; 10: served rows name their model in a field (bench.json schema 2); 9: speed-up vs eager on in-process rows only; 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
+    version=16,  # 16: the gate judges no flagged row; a contended or failed bench is not kept (provisional); 15: a bench that measured nothing fails, naming each runtime's reason; 14: a decoder's generate models timed served and in process (generation.json); 13: a concurrency sweep stops where the server saturated (triton.saturation); 12: the machine measured with every row (contended), threads fitted to the free cores, implausible rows flagged, no verdict on either; 11: a runtime that fails is skipped with its error (the rest kept, the stage partial), runtimes this install cannot run on bench.device skipped up front, OpenVINO rows say cpu; 10: served rows name their model in a field (bench.json schema 2); 9: speed-up vs eager on in-process rows only; 8: OpenVINO INT8 and throughput-hint rows, ONNX Runtime settings; 7: OpenVINO runtimes; 6: ensembles (services) timed end to end beside the bare models
     params=BenchParams,
     inputs=tuple(dict.fromkeys(p.artifact for p in CATALOG.values())),
     outputs=(

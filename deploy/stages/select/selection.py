@@ -185,10 +185,21 @@ def _reference(d: Decision, contenders: list[Standing]) -> Decision:
     entries = [
         replace(e, verdict=Verdict.SELECTED, reason=why)
         if e is pick
-        else (replace(e, reason=f"{e.flag[1]}: not compared") if e in contenders and e.flag else e)
+        else (_unranked(e, pick, d.objective) if e in contenders else e)
         for e in d.entries
     ]
     return replace(d, entries=entries, withheld=withheld)
+
+
+def _unranked(e: Standing, pick: Standing, objective: Goal) -> Standing:
+    """A contender beside a pick no timing made: its flag as its verdict (it read `slower`
+    though faster than the pick), and whether it looked faster, as a question."""
+    if e.flag is None:
+        return e
+    flagged = replace(e, verdict=e.flag[0], reason=f"{e.flag[1]}: not compared")
+    if e.value is None or pick.value is None:
+        return flagged
+    return _maybe_faster(flagged, pick, objective)
 
 
 def _basis(found: list[Candidate], objective: Goal, server: bool) -> Basis:
@@ -236,13 +247,14 @@ def _judge(c: Candidate, objective: Goal, batch: int | None, basis: Basis, serve
     if row is None:
         where = "through the server" if basis is Basis.SERVED else "in process"
         return Standing(c, Verdict.SKIPPED, None, f"not measured {where} at batch {batch}")
-    broken, flag = _broken(c, row, objective), _flag(row)
-    if broken and flag is not None:  # a constraint broken on a row that cannot judge it: no verdict
-        return Standing(
-            c, flag[0], value, f"{'; '.join(broken)}, but {flag[1]}: not judged", load, measured, flag
-        )
-    verdict = Verdict.REJECTED if broken else Verdict.SLOWER
-    return Standing(c, verdict, value, "; ".join(broken), load, measured, flag)
+    accuracy, timing, flag = _accuracy_broken(c, objective), _timing_broken(row, objective), _flag(row)
+    if accuracy:  # measured against FP32, not timed: a flag on the row changes nothing
+        return Standing(c, Verdict.REJECTED, value, "; ".join(accuracy + timing), load, measured, flag)
+    if flag is not None and objective.max_latency_ms is not None:  # met or broken, a timing constraint
+        said = "; ".join(timing) or f"its {_tail(row, objective)} within {objective.max_latency_ms} ms"
+        return Standing(c, flag[0], value, f"{said}, but {flag[1]}: not judged", load, measured, flag)
+    verdict = Verdict.REJECTED if timing else Verdict.SLOWER
+    return Standing(c, verdict, value, "; ".join(timing), load, measured, flag)
 
 
 def _generation_flag(row: GenerationRow) -> tuple[Verdict, str] | None:
@@ -278,10 +290,16 @@ def _row(c: Candidate, objective: Goal, batch: int | None, basis: Basis) -> tupl
     return max(rows, key=lambda r: r.items_per_s, default=None), Basis.SERVED
 
 
-def _broken(c: Candidate, row: BenchRow, objective: Goal) -> list[str]:
-    found = []
+def _tail(row: BenchRow, objective: Goal) -> str:
+    return f"p{objective.percentile:g}" if objective.percentile else row.tail()
+
+
+def _timing_broken(row: BenchRow, objective: Goal) -> list[str]:
+    """The objective's latency constraint against the row (a busy machine can make a call
+    faster as well as slower: bench fits fewer threads; so a flagged row judges neither)."""
+    found: list[str] = []
     if objective.max_latency_ms is not None:
-        tail = f"p{objective.percentile:g}" if objective.percentile else row.tail()
+        tail = _tail(row, objective)
         value = row.percentiles_ms.get(tail)
         if value is None:
             found.append(f"{tail} was not measured (bench.percentiles)")
@@ -289,7 +307,7 @@ def _broken(c: Candidate, row: BenchRow, objective: Goal) -> list[str]:
             found.append(f"{tail} not supported by {row.iterations} samples")
         elif value > objective.max_latency_ms:
             found.append(f"{tail} {value:.3f} ms > {objective.max_latency_ms} ms")
-    return found + _accuracy_broken(c, objective)
+    return found
 
 
 def _accuracy_broken(c: Candidate, objective: Goal) -> list[str]:

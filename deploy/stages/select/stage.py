@@ -113,7 +113,7 @@ def _refuse(unmet: list[str], decisions: list[selection.Decision], target: Any) 
     if aside:
         raise Contended(
             f"select: no candidate is known to meet the constraints of {output.quoted(unmet)}; "
-            f"{', '.join(e.candidate.label for e in aside)} could not be judged ({aside[0].reason}); "
+            f"these could not be judged: {'; '.join(f'{e.candidate.label} ({e.reason})' for e in aside)}; "
             "rerun on a quiet machine (`deploy run --wait-quiet SECONDS`)"
         )
     raise StageFailed(_unmet_message(unmet, decisions, target))
@@ -195,7 +195,7 @@ def _link(src: str, dst: str) -> None:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="select",
-    version=9,  # 9: a decoder's generate models chosen by ttft / tokens_per_s (selection.json schema 4); 8: contended and implausible rows set aside like unstable ones; all flagged: no speed verdict, the FP32 reference kept (selection.json schema 3); 7: no verdict on noise (unstable rows), like-with-like ratios; 6: OpenVINO INT8 judged by its own accuracy report; 5: the verdict the report opens with; 4: decides for the server smoke verified (selection.json schema 2)
+    version=10,  # 10: a timing constraint met on a flagged row is not judged either; beside a kept reference the others keep their flag; 9: a decoder's generate models chosen by ttft / tokens_per_s (selection.json schema 4); 8: contended and implausible rows set aside like unstable ones; all flagged: no speed verdict, the FP32 reference kept (selection.json schema 3); 7: no verdict on noise (unstable rows), like-with-like ratios; 6: OpenVINO INT8 judged by its own accuracy report; 5: the verdict the report opens with; 4: decides for the server smoke verified (selection.json schema 2)
     params=SelectParams,
     inputs=("results", *ACCURACY_REPORTS, "repository", "smoke", "generation_speed"),
     outputs=(
