@@ -76,9 +76,26 @@ def test_wait_quiet_gives_up_before_timing_on_a_busy_machine(write_config, tmp_p
         )  # a busy 5-s stretch, then the end
     assert done.returncode == ExitCode.CONTENDED, done.stdout + done.stderr
     log = (tmp_path / "runs" / "tiny" / "logs" / "bench.log").read_text()  # and as progress, while it waits
-    assert "waiting for a quiet machine (5 of 6 s): CONTENDED: load" in log and "waited 1" in log
+    # It stops where no whole quiet stretch (5 s) fits before the limit: it waited 10 s for 6 before.
+    assert "waiting for a quiet machine (5 of 6 s): CONTENDED: load" in log and "waited 5 s" in log
     assert (
         "bench gave up waiting for a quiet machine (wait_quiet_s); nothing was timed"
         in done.stdout + done.stderr
     )
     assert "Traceback" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("given", ["abc", "-1", "inf"])
+def test_a_wait_quiet_from_the_environment_that_is_no_seconds_is_refused_naming_it(
+    monkeypatch, given
+) -> None:
+    """The CLI refuses it (exit 2); through the Python API it reached bench as float('abc'),
+    a ValueError that named no variable."""
+    from deploy.pipeline.errors import ConfigError
+    from deploy.stages.bench import machine
+
+    monkeypatch.setenv(machine.WAIT_ENV, given)
+    with pytest.raises(ConfigError, match=rf"\$DEPLOY_WAIT_QUIET: '{given}' is not a number of seconds"):
+        machine._env_wait()
+    monkeypatch.setenv(machine.WAIT_ENV, "12.5")
+    assert machine._env_wait() == 12.5

@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from deploy.pipeline.errors import Contended
+from deploy.domain.issues import Issue
+from deploy.pipeline.errors import ConfigError, Contended
 from deploy.pipeline.graph.contract import StageContext
 from deploy.runtimes.contention import Fit
 
@@ -24,7 +25,7 @@ def settle(ctx: StageContext, wait_s: float) -> None:
     stretch; gives up (exit 8, Contended) naming the load."""
     from deploy.runtimes import contention
 
-    wait = max(wait_s, float(os.environ.get(WAIT_ENV) or 0))
+    wait = max(wait_s, _env_wait())
     if wait <= 0:
         return
     began = time.monotonic()
@@ -40,10 +41,25 @@ def settle(ctx: StageContext, wait_s: float) -> None:
     )
     if found is not None and found.contended:
         raise Contended(
-            f"{found.text()} for {wait:g} s: bench gave up waiting for a quiet machine (wait_quiet_s); "
-            "nothing was timed"
+            f"{found.text()} for {time.monotonic() - began:.0f} s: bench gave up waiting for a quiet machine "
+            "(wait_quiet_s); nothing was timed"
         )
     ctx.record("waited_quiet", found.text() if found else "not measured (no /proc)")
+
+
+def _env_wait() -> float:
+    """$DEPLOY_WAIT_QUIET in seconds; a value that is none is refused naming it (through the
+    Python API it was a ValueError from float(), naming nothing)."""
+    given = os.environ.get(WAIT_ENV, "").strip()
+    try:
+        seconds = float(given) if given else 0.0
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise ConfigError(
+            f"${WAIT_ENV}", [Issue(f"${WAIT_ENV}", f"{given!r} is not a number of seconds (0 or more)")]
+        )
+    return seconds
 
 
 def fit(ctx: StageContext, asked: int | None) -> Fit:
