@@ -93,15 +93,30 @@ def cores() -> int:
     return len(found) if found else (os.cpu_count() or 1)
 
 
+def _cpu_ticks(stat: str) -> list[int]:
+    """/proc/stat's ticks on the CPUs this process may run on: the machine's line where that
+    is all of them, else its CPUs' lines summed (a container pinned by --cpuset-cpus, or
+    taskset: a process busy on another core read as contention on ours, and capacity is
+    counted in our cores)."""
+    lines = stat.splitlines()
+    per_cpu = {
+        int(ln.split()[0][3:]): ln.split()[1:] for ln in lines if ln.startswith("cpu") and ln[3:4].isdigit()
+    }
+    mine = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(per_cpu)
+    if not per_cpu or set(per_cpu) <= mine:
+        return [int(f) for f in lines[0].split()[1:]]
+    rows = [[int(f) for f in per_cpu[cpu]] for cpu in sorted(mine) if cpu in per_cpu]
+    return [sum(column) for column in zip(*rows, strict=False)]
+
+
 def usage(tree: tuple[int, ...] = ()) -> Usage | None:
     """Now, or None where /proc cannot be read. `tree`: more pids counted as ours (a
     server this process started, which timing measures end to end)."""
     try:
-        fields = (PROC / "stat").read_text().split("\n", 1)[0].split()[1:]
+        ticks = _cpu_ticks((PROC / "stat").read_text())
         load1 = float((PROC / "loadavg").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    ticks = [int(f) for f in fields]
     user, nice, system, _idle, _iowait, irq, softirq = ticks[:7]
     steal = ticks[7] if len(ticks) > 7 else 0
     busy = (user + nice + system + irq + softirq) / TICK

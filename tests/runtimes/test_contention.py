@@ -91,3 +91,20 @@ def test_the_summary_says_the_machine_and_warns_when_it_was_contended() -> None:
         "[I] Machine: quiet: load 0.2 on 2 cores, others 1 % of the cores; 2 intra-op threads, 1.9 cores "
         "free at the start"
     ) in lines, lines
+
+
+STAT = """cpu  300 0 100 800 0 0 0 5 0 0
+cpu0 10 0 5 385 0 0 0 1 0 0
+cpu1 290 0 95 415 0 0 0 4 0 0
+intr 12345
+"""
+
+
+def test_a_process_pinned_to_some_cores_counts_only_theirs(monkeypatch) -> None:
+    """taskset -c 0 (or a container's --cpuset-cpus) beside a busy loop on core 1: the
+    machine's line counted core 1's work as contention on one core (others 100 %), and
+    --wait-quiet gave up while the pinned timing was unchanged."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert contention._cpu_ticks(STAT) == [10, 0, 5, 385, 0, 0, 0, 1, 0, 0]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert contention._cpu_ticks(STAT) == [300, 0, 100, 800, 0, 0, 0, 5, 0, 0]  # all of them: the total
