@@ -25,6 +25,10 @@ from pathlib import Path
 # Above this share of the machine's cores used by other processes during a window, its
 # timing is contended: on 2 cores, another process busy half the window.
 CONTENDED_SHARE = 0.25
+# Where the timed call's threads fill every core, other processes need no 25 % to slow it by
+# more than that (a 40 % duty loop on one of 2 cores, others 11-14 %: throughput -26..-29 %):
+# their work beyond the cores the call leaves free, by more than this many cores, is contention.
+CROWDED_CORES = 0.2
 PROC = Path("/proc")
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -164,7 +168,9 @@ def between(start: Usage | None, end: Usage | None, threads: int | None, free: f
     capacity = (end.at - start.at) * n
     others = max(0.0, (end.busy_s - start.busy_s) - (end.own_s - start.own_s)) / capacity
     steal = max(0.0, end.steal_s - start.steal_s) / capacity
-    contended = others > CONTENDED_SHARE or steal > CONTENDED_SHARE
+    spare = n - threads if threads is not None else n  # cores the timed call leaves to others
+    crowded = others * n > spare + CROWDED_CORES
+    contended = others > CONTENDED_SHARE or steal > CONTENDED_SHARE or crowded
     return Environment(
         n, threads, round(free, 2), end.load1, round(min(others, 1.0), 3), round(steal, 3), contended
     )

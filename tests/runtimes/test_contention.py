@@ -64,6 +64,18 @@ def test_between_divides_other_processes_time_by_the_cores() -> None:
     assert between(end, start, 1, 1.5) is None  # no window: no environment
 
 
+def test_a_call_whose_threads_fill_every_core_is_contended_by_less(monkeypatch) -> None:
+    """Other processes at 12.5 % of 2 cores (under the 25 % rule) cut a 2-thread call's
+    throughput by 26-29 % unflagged: with every core timed, work beyond the cores the call
+    leaves free is contention; with one core left free, the same work is not."""
+    monkeypatch.setattr(contention, "cores", lambda: 2)
+    start = Usage(at=10.0, busy_s=100.0, steal_s=0.0, own_s=5.0, load1=1.0)
+    end = Usage(at=12.0, busy_s=104.5, steal_s=0.0, own_s=9.0, load1=1.2)  # others 0.5 core-s in 2 s
+    full, half = between(start, end, 2, 2.0), between(start, end, 1, 2.0)
+    assert full is not None and half is not None and full.others_share == 0.125 == half.others_share
+    assert full.contended and not half.contended
+
+
 def test_settle_gives_up_on_a_busy_machine_and_says_how_busy() -> None:
     with cpu_hogs(contention.cores()):
         found = contention.settle(quiet_s=1.0, timeout_s=1.5, poll_s=0.5)
