@@ -445,6 +445,25 @@ def test_the_verdict_compares_the_pick_with_eager_and_fp32_on_its_data() -> None
     assert "verified by no server" in said.target
 
 
+def test_the_first_screen_names_a_candidate_set_aside_that_read_faster_than_the_pick() -> None:
+    """A contended ONNX Runtime row at 1 ms beside a quiet TorchScript pick at 3 ms: the
+    report's first screen said only "deploy torchscript", nothing of what was set aside."""
+    from deploy.stages.select.conclusion import conclusion
+
+    rows = [row("torchscript", 1, 3.0), contended(row("onnxruntime", 1, 1.0)), row("eager", 1, 4.0)]
+    decision = selection.decide(gather(rows, {}, {}), Objective(name="latency", metric="latency"))
+    assert decision.winner is not None and decision.winner.candidate.runtime == "torchscript"
+    facts = dict(conclusion([decision], candidates.target_of(BenchResults(rows, {}, HOST), None), None).facts)
+    said = facts["possibly faster, not judged"]
+    assert said.startswith("onnx fp32 (onnxruntime) 1 ms (CONTENDED: load") and said.endswith(": rerun quiet")
+    quiet = selection.decide(
+        gather([row("torchscript", 1, 3.0), row("eager", 1, 4.0)], {}, {}), decision.objective
+    )
+    assert "possibly faster, not judged" not in dict(
+        conclusion([quiet], candidates.target_of(BenchResults(rows, {}, HOST), None), None).facts
+    )
+
+
 def test_a_served_pick_is_compared_with_eager_in_process_and_with_fp32_served() -> None:
     """Issue 37's report: a served INT8 number (18.7 ms) was divided into an in-process eager
     one (87x). Like with like: the pick's own in-process row against eager's; served FP32

@@ -27,9 +27,30 @@ def conclusion(decisions: list[Decision], target: Target, repository: Path | Non
         facts.append(("speed vs eager PyTorch", _eager(main)))
         facts.append(("speed vs FP32", _against_fp32(main)))
         facts.append(("accuracy vs FP32", _accuracy(main.winner)))
+        if faster := _possibly_faster(main):  # set aside for their timing, yet they read faster
+            facts.append(("possibly faster, not judged", faster))
     decision = headline(decisions, target, repository).split("; target: ")[0]
     shown = target.text if target.server else f"{target.text}: verified by no server"
     return Conclusion(decision, shown, facts, chart_stage="select")
+
+
+def _possibly_faster(d: Decision) -> str:
+    """The candidates set aside (contended, implausible, unstable) whose numbers beat the
+    pick's: the first screen names them, with why they were not compared."""
+    pick = d.winner
+    if pick is None or pick.value is None:
+        return ""
+    lower = d.objective.metric in LOWER_IS_BETTER
+    better = [
+        e
+        for e in d.set_aside
+        if e.value is not None and (e.value < pick.value if lower else e.value > pick.value)
+    ]
+    said = [
+        f"{e.candidate.label} {e.value:.4g} {d.unit()} ({e.flag[1] if e.flag else e.verdict.value})"
+        for e in better
+    ]
+    return "; ".join(said) + ": rerun quiet" if said else ""
 
 
 def _value(d: Decision, e: Standing) -> str:
