@@ -115,8 +115,10 @@ class Pipeline:
         only: str | Sequence[str] = (),
         from_: str | None = None,
         to: str | None = None,
+        redo_provisional: bool = False,
     ) -> Runner:
-        """The engine's Runner for this selection (the CLI drives it with its console)."""
+        """The engine's Runner for this selection (the CLI drives it with its console);
+        `redo_provisional`: cached results their stage called provisional run again."""
         from deploy.pipeline.graph.choice import ALL_STAGES, StageSelection
         from deploy.pipeline.graph.dag import select
         from deploy.pipeline.process.runner import Runner
@@ -130,7 +132,7 @@ class Pipeline:
             issue = Issue("force", f"unknown stage(s) {unknown} (stages: {', '.join(self.stages)})")
             raise ConfigError("stage selection", [issue])
         remote = remote_for(self.project.config, reporter.warn)
-        selection = StageSelection(frozenset(names), frozenset(force))
+        selection = StageSelection(frozenset(names), frozenset(force), redo_provisional)
         return Runner(self.project, Store(self.project.cache_dir), reporter, selection, remote)
 
     def run(

@@ -141,13 +141,13 @@ def run(
         os.environ["DEPLOY_WAIT_QUIET"] = f"{wait_quiet:g}"
     accept_regression = accept_regression or None  # an empty $DEPLOY_ACCEPT_REGRESSION: none
     console = _console()
-    whole = not (force or start or stop or only or accept_regression)  # as deploy.commands.runs.Choice.whole
+    whole = not (force or start or stop or only or accept_regression or wait_quiet)  # as Choice.whole
     if whole and not verbose and junit is None and summary_json is None:
         if replayed(config, cache_dir, console):  # nothing changed since the last no-op run
             return
     from deploy.commands.runs import Choice, run_pipeline  # the full path: the engine and the stages
 
-    choice = Choice(force, start, stop, only, accept_regression)
+    choice = Choice(force, start, stop, only, accept_regression, remeasure=bool(wait_quiet))
     run_pipeline(config, cache_dir, choice, console, verbose, junit, summary_json)
 
 

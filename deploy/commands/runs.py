@@ -33,11 +33,14 @@ class Choice:
     stop: str | None
     only: list[str]
     accept_regression: str | None = None  # stages.release.accept_regression, for this run
+    remeasure: bool = False  # --wait-quiet: a bench cached as provisional (contended) runs again
 
     @property
     def whole(self) -> bool:
         """The whole pipeline as configured, nothing forced: what a replay shows (deploy.commands.replay)."""
-        return not (self.force or self.start or self.stop or self.only or self.accept_regression)
+        return not (
+            self.force or self.start or self.stop or self.only or self.accept_regression or self.remeasure
+        )
 
 
 def run_pipeline(
@@ -125,7 +128,9 @@ def make_runner(project: Project, choice: Choice, reporter: Reporter) -> Runner:
     unknown = [f for f in choice.force if f != ALL_STAGES and f not in project.graph.names()]
     if unknown:  # a command-line usage error (exit 2), as typer reports its own
         raise typer.BadParameter(f"unknown stage(s) {unknown}", param_hint="--force")
-    return Pipeline(project).runner(reporter, choice.force, choice.only, choice.start, choice.stop)
+    return Pipeline(project).runner(
+        reporter, choice.force, choice.only, choice.start, choice.stop, redo_provisional=choice.remeasure
+    )
 
 
 def check_writable(option: str, path: Path | None, config: Path | None = None) -> None:

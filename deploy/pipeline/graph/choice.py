@@ -17,9 +17,18 @@ ALL_STAGES = "all"  # --force all: every stage, as written in a force list
 class StageSelection:
     run: frozenset[str]
     force: frozenset[str] = frozenset()
+    # Redo a cached result its stage called provisional (a bench timed on a busy machine):
+    # `deploy run --wait-quiet` asks for a quiet measurement, which a replay would never give.
+    redo_provisional: bool = False
 
     def forced(self, name: str) -> bool:
         return name in self.force or ALL_STAGES in self.force
+
+    def redo(self, provisional: object) -> str | None:
+        """Why a cached entry marked provisional runs again (None: it is a hit)."""
+        if not (self.redo_provisional and provisional):
+            return None
+        return f"its cached result was provisional ({provisional}): measured again"
 
 
 def outside_message(stage: str) -> str:

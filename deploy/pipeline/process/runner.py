@@ -201,19 +201,22 @@ class Runner:
                 self.pulled.add(key)
         if node.name not in self.selection.run:
             return self._outside_selection(node, key, parts, entry)
-        if entry is not None and not self.selection.forced(node.name):
+        if entry is not None and self._reusable(node, entry):
             return self._hit(node, key, parts, entry)
-        reasons = (
-            ["forced"]
-            if self.selection.forced(node.name)
-            else why(node, self.project, self.store, parts, self.resolved)
-        )
+        redo = self.selection.redo(entry.metrics.get(PROVISIONAL_KEY)) if entry is not None else None
+        forced = ["forced"] if self.selection.forced(node.name) else [redo] if redo else None
+        reasons = forced or why(node, self.project, self.store, parts, self.resolved)
         reasons += [f"damaged entry: {problem}"] if problem else []
         with locks.building(self.store.root, key, partial(self._waiting, node.name)):
             built, _ = self.store.lookup(key)  # by a run that held the lock before us
-            if built is not None and not self.selection.forced(node.name):
+            if built is not None and self._reusable(node, built):
                 return self._hit(node, key, parts, built)
             return self._execute(node, key, parts, reasons)
+
+    def _reusable(self, node: Node, entry: Entry) -> bool:
+        """A cached result serves: not forced, nor provisional where --wait-quiet redoes it."""
+        provisional = entry.metrics.get(PROVISIONAL_KEY)
+        return not self.selection.forced(node.name) and self.selection.redo(provisional) is None
 
     def _waiting(self, stage: str, holder: str) -> None:
         self.reporter.note(f"{stage}: waiting for {holder}, which is building the same stage with this cache")
@@ -383,8 +386,7 @@ class Runner:
             round(result.duration_s, 3),
             datetime.now(UTC).isoformat(timespec="seconds"),
         )
-        if PROVISIONAL_KEY not in result.metrics:  # else used by this run only: the next one redoes it
-            self.store.commit(entry)
+        self.store.commit(entry)
         self._accept(node, key, parts, result)
 
     def _after(self, node: Node, key: str, parts: KeyParts) -> tuple[str, KeyParts]:

@@ -143,12 +143,12 @@ def run(ctx: StageContext, params: BenchParams) -> None:
     shaky = (
         f"{flagged} rows contended or implausible: shown, no verdict on them (rerun quiet)" if flagged else ""
     )
-    again = bool(failed) or any(
-        r.contended for r in rows
-    )  # a busy machine's timing, or a failure, may not recur
+    # A busy machine's timing, or a failure, may not recur: `--wait-quiet` runs it again.
+    again = bool(failed) or any(r.contended for r in rows)
     if again:
-        ctx.provisional("not kept in the cache: the next run measures again")
-    if partly := "; ".join(n for n in (failed, shaky, "not kept: the next run measures again" * again) if n):
+        ctx.provisional("contended rows or a failed runtime")
+    redo = "`deploy run --wait-quiet SECONDS` measures again" * again
+    if partly := "; ".join(n for n in (failed, shaky, redo) if n):
         ctx.partial(partly)
     generation.refuse_wrong(generated)
 
