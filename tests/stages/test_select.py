@@ -178,6 +178,22 @@ def test_beside_a_pick_no_timing_made_the_others_keep_their_flag_and_say_if_fast
     )
 
 
+def test_with_no_speed_verdict_what_is_served_is_the_first_fp32_one_not_the_fastest_looking() -> None:
+    """Every row contended, eager kept (no Triton model): publish: selected ranked the
+    others by their contended numbers; then, with those set aside, served nothing and failed
+    the run (mobilenetv3 on a busy CI agent). It serves the reference's precision, unranked."""
+    rows = [
+        contended(row("eager", 1, 8.0)),
+        contended(row("onnxruntime", 1, 1.1)),
+        contended(row("onnxruntime_int8", 1, 0.5)),
+    ]
+    found = gather(rows, {}, {"accuracy_int8": 0.9995})
+    decision = selection.decide(found, Objective(name="latency", metric="latency"))
+    assert decision.withheld and decision.winner is not None and decision.winner.candidate.runtime == "eager"
+    pick = selection.served_pick(decision, lambda c: [] if c.runtime == "eager" else [f"m_{c.runtime}"])
+    assert pick is not None and pick.candidate.runtime == "onnxruntime"  # FP32, though INT8 read faster
+
+
 def test_objective_names_must_differ(write_config) -> None:
     path = select_config(write_config, {"objectives": [{"name": "a", "metric": "latency"}] * 2})
     with pytest.raises(ConfigError, match="objective names must differ"):

@@ -354,7 +354,13 @@ def _maybe_faster(e: Standing, best: Standing, objective: Goal) -> Standing:
 def served_pick(decision: Decision, serves: Callable[[Candidate], list[str]]) -> Standing | None:
     """What the repository serves for this objective: the winner, or where Triton serves
     no model of it (eager PyTorch; a format triton_config does not write), the best-ranked
-    contender it does serve."""
+    contender it does serve; with no speed verdict (every timing flagged), the first FP32
+    one it serves, in the candidates' order: the reference's precision, ranked by nothing."""
+    if decision.withheld and decision.winner is not None and not serves(decision.winner.candidate):
+        fp32 = (
+            e for e in decision.entries if e.candidate.precision == Precision.FP32 and e.verdict in FLAGGED
+        )
+        return next((e for e in fp32 if serves(e.candidate)), None)
     ranked = sorted(
         (e for e in decision.entries if e.verdict is Verdict.SLOWER),
         key=lambda e: _order(e, decision.objective),

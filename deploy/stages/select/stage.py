@@ -181,6 +181,10 @@ def _why(d: selection.Decision, pick: selection.Standing) -> str:
         return "the model the target server loaded and smoke verified"
     if pick is d.winner:
         return "every model of the repository that serves this runtime's file (no server verified them)"
+    if d.withheld:
+        return (
+            f"{d.winner_label()} has no Triton model here; with no speed verdict, the first FP32 one served"
+        )
     return f"{d.winner_label()} has no Triton model here; the best one served"
 
 
