@@ -11,6 +11,7 @@ from types import FrameType
 
 STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 INTERRUPTED = 130  # pipeline.errors.ExitCode.INTERRUPTED, not imported: it loads pydantic
+_STOPS_SEEN: list[str] = []  # what stopped the start, should a library turn the stop into its own error
 
 
 def main() -> None:
@@ -19,8 +20,11 @@ def main() -> None:
     try:
         from deploy.cli import main as command
     except KeyboardInterrupt as stop:
-        print(f"interrupted ({stop}) while deploy started: nothing was done", file=sys.stderr)
-        sys.exit(INTERRUPTED)
+        _interrupted(str(stop))
+    except Exception:  # the stop, wrapped by what it landed in (3.11's __set_name__: a RuntimeError)
+        if not _STOPS_SEEN:
+            raise
+        _interrupted(_STOPS_SEEN[-1])
     try:
         command()  # which puts its own handlers in place while it runs, then these back
     except KeyboardInterrupt:  # a stop after the command said its last word: its exit is the stop's
@@ -30,5 +34,12 @@ def main() -> None:
             signal.signal(sig, signal.SIG_DFL)
 
 
+def _interrupted(by: str) -> None:
+    print(f"interrupted ({by}) while deploy started: nothing was done", file=sys.stderr)
+    sys.exit(INTERRUPTED)
+
+
 def _stop(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt("Ctrl-C" if signum == signal.SIGINT else f"signal {signal.Signals(signum).name}")
+    said = "Ctrl-C" if signum == signal.SIGINT else f"signal {signal.Signals(signum).name}"
+    _STOPS_SEEN.append(said)
+    raise KeyboardInterrupt(said)

@@ -94,3 +94,37 @@ def test_a_stop_dropped_by_a_finalizer_is_raised_again() -> None:
     finally:
         signal.signal(signal.SIGINT, terminal)
     assert sys.unraisablehook is before and stopping.stopped_by() == "Ctrl-C"
+
+
+WRAPPED = r"""
+import importlib.abc, importlib.util, os, signal, sys, time
+
+class Field:
+    def __set_name__(self, owner, name):  # where rich's dataclasses met the stop in CI
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(2)
+
+class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path, target=None):
+        return importlib.util.spec_from_loader(name, self) if name == "deploy.cli" else None
+
+    def exec_module(self, module):
+        type("Holder", (), {"field": Field()})
+
+sys.meta_path.insert(0, Finder())
+from deploy import entry
+entry.main()
+"""
+
+
+def test_a_stop_that_a_library_wraps_in_its_own_error_is_still_one_line_and_exit_130() -> None:
+    """Python 3.11 turns an exception raised inside __set_name__ into RuntimeError ("Error
+    calling __set_name__"): a Ctrl-C landing in a dataclass's creation while the CLI loaded
+    printed that traceback (seen in CI at 0.08 s)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", WRAPPED], capture_output=True, text=True, timeout=60)
+    said = done.stdout + done.stderr
+    assert done.returncode == 130 and "Traceback" not in said, said
+    assert said.strip() == "interrupted (Ctrl-C) while deploy started: nothing was done", said
