@@ -112,6 +112,7 @@ class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         type("Holder", (), {"field": Field()})
 
 sys.meta_path.insert(0, Finder())
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal has it (CI's background job ignores it)
 from deploy import entry
 entry.main()
 """
