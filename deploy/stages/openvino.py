@@ -99,6 +99,12 @@ def _bf16(ctx: StageContext, params: OpenVinoParams) -> list[str]:
 
 
 WHAT = {"openvino": "FP32 IR", "openvino_fp16": "FP16-weight IR", "openvino_bf16": "FP32 IR computed in bf16"}
+# The params field each artifact's parity tolerance is set at (named where rounding fails it).
+TOLERANCE_FIELD = {
+    "openvino": "tolerance",
+    "openvino_fp16": "fp16_tolerance",
+    "openvino_bf16": "bf16_tolerance",
+}
 
 
 def _parity(
@@ -118,7 +124,7 @@ def _parity(
     ctx.report_table(
         f"{what} (OpenVINO, CPU) vs eager", parity.REPORT_COLUMNS, parity.report_rows(what, table)
     )
-    key = {"openvino": "tolerance"}.get(artifact, f"{artifact.removeprefix('openvino_')}_tolerance")
+    key = TOLERANCE_FIELD[artifact]
     diagnosis.judge(
         f"{what} (OpenVINO) vs eager",
         table,
