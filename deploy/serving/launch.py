@@ -43,11 +43,12 @@ def serve_repository(
     private: bool = True,
     origins: Mapping[str, str] | None = None,
     remote: str | None = None,
+    idle_at_end: bool = False,
 ) -> Iterator[Served]:
     """`private`: serve a hard-linked copy (the server writes beside its models, which must
     not reach the cache); `deploy serve` serves the published directory itself. `remote`:
     the server reads this URL instead (a published copy of `repository`, e.g. on S3);
-    the models are still found in `repository`."""
+    the models are still found in `repository`. `idle_at_end`: tritonserver.serving's."""
     local = remote is None and private
     tree = (
         deploy.serving.repository.private_copy(repository, workdir / "repository")
@@ -56,7 +57,7 @@ def serve_repository(
     )
     found = deploy.serving.repository.models(tree)
     names = choose(found, lambda: deploy.serving.repository.backends(spec, workdir))
-    with tritonserver.serving(spec, remote or tree, names, workdir, origins) as server:
+    with tritonserver.serving(spec, remote or tree, names, workdir, origins, idle_at_end) as server:
         yield Served(
             server, tree, found, wait_models(server, names, time.monotonic() + spec.startup_timeout_s)
         )

@@ -70,8 +70,11 @@ class ServerSpec(BaseModel):
         description="--log-verbose of a server deploy starts (smoke raises it to 1 to see warm-ups).",
     )
     startup_timeout_s: float = Field(120, gt=0, description="Seconds to wait for the server to become ready.")
-    stop_grace_s: float = Field(
-        10, ge=0, description="Seconds between asking the server to stop and killing it."
+    stop_grace_s: float | None = Field(
+        None,
+        ge=0,
+        description="Seconds between asking the server to stop and killing it. Unset: 10 for `deploy serve`; "
+        "a stage's server (smoke, bench, triton_search) has nothing in flight when it stops and is killed at once.",
     )
 
     @model_validator(mode="after")

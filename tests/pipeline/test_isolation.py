@@ -58,7 +58,10 @@ def faulty_config(tmp: Path, fault: str, golden: dict[str, Any] | None = None, s
     (tmp / "faulty.py").write_text(MODEL)
     stages: dict[str, Any] = {"golden": golden or {}, "export": {}, "validate": {"runtimes": ["onnxruntime"]}}
     if smoke:
-        stages |= {"triton_config": {"formats": ["python"]}, "smoke": {"timeout_s": 4}}
+        # A million warm-ups keep the model loading (the server up) past smoke's timeout_s,
+        # whatever the machine: a stage's server is otherwise stopped within a second or two.
+        warmup = {"count": 1_000_000}
+        stages |= {"triton_config": {"formats": ["python"], "warmup": warmup}, "smoke": {"timeout_s": 4}}
     data = {
         "name": "faulty",
         "model": {"file": "faulty.py", "callable": "net", "kwargs": {"fault": fault}},

@@ -3,6 +3,7 @@ a passing run, each fault it must catch, and the server's lifecycle."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -219,6 +220,35 @@ def wait_for_server(before: set[int], timeout: float = 120) -> set[int]:
     return started
 
 
+def shm_regions(servers: set[int], timeout: float = 60) -> list[Path]:
+    """The /dev/shm regions of our servers' python backends, named by the prefix their
+    command lines give (read there, so the test assumes nothing of how it is made)."""
+    prefixes = []
+    for pid in servers:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        flag = next(a.decode() for a in args if b"shm-region-prefix-name=" in a)
+        prefixes.append(flag.split("shm-region-prefix-name=", 1)[1])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [p for prefix in prefixes for p in Path("/dev/shm").glob(f"{prefix}*")]
+        if found:
+            return found
+        time.sleep(0.1)
+    return []
+
+
+def alive_in_group(group: int) -> list[int]:
+    """Processes of the group that are not zombies (a killed stub waits for init to reap it)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["status"]):
+        with contextlib.suppress(psutil.Error, OSError):  # gone meanwhile
+            if os.getpgid(proc.pid) == group and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(proc.pid)
+    return found
+
+
 def wait_gone(pids: set[int], timeout: float = 30) -> bool:
     deadline = time.monotonic() + timeout
     while pids & tritonservers() and time.monotonic() < deadline:
@@ -239,9 +269,12 @@ def test_server_dies_with_an_interrupted_or_killed_pipeline(built, write_config,
     )
     started = wait_for_server(before)
     time.sleep(1.0)
+    regions = shm_regions(started)
     os.kill(proc.pid, sig)
     proc.communicate(timeout=120)
     assert wait_gone(started), "tritonserver outlived the pipeline process"
+    # A killed server never unlinks its python backend's regions: /dev/shm would fill run by run.
+    assert regions and not [r for r in regions if r.exists()]
     if sig == signal.SIGINT:
         assert proc.returncode == ExitCode.INTERRUPTED
         assert not list((path.parent / "cache").glob("tmp/*"))
@@ -271,6 +304,23 @@ def test_deploy_serve_answers_and_stops_on_ctrl_c(built, cli: Cli):
     proc.communicate(timeout=60)
     assert proc.returncode == ExitCode.OK  # a requested stop is a success
     assert wait_gone(started)
+
+
+def test_a_stage_server_stopped_at_once_leaves_no_process_and_no_shared_memory(built, tmp_path):
+    """A stage's server is idle when its checks end: killed, not asked (Triton's graceful
+    stop polls its models once a second), and what its python backend made in /dev/shm,
+    which only a graceful stop unlinks, is removed by name."""
+    from deploy.serving import tritonserver
+
+    repo = python_only_repo(built, tmp_path)
+    spec = tritonserver.ServerSpec()
+    assert tritonserver.grace_s(spec, idle_at_end=True) == 0 and tritonserver.grace_s(spec, False) > 0
+    with tritonserver.serving(spec, repo, ["tiny_python"], tmp_path, idle_at_end=True) as server:
+        assert server.process is not None
+        regions = shm_regions({server.process.pid})
+        group = server.process.pid
+    assert regions and not [r for r in regions if r.exists()]
+    assert not alive_in_group(group), "the server or a stub outlived the stop"
 
 
 def test_existing_server_by_url_gets_models_loaded_and_unloaded(built, tmp_path):

@@ -83,6 +83,7 @@ def run_isolated(job: Job, limits: Limits, sink: Sink | None = None) -> Outcome:
     finally:
         if child.pid is not None:
             _stop(child, spawned)
+            lifeline.remove_shm(lifeline.shm_prefix(child.pid))  # a killed stage's servers left theirs
         send.close()
         receive.close()
 
@@ -198,6 +199,7 @@ def _child(job: Job, environ: dict[str, str], path: list[str], send: Any) -> Non
                 Status.FAILED, "code run by the stage raised KeyboardInterrupt (traceback in the log)"
             )
     lifeline.kill_descendants(os.getpid())  # what the stage started and left running
+    lifeline.remove_shm(lifeline.shm_prefix())
     send.send(outcome)
     send.close()
 

@@ -13,6 +13,9 @@ still a descendant the stage can find and kill, not an orphan of init.
 - Servers a stage starts die with that stage's child (`die_with_parent`); what runs
   elsewhere (a docker container, under the docker daemon) is removed by an `on_stop`
   callback when the child is stopped.
+- What a killed process leaves in /dev/shm (Triton's python backend makes a region per
+  model instance and unlinks it only on a graceful stop) is named after the process that
+  asked for it (`shm_prefix`) and removed once that process is gone (`remove_shm`).
 
 Stdlib only: the fork server imports it before anything else.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import glob
 import os
 import signal
 import time
@@ -31,6 +35,7 @@ from types import FrameType
 PARENT_ENV = "DEPLOY_PARENT_PID"
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
+SHM_DIR = Path("/dev/shm")
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -80,6 +85,7 @@ def _terminated(signum: int, frame: FrameType | None) -> None:
         with contextlib.suppress(Exception):
             undo()
     kill_descendants(os.getpid())
+    remove_shm(shm_prefix())  # what its killed servers made
     os._exit(128 + signum)
 
 
@@ -144,6 +150,39 @@ def children(pid: int) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def shm_prefix(pid: int | None = None) -> str:
+    """What the shared-memory regions made for process `pid` (this one by default) are
+    named with: the dash after the pid keeps 12 from matching 123."""
+    return f"deploy-{os.getpid() if pid is None else pid}-"
+
+
+def remove_shm(prefix: str) -> None:
+    """Unlinks /dev/shm/<prefix>*: a region still mapped lives on until unmapped, so this
+    is safe even while its process dies."""
+    for found in glob.glob(glob.escape(str(SHM_DIR / prefix)) + "*"):
+        with contextlib.suppress(OSError):
+            os.unlink(found)
+
+
+def remove_stale_shm() -> None:
+    """Regions named for a process that no longer runs (one killed with SIGKILL cleans up nothing)."""
+    for found in glob.glob(str(SHM_DIR / "deploy-*-*")):
+        pid = Path(found).name.split("-")[1]
+        if pid.isdigit() and not _running(int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(found)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's: running
+        return True
+    return True
 
 
 def _adopted_by_run() -> None:

@@ -38,7 +38,9 @@ def measure(ctx: StageContext, params: BenchParams) -> list[GenerationRow]:
     scratch = ctx.workdir / "generate-server"
     scratch.mkdir()
     rows: list[GenerationRow] = []
-    with serve_repository(params.triton.server, ctx.input(REPOSITORY), scratch, _streaming) as served:
+    with serve_repository(
+        params.triton.server, ctx.input(REPOSITORY), scratch, _streaming, idle_at_end=True
+    ) as served:
         for name, state in served.states.items():
             if not state.ready:
                 raise StageFailed(

@@ -245,7 +245,7 @@ def _triton_rows(ctx: StageContext, params: BenchParams, settings: Settings) -> 
     scratch.mkdir()
     rows = []
     with serve_repository(
-        params.triton.server, ctx.input(REPOSITORY), scratch, _chooser(params.triton)
+        params.triton.server, ctx.input(REPOSITORY), scratch, _chooser(params.triton), idle_at_end=True
     ) as served:
         for name, state in served.states.items():
             if not state.ready:

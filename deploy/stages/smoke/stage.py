@@ -69,6 +69,7 @@ def run(ctx: StageContext, params: SmokeParams) -> None:
             scratch,
             _choose(report),
             remote=triton_url(candidate) if candidate else None,
+            idle_at_end=True,
         ) as served:
             server = served.server
             report.server = _server_info(server, params)

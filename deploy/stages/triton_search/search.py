@@ -46,7 +46,7 @@ def search(ctx: StageContext, params: SearchParams, tree: Path) -> Result:
     scratch = ctx.workdir / "server"
     scratch.mkdir()
     started = time.monotonic()
-    with serve_repository(params.server, tree, scratch, _chooser(params.model)) as served:
+    with serve_repository(params.server, tree, scratch, _chooser(params.model), idle_at_end=True) as served:
         (name,) = served.states
         if not served.states[name].ready:
             raise StageFailed(f"Triton could not load {name}: {served.states[name].reason}")
