@@ -41,6 +41,17 @@ Windows = Annotated[
 Spread = Annotated[
     float, typer.Option("--stability-percentage", help="Allowed spread of those windows, ± % of their mean.")
 ]
+WaitQuiet = Annotated[
+    float | None,
+    typer.Option(
+        "--wait-quiet",
+        metavar="SECONDS",
+        min=0,
+        envvar="DEPLOY_WAIT_QUIET",
+        help="Before timing, wait up to SECONDS for the machine to be quiet (other processes under 25 % of "
+        "the cores for 5 s); still busy: exit 8, nothing timed.",
+    ),
+]
 Trials = Annotated[
     int, typer.Option("--max-trials", min=1, help="Most windows before giving up (marked unstable).")
 ]
@@ -89,6 +100,7 @@ def bench(
     stability_windows: Windows = 3,
     stability_percentage: Spread = 10.0,
     max_trials: Trials = 10,
+    wait_quiet: WaitQuiet = None,
 ) -> None:
     """Time one model file the way trtexec does (warm-up, duration, percentiles), in windows until stable as perf_analyzer."""
     from deploy.commands.benchmark import BenchRequest, bench_file
@@ -110,5 +122,6 @@ def bench(
         stability_percentage=stability_percentage,
         max_trials=max_trials,
         hint=hint,
+        wait_quiet_s=wait_quiet or 0.0,
     )
     bench_file(model, request)

@@ -11,7 +11,7 @@ import typer
 
 from deploy.domain.issues import Issue
 from deploy.domain.vocabulary import Metric
-from deploy.pipeline.errors import ConfigError, DeployError, EnvError, StageFailed
+from deploy.pipeline.errors import ConfigError, Contended, DeployError, EnvError, StageFailed
 from deploy.runtimes.base import Device
 from deploy.runtimes.catalog import PLUGINS, for_suffix, get, names
 from deploy.runtimes.plugin import Made
@@ -39,6 +39,7 @@ class BenchRequest:
     stability_percentage: float = 10.0
     max_trials: int = 10
     hint: str = "latency"  # OpenVINO's performance hint
+    wait_quiet_s: float = 0.0  # --wait-quiet: 0 times at once
 
 
 def bench_file(model: Path, request: BenchRequest) -> None:
@@ -76,12 +77,39 @@ def bench_file(model: Path, request: BenchRequest) -> None:
     )
     if made.settings:
         typer.echo("[I] Settings: " + ", ".join(f"{k} {v}" for k, v in made.settings.items()))
+    _settle(request.wait_quiet_s)
     timing = _timing(made.call, settings, count, fit)
     for line in harness.report_lines(chosen, harness.summarize(timing, made.batch, settings), settings):
         typer.echo(line)
     if request.export is not None:
         harness.export_times(request.export, timing)
         typer.echo(f"[I] Per-call times written to {request.export}")
+
+
+def _settle(wait_s: float) -> None:
+    """--wait-quiet: a quiet stretch before timing, or exit 8 naming the load (after the
+    model is loaded and called once: loading is not what the wait is for)."""
+    import time
+
+    from deploy.runtimes import contention
+
+    if wait_s <= 0:
+        return
+    began = time.monotonic()
+
+    def busy(now: contention.Environment) -> None:
+        typer.echo(
+            f"[I] Waiting for a quiet machine ({time.monotonic() - began:.0f} of {wait_s:g} s): {now.text()}"
+        )
+
+    found = contention.settle(contention.QUIET_S, wait_s, busy=busy)
+    if found is not None and found.contended:
+        raise Contended(
+            f"{found.text()} for {time.monotonic() - began:.0f} s: gave up waiting for a quiet machine (--wait-quiet); nothing was timed"
+        )
+    typer.echo(
+        f"[I] Quiet after {time.monotonic() - began:.0f} s: {found.text() if found else 'not measured (no /proc)'}"
+    )
 
 
 def _first_call(call: Any, shapes: str | None, runtime: str) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 # Above this share of the machine's cores used by other processes during a window, its
 # timing is contended: on 2 cores, another process busy half the window.
 CONTENDED_SHARE = 0.25
+QUIET_S = 5.0  # the stretch that must be quiet before timing starts (`--wait-quiet`)
 # Where the timed call's threads fill every core, other processes need no 25 % to slow it by
 # more than that (a 40 % duty loop on one of 2 cores, others 11-14 %: throughput -26..-29 %):
 # their work beyond the cores the call leaves free, by more than this many cores, is contention.

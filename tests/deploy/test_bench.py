@@ -369,3 +369,20 @@ def test_threads_beyond_the_cores_are_said_to_be_reduced(models, cli: Cli):
     )
     assert proc.returncode == 0, proc.stderr
     assert f"[W] --threads {asked}: this machine has {cores()} cores; timing with {cores()}" in proc.stdout
+
+
+def test_wait_quiet_beside_busy_loops_gives_up_with_exit_8_and_times_nothing(models, tmp_path, cli: Cli):
+    """`deploy bench --wait-quiet` as `deploy run --wait-quiet`: on a machine kept busy by
+    processes this test starts, it says the load and exits 8 without a summary."""
+    from deploy.runtimes.contention import cores
+    from tests.helpers import cpu_hogs
+
+    times = tmp_path / "times.json"
+    args = ("--shapes", "image:1x1x8x8", "--duration", "0.2", "--exportTimes", str(times))
+    with cpu_hogs(2 * cores()):
+        proc = cli("bench", str(models[0]), *args, "--wait-quiet", "6")
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == ExitCode.CONTENDED, said
+    assert "[I] Waiting for a quiet machine (5 of 6 s): CONTENDED: load" in said
+    assert "gave up waiting for a quiet machine (--wait-quiet); nothing was timed" in said
+    assert "Performance summary" not in said and not times.exists() and "Traceback" not in said

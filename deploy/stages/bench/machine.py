@@ -17,7 +17,6 @@ from deploy.pipeline.graph.contract import StageContext
 from deploy.runtimes.contention import Fit
 
 WAIT_ENV = "DEPLOY_WAIT_QUIET"  # seconds; set by `deploy run --wait-quiet`, not part of any key
-QUIET_S = 5.0  # the stretch that must be quiet before timing starts
 
 
 def settle(ctx: StageContext, wait_s: float) -> None:
@@ -35,7 +34,7 @@ def settle(ctx: StageContext, wait_s: float) -> None:
         ctx.log.info(said)
         ctx.progress(0, what=said)
 
-    found = contention.settle(QUIET_S, wait, busy=busy)
+    found = contention.settle(contention.QUIET_S, wait, busy=busy)
     ctx.log.info(
         "waited %.0f s for a quiet machine: %s", time.monotonic() - began, found.text() if found else "?"
     )
