@@ -493,3 +493,16 @@ def test_a_pipeline_releases_whole_or_says_what_was_held_back() -> None:
     ]
     assert "not published" in held[1].note
     assert _whole(decided[1:]) == decided[1:]  # nothing refused: as decided
+
+
+def test_an_undecided_speed_names_the_machine_it_was_timed_on() -> None:
+    """ "inconclusive" said nothing of the load: a busy agent and a noisy model read alike."""
+    from deploy.stages.release import output
+    from deploy.stages.release.release_report import ModelRelease, ReleaseAction
+
+    busy = "CONTENDED: load 6.1 on 2 cores, others 58 % of the cores"
+    timed = releases.Comparison(2, "golden", [], 1.01, None, [0.9, 1.12], None, 3, threads=1, machine=busy)
+    unsure = ModelRelease("tiny_onnx", ReleaseAction.INCONCLUSIVE, None, 2, timed, ["latency 1.01x"])
+    untimed = ModelRelease("tiny_python", ReleaseAction.INCONCLUSIVE, None, 2, None, ["latency 1.0x"])
+    assert output._while([unsure, untimed]) == f" (tiny_onnx timed with 1 thread each, {busy})"
+    assert output._while([untimed]) == ""

@@ -56,11 +56,11 @@ def finish(
     unsure = [m for m in decided if m.action is ReleaseAction.INCONCLUSIVE]
     if unsure:
         said = f"inconclusive, nothing published: {'; '.join(p for m in unsure for p in m.problems)}"
-        ctx.headline(said)
-        ctx.conclusion_fact(FACT, said)
+        ctx.headline(said + _while(unsure))
+        ctx.conclusion_fact(FACT, said + _while(unsure))
         raise StageFailed(
-            f"release {said}. The machine's noise left the speed undecided: rerun on a quieter machine, "
-            "raise stages.release.max_rounds / max_s, or publish anyway with --accept-regression REASON"
+            f"release {said}{_while(unsure)}. The machine's noise left the speed undecided: rerun on a quieter "
+            "machine, raise stages.release.max_rounds / max_s, or publish anyway with --accept-regression REASON"
         )
     problems = _publish(ctx, params, decided, tree, base)
     ctx.headline("; ".join([*recovered, headline(decided)]))
@@ -229,6 +229,13 @@ def _restored(model: ModelRelease) -> str:
     return f" ({model.note})" if model.action is ReleaseAction.UNCHANGED and model.note else ""
 
 
+def _while(unsure: list[ModelRelease]) -> str:
+    """The machine while each undecided ratio was timed: a busy one is the likely cause, a
+    quiet one points at the model's own spread."""
+    said = [f"{m.model} {_machine(m.comparison)}" for m in unsure if m.comparison and m.comparison.machine]
+    return f" ({'; '.join(said)})" if said else ""
+
+
 def _busy(compared: list[releases.Comparison]) -> str:
     """A ratio timed on a busy machine says so: its rounds alternate the two versions, so
     both bore the same load and the ratio stands (issue 48's ten self-comparisons under
@@ -258,7 +265,7 @@ def _machine(c: releases.Comparison | None) -> str:
     """The threads both sides had and the machine while they were timed."""
     if c is None or not c.machine:
         return ""
-    return f"timed with {c.threads} threads each, {c.machine}"
+    return f"timed with {c.threads} thread{'' if c.threads == 1 else 's'} each, {c.machine}"
 
 
 def _ratio(value: float, ci: list[float] | None) -> str:
