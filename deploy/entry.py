@@ -1,10 +1,14 @@
-"""The `deploy` command's first code: Ctrl-C, SIGTERM or SIGHUP while Python is still
-loading the command line (a tenth of a second) end it with one line and exit 130, as
-they do once it runs, instead of a KeyboardInterrupt traceback or a silent exit 143.
-Stdlib only, so that it is in place before anything else loads."""
+"""The `deploy` command's first code and its last: Ctrl-C, SIGTERM or SIGHUP while Python
+is still loading the command line (a tenth of a second) end it with one line and exit 130,
+as they do once it runs, instead of a KeyboardInterrupt traceback or a silent exit 143;
+one after the command has ended ends the process at once with the command's own exit
+status. Stdlib only until the command has loaded, so that it is in place before anything else."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
 import signal
 import sys
 from types import FrameType
@@ -25,13 +29,34 @@ def main() -> None:
         if not _STOPS_SEEN:
             raise
         _interrupted(_STOPS_SEEN[-1])
+    code: int | str | None = 0
     try:
         command()  # which puts its own handlers in place while it runs, then these back
-    except KeyboardInterrupt:  # a stop after the command said its last word: its exit is the stop's
-        sys.exit(INTERRUPTED)
-    finally:  # from here on a stop ends the process as the signal does, without a traceback
-        for sig in before:
-            signal.signal(sig, signal.SIG_DFL)
+    except KeyboardInterrupt:  # a stop after the command's own handling, before its last word
+        code = INTERRUPTED
+    except SystemExit as done:
+        code = done.code
+    # The command has ended and said so; what is left is the interpreter's exit (the fork
+    # server and resource tracker waited for, ~0.7 s). A stop now ends it at once, with the
+    # command's own exit status: not as the signal does (143 after a summary saying ok).
+    for sig in before:
+        signal.signal(sig, functools.partial(_exit_now, _status(code)))
+    from deploy.pipeline.process import faults  # loaded by the command already
+
+    faults.point("exited")  # the tests' stop at this moment
+    sys.exit(code)
+
+
+def _status(code: int | str | None) -> int:
+    """What sys.exit(code) exits with: None is 0, a message 1."""
+    return code if isinstance(code, int) else (0 if code is None else 1)
+
+
+def _exit_now(status: int, signum: int, frame: FrameType | None) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(status)
 
 
 def _interrupted(by: str) -> None:

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from deploy.pipeline.errors import DeployError, ExitCode
+from deploy.pipeline.errors import DeployError, ExitCode, StageError
 from deploy.pipeline.report.results import RunStatus, RunSummary, StageSummary, Status
 
 if TYPE_CHECKING:
@@ -69,20 +69,45 @@ def run_pipeline(
         runner = make_runner(_load(config, cache_dir, choice.accept_regression), choice, reporter)
         forget(runner)
         with reporter:
-            runner.run()
+            _run_to_its_records(runner)
     except DeployError as exc:
         if runner is None or runner.summary is None:  # rejected: no summary or report was written
             ci_files_for_rejection(config, exc, junit, summary_json)
         raise
     finally:
         if runner is not None and runner.summary is not None:
+            stopping.absorb()  # the outcome is written: a stop now changes none of it
             screen = _finish_whole(runner, console, verbose, junit, summary_json)
             written = screen is not None
+            if (late := stopping.late()) is not None:
+                typer.echo(
+                    f"{late} arrived after the run's records were written: the run is as they say", err=True
+                )
     if not written:
         raise typer.Exit(ExitCode.CONFIG)
     if choice.whole and runner is not None and screen is not None:
         with contextlib.suppress(OSError):  # no footprint only costs the next run its full path
             remember(runner, config, cache_dir, screen, reporter.warned)
+
+
+def _run_to_its_records(runner: Runner) -> None:
+    """runner.run(); a stop that lands once its summary says ok or failed (between the
+    runner putting its handlers back and this command absorbing stops) is no interrupt:
+    the run is what its records say, and its failure, if any, is still raised."""
+    from deploy.pipeline.process import stopping
+    from deploy.pipeline.report.results import RunStatus, first_failed
+
+    try:
+        runner.run()
+    except KeyboardInterrupt as stop:
+        if runner.summary is None or runner.summary.status is RunStatus.INTERRUPTED:
+            raise
+        stopping.absorb(str(stop) or "Ctrl-C")
+        failed = first_failed(runner.results)
+        if failed is not None:
+            raise StageError(
+                failed.name, failed.message, failed.log, runner.resume(failed.name), failed.exit_code
+            ) from None
 
 
 def _ci_files(config: Path, junit: Path | None, summary_json: Path | None) -> tuple[Path | None, Path | None]:
@@ -139,9 +164,14 @@ def check_writable(option: str, path: Path | None, config: Path | None = None) -
     file is written by rename: /dev/null would become a regular file)."""
     if path is None:
         return
-    existing = next(p for p in (path, *path.absolute().parents) if p.exists())
-    if path.is_dir() or not os.access(existing if existing != path else path.parent, os.W_OK):
-        raise typer.BadParameter(f"cannot write {path}", param_hint=option)
+    from deploy.pipeline.store.writable import problem
+
+    if path.is_dir():
+        raise typer.BadParameter(f"cannot write {path}: a directory", param_hint=option)
+    if why := problem(path.absolute().parent):  # a file in the way, /proc, a read-only mount
+        raise typer.BadParameter(f"cannot write {path}: {why}", param_hint=option)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise typer.BadParameter(f"cannot write {path}: no write permission", param_hint=option)
     if config is not None and path.resolve() == config.resolve():
         raise typer.BadParameter(f"{path} is the config this run reads; name another file", param_hint=option)
     if path.exists() and not path.resolve().is_file():

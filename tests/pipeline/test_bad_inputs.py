@@ -319,6 +319,20 @@ def _released_into_a_file(data: dict[str, Any], tmp: Path) -> None:
     data["stages"]["release"] = {}
 
 
+def _cache_folder_a_file(data: dict[str, Any], tmp: Path) -> None:
+    """A file where the cache keeps its objects: the first stage stored its outputs there,
+    and the run ended as "interrupted" with a traceback (exit 70) and a green JUnit."""
+    (tmp / "cache").mkdir()
+    (tmp / "cache" / "objects").write_text("junk")
+    data["cache_dir"] = str(tmp / "cache")
+
+
+def _repository_dangling_link(data: dict[str, Any], tmp: Path) -> None:
+    """A symlink to nowhere passed the check; the publish then met the link itself."""
+    (tmp / "served").symlink_to(tmp / "nowhere" / "deeper")
+    data["repository"] = str(tmp / "served")
+
+
 def _cache_env_file(data: dict[str, Any], tmp: Path) -> None:
     (tmp / "not-a-dir").write_text("a file where $DEPLOY_CACHE_DIR wants a directory")
 
@@ -831,6 +845,20 @@ CASES = [
         _released_into_a_file,
     ),
     Case(
+        "cache-folder-is-a-file",
+        ENV,
+        "cannot write where the config says: cache_dir (objects/): ",
+        _cache_folder_a_file,
+        ("run", "{config}", "--to", "golden"),
+    ),
+    Case(
+        "cache-under-proc",
+        ENV,
+        "nothing can be created in /proc",
+        lambda d, t: d.update(cache_dir="/proc/nope"),
+    ),
+    Case("repository-dangling-symlink", ENV, "served is a symlink to", _repository_dangling_link),
+    Case(
         "cache-env-is-a-file",
         ENV,
         "not-a-dir is a file, not a directory",
@@ -1027,6 +1055,19 @@ CASES = [
         USAGE,
         "Invalid value for --junit: cannot write",
         args=("run", "{config}", "--junit", "{tmp}"),
+    ),
+    Case(
+        "json-under-a-file",  # was found out after the whole run, as exit 3
+        USAGE,
+        "Invalid value for --json: cannot write",
+        lambda data, tmp: (tmp / "afile").write_text("a file, not a directory"),
+        args=("run", "{config}", "--json", "{tmp}/afile/s.json"),
+    ),
+    Case(
+        "junit-under-proc",
+        USAGE,
+        "nothing can be created in /proc",
+        args=("run", "{config}", "--junit", "/proc/j.xml"),
     ),
     Case(
         "cache-dir-empty",

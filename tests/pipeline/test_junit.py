@@ -95,3 +95,53 @@ def test_control_characters_from_native_logs_keep_the_xml_readable(tmp_path):
     )
     failure = ET.parse(tmp_path / "j.xml").getroot().find("testcase/failure")
     assert failure.get("message") == "bad \ufffd bell" and "[31mW onnxruntime: colour" in failure.text
+
+
+def test_a_cache_that_cannot_take_a_stage_s_outputs_fails_that_stage_not_the_run_as_interrupted(
+    write_config, tmp_path, cli: Cli
+):
+    """A cache folder broken after the check (here: every objects/<xx> a file) failed the
+    store with a raw OSError: the run read `interrupted`, its JUnit had no failure."""
+    junit, summary = tmp_path / "junit.xml", tmp_path / "summary.json"
+    config = write_config(replace={"stages": {"trace": {}}})
+    objects = tmp_path / "cache" / "objects"
+    objects.mkdir(parents=True)
+    for prefix in range(256):
+        (objects / f"{prefix:02x}").write_text("not a folder")
+    proc = cli("run", str(config), "--junit", str(junit), "--json", str(summary))
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == ExitCode.ENVIRONMENT and "Traceback" not in said, said
+    suite, by_name = cases(junit)
+    assert (
+        suite.get("failures") == "1"
+        and "could not take its outputs" in by_name["golden"].find("failure").text
+    )
+    recorded = json.loads(summary.read_text())
+    assert recorded["status"] == "failed" and recorded["stages"][0]["message"].startswith(
+        f"the cache at {tmp_path / 'cache'} could not take its outputs: [Errno 17] File exists"
+    )
+
+
+def test_deploy_s_own_bug_in_a_run_still_fails_its_stage_in_the_records(
+    write_config, tmp_path, cli: Cli, monkeypatch
+):
+    """An error deploy did not foresee keeps its traceback (exit 70), and the summary and the
+    JUnit say the stage failed with it (they said `interrupted`, no failure: green to a CI)."""
+    from deploy.pipeline.store.objects import Store
+
+    def broken(self, path, kind):
+        raise ZeroDivisionError("a bug of deploy's own")
+
+    monkeypatch.setattr(Store, "ingest", broken)
+    junit, summary = tmp_path / "junit.xml", tmp_path / "summary.json"
+    config = write_config(replace={"stages": {"trace": {}}})
+    proc = cli("run", str(config), "--junit", str(junit), "--json", str(summary))
+    assert proc.returncode == ExitCode.INTERNAL and "Traceback" in proc.stdout + proc.stderr
+    suite, by_name = cases(junit)
+    assert suite.get("failures") == "1"
+    assert (
+        "internal error in deploy: ZeroDivisionError: a bug of deploy's own"
+        in by_name["golden"].find("failure").text
+    )
+    recorded = json.loads(summary.read_text())
+    assert recorded["status"] == "failed" and recorded["stages"][0]["status"] == "failed"

@@ -94,6 +94,7 @@ class Runner:
         results = self.results = []
         outcome = RunStatus.INTERRUPTED  # unless the loop below completes
         previous = stopping.stop_on_signals()
+        node: Node | None = None
         try:
             for node in self._needed_nodes():
                 result = self._interruptible(node)
@@ -105,6 +106,11 @@ class Runner:
         except stopping.Stopped as stopped:
             results.append(stopped.result)
             raise KeyboardInterrupt(stopped.result.message) from None
+        except Exception as exc:  # deploy's own bug: its traceback follows, the records say it failed
+            outcome = RunStatus.FAILED
+            if node is not None:
+                _crashed(results, node.name, exc)
+            raise
         finally:
             try:
                 with stopping.deferred():  # a stop now waits for the records: they are the run's
@@ -153,6 +159,8 @@ class Runner:
         """The directories this run writes: the repository where a stage publishes or releases."""
         config = self.project.config
         places = {"cache_dir": self.store.root, "run_dir": config.run_dir}
+        inside = {f"cache_dir ({sub}/)": self.store.root / sub for sub in Store.LAYOUT}
+        places |= {field: path for field, path in inside.items() if path.exists() or path.is_symlink()}
         local = (d for n in nodes for a in n.spec.outputs for d in self._destinations(n, a))
         if any(n.spec.phase is Phase.RELEASE for n in nodes) or any(isinstance(d, Path) for d in local):
             places["repository"] = config.repository
@@ -317,9 +325,8 @@ class Runner:
                 self._remember_skip(node, key, parts, result)
         except (OSError, DiskFull) as exc:  # the cache's disk is full: this stage failed, the run reports
             full = disk_full(exc)
-            if full is None:
-                raise
-            result.status, result.message, result.exit_code = Status.FAILED, str(full), full.exit_code
+            said = str(full) if full else f"the cache at {self.store.root} could not take its outputs: {exc}"
+            result.status, result.message, result.exit_code = Status.FAILED, said, ExitCode.ENVIRONMENT
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         result.duration_s = time.perf_counter() - start
@@ -402,3 +409,14 @@ class Runner:
     def _write_summary(self, results: list[StageResult], seconds: float, outcome: RunStatus) -> None:
         run = RunOf(self.project, self.store, tuple(self.gate.notes))
         self.summary = write_summary(run, results, seconds, outcome, self.reporter.warn)
+
+
+def _crashed(results: list[StageResult], stage: str, exc: Exception) -> None:
+    """The stage an unexpected error escaped from, failed in the summary and the JUnit (a
+    run recorded `interrupted` with no failure reads green to a CI)."""
+    said = f"internal error in deploy: {type(exc).__name__}: {exc}"
+    if results and results[-1].name == stage:
+        results[-1].status, results[-1].message = Status.FAILED, said
+    else:
+        results.append(StageResult(stage, Status.FAILED, message=said))
+    results[-1].exit_code = ExitCode.INTERNAL

@@ -40,6 +40,7 @@ class _State:
     last: str | None = None  # the last stop that arrived in this command (listening)
     signum = signal.SIGINT  # and its signal
     again = False  # a stop a finalizer dropped is to be raised again (_raised_again)
+    late: str | None = None  # a stop after the run's records were written (absorb)
 
 
 def stop_on_signals() -> SignalHandler:
@@ -125,6 +126,28 @@ def stopped_by() -> str | None:
 def said() -> None:
     """The command has said what the stop left: the CLI adds no line of its own."""
     _State.last = None
+
+
+def absorb(arrived: str | None = None) -> None:
+    """The run's records are written: a stop from here on changes nothing they say, so it
+    is noted (`late`) and the command ends as they do, not `interrupted` with exit 130 after
+    a summary that says ok. One held by deferred() is dropped too. Main thread only."""
+    _State.late = arrived or _State.late  # `arrived`: one already raised, caught by the caller
+    if threading.current_thread() is not threading.main_thread():
+        return
+    _State.pending = None
+    for sig in STOPPING:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _noted)
+
+
+def late() -> str | None:
+    """The stop that arrived after the records were written (absorb), if one did."""
+    return _State.late
+
+
+def _noted(signum: int, frame: FrameType | None) -> None:
+    _State.late = "Ctrl-C" if signum == signal.SIGINT else f"signal {signal.Signals(signum).name}"
 
 
 def restore(previous: SignalHandler) -> None:

@@ -115,6 +115,10 @@ class Head:
 
 
 class Store:
+    # The folders a run writes in: one that is a file, or that cannot be written, fails the
+    # run before it starts (runner._preflight), not as a raw OSError once a stage has run.
+    LAYOUT = ("objects", "trees", "actions", "heads", "locks", "tmp")
+
     def __init__(self, root: Path) -> None:
         self.root = root.absolute()
         self.memo = StatMemo(self.root / "state.json")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 from deploy.pipeline.errors import EnvError
@@ -14,13 +15,16 @@ from deploy.pipeline.errors import EnvError
 def require_writable(places: dict[str, Path]) -> None:
     """`places`: config field -> directory. One EnvError naming every one that cannot be written."""
     problems = [
-        f"{field}: {path}: {why}" for field, path in places.items() if (why := _problem(path.absolute()))
+        f"{field}: {path}: {why}" for field, path in places.items() if (why := problem(path.absolute()))
     ]
     if problems:
         raise EnvError("cannot write where the config says: " + "; ".join(problems))
 
 
-def _problem(path: Path) -> str | None:
+def problem(path: Path) -> str | None:
+    """Why nothing can be written at directory `path` (made where missing), or None."""
+    if path.is_symlink() and not path.exists():  # every write would meet the link itself
+        return f"{path} is a symlink to {os.readlink(path)}, which does not exist"
     try:
         existing = next(p for p in (path, *path.parents) if p.exists())
     except OSError as exc:  # a name over 255 bytes (ENAMETOOLONG), a path through a file, ...
@@ -29,6 +33,16 @@ def _problem(path: Path) -> str | None:
         return f"{existing} is a file, not a directory"
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"no write permission in {existing}"
+    return _refused_in(existing)
+
+
+def _refused_in(directory: Path) -> str | None:
+    """Mode bits say yes to root where the file system still says no (/proc, /sys, an
+    immutable folder, a read-only mount): a directory made and removed there is the answer."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".deploy-writable-", dir=directory))
+    except OSError as exc:
+        return f"nothing can be created in {directory} ({exc.strerror or exc})"
     return None
 
 
