@@ -19,9 +19,21 @@ HELP_WIDTH = "200"
 
 def make_console(file: TextIO | None = None, stderr: bool = False) -> Console:
     probe = Console(file=file, stderr=stderr)
-    if probe.is_terminal:
+    if probe.is_terminal and _tty(probe.file):
         return probe
-    return Console(file=file, stderr=stderr, width=UNWRAPPED, soft_wrap=True)
+    # FORCE_COLOR (set by many CI systems) makes rich treat a pipe as a terminal: spinners,
+    # cursor codes and 80-column tables in a log file. It asked for colours, and gets those.
+    colours = "standard" if probe.is_terminal else None
+    return Console(
+        file=file, stderr=stderr, width=UNWRAPPED, soft_wrap=True, force_terminal=False, color_system=colours
+    )
+
+
+def _tty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or unusual stream: no terminal
+        return False
 
 
 def wide_help() -> None:

@@ -482,3 +482,21 @@ def test_an_open_files_limit_too_low_for_a_run_is_said_and_a_low_soft_one_raised
     _, ceiling = resource.getrlimit(resource.RLIMIT_NOFILE)
     soft = subprocess.run(command, env=env, capture_output=True, text=True, preexec_fn=limited(16, ceiling))
     assert soft.returncode == 0, soft.stderr  # the soft limit raised to what the hard one allows
+
+
+def test_force_color_on_a_pipe_gives_the_plain_layout_not_a_terminal_s(write_config, tmp_path: Path) -> None:
+    """Many CIs set FORCE_COLOR: rich then took the pipe for a terminal, and the log got
+    spinner frames, cursor codes and 80-column tables cutting notes short (18 KB for 2)."""
+    config = write_config()
+    done = subprocess.run(
+        [sys.executable, "-m", "deploy", "run", str(config), "--to", "golden"],
+        cwd=tmp_path,
+        env={**os.environ, "FORCE_COLOR": "1", "TERM": "xterm-256color"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "\r" not in done.stdout + done.stderr and "\x1b[?25" not in done.stdout + done.stderr
+    golden = next(line for line in done.stdout.splitlines() if line.startswith("golden ") and " ran " in line)
+    assert golden.endswith("(batch of 4 vs each alone)")  # the whole note, on its one line
