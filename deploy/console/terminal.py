@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TextIO
+from typing import IO, Literal, TextIO
 
 from rich.console import Console
 
@@ -23,13 +23,13 @@ def make_console(file: TextIO | None = None, stderr: bool = False) -> Console:
         return probe
     # FORCE_COLOR (set by many CI systems) makes rich treat a pipe as a terminal: spinners,
     # cursor codes and 80-column tables in a log file. It asked for colours, and gets those.
-    colours = "standard" if probe.is_terminal else None
+    colours: Literal["standard"] | None = "standard" if probe.is_terminal else None
     return Console(
         file=file, stderr=stderr, width=UNWRAPPED, soft_wrap=True, force_terminal=False, color_system=colours
     )
 
 
-def _tty(stream: TextIO) -> bool:
+def _tty(stream: IO[str]) -> bool:
     try:
         return stream.isatty()
     except (AttributeError, ValueError):  # a closed or unusual stream: no terminal
