@@ -243,6 +243,11 @@ def journal_left(repository: Path, pipeline: str) -> str:
 
     for what, journal in (("publish", publish_journal), ("release", release_journal)):
         if journal.path(repository, pipeline).exists():
+            if journal is release_journal:  # one journal for releases and rollbacks: its kind says which
+                with contextlib.suppress(Exception):  # unreadable: the next command says so
+                    what = release_journal.Journal.from_json(
+                        journal.path(repository, pipeline).read_text()
+                    ).kind.value
             return (
                 f"a {what} was stopped amid its renames: its journal is there, and the next "
                 "`deploy run`, `releases`, `serve` or `rollback` completes it"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.errors import DeployError, StageFailed
 from deploy.pipeline.graph.project import Project
 
 
@@ -107,11 +107,16 @@ def _roll_back(
     from deploy.serving.release_journal import recover, rolling_back
 
     recovered = recover(repository)
-    refuse_foreign(repository, name)
-    moves, stays = plan(repository, name, to)  # reads only: nothing published is said first
-    _refuse_altered(repository, name)
-    if not moves:
-        raise StageFailed(f"no model of '{name}' can roll back: {'; '.join(stays)}")
+    try:
+        refuse_foreign(repository, name)
+        moves, stays = plan(repository, name, to)  # reads only: nothing published is said first
+        _refuse_altered(repository, name)
+        if not moves:
+            raise StageFailed(f"no model of '{name}' can roll back: {'; '.join(stays)}")
+    except DeployError as exc:  # what recovering did is said even where nothing rolls back
+        if recovered and exc.args:
+            exc.args = (f"{'; '.join(recovered)}. {exc.args[0]}", *exc.args[1:])
+        raise
     when = datetime.now(UTC).isoformat(timespec="seconds")
     planned = [
         (m.model, m.to, releases.serving_only(repository / m.model, m.to), marks(m, when)) for m in moves

@@ -76,7 +76,8 @@ def test_a_config_that_does_not_load_is_one_failed_testcase(write_config, tmp_pa
     proc = cli("run", str(config), "--junit", str(junit), "--json", str(summary))
     assert proc.returncode == ExitCode.CONFIG and "Traceback" not in proc.stderr
     _, by_name = cases(junit)
-    assert list(by_name) == ["config"] and "stages.export.opset" in by_name["config"].find("failure").text
+    text = by_name["config"].find("failure").text
+    assert list(by_name) == ["config"] and "stages.export.opset" in text and "log: None" not in text
     assert json.loads(summary.read_text())["status"] == "config error"
 
 

@@ -165,3 +165,17 @@ def test_the_closing_line_names_a_journal_left_in_the_repository(tmp_path: Path)
         said.startswith("a release was stopped amid its renames: its journal is there")
         and "completes it" in said
     )
+
+
+def test_a_rollback_s_journal_is_named_a_rollback() -> None:
+    """One journal file serves releases and rollbacks: an interrupted rollback was called a release."""
+    import tempfile
+
+    from deploy.commands.runs import journal_left
+    from deploy.serving import release_journal
+
+    with tempfile.TemporaryDirectory() as tmp:
+        entry = release_journal.JournalEntry("tiny_onnx", 1, "src", "config", "before", "")
+        journal = release_journal.Journal("tiny", 2, [entry], kind=release_journal.Kind.ROLLBACK)
+        release_journal.path(Path(tmp), "tiny").write_text(journal.to_json())
+        assert journal_left(Path(tmp), "tiny").startswith("a rollback was stopped amid its renames")

@@ -81,7 +81,7 @@ def test_a_candidate_that_fails_smoke_replaces_nothing_and_names_what_stays(
     assert notes[0]["note"].startswith("smoke, which verifies it, failed; ")
     assert (
         "keeps the last publish (" in notes[0]["note"]
-        and "verified by smoke: tiny_python)" in notes[0]["note"]
+        and ": tiny_python; verified by smoke)" in notes[0]["note"]
     )
     assert f"not published to {repository}: smoke, which verifies it, failed" in said
     assert "NOT replaced" in second.stdout.splitlines()[-1]

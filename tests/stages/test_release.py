@@ -92,6 +92,10 @@ def test_first_release_then_unchanged_then_a_changed_checkpoint_is_gated(
     first = cli("run", str(config))
     assert first.returncode == 0, first.stdout + first.stderr
     assert _versions(tmp_path) == [1] and _versions(tmp_path, "tiny_python") == [1]
+    # No smoke in this config: what it released is said to be unverified, as a publish says it.
+    assert "UNVERIFIED (no stage of this config verifies it" in first.stdout
+    manifest = json.loads((tmp_path / "model_repository" / ".deploy-tiny.json").read_text())
+    assert manifest["verified_by"] == [] and manifest["unverified"] == ["tiny_onnx", "tiny_python"]
     record = releases.releases(tmp_path / "model_repository" / "tiny_onnx")[0].record
     assert record is not None and record.version == 1 and record.comparison is None
     assert len(record.checkpoint_sha256) == 64 and record.inputs.startswith("golden min / opt / max")

@@ -243,14 +243,14 @@ def _wait(
 def _died(exitcode: int | None, log: Path) -> Outcome:
     if exitcode is not None and exitcode < 0:
         name = signal.Signals(-exitcode).name
-        why = f"killed by {name}"
+        why = f"was killed by {name}"
         if -exitcode == signal.SIGKILL:
             why += " (the kernel's out-of-memory killer, or a kill from outside)"
     else:
         why = f"exited with code {exitcode} without a result"
     _note(log, f"the stage's process {why}")
     return Outcome(
-        Status.FAILED, f"the stage's process was {why} (its log has what it printed)", ExitCode.CRASHED
+        Status.FAILED, f"the stage's process {why} (its log has what it printed)", ExitCode.CRASHED
     )
 
 

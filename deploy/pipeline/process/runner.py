@@ -129,7 +129,7 @@ class Runner:
         faults.point("settle")
         if self.remote is not None and self.remote.spec.push and outcome is not RunStatus.INTERRUPTED:
             self._push()
-        self.gate.close()
+        self.gate.close(frozenset(r.name for r in results if r.status is Status.INTERRUPTED))
         self._write_summary(results, took_s, outcome)
         self.store.memo.save()  # digests rehashed this run (a no-op when none was)
 

@@ -41,10 +41,10 @@ def last_publish(dest: Path, pipeline: str) -> str:
     verified, unchecked = found.get("verified_by") or [], found.get("unverified") or []
     how = f"verified by {', '.join(verified)}" if verified else "unverified"
     how += (
-        f", except {', '.join(unchecked)}, which its server could not load" if verified and unchecked else ""
+        f" except {', '.join(unchecked)} (its server could not load them)" if verified and unchecked else ""
     )
-    tree = f"tree {str(found['tree'])[:12]}, " if found.get("tree") else ""
-    return f"{dest} keeps the last publish ({tree}{how}: {', '.join(found.get('models', []))})"
+    tree = f"tree {str(found['tree'])[:12]}: " if found.get("tree") else ""
+    return f"{dest} keeps the last publish ({tree}{', '.join(found.get('models', []))}; {how})"
 
 
 def published_models(dest: Path, pipeline: str) -> list[str] | None:

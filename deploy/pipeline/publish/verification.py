@@ -101,11 +101,13 @@ class PublishGate:
                     held.node, held.artifact, held.output, held.destinations, held.passed, held.unchecked
                 )
 
-    def close(self) -> None:
-        """The run is over: what still waits was never verified in it."""
+    def close(self, interrupted: frozenset[str] = frozenset()) -> None:
+        """The run is over: what still waits was never verified in it (`interrupted`: the
+        stages a stop cut short, said as such)."""
         for held in list(self.held):
             missing = [v for v in held.verifiers if v not in held.passed]
-            self._withhold(held, f"{', '.join(missing)}, which verifies it, did not run in this invocation")
+            how = "was interrupted" if set(missing) <= interrupted else "did not run in this invocation"
+            self._withhold(held, f"{', '.join(missing)}, which verifies it, {how}")
 
     def _out(
         self,

@@ -51,9 +51,12 @@ def _case(pipeline: str, stage: StageSummary) -> ET.Element:
     case = ET.Element("testcase", classname=f"deploy.{pipeline}", name=stage.stage, time=f"{spent:.3f}")
     if status is Status.FAILED:
         failure = ET.SubElement(case, "failure", message=message.splitlines()[0] if message else "failed")
-        failure.text = f"{message}\n\nlog: {stage.log}\n{_xml(_tail(stage.log))}"
+        logged = (
+            f"\n\nlog: {stage.log}\n{_xml(_tail(stage.log))}" if stage.log else ""
+        )  # none: a config error
+        failure.text = f"{message}{logged}"
     elif status is Status.INTERRUPTED:
-        ET.SubElement(case, "error", message=message or "interrupted").text = f"log: {stage.log}"
+        ET.SubElement(case, "error", message=message or "interrupted").text = f"log: {stage.log or 'none'}"
     elif status is Status.SKIPPED:
         ET.SubElement(case, "skipped", message=message or "skipped")
     elif status is Status.NOT_RUN:

@@ -63,8 +63,12 @@ def finish(
             "machine, raise stages.release.max_rounds / max_s, or publish anyway with --accept-regression REASON"
         )
     problems = _publish(ctx, params, decided, tree, base)
-    ctx.headline("; ".join([*recovered, headline(decided)]))
-    ctx.conclusion_fact(FACT, headline(decided))
+    placed = [m.model for m in decided if m.action in (ReleaseAction.FIRST, ReleaseAction.RELEASED)]
+    unchecked = _grouped(unverified(ctx, placed))  # as a publish without verification says
+    ctx.headline("; ".join([*recovered, headline(decided), *unchecked]))
+    ctx.conclusion_fact(FACT, "; ".join([headline(decided), *unchecked]))
+    for said in unchecked:
+        ctx.log.warning("released %s", said)
     if problems:
         raise StageFailed(f"published, but not every server switched: {'; '.join(problems)}")
 
@@ -104,7 +108,8 @@ def _publish(
             versions.settle(
                 repository / model.model, tree / model.model / "config.pbtxt", params.keep, base.pipeline
             )
-    verified = Verification(("smoke",) if "smoke" in ctx.inputs else ())  # the release ran after it passed
+    unchecked = unverified(ctx, [m.model for m in decided])
+    verified = Verification(("smoke",) if "smoke" in ctx.inputs else (), "", tuple(sorted(unchecked)))
     write_manifest_here(repository, ctx.config.name, [m.model for m in decided], verified)
     remote = publishing(ctx.config).remote
     problems = releasing(repository, base.pipeline, params.keep, placed, params.servers, remote)
@@ -136,6 +141,31 @@ class Verified(TypedDict, total=False):
     timing_flag: str
     target: str
     selected_for: list[str]
+
+
+def unverified(ctx: StageContext, models: list[str]) -> dict[str, str]:
+    """The models released that no server checked, and why: every one without smoke in the
+    config, else those smoke skipped (a backend its server lacks)."""
+    from deploy.serving.smoke_report import ModelStatus, SmokeReport
+
+    if "smoke" not in ctx.inputs:
+        return dict.fromkeys(
+            models, "no stage of this config verifies it: add smoke to check it on a real server"
+        )
+    found = SmokeReport.read(ctx.input(SMOKE)).models
+    return {
+        m: f"smoke {r.status.value}: {r.reason or '; '.join(r.problems)}" if r else "smoke did not check it"
+        for m in models
+        if (r := found.get(m)) is None or r.status is not ModelStatus.PASSED
+    }
+
+
+def _grouped(unchecked: dict[str, str]) -> list[str]:
+    """`UNVERIFIED (why): model, model`, one per reason."""
+    by_why: dict[str, list[str]] = {}
+    for model, why in unchecked.items():
+        by_why.setdefault(why, []).append(model)
+    return [f"UNVERIFIED ({why}): {', '.join(models)}" for why, models in by_why.items()]
 
 
 def verified(ctx: StageContext, model: str) -> Verified:
