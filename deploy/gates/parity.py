@@ -32,9 +32,15 @@ SCHEMA = 1
 ATOL_BITE = 0.01
 
 
+# numpy's kinds of what is compared exactly: booleans, signed and unsigned integers.
+EXACT_KINDS = "biu"
+
+
 def metrics(actual: np.ndarray, ref: np.ndarray, tol: Tolerance) -> OutputParity:
     if actual.shape != ref.shape:
         return Incomparable(f"shape {list(actual.shape)} != reference {list(ref.shape)}")
+    if ref.dtype.kind in EXACT_KINDS:
+        return _exact(actual, ref)
     r, a = (x.ravel() for x in shared_infinities_zeroed(ref, actual))
     with np.errstate(invalid="ignore"):  # an infinity on one side only: inf or NaN, a failure
         diff = np.abs(a - r)
@@ -55,6 +61,26 @@ def metrics(actual: np.ndarray, ref: np.ndarray, tol: Tolerance) -> OutputParity
         atol_bites=tol.atol is not None and (not r.size or tol.atol < ATOL_BITE * scale),
         within_tolerance=within,
         passed=within and found is not None and found >= tol.min_cosine,
+    )
+
+
+def _exact(actual: np.ndarray, ref: np.ndarray) -> Compared:
+    """An integer or boolean output compared by equality: a tolerance would let an argmax
+    off by one class pass, and a cosine is undefined where the answer is all zeros (class 0)."""
+    diff = np.abs(actual.astype(np.float64) - ref.astype(np.float64)).ravel()
+    scale = float(np.abs(ref.astype(np.float64)).max(initial=0.0))
+    equal = bool(np.array_equal(actual, ref))
+    return Compared(
+        max_abs=float(diff.max(initial=0.0)),
+        mean_abs=float(diff.mean()) if diff.size else 0.0,
+        max_rel=float((diff / np.maximum(np.abs(ref.astype(np.float64)).ravel(), 1.0)).max(initial=0.0)),
+        ref_scale=scale,
+        scaled_err=_scaled(float(diff.max(initial=0.0)), scale),
+        cosine=1.0 if equal else None,
+        atol_bites=True,
+        within_tolerance=equal,
+        passed=equal,
+        exact=True,
     )
 
 
@@ -154,6 +180,8 @@ def failures(table: Table, tol: Tolerance) -> list[str]:
 
 def _numbers(m: Compared, tol: Tolerance) -> str:
     """Names the threshold(s) broken, with the numbers."""
+    if m.exact:
+        return f"not equal (max|Δ| {m.max_abs:g}, mean |Δ| {m.mean_abs:.3g}): an integer or boolean output is compared exactly"
     broken = []
     if not m.within_tolerance:
         broken.append(
@@ -190,11 +218,17 @@ def headline(table: Table, tol: Tolerance) -> str:
     rows = [p for outs in table.values() for p in outs.values() if isinstance(p, Compared)]
     if not rows:
         return "no comparable outputs"
-    cosines = [m.cosine for m in rows if m.cosine is not None]
-    cos = f"min cos {min(cosines):.6f}" if cosines else "cos undefined"
+    near = [m for m in rows if not m.exact]  # exact ones are equal or failed: no cosine to show
+    cosines = [m.cosine for m in near if m.cosine is not None]
+    cos = f"min cos {min(cosines):.6f}" if cosines else ("cos undefined" if near else "compared exactly")
     text = f"max|Δ| {max(m.max_abs for m in rows):.2g} ({max(m.scaled_err for m in rows):.2g} of max|ref|), {cos}"
-    if len(cosines) < len(rows):
+    if len(cosines) < len(near):
         text += ", cosine undefined on an all-zero output"
+    exact = sorted(
+        {n for outs in table.values() for n, p in outs.items() if isinstance(p, Compared) and p.exact}
+    )
+    if exact and near:
+        text += f"; {', '.join(exact)} compared exactly"
     if tol.atol is None:
         text += "; no elementwise bound (atol: null): judged by cosine"
     elif not all(m.atol_bites for m in rows):

@@ -19,6 +19,9 @@ class Compared:
     atol_bites: bool
     within_tolerance: bool
     passed: bool
+    # An integer or boolean output (argmax labels, masks, indices): equal or wrong, no
+    # tolerance and no cosine (1.0 when equal); an all-zero one is an answer like any other.
+    exact: bool = False
 
 
 @dataclass(frozen=True)

@@ -135,3 +135,32 @@ def test_a_cosine_just_below_its_limit_reads_below_it() -> None:
     said = parity._numbers(found, tol)
     value = said.removeprefix("cosine ").split(" <")[0]
     assert value != "1" and float(value) < 1.0 and said.endswith("< min_cosine 1"), said
+
+
+def test_integer_and_boolean_outputs_are_compared_exactly() -> None:
+    """argmax at batch 1 answered class 0: an all-zero reference, so export failed ("cosine
+    undefined", then "float rounding: a tolerance of atol >= 0 passes it"). Labels, masks and
+    indices are equal or wrong: no tolerance lets a class off by one pass."""
+    for ref in (
+        np.zeros(1, np.int64),
+        np.array([3, 0, 7]),
+        np.array([[True, False]]),
+        np.arange(4, dtype=np.uint8),
+    ):
+        same = parity.metrics(ref.copy(), ref, Tolerance())
+        assert same.passed and same.exact and same.cosine == 1.0, (ref, same)
+    labels = np.array([3, 0, 7])
+    near = parity.metrics(np.array([3, 0, 8]), labels, Tolerance(atol=2.0, rtol=1.0, min_cosine=0.9))
+    assert not near.passed and near.max_abs == 1.0  # a tolerance that would pass floats does not apply
+    assert parity.failures({"min": {"label": near}}, Tolerance()) == [
+        "min/label: not equal (max|Δ| 1, mean |Δ| 0.333): an integer or boolean output is compared exactly"
+    ]
+    flipped = parity.metrics(np.array([[False, False]]), np.array([[True, False]]), Tolerance())
+    assert not flipped.passed
+    table = {
+        "min": {
+            "label": parity.metrics(labels.copy(), labels, Tolerance()),
+            "logits": parity.metrics(A, A, Tolerance()),
+        }
+    }
+    assert parity.headline(table, Tolerance()).endswith("min cos 1.000000; label compared exactly")
