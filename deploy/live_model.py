@@ -72,19 +72,24 @@ def write_config(
     kwargs: Mapping[str, object] | None = None,
 ) -> Path:
     """What `optimize` runs: the weights, the model's source and the YAML, in the work dir."""
+    from deploy.pipeline.process.child_call import CallEnded, bounded
+
     model = _uncompiled(model)
     name = name or default_name(model)
     work = Path(workdir).absolute() / name
     work.mkdir(parents=True, exist_ok=True)
     examples = _named(example_inputs, model)
-    source = _source(model, work, name, factory, kwargs, examples)
     config = work / f"{name}.yaml"
-    try:
-        text = _config_for(model, name, source, examples, dynamic, work)
-    except StageFailed as exc:  # the model's own failure on the user's examples: one of the typed errors
-        raise ConfigError(
-            "example_inputs", [Issue("example_inputs", f"the model does not run on them: {exc}")]
-        ) from exc
+    with bounded():  # the live model runs here, in the caller's process: a hang is bounded too
+        source = _source(model, work, name, factory, kwargs, examples)
+        try:
+            text = _config_for(model, name, source, examples, dynamic, work)
+        except CallEnded:
+            raise
+        except StageFailed as exc:  # the model's own failure on the user's examples: one of the typed errors
+            raise ConfigError(
+                "example_inputs", [Issue("example_inputs", f"the model does not run on them: {exc}")]
+            ) from exc
     config.write_text(text)
     return config
 

@@ -270,3 +270,27 @@ def test_a_compiled_module_deploys_the_module_it_wraps(tmp_path: Path) -> None:
     assert config.name == "sequential.yaml"  # named, and so built, from the wrapped module
     result = deploy.load(config).run(only=["golden", "export"])
     assert result.ok, result
+
+
+class _Hangs(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import time
+
+        time.sleep(600)
+        return x
+
+
+def test_a_live_model_whose_forward_hangs_is_stopped_at_the_call_timeout(tmp_path: Path, monkeypatch) -> None:
+    """optimize calls the live model in the caller's process (it is the caller's object): a
+    forward that never returned kept it waiting for ever, $DEPLOY_CALL_TIMEOUT_S or not."""
+    import time
+
+    from deploy.pipeline.errors import ExitCode
+    from deploy.pipeline.process.child_call import CallEnded
+
+    monkeypatch.setenv("DEPLOY_CALL_TIMEOUT_S", "2")
+    began = time.monotonic()
+    with pytest.raises(CallEnded, match=r"did not return within 2 s") as ended:
+        write_config(_Hangs(), torch.randn(2, 8), workdir=tmp_path)
+    assert ended.value.exit_code is ExitCode.LIMIT and time.monotonic() - began < 60
+    assert not list(tmp_path.rglob("*.yaml"))  # no config for a model that never answered

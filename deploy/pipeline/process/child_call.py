@@ -5,14 +5,16 @@ instead of vanishing without a word. The answer and deploy's own errors come bac
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import Enum
 from multiprocessing.connection import Connection
+from types import FrameType
 from typing import Any, TypeVar
 
 from deploy.domain.issues import Issue
@@ -57,7 +59,8 @@ def in_child(call: Callable[..., T], *args: Any) -> T:
     child waiting on a futex)."""
     timeout_s = _timeout_s()  # refused alike wherever the call is made
     if _threads() > 1:
-        return call(*args)
+        with bounded(timeout_s):
+            return call(*args)
     context = multiprocessing.get_context("fork")
     reader, writer = context.Pipe(duplex=False)
     child = context.Process(target=_child, args=(writer, call, args), daemon=True)
@@ -71,6 +74,50 @@ def in_child(call: Callable[..., T], *args: Any) -> T:
             child.kill()
             child.join()
     return _outcome(kind, value, child.exitcode)
+
+
+class _Overran(BaseException):
+    """Raised in the main thread by bounded()'s alarm: a BaseException, so that the model's
+    own `except Exception` does not swallow it."""
+
+
+@contextlib.contextmanager
+def bounded(timeout_s: float | None = None) -> Iterator[None]:
+    """A call into the model's code in this very process (a live model, `deploy.optimize`;
+    a process with threads, which a fork would copy with their locks held) bounded all the
+    same: at the timeout an alarm raises in the main thread once Python runs again (a
+    sleep or a Python loop; a native deadlock it cannot end), as CallEnded (exit 6). Off the
+    main thread, or where the caller's own alarm is set, nothing is changed."""
+    seconds = _timeout_s() if timeout_s is None else timeout_s
+    mine = threading.current_thread() is threading.main_thread()
+    if (
+        not mine
+        or signal.getitimer(signal.ITIMER_REAL)[0]
+        or signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, None)
+    ):
+        yield
+        return
+
+    def overran(signum: int, frame: FrameType | None) -> None:
+        raise _Overran
+
+    before = signal.signal(signal.SIGALRM, overran)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _Overran:
+        raise _outcome_hung(seconds) from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+
+
+def _outcome_hung(seconds: float) -> CallEnded:
+    return CallEnded(
+        f"the model's code did not return within {seconds:g} s (a forward that hangs; for a slower "
+        f"model set ${TIMEOUT_ENV})",
+        ExitCode.LIMIT,
+    )
 
 
 def _threads() -> int:
@@ -108,11 +155,7 @@ def _receive(reader: Connection, timeout_s: float) -> tuple[Reply | None, Any]:
 
 def _outcome(kind: Reply | None, value: Any, exitcode: int | None) -> Any:
     if kind is Reply.HUNG:
-        raise CallEnded(
-            f"the model's code did not return within {value:g} s (a forward that hangs; for a slower "
-            f"model set ${TIMEOUT_ENV})",
-            ExitCode.LIMIT,
-        )
+        raise _outcome_hung(value)
     if kind is Reply.RETURNED:
         return value
     if kind is Reply.RAISED:
