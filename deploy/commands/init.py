@@ -43,7 +43,20 @@ def parse_input(text: str) -> InputArg:
         why = f"'{parts[0]}' is not a tensor name (letters, digits, _ and ., not starting with a digit)"
         raise UsageError("--input", [Issue("--input", f"in '{text}': {why}")])
     low, mid, high = (tuple(int(d) for d in s.split("x")) if s else () for s in shapes)
+    if why := _out_of_order(low, mid, high):  # a typo in the flag, said as one: not a static dim
+        raise UsageError("--input", [Issue("--input", f"in '{text}': {why}")])
     return InputArg(parts[0], parts[1], low, mid, high)
+
+
+def _out_of_order(low: tuple[int, ...], mid: tuple[int, ...], high: tuple[int, ...]) -> str:
+    if not len(low) == len(mid) == len(high):
+        return f"min, opt and max have {len(low)}, {len(mid)} and {len(high)} dims: give each the same"
+    bad = [
+        f"dim {i}: {a} / {b} / {c}"
+        for i, (a, b, c) in enumerate(zip(low, mid, high, strict=True))
+        if not a <= b <= c
+    ]
+    return f"need min <= opt <= max in every dim ({'; '.join(bad)})" if bad else ""
 
 
 def parse_kwargs(items: list[str]) -> dict[str, object]:

@@ -157,6 +157,8 @@ def inspect(model: Any, specs: Sequence[Any], batched: bool) -> Findings:
     _refuse_noise_and_nan(model, names, sample, result)
     found = discover(tensors, batched, names)
     batching = _batching(model, specs, names, rng) if batched else None
+    if batching is not None:
+        _refuse_zero_alone(model, specs, names, rng, {o.name for o in batching.dependent()})
     _at_max(model, specs, names, rng)
     return Findings(found, 0, batching, called, uncached=uncached(model))
 
@@ -282,6 +284,38 @@ def _detection_outputs(result: Any) -> list[Found]:
 
     padded = detections.padded(result, Detections(max_detections=_rows(result), count=COUNT))
     return [Found(k, None, tuple(v.shape), "other") for k, v in padded.items()]
+
+
+def _refuse_zero_alone(
+    model: Any, specs: Sequence[Any], names: tuple[str, ...], rng: Any, dependent: set[str]
+) -> None:
+    """golden refuses an output that depends on the rest of its batch and is all zeros for
+    a batch of one (`y - y.mean(0)`): init wrote such a config and its run refused it."""
+    from deploy.modelio.adapter import probe
+    from deploy.modelio.outputs import flat
+    from deploy.pipeline.errors import UsageError
+    from deploy.spec.tensors import InputsBy
+
+    if not dependent or min(s.min[0] for s in specs) > 1:
+        return
+    sample = _sample(specs, {s.name: (1, *s.min[1:]) for s in specs}, rng)
+    result, _ = probe(model, names, InputsBy.AUTO, sample)
+    zero = [
+        path or "output"
+        for path, t in flat(result).items()
+        if (path or "output") in dependent and not t.any()
+    ]
+    if zero:
+        raise UsageError(
+            "--input",
+            [
+                Issue(
+                    f"--input {specs[0].name}",
+                    f"output '{zero[0]}' depends on the rest of its batch and is all zeros for a batch of one, which no "
+                    "converted answer can be judged against: give the batch dim a min of 2 or more",
+                )
+            ],
+        )
 
 
 def _batching(model: Any, specs: Sequence[Any], names: tuple[str, ...], rng: Any) -> BatchIndependence:

@@ -45,6 +45,15 @@ def broken():
             raise RuntimeError("this forward is broken")
 
     return Broken()
+
+
+def centred():
+    class Centred(nn.Module):
+        def forward(self, image):
+            flat = image.flatten(1)
+            return flat - flat.mean(0, keepdim=True)  # all zeros for a batch of one
+
+    return Centred()
 """
 
 
@@ -147,6 +156,21 @@ def test_outputs_are_named_by_key_position_or_as_the_lone_tensor() -> None:
         ),
         (["--callable", "nosuch", "--input", "image:float32:1x3x8x8/1x3x8x8/2x3x8x8"], "nosuch", 3),
         (["--callable", "segmenter", "--input", "image:float33:1x3x8x8/1x3x8x8/2x3x8x8"], "--input image", 2),
+        (  # max mistyped: was "dim 0 is static 1" (exit 3), naming a dim nobody declared static
+            ["--callable", "segmenter", "--input", "image:float32:1x3x8x8/2x3x8x8/1x3x8x8"],
+            "need min <= opt <= max in every dim (dim 0: 1 / 2 / 1)",
+            2,
+        ),
+        (
+            ["--callable", "segmenter", "--input", "image:float32:1x3x8x8/2x3x8/2x3x8x8"],
+            "min, opt and max have 4, 3 and 4 dims",
+            2,
+        ),
+        (  # init wrote it, and golden refused the config it wrote
+            ["--callable", "centred", "--input", "image:float32:1x3x8x8/2x3x8x8/4x3x8x8"],
+            "output 'output' depends on the rest of its batch and is all zeros for a batch of one",
+            2,
+        ),
     ],
 )
 def test_bad_input_says_which_and_writes_nothing(

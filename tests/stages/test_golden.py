@@ -349,9 +349,10 @@ def test_a_batch_centred_output_at_a_batch_of_one_is_refused_naming_min(write_co
     path = write_config({"model": {"file": str(tmp_path / "centred.py"), "callable": "spectrum"}})
     with pytest.raises(
         StageError,
-        match=r"'logits' depends on the rest of its batch and is all zeros at min .*batch 2 or more",
-    ):
+        match=r"inputs\[\]\.min: output 'logits' depends on the rest of its batch and is all zeros at min .*batch 2 or more",
+    ) as refused:
         run(path, only=["golden"])
+    assert refused.value.exit_code == ExitCode.CONFIG  # the config's shapes, not a failed stage
 
 
 def test_zero_vs_zero_is_not_a_perfect_cosine() -> None:

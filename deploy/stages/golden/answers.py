@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from deploy.domain.issues import Issue
 from deploy.gates.cases import SAMPLE
 from deploy.gates.eager_record import Truncated
 from deploy.gates.references import Case, Golden
-from deploy.pipeline.errors import StageFailed
+from deploy.pipeline.errors import ConfigError, StageFailed
 from deploy.spec.tensors import LABELS
 
 if TYPE_CHECKING:
@@ -84,12 +85,18 @@ def refuse_centred_at_one(golden: Golden, dependent: set[str]) -> None:
         if name in case.outputs and not np.any(case.outputs[name])
         and any(a.shape[:1] == (1,) for a in case.inputs.values())
     ]  # fmt: skip
-    if zero:
+    if zero:  # the config's shapes: a config error (exit 3), as init refuses it
         label, name = zero[0]
         shapes = ", ".join(f"{n} {list(a.shape)}" for n, a in cases[label].inputs.items())
-        raise StageFailed(
-            f"outputs: '{name}' depends on the rest of its batch and is all zeros at {label} ({shapes}): "
-            "a converted answer cannot be judged against zeros; make min's batch 2 or more, or drop it from outputs"
+        raise ConfigError(
+            "inputs",
+            [
+                Issue(
+                    "inputs[].min",
+                    f"output '{name}' depends on the rest of its batch and is all zeros at {label} ({shapes}): "
+                    "a converted answer cannot be judged against zeros; make min's batch 2 or more, or drop it from outputs",
+                )
+            ],
         )
 
 
