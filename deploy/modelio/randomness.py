@@ -32,8 +32,8 @@ _OWN = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file_
 _NOISE = (
     "; it ran {}. No export can match a forward that draws noise, and parity or batch independence measured "
     "on it measures the noise. Ways out: pass the noise as an input (e.g. ViT-MAE's `noise=`: declare it under "
-    "inputs), seed it inside forward with a fixed torch.Generator, or call model.eval() in the factory where "
-    "it is dropout"
+    "inputs), or seed it inside forward with a fixed torch.Generator. deploy already calls model.eval(): a "
+    "dropout that still draws is one that ignores it (F.dropout(x, training=True): pass training=self.training)"
 )
 _STATE = (
     "; it ran no random op: something the forward keeps between calls changed its answer (a buffer or an "
