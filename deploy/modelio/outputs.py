@@ -149,6 +149,22 @@ def _leaves(result: Any, prefix: Path) -> list[Path]:
     return []  # None (an unset ModelOutput field), ints, strings: not outputs
 
 
+def not_tensors(result: Any, prefix: Path = ()) -> list[str]:
+    """What the model returned that is neither a tensor nor None (a float, a string, a numpy
+    array): no output can carry it, so it is left out, and `deploy init` says so."""
+    if result is None or isinstance(result, torch.Tensor) or _is_cache(result):
+        return []
+    if isinstance(result, Mapping):
+        return [p for k, v in result.items() for p in not_tensors(v, (*prefix, k))]
+    if isinstance(result, tuple) and hasattr(result, "_fields"):
+        return [p for k, v in zip(result._fields, result) for p in not_tensors(v, (*prefix, k))]
+    if isinstance(result, (list, tuple)):
+        return [p for i, v in enumerate(result) for p in not_tensors(v, (*prefix, i))]
+    if _is_dataclass(result):
+        return [p for k in _fields(result) for p in not_tensors(getattr(result, k), (*prefix, k))]
+    return [f"{_dotted(prefix) or 'the result'} ({type(result).__name__})"]
+
+
 def _is_cache(node: Any) -> bool:
     """A transformers Cache (DynamicCache and its kin): a list of layers with keys / values."""
     layers = getattr(node, "layers", None)

@@ -131,9 +131,13 @@ def _notes(found: Findings, fixed: bool) -> list[str]:
             "# Served as one full forward per call: right, but a token costs the whole sequence",
             "# (docs/how-to/decoders.md says which caches deploy exports).",
         ]
+    warned = [f"# {WARNING}{found.warning}."] if found.warning else []
     if fixed:
-        return ["# Not every input has a batch dim alike: batch_dim: null, Triton's max_batch_size is 0."]
-    return []
+        return [
+            "# Not every input has a batch dim alike: batch_dim: null, Triton's max_batch_size is 0.",
+            *warned,
+        ]
+    return warned
 
 
 def _guessed_positions(decoder: DecoderFound) -> list[str]:

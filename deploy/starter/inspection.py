@@ -128,7 +128,7 @@ def inspect(model: Any, specs: Sequence[Any], batched: bool) -> Findings:
 
     from deploy.modelio import detections
     from deploy.modelio.adapter import ForwardRaised, probe
-    from deploy.modelio.outputs import returned_tensors
+    from deploy.modelio.outputs import not_tensors, returned_tensors
     from deploy.spec.tensors import InputsBy
 
     names = tuple(s.name for s in specs)
@@ -160,7 +160,9 @@ def inspect(model: Any, specs: Sequence[Any], batched: bool) -> Findings:
     if batching is not None:
         _refuse_zero_alone(model, specs, names, rng, {o.name for o in batching.dependent()})
     _at_max(model, specs, names, rng)
-    return Findings(found, 0, batching, called, uncached=uncached(model))
+    left = not_tensors(result)
+    said = f"the forward also returns values no output can carry (not tensors), left out: {', '.join(left)}" if left else ""
+    return Findings(found, 0, batching, called, uncached=uncached(model), warning=said)
 
 
 def _at_max(model: Any, specs: Sequence[Any], names: tuple[str, ...], rng: Any) -> None:
