@@ -136,9 +136,11 @@ class InitRequest:
 
     @property
     def chosen_name(self) -> str:
+        """--output's stem where one is given (two configs of one model written to two files
+        ran into one runs/ folder and one repository's models), else the model's source."""
         raw = (self.factory or "").rpartition(":")[2] or self.callable
         raw = raw or (self.torchscript.stem if self.torchscript else "") or "model"
-        return re.sub(r"[^A-Za-z0-9_.-]", "_", raw)
+        return re.sub(r"[^A-Za-z0-9_.-]", "_", self.output.stem if self.output is not None else raw)
 
     def source(self, base: Path) -> SourceEntry:
         """`model:` as the written file needs it: local paths relative to its directory."""

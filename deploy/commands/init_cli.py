@@ -23,7 +23,10 @@ TorchScript = Annotated[Path | None, typer.Option(help="The model: a TorchScript
 Kwargs = Annotated[
     list[str], typer.Option("--kwarg", help="KEY=VALUE for the factory (repeatable; VALUE read as YAML).")
 ]
-Name = Annotated[str | None, typer.Option(help="Pipeline name (default: from the model's source).")]
+Name = Annotated[
+    str | None,
+    typer.Option(help="Pipeline name (default: --output's file name, else from the model's source)."),
+]
 Output = Annotated[Path | None, typer.Option("--output", "-o", help="Where to write (default: NAME.yaml).")]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace an existing file.")]
 ValueRanges = Annotated[

@@ -161,7 +161,11 @@ def inspect(model: Any, specs: Sequence[Any], batched: bool) -> Findings:
         _refuse_zero_alone(model, specs, names, rng, {o.name for o in batching.dependent()})
     _at_max(model, specs, names, rng)
     left = not_tensors(result)
-    said = f"the forward also returns values no output can carry (not tensors), left out: {', '.join(left)}" if left else ""
+    said = (
+        f"the forward also returns values no output can carry (not tensors), left out: {', '.join(left)}"
+        if left
+        else ""
+    )
     return Findings(found, 0, batching, called, uncached=uncached(model), warning=said)
 
 

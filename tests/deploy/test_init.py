@@ -47,6 +47,18 @@ def broken():
     return Broken()
 
 
+def with_extras():
+    class WithExtras(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 5)
+
+        def forward(self, x):
+            return self.lin(x), None, 3.0  # None: an unset field; 3.0: a value no output carries
+
+    return WithExtras()
+
+
 def centred():
     class Centred(nn.Module):
         def forward(self, image):
@@ -768,3 +780,36 @@ def test_a_detector_that_finds_nothing_is_written_with_a_warning_naming_what_gol
     assert (warning in said) is warned, said
     assert (warning in (tmp_path / f"{function}.yaml").read_text()) is warned
     assert "The model was called with: images [1, 3, 8, 8] float32" in said
+
+
+def test_what_no_output_can_carry_is_said_not_dropped_without_a_word(tmp_path: Path, cli: Cli) -> None:
+    (tmp_path / "models.py").write_text(MODELS)
+    done = init_file(cli, tmp_path, "models.py", "with_extras", "x:float32:1x8/2x8/4x8")
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = "the forward also returns values no output can carry (not tensors), left out: 2 (float)"
+    assert said in done.stdout and f"# Warning: {said}." in (tmp_path / "with_extras.yaml").read_text()
+    assert [o["name"] for o in yaml.safe_load((tmp_path / "with_extras.yaml").read_text())["outputs"]] == [
+        "output0"
+    ]
+
+
+def test_output_names_the_pipeline_unless_name_does(tmp_path: Path, cli: Cli) -> None:
+    """Two configs of one model, written with -o to two files, kept the callable's name: their
+    runs shared runs/<name>/ and the repository's models, each replacing the other's."""
+    (tmp_path / "models.py").write_text(MODELS)
+    first = init_file(
+        cli, tmp_path, "models.py", "with_extras", "x:float32:1x8/2x8/4x8", extra=("-o", "small.yaml")
+    )
+    named = init_file(
+        cli,
+        tmp_path,
+        "models.py",
+        "with_extras",
+        "x:float32:1x8/2x8/4x8",
+        extra=("-o", "b.yaml", "--name", "mine"),
+    )
+    assert first.returncode == named.returncode == 0, (
+        first.stdout + first.stderr + named.stdout + named.stderr
+    )
+    assert yaml.safe_load((tmp_path / "small.yaml").read_text())["name"] == "small"
+    assert yaml.safe_load((tmp_path / "b.yaml").read_text())["name"] == "mine"
