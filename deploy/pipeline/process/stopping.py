@@ -88,7 +88,7 @@ def listening() -> Iterator[None]:
     """stop_on_signals for one command, put back after it. A library may turn the
     KeyboardInterrupt into an error of its own (pydantic building a schema raises a
     SchemaError): `stopped_by()` then says that a stop came first."""
-    _State.last = None
+    _State.last = _State.late = None
     previous, hook = stop_on_signals(), sys.unraisablehook
     sys.unraisablehook = functools.partial(_raised_again, hook)
     try:
