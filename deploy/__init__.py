@@ -22,11 +22,19 @@ logging.getLogger("deploy").addHandler(logging.NullHandler())
 if TYPE_CHECKING:
     from deploy.api import LogReporter, Pipeline, RunResult, load
     from deploy.live_model import optimize
-    from deploy.pipeline.errors import ConfigError, DeployError, EnvError, SelectionError, StageError
+    from deploy.pipeline.errors import (
+        CallEnded,
+        ConfigError,
+        DeployError,
+        EnvError,
+        SelectionError,
+        StageError,
+    )
 
 # The errors a call raises, as `deploy.ConfigError` etc. (deploy.pipeline.errors holds them; light).
-ERRORS = ("ConfigError", "DeployError", "EnvError", "SelectionError", "StageError")
+ERRORS = ("CallEnded", "ConfigError", "DeployError", "EnvError", "SelectionError", "StageError")
 __all__ = [
+    "CallEnded",
     "ConfigError",
     "DeployError",
     "EnvError",

@@ -313,6 +313,7 @@ INTERNAL_SIGNALS = {
     "StaleRelease": "a version dir without its record: releases skips it",
     "SummarySchemaError": "another release's summary.json: readers treat it as absent",
     "StaleRecord": "another release's service record: smoke says to rerun triton_config",
+    "_Overran": "a live model's call past its timeout: child_call.bounded raises CallEnded for it",
 }
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from deploy.domain.artifacts import ONNX
 from deploy.gates.accuracy_report import Accuracy, AccuracyReport, Evidence, OutputAccuracy, Speed
 from deploy.gates.metrics import (
+    EXACT_KINDS,
     all_zero,
     cosine,
     max_abs,
@@ -43,11 +44,37 @@ def measure(
     """output -> metrics over all samples."""
     result = {}
     for name in reference[0]:
-        ref = np.concatenate([r[name] for r in reference]).astype(np.float64)
-        got = np.concatenate([c[name] for c in candidate]).astype(np.float64)
+        # A 0-d output (a model without a batch dim answering one number) is one sample a feed.
+        ref = np.concatenate([np.atleast_1d(r[name]) for r in reference])
+        got = np.concatenate([np.atleast_1d(c[name]) for c in candidate])
+        if ref.dtype.kind in EXACT_KINDS:
+            result[name] = _exact(ref, got)
+            continue
+        ref, got = ref.astype(np.float64), got.astype(np.float64)
         logits = kinds[name] is OutputKind.LOGITS and ref.ndim == 2 and ref.shape[1] >= 2
         result[name] = _metrics(ref, got, k if logits else None)
     return result
+
+
+def _exact(ref: np.ndarray, got: np.ndarray) -> OutputAccuracy:
+    """Labels, masks, indices: the share of samples answered exactly as FP32 did (a cosine
+    of class indices passed a label moved by two classes, and refused class 0 answered
+    alike everywhere)."""
+    rows, other = ref.reshape(len(ref), -1), got.reshape(len(got), -1).astype(ref.dtype)
+    diff = np.abs(rows.astype(np.float64) - other.astype(np.float64)) if rows.shape == other.shape else None
+    equal = np.all(rows == other, axis=1) if diff is not None else np.zeros(len(ref), dtype=bool)
+    scale = float(np.abs(rows.astype(np.float64)).max(initial=0.0))
+    worst = float(diff.max(initial=0.0)) if diff is not None else float("inf")
+    return OutputAccuracy(
+        samples=len(ref),
+        cosine=None,
+        min_sample_cosine=None,
+        zero_samples=0,
+        max_abs=worst,
+        mean_abs=float(diff.mean()) if diff is not None and diff.size else 0.0,
+        scaled_err=worst / scale if scale > 0 else None,
+        exact_agreement=float(equal.mean()) if len(equal) else 1.0,
+    )
 
 
 def _metrics(ref: np.ndarray, got: np.ndarray, k: int | None) -> OutputAccuracy:
@@ -82,6 +109,13 @@ def _metrics(ref: np.ndarray, got: np.ndarray, k: int | None) -> OutputAccuracy:
 def failures(metrics: Accuracy, gate: AccuracyGate) -> list[str]:
     bad = []
     for name, m in metrics.items():
+        if m.exact_agreement is not None:
+            if not m.exact_agreement >= gate.min_exact_agreement:
+                bad.append(
+                    f"{name}: {m.exact_agreement:.3f} of samples answered exactly as FP32 < min_exact_agreement "
+                    f"{gate.min_exact_agreement} (an integer or boolean output: equal or wrong)"
+                )
+            continue
         if m.cosine is None:
             bad.append(
                 f"{name}: cosine undefined, the outputs are all zeros on the held-out inputs (use real data)"
@@ -136,6 +170,9 @@ def gate_against_fp32(
 def headline(label: str, metrics: Accuracy, evidence: Evidence) -> str:
     parts = []
     for name, m in metrics.items():
+        if m.exact_agreement is not None:
+            parts.append(f"{name}: {m.exact_agreement:.3f} of samples equal")
+            continue
         agree = "" if m.top1_agreement is None else f", top-1 agree {m.top1_agreement:.3f}"
         parts.append(f"{name}: cos {_maybe(m.cosine, '.5f')}, max|Δ| {m.max_abs:.3g}{agree}")
     held_out = "RANDOM held-out inputs" if evidence.synthetic else "held-out"

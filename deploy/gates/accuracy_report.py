@@ -35,11 +35,14 @@ class OutputAccuracy:
     top1_agreement: float | None = None
     topk_agreement: float | None = None
     top_k: int | None = None
+    # An integer or boolean output (labels, masks, indices): the share of samples whose every
+    # element equals FP32's, in place of a cosine (which read class indices as a direction).
+    exact_agreement: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Agreement keys only where measured, top-k named by its k (e.g. top5_agreement)."""
         data = asdict(self)
-        for key in ("top1_agreement", "topk_agreement", "top_k"):
+        for key in ("top1_agreement", "topk_agreement", "top_k", "exact_agreement"):
             if data[key] is None:
                 del data[key]
         if self.top_k is not None:

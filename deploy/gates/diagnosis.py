@@ -103,7 +103,7 @@ def explain(
     bad = failing(table)
     if not bad:
         return Diagnosis("")
-    for check in (_non_finite, _unsteady, _path, _rounding):
+    for check in (_non_finite, _unsteady, _path, _integer, _rounding):
         found = check(table, bad, tol, eager, spread or {})
         if found is not None:
             return found
@@ -186,6 +186,25 @@ def _shapes(eager: EagerRecord | None, case: str) -> str:
     if eager is None or case not in eager.shapes:
         return ""
     return "(" + ", ".join(f"{n} {s}" for n, s in eager.shapes[case].items()) + ")"
+
+
+def _integer(
+    table: Table, bad: dict[str, list[str]], tol: Tolerance, eager: EagerRecord | None, spread: Spread
+) -> Diagnosis | None:
+    """An integer or boolean output that differs: compared exactly, so no tolerance is the
+    way out (one was advised, and the same failure came back with it set)."""
+    found = [
+        (c, n, m) for c, names in bad.items() for n in names if (m := _compared(table, c, n)) and m.exact
+    ]
+    if not found:
+        return None
+    case, name, m = found[0]
+    return Diagnosis(
+        f"{name} is an integer or boolean output and differs at {case} (by up to {m.max_abs:g}): it is compared "
+        "exactly, so no tolerance applies. Where it is computed from floats (a cast, argmax, a threshold), the "
+        "runtime's float rounding can move it: make the step robust to it (round before the cast), or return "
+        "the float and let the client do the step"
+    )
 
 
 def _rounding(

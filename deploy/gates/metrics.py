@@ -67,6 +67,11 @@ def shared_infinities_zeroed(ref: np.ndarray, got: np.ndarray) -> tuple[np.ndarr
     return np.where(shared, 0.0, r), np.where(shared, 0.0, g)
 
 
+# numpy's kinds of what is compared exactly, never by a cosine or a tolerance: booleans,
+# signed and unsigned integers (argmax labels, masks, indices).
+EXACT_KINDS = "biu"
+
+
 def all_zero(a: np.ndarray) -> bool:
     return not np.any(np.asarray(a))
 

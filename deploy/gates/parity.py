@@ -17,7 +17,7 @@ import numpy as np
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
 from deploy.gates.detection_parity import DetectionLayout, aligned
-from deploy.gates.metrics import all_zero, cosine, shared_infinities_zeroed
+from deploy.gates.metrics import EXACT_KINDS, all_zero, cosine, shared_infinities_zeroed
 from deploy.gates.parity_table import Compared, Incomparable, OutputParity, Table, to_json
 from deploy.gates.references import Case
 from deploy.gates.tolerance import Tolerance
@@ -30,10 +30,6 @@ SCHEMA = 1
 # atol "bites" only when it is small against the reference's own scale: an atol of 1e-4
 # passes any answer at all for logits of size 1e-9 (random-init models).
 ATOL_BITE = 0.01
-
-
-# numpy's kinds of what is compared exactly: booleans, signed and unsigned integers.
-EXACT_KINDS = "biu"
 
 
 def metrics(actual: np.ndarray, ref: np.ndarray, tol: Tolerance) -> OutputParity:

@@ -110,6 +110,13 @@ class AccuracyGate(BaseModel):
         le=1,
         description="For [batch, classes] outputs: least fraction of samples whose top-1 class matches FP32's; null: not checked.",
     )
+    min_exact_agreement: float = Field(
+        0.99,
+        ge=0,
+        le=1,
+        description="For integer and boolean outputs (labels, masks, indices), judged by it in place of the "
+        "cosine: least fraction of held-out samples whose every element equals FP32's.",
+    )
     top_k: int = Field(5, ge=1, description="k of min_topk_agreement.")
     min_topk_agreement: float | None = Field(
         None,

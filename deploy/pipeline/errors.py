@@ -147,6 +147,21 @@ class StageFailed(DeployError):
     exit_code = ExitCode.STAGE
 
 
+class CallEnded(StageFailed):
+    """A call into the model's code outside a stage (`deploy init`, `validate --probe`,
+    `deploy.optimize`) that ended before it answered: a native crash, a kill or an os._exit
+    (exit 5, as a stage's process that dies), or no answer in time (exit 6, as a stage
+    stopped at its timeout_s)."""
+
+    def __init__(self, message: str, exit_code: ExitCode = ExitCode.CRASHED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def said_while(self, doing: str) -> CallEnded:
+        """The same end, naming the model as the one whose code ended it and what ran it."""
+        return CallEnded(f"model: {self}, while {doing}", self.exit_code)
+
+
 class StageSkipped(Exception):
     """Raised by stage code when it cannot apply here (e.g. no GPU); not a failure."""
 

@@ -89,7 +89,11 @@ class OpenVino:
             self.compiled = ov.Core().compile_model(str(xml), "CPU", config)
         except Exception as exc:
             raise StageFailed(f"OpenVINO cannot load {xml}: {reason(exc)}") from exc
-        self._outputs = chosen_outputs([o.get_any_name() for o in self.compiled.outputs], outputs, "OpenVINO")
+        # A port has every name its tensor had: a Cast folded away (argmax to int32) leaves
+        # {"argmax", "label"}, and get_any_name() gave "argmax": asked-for names match any of them.
+        every = [name for port in self.compiled.outputs for name in sorted(port.get_names())]
+        ports = tuple(port.get_any_name() for port in self.compiled.outputs)
+        self._outputs = chosen_outputs(every, outputs, "OpenVINO") if outputs else ports
         self.request = self.compiled.create_infer_request()
 
     @property

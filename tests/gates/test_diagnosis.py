@@ -137,3 +137,21 @@ def test_judge_raises_with_the_cause_first(tmp_path: Path) -> None:
         StageFailed, match=r"^noisy vs eager parity failed: the runtime disagrees with itself"
     ):
         diagnosis.judge("noisy vs eager", table, TOL, cases, None, runtime.infer)
+
+
+def test_an_integer_output_that_differs_is_never_advised_a_tolerance() -> None:
+    """`(y * 1e6).long()` moved by 1 where float rounding moved y: the diagnosis said "float
+    rounding: a tolerance of atol >= 1 passes it", and with that tolerance set the same failure
+    came back, since an integer output is compared exactly."""
+    rng = np.random.default_rng(0)
+    cases = {
+        n: Case({"x": x}, {"y": (x * 1e6).astype(np.int64)})
+        for n in ("min", "opt")
+        for x in [rng.normal(size=(4, 8))]
+    }
+    answers = {n: {"y": c.outputs["y"] + 1} for n, c in cases.items()}
+    table = parity.compare(answers, cases, TOL)
+    found = diagnosis.explain(table, TOL, record(10.0, tuple(cases)), {n: {"y": 0.0} for n in cases})
+    assert not found.rounding and "atol" not in found.cause
+    assert found.cause.startswith("y is an integer or boolean output and differs at min (by up to 1)")
+    assert "no tolerance applies" in found.cause

@@ -164,3 +164,32 @@ def test_integer_and_boolean_outputs_are_compared_exactly() -> None:
         }
     }
     assert parity.headline(table, Tolerance()).endswith("min cos 1.000000; label compared exactly")
+
+
+def test_the_reduced_precision_gate_judges_labels_by_equality_and_takes_0d_outputs() -> None:
+    """INT8 moved one label of eight by two classes and the gate passed it (cosine 0.9926 of
+    class indices); class 0 answered alike everywhere was refused (an all-zero reference);
+    a 0-d output failed the stage with numpy's "zero-dimensional arrays cannot be concatenated"."""
+    from deploy.gates.tolerance import AccuracyGate
+
+    labels = np.array([3, 1, 4, 1, 5, 9, 2, 6])
+    moved = labels.copy()
+    moved[5] = 7
+    kinds = {"label": OutputKind.OTHER}
+    found = accuracy.measure([{"label": labels}], [{"label": moved}], 5, kinds)["label"]
+    assert found.exact_agreement == 0.875 and found.cosine is None and found.max_abs == 2.0
+    assert accuracy.failures({"label": found}, AccuracyGate()) == [
+        "label: 0.875 of samples answered exactly as FP32 < min_exact_agreement 0.99 (an integer or boolean output: equal or wrong)"
+    ]
+    zeros = np.zeros(8, np.int64)
+    same = accuracy.measure([{"label": zeros}], [{"label": zeros.copy()}], 5, kinds)
+    assert accuracy.failures(same, AccuracyGate()) == [] and same["label"].exact_agreement == 1.0
+    scalars = accuracy.measure(
+        [{"s": np.float32(v)} for v in (1.0, 2.0)],
+        [{"s": np.float32(v)} for v in (1.0, 2.0)],
+        5,
+        {"s": OutputKind.OTHER},
+    )
+    assert scalars["s"].samples == 2 and scalars["s"].cosine == pytest.approx(1.0)
+    assert agree([{"label": labels}], [{"label": moved}], ["label"])[0].cosine == 0.0
+    assert agree([{"label": labels}], [{"label": labels.copy()}], ["label"])[0].cosine == 1.0

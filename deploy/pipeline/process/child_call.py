@@ -18,7 +18,8 @@ from types import FrameType
 from typing import Any, TypeVar
 
 from deploy.domain.issues import Issue
-from deploy.pipeline.errors import ConfigError, DeployError, ExitCode, StageFailed
+from deploy.pipeline.errors import CallEnded as CallEnded
+from deploy.pipeline.errors import ConfigError, DeployError, ExitCode
 from deploy.pipeline.process import lifeline
 
 T = TypeVar("T")
@@ -27,20 +28,6 @@ T = TypeVar("T")
 # How long the call may take: a forward that never returned kept `deploy init` waiting for ever.
 DEFAULT_TIMEOUT_S = 900.0
 TIMEOUT_ENV = "DEPLOY_CALL_TIMEOUT_S"
-
-
-class CallEnded(StageFailed):
-    """The child ended before it answered: a native crash, a kill or an os._exit (exit 5,
-    as a stage's process that dies), or it never answered in time (exit 6, as a stage
-    stopped at its timeout_s)."""
-
-    def __init__(self, message: str, exit_code: ExitCode = ExitCode.CRASHED) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-    def said_while(self, doing: str) -> CallEnded:
-        """The same end, naming the model as the one whose code ended it and what ran it."""
-        return CallEnded(f"model: {self}, while {doing}", self.exit_code)
 
 
 class Reply(str, Enum):

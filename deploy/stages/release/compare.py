@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from deploy.gates.metrics import (
+    EXACT_KINDS,
     max_abs,
     row_cosines,
     row_norm_ratios,
@@ -80,6 +81,9 @@ def agree(
     2-D output (a classifier's logits) the share of samples with the same argmax."""
     found = []
     for name in outputs:
+        if np.asarray(old[0][name]).dtype.kind in EXACT_KINDS:
+            found.append(_equal(name, [o[name] for o in old], [n[name] for n in new]))
+            continue
         a = [np.asarray(o[name], dtype=np.float64) for o in old]
         b = [np.asarray(n[name], dtype=np.float64) for n in new]
         pairs = [shared_infinities_zeroed(x, y) for x, y in zip(a, b, strict=True)]  # masked logits
@@ -89,6 +93,21 @@ def agree(
         cosine = round(float(np.min(cosines)), 6)
         found.append(Agreement(name, cosine, float(f"{largest:.4g}"), top1, _scale(pairs)))
     return found
+
+
+def _equal(name: str, old: Sequence[np.ndarray], new: Sequence[np.ndarray]) -> Agreement:
+    """An integer or boolean output (labels, masks): a sample agrees when every element is
+    equal, so the worst sample's `cosine` is 1 or 0 (a cosine of class indices read a label
+    moved by two classes as 0.99), and it has no size to change."""
+    same: list[bool] = []
+    largest = 0.0
+    for x, y in ((np.atleast_1d(x), np.atleast_1d(y)) for x, y in zip(old, new, strict=True)):
+        if x.shape != y.shape:
+            same, largest = [*same, False], float("inf")
+            continue
+        same += np.all((x == y).reshape(len(x), -1), axis=1).tolist()
+        largest = max(largest, float(np.abs(x.astype(np.float64) - y.astype(np.float64)).max(initial=0.0)))
+    return Agreement(name, 1.0 if all(same) else 0.0, float(f"{largest:.4g}"), None, 1.0)
 
 
 def _scale(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
