@@ -6,6 +6,7 @@ status. Stdlib only until the command has loaded, so that it is in place before 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
@@ -21,6 +22,10 @@ _STOPS_SEEN: list[str] = []  # what stopped the start, should a library turn the
 def main() -> None:
     # An ignored signal stays ignored (nohup, a background job).
     before = {sig: signal.signal(sig, _stop) for sig in STOPS if signal.getsignal(sig) is not signal.SIG_IGN}
+    # Registered first, so it runs last: Python's finalization puts SIG_DFL back in place of
+    # its handlers (a stop then killed the process, 143, tens of ms after `run ok`), but not
+    # in place of SIG_IGN.
+    atexit.register(_ignored, list(before))
     try:
         from deploy.cli import main as command
     except KeyboardInterrupt as stop:
@@ -45,6 +50,11 @@ def main() -> None:
 
     faults.point("exited")  # the tests' stop at this moment
     sys.exit(code)
+
+
+def _ignored(stops: list[signal.Signals]) -> None:
+    for sig in stops:
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def _status(code: int | str | None) -> int:

@@ -65,8 +65,14 @@ def check_cwd() -> None:
         ) from None
 
 
+# Commands whose stop leaves a cache to resume from: said so; any other stop is just a stop.
+RESUMABLE = ("run",)
+
+
 def interrupted(err: Console, by: str | None) -> int:
-    err.print(
-        f"[yellow]interrupted[/] ({by or 'Ctrl-C'}): the cache holds only completed stages; rerun to resume"
-    )
+    import sys
+
+    command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+    left = ": the cache holds only completed stages; rerun to resume" if command in RESUMABLE else ""
+    err.print(f"[yellow]interrupted[/] ({by or 'Ctrl-C'}){left}")
     return ExitCode.INTERRUPTED

@@ -83,11 +83,12 @@ def serving(
     `origins`: where explicit ports came from, for the error when one is taken.
     `idle_at_end`: the caller has nothing in flight when the block ends (a stage's checks),
     so without a configured stop_grace_s the server is killed at once."""
-    server = _start(spec, repo, models, workdir, origins or {})
+    deadline = time.monotonic() + spec.startup_timeout_s  # one wait for the start, however it is spent
+    server = _start(spec, repo, models, workdir, origins or {}, deadline)
     loaded: list[str] = []
     with lifeline.on_stop(functools.partial(_remove_container, server)):
         try:
-            wait_live(server, time.monotonic() + spec.startup_timeout_s)
+            wait_live(server, deadline)
             if spec.kind is ServerKind.URL:
                 loaded = _load_into_existing(server, models)
             yield server
@@ -151,7 +152,12 @@ def _post(server: Server, path: str) -> str | None:
 
 
 def _start(
-    spec: ServerSpec, repo: Path | str, models: list[str], workdir: Path, origins: Mapping[str, str]
+    spec: ServerSpec,
+    repo: Path | str,
+    models: list[str],
+    workdir: Path,
+    origins: Mapping[str, str],
+    deadline: float,
 ) -> Server:
     log = workdir / "server.log"
     if spec.kind is ServerKind.URL:
@@ -168,7 +174,12 @@ def _start(
         # never retried; a retry only ever re-picks the free ones.
         server = _start_local(spec, launch, repo, models, log, origins)
         server.notes[:0] = notes
-        if not _lost_port_race(server, time.monotonic() + spec.startup_timeout_s):
+        try:
+            lost = _lost_port_race(server, deadline)
+        except BaseException:  # a stop (`deploy serve` told to stop while it loads) takes it along
+            stop(server, 0)
+            raise
+        if not lost:
             return server
         notes = [
             *server.notes,

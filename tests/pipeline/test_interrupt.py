@@ -64,3 +64,27 @@ def test_an_interrupt_a_library_wrapped_is_still_an_interrupt():
         with pytest.raises(KeyboardInterrupt):
             _reraise_interrupt(wrapped)
     _reraise_interrupt(ValueError("a plain error stays a stage failure"))
+
+
+def test_a_stop_just_after_a_stage_ended_keeps_that_stage_as_it_ended(write_config, tmp_path):
+    """A Ctrl-C landing as `golden ran` was printed (its outputs stored) recorded golden as
+    `interrupted`, while `deploy plan` then showed it cached: the run stops there, the stage
+    is what it was."""
+    from deploy.pipeline.process.faults import FAULT_ENV
+    from tests.helpers import signals_as_a_terminal_sends_them
+
+    path = write_config()
+    done = subprocess.run(
+        [sys.executable, "-m", "deploy", "run", str(path), "--json", "s.json"],
+        cwd=tmp_path,
+        env={**os.environ, FAULT_ENV: "SIGINT@reported:golden"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=signals_as_a_terminal_sends_them,
+    )
+    assert done.returncode == ExitCode.INTERRUPTED, done.stdout + done.stderr
+    summary = json.loads((tmp_path / "s.json").read_text())
+    rows = {s["stage"]: s["status"] for s in summary["stages"]}
+    assert summary["status"] == "interrupted" and rows["golden"] == "ran", rows
+    assert {s for stage, s in rows.items() if stage != "golden"} == {"not run"}

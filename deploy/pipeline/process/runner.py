@@ -76,6 +76,7 @@ class Runner:
             (reporter.warn, reporter.note),
         )
         self._publishing: StageResult | None = None  # whose result a publish failure fails
+        self._reported: StageResult | None = None  # the stage under way's result, once it said it
 
     def run(self) -> list[StageResult]:
         """Runs the needed stages; the summary and report are written only once the
@@ -136,10 +137,12 @@ class Runner:
     def _interruptible(self, node: Node) -> StageResult:
         """The stage's result; when the run is stopped during it, _Stopped carries the
         stage as `interrupted` (with its log), so the summary names where it stopped."""
-        began = time.perf_counter()
+        began, self._reported = time.perf_counter(), None
         try:
             return self._stage(node)
         except KeyboardInterrupt as stop:
+            if self._reported is not None:  # it had ended and said so (its outputs stored): as it ended
+                raise stopping.Stopped(self._reported) from stop
             why = f"interrupted ({stop})" if str(stop) else "interrupted (Ctrl-C)"
             log = self.project.run_dir / "logs" / f"{node.name}.log"
             result = StageResult(node.name, Status.INTERRUPTED, duration_s=time.perf_counter() - began)
@@ -306,6 +309,8 @@ class Runner:
 
     def _report(self, result: StageResult) -> StageResult:
         self.reporter.finished(result)
+        self._reported = result
+        faults.point(f"reported:{result.name}")  # the tests' stop just after a stage said it ended
         return result
 
     def _execute(self, node: Node, key: str, parts: KeyParts, reasons: list[str]) -> StageResult:

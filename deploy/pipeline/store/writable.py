@@ -5,6 +5,7 @@ raw OSError from deep inside the store."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -24,7 +25,7 @@ def require_writable(places: dict[str, Path]) -> None:
 def problem(path: Path) -> str | None:
     """Why nothing can be written at directory `path` (made where missing), or None."""
     if path.is_symlink() and not path.exists():  # every write would meet the link itself
-        return f"{path} is a symlink to {os.readlink(path)}, which does not exist"
+        return f"{path} is a symlink to {os.readlink(path)}, which {_dangles(path)}"
     try:
         existing = next(p for p in (path, *path.parents) if p.exists())
     except OSError as exc:  # a name over 255 bytes (ENAMETOOLONG), a path through a file, ...
@@ -34,6 +35,17 @@ def problem(path: Path) -> str | None:
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"no write permission in {existing}"
     return _refused_in(existing)
+
+
+def _dangles(link: Path) -> str:
+    try:
+        link.resolve(strict=True)
+    except RuntimeError:  # 3.11's word for a loop
+        return "leads back to itself (a loop of links)"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "leads back to itself (a loop of links)"
+    return "does not exist"
 
 
 def _refused_in(directory: Path) -> str | None:
