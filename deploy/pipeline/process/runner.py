@@ -40,7 +40,7 @@ from deploy.pipeline.report.summary import RunOf, write_summary
 from deploy.pipeline.store import history, locks
 from deploy.pipeline.store.objects import Entry, Output, Store
 from deploy.pipeline.store.remote import RemoteCache
-from deploy.pipeline.store.writable import UMASK, full_of, require_writable
+from deploy.pipeline.store.writable import UMASK, full_of, present, require_writable
 
 REPORT_FILE = history.REPORT_FILE
 
@@ -163,7 +163,7 @@ class Runner:
         config = self.project.config
         places = {"cache_dir": self.store.root, "run_dir": config.run_dir}
         inside = {f"cache_dir ({sub}/)": self.store.root / sub for sub in Store.LAYOUT}
-        places |= {field: path for field, path in inside.items() if path.exists() or path.is_symlink()}
+        places |= {field: path for field, path in inside.items() if present(path)}
         local = (d for n in nodes for a in n.spec.outputs for d in self._destinations(n, a))
         if any(n.spec.phase is Phase.RELEASE for n in nodes) or any(isinstance(d, Path) for d in local):
             places["repository"] = config.repository

@@ -24,9 +24,9 @@ def require_writable(places: dict[str, Path]) -> None:
 
 def problem(path: Path) -> str | None:
     """Why nothing can be written at directory `path` (made where missing), or None."""
-    if path.is_symlink() and not path.exists():  # every write would meet the link itself
-        return f"{path} is a symlink to {os.readlink(path)}, which {_dangles(path)}"
     try:
+        if path.is_symlink() and not path.exists():  # every write would meet the link itself
+            return f"{path} is a symlink to {os.readlink(path)}, which {_dangles(path)}"
         existing = next(p for p in (path, *path.parents) if p.exists())
     except OSError as exc:  # a name over 255 bytes (ENAMETOOLONG), a path through a file, ...
         return exc.strerror or str(exc)
@@ -35,6 +35,15 @@ def problem(path: Path) -> str | None:
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"no write permission in {existing}"
     return _refused_in(existing)
+
+
+def present(path: Path) -> bool:
+    """There, as a file, a folder or a link (dangling too); False where the name cannot even
+    be looked up (too long: problem() says why of the folder above it)."""
+    try:
+        return path.exists() or path.is_symlink()
+    except OSError:
+        return False
 
 
 def _dangles(link: Path) -> str:
