@@ -18,7 +18,7 @@ import typer
 import deploy.commands.startup  # noqa: F401  (first: before any module imports pydantic)
 from deploy.commands.bench_cli import bench
 from deploy.commands.cache import cache_app
-from deploy.commands.cli_common import CacheOpt, ConfigArg
+from deploy.commands.cli_common import CacheOpt, ConfigArg, WaitQuietOpt
 from deploy.commands.cli_common import console as _console
 from deploy.commands.cli_common import project as _project
 from deploy.commands.exit_errors import check_cwd, failed, interrupted
@@ -103,17 +103,6 @@ AcceptOpt = Annotated[
         metavar="REASON",
         envvar="DEPLOY_ACCEPT_REGRESSION",
         help="Publish what the release gate refuses; REASON goes into the release record (empty: none).",
-    ),
-]
-WaitQuietOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--wait-quiet",
-        metavar="SECONDS",
-        min=0,
-        envvar="DEPLOY_WAIT_QUIET",
-        help="Before bench times anything, wait up to SECONDS for the machine to be quiet (other processes "
-        "under 25 % of the cores for 5 s); still busy: bench fails saying so (exit 8) instead of timing it.",
     ),
 ]
 

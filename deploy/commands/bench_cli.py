@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from deploy.commands.cli_common import WaitQuietOpt
+
 ModelFile = Annotated[
     Path,
     typer.Argument(help="A model file: .onnx (ONNX Runtime), .xml (OpenVINO IR), .pt/.ts (TorchScript), … ."),
@@ -40,17 +42,6 @@ Windows = Annotated[
 ]
 Spread = Annotated[
     float, typer.Option("--stability-percentage", help="Allowed spread of those windows, ± % of their mean.")
-]
-WaitQuiet = Annotated[
-    float | None,
-    typer.Option(
-        "--wait-quiet",
-        metavar="SECONDS",
-        min=0,
-        envvar="DEPLOY_WAIT_QUIET",
-        help="Before timing, wait up to SECONDS for the machine to be quiet (other processes under 25 % of "
-        "the cores for 5 s); still busy: exit 8, nothing timed.",
-    ),
 ]
 Trials = Annotated[
     int, typer.Option("--max-trials", min=1, help="Most windows before giving up (marked unstable).")
@@ -100,7 +91,7 @@ def bench(
     stability_windows: Windows = 3,
     stability_percentage: Spread = 10.0,
     max_trials: Trials = 10,
-    wait_quiet: WaitQuiet = None,
+    wait_quiet: WaitQuietOpt = None,
 ) -> None:
     """Time one model file the way trtexec does (warm-up, duration, percentiles), in windows until stable as perf_analyzer."""
     from deploy.commands.benchmark import BenchRequest, bench_file

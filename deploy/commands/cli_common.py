@@ -24,6 +24,19 @@ def directory(text: str) -> Path:
     return Path(text).expanduser()  # a quoted '~/cache' too: never a directory named ~
 
 
+# One --wait-quiet for `deploy run` (before bench times anything) and `deploy bench FILE`.
+WaitQuietOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--wait-quiet",
+        metavar="SECONDS",
+        min=0,
+        envvar="DEPLOY_WAIT_QUIET",
+        help="Before timing, wait up to SECONDS for the machine to be quiet (other processes under 25 % of the "
+        "cores for 5 s); still busy: exit 8, saying so, with nothing timed.",
+    ),
+]
+
 # One --cache-dir for every command that takes it (run, plan, cache ...).
 CacheOpt = Annotated[
     Path | None,
