@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from deploy.pipeline.errors import EnvError
-from deploy.pipeline.publish.tree import STAMP, Destination
+from deploy.pipeline.publish.tree import STAMP, Destination, Verification
 from deploy.serving import releases
 from deploy.serving.layout import LAYOUTS
 
@@ -46,12 +46,30 @@ def mirror(repository: Path, remote: str, pipeline: str, models: Sequence[str]) 
         where = destination(remote)
         where.fs.invalidate_cache()  # another process may have written since this one listed
         changed = [m for m in models if _mirror(where, repository / m)]
-        write_manifest(where, pipeline, models)
+        write_manifest(where, pipeline, models, _as_here(repository, pipeline))
     except EnvError:
         raise
     except Exception as exc:  # every storage backend has its own errors; all mean the same here
         raise EnvError(f"publishing the release to {remote} failed: {type(exc).__name__}: {exc}") from exc
     return changed
+
+
+def _as_here(repository: Path, pipeline: str) -> Verification:
+    """What the local manifest says verified the models (and which it could not): the copy
+    says the same (it said `unverified: []` of a release no server checked)."""
+    import json
+
+    from deploy.pipeline.publish.stamp import manifest_name
+
+    try:
+        found = json.loads((repository / manifest_name(pipeline)).read_text())
+        return Verification(
+            tuple(found.get("verified_by") or ()),
+            str(found.get("tree") or ""),
+            tuple(found.get("unverified") or ()),
+        )
+    except (OSError, ValueError, AttributeError):  # none here: nothing to say of the models
+        return Verification()
 
 
 def _mirror(where: Destination, model_dir: Path) -> bool:
