@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from deploy.pipeline.errors import DeployError, ExitCode, StageError
+from deploy.pipeline.errors import DeployError, ExitCode
 from deploy.pipeline.report.results import RunStatus, RunSummary, StageSummary, Status
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def _run_to_its_records(runner: Runner) -> None:
     runner putting its handlers back and this command absorbing stops) is no interrupt:
     the run is what its records say, and its failure, if any, is still raised."""
     from deploy.pipeline.process import stopping
-    from deploy.pipeline.report.results import RunStatus, first_failed
+    from deploy.pipeline.report.results import RunStatus
 
     try:
         runner.run()
@@ -103,11 +103,8 @@ def _run_to_its_records(runner: Runner) -> None:
         if runner.summary is None or runner.summary.status is RunStatus.INTERRUPTED:
             raise
         stopping.absorb(str(stop) or "Ctrl-C")
-        failed = first_failed(runner.results)
-        if failed is not None:
-            raise StageError(
-                failed.name, failed.message, failed.log, runner.resume(failed.name), failed.exit_code
-            ) from None
+        if (failure := runner.failure()) is not None:
+            raise failure from None
 
 
 def _ci_files(config: Path, junit: Path | None, summary_json: Path | None) -> tuple[Path | None, Path | None]:

@@ -118,12 +118,16 @@ class Runner:
                     self._settle(results, time.perf_counter() - started, outcome)
             finally:
                 stopping.restore(previous)
-        failed = first_failed(results)
-        if failed is not None:
-            raise StageError(
-                failed.name, failed.message, failed.log, self.resume(failed.name), failed.exit_code
-            )
+        if (failure := self.failure()) is not None:
+            raise failure
         return results
+
+    def failure(self) -> StageError | None:
+        """The run's first failed stage as the error the run raises (its log and the resume)."""
+        failed = first_failed(self.results)
+        if failed is None:
+            return None
+        return StageError(failed.name, failed.message, failed.log, self.resume(failed.name), failed.exit_code)
 
     def _settle(self, results: list[StageResult], took_s: float, outcome: RunStatus) -> None:
         """What a run leaves whatever stopped it: the push, the summary, the memo."""
