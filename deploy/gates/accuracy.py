@@ -21,6 +21,7 @@ from deploy.gates.metrics import (
     cosine,
     max_abs,
     row_cosines,
+    samples_equal,
     shared_infinities_zeroed,
     top1_agreement,
     topk_agreement,
@@ -57,13 +58,10 @@ def measure(
 
 
 def _exact(ref: np.ndarray, got: np.ndarray) -> OutputAccuracy:
-    """Labels, masks, indices: the share of samples answered exactly as FP32 did (a cosine
-    of class indices passed a label moved by two classes, and refused class 0 answered
-    alike everywhere)."""
-    rows, other = ref.reshape(len(ref), -1), got.reshape(len(got), -1).astype(ref.dtype)
-    diff = np.abs(rows.astype(np.float64) - other.astype(np.float64)) if rows.shape == other.shape else None
-    equal = np.all(rows == other, axis=1) if diff is not None else np.zeros(len(ref), dtype=bool)
-    scale = float(np.abs(rows.astype(np.float64)).max(initial=0.0))
+    """Labels, masks, indices: the share of samples answered exactly as FP32 did
+    (metrics.samples_equal; a cosine refused class 0 answered alike everywhere)."""
+    equal, diff = samples_equal(ref, got)
+    scale = float(np.abs(ref.astype(np.float64)).max(initial=0.0))
     worst = float(diff.max(initial=0.0)) if diff is not None else float("inf")
     return OutputAccuracy(
         samples=len(ref),
@@ -73,7 +71,7 @@ def _exact(ref: np.ndarray, got: np.ndarray) -> OutputAccuracy:
         max_abs=worst,
         mean_abs=float(diff.mean()) if diff is not None and diff.size else 0.0,
         scaled_err=worst / scale if scale > 0 else None,
-        exact_agreement=float(equal.mean()) if len(equal) else 1.0,
+        exact_agreement=0.0 if diff is None else float(equal.mean()) if len(equal) else 1.0,
     )
 
 

@@ -72,6 +72,18 @@ def shared_infinities_zeroed(ref: np.ndarray, got: np.ndarray) -> tuple[np.ndarr
 EXACT_KINDS = "biu"
 
 
+def samples_equal(ref: np.ndarray, got: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """How an output of EXACT_KINDS is compared: per sample (its first axis; a 0-d answer is
+    one sample), whether every element is equal, and |Δ| per element in float64 (None where
+    the shapes differ: no sample is equal then). A tolerance would pass an argmax off by one
+    class, and a cosine of class indices read a label moved by two classes as 0.99."""
+    r, g = np.atleast_1d(ref), np.atleast_1d(got)
+    if r.shape != g.shape:
+        return np.zeros(len(r), dtype=bool), None
+    equal = np.all((r == g).reshape(len(r), int(np.prod(r.shape[1:]))), axis=1)  # -1: not at size 0
+    return equal, np.abs(r.astype(np.float64) - g.astype(np.float64))
+
+
 def all_zero(a: np.ndarray) -> bool:
     return not np.any(np.asarray(a))
 

@@ -17,7 +17,7 @@ import numpy as np
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
 from deploy.gates.detection_parity import DetectionLayout, aligned
-from deploy.gates.metrics import EXACT_KINDS, all_zero, cosine, shared_infinities_zeroed
+from deploy.gates.metrics import EXACT_KINDS, all_zero, cosine, samples_equal, shared_infinities_zeroed
 from deploy.gates.parity_table import Compared, Incomparable, OutputParity, Table, to_json
 from deploy.gates.references import Case
 from deploy.gates.tolerance import Tolerance
@@ -61,11 +61,12 @@ def metrics(actual: np.ndarray, ref: np.ndarray, tol: Tolerance) -> OutputParity
 
 
 def _exact(actual: np.ndarray, ref: np.ndarray) -> Compared:
-    """An integer or boolean output compared by equality: a tolerance would let an argmax
-    off by one class pass, and a cosine is undefined where the answer is all zeros (class 0)."""
-    diff = np.abs(actual.astype(np.float64) - ref.astype(np.float64)).ravel()
+    """An integer or boolean output compared by equality (metrics.samples_equal); a cosine
+    is undefined where the answer is all zeros (class 0)."""
+    same, delta = samples_equal(ref, actual)
+    diff = delta.ravel() if delta is not None else np.array([np.inf])
     scale = float(np.abs(ref.astype(np.float64)).max(initial=0.0))
-    equal = bool(np.array_equal(actual, ref))
+    equal = delta is not None and bool(same.all())
     return Compared(
         max_abs=float(diff.max(initial=0.0)),
         mean_abs=float(diff.mean()) if diff.size else 0.0,

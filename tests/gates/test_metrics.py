@@ -193,3 +193,30 @@ def test_the_reduced_precision_gate_judges_labels_by_equality_and_takes_0d_outpu
     assert scalars["s"].samples == 2 and scalars["s"].cosine == pytest.approx(1.0)
     assert agree([{"label": labels}], [{"label": moved}], ["label"])[0].cosine == 0.0
     assert agree([{"label": labels}], [{"label": labels.copy()}], ["label"])[0].cosine == 1.0
+
+
+@pytest.mark.parametrize(
+    ("ref", "got", "per_sample"),
+    [
+        (np.array([3, 0, 7]), np.array([3, 1, 7]), [True, False, True]),
+        (np.array([[1, 2], [3, 4]]), np.array([[1, 2], [3, 5]]), [True, False]),
+        (np.array(4), np.array(4), [True]),  # a 0-d answer is one sample
+        (np.array([1, 2]), np.array([1, 2, 3]), [False, False]),  # another shape: nothing equal
+        (np.zeros(0, np.int64), np.array([1]), []),  # nothing to compare, and still not equal
+    ],
+)
+def test_integer_outputs_are_equal_per_sample_by_one_rule_in_every_caller(
+    ref: np.ndarray, got: np.ndarray, per_sample: list[bool]
+) -> None:
+    """The smoke/export parity, the INT8/FP16 accuracy gate and a release's comparison read
+    one rule (metrics.samples_equal): an output of another shape, even an empty one, is
+    never "equal", in any of them."""
+    from deploy.gates.tolerance import AccuracyGate
+
+    equal, delta = metrics.samples_equal(ref, got)
+    assert equal.tolist() == per_sample
+    whole = delta is not None and all(per_sample)
+    assert parity.metrics(got, ref, Tolerance()).passed is whole
+    found = accuracy.measure([{"y": ref}], [{"y": got}], 5, {"y": OutputKind.OTHER})
+    assert (accuracy.failures(found, AccuracyGate()) == []) is whole
+    assert agree([{"y": ref}], [{"y": got}], ["y"])[0].cosine == (1.0 if whole else 0.0)

@@ -16,6 +16,7 @@ from deploy.gates.metrics import (
     max_abs,
     row_cosines,
     row_norm_ratios,
+    samples_equal,
     shared_infinities_zeroed,
     top1_agreement,
 )
@@ -97,16 +98,13 @@ def agree(
 
 def _equal(name: str, old: Sequence[np.ndarray], new: Sequence[np.ndarray]) -> Agreement:
     """An integer or boolean output (labels, masks): a sample agrees when every element is
-    equal, so the worst sample's `cosine` is 1 or 0 (a cosine of class indices read a label
-    moved by two classes as 0.99), and it has no size to change."""
+    equal (metrics.samples_equal), so the worst sample's `cosine` is 1 or 0, and it has no
+    size to change."""
     same: list[bool] = []
     largest = 0.0
-    for x, y in ((np.atleast_1d(x), np.atleast_1d(y)) for x, y in zip(old, new, strict=True)):
-        if x.shape != y.shape:
-            same, largest = [*same, False], float("inf")
-            continue
-        same += np.all((x == y).reshape(len(x), -1), axis=1).tolist()
-        largest = max(largest, float(np.abs(x.astype(np.float64) - y.astype(np.float64)).max(initial=0.0)))
+    for equal, delta in (samples_equal(x, y) for x, y in zip(old, new, strict=True)):
+        same += equal.tolist() if delta is not None else [False]
+        largest = max(largest, float(delta.max(initial=0.0)) if delta is not None else float("inf"))
     return Agreement(name, 1.0 if all(same) else 0.0, float(f"{largest:.4g}"), None, 1.0)
 
 
