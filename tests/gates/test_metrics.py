@@ -220,3 +220,29 @@ def test_integer_outputs_are_equal_per_sample_by_one_rule_in_every_caller(
     found = accuracy.measure([{"y": ref}], [{"y": got}], 5, {"y": OutputKind.OTHER})
     assert (accuracy.failures(found, AccuracyGate()) == []) is whole
     assert agree([{"y": ref}], [{"y": got}], ["y"])[0].cosine == (1.0 if whole else 0.0)
+
+
+@pytest.mark.parametrize(("min_exact", "min_cosine"), [(0.99, 0.99), (0.8, 0.999), (1.0, 0.99), (0.9, 1.0)])
+def test_nncfs_search_scores_labels_where_the_gate_judges_them(min_exact: float, min_cosine: float) -> None:
+    """NNCF's accuracy control is steered by one number against 1 - max_drop (max_drop =
+    1 - min_cosine); it read labels by a cosine, which passed a label moved by two classes.
+    Now its score passes an integer output exactly where the INT8 gate passes it."""
+    from deploy.gates.tolerance import AccuracyGate
+    from deploy.stages.openvino_int8.quantizer import _score
+
+    gate = AccuracyGate(min_exact_agreement=min_exact, min_cosine=min_cosine)
+    labels = np.arange(40) % 7
+    for wrong in (0, 1, 4, 8, 40):
+        moved = labels.copy()
+        moved[:wrong] += 2
+        feeds = [labels[i : i + 8] for i in range(0, 40, 8)], [moved[i : i + 8] for i in range(0, 40, 8)]
+        passes = (
+            accuracy.failures(
+                accuracy.measure([{"y": labels}], [{"y": moved}], 5, {"y": OutputKind.OTHER}), gate
+            )
+            == []
+        )
+        assert (_score(*feeds, gate) >= gate.min_cosine) is passes, (wrong, _score(*feeds, gate))
+    assert _score([labels], [labels[:-1]], gate) == -1.0  # another shape
+    floats = [A], [B]
+    assert _score(*floats, gate) == nncf_cosine(*floats)  # a float output: the cosine, as before

@@ -4,7 +4,8 @@ automatic fallback. Imports openvino and nncf.
 The fallback's metric is the gate's: the cosine of the candidate's outputs to the FP32
 ONNX's in ONNX Runtime on the held-out inputs (the least over the outputs), so NNCF's
 `max_drop` is 1 - min_cosine, and what NNCF calls reverted is what the gate needed kept
-in float. The top-1 / top-k agreement gates are judged on the result, not steered to."""
+in float. An integer or boolean output (labels, masks) is judged as the gate judges it, by
+its share of samples equal to FP32's, rescaled onto the same number line (`_score`). The top-1 / top-k agreement gates are judged on the result, not steered to."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pydantic import JsonValue
 
 from deploy.domain.artifacts import ONNX, OPENVINO
 from deploy.gates import accuracy
-from deploy.gates.metrics import cosine, shared_infinities_zeroed
+from deploy.gates.metrics import EXACT_KINDS, cosine, samples_equal, shared_infinities_zeroed
 from deploy.pipeline.errors import StageFailed
 from deploy.pipeline.graph.contract import StageContext
 from deploy.runtimes.files import runtime_for
@@ -27,6 +28,8 @@ from deploy.stages.openvino_int8.nncf_params import STAGE, NncfParams, ir_path
 
 if TYPE_CHECKING:
     import openvino as ov
+
+    from deploy.gates.tolerance import AccuracyGate
 
 Feed = dict[str, np.ndarray]
 Settings = dict[str, object]  # nncf.quantize's keyword arguments
@@ -126,7 +129,7 @@ def _restore(
 ) -> ov.Model:
     from nncf.quantization.advanced_parameters import AdvancedAccuracyRestorerParameters
 
-    judge = _Cosines(ctx, holdout)
+    judge = _Scores(ctx, holdout, params.gate)
     limit = AdvancedAccuracyRestorerParameters(max_num_iterations=params.max_float_nodes)
     return _run(
         lambda nncf: nncf.quantize_with_accuracy_control(
@@ -142,11 +145,11 @@ def _restore(
     )
 
 
-class _Cosines:
-    """NNCF's validation function: (the gate's cosine over the items, each item's)."""
+class _Scores:
+    """NNCF's validation function: (the gate's score over the items, each item's)."""
 
-    def __init__(self, ctx: StageContext, holdout: list[Feed]) -> None:
-        self.holdout, self.names = holdout, ctx.config.output_names()
+    def __init__(self, ctx: StageContext, holdout: list[Feed], gate: AccuracyGate) -> None:
+        self.holdout, self.names, self.gate = holdout, ctx.config.output_names(), gate
         fp32 = accuracy.onnx_runtime(ctx.input(ONNX), self.names)
         self.references = [fp32.infer(feed) for feed in holdout]
 
@@ -154,13 +157,31 @@ class _Cosines:
         indices = list(items)
         got = [self._infer(compiled, self.holdout[i]) for i in indices]
         refs = [self.references[i] for i in indices]
-        per_item = [min(_cosine([r[n]], [g[n]]) for n in self.names) for r, g in zip(refs, got)]
-        overall = min(_cosine([r[n] for r in refs], [g[n] for g in got]) for n in self.names)
+        per_item = [min(_score([r[n]], [g[n]], self.gate) for n in self.names) for r, g in zip(refs, got)]
+        overall = min(_score([r[n] for r in refs], [g[n] for g in got], self.gate) for n in self.names)
         return overall, per_item
 
     def _infer(self, compiled: ov.CompiledModel, feed: Feed) -> dict[str, np.ndarray]:
         result = compiled(feed)
         return {name: np.asarray(result[compiled.output(name)]) for name in self.names}
+
+
+def _score(ref: list[np.ndarray], got: list[np.ndarray], gate: AccuracyGate) -> float:
+    """One number NNCF compares to 1 - max_drop: a float output's cosine; an integer or
+    boolean one's share of samples equal to FP32's, mapped linearly so that the gate's
+    min_exact_agreement lands on min_cosine and 1.0 stays 1.0: an output passes the search
+    exactly where it passes the gate (a cosine of labels passed a label moved by two classes)."""
+    if np.asarray(ref[0]).dtype.kind not in EXACT_KINDS:
+        return _cosine(ref, got)
+    equal = [samples_equal(r, g) for r, g in zip(ref, got, strict=True)]
+    if any(delta is None for _, delta in equal):
+        return -1.0  # another shape: nothing agrees
+    samples = np.concatenate([e for e, _ in equal]) if equal else np.ones(0, dtype=bool)
+    share = float(samples.mean()) if samples.size else 1.0
+    slack, room = 1.0 - gate.min_exact_agreement, 1.0 - gate.min_cosine
+    if slack <= 0 or room <= 0:  # no miss allowed on one side: pass or fail, nothing between
+        return 1.0 if share >= gate.min_exact_agreement else -1.0
+    return 1.0 - (1.0 - share) * room / slack
 
 
 def _cosine(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
