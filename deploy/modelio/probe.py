@@ -13,7 +13,7 @@ Imported only from inside stage run functions and `validate --probe`: it imports
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,23 +58,29 @@ class Entered:
 
 
 def diagnose(model: torch.nn.Module, config: DeployConfig, sample: Mapping[str, np.ndarray]) -> Issue | None:
-    entered = _last_entered(model, config, sample)
+    return explain(model, config.inputs, sample, lambda: adapt(model, config, sample))
+
+
+def explain(
+    model: torch.nn.Module, specs: Specs, sample: Mapping[str, np.ndarray], call: Callable[[], object]
+) -> Issue | None:
+    """Why `call` (the model on `sample`, as declared by `specs`) raised, where the module
+    that raised says: an input's dtype, channels or features that do not fit it."""
+    entered = _last_entered(model, call)
     if entered is None:
         return None
-    spec_index = _fed(config.inputs, entered.tensor, sample)
+    spec_index = _fed(specs, entered.tensor, sample)
     if spec_index is None:
         return None
-    fed = tuple(sample[config.inputs[spec_index].name].shape) == tuple(entered.tensor.shape)
+    fed = tuple(sample[specs[spec_index].name].shape) == tuple(entered.tensor.shape)
     return (
-        _dtype_issue(entered, config.inputs, spec_index)
-        or _channel_issue(entered, config.inputs, spec_index)
-        or (_features_issue(entered, config.inputs, spec_index) if fed else None)
+        _dtype_issue(entered, specs, spec_index)
+        or _channel_issue(entered, specs, spec_index)
+        or (_features_issue(entered, specs, spec_index) if fed else None)
     )
 
 
-def _last_entered(
-    model: torch.nn.Module, config: DeployConfig, sample: Mapping[str, np.ndarray]
-) -> Entered | None:
+def _last_entered(model: torch.nn.Module, call: Callable[[], object]) -> Entered | None:
     seen: list[Entered] = []
 
     def hook(name: str):  # type: ignore[no-untyped-def]
@@ -87,7 +93,7 @@ def _last_entered(
 
     handles = [m.register_forward_pre_hook(hook(n)) for n, m in model.named_modules()]
     try:
-        adapt(model, config, sample)
+        call()
     except Exception:  # the same failure again, now with the module it came from
         return seen[-1] if seen else None
     finally:
@@ -107,7 +113,9 @@ def _fed(specs: Specs, tensor: torch.Tensor, sample: Mapping[str, np.ndarray]) -
 
 def _dtype_issue(entered: Entered, specs: Specs, index: int) -> Issue | None:
     weight = getattr(entered.module, "weight", None)
-    if not isinstance(weight, torch.Tensor) or isinstance(entered.module, torch.nn.Embedding):
+    if isinstance(entered.module, torch.nn.Embedding | torch.nn.EmbeddingBag):
+        return _indices_issue(entered, specs, index)
+    if not isinstance(weight, torch.Tensor):
         return None
     if entered.tensor.is_floating_point() or not weight.is_floating_point():
         return None
@@ -116,6 +124,17 @@ def _dtype_issue(entered: Entered, specs: Specs, index: int) -> Issue | None:
         f"inputs[{index}].dtype",
         f"'{specs[index].name}' is declared {specs[index].dtype}, but the model's first layer "
         f"'{entered.name}' ({type(entered.module).__name__}) computes in {want}: declare dtype: {want}",
+    )
+
+
+def _indices_issue(entered: Entered, specs: Specs, index: int) -> Issue | None:
+    """An embedding looks rows up by integer index: token ids declared float."""
+    if not entered.tensor.is_floating_point():
+        return None
+    return Issue(
+        f"inputs[{index}].dtype",
+        f"'{specs[index].name}' is declared {specs[index].dtype}, but the model's first layer "
+        f"'{entered.name}' ({type(entered.module).__name__}) looks rows up by integer index: declare dtype: int64",
     )
 
 

@@ -138,7 +138,7 @@ def inspect(model: Any, specs: Sequence[Any], batched: bool) -> Findings:
     try:
         result, _ = probe(model, names, InputsBy.AUTO, sample)
     except ForwardRaised as exc:
-        raise ForwardRaised(f"{exc}{_encoder_decoder_hint(model, names)}") from exc
+        raise ForwardRaised(f"{exc}{_why(model, specs, sample, names)}") from exc
     if detections.hint(result):
         return Findings(
             _detection_outputs(result), _rows(result), None, called, warning=_found_nothing(result)
@@ -243,6 +243,18 @@ def _refuse_noise_and_nan(model: Any, names: tuple[str, ...], sample: Mapping[st
                 )
             ],
         )
+
+
+def _why(model: Any, specs: Sequence[Any], sample: Mapping[str, Any], names: tuple[str, ...]) -> str:
+    """What the declared --input got wrong, where the module that raised says (a dtype, the
+    channels, the features), or an encoder-decoder's missing input."""
+    from deploy.modelio.adapter import probe
+    from deploy.modelio.probe import explain
+    from deploy.spec.tensors import InputsBy
+
+    issue = explain(model, specs, sample, lambda: probe(model, names, InputsBy.AUTO, sample))
+    found = f"; --input {issue.message}" if issue is not None else ""
+    return found + _encoder_decoder_hint(model, names)
 
 
 def _encoder_decoder_hint(model: Any, names: tuple[str, ...]) -> str:

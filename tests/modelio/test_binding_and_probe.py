@@ -241,3 +241,61 @@ def test_without_a_batch_dim_the_probe_points_at_the_declared_dim(dims: list[int
     feeds = {"x": np.random.default_rng(0).standard_normal(dims).astype(np.float32)}
     with pytest.raises(ConfigError, match=message):
         checked(Unbatched().eval(), cfg, feeds)
+
+
+class Bag(nn.Module):
+    """Token ids through an embedding: the ids must be integers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.words = nn.Embedding(50, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.words(ids).mean(1))
+
+
+def test_token_ids_declared_float_are_named_by_the_probe_and_by_init(tmp_path: Path) -> None:
+    """torch said `Expected tensor for argument #1 'indices' to have one of the following
+    scalar types: Long, Int`; the config key and init's --input now say which input and why."""
+    from deploy.modelio.probe import checked
+
+    feeds = {"x": np.random.default_rng(0).uniform(0, 49, (2, 4)).astype(np.float32)}
+    message = r"inputs\[0\]\.dtype: 'x' is declared float32, but the model's first layer 'words' \(Embedding\) looks rows up by integer index: declare dtype: int64"
+    with pytest.raises(ConfigError, match=message):
+        checked(Bag().eval(), config(("x",)), feeds)
+    ints = {"x": feeds["x"].astype(np.int64)}
+    assert checked(
+        Bag().eval(),
+        config(("x",)).model_copy(
+            update={
+                "inputs": (
+                    config(("x",)).inputs[0].model_copy(update={"dtype": "int64", "value_range": (0, 49)}),
+                )
+            }
+        ),
+        ints,
+    )
+    source = tmp_path / "bag.py"
+    source.write_text(
+        "import torch\n\n\nclass Bag(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.words = torch.nn.Embedding(50, 8)\n\n    def forward(self, ids):\n        return self.words(ids).mean(1)\n\n\n"
+        "def bag():\n    return Bag()\n"
+    )
+    said = run_cli(
+        "init",
+        "--file",
+        str(source),
+        "--callable",
+        "bag",
+        "--input",
+        "ids:float32:1x4/2x8/4x16",
+        "-o",
+        str(tmp_path / "bag.yaml"),
+    )
+    assert said.returncode == 3 and "Traceback" not in said.stderr, said.stderr
+    assert (
+        "--input 'ids' is declared float32, but the model's first layer 'words' (Embedding) looks rows up by integer index"
+        in said.stderr
+    )
+    assert not (tmp_path / "bag.yaml").exists()
