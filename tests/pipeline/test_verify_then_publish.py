@@ -125,3 +125,23 @@ def test_models_smoke_could_not_load_are_published_as_unverified_and_said_so(tmp
         assert manifest["verified_by"] == ["smoke"] and manifest["unverified"] == ["tiny_onnx"]
         [note] = summary(tmp_path)["publishing"]
         assert note["unchecked"] == ["tiny_onnx"] and "no 'onnxruntime' backend" in note["note"]
+
+
+@pytest.mark.triton
+def test_a_publish_that_fails_after_smoke_passed_says_its_checks_passed(tmp_path: Path, s3: S3Server) -> None:
+    """Smoke's row read "failed: publishing ... failed", as if the server check had failed:
+    the checks passed, the publish they allowed did not (a bucket that does not exist)."""
+    path = config(tmp_path, smoke=True, seed=0)
+    data = yaml.safe_load(path.read_text())
+    data["stages"]["triton_config"]["publish_to"] = "s3://no-such-bucket/repo"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    done = run_cli("run", str(path), env=s3.env)
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 4, said
+    assert (
+        "stage 'smoke' failed: its checks passed, then publishing the repository to s3://no-such-bucket/repo failed"
+        in said
+    )
+    smoke = next(s for s in summary(tmp_path)["stages"] if s["stage"] == "smoke")
+    assert smoke["status"] == "failed" and smoke["message"].startswith("its checks passed, then publishing")
+    assert "Traceback" not in done.stderr

@@ -30,7 +30,7 @@ from deploy.pipeline.process.isolation import Limits, run_isolated
 from deploy.pipeline.process.progress import Throttled
 from deploy.pipeline.publish.readback import holds
 from deploy.pipeline.publish.tree import Verification, publish
-from deploy.pipeline.publish.verification import PublishGate
+from deploy.pipeline.publish.verification import PASSED, PublishGate
 from deploy.pipeline.report.reporter import Reporter
 from deploy.pipeline.report.results import RunStatus as RunStatus
 from deploy.pipeline.report.results import RunSummary, first_failed
@@ -267,7 +267,7 @@ class Runner:
     def _accept(self, node: Node, key: str, parts: KeyParts, result: StageResult) -> None:
         self.resolved.update({f"{node.name}.{n}": o for n, o in result.outputs.items()})
         self.store.set_head(self.project.config.name, node.name, key, parts)
-        passed = {r.name for r in self.results if r.status in (Status.RAN, Status.CACHED)}
+        passed = {r.name for r in self.results if r.status in PASSED}
         self._publishing = result
         try:
             for artifact in node.spec.outputs:
@@ -283,8 +283,9 @@ class Runner:
         self._publishing = result
         try:
             self.gate.finished(node, result)
-        except DeployError as exc:
-            result.status, result.message, result.exit_code = Status.FAILED, str(exc), exc.exit_code
+        except DeployError as exc:  # its checks passed: what failed is the publish they allowed
+            said = f"its checks passed, then {exc}" if result.status in PASSED else str(exc)
+            result.status, result.message, result.exit_code = Status.FAILED, said, exc.exit_code
 
     def _publish(
         self, node: Node, output: Output, dest: Path | str, verified: Verification
