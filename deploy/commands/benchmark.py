@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import sys
+import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,8 @@ def bench_file(model: Path, request: BenchRequest) -> None:
     except (ImportError, MemoryError, EnvError, typer.BadParameter):
         raise
     except Exception as exc:  # the runtime cannot read the file: a bad input file (exit 3), not a crash
+        if _hook_bug(exc, chosen):
+            raise  # the hook's own code, not the file: deploy's bug (exit 70, its traceback)
         said = " ".join(str(exc).split())[:400]
         kind = (
             "" if isinstance(exc, DeployError) else f"{type(exc).__name__}: "
@@ -128,6 +132,22 @@ def _first_call(call: Any, shapes: str | None, runtime: str) -> None:
         raise StageFailed(
             f"the model does not run under {runtime} at the shapes it declares: {said}"
         ) from exc
+
+
+# What a hook's own code raises on a mistake in it, whatever file it was given.
+BUG_TYPES = (NameError, AttributeError, TypeError, AssertionError)
+
+
+def _hook_bug(exc: Exception, chosen: str) -> bool:
+    """The runtime's open_file hook raised a programming error in its own module (not in
+    the library it handed the file to): the hook's bug, which no file would avoid."""
+    if not isinstance(exc, BUG_TYPES) or exc.__traceback__ is None:
+        return False
+    hook = get(chosen).open_file
+    module = sys.modules.get(getattr(hook, "__module__", ""))
+    source = getattr(module, "__file__", None)
+    innermost = traceback.extract_tb(exc.__traceback__)[-1].filename
+    return source is not None and Path(innermost).resolve() == Path(source).resolve()
 
 
 def _make(chosen: str, model: Path, request: BenchRequest, hint: str) -> Any:

@@ -386,3 +386,38 @@ def test_wait_quiet_beside_busy_loops_gives_up_with_exit_8_and_times_nothing(mod
     assert "[I] Waiting for a quiet machine (5 of 6 s): CONTENDED: load" in said
     assert "gave up waiting for a quiet machine (--wait-quiet); nothing was timed" in said
     assert "Performance summary" not in said and not times.exists() and "Traceback" not in said
+
+
+def _broken_hook(model, shapes, threads, hint):  # type: ignore[no-untyped-def]
+    return undefined_name  # noqa: F821  # the hook's own bug: any file meets it
+
+
+def _refusing_hook(model, shapes, threads, hint):  # type: ignore[no-untyped-def]
+    import onnxruntime
+
+    return onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+
+
+def test_a_runtime_hooks_own_bug_is_not_blamed_on_the_file(models, tmp_path, monkeypatch) -> None:
+    """Every exception of a runtime's open_file read as "onnxruntime cannot read it" (exit 3,
+    the user's file at fault), a NameError in the hook too. A mistake in the hook's own code
+    is deploy's bug (its traceback, exit 70); what the library says of the file stays exit 3."""
+    import dataclasses as dc
+
+    from deploy.commands.benchmark import BenchRequest, bench_file
+    from deploy.pipeline.errors import ConfigError
+    from deploy.runtimes import catalog
+
+    request = BenchRequest(
+        shapes=None, warmup_ms=0, duration_s=0.1, iterations=1, percentiles="50", export=None,
+        runtime="onnxruntime", threads=1, streams=None,
+    )  # fmt: skip
+    plugin = catalog.CATALOG["onnxruntime"]
+    monkeypatch.setitem(catalog.CATALOG, "onnxruntime", dc.replace(plugin, open_file=_broken_hook))
+    with pytest.raises(NameError, match="undefined_name"):
+        bench_file(models[0], request)
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not a protobuf")
+    monkeypatch.setitem(catalog.CATALOG, "onnxruntime", dc.replace(plugin, open_file=_refusing_hook))
+    with pytest.raises(ConfigError, match="onnxruntime cannot read it"):
+        bench_file(garbage, request)
