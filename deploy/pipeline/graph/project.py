@@ -20,7 +20,8 @@ from deploy.pipeline.graph.contract import RunSettings, StageSpec, split_section
 from deploy.pipeline.graph.dag import Graph, build_graph
 from deploy.pipeline.graph.facts import duplicate_issues
 from deploy.pipeline.graph.registry import stage_names, stage_spec
-from deploy.spec.config import DeployConfig, shape_issues
+from deploy.spec.config import DeployConfig
+from deploy.spec.config_checks import shape_issues
 
 CACHE_ENV = "DEPLOY_CACHE_DIR"
 REMOTE_ENV = "DEPLOY_CACHE_REMOTE"  # a CI job's shared cache, whatever the config says
