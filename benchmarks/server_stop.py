@@ -3,7 +3,9 @@ repository: SIGTERM to its process group (Triton's graceful stop, `deploy serve`
 explicit unload of every model first and then SIGTERM, and SIGKILL (a stage's server, idle
 when its checks end). Each way runs on a fresh server, `--repeats` times, interleaved;
 after each stop, what the python backend left in /dev/shm under the server's prefix is
-counted (a graceful stop unlinks it; deploy removes it after a kill).
+counted (a graceful stop unlinks it; deploy removes it after a kill). Before each stop's
+server starts, the cores other processes leave free (a 0.3 s sample) and the load average
+are recorded: a stop timed on a busy machine says so.
 
     .venv/bin/python benchmarks/server_stop.py configs/resnet50.yaml   # after `deploy run` made its repository
 
@@ -84,6 +86,7 @@ def _once(way: str, repository: Path, spec: Any) -> dict[str, float | int]:
 
 def main() -> None:
     from deploy.pipeline.graph.project import load_project
+    from deploy.runtimes import contention
     from deploy.serving.server_spec import ServerSpec
 
     parser = argparse.ArgumentParser()
@@ -95,7 +98,8 @@ def main() -> None:
     runs: dict[str, list[dict[str, float | int]]] = {way: [] for way in WAYS}
     for _ in range(args.repeats):
         for way in WAYS:
-            runs[way].append(_once(way, repository, ServerSpec()))
+            machine = {"cores_free": round(contention.cores_free(), 2), "load1": round(os.getloadavg()[0], 2)}
+            runs[way].append(_once(way, repository, ServerSpec()) | machine)
             print(way, runs[way][-1], flush=True)
     found = {
         way: {
@@ -103,10 +107,14 @@ def main() -> None:
             "all_s": [round(float(r["seconds"]), 3) for r in rows],
             "shm_left": [int(r["shm_left"]) for r in rows],
             "models": rows[0]["models"],
+            "cores_free_before": [r["cores_free"] for r in rows],
+            "load1_before": [r["load1"] for r in rows],
         }
         for way, rows in runs.items()
     }
-    result = {"config": str(args.config), "repository": str(repository), "ways": found}
+    least = min(r["cores_free"] for rows in runs.values() for r in rows)
+    machine = f"{contention.cores()} cores; least free before a stop {least:.2f}"
+    result = {"config": str(args.config), "repository": str(repository), "machine": machine, "ways": found}
     out = ROOT / "benchmarks" / "results" / f"server_stop_{project.config.name}.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))

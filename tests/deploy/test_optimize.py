@@ -82,7 +82,8 @@ def test_a_stock_model_needs_only_itself_and_an_example(tmp_path: Path, cli: Cli
 
 
 def test_a_model_that_takes_no_other_batch_is_served_at_the_examples_shapes(tmp_path: Path) -> None:
-    from deploy.live_model import _config_for, _source
+    from deploy.live_model import _config_for
+    from deploy.live_source import source_entry as _source
 
     model = FixedBatch()
     source = _source(model, tmp_path, "fixed", None, None, {"x": torch.ones(2, 3)})
@@ -97,7 +98,7 @@ def test_a_model_that_takes_no_other_batch_is_served_at_the_examples_shapes(tmp_
 def test_a_class_that_needs_arguments_is_pickled_and_rebuilt_equal(tmp_path: Path) -> None:
     import importlib.util
 
-    from deploy.live_model import _source
+    from deploy.live_source import source_entry as _source
 
     torch.manual_seed(0)
     model = NeedsArguments(3).eval()
@@ -251,7 +252,7 @@ def test_tied_weights_are_saved_and_load_back_the_same_model(tmp_path: Path) -> 
     for GPT-2, a tied Llama or any `self.b = self.a`."""
     from safetensors.torch import load_file
 
-    from deploy.live_model import _save_weights
+    from deploy.live_source import _save_weights
 
     torch.manual_seed(0)
     model = TiedHead()
