@@ -3,7 +3,7 @@ that triton_config's params state (`publish`, `publish_to`) and that every stage
 to publish reads through the engine (`read_fact`), never from another stage's YAML.
 `all` publishes the repository as the last stage that rewrites it leaves it (triton_search's
 tuned one where configured: the engine publishes each artifact once, from the last link of
-its chain, pipeline/process/runner.py `_destinations`); `selected`
+its chain, pipeline/process/run_publishing.py `destinations`); `selected`
 only the models serving what the select stage chose; so exactly one tree reaches
 `model_repository/` and, with `publish_to`, object storage."""
 

@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
-from deploy.pipeline.errors import DeployError, DiskFull, ExitCode, SelectionError, StageError, disk_full
+from deploy.pipeline.errors import DiskFull, ExitCode, SelectionError, StageError, disk_full
 from deploy.pipeline.graph.choice import StageSelection, outside_message, resume_command
-from deploy.pipeline.graph.contract import PROVISIONAL_KEY, Artifact, Phase
-from deploy.pipeline.graph.dag import Node, rewritten
+from deploy.pipeline.graph.contract import PROVISIONAL_KEY, Phase
+from deploy.pipeline.graph.dag import Node
 from deploy.pipeline.graph.keys import KeyParts
 from deploy.pipeline.graph.plan import Action, make_plan, source_changed, source_outputs, stage_parts, why
 from deploy.pipeline.graph.project import Project
@@ -28,9 +28,8 @@ from deploy.pipeline.process.descriptors import enough_open_files
 from deploy.pipeline.process.execute import Job, execute
 from deploy.pipeline.process.isolation import Limits, run_isolated
 from deploy.pipeline.process.progress import Throttled
-from deploy.pipeline.publish.readback import holds
-from deploy.pipeline.publish.tree import Verification, publish
-from deploy.pipeline.publish.verification import PASSED, PublishGate
+from deploy.pipeline.process.run_publishing import RunPublishing
+from deploy.pipeline.publish.verification import PASSED
 from deploy.pipeline.report.reporter import Reporter
 from deploy.pipeline.report.results import RunStatus as RunStatus
 from deploy.pipeline.report.results import RunSummary, first_failed
@@ -66,16 +65,8 @@ class Runner:
         self.pulled: set[str] = set()  # keys downloaded from the remote cache
         self.results: list[StageResult] = []
         self.summary: RunSummary | None = None  # the run summary, once written
-        self.published: list[tuple[Path | str, list[str]]] = []  # destination, its model dirs
         # Verify, then publish: outputs held until the stages that verify them pass.
-        self.gate = PublishGate(
-            project.graph,
-            project.config.name,
-            self._publish,
-            lambda output, dest: holds(self.store, output, dest, project.config.name),
-            (reporter.warn, reporter.note),
-        )
-        self._publishing: StageResult | None = None  # whose result a publish failure fails
+        self.publishing = RunPublishing(project, store, reporter, self._needed_nodes)
         self._reported: StageResult | None = None  # the stage under way's result, once it said it
 
     def run(self) -> list[StageResult]:
@@ -100,7 +91,7 @@ class Runner:
             for node in self._needed_nodes():
                 result = self._interruptible(node)
                 results.append(result)
-                self._verified(node, result)
+                self.publishing.verified(node, result)
                 if result.status is Status.FAILED:
                     break
             outcome = RunStatus.FAILED if first_failed(results) else RunStatus.OK
@@ -122,6 +113,11 @@ class Runner:
             raise failure
         return results
 
+    @property
+    def published(self) -> list[tuple[Path | str, list[str]]]:
+        """Each destination this run published to, with its model dirs."""
+        return self.publishing.published
+
     def failure(self) -> StageError | None:
         """The run's first failed stage as the error the run raises (its log and the resume)."""
         failed = first_failed(self.results)
@@ -134,7 +130,7 @@ class Runner:
         faults.point("settle")
         if self.remote is not None and self.remote.spec.push and outcome is not RunStatus.INTERRUPTED:
             self._push()
-        self.gate.close(frozenset(r.name for r in results if r.status is Status.INTERRUPTED))
+        self.publishing.gate.close(frozenset(r.name for r in results if r.status is Status.INTERRUPTED))
         self._write_summary(results, took_s, outcome)
         self.store.memo.save()  # digests rehashed this run (a no-op when none was)
 
@@ -168,7 +164,7 @@ class Runner:
         places = {"cache_dir": self.store.root, "run_dir": config.run_dir}
         inside = {f"cache_dir ({sub}/)": self.store.root / sub for sub in Store.LAYOUT}
         places |= {field: path for field, path in inside.items() if present(path)}
-        local = (d for n in nodes for a in n.spec.outputs for d in self._destinations(n, a))
+        local = (d for n in nodes for a in n.spec.outputs for d in self.publishing.destinations(n, a))
         if any(n.spec.phase is Phase.RELEASE for n in nodes) or any(isinstance(d, Path) for d in local):
             places["repository"] = config.repository
         return places
@@ -268,49 +264,7 @@ class Runner:
         self.resolved.update({f"{node.name}.{n}": o for n, o in result.outputs.items()})
         self.store.set_head(self.project.config.name, node.name, key, parts)
         passed = {r.name for r in self.results if r.status in PASSED}
-        self._publishing = result
-        try:
-            for artifact in node.spec.outputs:
-                if artifact.name in result.outputs:
-                    output = result.outputs[artifact.name]
-                    self.gate.accepted(node, artifact, output, self._destinations(node, artifact), passed)
-        except DeployError as exc:  # the result is cached; publishing it failed (the next run retries)
-            result.status, result.message, result.exit_code = Status.FAILED, str(exc), exc.exit_code
-
-    def _verified(self, node: Node, result: StageResult) -> None:
-        """A verifier's result releases (or withholds) what waits for it; a publish that
-        fails then fails this stage's result (the next run retries)."""
-        self._publishing = result
-        try:
-            self.gate.finished(node, result)
-        except DeployError as exc:  # its checks passed: what failed is the publish they allowed
-            said = f"its checks passed, then {exc}" if result.status in PASSED else str(exc)
-            result.status, result.message, result.exit_code = Status.FAILED, said, exc.exit_code
-
-    def _publish(
-        self, node: Node, output: Output, dest: Path | str, verified: Verification
-    ) -> tuple[list[str], bool]:
-        done = publish(self.store, output, dest, self.project.config.name, verified)
-        if self._publishing is not None:
-            self._repaired(self._publishing, dest, done.repaired)
-        self.published.append((dest, done.models))
-        return done.models, bool(done.written)
-
-    def _destinations(self, node: Node, artifact: Artifact) -> tuple[Path | str, ...]:
-        """Where `artifact` is published: one terminal publish, by the last link of its
-        chain this run executes (triton_search's tuned repository, not triton_config's
-        before it), so a repository is written once per run and never as an earlier link."""
-        if rewritten(node, artifact.name, self._needed_nodes()):
-            return ()
-        return node.spec.destinations(node.params, self.project.config, artifact)
-
-    def _repaired(self, result: StageResult, dest: Path | str, repaired: dict[str, list[str]]) -> None:
-        """Published files changed behind deploy's back, now restored: said, and kept in
-        the summary as the stage's message."""
-        for model, files in repaired.items():
-            note = f"restored {dest}/{model}: {', '.join(files)} had changed since it was published"
-            self.reporter.warn(f"{result.name}: {note}")
-            result.message = f"{result.message}; {note}" if result.message else note
+        self.publishing.accepted(node, result, passed)
 
     def _report(self, result: StageResult) -> StageResult:
         self.reporter.finished(result)
@@ -417,7 +371,7 @@ class Runner:
         return (key, parts) if after is None else (after.key, after)
 
     def _write_summary(self, results: list[StageResult], seconds: float, outcome: RunStatus) -> None:
-        run = RunOf(self.project, self.store, tuple(self.gate.notes))
+        run = RunOf(self.project, self.store, tuple(self.publishing.gate.notes))
         self.summary = write_summary(run, results, seconds, outcome, self.reporter.warn)
 
 
