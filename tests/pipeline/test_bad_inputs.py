@@ -1082,6 +1082,18 @@ CASES = [
         lambda data, tmp: data.update(cache_dir=str(tmp / "model_repository" / "cache")),
     ),
     Case(
+        "run-dir-is-the-repository",
+        CONFIG,
+        "run_dir: ",
+        lambda data, tmp: data.update(run_dir=str(tmp / "model_repository")),
+    ),
+    Case(
+        "tolerance-a-boolean",
+        CONFIG,
+        "stages.validate.atol: a number, not the boolean true",
+        lambda data, tmp: data["stages"]["validate"].update(atol=True),
+    ),
+    Case(
         "repository-is-the-cache",
         CONFIG,
         "is the repository",

@@ -213,3 +213,53 @@ def test_cli_validate_command(write_config, cli: Cli):
     assert ok.returncode == 0 and "golden -> export -> simplify -> trace" in ok.stdout
     missing = cli("validate", "/nonexistent.yaml")
     assert missing.returncode == ExitCode.CONFIG and "config file not found" in missing.stderr
+
+
+def test_a_boolean_where_a_number_is_wanted_is_refused_naming_the_key(tmp_path: Path, write_config) -> None:
+    """pydantic reads true as 1.0 and false as 0.0 for a float, and YAML reads yes/no/on/off
+    as booleans: `atol: yes` validated as a tolerance 10^4 times looser than meant and
+    `min_cosine: no` turned the check off. Each is refused, every one at once; the
+    booleans the config's models do take (build.required, a stage's isolate) stay."""
+    text = write_config().read_text()
+    text = text.replace("atol: 0.0001", "atol: yes").replace("min_cosine: 0.9999", "min_cosine: no")
+    text = text.replace("- 1\n  - 1\n  - 8\n  - 8\n  opt", "- on\n  - 1\n  - 8\n  - 8\n  opt", 1)
+    text = text.replace("  triton_config:", "  build: {required: false, isolate: true}\n  triton_config:")
+    path = tmp_path / "bools.yaml"
+    path.write_text(text)
+    issues = issues_of(path)
+    booleans = [i for i in issues if "a number, not the boolean" in i]
+    assert {i.split(":")[0] for i in booleans} == {
+        "inputs[0].min[0]", "stages.validate.atol", "stages.validate.min_cosine"
+    }, issues  # fmt: skip
+    assert (
+        "stages.validate.atol: a number, not the boolean true (YAML reads yes/no/on/off as booleans)"
+        in issues
+    )
+    assert issues == booleans, issues  # nothing else is wrong with it
+    good = write_config({"stages": {"build": {"required": False, "isolate": True}}})
+    assert load_project(good).config.name == "tiny"
+
+
+@pytest.mark.parametrize(
+    ("run_dir", "refused"),
+    [
+        ("model_repository", "is the repository"),
+        ("model_repository/runs", "is inside the repository"),
+        (".", None),
+    ],
+)
+def test_run_records_stay_out_of_the_repository(
+    write_config, tmp_path: Path, run_dir: str, refused: str | None
+) -> None:
+    """run_dir equal to the repository put `tiny/summary.json`, logs and the report beside
+    the models, a folder a Triton polling it takes for a model; holding it is fine."""
+    path = write_config(
+        replace={"run_dir": str(tmp_path / run_dir), "repository": str(tmp_path / "model_repository")}
+    )
+    if refused is None:
+        assert load_project(path).config.run_dir == tmp_path
+        return
+    assert any(
+        i.startswith("run_dir: ") and refused in i and "give them separate directories" in i
+        for i in issues_of(path)
+    )

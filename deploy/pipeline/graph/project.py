@@ -19,6 +19,7 @@ from deploy.pipeline.graph import bounds
 from deploy.pipeline.graph.contract import RunSettings, StageSpec, split_section
 from deploy.pipeline.graph.dag import Graph, build_graph
 from deploy.pipeline.graph.facts import duplicate_issues
+from deploy.pipeline.graph.numbers import booleans_as_numbers
 from deploy.pipeline.graph.registry import stage_names, stage_spec
 from deploy.spec.config import DeployConfig
 from deploy.spec.config_checks import shape_issues
@@ -147,23 +148,27 @@ def _validate_shared(raw: dict[str, Any], base: Path) -> tuple[DeployConfig | No
         config = DeployConfig.model_validate(raw, context={"base_dir": base})
     except ValidationError as exc:
         return None, _issues(exc)
-    return config, shape_issues(config) + _overlap_issues(config)
+    return config, booleans_as_numbers(DeployConfig, raw) + shape_issues(config) + _overlap_issues(config)
 
 
 def _overlap_issues(config: DeployConfig) -> list[Issue]:
-    """The cache and the repository apart: a cache inside the repository put `actions/`,
-    `objects/` and `trees/` beside the models (a Triton loading the folder takes them for
-    models); a repository inside the cache is a tree the cache's own cleaning may remove."""
-    cache, repository = config.cache_dir.absolute(), config.repository.absolute()
-    if cache == repository:
-        where = "is the repository"
-    elif repository in cache.parents:
-        where = "is inside the repository"
-    elif cache in repository.parents:
-        where = "holds the repository"
-    else:
-        return []
-    return [Issue("cache_dir", f"{cache} {where} {repository}: give them separate directories")]
+    """The cache and the run records apart from the repository: either inside it put
+    `actions/`, `objects/` (or `<name>/summary.json`, logs) beside the models, which a
+    Triton loading the folder takes for models; a repository inside the cache is a tree
+    its own cleaning may remove (run records are never cleaned so: a run_dir may hold it)."""
+    repository = config.repository.absolute()
+    found = []
+    for key, path in (("cache_dir", config.cache_dir.absolute()), ("run_dir", config.run_dir.absolute())):
+        if path == repository:
+            where = "is the repository"
+        elif repository in path.parents:
+            where = "is inside the repository"
+        elif path in repository.parents and key == "cache_dir":
+            where = "holds the repository"
+        else:
+            continue
+        found.append(Issue(key, f"{path} {where} {repository}: give them separate directories"))
+    return found
 
 
 Stages = list[tuple[StageSpec, BaseModel]]
@@ -181,10 +186,12 @@ def _validate_stages(raw: Any, base: Path) -> tuple[Stages | None, dict[str, Run
         params, run = split_section(section)
         try:
             stages.append((spec, spec.params.model_validate(params, context={"base_dir": base})))
+            issues += booleans_as_numbers(spec.params, params, f"stages.{name}")
         except ValidationError as exc:
             issues += _issues(exc, prefix=f"stages.{name}")
         try:
             settings[spec.name] = RunSettings.model_validate({"timeout_s": spec.timeout_s, **run})
+            issues += booleans_as_numbers(RunSettings, run, f"stages.{name}")
         except ValidationError as exc:
             issues += _issues(exc, prefix=f"stages.{name}")
     return stages, settings, issues
