@@ -24,14 +24,17 @@ repository) removes what dead processes left (temp files, staging), reverts a jo
 still `placing` (new versions removed, the configs as they were) and completes one
 `switching`. A poll-mode server sees a mix only between two
 config replaces of step 4 (plus its poll interval); an explicit-mode server only while
-it is told to load model after model (step 5).
+it is told to load model after model (step 5). A catchable stop (Ctrl-C, SIGTERM of
+`deploy` or of the stage's child) arriving in steps 3-4 takes effect once they are done,
+so only a SIGKILL there leaves a mix, until the next command completes the journal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -125,14 +128,28 @@ def commit(repository: Path, journal: Journal) -> list[str]:
     for e in journal.entries:
         _pin(repository / e.model)
     fault("pinned")
-    for e in journal.entries:
+    for e in journal.entries:  # a stop in here leaves every model serving its pinned version
         record = ReleaseRecord.from_json(e.record)
         releases.place(repository / e.model, Path(e.source), record)
         fault(f"placed:{e.model}")
     switching = replace(journal, step=Step.SWITCHING)
-    atomic_write_text(path(repository, journal.pipeline), switching.to_json())
-    fault("switching")
-    return _complete(repository, switching)
+    with _whole():
+        atomic_write_text(path(repository, journal.pipeline), switching.to_json())
+        fault("switching")
+        _switch(repository, switching)
+    return _settle(repository, switching)
+
+
+@contextlib.contextmanager
+def _whole() -> Iterator[None]:
+    """The switch, atomic writes of small configs, milliseconds long: a catchable stop (Ctrl-C, SIGTERM of
+    `deploy`, of the stage's child) waits for its end, so no server is left serving one
+    model's new version beside another's old one until the next command; a SIGKILL
+    leaves the journal, which the next command reverts or completes."""
+    from deploy.pipeline.process import lifeline, stopping
+
+    with stopping.deferred(), lifeline.whole():
+        yield
 
 
 def _pin(model_dir: Path) -> None:
@@ -142,11 +159,22 @@ def _pin(model_dir: Path) -> None:
 
 
 def _complete(repository: Path, journal: Journal) -> list[str]:
-    from deploy.serving.switch import switch_all
+    with _whole():
+        _switch(repository, journal)
+    return _settle(repository, journal)
 
+
+def _switch(repository: Path, journal: Journal) -> None:
+    """Step 4: every model's config becomes the candidate's, one atomic replace each."""
     for e in journal.entries:
         atomic_write_text(repository / e.model / CONFIG_FILE, e.config)
         fault(f"switched:{e.model}")
+
+
+def _settle(repository: Path, journal: Journal) -> list[str]:
+    """Step 5 and 6: prune, mark and stamp, mirror, tell the live servers; the journal goes."""
+    from deploy.serving.switch import switch_all
+
     for e in journal.entries:
         model_dir = repository / e.model
         releases.sweep(model_dir)
@@ -262,9 +290,11 @@ def rolling_back(
         for model, version, config, marks in moves
     ]
     journal = Journal(pipeline, 0, entries, list(servers), remote, Step.SWITCHING, Kind.ROLLBACK)
-    atomic_write_text(path(repository, pipeline), journal.to_json())
-    fault("journal")
-    return _complete(repository, journal)
+    with _whole():
+        atomic_write_text(path(repository, pipeline), journal.to_json())
+        fault("journal")
+        _switch(repository, journal)
+    return _settle(repository, journal)
 
 
 def _config_of(model_dir: Path) -> str | None:

@@ -361,3 +361,35 @@ def test_a_journal_naming_a_server_urllib_cannot_take_is_still_completed(tmp_pat
     assert said.startswith("completed the interrupted rollback of 'relt'") and "not a url" in said, said
     assert _served_checkpoints(repository) == {"old"}
     assert recover(repository) == []
+
+
+STOPPABLE = {
+    # as `deploy rollback` / `deploy release` run it: a stop raises KeyboardInterrupt
+    "command": "from deploy.pipeline.process import stopping; stopping.stop_on_signals()\n",
+    # as a release stage's child runs it: a stop is the stage's SIGTERM to its group
+    "stage child": "from deploy.pipeline.process import lifeline; lifeline.contain()\n",
+}
+
+
+@pytest.mark.parametrize("where", list(STOPPABLE))
+def test_a_stop_amid_the_switch_waits_for_every_config(released_v1: Path, tmp_path: Path, where: str) -> None:
+    """SIGTERM 4 ms after the journal appeared left one model serving v1 and another v2 until
+    another command ran: a poll-mode server served the mix. A catchable stop now lands once
+    every config is switched; the next command only settles what is left."""
+    root = tmp_path / "run"
+    shutil.copytree(released_v1, root)
+    repository = root / "repo"
+    placed = [(str(d), str(c), r.to_json()) for d, c, r in _candidates(root, "new", 2)]
+    args = json.dumps({"repository": str(repository), "placed": placed})
+    stopped = subprocess.run(
+        [sys.executable, "-c", STOPPABLE[where] + RELEASE, args],
+        env={**_env(), FAULT_ENV: f"SIGTERM@switched:{MODELS[0]}"},
+        capture_output=True,
+        text=True,
+    )
+    assert stopped.returncode != 0, stopped.stderr  # it did stop, there
+    assert release_journal.path(repository, "relt").is_file(), stopped.stderr  # before settling
+    assert _served_checkpoints(repository) == {"new"}  # every config, before any recovery
+    (said,) = recover(repository)
+    assert said.startswith("completed the interrupted release of 'relt'"), said
+    _whole(repository)

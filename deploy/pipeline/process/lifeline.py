@@ -80,7 +80,30 @@ def on_stop(undo: Callable[[], object]) -> Iterator[None]:
         _ON_STOP.pop(id(token), None)
 
 
+class _Whole:
+    depth = 0  # of whole() blocks under way
+    pending: int | None = None  # the SIGTERM that arrived meanwhile
+
+
+@contextlib.contextmanager
+def whole() -> Iterator[None]:
+    """A step a stop must not cut in two (a release switching every model's config): a
+    SIGTERM meanwhile stops this stage's child when the block ends, well inside the
+    grace its stop gives it (isolation.GRACE_S)."""
+    _Whole.depth += 1
+    try:
+        yield
+    finally:
+        _Whole.depth -= 1
+        if not _Whole.depth and _Whole.pending is not None:
+            signum, _Whole.pending = _Whole.pending, None
+            _terminated(signum, None)
+
+
 def _terminated(signum: int, frame: FrameType | None) -> None:
+    if _Whole.depth:
+        _Whole.pending = signum
+        return
     for undo in list(_ON_STOP.values()):
         with contextlib.suppress(Exception):
             undo()
