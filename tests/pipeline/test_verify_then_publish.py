@@ -145,3 +145,35 @@ def test_a_publish_that_fails_after_smoke_passed_says_its_checks_passed(tmp_path
     smoke = next(s for s in summary(tmp_path)["stages"] if s["stage"] == "smoke")
     assert smoke["status"] == "failed" and smoke["message"].startswith("its checks passed, then publishing")
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.triton
+def test_a_stop_as_smoke_ended_publishes_nothing_and_says_so(tmp_path: Path, s3: S3Server) -> None:
+    """A Ctrl-C landing as `smoke ran` was printed said "smoke, which verifies it, did not run
+    in this invocation" of a smoke that had just passed; the run stops before publishing."""
+    import os
+    import subprocess
+    import sys
+
+    from deploy.pipeline.process.faults import FAULT_ENV
+    from tests.helpers import signals_as_a_terminal_sends_them
+
+    done = subprocess.run(
+        [sys.executable, "-m", "deploy", "run", str(config(tmp_path, smoke=True, seed=0))],
+        cwd=tmp_path,
+        env={**os.environ, **s3.env, FAULT_ENV: "SIGINT@reported:smoke"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=signals_as_a_terminal_sends_them,
+    )
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 130, said
+    notes = summary(tmp_path)["publishing"]
+    assert {n["state"] for n in notes} == {"withheld"}, notes
+    assert all(
+        "smoke, which verifies it, ended as the run was stopped, before its verdict could publish"
+        in n["note"]
+        for n in notes
+    ), notes
+    assert not (tmp_path / "model_repository" / "tiny_python").exists()

@@ -130,7 +130,10 @@ class Runner:
         faults.point("settle")
         if self.remote is not None and self.remote.spec.push and outcome is not RunStatus.INTERRUPTED:
             self._push()
-        self.publishing.gate.close(frozenset(r.name for r in results if r.status is Status.INTERRUPTED))
+        interrupted = frozenset(r.name for r in results if r.status is Status.INTERRUPTED)
+        # A stop that came once a stage had ended (its result kept) cut the run before its verdict applied.
+        ended = frozenset(r.name for r in results[-1:] if outcome is RunStatus.INTERRUPTED) - interrupted
+        self.publishing.gate.close(interrupted, ended)
         self._write_summary(results, took_s, outcome)
         self.store.memo.save()  # digests rehashed this run (a no-op when none was)
 

@@ -101,12 +101,19 @@ class PublishGate:
                     held.node, held.artifact, held.output, held.destinations, held.passed, held.unchecked
                 )
 
-    def close(self, interrupted: frozenset[str] = frozenset()) -> None:
+    def close(self, interrupted: frozenset[str] = frozenset(), ended: frozenset[str] = frozenset()) -> None:
         """The run is over: what still waits was never verified in it (`interrupted`: the
-        stages a stop cut short, said as such)."""
+        stages a stop cut short; `ended`: one that ended as the stop came, before its
+        verdict could publish; each said as such)."""
         for held in list(self.held):
             missing = [v for v in held.verifiers if v not in held.passed]
-            how = "was interrupted" if set(missing) <= interrupted else "did not run in this invocation"
+            how = (
+                "was interrupted"
+                if set(missing) <= interrupted
+                else "ended as the run was stopped, before its verdict could publish"
+                if set(missing) <= ended
+                else "did not run in this invocation"
+            )
             self._withhold(held, f"{', '.join(missing)}, which verifies it, {how}")
 
     def _out(
