@@ -37,6 +37,7 @@ from deploy.releasing.release_commands import releases, rollback
 
 if TYPE_CHECKING:
     from deploy.pipeline.graph.plan import PlanRow
+    from deploy.pipeline.graph.project import Project
     from deploy.spec.config import DeployConfig
 
 # -h everywhere; subcommands inherit it from the group's context.
@@ -151,8 +152,8 @@ def plan(
         bool,
         typer.Option(
             "--detailed-exitcode",
-            help=f"Exit {ExitCode.WILL_RUN} when some stage will (or may) run, or a publish stopped amid its renames "
-            "waits for the next run; 0 when all is cached.",
+            help=f"Exit {ExitCode.WILL_RUN} when some stage will (or may) run, or a publish waits for the next run "
+            "(stopped amid its renames, or a repository that does not hold the cached tree); 0 when all is in place.",
         ),
     ] = False,
 ) -> None:
@@ -173,9 +174,19 @@ def plan(
         warn(str(issue))
     if pending := journal_left(project.config.repository, project.config.name):  # the next run finishes it
         warn(f"{project.config.repository}: {pending}")
+    for line in (unpublished := _to_publish(project)):
+        warn(line)
     _print_plan(rows, as_json)
-    if detailed_exitcode and (will_run(rows) or pending):
+    if detailed_exitcode and (will_run(rows) or pending or unpublished):
         raise typer.Exit(ExitCode.WILL_RUN)
+
+
+def _to_publish(project: Project) -> list[str]:
+    """Where a run with every stage cached would still publish (pipeline/publish/pending.py)."""
+    from deploy.pipeline.publish.pending import unpublished
+    from deploy.pipeline.store.objects import Store
+
+    return unpublished(project, Store(project.cache_dir))
 
 
 def _print_plan(rows: list[PlanRow], as_json: bool) -> None:

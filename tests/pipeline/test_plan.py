@@ -111,3 +111,23 @@ def test_plan_json_and_detailed_exit_code(config, write_config, cli: Cli):
     done = cli("plan", str(config), "--json", "--detailed-exitcode")
     assert done.returncode == 0 and {r["action"] for r in json.loads(done.stdout)} == {"cached", "skip"}
     assert cli("plan", str(config)).returncode == 0  # without the flag, changes are not an error
+
+
+def test_a_repository_without_the_cached_tree_is_work_the_next_run_does(config, cli: Cli) -> None:
+    """Every stage cached and the repository deleted (or a run stopped before its verdict
+    could publish): `plan --detailed-exitcode` said 0, nothing to do, and a CI job that
+    skips on 0 left the repository without its models. It says what the next run publishes."""
+    import shutil
+
+    assert cli("run", str(config)).returncode == 0
+    repository = load_project(config).config.repository
+    assert cli("plan", str(config), "--detailed-exitcode").returncode == 0  # in place
+    shutil.rmtree(repository)
+    said = cli("plan", str(config), "--detailed-exitcode")
+    assert said.returncode == ExitCode.WILL_RUN, said.stdout + said.stderr
+    assert (
+        f"{repository} does not hold triton_config's cached repository: the next run publishes it"
+        in " ".join(said.stderr.split())
+    )
+    assert cli("run", str(config)).returncode == 0 and (repository / "tiny_python").is_dir()
+    assert cli("plan", str(config), "--detailed-exitcode").returncode == 0

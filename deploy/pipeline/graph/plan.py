@@ -178,6 +178,13 @@ def make_plan(
     return [_row(node, walk) for node in project.graph.nodes]
 
 
+def cached_outputs(project: Project, store: Store) -> dict[str, Output] | None:
+    """Every stage's outputs when every stage is cached here (what a run would replay), else None."""
+    walk = _Walk(project, store, dict(source_outputs(project, store)))
+    rows = [_row(node, walk) for node in project.graph.nodes]
+    return walk.resolved if all(r.action in (Action.CACHED, Action.SKIP) for r in rows) else None
+
+
 def _row(node: Node, walk: _Walk) -> PlanRow:
     outputs = [f"{node.name}.{a.name}" for a in node.spec.outputs]
     missing = _absent_inputs(node, walk)

@@ -23,12 +23,17 @@ from deploy.pipeline.store.objects import Output, Store
 def holds(store: Store, output: Output, dest: Path, pipeline: str) -> list[str] | None:
     """The verifiers of the publish a local repository holds when it holds exactly this
     tree (every model stamped with these files, the manifest listing them), else None."""
+    found = _manifest_record(dest, pipeline)
+    return found[1] if found is not None and found[1] and holds_tree(store, output, dest, pipeline) else None
+
+
+def holds_tree(store: Store, output: Output, dest: Path, pipeline: str) -> bool:
+    """A local repository holds exactly this tree, verified or not."""
     models = models_of(store, output)
     found = _manifest_record(dest, pipeline)
-    if found is None or found[0] != sorted(models) or not found[1]:
-        return None
-    same = all(_read_stamp_here(dest / m / STAMP) == Stamp(pipeline, files) for m, files in models.items())
-    return found[1] if same else None
+    if found is None or found[0] != sorted(models):
+        return False
+    return all(_read_stamp_here(dest / m / STAMP) == Stamp(pipeline, files) for m, files in models.items())
 
 
 def last_publish(dest: Path, pipeline: str) -> str:
