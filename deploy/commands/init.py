@@ -7,6 +7,7 @@ of its batch). The file is written only once it passes the same validation as
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -204,8 +205,39 @@ def initialise(request: InitRequest) -> tuple[Path, str]:
     Nothing is written on any error."""
     name = request.name or request.chosen_name
     dest = (request.output or Path(f"{name}.yaml")).absolute()
+    if dest.is_dir():
+        raise UsageError(
+            "--output", [Issue("--output", f"{dest} is a directory: name the file, e.g. {dest / name}.yaml")]
+        )
     if dest.exists() and not request.overwrite:
         raise ConfigError(str(dest), [Issue("--output", "exists; pass --overwrite to replace it")])
+    made = _folders_for(dest)
+    try:
+        return _initialise(request, name, dest)
+    except BaseException:  # nothing written on an error: not the folders made for it either
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _folders_for(dest: Path) -> list[Path]:
+    """--output's missing folders, made now (the config's relative paths start there),
+    outermost first; a file in the way is a usage error."""
+    missing = [p for p in reversed(dest.parents) if not p.exists()]
+    blocking = next((p for p in dest.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise UsageError("--output", [Issue("--output", f"{blocking} is a file, not a folder")])
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            "--output", [Issue("--output", f"cannot make its folder {dest.parent}: {exc.strerror}")]
+        ) from None
+    return missing
+
+
+def _initialise(request: InitRequest, name: str, dest: Path) -> tuple[Path, str]:
     from deploy.pipeline.process.child_call import CallEnded, in_child
 
     args = (request.source(dest.parent), request.input_args(), name, dest, request.batch_dim)

@@ -178,6 +178,18 @@ def test_outputs_are_named_by_key_position_or_as_the_lone_tensor() -> None:
             "min, opt and max have 4, 3 and 4 dims",
             2,
         ),
+        (  # the folders made for --output go again with the error
+            [
+                "--callable",
+                "broken",
+                "--input",
+                "image:float32:1x3x8x8/1x3x8x8/2x3x8x8",
+                "-o",
+                "new/sub/m.yaml",
+            ],
+            "this forward is broken",
+            3,
+        ),
         (  # init wrote it, and golden refused the config it wrote
             ["--callable", "centred", "--input", "image:float32:1x3x8x8/2x3x8x8/4x3x8x8"],
             "output 'output' depends on the rest of its batch and is all zeros for a batch of one",
@@ -193,6 +205,30 @@ def test_bad_input_says_which_and_writes_nothing(
     assert done.returncode == code, done.stdout + done.stderr
     assert says in " ".join((done.stdout + done.stderr).split()) and "Traceback" not in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["models.py"]
+
+
+def test_output_in_a_new_folder_is_written_and_a_folder_or_a_file_in_the_way_is_named(
+    tmp_path: Path, cli: Cli
+) -> None:
+    """`-o new/sub/m.yaml` crashed (exit 70, FileNotFoundError) or, with --file, blamed the
+    model file ("file not found: .../new/sub/../../models.py"); `-o DIR --overwrite` crashed
+    with IsADirectoryError and left a `.DIR.init` behind."""
+    (tmp_path / "models.py").write_text(MODELS)
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("")
+    shape = ["--callable", "segmenter", "--input", "image:float32:1x3x8x8/2x3x8x8/4x3x8x8"]
+    made = cli("init", "--file", "models.py", *shape, "-o", "new/sub/m.yaml", cwd=tmp_path)
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert cli("validate", str(tmp_path / "new" / "sub" / "m.yaml")).returncode == 0
+    for output, says in (
+        ("adir", "adir is a directory: name the file"),
+        ("afile/m.yaml", "afile is a file, not a folder"),
+    ):
+        done = cli("init", "--file", "models.py", *shape, "-o", output, "--overwrite", cwd=tmp_path)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout + done.stderr
+        assert says in " ".join((done.stdout + done.stderr).split())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile", "models.py", "new"]
+    assert list((tmp_path / "adir").iterdir()) == []
 
 
 def test_an_existing_file_is_kept_unless_overwrite(tmp_path: Path, cli: Cli) -> None:
