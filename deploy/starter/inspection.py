@@ -80,7 +80,14 @@ def _name(path: str, index: int, by_position: bool) -> str:
         return f"present_{cache.group(1)}_{cache.group(2)[:-1]}"
     if not path:
         return "output"
-    return f"output{index}" if by_position else re.sub(r"\W", "_", path)
+    return f"output{index}" if by_position else re.sub(r"[^A-Za-z0-9_]", "_", _ascii(path))
+
+
+def _ascii(key: str) -> str:
+    """Accents dropped (`é` -> `e`): Triton's names, and the config's, are ASCII."""
+    import unicodedata
+
+    return unicodedata.normalize("NFKD", key).encode("ascii", "ignore").decode() or "output"
 
 
 def _unused(name: str, taken: list[str]) -> str:

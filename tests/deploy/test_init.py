@@ -147,6 +147,10 @@ def test_outputs_are_named_by_key_position_or_as_the_lone_tensor() -> None:
         ("output1", None, "other"),
     ]
     assert discover([("", (2, 10), "float32")], True)[0].name == "output"
+    # Keys outside ASCII: the config's names are ASCII, the key is kept as the path (it
+    # was the regex of outputs[].name, raw, about a name init had written itself).
+    accented = discover([("é-out", (2, 3), "float32"), ("日本", (2, 3), "float32")], True)
+    assert [(f.name, f.path) for f in accented] == [("e_out", "é-out"), ("output", "日本")]
     # A wrapper echoing its inputs back (a sentence-transformers module's dict): Triton names
     # each tensor once, so init refused its own config; the key is kept as the path.
     echoed = discover([("input_ids", (2, 8), "int64"), ("embedding", (2, 4), "float32")], True, ["input_ids"])
