@@ -52,6 +52,7 @@ def load_model(source: ModelSource) -> torch.nn.Module:
         )
     if source.checkpoint is not None:
         _load_checkpoint(model, source.checkpoint)
+    _exported_math(model)
     from deploy.modelio.decoder import with_cache
 
     return with_cache(model.eval(), source.decoder)
@@ -186,6 +187,24 @@ def _read_state(path: Path) -> Any:
         return torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, SafetensorError, RuntimeError, EOFError, OSError, ValueError) as exc:
         raise StageFailed(f"model.checkpoint: cannot read {path} as a state_dict: {first_line(exc)}") from exc
+
+
+# Modules PyTorch's multi-head attention fast path runs in eager (eval, no_grad).
+FAST_PATH_MODULES = (
+    "MultiheadAttention",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+)
+
+
+def _exported_math(model: torch.nn.Module) -> None:
+    """The MHA fast path is eager's alone: with a padding mask, nn.TransformerEncoder answers
+    padded positions with zeros (nested tensors) that no exported graph computes, so every
+    reference differed there (cosine 0.81) and the model was refused as "not float rounding".
+    Off in this process for a model holding such modules: eager computes what ONNX does."""
+    if any(type(m).__name__ in FAST_PATH_MODULES and isinstance(m, torch.nn.Module) for m in model.modules()):
+        torch.backends.mha.set_fastpath_enabled(False)
 
 
 def load_adapted(config: DeployConfig, sample: Mapping[str, Any]) -> IOAdapter:
