@@ -144,8 +144,9 @@ def _module_from_file(path: Path) -> Any:
         spec.loader.exec_module(module)
     except ModuleNotFoundError as exc:
         raise _missing(f"model.file: {path}", exc) from exc
-    except SyntaxError as exc:
-        raise StageFailed(f"model.file: {path}, line {exc.lineno}: {exc.msg}") from exc
+    except SyntaxError as exc:  # NUL bytes, binary: no line to name (it was "line None")
+        where = f", line {exc.lineno}" if exc.lineno else " is not Python source"
+        raise StageFailed(f"model.file: {path}{where}: {exc.msg}") from exc
     except Exception as exc:
         raise StageFailed(f"model.file: importing {path} failed: {type(exc).__name__}: {exc}") from exc
     except SystemExit as exc:  # a training script's top-level argparse / sys.exit, run on import

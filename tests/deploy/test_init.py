@@ -853,3 +853,17 @@ def test_output_names_the_pipeline_unless_name_does(tmp_path: Path, cli: Cli) ->
     )
     assert yaml.safe_load((tmp_path / "small.yaml").read_text())["name"] == "small"
     assert yaml.safe_load((tmp_path / "b.yaml").read_text())["name"] == "mine"
+
+
+def test_a_model_file_that_is_not_python_says_so(tmp_path: Path, cli: Cli) -> None:
+    """NUL bytes read as "model.file: ..., line None: source code string cannot contain null bytes"."""
+    (tmp_path / "binary.py").write_bytes(b"import torch\x00\n")
+    done = cli(
+        "init", "--file", "binary.py", "--callable", "m", "--input", "x:float32:1x4/2x4/4x4", cwd=tmp_path
+    )
+    said = " ".join((done.stdout + done.stderr).split())
+    assert (
+        done.returncode == 3
+        and "binary.py is not Python source: source code string cannot contain null bytes" in said
+    ), said
+    assert "line None" not in said and sorted(p.name for p in tmp_path.iterdir()) == ["binary.py"]
