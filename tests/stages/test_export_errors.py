@@ -221,3 +221,33 @@ def test_a_forward_that_draws_with_its_own_seeded_generator_is_named_when_both_e
     said = " ".join(str(failed.value).split())
     assert "The forward draws random numbers (randn (" in said and "seeded.py" in said, said
     assert "an exporter cannot capture a generator; make the noise an input" in said
+
+
+def test_a_forward_storing_tensors_on_the_module_is_named_when_dims_come_out_fixed(write_config) -> None:
+    """raft_small's batch came out of torch.export fixed, said only as "the model computes
+    something that holds only at that size": torch.export's own warning names the tensors
+    its forward stores on the module (its correlation pyramid). Random weights: the export's
+    mechanics; `auto` then deploys it with the legacy exporter (not run here)."""
+    shapes = {
+        "dims": ["batch", 3, 128, 128],
+        "min": [1, 3, 128, 128],
+        "opt": [1, 3, 128, 128],
+        "max": [2, 3, 128, 128],
+    }
+    path = write_config(
+        replace={
+            "model": {
+                "factory": "torchvision.models.optical_flow:raft_small",
+                "kwargs": {"weights": None},
+                "forward_kwargs": {"num_flow_updates": 1},  # one flow out, one refinement
+            },
+            "inputs": [{"name": "image1", **shapes}, {"name": "image2", **shapes}],
+            "outputs": [{"name": "flow"}],
+            "stages": {"export": {"exporter": "dynamo"}},
+        }
+    )
+    with pytest.raises(StageError) as info:
+        run(path, stop="export")
+    flat = " ".join(str(info.value).split())
+    assert "the dynamo export fixed dims" in flat, flat
+    assert "corr_pyramid" in flat and "the forward stores tensors on the module" in flat, flat

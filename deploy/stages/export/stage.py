@@ -9,6 +9,7 @@ the summary and the run report. A config can pin either one.
 from __future__ import annotations
 
 import shutil
+import warnings
 from typing import TYPE_CHECKING
 
 from deploy.domain.artifacts import EAGER, GOLDEN, ONNX
@@ -90,7 +91,11 @@ def _attempt(
     from deploy.modelio import onnx_files
     from deploy.runtimes.onnxrt import OnnxRuntime
 
-    found = exporters.export(exporter, model, ctx.config, ctx.output(ONNX), golden, params)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("default")
+        found = exporters.export(exporter, model, ctx.config, ctx.output(ONNX), golden, params)
+    for w in said:  # still in the stage's log
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     _frozen(ctx, found, params)
     onnx_files.check(ctx.output(ONNX))
     header = onnx.load(str(ctx.output(ONNX)), load_external_data=False)
@@ -100,7 +105,7 @@ def _attempt(
         raise StageFailed(
             f"the {exporter.value} export fixed dims the shape spec declares dynamic ({'; '.join(fixed)}): the model "
             "computes something that holds only at that size (torch.export's guard, a loop unrolled to the example's "
-            "length); make the dim static in the shape spec if it is, else change the model"
+            f"length){_assigned(said)}; make the dim static in the shape spec if it is, else change the model"
         )
     runtime = OnnxRuntime(ctx.output(ONNX), outputs=ctx.config.output_names())
     table = parity.compare(references.run(runtime, golden), golden, params.tolerance, layout_of(ctx.config))
@@ -109,6 +114,15 @@ def _attempt(
         what, table, params.tolerance, golden, ctx.input(EAGER), runtime.infer, "stages.export.tolerance"
     )
     return table
+
+
+def _assigned(said: list[warnings.WarningMessage]) -> str:
+    """torch.export's word on tensors the forward stores on the module (raft_small's
+    correlation pyramid): traced as constants of the example's size, they fix its dims."""
+    stored = next((str(w.message) for w in said if "were assigned during export" in str(w.message)), None)
+    if stored is None:
+        return ""
+    return f"; torch.export: {stored.split('. Such')[0]} (the forward stores tensors on the module)"
 
 
 def _frozen(ctx: StageContext, found: list[FrozenValue], params: ExportParams) -> None:
