@@ -251,3 +251,48 @@ def test_a_forward_storing_tensors_on_the_module_is_named_when_dims_come_out_fix
     flat = " ".join(str(info.value).split())
     assert "the dynamo export fixed dims" in flat, flat
     assert "corr_pyramid" in flat and "the forward stores tensors on the module" in flat, flat
+
+
+WINDOWS = """
+import torch
+
+
+class Windows(torch.nn.Module):
+    def forward(self, x):  # swin's `if window_size[0] >= pad_H`: a branch on the size
+        if x.shape[2] >= 12 and x.shape[3] >= 12:
+            return x.mean((2, 3))
+        return x.amax((2, 3))
+
+
+def windows():
+    return Windows()
+"""
+
+
+def test_dims_torch_export_cannot_keep_are_named_by_torch_export(write_config, tmp_path) -> None:
+    """A branch on the image's size (swin_t's `if window_size[0] >= pad_H`): torch.onnx
+    exported one branch with the dims dynamic, which parity caught as "computes something
+    else" (swin_t's came out with every dim fixed, the batch named first); torch.export
+    alone names the dims whose guards fail over the declared range."""
+    (tmp_path / "windows.py").write_text(WINDOWS)
+    shape = {
+        "dims": ["batch", 1, "height", "width"],
+        "min": [1, 1, 8, 8],
+        "opt": [2, 1, 12, 12],
+        "max": [2, 1, 16, 16],
+    }
+    path = write_config(
+        replace={
+            "model": {"file": str(tmp_path / "windows.py"), "callable": "windows"},
+            "inputs": [{"name": "x", **shape}],
+            "outputs": [{"name": "y"}],
+            "stages": {"export": {"exporter": "dynamo"}},
+        }
+    )
+    with pytest.raises(StageError) as info:
+        run(path, stop="export")
+    flat = " ".join(str(info.value).split())
+    assert "the converted graph computes something else there" in flat, flat
+    assert "torch.export alone: Constraints violated (height, width) (the model tests those sizes" in flat, (
+        flat
+    )

@@ -42,6 +42,27 @@ def export(
     return frozen.unique(found)
 
 
+def refused_dims(model: Module, config: DeployConfig, golden: Golden) -> str:
+    """torch.export's own reason where the ONNX export came out with dims fixed: torch.onnx
+    keeps going on a graph specialized to the example, torch.export alone names the dims
+    whose guards do not hold over the declared range ("Constraints violated (height, width)!",
+    its guards after it); "" where torch.export keeps them."""
+    import torch
+
+    from deploy.modelio import export_shapes
+    from deploy.modelio.adapter import IOAdapter
+
+    args = tuple(torch.from_numpy(golden["opt"].inputs[name]) for name in config.input_names())
+    shapes = export_shapes.dynamic_shapes(config)
+    try:
+        torch.export.export(
+            model, args, dynamic_shapes=(shapes,) if isinstance(model, IOAdapter) else shapes, strict=False
+        )
+    except Exception as exc:  # its UserError on violated constraints, or whatever else it met
+        return str(exc).strip()
+    return ""
+
+
 def dynamic_axes(config: DeployConfig, golden: Golden) -> dict[str, dict[int, str]]:
     """Input axes from the shape spec; output axes where the reference outputs vary."""
     from deploy.gates.references import varying_axes

@@ -102,17 +102,27 @@ def _attempt(
     _record_opset(ctx, header, params.opset_for(exporter))
     fixed = onnx_files.fixed_dims(header, ctx.config.inputs)
     if fixed:
+        refused = exporters.refused_dims(model, ctx.config, golden) if exporter is Exporter.DYNAMO else ""
+        ctx.log.info("torch.export on its own: %s", refused or "keeps the dims")
         raise StageFailed(
             f"the {exporter.value} export fixed dims the shape spec declares dynamic ({'; '.join(fixed)}): the model "
             "computes something that holds only at that size (torch.export's guard, a loop unrolled to the example's "
-            f"length){_assigned(said)}; make the dim static in the shape spec if it is, else change the model"
+            f"length){_assigned(said)}{_violated(refused)}; make the dim static in the shape spec if it is, else change "
+            "the model"
         )
     runtime = OnnxRuntime(ctx.output(ONNX), outputs=ctx.config.output_names())
     table = parity.compare(references.run(runtime, golden), golden, params.tolerance, layout_of(ctx.config))
     what = f"ONNX Runtime ({exporter.value} export) vs eager"
-    diagnosis.judge(
-        what, table, params.tolerance, golden, ctx.input(EAGER), runtime.infer, "stages.export.tolerance"
-    )
+    try:
+        diagnosis.judge(
+            what, table, params.tolerance, golden, ctx.input(EAGER), runtime.infer, "stages.export.tolerance"
+        )
+    except StageFailed as exc:  # a guard torch.onnx let pass: one branch of a size test, kept dynamic
+        refused = exporters.refused_dims(model, ctx.config, golden) if exporter is Exporter.DYNAMO else ""
+        if _violated(refused):
+            ctx.log.info("torch.export on its own: %s", refused)
+            raise StageFailed(f"{exc}{_violated(refused)}") from exc
+        raise
     return table
 
 
@@ -123,6 +133,14 @@ def _assigned(said: list[warnings.WarningMessage]) -> str:
     if stored is None:
         return ""
     return f"; torch.export: {stored.split('. Such')[0]} (the forward stores tensors on the module)"
+
+
+def _violated(refused: str) -> str:
+    """torch.export's first line, where it names the dims it cannot keep (its guards, in the log)."""
+    first = refused.splitlines()[0] if refused else ""
+    if not first.startswith("Constraints violated"):
+        return ""
+    return f"; torch.export alone: {first.split('!')[0]} (the model tests those sizes: its guards in the stage log)"
 
 
 def _frozen(ctx: StageContext, found: list[FrozenValue], params: ExportParams) -> None:
