@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
+from deploy.pipeline.process.held import Held
+
 PARENT_ENV = "DEPLOY_PARENT_PID"
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -66,6 +68,8 @@ def contain() -> None:
 # What must be undone when a stage's child is stopped that killing its descendants can't
 # do: a docker container runs under the docker daemon, not under the stage.
 _ON_STOP: dict[int, Callable[[], object]] = {}
+# whole(): a SIGTERM held until its block ends, then the stage's child stops as it would have.
+_WHOLE: Held[int] = Held(lambda signum: _terminated(signum, None))
 
 
 @contextlib.contextmanager
@@ -80,29 +84,17 @@ def on_stop(undo: Callable[[], object]) -> Iterator[None]:
         _ON_STOP.pop(id(token), None)
 
 
-class _Whole:
-    depth = 0  # of whole() blocks under way
-    pending: int | None = None  # the SIGTERM that arrived meanwhile
-
-
 @contextlib.contextmanager
 def whole() -> Iterator[None]:
     """A step a stop must not cut in two (a release switching every model's config): a
     SIGTERM meanwhile stops this stage's child when the block ends, well inside the
     grace its stop gives it (isolation.GRACE_S)."""
-    _Whole.depth += 1
-    try:
+    with _WHOLE.block():
         yield
-    finally:
-        _Whole.depth -= 1
-        if not _Whole.depth and _Whole.pending is not None:
-            signum, _Whole.pending = _Whole.pending, None
-            _terminated(signum, None)
 
 
 def _terminated(signum: int, frame: FrameType | None) -> None:
-    if _Whole.depth:
-        _Whole.pending = signum
+    if _WHOLE.hold(signum):
         return
     for undo in list(_ON_STOP.values()):
         with contextlib.suppress(Exception):

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from deploy.pipeline.process.held import Held
+
 if TYPE_CHECKING:  # stdlib only at import: the CLI installs these handlers before anything loads
     from deploy.pipeline.report.results import StageResult
 
@@ -35,12 +37,17 @@ AGAIN_S = 0.01  # a stop dropped by a finalizer is raised again after this
 
 
 class _State:
-    deferring = 0  # depth of deferred() blocks
-    pending: str | None = None  # the signal that arrived meanwhile
     last: str | None = None  # the last stop that arrived in this command (listening)
     signum = signal.SIGINT  # and its signal
     again = False  # a stop a finalizer dropped is to be raised again (_raised_again)
     late: str | None = None  # a stop after the run's records were written (absorb)
+
+
+def _raise(name: str) -> None:
+    raise KeyboardInterrupt(name)
+
+
+_HELD: Held[str] = Held(_raise)  # deferred(): a stop held until its block ends
 
 
 def stop_on_signals() -> SignalHandler:
@@ -64,23 +71,15 @@ class Stopped(Exception):
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     name = "Ctrl-C" if signum == signal.SIGINT else f"signal {signal.Signals(signum).name}"
     _State.last, _State.signum, _State.again = name, signal.Signals(signum), False
-    if _State.deferring:
-        _State.pending = name
-        return
-    raise KeyboardInterrupt(name)
+    if not _HELD.hold(name):
+        raise KeyboardInterrupt(name)
 
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
     """A stop arriving inside the block is raised when the block ends, not inside it."""
-    _State.deferring += 1
-    try:
+    with _HELD.block():
         yield
-    finally:
-        _State.deferring -= 1
-        if not _State.deferring and _State.pending is not None:
-            name, _State.pending = _State.pending, None
-            raise KeyboardInterrupt(name)
 
 
 @contextlib.contextmanager
@@ -135,7 +134,7 @@ def absorb(arrived: str | None = None) -> None:
     _State.late = arrived or _State.late  # `arrived`: one already raised, caught by the caller
     if threading.current_thread() is not threading.main_thread():
         return
-    _State.pending = None
+    _HELD.pending = None
     for sig in STOPPING:
         if signal.getsignal(sig) is not signal.SIG_IGN:
             signal.signal(sig, _noted)
