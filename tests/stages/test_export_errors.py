@@ -228,27 +228,14 @@ def test_a_forward_storing_tensors_on_the_module_is_named_when_dims_come_out_fix
     something that holds only at that size": torch.export's own warning names the tensors
     its forward stores on the module (its correlation pyramid). Random weights: the export's
     mechanics; `auto` then deploys it with the legacy exporter (not run here)."""
-    shapes = {
-        "dims": ["batch", 3, 128, 128],
-        "min": [1, 3, 128, 128],
-        "opt": [1, 3, 128, 128],
-        "max": [2, 3, 128, 128],
+    model = {
+        "factory": "torchvision.models.optical_flow:raft_small",
+        "kwargs": {"weights": None},
+        "forward_kwargs": {"num_flow_updates": 1},  # one flow out, one refinement
     }
-    path = write_config(
-        replace={
-            "model": {
-                "factory": "torchvision.models.optical_flow:raft_small",
-                "kwargs": {"weights": None},
-                "forward_kwargs": {"num_flow_updates": 1},  # one flow out, one refinement
-            },
-            "inputs": [{"name": "image1", **shapes}, {"name": "image2", **shapes}],
-            "outputs": [{"name": "flow"}],
-            "stages": {"export": {"exporter": "dynamo"}},
-        }
-    )
-    with pytest.raises(StageError) as info:
-        run(path, stop="export")
-    flat = " ".join(str(info.value).split())
+    shape = {"dims": ["batch", 3, 128, 128], "min": [1, 3, 128, 128], "opt": [1, 3, 128, 128]}
+    inputs = [{"name": n, **shape, "max": [2, 3, 128, 128]} for n in ("image1", "image2")]
+    flat = _dynamo_refused(write_config, model, inputs, "flow")
     assert "the dynamo export fixed dims" in flat, flat
     assert "corr_pyramid" in flat and "the forward stores tensors on the module" in flat, flat
 
@@ -275,24 +262,25 @@ def test_dims_torch_export_cannot_keep_are_named_by_torch_export(write_config, t
     else" (swin_t's came out with every dim fixed, the batch named first); torch.export
     alone names the dims whose guards fail over the declared range."""
     (tmp_path / "windows.py").write_text(WINDOWS)
-    shape = {
-        "dims": ["batch", 1, "height", "width"],
-        "min": [1, 1, 8, 8],
-        "opt": [2, 1, 12, 12],
-        "max": [2, 1, 16, 16],
-    }
+    shape = {"dims": ["batch", 1, "height", "width"], "min": [1, 1, 8, 8], "opt": [2, 1, 12, 12]}
+    model = {"file": str(tmp_path / "windows.py"), "callable": "windows"}
+    flat = _dynamo_refused(write_config, model, [{"name": "x", **shape, "max": [2, 1, 16, 16]}], "y")
+    assert "the converted graph computes something else there" in flat, flat
+    assert "torch.export alone: Constraints violated (height, width) (the model tests those sizes" in flat, (
+        flat
+    )
+
+
+def _dynamo_refused(write_config, model: dict, inputs: list[dict], output: str) -> str:
+    """The export stage's failure, in one line, for `model` exported by torch.export alone."""
     path = write_config(
         replace={
-            "model": {"file": str(tmp_path / "windows.py"), "callable": "windows"},
-            "inputs": [{"name": "x", **shape}],
-            "outputs": [{"name": "y"}],
+            "model": model,
+            "inputs": inputs,
+            "outputs": [{"name": output}],
             "stages": {"export": {"exporter": "dynamo"}},
         }
     )
     with pytest.raises(StageError) as info:
         run(path, stop="export")
-    flat = " ".join(str(info.value).split())
-    assert "the converted graph computes something else there" in flat, flat
-    assert "torch.export alone: Constraints violated (height, width) (the model tests those sizes" in flat, (
-        flat
-    )
+    return " ".join(str(info.value).split())
