@@ -94,17 +94,7 @@ def test_a_release_switches_every_model(released_v1: Path, tmp_path: Path) -> No
 
 @pytest.mark.parametrize("point", PLACING + SWITCHING)
 def test_a_kill_at_any_step_is_reverted_or_completed(released_v1: Path, tmp_path: Path, point: str) -> None:
-    root = tmp_path / "run"
-    shutil.copytree(released_v1, root)
-    repository = root / "repo"
-    placed = [(str(d), str(c), r.to_json()) for d, c, r in _candidates(root, "new", 2)]
-    args = json.dumps({"repository": str(repository), "placed": placed})
-    killed = subprocess.run(
-        [sys.executable, "-c", RELEASE, args],
-        env={**_env(), FAULT_ENV: point},
-        capture_output=True,
-        text=True,
-    )
+    repository, killed = _release_v2_in_a_child(released_v1, tmp_path, point)
     assert killed.returncode == -9, killed.stderr
     assert release_journal.path(repository, "relt").is_file()  # the journal outlived the kill
 
@@ -115,6 +105,24 @@ def test_a_kill_at_any_step_is_reverted_or_completed(released_v1: Path, tmp_path
     assert [releases.versions(repository / m) for m in MODELS] == [[1] if expected == "old" else [1, 2]] * 3
     _whole(repository)
     assert recover(repository) == []  # done once
+
+
+def _release_v2_in_a_child(
+    released_v1: Path, tmp_path: Path, fault: str, prelude: str = ""
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """A copy of the v1 repository, and a process releasing v2 into it with DEPLOY_FAULT=`fault`."""
+    root = tmp_path / "run"
+    shutil.copytree(released_v1, root)
+    repository = root / "repo"
+    placed = [(str(d), str(c), r.to_json()) for d, c, r in _candidates(root, "new", 2)]
+    args = json.dumps({"repository": str(repository), "placed": placed})
+    done = subprocess.run(
+        [sys.executable, "-c", prelude + RELEASE, args],
+        env={**_env(), FAULT_ENV: fault},
+        capture_output=True,
+        text=True,
+    )
+    return repository, done
 
 
 def _env() -> dict[str, str]:
@@ -376,16 +384,8 @@ def test_a_stop_amid_the_switch_waits_for_every_config(released_v1: Path, tmp_pa
     """SIGTERM 4 ms after the journal appeared left one model serving v1 and another v2 until
     another command ran: a poll-mode server served the mix. A catchable stop now lands once
     every config is switched; the next command only settles what is left."""
-    root = tmp_path / "run"
-    shutil.copytree(released_v1, root)
-    repository = root / "repo"
-    placed = [(str(d), str(c), r.to_json()) for d, c, r in _candidates(root, "new", 2)]
-    args = json.dumps({"repository": str(repository), "placed": placed})
-    stopped = subprocess.run(
-        [sys.executable, "-c", STOPPABLE[where] + RELEASE, args],
-        env={**_env(), FAULT_ENV: f"SIGTERM@switched:{MODELS[0]}"},
-        capture_output=True,
-        text=True,
+    repository, stopped = _release_v2_in_a_child(
+        released_v1, tmp_path, f"SIGTERM@switched:{MODELS[0]}", STOPPABLE[where]
     )
     assert stopped.returncode != 0, stopped.stderr  # it did stop, there
     assert release_journal.path(repository, "relt").is_file(), stopped.stderr  # before settling
