@@ -310,15 +310,8 @@ def test_a_recovery_killed_at_any_write_is_finished_by_the_next_one(
 ) -> None:
     """A release killed while switching, then its recovery killed at each of its writes in
     turn: the next recovery finishes it, and never stamps a stray temp file."""
-    root = tmp_path / "run"
-    shutil.copytree(released_v1, root)
-    repository = root / "repo"
-    placed = [(str(d), str(c), r.to_json()) for d, c, r in _candidates(root, "new", 2)]
-    args = json.dumps({"repository": str(repository), "placed": placed})
-    killed = subprocess.run(
-        [sys.executable, "-c", RELEASE, args], env={**_env(), FAULT_ENV: f"switched:{MODELS[0]}"}
-    )
-    assert killed.returncode == -9
+    repository, killed = _release_v2_in_a_child(released_v1, tmp_path, f"switched:{MODELS[0]}")
+    assert killed.returncode == -9, killed.stderr
     said = _killed_at_every(RECOVER, {"repository": str(repository)}, "write", repository)
     assert said and all(line.startswith("completed the interrupted release") for line in said)
     assert _served_checkpoints(repository) == {"new"}
