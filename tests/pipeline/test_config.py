@@ -246,6 +246,7 @@ def test_a_boolean_where_a_number_is_wanted_is_refused_naming_the_key(tmp_path: 
         ("model_repository", "is the repository"),
         ("model_repository/runs", "is inside the repository"),
         (".", None),
+        ("model_repository/../runs", None),  # beside it, once `..` is read
     ],
 )
 def test_run_records_stay_out_of_the_repository(
@@ -257,7 +258,7 @@ def test_run_records_stay_out_of_the_repository(
         replace={"run_dir": str(tmp_path / run_dir), "repository": str(tmp_path / "model_repository")}
     )
     if refused is None:
-        assert load_project(path).config.run_dir == tmp_path
+        assert load_project(path).config.run_dir == tmp_path / run_dir
         return
     assert any(
         i.startswith("run_dir: ") and refused in i and "give them separate directories" in i

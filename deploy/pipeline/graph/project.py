@@ -156,9 +156,9 @@ def _overlap_issues(config: DeployConfig) -> list[Issue]:
     `actions/`, `objects/` (or `<name>/summary.json`, logs) beside the models, which a
     Triton loading the folder takes for models; a repository inside the cache is a tree
     its own cleaning may remove (run records are never cleaned so: a run_dir may hold it)."""
-    repository = config.repository.absolute()
+    repository = config.repository.resolve()  # `..` collapsed: out/../runs is beside out, not in it
     found = []
-    for key, path in (("cache_dir", config.cache_dir.absolute()), ("run_dir", config.run_dir.absolute())):
+    for key, path in (("cache_dir", config.cache_dir.resolve()), ("run_dir", config.run_dir.resolve())):
         if path == repository:
             where = "is the repository"
         elif repository in path.parents:

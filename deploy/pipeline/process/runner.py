@@ -97,6 +97,8 @@ class Runner:
             outcome = RunStatus.FAILED if first_failed(results) else RunStatus.OK
         except stopping.Stopped as stopped:
             results.append(stopped.result)
+            if node is not None and stopped.result.status in (Status.FAILED, Status.SKIPPED):
+                self.publishing.verified(node, stopped.result)  # a verdict that withholds, said as it is
             raise KeyboardInterrupt(stopped.result.message) from None
         except Exception as exc:  # deploy's own bug: its traceback follows, the records say it failed
             outcome = RunStatus.FAILED
@@ -131,8 +133,9 @@ class Runner:
         if self.remote is not None and self.remote.spec.push and outcome is not RunStatus.INTERRUPTED:
             self._push()
         interrupted = frozenset(r.name for r in results if r.status is Status.INTERRUPTED)
-        # A stop that came once a stage had ended (its result kept) cut the run before its verdict applied.
-        ended = frozenset(r.name for r in results[-1:] if outcome is RunStatus.INTERRUPTED) - interrupted
+        # A stop that came once a stage had passed (its result kept) cut the run before its verdict published.
+        stopped = outcome is RunStatus.INTERRUPTED
+        ended = frozenset(r.name for r in results[-1:] if stopped and r.status in PASSED) - interrupted
         self.publishing.gate.close(interrupted, ended)
         self._write_summary(results, took_s, outcome)
         self.store.memo.save()  # digests rehashed this run (a no-op when none was)
