@@ -12,7 +12,7 @@ from typing import Generic, TypeVar
 T = TypeVar("T")
 
 
-class Held(Generic[T]):
+class HeldSignal(Generic[T]):
     def __init__(self, apply: Callable[[T], object]) -> None:
         self._apply = apply
         self.depth = 0  # blocks under way

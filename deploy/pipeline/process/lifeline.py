@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
-from deploy.pipeline.process.held import Held
+from deploy.pipeline.process.held import HeldSignal
 
 PARENT_ENV = "DEPLOY_PARENT_PID"
 PR_SET_PDEATHSIG = 1
@@ -69,7 +69,7 @@ def contain() -> None:
 # do: a docker container runs under the docker daemon, not under the stage.
 _ON_STOP: dict[int, Callable[[], object]] = {}
 # whole(): a SIGTERM held until its block ends, then the stage's child stops as it would have.
-_WHOLE: Held[int] = Held(lambda signum: _terminated(signum, None))
+_WHOLE: HeldSignal[int] = HeldSignal(lambda signum: _terminated(signum, None))
 
 
 @contextlib.contextmanager

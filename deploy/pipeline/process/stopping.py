@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from deploy.pipeline.process.held import Held
+from deploy.pipeline.process.held import HeldSignal
 
 if TYPE_CHECKING:  # stdlib only at import: the CLI installs these handlers before anything loads
     from deploy.pipeline.report.results import StageResult
@@ -47,7 +47,7 @@ def _raise(name: str) -> None:
     raise KeyboardInterrupt(name)
 
 
-_HELD: Held[str] = Held(_raise)  # deferred(): a stop held until its block ends
+_HELD: HeldSignal[str] = HeldSignal(_raise)  # deferred(): a stop held until its block ends
 
 
 def stop_on_signals() -> SignalHandler:
