@@ -12,24 +12,31 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 
-def main() -> None:
+def project_and_repeats() -> tuple[Any, int]:
+    """A repository benchmark's command line: CONFIG (loaded: its Project) and --repeats."""
     from deploy.pipeline.graph.project import load_project
-    from deploy.pipeline.publish.published_check import altered
-    from deploy.pipeline.store.objects import Store
 
     parser = argparse.ArgumentParser()
     parser.add_argument("config", type=Path)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    project = load_project(args.config)
+    return load_project(args.config), args.repeats
+
+
+def main() -> None:
+    from deploy.pipeline.publish.published_check import altered
+    from deploy.pipeline.store.objects import Store
+
+    project, repeats = project_and_repeats()
     repository, name = project.config.repository, project.config.name
     size = sum(p.stat().st_size for p in repository.rglob("*") if p.is_file())
     found = {}
     for label, store in (("cold (every byte hashed)", None), ("warm (stat memo)", Store(project.cache_dir))):
         times = []
-        for _ in range(args.repeats):
+        for _ in range(repeats):
             start = time.perf_counter()
             problems = altered(repository, name, store)
             times.append(time.perf_counter() - start)

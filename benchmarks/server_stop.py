@@ -14,7 +14,6 @@ Writes benchmarks/results/server_stop_<name>.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -85,18 +84,15 @@ def _once(way: str, repository: Path, spec: Any) -> dict[str, float | int]:
 
 
 def main() -> None:
-    from deploy.pipeline.graph.project import load_project
+    from serve_check_cost import project_and_repeats  # a sibling: benchmarks/ is the script's path
+
     from deploy.runtimes import contention
     from deploy.serving.server_spec import ServerSpec
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("config", type=Path)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    project = load_project(args.config)
+    project, repeats = project_and_repeats()
     repository = project.config.repository
     runs: dict[str, list[dict[str, float | int]]] = {way: [] for way in WAYS}
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         for way in WAYS:
             machine = {"cores_free": round(contention.cores_free(), 2), "load1": round(os.getloadavg()[0], 2)}
             runs[way].append(_once(way, repository, ServerSpec()) | machine)
@@ -114,7 +110,7 @@ def main() -> None:
     }
     least = min(r["cores_free"] for rows in runs.values() for r in rows)
     machine = f"{contention.cores()} cores; least free before a stop {least:.2f}"
-    result = {"config": str(args.config), "repository": str(repository), "machine": machine, "ways": found}
+    result = {"config": str(project.path), "repository": str(repository), "machine": machine, "ways": found}
     out = ROOT / "benchmarks" / "results" / f"server_stop_{project.config.name}.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
