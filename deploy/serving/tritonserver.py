@@ -235,7 +235,8 @@ def _network_flags(host: str, ports: list[int]) -> list[str]:
 
 
 def _lost_port_race(server: Server, deadline: float) -> bool:
-    """True when a port we picked was taken meanwhile: the server exited saying so, or
+    """True when a port we picked was taken meanwhile: the server said so (it exits, maybe
+    only after unloading its models, so its log is read, not its end), or
     the port answered before our server listened there (Triton binds its ports only once
     its models are loaded, so another tritonserver that picked the same free port answers
     first), or as no tritonserver would (ports.probe). Such a server is stopped; the
@@ -245,16 +246,24 @@ def _lost_port_race(server: Server, deadline: float) -> bool:
     seen = Probe.DOWN
     while time.monotonic() < deadline and server.process.poll() is None:
         seen = probe(server.http, "/v2/health/live")
-        if "already in use" in server.log_tail(20) or seen is not Probe.DOWN:
+        if _bind_refused(server) or seen is not Probe.DOWN:
             break
         time.sleep(0.1)
+    if _bind_refused(server):  # it may still be unloading its models on the way out
+        stop(server, grace_s=5)
+        return True
     if seen is not Probe.DOWN and server.process.poll() is None:
         if seen is Probe.UP and listens(server.process.pid, server.http):
             return False
         server.notes.append(f"{server.http} answered, but not from our tritonserver (a port taken meanwhile)")
         stop(server, grace_s=5)
         return True
-    return server.process.poll() is not None and "already in use" in server.log_tail(40)
+    return False
+
+
+def _bind_refused(server: Server) -> bool:
+    """Triton logged that it could not bind a port of ours: it exits, whenever that is."""
+    return "already in use" in server.log_tail(40)
 
 
 def _start_docker(

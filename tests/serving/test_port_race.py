@@ -84,6 +84,37 @@ def test_a_port_answered_by_another_process_is_picked_again(
             impostor.wait()
 
 
+def test_a_port_bound_by_another_process_is_picked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bound, not listening: nothing answers there, Triton logs 'already in use' and exits
+    only after unloading its model, so the retry rests on its log, not on its end."""
+    repo = tmp_path / "repo"
+    python_model(repo, "double", SLOW)
+    holders: list[socket.socket] = []
+    choose = tritonserver.choose_ports
+
+    def taken_first(spec: ServerSpec, origins: dict[str, str]) -> list[int]:
+        ports = choose(spec, origins)
+        if not holders:
+            holders.append(socket.socket())
+            holders[0].bind((spec.host, ports[0]))  # no SO_REUSEADDR: Triton's bind fails
+        return ports
+
+    monkeypatch.setattr(tritonserver, "choose_ports", taken_first)
+    try:
+        with serve_repository(ServerSpec(), repo, tmp_path / "work") as served:
+            assert served.states["double"].state is ModelState.READY
+            retried = [n for n in served.server.notes if n.startswith("attempt 1: a port was taken")]
+            assert retried, served.server.notes
+            assert served.server.http != f"127.0.0.1:{holders[0].getsockname()[1]}"
+            assert served.server.process is not None
+            assert listens(served.server.process.pid, served.server.http)
+    finally:
+        for holder in holders:
+            holder.close()
+
+
 def test_a_server_killed_while_serving_is_named_by_its_end(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     python_model(repo, "double", DOUBLE)
