@@ -376,7 +376,7 @@ def wait_live(server: Server, deadline: float) -> None:
         ended = exited(server, "while starting")
         if ended is not None:
             raise ended
-        if _answers(server.http, "/v2/health/live"):
+        if _answers(server.http, "/v2/health/live") and _ours_listens(server):
             return
         time.sleep(0.1)
     if server.process is None:  # kind url: a server someone else runs is not there
@@ -388,6 +388,12 @@ def wait_live(server: Server, deadline: float) -> None:
         "tritonserver did not become live within the startup timeout (it loads the models "
         f"before it answers, so a model whose initialization hangs shows up here); server log tail:\n{server.log_tail()}"
     )
+
+
+def _ours_listens(server: Server) -> bool:
+    """A server we started answers only through its own socket: another process that
+    holds the port is not it (ours then exits, and says so)."""
+    return server.process is None or listens(server.process.pid, server.http)
 
 
 def _answers(host_port: str, path: str) -> bool:

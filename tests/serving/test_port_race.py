@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from deploy.pipeline.errors import StageFailed
 from deploy.serving import tritonserver
 from deploy.serving.launch import serve_repository
 from deploy.serving.model_state import ModelState
-from deploy.serving.ports import listens
+from deploy.serving.ports import Probe, free_port, listens, probe
 from deploy.serving.server_spec import ServerSpec
 from tests.serving.test_launch import DOUBLE, python_model
 
@@ -113,6 +114,25 @@ def test_a_port_bound_by_another_process_is_picked_again(
     finally:
         for holder in holders:
             holder.close()
+
+
+def test_live_is_only_our_own_listener(tmp_path: Path) -> None:
+    """Another process answering live on our server's port is not our server going live."""
+    port = free_port("127.0.0.1")
+    impostor = subprocess.Popen([sys.executable, "-c", IMPOSTOR, str(port)])
+    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        server = tritonserver.Server(f"127.0.0.1:{port}", "", tmp_path / "log", None, None, ours)
+        deadline = time.monotonic() + 30
+        while probe(server.http, "/v2/health/live") is not Probe.UP and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert probe(server.http, "/v2/health/live") is Probe.UP  # the impostor answers
+        with pytest.raises(StageFailed, match="did not become live within the startup timeout"):
+            tritonserver.wait_live(server, time.monotonic() + 1.0)
+    finally:
+        for process in (impostor, ours):
+            process.kill()
+            process.wait()
 
 
 def test_a_server_killed_while_serving_is_named_by_its_end(tmp_path: Path) -> None:
