@@ -262,8 +262,9 @@ def _lost_port_race(server: Server, deadline: float) -> bool:
 
 
 def _bind_refused(server: Server) -> bool:
-    """Triton logged that it could not bind a port of ours: it exits, whenever that is."""
-    return "already in use" in server.log_tail(40)
+    """Triton logged that it could not bind a port of ours: it exits, whenever that is
+    (after its models' unload lines, so the tail read is long)."""
+    return "already in use" in server.log_tail(200)
 
 
 def _start_docker(
