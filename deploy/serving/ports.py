@@ -3,6 +3,7 @@ error, since clients were told to use it), the rest are free ones that differ fr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Mapping
@@ -139,12 +140,22 @@ def listens(pid: int, host_port: str) -> bool:
     socket inodes in /proc/PID/fd against /proc/net/tcp*); True where /proc cannot tell."""
     port = int(host_port.rpartition(":")[2])
     try:
-        held = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        held = _links(f"/proc/{pid}/fd")
         tables = [Path(f"/proc/net/{name}").read_text() for name in ("tcp", "tcp6")]
     except OSError:
         return True
     listening = {f"socket:[{row[9]}]" for row in _rows(tables) if _is_listener(row, port)}
     return bool(listening & held)
+
+
+def _links(fd_dir: str) -> set[str]:
+    """What a process's descriptors point to; one closed between the listing and its
+    read is skipped (a busy server opens and closes them all the time)."""
+    held = set()
+    for fd in os.listdir(fd_dir):
+        with contextlib.suppress(FileNotFoundError):
+            held.add(os.readlink(f"{fd_dir}/{fd}"))
+    return held
 
 
 def _rows(tables: list[str]) -> list[list[str]]:

@@ -1459,12 +1459,12 @@ def check_case(case: Case, tmp_path: Path, cli: Callable[..., Any]) -> None:
 )
 def test_validate_answers_hostile_configs_at_once(case: Case, tmp_path: Path) -> None:
     """Before the bounds, validate spent over a minute on the 100k-character name and the
-    bomb's plan grew past 5.9 GB; now both take a CLI start (~0.4 s). The bound here is
-    generous for a slow CI machine; the docs give the measured time."""
+    bomb's plan grew past 5.9 GB; now both take a CLI start (~0.4 s). The bound here only
+    tells the two apart on a loaded CI machine; the docs give the measured time."""
     config = write_case(case, tmp_path)
     began = time.perf_counter()
     proc = run_cli("validate", str(config), cwd=tmp_path)
-    assert proc.returncode == CONFIG and time.perf_counter() - began < 10, proc.stderr
+    assert proc.returncode == CONFIG and time.perf_counter() - began < 45, proc.stderr
 
 
 def test_the_battery_is_large_and_distinct() -> None:

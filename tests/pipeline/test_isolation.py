@@ -61,7 +61,8 @@ def faulty_config(tmp: Path, fault: str, golden: dict[str, Any] | None = None, s
         # A million warm-ups keep the model loading (the server up) past smoke's timeout_s,
         # whatever the machine: a stage's server is otherwise stopped within a second or two.
         warmup = {"count": 1_000_000}
-        stages |= {"triton_config": {"formats": ["python"], "warmup": warmup}, "smoke": {"timeout_s": 4}}
+        # timeout_s leaves a loaded machine time to start the stage and its server first.
+        stages |= {"triton_config": {"formats": ["python"], "warmup": warmup}, "smoke": {"timeout_s": 10}}
     data = {
         "name": "faulty",
         "model": {"file": "faulty.py", "callable": "net", "kwargs": {"fault": fault}},
@@ -172,7 +173,7 @@ def test_a_stage_stopped_while_its_server_runs_leaves_no_tritonserver(tmp_path):
         seen |= tritonservers() - before
         time.sleep(0.2)
     console = proc.communicate()[0].decode()
-    assert proc.returncode == ExitCode.LIMIT and "exceeded timeout_s 4" in console, console
+    assert proc.returncode == ExitCode.LIMIT and "exceeded timeout_s 10" in console, console
     assert seen, "the smoke stage never started its server"
     assert not tritonservers() & seen  # the run waited for it (or killed it) before ending
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,6 +54,10 @@ class Hang(torch.nn.Module):
 def make():
     return Hang().eval()
 """
+
+
+# The stage must build the model and start its daemon before this, on a loaded machine too.
+DAEMON_TIMEOUT_S = 15
 
 
 def _config(tmp: Path, timeout_s: int = 120) -> Path:
@@ -181,7 +186,7 @@ def test_nohup_keeps_sighup_ignored(tmp_path, reaper):
     env = {k: v for k, v in os.environ.items() if k != "DEPLOY_CACHE_DIR"}
     env["HANG_DAEMON_PID_FILE"] = str(tmp_path / "daemon.pid")
     proc = subprocess.Popen(
-        ["nohup", sys.executable, "-m", "deploy", "run", str(_config(tmp_path, timeout_s=8))],
+        ["nohup", sys.executable, "-m", "deploy", "run", str(_config(tmp_path, timeout_s=DAEMON_TIMEOUT_S))],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -196,7 +201,7 @@ def test_nohup_keeps_sighup_ignored(tmp_path, reaper):
 
 
 def test_the_stage_timeout_kills_the_daemon_its_model_started(tmp_path, reaper):
-    proc = _start(tmp_path, _config(tmp_path, timeout_s=8))
+    proc = _start(tmp_path, _config(tmp_path, timeout_s=DAEMON_TIMEOUT_S))
     daemon = _daemon(tmp_path, proc)
     reaper.add(daemon)
     out = proc.communicate(timeout=120)[0].decode()
@@ -208,11 +213,12 @@ def test_the_stage_timeout_kills_the_daemon_its_model_started(tmp_path, reaper):
 def test_a_silent_stage_shows_a_heartbeat_in_a_ci_log(tmp_path, reaper):
     """golden hangs (it prints nothing and reports no steps): the piped console (a CI log)
     still says every 10 s that it runs, until its timeout."""
-    proc = _start(tmp_path, _config(tmp_path, timeout_s=13))
+    proc = _start(tmp_path, _config(tmp_path, timeout_s=16))
     reaper.add(_daemon(tmp_path, proc))
     out = proc.communicate(timeout=120)[0].decode()
     assert proc.returncode == ExitCode.LIMIT, out[-3000:]
-    assert "golden: still running (10 s)" in out, out[-3000:]
+    # 10 s after the stage last spoke; a loaded machine may show it a second or two late.
+    assert re.search(r"golden: still running \((1[0-5]) s\)", out), out[-3000:]
 
 
 def test_the_tree_of_a_process_that_just_exited_is_empty_not_an_error():

@@ -41,7 +41,9 @@ def test_a_lock_whose_holder_was_killed_is_taken_at_once(tmp_path: Path) -> None
     told: list[str] = []
     waiter = threading.Thread(target=lambda: _take(tmp_path, told))
     waiter.start()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while not told and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert waiter.is_alive() and told == [f"pid {holder.pid}"]  # waiting, and says for whom
     holder.send_signal(signal.SIGKILL)
     holder.wait()
@@ -97,10 +99,13 @@ from pathlib import Path
 from deploy.pipeline.store import locks
 from deploy.serving import release_journal
 repo = Path(sys.argv[1])
+go = repo.parent / "go"
 with locks.repository(repo):
     with locks.repository(repo):  # a release's recovery inside its own hold: no wait on itself
         print("holding", flush=True)
-    time.sleep(1.5)
+    deadline = time.monotonic() + 60
+    while not go.exists() and time.monotonic() < deadline:  # until the other one waits
+        time.sleep(0.05)
     (repo / "placed").write_text("the release's last step, inside its hold")
 """
 
@@ -121,7 +126,12 @@ def test_a_repository_held_by_a_live_release_is_waited_for_not_taken_over(tmp_pa
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "holding"
         told: list[str] = []
-        with locks.repository(repo, told.append):
+
+        def waits(holder: str) -> None:
+            told.append(holder)
+            (tmp_path / "go").touch()  # the release takes its last step only now
+
+        with locks.repository(repo, waits):
             assert (repo / "placed").exists(), "the lock was granted while the release still held it"
             assert told == [f"pid {proc.pid}"]
             assert (tmp_path / ".model_repository.lock").exists()
@@ -137,19 +147,23 @@ def test_two_threads_of_one_process_take_the_repository_in_turn(tmp_path: Path) 
     rather than taking the lock the process already holds as its own."""
     repo = tmp_path / "model_repository"
     order: list[str] = []
-    inside = threading.Event()
+    inside, waiting = threading.Event(), threading.Event()
 
     def first() -> None:
         with locks.repository(repo):
             order.append("first in")
             inside.set()
-            time.sleep(0.5)
+            waiting.wait(30)  # holds until the second waits, however late it comes
             order.append("first out")
+
+    def waited(holder: str) -> None:
+        order.append("second waited")
+        waiting.set()
 
     thread = threading.Thread(target=first)
     thread.start()
     assert inside.wait(30)
-    with locks.repository(repo, lambda holder: order.append("second waited")):
+    with locks.repository(repo, waited):
         order.append("second in")
     thread.join()
     assert order == ["first in", "second waited", "first out", "second in"]

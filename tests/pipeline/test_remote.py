@@ -82,9 +82,8 @@ def test_a_second_agent_downloads_instead_of_rebuilding(s3, tmp_path, cli: Cli) 
     assert statuses(summary) == dict.fromkeys(STAGES, "remote"), done.stdout
     assert "pushed" not in done.stdout  # nothing new to push
     assert published(second) == published(first)
-    # Downloading 5 entries beats rebuilding them (measured on 2 cores: see docs/how-to/remote-cache.md).
+    # How much faster the download is, is measured, not asserted (docs/how-to/remote-cache.md).
     print(f"agent a built in {cold:.1f} s; agent b downloaded in {warm:.1f} s")
-    assert warm < cold
 
 
 def test_a_flipped_byte_in_a_remote_object_is_detected_and_rebuilt(s3, tmp_path) -> None:

@@ -17,14 +17,16 @@ from tests.helpers import cpu_hogs
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs Linux's /proc")
 
 
-def spin(seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
+def spin(cpu_s: float) -> None:
+    """Busy until this process has spent `cpu_s` of CPU: on a loaded machine a wall-clock
+    second of spinning may get a quarter of that (60 s at most)."""
+    end, give_up = time.process_time() + cpu_s, time.monotonic() + 60
+    while time.process_time() < end and time.monotonic() < give_up:
         pass
 
 
 def test_our_own_work_is_not_contention_and_a_hog_is() -> None:
-    """1 s of this process's own busy loop is ours, not others'; a hog per core beside a
+    """1 s of this process's own busy loop (CPU time) is ours, not others'; a hog per core beside a
     0.5 s sleep takes most of the machine: contended, the load named."""
     with cpu_hogs(contention.cores()):
         start = contention.usage()

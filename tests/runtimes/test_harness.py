@@ -20,9 +20,9 @@ def test_nearest_rank_percentiles_and_required_samples() -> None:
 
 def test_a_sleeping_call_measures_its_sleep() -> None:
     settings = harness.Settings(warmup_ms=20, duration_s=0.2, iterations=10, percentiles=(50.0, 99.0))
-    timing = harness.measure(lambda: time.sleep(0.002), settings)
+    timing = harness.measure(lambda: time.sleep(0.01), settings)
     summary = harness.summarize(timing, 4, settings)
-    assert 2.0 <= summary.median_ms < 6.0
+    assert 10.0 <= summary.median_ms < 30.0  # a loaded machine wakes a sleeper late
     assert summary.items_per_s == pytest.approx(4 * summary.qps)
     # the samples are the kept windows' (the last K; a loaded machine may need more windows)
     assert summary.iterations == sum(w.n for w in summary.windows[-settings.stability_windows :])

@@ -67,6 +67,9 @@ def test_a_port_answered_by_another_process_is_picked_again(
         ports = choose(spec, origins)
         if not impostors:  # the first pick is taken right after it was made
             impostors.append(subprocess.Popen([sys.executable, "-c", IMPOSTOR, str(ports[0])]))
+            deadline = time.monotonic() + 30  # it answers before our server starts, loaded or not
+            while probe(f"127.0.0.1:{ports[0]}", "/") is not Probe.UP and time.monotonic() < deadline:
+                time.sleep(0.05)
         return ports
 
     monkeypatch.setattr(tritonserver, "choose_ports", taken_first)

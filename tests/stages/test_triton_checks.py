@@ -20,8 +20,9 @@ def test_settled_returns_the_last_read_at_the_deadline() -> None:
         return (10, 2)
 
     start = time.monotonic()
-    assert settled(read, lambda c: c[0], 64, timeout_s=0.1) == (10, 2)
-    assert 0.1 <= time.monotonic() - start < 1.0 and len(calls) > 2
+    assert settled(read, lambda c: c[0], 64, timeout_s=0.5) == (10, 2)
+    # Read again and again until the deadline (a loaded machine may stall one sleep).
+    assert 0.5 <= time.monotonic() - start < 3.0 and len(calls) >= 3
 
 
 def test_settled_waits_for_the_counters_to_stop_moving_not_only_for_the_count() -> None:
