@@ -120,7 +120,12 @@ def test_search_results_round_trip_and_a_point_missing_its_rows_is_refused(tmp_p
         12.0,
         "throughput",
         current,
-        [SearchedPoint(current, 30.0, "budget broken", "", []), SearchedPoint(other, 42.5, "", "", [])],
+        [
+            SearchedPoint(current, 30.0, "budget broken", "", [], ""),
+            SearchedPoint(
+                other, None, "", "", [], "CONTENDED: load 7.0 on 2 cores, others 90 % of the cores"
+            ),
+        ],
     )
     path = tmp_path / "search.json"
     path.write_text(json.dumps(results.to_json()))

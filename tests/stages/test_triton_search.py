@@ -2,7 +2,9 @@
 with a dynamic-batching queue delay of 20 ms, far too long for this load (a batch never
 fills, so every request waits it out), searched over instances x queue delay at 1 and 4
 concurrent clients. The winner must beat the current config on throughput, its
-config.pbtxt is what gets published, and the smoke stage then loads and checks it."""
+config.pbtxt is what gets published, and the smoke stage then loads and checks it; on a
+loaded agent, points timed contended or unsettled are not compared (and a current config
+timed so is kept), which the test checks instead."""
 
 from __future__ import annotations
 
@@ -62,13 +64,22 @@ def test_search_beats_the_current_config_and_publishes_one_that_loads(write_conf
     # Triton loaded the configurations with preferred batch sizes through its load API.
     assert all(p["error"] == "" and p["rows"] for k, p in points.items() if k[2] == (4,))
     winner = found["selected"]
-    print("search:", {k: (p["score"], p["stopped"]) for k, p in points.items()}, "winner", winner)
-    # Without the 20 ms wait (no batching, or a preferred size the batcher forms at once):
-    # several times the throughput (measured ~10x here; the wait is a sleep, the winner is
-    # CPU work, so a loaded machine narrows the gap: 1.5x is still far outside the noise).
-    assert found["score"] > 1.5 * current["score"]
-    assert winner["delay_us"] is None or winner["preferred"] == [4]
+    print(
+        "search:", {k: (p["score"], p["stopped"], p["withheld"]) for k, p in points.items()}, "winner", winner
+    )
     published = (tmp_path / "model_repository" / "tiny_python" / "config.pbtxt").read_text()
+    if current["withheld"]:  # a loaded agent: no verdict against a reference timed so
+        assert winner == found["current"] and found["score"] is None
+        assert "Tuned by triton_search" not in published
+        return
+    clean = {k: p for k, p in points.items() if not p["withheld"] and p["score"] is not None}
+    assert found["score"] in [p["score"] for p in clean.values()]  # only clean rows compared
+    if len(clean) == len(points):
+        # Without the 20 ms wait (no batching, or a preferred size the batcher forms at once):
+        # several times the throughput (measured ~10x here; the wait is a sleep, the winner is
+        # CPU work, so a loaded machine narrows the gap: 1.5x is still far outside the noise).
+        assert found["score"] > 1.5 * current["score"]
+        assert winner["delay_us"] is None or winner["preferred"] == [4]
     parsed = text_format.Parse(published, model_config_pb2.ModelConfig())
     assert parsed.instance_group[0].count == winner["instances"]
     assert parsed.HasField("dynamic_batching") == (winner["delay_us"] is not None)

@@ -99,7 +99,7 @@ def report(ctx: StageContext, result: Result) -> None:
             "" if m.best is None else f"{m.best.items_per_s:.1f}",
             "" if m.best is None else f"{m.best.percentiles_ms[result.tail]:.3f}",
             "" if m.score is None else f"{m.score:.4g}",
-            m.error or m.stopped,
+            m.error or (f"not compared: {m.withheld}" if m.withheld else m.stopped),
         ]
         for m in result.measured
     ]

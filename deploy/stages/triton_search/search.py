@@ -120,6 +120,7 @@ def _measure(
         if found.stopped:
             break
     found.score, found.best = _score(found.rows, params.goal)
+    found.withheld = _withheld(found.rows, params.goal) if found.best is None else ""
     log.info("%s: score %s (%s)", point.label, found.score, found.stopped or "every concurrency level")
     return found
 
@@ -136,14 +137,31 @@ def _stop(rows: list[BenchRow], params: SearchParams) -> str:
     return ""
 
 
-def _score(rows: list[BenchRow], goal: SearchGoal) -> tuple[float | None, BenchRow | None]:
+def _fits(rows: list[BenchRow], goal: SearchGoal) -> list[BenchRow]:
     key = f"p{goal.percentile:g}"
-    fits = [
+    return [
         r
         for r in rows
         if (goal.max_latency_ms is None or r.percentiles_ms[key] <= goal.max_latency_ms)
         and (goal.min_items_per_s is None or r.items_per_s >= goal.min_items_per_s)
     ]
+
+
+def _clean(row: BenchRow) -> bool:
+    """A row a verdict may rest on: settled, neither contended nor implausible."""
+    return row.stable and row.flagged is None
+
+
+def _withheld(rows: list[BenchRow], goal: SearchGoal) -> str:
+    """Why rows that met the goal gave no score: the first one's flag, else unsettled."""
+    fits = _fits(rows, goal)
+    flags = [r.flagged for r in fits if r.flagged is not None]
+    return flags[0] if flags else "unsettled (its windows never agreed)" if fits else ""
+
+
+def _score(rows: list[BenchRow], goal: SearchGoal) -> tuple[float | None, BenchRow | None]:
+    key = f"p{goal.percentile:g}"
+    fits = [r for r in _fits(rows, goal) if _clean(r)]
     if not fits:
         return None, None
     if goal.metric == Metric.THROUGHPUT:
@@ -169,7 +187,7 @@ def write_winner(result: Result, tree: Path) -> None:
     from tritonclient.grpc import model_config_pb2
 
     win = result.winner
-    if win is None:
+    if win is None or win.withheld:  # a withheld verdict leaves the config as it came
         return
     proto = json_format.ParseDict(win.point.apply(result.base_config), model_config_pb2.ModelConfig())
     header = f"# Tuned by triton_search: {win.point.label} ({result.goal_text}: {win.score:.4g}).\n"

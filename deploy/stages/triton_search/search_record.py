@@ -17,7 +17,8 @@ from deploy.pipeline.graph.records import expect_schema, typed
 from deploy.runtimes.record import BenchRow
 
 # search_results.json's layout; bumped with the triton_search stage's version.
-SCHEMA = 1
+# 2: each point's `withheld` (why no verdict rests on its rows).
+SCHEMA = 2
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ class PointResult:
     error: str = ""  # the configuration did not load
     score: float | None = None  # the goal's value of its best admissible row
     best: BenchRow | None = None
+    # Why no verdict rests on it: its rows that met the goal were all contended,
+    # implausible or unsettled ("" when one may).
+    withheld: str = ""
 
 
 @dataclass
@@ -86,13 +90,16 @@ class Result:
     @property
     def winner(self) -> PointResult | None:
         """The best score; the current configuration stays unless beaten by more than
-        `min_improvement` (a 3 % win on a 2-core machine is noise)."""
+        `min_improvement` (a 3 % win on a 2-core machine is noise), and stays when its own
+        timing was withheld: nothing is compared with a reference not measured clean."""
+        base = self.current_measured()
+        if base is not None and base.withheld:
+            return base
         scored = [(m.score, m) for m in self.measured if m.score is not None]
         if not scored:
             return None
         sign = 1.0 if self.metric == Metric.THROUGHPUT else -1.0
         best_score, best = max(scored, key=lambda pair: sign * pair[0])
-        base = self.current_measured()
         if base is None or base.score is None or best is base:
             return best
         gain = best_score / base.score if sign > 0 else base.score / best_score
@@ -103,6 +110,11 @@ class Result:
 
     def headline(self) -> str:
         win, base = self.winner, self.current_measured()
+        if win is not None and win.withheld:
+            return (
+                f"{self.model}: the current config kept, no verdict: its timing was {win.withheld}; "
+                f"rerun on a quiet machine; {len(self.measured)} configs in {self.wall_s:.0f} s"
+            )
         if win is None or win.score is None:
             return f"{self.model}: no configuration meets {self.goal_text}"
         unit = "items/s" if self.metric == Metric.THROUGHPUT else f"ms {self.tail}"
@@ -113,6 +125,9 @@ class Result:
                 win.score / base.score if self.metric == Metric.THROUGHPUT else base.score / (win.score or 1)
             )
             text += f" ({ratio:.2f}x the current config's {base.score:.4g})"
+        left_out = sum(1 for m in self.measured if m.withheld)
+        if left_out:
+            text += f"; {left_out} config(s) not compared (contended or unsettled: rerun quiet)"
         return text + f"; {len(self.measured)} configs in {self.wall_s:.0f} s"
 
     def summary(self) -> dict[str, object]:
@@ -121,7 +136,9 @@ class Result:
 
     def record(self) -> SearchResults:
         win = self.winner
-        points = [SearchedPoint(m.point, m.score, m.stopped, m.error, m.rows) for m in self.measured]
+        points = [
+            SearchedPoint(m.point, m.score, m.stopped, m.error, m.rows, m.withheld) for m in self.measured
+        ]
         return SearchResults(
             self.model,
             None if win is None else win.point,
@@ -143,6 +160,7 @@ class SearchedPoint:
     stopped: str
     error: str
     rows: list[BenchRow]
+    withheld: str
 
     def to_json(self) -> dict[str, object]:
         return asdict(self.point) | {
@@ -150,12 +168,15 @@ class SearchedPoint:
             "score": self.score,
             "stopped": self.stopped,
             "error": self.error,
+            "withheld": self.withheld,
             "rows": [r.to_json() for r in self.rows],
         }
 
     @classmethod
     def from_json(cls, data: _SearchedJson) -> SearchedPoint:
-        return cls(_point_of(data), data["score"], data["stopped"], data["error"], data["rows"])
+        return cls(
+            _point_of(data), data["score"], data["stopped"], data["error"], data["rows"], data["withheld"]
+        )
 
 
 @dataclass(frozen=True)
@@ -213,6 +234,7 @@ class _SearchedJson(_PointJson):
     score: float | None
     stopped: str
     error: str
+    withheld: str
     rows: list[BenchRow]
 
 

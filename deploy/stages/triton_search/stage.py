@@ -97,7 +97,9 @@ def identity(params: SearchParams) -> Mapping[str, object]:
 SPEC = StageSpec(
     phase=Phase.MEASURE,
     name="triton_search",
-    version=3,  # 3: no dynamic batching for batch-dependent outputs (golden's batching.json)
+    # 3: no dynamic batching for batch-dependent outputs (golden's batching.json)
+    # 4: no verdict on contended, implausible or unsettled rows (search.json's `withheld`)
+    version=4,
     params=SearchParams,
     inputs=("repository", "batching"),
     outputs=(
