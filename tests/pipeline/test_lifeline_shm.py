@@ -1,5 +1,6 @@
 """/dev/shm regions named for a process: removed by prefix, and those of a process that no
-longer runs removed by whoever starts the next server (real files in /dev/shm)."""
+longer runs removed by whoever starts the next server (real files, in /dev/shm where
+no other worker's sweep can reach what the test expects kept)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ def _region(name: str) -> Path:
     return path
 
 
-def test_a_prefix_removes_its_own_regions_and_not_a_longer_pid():
+def test_a_prefix_removes_its_own_regions_and_not_a_longer_pid(tmp_path, monkeypatch):
+    # A folder of its own: in /dev/shm another worker's next server would sweep the longer
+    # pid's region (no such process runs) before the assertion.
+    monkeypatch.setattr(lifeline, "SHM_DIR", tmp_path)
     mine = _region(f"{lifeline.shm_prefix()}0-a")
     longer = _region(f"deploy-{lifeline.shm_prefix().split('-')[1]}9-0-b")  # pid 12 vs 129
     try:

@@ -42,13 +42,13 @@ def test_a_stage_timeout_removes_its_docker_container(tmp_path: Path) -> None:
     data = tiny_dict(tmp_path, smoke=True)
     data["stages"]["triton_config"]["formats"] = ["python"]
     server = {"kind": "docker", "image": "nvcr.io/nvidia/tritonserver:24.10-py3", "startup_timeout_s": 300}
-    data["stages"]["smoke"] = {"server": server, "timeout_s": 10}
+    data["stages"]["smoke"] = {"server": server, "timeout_s": 20}  # after `docker run`, loaded or not
     config = tmp_path / "docker.yaml"
     config.write_text(yaml.safe_dump(data, sort_keys=False))
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_DOCKER_DIR": str(state)}
     done = run_cli("run", str(config), "--to", "smoke", cwd=tmp_path, env=env)
     assert done.returncode == ExitCode.LIMIT, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "exceeded timeout_s 10" in done.stdout + done.stderr
+    assert "exceeded timeout_s 20" in done.stdout + done.stderr
     calls = (state / "calls.log").read_text() if (state / "calls.log").exists() else ""
     assert "rm -f deploy-smoke-" in calls, calls
     assert not list(state.glob("container-*")), "the container outlived its stage"

@@ -41,7 +41,7 @@ output [
   {{ name: "gate" data_type: {fp32} dims: [3] }}
 ]
 instance_group [{{ kind: KIND_CPU count: 1 }}]
-dynamic_batching {{ max_queue_delay_microseconds: 50000 }}
+dynamic_batching {{ max_queue_delay_microseconds: 300000 }}
 parameters {{ key: "deploy_precision" value {{ string_value: "fp32" }} }}
 """
 
