@@ -35,6 +35,7 @@ from deploy.serving.ports import Probe, choose_ports, listens, probe
 from deploy.serving.server_spec import ServerKind, ServerSpec
 
 PORT_RETRIES = 3
+METRICS_WAIT_S = 3.0  # for the metrics port once HTTP answers (it follows within ~0.05 s)
 # Where nothing is in flight at the end (a stage's own checks), a graceful stop only waits:
 # Triton polls its live models once a second, which took 2.4 s per resnet50 server here.
 GRACE_S = 10.0
@@ -254,8 +255,26 @@ def _lost_port_race(server: Server, deadline: float) -> bool:
         return True
     if seen is not Probe.DOWN and server.process.poll() is None:
         if seen is Probe.UP and listens(server.process.pid, server.http):
-            return False
+            return _metrics_lost(server)
         server.notes.append(f"{server.http} answered, but not from our tritonserver (a port taken meanwhile)")
+        stop(server, grace_s=5)
+        return True
+    return False
+
+
+def _metrics_lost(server: Server) -> bool:
+    """Triton binds its metrics port just after HTTP (43 ms later here): one taken meanwhile
+    shows in its log a moment after HTTP answers. A build without metrics is waited for
+    METRICS_WAIT_S at most."""
+    assert server.process is not None
+    until = time.monotonic() + METRICS_WAIT_S
+    while server.metrics is not None and time.monotonic() < until and server.process.poll() is None:
+        if listens(server.process.pid, server.metrics):
+            return False
+        if _bind_refused(server):
+            break
+        time.sleep(0.02)
+    if _bind_refused(server):
         stop(server, grace_s=5)
         return True
     return False

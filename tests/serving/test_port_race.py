@@ -88,11 +88,13 @@ def test_a_port_answered_by_another_process_is_picked_again(
             impostor.wait()
 
 
+@pytest.mark.parametrize("index", [0, 2], ids=["http", "metrics"])
 def test_a_port_bound_by_another_process_is_picked_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, index: int
 ) -> None:
     """Bound, not listening: nothing answers there, Triton logs 'already in use' and exits
-    only after unloading its model, so the retry rests on its log, not on its end."""
+    only after unloading its model, so the retry rests on its log, not on its end. The
+    metrics port is bound just after HTTP answers: lost, it is retried all the same."""
     repo = tmp_path / "repo"
     python_model(repo, "double", SLOW)
     holders: list[socket.socket] = []
@@ -102,7 +104,7 @@ def test_a_port_bound_by_another_process_is_picked_again(
         ports = choose(spec, origins)
         if not holders:
             holders.append(socket.socket())
-            holders[0].bind((spec.host, ports[0]))  # no SO_REUSEADDR: Triton's bind fails
+            holders[0].bind((spec.host, ports[index]))  # no SO_REUSEADDR: Triton's bind fails
         return ports
 
     monkeypatch.setattr(tritonserver, "choose_ports", taken_first)
@@ -111,9 +113,11 @@ def test_a_port_bound_by_another_process_is_picked_again(
             assert served.states["double"].state is ModelState.READY
             retried = [n for n in served.server.notes if n.startswith("attempt 1: a port was taken")]
             assert retried, served.server.notes
-            assert served.server.http != f"127.0.0.1:{holders[0].getsockname()[1]}"
-            assert served.server.process is not None
+            taken = f"127.0.0.1:{holders[0].getsockname()[1]}"
+            assert taken not in (served.server.http, served.server.metrics)
+            assert served.server.process is not None and served.server.metrics is not None
             assert listens(served.server.process.pid, served.server.http)
+            assert listens(served.server.process.pid, served.server.metrics)
     finally:
         for holder in holders:
             holder.close()
