@@ -531,7 +531,7 @@ def test_no_verdict_on_a_flagged_row_and_none_at_all_when_every_row_is(flag, ver
     faster; where every contender is flagged, speed decides nothing: the FP32 reference
     is kept and the headline, the record and the conclusion say so."""
     from deploy.stages.select.conclusion import conclusion
-    from deploy.stages.select.output import headline
+    from deploy.stages.select.output import _status_row, headline
 
     rows = [row("onnxruntime", 1, 2.0), flag(row("onnxruntime_int8", 1, 0.5)), row("eager", 1, 4.0)]
     found = gather(rows, {}, {"accuracy_int8": 0.999})
@@ -540,6 +540,11 @@ def test_no_verdict_on_a_flagged_row_and_none_at_all_when_every_row_is(flag, ver
     int8 = next(e for e in decision.entries if e.candidate.runtime == "onnxruntime_int8")
     assert int8.verdict is verdict and said in int8.reason and int8.value == 0.5, int8
     assert "possibly faster than the pick (onnx fp32 (onnxruntime)): rerun quiet" in int8.reason
+    # The status table's number beside the pick's says it was not compared, and why.
+    status = _status_row(int8.candidate, [decision], decision, None)
+    assert status[3] == f"0.500 ({verdict.value}, not compared)", status
+    pick = next(e for e in decision.entries if e.candidate.runtime == "onnxruntime")
+    assert _status_row(pick.candidate, [decision], decision, None)[3] == "2.000"
     noisy = [flag(r) for r in rows]
     found = gather(noisy, {}, {"accuracy_int8": 0.999})
     decision = selection.decide(found, Objective(name="latency", metric="latency"))

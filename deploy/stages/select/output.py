@@ -11,7 +11,7 @@ from deploy.domain.vocabulary import LOWER_IS_BETTER, Metric, Precision
 from deploy.pipeline.graph.contract import StageContext
 from deploy.runtimes.selection_record import Basis
 from deploy.stages.select.candidates import Target
-from deploy.stages.select.selection import Candidate, Decision
+from deploy.stages.select.selection import FLAGGED, Candidate, Decision
 
 
 def quoted(names: list[str]) -> str:
@@ -136,8 +136,11 @@ def _value(c: Candidate, d: Decision | None, spec: str) -> str:
     if entry is None or entry.value is None:
         return ""
     assert d is not None
-    elsewhere = f" ({entry.basis.value}, not compared)" if entry.basis is not d.basis else ""
-    return format(entry.value, spec) + elsewhere
+    if entry.basis is not d.basis:
+        return f"{format(entry.value, spec)} ({entry.basis.value}, not compared)"
+    # A flagged row's number beside the pick's would read as a better one passed over.
+    flagged = f" ({entry.verdict.value}, not compared)" if entry.verdict in FLAGGED else ""
+    return format(entry.value, spec) + flagged
 
 
 def _number(value: float | None, spec: str = ".4g") -> str:
